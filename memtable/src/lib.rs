@@ -1,0 +1,33 @@
+//! Stratus memtable: a concurrent skiplist per column family, one node per user key, the key's
+//! versions chained newest first.
+//!
+//! Keys carry no timestamp. A version is a `u64` (a commit ts in the WRITE CF, a sequence
+//! elsewhere); a read at `ts` sees a key's first version `<= ts`, which may be a tombstone.
+//! A put is accepted only if its version is newer than the key's newest one.
+//!
+//! Modules, in the order data flows:
+//! * [`cf`]: the column families;
+//! * [`version_chain`]: one key's versions and the [`VersionRef`] handles readers get;
+//! * [`size_estimate`]: what each put is charged, for the memtable switch threshold;
+//! * [`cf_table`]: one column family's skiplist, and why it is built this way;
+//! * [`iter`] and [`all_versions_iter`]: reading at a ts, and walking everything for a flush;
+//! * [`memtable`]: the per-shard set of tables.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod all_versions_iter;
+pub mod cf;
+pub mod cf_table;
+pub mod iter;
+pub mod memtable;
+pub mod size_estimate;
+pub mod version_chain;
+
+pub use all_versions_iter::{AllVersionsIter, KeyVersions};
+pub use cf::{CF_COUNT, Cf, UnknownCf};
+pub use cf_table::CfTable;
+pub use iter::CfIter;
+pub use memtable::Memtable;
+pub use size_estimate::{KEY_OVERHEAD, VERSION_OVERHEAD};
+pub use version_chain::{VersionRef, Versions};

@@ -1,0 +1,453 @@
+//! Reading one table section: open (footer, indexes, filter, properties), block access with
+//! checksum verification, point reads at a timestamp, and range size estimates.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+
+use crate::block::{Block, EntryPos, Version};
+use crate::block_cache::BlockCache;
+use crate::block_frame::{self, COMPRESSION_NONE, TRAILER_LEN};
+use crate::error::{Corrupt, Error, Result};
+use crate::filter::Filter;
+use crate::footer::{FOOTER_LEN, FORMAT_VERSION, Footer, FooterError};
+use crate::index::{BlockHandle, Index};
+use crate::properties::Properties;
+
+/// Which of a table's two block sequences a block belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockKind {
+    Main,
+    Old,
+}
+
+/// A readable table section. Cheap to clone: clones share the bytes and the decoded metadata.
+#[derive(Clone)]
+pub struct Table {
+    inner: Arc<TableInner>,
+}
+
+struct TableInner {
+    file_id: u64,
+    /// Offset of this section inside its file (non-zero for the CF sections of an L0 file).
+    base: u64,
+    data: Bytes,
+    index: Index,
+    old_index: Index,
+    filter: Filter,
+    props: Properties,
+    /// Offset of the old-version index, reported when a main entry points past it.
+    old_index_at: u64,
+    /// One flag per block (main blocks first, then old-version blocks): set once the block's
+    /// checksum has been verified, so repeated reads of an uncompressed block skip the CRC.
+    verified: Box<[AtomicBool]>,
+    cache: Option<Arc<dyn BlockCache>>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("file_id", &self.inner.file_id)
+            .field("size", &self.inner.data.len())
+            .field("entries", &self.inner.props.entries)
+            .finish()
+    }
+}
+
+impl Table {
+    /// Opens a table held in memory (a downloaded file or a memory map).
+    pub fn open(file_id: u64, data: Bytes) -> Result<Table> {
+        Self::open_section(file_id, 0, data, None)
+    }
+
+    /// Opens a table whose compressed blocks are shared through `cache`.
+    pub fn open_with_cache(file_id: u64, data: Bytes, cache: Arc<dyn BlockCache>) -> Result<Table> {
+        Self::open_section(file_id, 0, data, Some(cache))
+    }
+
+    /// Opens a local file through a read-only memory map.
+    pub fn open_file(file_id: u64, path: &std::path::Path) -> Result<Table> {
+        Self::open(file_id, map_file(file_id, path)?)
+    }
+
+    pub(crate) fn open_section(
+        file_id: u64,
+        base: u64,
+        data: Bytes,
+        cache: Option<Arc<dyn BlockCache>>,
+    ) -> Result<Table> {
+        let footer_at = base + (data.len().saturating_sub(FOOTER_LEN)) as u64;
+        let footer = Footer::decode(&data).map_err(|e| match e {
+            FooterError::Corrupt(c) => c.at(file_id, footer_at),
+            FooterError::Version(found) => Error::UnsupportedVersion {
+                file_id,
+                expected: FORMAT_VERSION,
+                found,
+            },
+        })?;
+        let meta_end = (data.len() - FOOTER_LEN) as u64;
+        let corrupt = |what| Corrupt(what).at(file_id, footer_at);
+        // Regions must follow each other in the documented order.
+        let regions = [
+            footer.index,
+            footer.old_index,
+            footer.filter,
+            footer.properties,
+        ];
+        let mut expect = regions[0].offset;
+        if footer.old_blocks_offset > expect {
+            return Err(corrupt("old-version blocks start after the index"));
+        }
+        for h in regions {
+            if h.offset != expect || (h.len as usize) < TRAILER_LEN {
+                return Err(corrupt("metadata regions are not contiguous"));
+            }
+            expect = h.offset + u64::from(h.len);
+        }
+        if expect != meta_end {
+            return Err(corrupt("metadata does not end at the footer"));
+        }
+        let meta = |h: BlockHandle| -> Result<Bytes> {
+            let frame = data.slice(h.offset as usize..(h.offset + u64::from(h.len)) as usize);
+            block_frame::decode(&frame).map_err(|c| c.at(file_id, base + h.offset))
+        };
+        let index = Index::decode(meta(footer.index)?)
+            .map_err(|c| c.at(file_id, base + footer.index.offset))?;
+        let old_index = Index::decode(meta(footer.old_index)?)
+            .map_err(|c| c.at(file_id, base + footer.old_index.offset))?;
+        let filter = Filter::decode(meta(footer.filter)?)
+            .map_err(|c| c.at(file_id, base + footer.filter.offset))?;
+        let props = Properties::decode(&meta(footer.properties)?)
+            .map_err(|c| c.at(file_id, base + footer.properties.offset))?;
+        check_handles(&index, 0, footer.old_blocks_offset)
+            .map_err(|c| c.at(file_id, base + footer.index.offset))?;
+        check_handles(&old_index, footer.old_blocks_offset, footer.index.offset)
+            .map_err(|c| c.at(file_id, base + footer.old_index.offset))?;
+        if props.block_count as usize != index.len()
+            || props.old_block_count as usize != old_index.len()
+            || (props.entries == 0) != index.is_empty()
+        {
+            return Err(Corrupt("properties disagree with the indexes")
+                .at(file_id, base + footer.properties.offset));
+        }
+        let verified = (0..index.len() + old_index.len())
+            .map(|_| AtomicBool::new(false))
+            .collect();
+        Ok(Table {
+            inner: Arc::new(TableInner {
+                file_id,
+                base,
+                data,
+                index,
+                old_index,
+                filter,
+                props,
+                old_index_at: footer.old_index.offset,
+                verified,
+                cache,
+            }),
+        })
+    }
+
+    pub fn file_id(&self) -> u64 {
+        self.inner.file_id
+    }
+
+    pub fn properties(&self) -> &Properties {
+        &self.inner.props
+    }
+
+    /// Size of the section in bytes.
+    pub fn size(&self) -> u64 {
+        self.inner.data.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.props.entries == 0
+    }
+
+    pub(crate) fn index(&self, kind: BlockKind) -> &Index {
+        match kind {
+            BlockKind::Main => &self.inner.index,
+            BlockKind::Old => &self.inner.old_index,
+        }
+    }
+
+    /// Loads block `i` of `kind`: verified, decompressed, ready to search.
+    pub(crate) fn block(&self, kind: BlockKind, i: usize) -> Result<Block> {
+        let t = &*self.inner;
+        let h = self.index(kind).handle(i);
+        let abs = t.base + h.offset;
+        let slot = match kind {
+            BlockKind::Main => i,
+            BlockKind::Old => t.index.len() + i,
+        };
+        let frame = t
+            .data
+            .slice(h.offset as usize..(h.offset + u64::from(h.len)) as usize);
+        let compressed = frame[frame.len() - TRAILER_LEN] != COMPRESSION_NONE;
+        if !compressed && t.verified[slot].load(Ordering::Relaxed) {
+            let raw = frame.slice(..frame.len() - TRAILER_LEN);
+            return Block::decode(raw).map_err(|c| c.at(t.file_id, abs));
+        }
+        if compressed
+            && let Some(cache) = &t.cache
+            && let Some(b) = cache.get(t.file_id, abs)
+        {
+            return Ok(b);
+        }
+        let raw = block_frame::decode(&frame).map_err(|c| c.at(t.file_id, abs))?;
+        let block = Block::decode(raw).map_err(|c| c.at(t.file_id, abs))?;
+        if compressed {
+            if let Some(cache) = &t.cache {
+                cache.insert(t.file_id, abs, block.clone());
+            }
+        } else {
+            t.verified[slot].store(true, Ordering::Relaxed);
+        }
+        Ok(block)
+    }
+
+    pub(crate) fn corrupt(&self, kind: BlockKind, i: usize, c: Corrupt) -> Error {
+        c.at(
+            self.inner.file_id,
+            self.inner.base + self.index(kind).handle(i).offset,
+        )
+    }
+
+    /// True if the filter says `key` may be present.
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        self.inner.filter.may_contain(key)
+    }
+
+    /// The version of `key` visible at `ts` (the first version <= ts), tombstones included.
+    pub fn get(&self, key: &[u8], ts: u64) -> Result<Option<Version>> {
+        if !self.inner.filter.may_contain(key) {
+            return Ok(None);
+        }
+        match self.find_main(key)? {
+            Some((block, e)) => self.resolve(&block, &e, key, ts),
+            None => Ok(None),
+        }
+    }
+
+    /// Resolves a main entry to the version visible at `ts`.
+    #[inline]
+    pub(crate) fn resolve(
+        &self,
+        block: &Block,
+        e: &EntryPos,
+        key: &[u8],
+        ts: u64,
+    ) -> Result<Option<Version>> {
+        if e.version <= ts {
+            return Ok(Some(block.version_of(e)));
+        }
+        if !e.has_old() {
+            return Ok(None);
+        }
+        let mut found = None;
+        self.walk_old_versions(key, e.old_block as usize, |v| {
+            if v.version <= ts {
+                found = Some(v);
+                false
+            } else {
+                true
+            }
+        })?;
+        Ok(found)
+    }
+
+    /// Calls `f` on the old versions of `key` (newest first) starting at old-version block
+    /// `start`, until `f` returns false or the versions end.
+    fn walk_old_versions(
+        &self,
+        key: &[u8],
+        start: usize,
+        mut f: impl FnMut(Version) -> bool,
+    ) -> Result<()> {
+        let n = self.inner.old_index.len();
+        if start >= n {
+            return Err(Corrupt("old-version pointer past the old index").at(
+                self.inner.file_id,
+                self.inner.base + self.inner.old_index_at,
+            ));
+        }
+        let mut bi = start;
+        let block = self.block(BlockKind::Old, bi)?;
+        let err = |bi, c| self.corrupt(BlockKind::Old, bi, c);
+        let mut i = block.lower_bound(key).map_err(|c| err(bi, c))?;
+        let first = match i < block.len() {
+            true => Some(block.entry(i).map_err(|c| err(bi, c))?),
+            false => None,
+        };
+        if !first.is_some_and(|e| block.cmp_key(&e, key).is_eq()) {
+            return Err(err(bi, Corrupt("old versions missing from their block")));
+        }
+        let mut block = block;
+        loop {
+            while i < block.len() {
+                let e = block.entry(i).map_err(|c| err(bi, c))?;
+                if !block.cmp_key(&e, key).is_eq() || !f(block.version_of(&e)) {
+                    return Ok(());
+                }
+                i += 1;
+            }
+            bi += 1;
+            if bi >= n {
+                return Ok(());
+            }
+            block = self.block(BlockKind::Old, bi)?;
+            i = 0;
+        }
+    }
+
+    /// Every version of `key`, newest first.
+    pub fn versions(&self, key: &[u8]) -> Result<Vec<Version>> {
+        if !self.inner.filter.may_contain(key) {
+            return Ok(Vec::new());
+        }
+        let Some((block, e)) = self.find_main(key)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = vec![block.version_of(&e)];
+        out.extend(self.old_versions_of(key, &e)?);
+        Ok(out)
+    }
+
+    fn find_main(&self, key: &[u8]) -> Result<Option<(Block, EntryPos)>> {
+        let Some(bi) = self.inner.index.find(key) else {
+            return Ok(None);
+        };
+        let block = self.block(BlockKind::Main, bi)?;
+        let i = block
+            .lower_bound(key)
+            .map_err(|c| self.corrupt(BlockKind::Main, bi, c))?;
+        if i == block.len() {
+            return Ok(None);
+        }
+        let e = block
+            .entry(i)
+            .map_err(|c| self.corrupt(BlockKind::Main, bi, c))?;
+        if block.cmp_key(&e, key) != std::cmp::Ordering::Equal {
+            return Ok(None);
+        }
+        Ok(Some((block, e)))
+    }
+
+    /// Old versions of the main entry `e` (found in a scan), newest first.
+    pub(crate) fn old_versions_of(&self, key: &[u8], e: &EntryPos) -> Result<Vec<Version>> {
+        let mut out = Vec::new();
+        if e.has_old() {
+            self.walk_old_versions(key, e.old_block as usize, |v| {
+                out.push(v);
+                true
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// Bytes of main data blocks that reads of `ranges` would touch, answered from the index
+    /// alone. Each range is `[start, end)` with an empty `end` meaning unbounded. A block is
+    /// counted once even if several ranges touch it. The estimate never undercounts and
+    /// overcounts by at most the first block of a range whose keys all sort before its start.
+    pub fn estimate_blocks_size<S: AsRef<[u8]>, E: AsRef<[u8]>>(&self, ranges: &[(S, E)]) -> u64 {
+        let index = &self.inner.index;
+        if index.is_empty() {
+            return 0;
+        }
+        let biggest = self.inner.props.biggest.as_slice();
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+        for (start, end) in ranges {
+            let (start, end) = (start.as_ref(), end.as_ref());
+            if start > biggest || (!end.is_empty() && end <= start) {
+                continue;
+            }
+            let first = index.find(start).unwrap_or(0);
+            let last = if end.is_empty() {
+                index.len()
+            } else {
+                index.count_before(end)
+            };
+            if first < last {
+                spans.push((first, last));
+            }
+        }
+        spans.sort_unstable();
+        let mut total = 0;
+        let mut cur: Option<(usize, usize)> = None;
+        for (a, b) in spans {
+            match &mut cur {
+                Some((_, ce)) if a <= *ce => *ce = (*ce).max(b),
+                _ => {
+                    if let Some((ca, ce)) = cur {
+                        total += index.size_of(ca, ce);
+                    }
+                    cur = Some((a, b));
+                }
+            }
+        }
+        if let Some((ca, ce)) = cur {
+            total += index.size_of(ca, ce);
+        }
+        total
+    }
+
+    /// Sizes of the main data blocks, in key order (for tests and diagnostics).
+    pub fn block_sizes(&self) -> Vec<u64> {
+        self.inner
+            .index
+            .handles()
+            .iter()
+            .map(|h| u64::from(h.len))
+            .collect()
+    }
+
+    /// First key of every main data block.
+    pub fn block_first_keys(&self) -> Vec<Vec<u8>> {
+        (0..self.inner.index.len())
+            .map(|i| self.inner.index.first_key(i).to_vec())
+            .collect()
+    }
+
+    /// Every key stored in main data block `i`, read and verified (for exact size checks).
+    pub fn block_keys(&self, i: usize) -> Result<Vec<Vec<u8>>> {
+        let block = self.block(BlockKind::Main, i)?;
+        let mut keys = Vec::with_capacity(block.len());
+        let mut buf = Vec::new();
+        for j in 0..block.len() {
+            let e = block
+                .entry(j)
+                .map_err(|c| self.corrupt(BlockKind::Main, i, c))?;
+            block.key_into(&e, &mut buf);
+            keys.push(buf.clone());
+        }
+        Ok(keys)
+    }
+}
+
+/// Every handle must lie inside `[lo, hi)` and follow the previous one without overlap.
+fn check_handles(index: &Index, lo: u64, hi: u64) -> Result<(), Corrupt> {
+    let mut next = lo;
+    for h in index.handles() {
+        if h.offset != next || (h.len as usize) < TRAILER_LEN {
+            return Err(Corrupt("block handles are not contiguous"));
+        }
+        next = h.offset + u64::from(h.len);
+    }
+    if next != hi {
+        return Err(Corrupt("block handles do not cover their region"));
+    }
+    Ok(())
+}
+
+/// Maps a local file read-only and wraps it as `Bytes` without copying.
+pub fn map_file(file_id: u64, path: &std::path::Path) -> Result<Bytes> {
+    let file = std::fs::File::open(path).map_err(|source| Error::Io { file_id, source })?;
+    // SAFETY: table files are write-once (written to a temp name, fsynced, renamed); nothing
+    // writes to or truncates a file after it is published, which is what memmap2 requires.
+    let map =
+        unsafe { memmap2::Mmap::map(&file) }.map_err(|source| Error::Io { file_id, source })?;
+    Ok(Bytes::from_owner(map))
+}

@@ -1,0 +1,246 @@
+//! Forward and reverse iteration over a table at a read timestamp.
+//!
+//! The iterator walks main data blocks only, positioned on keys that have a version <= the read
+//! timestamp; for a key whose newest version is too new it follows the pointer into the
+//! old-version blocks. Keys with no visible version are skipped in both directions. Tombstones
+//! are returned (flagged): a merging reader needs them to hide older versions in lower levels.
+
+use crate::block::{Block, Version};
+use crate::error::Result;
+use crate::table::{BlockKind, Table};
+
+pub struct TableIter {
+    table: Table,
+    ts: u64,
+    block: Option<Block>,
+    block_idx: usize,
+    entry_idx: usize,
+    key: Vec<u8>,
+    version: Option<Version>,
+}
+
+impl Table {
+    /// An iterator that sees, for each key, the version visible at `ts`. It starts unpositioned:
+    /// call a seek first.
+    pub fn iter(&self, ts: u64) -> TableIter {
+        TableIter {
+            table: self.clone(),
+            ts,
+            block: None,
+            block_idx: 0,
+            entry_idx: 0,
+            key: Vec::new(),
+            version: None,
+        }
+    }
+}
+
+impl TableIter {
+    pub fn valid(&self) -> bool {
+        self.version.is_some()
+    }
+
+    /// The current key. Only meaningful while `valid()`.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The version visible at the read timestamp. Panics if not `valid()`.
+    pub fn version(&self) -> &Version {
+        self.version.as_ref().expect("iterator is not valid")
+    }
+
+    /// Every version of the current key, newest first, regardless of the read timestamp
+    /// (for compaction and flush rewrites).
+    pub fn all_versions(&self) -> Result<Vec<Version>> {
+        let Some(block) = &self.block else {
+            return Ok(Vec::new());
+        };
+        let e = block
+            .entry(self.entry_idx)
+            .map_err(|c| self.table.corrupt(BlockKind::Main, self.block_idx, c))?;
+        let mut out = vec![block.version_of(&e)];
+        out.extend(self.table.old_versions_of(&self.key, &e)?);
+        Ok(out)
+    }
+
+    fn invalidate(&mut self) {
+        self.block = None;
+        self.version = None;
+    }
+
+    fn load(&mut self, bi: usize) -> Result<()> {
+        self.block_idx = bi;
+        self.block = Some(self.table.block(BlockKind::Main, bi)?);
+        Ok(())
+    }
+
+    /// Resolves the entry at the current position; sets `version` if visible at ts.
+    fn resolve_current(&mut self) -> Result<bool> {
+        let Some(block) = &self.block else {
+            return Ok(false);
+        };
+        let e = block
+            .entry(self.entry_idx)
+            .map_err(|c| self.table.corrupt(BlockKind::Main, self.block_idx, c))?;
+        block.key_into(&e, &mut self.key);
+        self.version = self.table.resolve(block, &e, &self.key, self.ts)?;
+        Ok(self.version.is_some())
+    }
+
+    /// From the current position, moves forward to the first visible entry.
+    fn settle_forward(&mut self) -> Result<()> {
+        let n_blocks = self.table.index(BlockKind::Main).len();
+        loop {
+            let Some(block) = &self.block else {
+                return Ok(());
+            };
+            if self.entry_idx >= block.len() {
+                if self.block_idx + 1 >= n_blocks {
+                    self.invalidate();
+                    return Ok(());
+                }
+                self.load(self.block_idx + 1)?;
+                self.entry_idx = 0;
+                continue;
+            }
+            if self.resolve_current()? {
+                return Ok(());
+            }
+            self.entry_idx += 1;
+        }
+    }
+
+    /// From the current position, moves backward to the first visible entry.
+    fn settle_backward(&mut self) -> Result<()> {
+        loop {
+            if self.block.is_none() {
+                return Ok(());
+            }
+            if self.resolve_current()? {
+                return Ok(());
+            }
+            self.step_back()?;
+        }
+    }
+
+    fn step_back(&mut self) -> Result<()> {
+        if self.entry_idx > 0 {
+            self.entry_idx -= 1;
+            return Ok(());
+        }
+        if self.block_idx == 0 {
+            self.invalidate();
+            return Ok(());
+        }
+        self.load(self.block_idx - 1)?;
+        self.entry_idx = self.block.as_ref().map_or(0, |b| b.len() - 1);
+        Ok(())
+    }
+
+    fn guard(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            self.invalidate();
+        }
+        r
+    }
+
+    /// Positions on the first visible key >= `key`.
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        let r = self.seek_inner(key);
+        self.guard(r)
+    }
+
+    fn seek_inner(&mut self, key: &[u8]) -> Result<()> {
+        let index = self.table.index(BlockKind::Main);
+        if index.is_empty() {
+            self.invalidate();
+            return Ok(());
+        }
+        let bi = index.find(key).unwrap_or(0);
+        self.load(bi)?;
+        let block = self.block.as_ref().expect("just loaded");
+        self.entry_idx = block
+            .lower_bound(key)
+            .map_err(|c| self.table.corrupt(BlockKind::Main, bi, c))?;
+        self.settle_forward()
+    }
+
+    /// Positions on the last visible key <= `key`.
+    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        let r = self.seek_for_prev_inner(key);
+        self.guard(r)
+    }
+
+    fn seek_for_prev_inner(&mut self, key: &[u8]) -> Result<()> {
+        let Some(bi) = self.table.index(BlockKind::Main).find(key) else {
+            self.invalidate();
+            return Ok(());
+        };
+        self.load(bi)?;
+        let block = self.block.as_ref().expect("just loaded");
+        let ub = block
+            .upper_bound(key)
+            .map_err(|c| self.table.corrupt(BlockKind::Main, bi, c))?;
+        if ub == 0 {
+            // The index promised a first key <= `key`: the block disagrees with it.
+            self.entry_idx = 0;
+            self.step_back()?;
+        } else {
+            self.entry_idx = ub - 1;
+        }
+        self.settle_backward()
+    }
+
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        let r = self.seek_to_first_inner();
+        self.guard(r)
+    }
+
+    fn seek_to_first_inner(&mut self) -> Result<()> {
+        if self.table.index(BlockKind::Main).is_empty() {
+            self.invalidate();
+            return Ok(());
+        }
+        self.load(0)?;
+        self.entry_idx = 0;
+        self.settle_forward()
+    }
+
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        let r = self.seek_to_last_inner();
+        self.guard(r)
+    }
+
+    fn seek_to_last_inner(&mut self) -> Result<()> {
+        let n = self.table.index(BlockKind::Main).len();
+        if n == 0 {
+            self.invalidate();
+            return Ok(());
+        }
+        self.load(n - 1)?;
+        self.entry_idx = self.block.as_ref().map_or(0, |b| b.len() - 1);
+        self.settle_backward()
+    }
+
+    /// Moves to the next visible key. No-op when not valid. (A fallible cursor, not an
+    /// `Iterator`: errors must reach the caller.)
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        self.entry_idx += 1;
+        let r = self.settle_forward();
+        self.guard(r)
+    }
+
+    /// Moves to the previous visible key. No-op when not valid.
+    pub fn prev(&mut self) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        let r = self.step_back().and_then(|_| self.settle_backward());
+        self.guard(r)
+    }
+}
