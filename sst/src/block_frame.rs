@@ -135,8 +135,15 @@ mod tests {
 
     #[test]
     fn incompressible_block_is_stored_raw() {
-        let raw: Vec<u8> = (0..4096u32)
-            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        // xorshift64: bytes with no structure for zstd to find.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let raw: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
             .collect();
         let mut w = FrameWriter::new(Compression::Zstd(3)).unwrap();
         let mut out = Vec::new();
