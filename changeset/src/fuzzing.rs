@@ -1,0 +1,337 @@
+//! Entry points for fuzzing the decoders, and realistic seed inputs.
+//!
+//! The cargo-fuzz targets in `fuzz/` call these functions, and so does the corpus replay test,
+//! so a crash found by the fuzzer becomes an ordinary failing test once its input is added to
+//! the corpus. Each function must return normally for every input: decode errors are expected,
+//! panics are bugs (the asserts below state properties every accepted input must have).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::column_family::ColumnFamily;
+use crate::memtable_data::{self, MemRow, MemtableDataWriter};
+use crate::messages::{
+    Change, ChangeSet, Compaction, Flush, Ingest, L0Create, ShardSplitInfo, Snapshot, Split,
+    TableCreate, decode_changeset, encode_changeset,
+};
+use crate::shard_files::{Applied, ShardFiles};
+
+/// Decodes a ChangeSet. For an accepted input: re-encoding decodes to the same value; applying
+/// it to an empty shard either fails cleanly or leaves a file list that survives a snapshot
+/// round trip, and applying it again changes nothing; a snapshot ChangeSet builds a shard
+/// directly.
+pub fn changeset_decode(data: &[u8]) {
+    let Ok(changeset) = decode_changeset(Bytes::copy_from_slice(data)) else {
+        return;
+    };
+    let encoded = encode_changeset(&changeset);
+    let again = decode_changeset(&encoded[..]).expect("a re-encoded changeset decodes");
+    assert!(again == changeset, "re-encoding changed the changeset");
+
+    let mut shard = ShardFiles::new(
+        changeset.shard_id,
+        changeset.shard_ver,
+        Bytes::new(),
+        Bytes::new(),
+        0,
+    );
+    let before = shard.clone();
+    match shard.apply(&changeset) {
+        Err(_) => assert!(shard == before, "a failed apply changed the shard"),
+        Ok(applied) => {
+            check_snapshot_round_trip(&shard);
+            if let Applied::Split(children) = &applied {
+                children.iter().for_each(check_snapshot_round_trip);
+            }
+            let after = shard.clone();
+            let second = shard
+                .apply(&changeset)
+                .expect("a repeated apply is skipped");
+            assert!(
+                matches!(second, Applied::Skipped { .. }),
+                "a repeated apply was not skipped"
+            );
+            assert!(shard == after, "a repeated apply changed the shard");
+        }
+    }
+    if let Ok(shard) = ShardFiles::from_changeset(&changeset) {
+        check_snapshot_round_trip(&shard);
+    }
+}
+
+/// Decodes memtable data. For an accepted input: the owned and borrowed decoders agree, and
+/// re-encoding the rows gives the input bytes back (the format has one encoding per content).
+pub fn memtable_data_decode(data: &[u8]) {
+    let Ok(rows) = memtable_data::decode_ref(data) else {
+        return;
+    };
+    let mut writer = MemtableDataWriter::new();
+    for row in &rows {
+        writer
+            .push(*row)
+            .expect("decoded rows satisfy the writer's order");
+    }
+    assert!(writer.finish() == data, "re-encoding changed the bytes");
+    let owned = memtable_data::decode(&Bytes::copy_from_slice(data))
+        .expect("owned decoding accepts what borrowed decoding accepts");
+    assert!(
+        owned.iter().map(MemRow::as_ref).eq(rows.iter().copied()),
+        "owned and borrowed decoding disagree"
+    );
+}
+
+fn check_snapshot_round_trip(shard: &ShardFiles) {
+    let rebuilt =
+        ShardFiles::from_changeset(&shard.to_changeset()).expect("a shard's own snapshot is valid");
+    assert!(&rebuilt == shard, "snapshot round trip changed the shard");
+}
+
+/// Realistic ChangeSets, one or more of each kind, named for the corpus file they seed.
+pub fn changeset_seeds() -> Vec<(&'static str, ChangeSet)> {
+    let l0 = |id: u64, smallest: &str, biggest: &str| L0Create {
+        id,
+        smallest: Bytes::copy_from_slice(smallest.as_bytes()),
+        biggest: Bytes::copy_from_slice(biggest.as_bytes()),
+        size: 4 << 20,
+    };
+    let table =
+        |id: u64, level: u32, cf: ColumnFamily, smallest: &str, biggest: &str| TableCreate {
+            id,
+            level,
+            cf: cf.as_u32(),
+            smallest: Bytes::copy_from_slice(smallest.as_bytes()),
+            biggest: Bytes::copy_from_slice(biggest.as_bytes()),
+            size: 8 << 20,
+        };
+    let changeset = |sequence: u64, change: Change| ChangeSet {
+        shard_id: 7,
+        shard_ver: 3,
+        sequence,
+        properties: BTreeMap::new(),
+        change: Some(change),
+    };
+    let snapshot = Snapshot {
+        start: Bytes::from_static(b"t_100_"),
+        end: Bytes::from_static(b"t_200_"),
+        base_version: 1_000,
+        data_sequence: 420,
+        l0_creates: vec![l0(31, "t_100_a", "t_150_z"), l0(30, "t_120_b", "t_199_y")],
+        table_creates: vec![
+            table(20, 1, ColumnFamily::Write, "t_100_a", "t_140_z"),
+            table(21, 1, ColumnFamily::Write, "t_141_a", "t_199_z"),
+            table(22, 1, ColumnFamily::Lock, "t_110_a", "t_111_z"),
+            table(10, 2, ColumnFamily::Write, "t_100_a", "t_199_z"),
+            table(11, 1, ColumnFamily::Extra, "t_100_a", "t_100_b"),
+        ],
+    };
+    let mut with_properties = changeset(
+        2,
+        Change::Flush(Flush {
+            l0_create: Some(l0(33, "t_101_a", "t_102_a")),
+            data_sequence: 450,
+            version: 1_450,
+        }),
+    );
+    with_properties
+        .properties
+        .insert("split_keys".to_owned(), b"t_150_".to_vec());
+    vec![
+        ("snapshot", changeset(1, Change::Snapshot(snapshot.clone()))),
+        (
+            "snapshot_unbounded_empty",
+            ChangeSet {
+                shard_id: 1,
+                shard_ver: 1,
+                sequence: 0,
+                properties: BTreeMap::new(),
+                change: Some(Change::Snapshot(Snapshot::default())),
+            },
+        ),
+        (
+            "initial_flush",
+            changeset(2, Change::InitialFlush(snapshot)),
+        ),
+        (
+            "flush",
+            changeset(
+                3,
+                Change::Flush(Flush {
+                    l0_create: Some(l0(32, "t_100_c", "t_180_d")),
+                    data_sequence: 440,
+                    version: 1_440,
+                }),
+            ),
+        ),
+        (
+            "flush_empty_memtable",
+            changeset(
+                4,
+                Change::Flush(Flush {
+                    l0_create: None,
+                    data_sequence: 441,
+                    version: 1_441,
+                }),
+            ),
+        ),
+        ("flush_with_properties", with_properties),
+        (
+            "compaction_l0_to_l1",
+            changeset(
+                5,
+                Change::Compaction(Compaction {
+                    cf: 0,
+                    level: 0,
+                    top_deletes: vec![30, 31],
+                    bottom_deletes: vec![20, 21, 22],
+                    table_creates: vec![
+                        table(40, 1, ColumnFamily::Write, "t_100_a", "t_150_z"),
+                        table(41, 1, ColumnFamily::Write, "t_151_a", "t_199_z"),
+                        table(42, 1, ColumnFamily::Lock, "t_110_a", "t_130_z"),
+                    ],
+                    conflicted: false,
+                }),
+            ),
+        ),
+        (
+            "compaction_l1_to_l2",
+            changeset(
+                6,
+                Change::Compaction(Compaction {
+                    cf: ColumnFamily::Write.as_u32(),
+                    level: 1,
+                    top_deletes: vec![20],
+                    bottom_deletes: vec![10],
+                    table_creates: vec![table(43, 2, ColumnFamily::Write, "t_100_a", "t_199_z")],
+                    conflicted: false,
+                }),
+            ),
+        ),
+        (
+            "compaction_conflicted",
+            changeset(
+                7,
+                Change::Compaction(Compaction {
+                    cf: ColumnFamily::Write.as_u32(),
+                    level: 1,
+                    top_deletes: vec![99],
+                    bottom_deletes: vec![],
+                    table_creates: vec![table(44, 2, ColumnFamily::Write, "t_100_a", "t_101_z")],
+                    conflicted: true,
+                }),
+            ),
+        ),
+        (
+            "split",
+            changeset(
+                8,
+                Change::Split(Split {
+                    new_shards: vec![
+                        ShardSplitInfo {
+                            id: 8,
+                            start: Bytes::from_static(b"t_100_"),
+                            end: Bytes::from_static(b"t_150_"),
+                            base_version: 5_000,
+                        },
+                        ShardSplitInfo {
+                            id: 9,
+                            start: Bytes::from_static(b"t_150_"),
+                            end: Bytes::from_static(b"t_200_"),
+                            base_version: 5_000,
+                        },
+                    ],
+                }),
+            ),
+        ),
+        (
+            "split_unbounded_shard",
+            ChangeSet {
+                shard_id: 1,
+                shard_ver: 1,
+                sequence: 1,
+                properties: BTreeMap::new(),
+                change: Some(Change::Split(Split {
+                    new_shards: vec![
+                        ShardSplitInfo {
+                            id: 2,
+                            start: Bytes::new(),
+                            end: Bytes::from_static(b"m"),
+                            base_version: 10,
+                        },
+                        ShardSplitInfo {
+                            id: 3,
+                            start: Bytes::from_static(b"m"),
+                            end: Bytes::new(),
+                            base_version: 10,
+                        },
+                    ],
+                })),
+            },
+        ),
+        (
+            "ingest",
+            changeset(
+                9,
+                Change::Ingest(Ingest {
+                    l0_creates: vec![l0(50, "t_160_a", "t_170_z")],
+                    table_creates: vec![table(51, 3, ColumnFamily::Write, "t_100_a", "t_199_z")],
+                }),
+            ),
+        ),
+        (
+            "missing_change",
+            ChangeSet {
+                shard_id: 7,
+                shard_ver: 3,
+                sequence: 10,
+                properties: BTreeMap::new(),
+                change: None,
+            },
+        ),
+    ]
+}
+
+/// Realistic memtable-data blobs, named for the corpus file they seed.
+pub fn memtable_data_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let row = |cf, key: &'static [u8], version, value: &'static [u8], tombstone| MemRow {
+        cf,
+        key: Bytes::from_static(key),
+        version,
+        user_meta: Bytes::copy_from_slice(
+            &[&(version - 5).to_le_bytes()[..], &version.to_le_bytes()[..]].concat(),
+        ),
+        value: Bytes::from_static(value),
+        tombstone,
+    };
+    let versions_of_one_key = vec![
+        row(ColumnFamily::Write, b"t_100_r1", 105, b"v1", false),
+        row(ColumnFamily::Write, b"t_100_r1", 110, b"v2", false),
+        row(ColumnFamily::Write, b"t_100_r1", 120, b"", true),
+    ];
+    let mixed = vec![
+        row(ColumnFamily::Write, b"t_100_r1", 105, b"alice", false),
+        row(ColumnFamily::Write, b"t_100_r2", 106, b"bob", false),
+        row(ColumnFamily::Lock, b"t_100_r3", 107, b"lock-record", false),
+        row(ColumnFamily::Extra, b"txn_107", 108, b"committed", false),
+    ];
+    let empty_key = vec![row(ColumnFamily::Write, b"", 9, b"", false)];
+    let large_value = vec![MemRow {
+        value: Bytes::from(vec![b'x'; 4096]),
+        ..row(ColumnFamily::Write, b"t_100_blob", 200, b"", false)
+    }];
+    let many_rows: Vec<MemRow> = (0..64u64)
+        .map(|i| MemRow {
+            key: Bytes::from(format!("t_100_r{:03}", i / 2)),
+            ..row(ColumnFamily::Write, b"", 300 + i, b"v", i % 7 == 6)
+        })
+        .collect();
+    let encode = |rows: &[MemRow]| memtable_data::encode(rows).expect("seed rows are ordered");
+    vec![
+        ("empty", encode(&[])),
+        ("versions_of_one_key", encode(&versions_of_one_key)),
+        ("mixed_column_families", encode(&mixed)),
+        ("empty_key_and_value", encode(&empty_key)),
+        ("large_value", encode(&large_value)),
+        ("many_rows", encode(&many_rows)),
+    ]
+}

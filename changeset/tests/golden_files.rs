@@ -1,0 +1,265 @@
+//! Golden files pin the encodings: a committed blob must decode to known values and re-encode to
+//! the same bytes, so neither format can drift silently.
+//!
+//! Each file is written by the helper below only when it is missing (the first run after adding
+//! a format version); from then on it is committed and only read. A deliberate format change
+//! adds a new `_v2` file and keeps the `_v1` one decoding.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use changeset::memtable_data;
+use changeset::{
+    Change, ChangeSet, ColumnFamily, L0Create, MemRow, Snapshot, TableCreate, decode_changeset,
+    encode_changeset,
+};
+
+/// id, level, cf, smallest, biggest, size.
+type TableFields<'a> = (u64, u32, u32, &'a [u8], &'a [u8], u64);
+/// cf, key, version, user_meta, value, tombstone.
+type RowFields<'a> = (ColumnFamily, &'a [u8], u64, &'a [u8], &'a [u8], bool);
+
+fn golden(name: &str, generate: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    if !path.exists() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, generate()).unwrap();
+    }
+    std::fs::read(&path).unwrap()
+}
+
+fn changeset_v1() -> ChangeSet {
+    let bytes = |s: &'static str| Bytes::from_static(s.as_bytes());
+    ChangeSet {
+        shard_id: 42,
+        shard_ver: 7,
+        sequence: 1_234,
+        properties: BTreeMap::from([("owner".to_owned(), b"store-1".to_vec())]),
+        change: Some(Change::Snapshot(Snapshot {
+            start: bytes("t_100_"),
+            end: bytes("t_200_"),
+            base_version: 9_000,
+            data_sequence: 777,
+            l0_creates: vec![
+                L0Create {
+                    id: 1_003,
+                    smallest: bytes("t_120_a"),
+                    biggest: bytes("t_180_z"),
+                    size: 4_096,
+                },
+                L0Create {
+                    id: 1_002,
+                    smallest: bytes("t_100_a"),
+                    biggest: bytes("t_150_z"),
+                    size: 8_192,
+                },
+            ],
+            table_creates: vec![
+                TableCreate {
+                    id: 900,
+                    level: 1,
+                    cf: 0,
+                    smallest: bytes("t_100_a"),
+                    biggest: bytes("t_149_z"),
+                    size: 65_536,
+                },
+                TableCreate {
+                    id: 901,
+                    level: 1,
+                    cf: 1,
+                    smallest: bytes("t_150_a"),
+                    biggest: bytes("t_150_b"),
+                    size: 1_024,
+                },
+                TableCreate {
+                    id: 800,
+                    level: 2,
+                    cf: 0,
+                    smallest: bytes("t_100_a"),
+                    biggest: bytes("t_199_z"),
+                    size: 1_048_576,
+                },
+            ],
+        })),
+    }
+}
+
+#[test]
+fn changeset_v1_golden_file_decodes_to_known_fields_and_re_encodes_identically() {
+    let stored = golden("changeset_v1.bin", || encode_changeset(&changeset_v1()));
+    let decoded = decode_changeset(&stored[..]).unwrap();
+
+    assert_eq!(decoded.shard_id, 42);
+    assert_eq!(decoded.shard_ver, 7);
+    assert_eq!(decoded.sequence, 1_234);
+    assert_eq!(decoded.properties.len(), 1);
+    assert_eq!(decoded.properties["owner"], b"store-1");
+    let Some(Change::Snapshot(snapshot)) = &decoded.change else {
+        panic!("expected a snapshot, got {:?}", decoded.change);
+    };
+    assert_eq!(snapshot.start, "t_100_");
+    assert_eq!(snapshot.end, "t_200_");
+    assert_eq!(snapshot.base_version, 9_000);
+    assert_eq!(snapshot.data_sequence, 777);
+
+    let l0s: Vec<(u64, &[u8], &[u8], u64)> = snapshot
+        .l0_creates
+        .iter()
+        .map(|f| (f.id, &f.smallest[..], &f.biggest[..], f.size))
+        .collect();
+    assert_eq!(
+        l0s,
+        [
+            (1_003, &b"t_120_a"[..], &b"t_180_z"[..], 4_096),
+            (1_002, &b"t_100_a"[..], &b"t_150_z"[..], 8_192),
+        ]
+    );
+    let tables: Vec<TableFields<'_>> = snapshot
+        .table_creates
+        .iter()
+        .map(|t| (t.id, t.level, t.cf, &t.smallest[..], &t.biggest[..], t.size))
+        .collect();
+    assert_eq!(
+        tables,
+        [
+            (900, 1, 0, &b"t_100_a"[..], &b"t_149_z"[..], 65_536),
+            (901, 1, 1, &b"t_150_a"[..], &b"t_150_b"[..], 1_024),
+            (800, 2, 0, &b"t_100_a"[..], &b"t_199_z"[..], 1_048_576),
+        ]
+    );
+
+    assert_eq!(encode_changeset(&decoded), stored);
+    assert_eq!(encode_changeset(&changeset_v1()), stored);
+}
+
+fn memtable_rows_v1() -> Vec<MemRow> {
+    let row = |cf,
+               key: &'static [u8],
+               version,
+               user_meta: &'static [u8],
+               value: &'static [u8],
+               tombstone| MemRow {
+        cf,
+        key: Bytes::from_static(key),
+        version,
+        user_meta: Bytes::from_static(user_meta),
+        value: Bytes::from_static(value),
+        tombstone,
+    };
+    vec![
+        row(
+            ColumnFamily::Write,
+            b"t_100_r1",
+            105,
+            b"\x64\x69",
+            b"alice",
+            false,
+        ),
+        row(
+            ColumnFamily::Write,
+            b"t_100_r1",
+            120,
+            b"\x6e\x78",
+            b"",
+            true,
+        ),
+        row(
+            ColumnFamily::Write,
+            b"t_100_r2",
+            106,
+            b"\x65\x6a",
+            b"bob",
+            false,
+        ),
+        row(
+            ColumnFamily::Lock,
+            b"t_100_r3",
+            130,
+            b"",
+            b"lock-record",
+            false,
+        ),
+        row(
+            ColumnFamily::Extra,
+            b"txn_130",
+            131,
+            b"",
+            b"committed",
+            false,
+        ),
+    ]
+}
+
+#[test]
+fn memtable_data_v1_golden_file_decodes_to_known_rows_and_re_encodes_identically() {
+    let stored = golden("memtable_data_v1.bin", || {
+        memtable_data::encode(&memtable_rows_v1()).unwrap()
+    });
+    assert_eq!(&stored[..5], b"SMTD\x01");
+    let rows = memtable_data::decode(&Bytes::from(stored.clone())).unwrap();
+
+    let fields: Vec<RowFields<'_>> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.cf,
+                &r.key[..],
+                r.version,
+                &r.user_meta[..],
+                &r.value[..],
+                r.tombstone,
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            (
+                ColumnFamily::Write,
+                &b"t_100_r1"[..],
+                105,
+                &b"\x64\x69"[..],
+                &b"alice"[..],
+                false
+            ),
+            (
+                ColumnFamily::Write,
+                &b"t_100_r1"[..],
+                120,
+                &b"\x6e\x78"[..],
+                &b""[..],
+                true
+            ),
+            (
+                ColumnFamily::Write,
+                &b"t_100_r2"[..],
+                106,
+                &b"\x65\x6a"[..],
+                &b"bob"[..],
+                false
+            ),
+            (
+                ColumnFamily::Lock,
+                &b"t_100_r3"[..],
+                130,
+                &b""[..],
+                &b"lock-record"[..],
+                false
+            ),
+            (
+                ColumnFamily::Extra,
+                &b"txn_130"[..],
+                131,
+                &b""[..],
+                &b"committed"[..],
+                false
+            ),
+        ]
+    );
+
+    assert_eq!(memtable_data::encode(&rows).unwrap(), stored);
+    assert_eq!(memtable_data::encode(&memtable_rows_v1()).unwrap(), stored);
+}
