@@ -127,6 +127,8 @@ pub(crate) struct EntryPos {
     pub value: (usize, usize),
 }
 
+const _: () = assert!(std::mem::size_of::<crate::error::Error>() <= 40);
+
 impl EntryPos {
     pub fn tombstone(&self) -> bool {
         self.flags & FLAG_TOMBSTONE != 0
@@ -195,7 +197,7 @@ impl Block {
     }
 
     /// Decodes the entry at index `i`, checking every bound.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn entry(&self, i: usize) -> Result<EntryPos, Corrupt> {
         let d = &self.data[..self.offsets_at];
         let mut op = self.offsets_at + i * 4;
@@ -244,6 +246,21 @@ impl Block {
         buf.clear();
         buf.extend_from_slice(&self.first_key()[..e.shared]);
         buf.extend_from_slice(&self.data[e.suffix.0..e.suffix.1]);
+    }
+
+    /// Like [`Self::key_into`] for a scan: `known` leading bytes of `buf` are already equal to
+    /// this block's first key (the previous key of the same block), so only the part past the
+    /// shared prefix is copied. Returns the new `known`.
+    #[inline]
+    pub(crate) fn key_into_after(&self, e: &EntryPos, buf: &mut Vec<u8>, known: usize) -> usize {
+        if e.shared <= known {
+            buf.truncate(e.shared);
+        } else {
+            buf.clear();
+            buf.extend_from_slice(&self.first_key()[..e.shared]);
+        }
+        buf.extend_from_slice(&self.data[e.suffix.0..e.suffix.1]);
+        e.shared
     }
 
     /// Compares the key of `e` with `target` without materialising it.

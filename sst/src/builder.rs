@@ -8,7 +8,7 @@
 
 use crate::block::BlockBuilder;
 use crate::block_frame::FrameWriter;
-use crate::error::{Error, Result};
+use crate::error::{Error, OutOfOrder, Result};
 use crate::filter;
 use crate::footer::{CHECKSUM_CRC32, FORMAT_VERSION, Footer};
 use crate::index::{self, BlockHandle};
@@ -112,12 +112,12 @@ impl TableBuilder {
             if ord == std::cmp::Ordering::Less
                 || (ord == std::cmp::Ordering::Equal && version >= last_version)
             {
-                return Err(Error::OutOfOrder {
+                return Err(Error::OutOfOrder(Box::new(OutOfOrder {
                     previous: self.pending.key.clone(),
                     key: key.to_vec(),
                     previous_version: last_version,
                     version,
-                });
+                })));
             }
             if ord == std::cmp::Ordering::Equal {
                 let b = self.add_old(key, version, tombstone, user_meta, value);

@@ -27,16 +27,10 @@ pub enum Error {
         expected: u16,
         found: u16,
     },
-    /// The builder was given entries out of order (a bug in the caller, not bad data).
-    #[error(
-        "entries out of order: keys must ascend and versions of one key descend; previous_key={previous:?} key={key:?} previous_version={previous_version} version={version}"
-    )]
-    OutOfOrder {
-        previous: Vec<u8>,
-        key: Vec<u8>,
-        previous_version: u64,
-        version: u64,
-    },
+    /// The builder was given entries out of order (a bug in the caller, not bad data). Boxed
+    /// so that `Result<()>` stays small on the hot read paths.
+    #[error("entries out of order: keys must ascend and versions of one key descend; {0}")]
+    OutOfOrder(Box<OutOfOrder>),
     /// Reading the file from disk failed.
     #[error("table i/o failed: file_id={file_id}")]
     Io {
@@ -47,6 +41,25 @@ pub enum Error {
     /// A builder option is out of its allowed range.
     #[error("invalid table option: {what}")]
     InvalidOption { what: String },
+}
+
+/// The two entries a builder saw out of order.
+#[derive(Debug)]
+pub struct OutOfOrder {
+    pub previous: Vec<u8>,
+    pub key: Vec<u8>,
+    pub previous_version: u64,
+    pub version: u64,
+}
+
+impl std::fmt::Display for OutOfOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "previous_key={:?} key={:?} previous_version={} version={}",
+            self.previous, self.key, self.previous_version, self.version
+        )
+    }
 }
 
 impl Error {

@@ -5,7 +5,7 @@
 //! old-version blocks. Keys with no visible version are skipped in both directions. Tombstones
 //! are returned (flagged): a merging reader needs them to hide older versions in lower levels.
 
-use crate::block::{Block, Version};
+use crate::block::{Block, EntryPos, Version};
 use crate::error::Result;
 use crate::table::{BlockKind, Table};
 
@@ -16,7 +16,17 @@ pub struct TableIter {
     block_idx: usize,
     entry_idx: usize,
     key: Vec<u8>,
-    version: Option<Version>,
+    /// Leading bytes of `key` known to equal the current block's first key.
+    key_known: usize,
+    current: Current,
+}
+
+/// The version the iterator is positioned on. A main-block entry is kept as positions into the
+/// block, so a scan creates no `Bytes` handles (and pays no reference counting) per entry.
+enum Current {
+    None,
+    Main(EntryPos),
+    Old(Version),
 }
 
 impl Table {
@@ -30,14 +40,15 @@ impl Table {
             block_idx: 0,
             entry_idx: 0,
             key: Vec::new(),
-            version: None,
+            key_known: 0,
+            current: Current::None,
         }
     }
 }
 
 impl TableIter {
     pub fn valid(&self) -> bool {
-        self.version.is_some()
+        !matches!(self.current, Current::None)
     }
 
     /// The current key. Only meaningful while `valid()`.
@@ -45,9 +56,56 @@ impl TableIter {
         &self.key
     }
 
-    /// The version visible at the read timestamp. Panics if not `valid()`.
-    pub fn version(&self) -> &Version {
-        self.version.as_ref().expect("iterator is not valid")
+    fn main_entry(&self) -> Option<(&Block, &EntryPos)> {
+        match (&self.current, &self.block) {
+            (Current::Main(e), Some(b)) => Some((b, e)),
+            _ => None,
+        }
+    }
+
+    /// The value of the visible version (empty for a tombstone). Panics if not `valid()`.
+    pub fn value(&self) -> &[u8] {
+        match (&self.current, self.main_entry()) {
+            (_, Some((b, e))) => &b.data()[e.value.0..e.value.1],
+            (Current::Old(v), _) => &v.value,
+            _ => panic!("iterator is not valid"),
+        }
+    }
+
+    /// The user meta of the visible version. Panics if not `valid()`.
+    pub fn user_meta(&self) -> &[u8] {
+        match (&self.current, self.main_entry()) {
+            (_, Some((b, e))) => &b.data()[e.meta.0..e.meta.1],
+            (Current::Old(v), _) => &v.user_meta,
+            _ => panic!("iterator is not valid"),
+        }
+    }
+
+    /// The version number (commit ts or sequence) of the visible version.
+    pub fn version_number(&self) -> u64 {
+        match &self.current {
+            Current::Main(e) => e.version,
+            Current::Old(v) => v.version,
+            Current::None => panic!("iterator is not valid"),
+        }
+    }
+
+    pub fn is_tombstone(&self) -> bool {
+        match &self.current {
+            Current::Main(e) => e.tombstone(),
+            Current::Old(v) => v.tombstone,
+            Current::None => panic!("iterator is not valid"),
+        }
+    }
+
+    /// The visible version as an owned value sharing the table's bytes. Panics if not
+    /// `valid()`.
+    pub fn version(&self) -> Version {
+        match (&self.current, self.main_entry()) {
+            (_, Some((b, e))) => b.version_of(e),
+            (Current::Old(v), _) => v.clone(),
+            _ => panic!("iterator is not valid"),
+        }
     }
 
     /// Every version of the current key, newest first, regardless of the read timestamp
@@ -66,16 +124,17 @@ impl TableIter {
 
     fn invalidate(&mut self) {
         self.block = None;
-        self.version = None;
+        self.current = Current::None;
     }
 
     fn load(&mut self, bi: usize) -> Result<()> {
         self.block_idx = bi;
+        self.key_known = 0;
         self.block = Some(self.table.block(BlockKind::Main, bi)?);
         Ok(())
     }
 
-    /// Resolves the entry at the current position; sets `version` if visible at ts.
+    /// Resolves the entry at the current position; positions on it if visible at ts.
     fn resolve_current(&mut self) -> Result<bool> {
         let Some(block) = &self.block else {
             return Ok(false);
@@ -83,9 +142,16 @@ impl TableIter {
         let e = block
             .entry(self.entry_idx)
             .map_err(|c| self.table.corrupt(BlockKind::Main, self.block_idx, c))?;
-        block.key_into(&e, &mut self.key);
-        self.version = self.table.resolve(block, &e, &self.key, self.ts)?;
-        Ok(self.version.is_some())
+        self.key_known = block.key_into_after(&e, &mut self.key, self.key_known);
+        self.current = if e.version <= self.ts {
+            Current::Main(e)
+        } else {
+            match self.table.resolve(block, &e, &self.key, self.ts)? {
+                Some(v) => Current::Old(v),
+                None => Current::None,
+            }
+        };
+        Ok(self.valid())
     }
 
     /// From the current position, moves forward to the first visible entry.

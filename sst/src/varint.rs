@@ -13,8 +13,20 @@ pub fn put_u32(out: &mut Vec<u8>, mut v: u32) {
 }
 
 /// Decodes a u32 varint at `*pos`, advancing `*pos` past it.
-#[inline]
+#[inline(always)]
 pub fn get_u32(buf: &[u8], pos: &mut usize) -> Option<u32> {
+    // Lengths in blocks are almost always below 128: one byte, no loop.
+    match buf.get(*pos) {
+        Some(&b) if b < 0x80 => {
+            *pos += 1;
+            Some(u32::from(b))
+        }
+        _ => get_u32_multi(buf, pos),
+    }
+}
+
+#[inline(never)]
+fn get_u32_multi(buf: &[u8], pos: &mut usize) -> Option<u32> {
     let mut result: u32 = 0;
     let mut shift = 0u32;
     loop {

@@ -14,12 +14,12 @@ fn read_everything(t: &Table, oracle: &Oracle) -> sst::Result<Vec<String>> {
         let mut it = t.iter(ts);
         it.seek_to_first()?;
         while it.valid() {
-            out.push(format!("f{ts} {:?} {:?}", it.key(), as_pair(it.version())));
+            out.push(format!("f{ts} {:?} {:?}", it.key(), iter_pair(&it)));
             it.next()?;
         }
         it.seek_to_last()?;
         while it.valid() {
-            out.push(format!("r{ts} {:?} {:?}", it.key(), as_pair(it.version())));
+            out.push(format!("r{ts} {:?} {:?}", it.key(), iter_pair(&it)));
             it.prev()?;
         }
     }

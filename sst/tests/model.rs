@@ -44,7 +44,7 @@ proptest! {
         it.seek(&seek).unwrap();
         let mut got = Vec::new();
         while it.valid() {
-            got.push((it.key().to_vec(), as_pair(it.version())));
+            got.push((it.key().to_vec(), iter_pair(&it)));
             it.next().unwrap();
         }
         prop_assert_eq!(got, want);
@@ -72,7 +72,7 @@ proptest! {
         }
         let mut got = Vec::new();
         while it.valid() {
-            got.push((it.key().to_vec(), as_pair(it.version())));
+            got.push((it.key().to_vec(), iter_pair(&it)));
             it.prev().unwrap();
         }
         prop_assert_eq!(got, want);
@@ -139,15 +139,15 @@ fn builder_rejects_out_of_order_entries() {
     b.add(b"b", 5, b"", b"v", false).unwrap();
     assert!(matches!(
         b.add(b"a", 9, b"", b"v", false),
-        Err(sst::Error::OutOfOrder { .. })
+        Err(sst::Error::OutOfOrder(_))
     ));
     assert!(matches!(
         b.add(b"b", 5, b"", b"v", false),
-        Err(sst::Error::OutOfOrder { .. })
+        Err(sst::Error::OutOfOrder(_))
     ));
     assert!(matches!(
         b.add(b"b", 6, b"", b"v", false),
-        Err(sst::Error::OutOfOrder { .. })
+        Err(sst::Error::OutOfOrder(_))
     ));
     b.add(b"b", 4, b"", b"v", false).unwrap();
 }

@@ -67,6 +67,25 @@ pub fn expected_at(oracle: &Oracle, key: &[u8], ts: u64) -> Option<(u64, Cell)> 
         .map(|(v, c)| (*v, c.clone()))
 }
 
+/// The iterator's current version, read through both the borrowed accessors and the owned
+/// `version()`, which must agree.
+pub fn iter_pair(it: &sst::TableIter) -> (u64, Cell) {
+    let owned = as_pair(&it.version());
+    let borrowed = (
+        it.version_number(),
+        (
+            it.user_meta().to_vec(),
+            it.value().to_vec(),
+            it.is_tombstone(),
+        ),
+    );
+    assert_eq!(
+        owned, borrowed,
+        "borrowed accessors disagree with version()"
+    );
+    owned
+}
+
 pub fn as_pair(v: &Version) -> (u64, Cell) {
     (
         v.version,

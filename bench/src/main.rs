@@ -1,0 +1,42 @@
+//! `stratus-bench`: the benchmark suite. Every result is printed beside a baseline measured in
+//! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
+//!
+//! ```text
+//! cargo run --release -p bench -- [sst|memtable|all] [--entries N]
+//! ```
+
+mod memtable_bench;
+mod report;
+mod sst_bench;
+mod workload;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut suite = "all".to_string();
+    let mut entries = 2_000_000usize;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--entries" => {
+                let v = args.next().unwrap_or_default();
+                entries = v.parse().unwrap_or_else(|_| {
+                    eprintln!("--entries expects a positive integer, found={v:?}");
+                    std::process::exit(2)
+                });
+            }
+            "sst" | "memtable" | "all" => suite = a,
+            other => {
+                eprintln!(
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|all] [--entries N]"
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    report::header(entries);
+    if suite == "sst" || suite == "all" {
+        sst_bench::run(entries);
+    }
+    if suite == "memtable" || suite == "all" {
+        memtable_bench::run(entries);
+    }
+}

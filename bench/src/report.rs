@@ -1,0 +1,46 @@
+//! Markdown output of benchmark results.
+
+use std::time::Duration;
+
+pub fn header(entries: usize) {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!("machine: {cpu}, {cores} cores; entries: {entries} (24-byte keys, 150-byte values)\n");
+}
+
+pub fn table_header(title: &str) {
+    println!("\n### {title}\n");
+    println!("| benchmark | stratus | baseline | ratio (stratus / baseline) |");
+    println!("|---|---|---|---|");
+}
+
+/// One row: both sides as a rate, higher is better.
+pub fn row(name: &str, unit: &str, ours: f64, base_name: &str, base: f64) {
+    println!(
+        "| {name} | {} {unit} | {} {unit} ({base_name}) | {:.2} |",
+        fmt(ours),
+        fmt(base),
+        ours / base
+    );
+}
+
+pub fn rate(count: f64, d: Duration) -> f64 {
+    count / d.as_secs_f64()
+}
+
+fn fmt(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.1}")
+    }
+}
