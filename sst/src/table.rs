@@ -227,12 +227,14 @@ impl Table {
             return Ok(None);
         }
         match self.find_main(key)? {
-            Some((block, e)) => self.resolve(&block, &e, key, ts),
+            Some((block, e)) => self.resolve(&block, &e, key, ts, &mut None),
             None => Ok(None),
         }
     }
 
-    /// Resolves a main entry to the version visible at `ts`.
+    /// Resolves a main entry to the version visible at `ts`. `last_old` keeps the old-version
+    /// block read last, so a scan at an old timestamp reads (and decompresses) each old-version
+    /// block once instead of once per key.
     #[inline]
     pub(crate) fn resolve(
         &self,
@@ -240,6 +242,7 @@ impl Table {
         e: &EntryPos,
         key: &[u8],
         ts: u64,
+        last_old: &mut Option<(usize, Block)>,
     ) -> Result<Option<Version>> {
         if e.version <= ts {
             return Ok(Some(block.version_of(e)));
@@ -248,7 +251,7 @@ impl Table {
             return Ok(None);
         }
         let mut found = None;
-        self.walk_old_versions(key, e.old_block as usize, |v| {
+        self.walk_old_versions(key, e.old_block as usize, last_old, |v| {
             if v.version <= ts {
                 found = Some(v);
                 false
@@ -265,6 +268,7 @@ impl Table {
         &self,
         key: &[u8],
         start: usize,
+        last_old: &mut Option<(usize, Block)>,
         mut f: impl FnMut(Version) -> bool,
     ) -> Result<()> {
         let n = self.inner.old_index.len();
@@ -275,7 +279,7 @@ impl Table {
             ));
         }
         let mut bi = start;
-        let block = self.block(BlockKind::Old, bi)?;
+        let block = self.old_block(bi, last_old)?;
         let err = |bi, c| self.corrupt(BlockKind::Old, bi, c);
         let mut i = block.lower_bound(key).map_err(|c| err(bi, c))?;
         let first = match i < block.len() {
@@ -298,9 +302,20 @@ impl Table {
             if bi >= n {
                 return Ok(());
             }
-            block = self.block(BlockKind::Old, bi)?;
+            block = self.old_block(bi, last_old)?;
             i = 0;
         }
+    }
+
+    fn old_block(&self, bi: usize, last_old: &mut Option<(usize, Block)>) -> Result<Block> {
+        if let Some((i, b)) = last_old
+            && *i == bi
+        {
+            return Ok(b.clone());
+        }
+        let b = self.block(BlockKind::Old, bi)?;
+        *last_old = Some((bi, b.clone()));
+        Ok(b)
     }
 
     /// Every version of `key`, newest first.
@@ -340,7 +355,7 @@ impl Table {
     pub(crate) fn old_versions_of(&self, key: &[u8], e: &EntryPos) -> Result<Vec<Version>> {
         let mut out = Vec::new();
         if e.has_old() {
-            self.walk_old_versions(key, e.old_block as usize, |v| {
+            self.walk_old_versions(key, e.old_block as usize, &mut None, |v| {
                 out.push(v);
                 true
             })?;

@@ -18,6 +18,8 @@ pub struct TableIter {
     key: Vec<u8>,
     /// Leading bytes of `key` known to equal the current block's first key.
     key_known: usize,
+    /// The old-version block read last (see `Table::resolve`).
+    last_old: Option<(usize, Block)>,
     current: Current,
 }
 
@@ -41,6 +43,7 @@ impl Table {
             entry_idx: 0,
             key: Vec::new(),
             key_known: 0,
+            last_old: None,
             current: Current::None,
         }
     }
@@ -146,7 +149,7 @@ impl TableIter {
         self.current = if e.version <= self.ts {
             Current::Main(e)
         } else {
-            match self.table.resolve(block, &e, &self.key, self.ts)? {
+            match self.table.resolve(block, &e, &self.key, self.ts, &mut self.last_old)? {
                 Some(v) => Current::Old(v),
                 None => Current::None,
             }
