@@ -23,7 +23,7 @@ pub const COMPRESSION_ZSTD: u8 = 1;
 /// bigger claim is corruption; the cap keeps a damaged `raw_len` from driving a huge allocation.
 pub const MAX_RAW_LEN: usize = 256 * 1024 * 1024;
 
-/// zstd cannot expand a frame by more than this factor (a 3-byte RLE block yields at most
+/// zstd cannot expand a frame by more than this factor (a 4-byte RLE block yields at most
 /// 128 KiB); a claim above it is corruption, so allocation stays proportional to the input.
 const MAX_ZSTD_RATIO: usize = 1 << 16;
 
@@ -95,7 +95,7 @@ pub fn decode(frame: &Bytes) -> Result<Bytes, Corrupt> {
     let (kind, raw_len, payload) = verify(frame)?;
     match kind {
         COMPRESSION_NONE => {
-            if raw_len != payload.len() {
+            if raw_len != payload.len() || raw_len > MAX_RAW_LEN {
                 return Err(Corrupt("uncompressed block length mismatch"));
             }
             Ok(frame.slice(..payload.len()))

@@ -12,7 +12,7 @@ use crate::error::{Error, OutOfOrder, Result};
 use crate::filter;
 use crate::footer::{CHECKSUM_CRC32, FORMAT_VERSION, Footer};
 use crate::index::{self, BlockHandle};
-use crate::options::{BuilderOptions, Compression};
+use crate::options::{BuilderOptions, Compression, MAX_ENTRY_LEN};
 use crate::properties::Properties;
 
 /// A finished table section and its properties.
@@ -94,6 +94,7 @@ impl TableBuilder {
             + self.block.estimated_size()
             + self.old_block.estimated_size()
             + self.pending.key.len()
+            + self.pending.user_meta.len()
             + self.pending.value.len()
     }
 
@@ -106,6 +107,13 @@ impl TableBuilder {
         value: &[u8],
         tombstone: bool,
     ) -> Result<()> {
+        let len = key.len() + user_meta.len() + value.len();
+        if len > MAX_ENTRY_LEN {
+            return Err(Error::EntryTooLarge {
+                len,
+                max: MAX_ENTRY_LEN,
+            });
+        }
         if self.has_pending {
             let ord = key.cmp(&self.pending.key);
             let last_version = self.last_version;

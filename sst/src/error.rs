@@ -31,6 +31,9 @@ pub enum Error {
     /// so that `Result<()>` stays small on the hot read paths.
     #[error("entries out of order: keys must ascend and versions of one key descend; {0}")]
     OutOfOrder(Box<OutOfOrder>),
+    /// One entry is bigger than a table can hold.
+    #[error("entry too large: key + user meta + value must be at most {max} bytes, found={len}")]
+    EntryTooLarge { len: usize, max: usize },
     /// Reading the file from disk failed.
     #[error("table i/o failed: file_id={file_id}")]
     Io {

@@ -87,6 +87,10 @@ impl Footer {
         let compression = f[pos];
         let checksum = f[pos + 1];
         let format_version = u16::from_le_bytes([f[pos + 2], f[pos + 3]]);
+        let mut rpos = pos + 4;
+        if varint::get_fixed_u64(f, &mut rpos) != Some(0) {
+            return Err(Corrupt("footer reserved bytes are not zero").into());
+        }
         if format_version != FORMAT_VERSION {
             return Err(FooterError::Version(format_version));
         }

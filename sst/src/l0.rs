@@ -106,6 +106,9 @@ impl L0Table {
         }
         let cf_count = varint::get_fixed_u32(f, &mut pos).unwrap_or(0);
         let version = u16::from_le_bytes([f[pos], f[pos + 1]]);
+        if f[pos + 2] != 0 || f[pos + 3] != 0 {
+            return Err(corrupt("l0 footer reserved bytes are not zero"));
+        }
         if version != L0_FORMAT_VERSION {
             return Err(Error::UnsupportedVersion {
                 file_id,

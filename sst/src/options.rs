@@ -3,6 +3,10 @@
 
 use crate::error::{Error, Result};
 
+/// The largest key + user meta + value one entry may hold. With blocks of at most 64 MiB this
+/// keeps every block under the reader's `block_frame::MAX_RAW_LEN`, and every length in a u32.
+pub const MAX_ENTRY_LEN: usize = 128 * 1024 * 1024;
+
 /// Default target size of a data block before compression.
 pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
 
@@ -28,8 +32,9 @@ impl Compression {
 /// Options of a [`crate::TableBuilder`].
 #[derive(Debug, Clone)]
 pub struct BuilderOptions {
-    /// Target uncompressed size of a data block; blocks are cut only between keys, so a block
-    /// may exceed it by one key's versions. Smaller blocks make point reads cheaper and the
+    /// Target uncompressed size of a data block (1 byte ..= 64 MiB). A block is cut before the
+    /// entry that would start past the target, so it may exceed it by up to one entry; main
+    /// blocks are cut only between keys. Smaller blocks make point reads cheaper and the
     /// index bigger.
     pub block_size: usize,
     pub compression: Compression,
@@ -61,10 +66,11 @@ impl BuilderOptions {
                 what: format!("zstd level must be in 1..=22, found={level}"),
             });
         }
-        if self.filter_bits_per_key > 64 {
+        // Zero bits would build an empty filter, which answers "absent" for every key.
+        if !(1..=64).contains(&self.filter_bits_per_key) {
             return Err(Error::InvalidOption {
                 what: format!(
-                    "filter_bits_per_key must be in 0..=64, found={}",
+                    "filter_bits_per_key must be in 1..=64, found={}",
                     self.filter_bits_per_key
                 ),
             });

@@ -103,7 +103,11 @@ impl Table {
             if h.offset != expect || (h.len as usize) < TRAILER_LEN {
                 return Err(corrupt("metadata regions are not contiguous"));
             }
-            expect = h.offset + u64::from(h.len);
+            expect = h
+                .offset
+                .checked_add(u64::from(h.len))
+                .filter(|end| *end <= meta_end)
+                .ok_or_else(|| corrupt("metadata region past the footer"))?;
         }
         if expect != meta_end {
             return Err(corrupt("metadata does not end at the footer"));
@@ -199,6 +203,11 @@ impl Table {
         }
         let raw = block_frame::decode(&frame).map_err(|c| c.at(t.file_id, abs))?;
         let block = Block::decode(raw).map_err(|c| c.at(t.file_id, abs))?;
+        // Each frame's checksum covers only its own bytes: a block written in the wrong place
+        // (equal-length blocks swapped) would pass it. The index pins each block's first key.
+        if block.first_key() != self.index(kind).first_key(i) {
+            return Err(Corrupt("block first key disagrees with the index").at(t.file_id, abs));
+        }
         if compressed {
             if let Some(cache) = &t.cache {
                 cache.insert(t.file_id, abs, block.clone());
@@ -428,6 +437,9 @@ impl Table {
 
     /// Every key stored in main data block `i`, read and verified (for exact size checks).
     pub fn block_keys(&self, i: usize) -> Result<Vec<Vec<u8>>> {
+        if i >= self.inner.index.len() {
+            return Ok(Vec::new());
+        }
         let block = self.block(BlockKind::Main, i)?;
         let mut keys = Vec::with_capacity(block.len());
         let mut buf = Vec::new();
@@ -449,7 +461,11 @@ fn check_handles(index: &Index, lo: u64, hi: u64) -> Result<(), Corrupt> {
         if h.offset != next || (h.len as usize) < TRAILER_LEN {
             return Err(Corrupt("block handles are not contiguous"));
         }
-        next = h.offset + u64::from(h.len);
+        next = h
+            .offset
+            .checked_add(u64::from(h.len))
+            .filter(|end| *end <= hi)
+            .ok_or(Corrupt("block handle past its region"))?;
     }
     if next != hi {
         return Err(Corrupt("block handles do not cover their region"));

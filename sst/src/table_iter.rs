@@ -149,7 +149,10 @@ impl TableIter {
         self.current = if e.version <= self.ts {
             Current::Main(e)
         } else {
-            match self.table.resolve(block, &e, &self.key, self.ts, &mut self.last_old)? {
+            match self
+                .table
+                .resolve(block, &e, &self.key, self.ts, &mut self.last_old)?
+            {
                 Some(v) => Current::Old(v),
                 None => Current::None,
             }
@@ -252,12 +255,15 @@ impl TableIter {
             .upper_bound(key)
             .map_err(|c| self.table.corrupt(BlockKind::Main, bi, c))?;
         if ub == 0 {
-            // The index promised a first key <= `key`: the block disagrees with it.
-            self.entry_idx = 0;
-            self.step_back()?;
-        } else {
-            self.entry_idx = ub - 1;
+            // The index promised a first key <= `key`; `Table::block` checked that the block's
+            // first key is the index's, so this cannot happen with verified blocks.
+            return Err(self.table.corrupt(
+                BlockKind::Main,
+                bi,
+                crate::error::Corrupt("block first key disagrees with the index"),
+            ));
         }
+        self.entry_idx = ub - 1;
         self.settle_backward()
     }
 
