@@ -1,13 +1,7 @@
 //! [`CfIter`]: the view of one column family at a read ts, in either direction.
 
-use std::ops::Bound;
-
-use crossbeam_skiplist::map::Entry;
-
-use crate::cf_table::KeyMap;
-use crate::version_chain::{VersionChain, VersionRef};
-
-type KeyEntry<'a> = Entry<'a, bytes::Bytes, VersionChain>;
+use crate::arena_skiplist::{NodeRef, SkipList};
+use crate::version_chain::VersionRef;
 
 /// A cursor over the keys of a [`crate::CfTable`] that are visible at a read ts, each positioned
 /// on its first version `<= ts`.
@@ -24,20 +18,20 @@ type KeyEntry<'a> = Entry<'a, bytes::Bytes, VersionChain>;
 /// of the current key is fixed when the cursor lands on it, and keys inserted concurrently are
 /// seen or not depending on timing (the engine reads at a ts below any in-flight write).
 pub struct CfIter<'a> {
-    map: &'a KeyMap,
+    list: &'a SkipList,
     ts: u64,
     current: Option<Position<'a>>,
 }
 
 struct Position<'a> {
-    entry: KeyEntry<'a>,
+    node: NodeRef<'a>,
     version: VersionRef,
 }
 
 impl<'a> CfIter<'a> {
-    pub(crate) fn new(map: &'a KeyMap, ts: u64) -> Self {
+    pub(crate) fn new(list: &'a SkipList, ts: u64) -> Self {
         CfIter {
-            map,
+            list,
             ts,
             current: None,
         }
@@ -50,39 +44,39 @@ impl<'a> CfIter<'a> {
 
     /// Positions on the first visible key `>= key`.
     pub fn seek(&mut self, key: &[u8]) {
-        let start = self.map.lower_bound(Bound::Included(key));
+        let start = self.list.seek_ge(key);
         self.current = self.settle_forward(start);
     }
 
     /// Positions on the last visible key `<= key`.
     pub fn seek_for_prev(&mut self, key: &[u8]) {
-        let start = self.map.upper_bound(Bound::Included(key));
+        let start = self.list.seek_le(key);
         self.current = self.settle_backward(start);
     }
 
     /// Positions on the first visible key.
     pub fn seek_to_first(&mut self) {
-        let start = self.map.front();
+        let start = self.list.first();
         self.current = self.settle_forward(start);
     }
 
     /// Positions on the last visible key.
     pub fn seek_to_last(&mut self) {
-        let start = self.map.back();
+        let start = self.list.last();
         self.current = self.settle_backward(start);
     }
 
     /// Moves to the next visible key; no effect when unpositioned.
     pub fn next(&mut self) {
         if let Some(pos) = self.current.take() {
-            self.current = self.settle_forward(pos.entry.next());
+            self.current = self.settle_forward(pos.node.next());
         }
     }
 
     /// Moves to the previous visible key; no effect when unpositioned.
     pub fn prev(&mut self) {
         if let Some(pos) = self.current.take() {
-            self.current = self.settle_backward(pos.entry.prev());
+            self.current = self.settle_backward(pos.node.prev());
         }
     }
 
@@ -97,7 +91,7 @@ impl<'a> CfIter<'a> {
     /// If the cursor is not [`valid`](CfIter::valid): reading an unpositioned cursor is a bug in
     /// the caller.
     pub fn key(&self) -> &[u8] {
-        self.position().entry.key()
+        self.position().node.key()
     }
 
     /// The current key as a zero-copy `Bytes`.
@@ -105,7 +99,7 @@ impl<'a> CfIter<'a> {
     /// # Panics
     /// If the cursor is not [`valid`](CfIter::valid).
     pub fn key_bytes(&self) -> bytes::Bytes {
-        self.position().entry.key().clone()
+        self.position().node.key_bytes()
     }
 
     /// The current key's first version `<= ts` (possibly a tombstone).
@@ -123,23 +117,29 @@ impl<'a> CfIter<'a> {
     }
 
     /// From `entry` forward, the first key with a version `<= ts`.
-    fn settle_forward(&self, mut entry: Option<KeyEntry<'a>>) -> Option<Position<'a>> {
-        while let Some(e) = entry {
-            if let Some(version) = e.value().visible_at(self.ts) {
-                return Some(Position { entry: e, version });
+    fn settle_forward(&self, mut node: Option<NodeRef<'a>>) -> Option<Position<'a>> {
+        while let Some(n) = node {
+            if let Some(version) = n.visible_at(self.ts) {
+                return Some(Position {
+                    node: n,
+                    version: VersionRef(version),
+                });
             }
-            entry = e.next();
+            node = n.next();
         }
         None
     }
 
     /// From `entry` backward, the first key with a version `<= ts`.
-    fn settle_backward(&self, mut entry: Option<KeyEntry<'a>>) -> Option<Position<'a>> {
-        while let Some(e) = entry {
-            if let Some(version) = e.value().visible_at(self.ts) {
-                return Some(Position { entry: e, version });
+    fn settle_backward(&self, mut node: Option<NodeRef<'a>>) -> Option<Position<'a>> {
+        while let Some(n) = node {
+            if let Some(version) = n.visible_at(self.ts) {
+                return Some(Position {
+                    node: n,
+                    version: VersionRef(version),
+                });
             }
-            entry = e.prev();
+            node = n.prev();
         }
         None
     }

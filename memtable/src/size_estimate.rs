@@ -4,37 +4,28 @@
 //! per-node overhead estimate. The estimate does not have to match the allocator to the byte; it
 //! has to grow with what really grows, so that many tiny versions (a hot counter key, tombstones
 //! with empty values) still fill the memtable and trigger a switch instead of growing memory
-//! unaccounted. The constants are derived from the real struct sizes so they follow layout
-//! changes.
+//! unaccounted. The constants are derived from the real arena layout (see
+//! the `arena_skiplist` module) so they follow layout changes. The tail of an arena chunk left
+//! unused when the next allocation does not fit in it is not charged (it is smaller than that
+//! allocation, and chunks grow to 4 MiB).
 
-use std::mem::size_of;
-use std::sync::Arc;
+use crate::arena_skiplist::{ARENA_ALIGN, NODE_HEADER_SIZE, RECORD_HEADER_SIZE, TOWER_SLOT_SIZE};
 
-use bytes::Bytes;
+/// Average bytes lost to rounding an arena allocation up to the arena's alignment.
+const ALIGNMENT_PADDING: usize = (ARENA_ALIGN - 1) / 2;
 
-use crate::version_chain::{VersionChain, VersionNode};
+/// Fixed charge for a new key, on top of the key's length: the skiplist node in the arena (its
+/// header, and its tower, which holds 4/3 slots on average with the skiplist's branching factor
+/// of 4), plus the average alignment padding. The key itself is stored inline in the node.
+pub const KEY_OVERHEAD: usize = NODE_HEADER_SIZE + TOWER_SLOT_SIZE * 4 / 3 + ALIGNMENT_PADDING;
 
-/// Assumed bookkeeping of a general-purpose allocator per allocation (header and rounding).
-const ALLOCATION_OVERHEAD: usize = 16;
+/// Fixed charge for each version, on top of its user meta and value lengths: the version
+/// record's header in the arena (version, link to the older version, two lengths), plus the
+/// average alignment padding. Meta and value are stored inline after the header.
+pub const VERSION_OVERHEAD: usize = RECORD_HEADER_SIZE + ALIGNMENT_PADDING;
 
-/// Fixed charge for a new key, on top of the key's length:
-/// the skiplist node (the key's `Bytes` handle, the chain head, crossbeam's reference count and
-/// height word, and the tower, which holds 2 pointers on average with crossbeam's heights
-/// of probability 1/2), plus two allocations: the node and the key buffer.
-pub const KEY_OVERHEAD: usize = size_of::<Bytes>()
-    + size_of::<VersionChain>()
-    + size_of::<usize>()
-    + 2 * size_of::<usize>()
-    + 2 * ALLOCATION_OVERHEAD;
-
-/// Fixed charge for each version, on top of its user meta and value lengths:
-/// the chain node inside its `Arc` (two counters), plus two allocations: the node and the
-/// payload buffer that holds meta and value together.
-pub const VERSION_OVERHEAD: usize =
-    2 * size_of::<usize>() + size_of::<VersionNode>() + 2 * ALLOCATION_OVERHEAD;
-
-// Keep the estimate honest: an `Arc` to the node is what a chain link holds.
-const _: () = assert!(size_of::<Option<Arc<VersionNode>>>() == size_of::<usize>());
+// The estimate must grow with every version, however small.
+const _: () = assert!(KEY_OVERHEAD > 0 && VERSION_OVERHEAD > 0);
 
 /// Bytes charged when a key gets its first version.
 pub const fn key_charge(key_len: usize) -> usize {

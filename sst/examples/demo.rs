@@ -8,6 +8,9 @@ use std::time::Instant;
 
 use sst::{BuilderOptions, Compression, Table, TableBuilder};
 
+/// Versions of one key, newest first: (commit ts, value or None for a delete).
+type Versions = Vec<(u64, Option<Vec<u8>>)>;
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("demo failed: {e}");
@@ -39,7 +42,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&dir)?;
 
     // Three versions per row: commit timestamps 10, 20, 30; every 10th row deleted at 30.
-    let mut model: BTreeMap<Vec<u8>, Vec<(u64, Option<Vec<u8>>)>> = BTreeMap::new();
+    let mut model: BTreeMap<Vec<u8>, Versions> = BTreeMap::new();
     for i in 0..rows {
         let key = format!("t1_r{i:012}").into_bytes();
         let versions = (1..=3u64)
