@@ -2,9 +2,10 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|all] [--entries N]
 //! ```
 
+mod engine_bench;
 mod memtable_bench;
 mod report;
 mod sst_bench;
@@ -23,10 +24,10 @@ fn main() {
                     std::process::exit(2)
                 });
             }
-            "sst" | "memtable" | "all" => suite = a,
+            "sst" | "memtable" | "engine" | "all" => suite = a,
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -38,5 +39,8 @@ fn main() {
     }
     if suite == "memtable" || suite == "all" {
         memtable_bench::run(entries);
+    }
+    if suite == "engine" || suite == "all" {
+        engine_bench::run(entries);
     }
 }

@@ -1,0 +1,87 @@
+//! Errors of the engine. A caller matches on a small set of kinds ([`Error::kind`]); messages
+//! are lowercase with the facts at the end as `key=value`.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bytes on local disk (WAL, manifest) are not what the writer produced.
+    #[error("corrupt {what}: {detail} path={path} offset={offset}", path = .path.display())]
+    Corruption {
+        what: &'static str,
+        detail: String,
+        path: PathBuf,
+        offset: u64,
+    },
+    /// A table read from the object store failed its checks.
+    #[error("table error")]
+    Table(#[from] sst::Error),
+    /// A local file operation failed.
+    #[error("i/o failed: {op} path={path}", path = .path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An object store operation failed.
+    #[error("object store {op} failed: file_id={file_id}")]
+    Dfs {
+        op: &'static str,
+        file_id: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The object store has no file with this id.
+    #[error("object store has no file: file_id={file_id}")]
+    FileNotFound { file_id: u64 },
+    #[error("shard not found: shard_id={shard_id}")]
+    ShardNotFound { shard_id: u64 },
+    /// A write names a key outside the shard's range.
+    #[error("key not in shard range: shard_id={shard_id} key={key:?}")]
+    KeyNotInShard { shard_id: u64, key: Vec<u8> },
+    /// A ChangeSet could not be applied to the shard's file list.
+    #[error("changeset rejected")]
+    ChangeSet(#[from] changeset::ApplyError),
+    /// The engine is shutting down or a background job failed; no more writes are accepted.
+    #[error("engine closed: {reason}")]
+    Closed { reason: String },
+    /// A configuration value is out of its allowed range.
+    #[error("invalid engine option: {what}")]
+    Config { what: String },
+}
+
+/// What a caller can do about an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    Corruption,
+    NotFound,
+    Io,
+    Closed,
+    Config,
+    Invalid,
+}
+
+impl Error {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Corruption { .. } => ErrorKind::Corruption,
+            Error::Table(e) if e.is_corruption() => ErrorKind::Corruption,
+            Error::Table(_) | Error::Io { .. } | Error::Dfs { .. } => ErrorKind::Io,
+            Error::FileNotFound { .. } | Error::ShardNotFound { .. } => ErrorKind::NotFound,
+            Error::KeyNotInShard { .. } | Error::ChangeSet(_) => ErrorKind::Invalid,
+            Error::Closed { .. } => ErrorKind::Closed,
+            Error::Config { .. } => ErrorKind::Config,
+        }
+    }
+
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { op, path, source }
+    }
+}

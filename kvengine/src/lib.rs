@@ -1,0 +1,29 @@
+//! The Stratus engine: shards of the key space, each an LSM tree whose memtables and WAL are
+//! local and whose SST files live in an object store.
+//!
+//! Data flows: [`write_batch`] → [`wal`] → memtable ([`shard`]) → [`flush`] → object store
+//! ([`dfs`]) + [`manifest`]; reads go through [`snap_access`], which merges the sources of
+//! [`source_iter`]. [`engine`] ties it together and recovers it after a crash.
+
+pub mod dfs;
+pub mod durable_file;
+pub mod engine;
+pub mod error;
+pub mod flush;
+pub mod manifest;
+pub mod metrics;
+pub mod options;
+pub mod shard;
+pub mod snap_access;
+mod source_iter;
+pub mod wal;
+pub mod write_batch;
+
+pub use dfs::{Dfs, LocalDfs};
+pub use engine::{Engine, ShardInfo};
+pub use error::{Error, ErrorKind, Result};
+pub use memtable::Cf;
+pub use options::EngineOptions;
+pub use snap_access::{Item, SnapAccess, SnapIter};
+pub use wal::SyncPolicy;
+pub use write_batch::WriteBatch;

@@ -1,0 +1,75 @@
+//! Engine metrics, registered once per process in the default prometheus registry.
+
+use std::sync::LazyLock;
+
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts};
+
+fn counter(name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("valid metric");
+    prometheus::default_registry()
+        .register(Box::new(c.clone()))
+        .expect("metric registered once");
+    c
+}
+
+fn gauge(name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("valid metric");
+    prometheus::default_registry()
+        .register(Box::new(g.clone()))
+        .expect("metric registered once");
+    g
+}
+
+pub static WRITES: LazyLock<IntCounter> =
+    LazyLock::new(|| counter("stratus_kvengine_writes_total", "Write batches applied."));
+pub static WRITE_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_kvengine_write_bytes_total",
+        "Bytes of write batches applied.",
+    )
+});
+pub static WAL_BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "stratus_kvengine_wal_bytes",
+        "Bytes appended to the WAL since start.",
+    )
+});
+pub static WAL_FSYNCS: LazyLock<IntGauge> =
+    LazyLock::new(|| gauge("stratus_kvengine_wal_fsyncs", "WAL fsyncs since start."));
+pub static FLUSHES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_kvengine_flushes_total",
+        "Memtables flushed to L0 files.",
+    )
+});
+pub static FLUSH_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_kvengine_flush_bytes_total",
+        "Bytes of L0 files written.",
+    )
+});
+pub static STALLS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_kvengine_write_stalls_total",
+        "Writes that waited because the flush queue was full.",
+    )
+});
+pub static DFS_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = IntCounterVec::new(
+        Opts::new(
+            "stratus_kvengine_dfs_requests_total",
+            "Object store requests by operation.",
+        ),
+        &["op"],
+    )
+    .expect("valid metric");
+    prometheus::default_registry()
+        .register(Box::new(c.clone()))
+        .expect("metric registered once");
+    c
+});
+
+/// Counts one object-store request. `op` is one of put, get, get_range, delete, list.
+pub fn dfs_request(op: &'static str) {
+    DFS_REQUESTS.with_label_values(&[op]).inc();
+}

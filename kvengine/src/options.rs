@@ -1,0 +1,75 @@
+//! Engine settings. Each knob documents its trade-off; defaults suit a storage server with a
+//! few GiB of memory for memtables.
+
+use std::path::PathBuf;
+
+use sst::Compression;
+
+use crate::error::{Error, Result};
+use crate::wal::SyncPolicy;
+
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Local directory for the WAL and the manifest (SST files go to the object store).
+    pub dir: PathBuf,
+    /// A memtable is frozen once it holds this many bytes. Bigger memtables mean fewer, larger
+    /// L0 files and fewer object-store PUTs, but longer recovery (WAL replay) and more memory.
+    pub memtable_size: usize,
+    /// Frozen memtables waiting for flush, per shard. When the queue is full, writes stall until
+    /// a flush finishes: this bounds memory when the object store is slower than the writers.
+    pub max_frozen_memtables: usize,
+    /// When a write is acknowledged relative to fsync of the WAL.
+    pub wal_sync: SyncPolicy,
+    /// WAL segments roll at this size; a segment is deleted once every record in it is flushed.
+    pub wal_segment_size: u64,
+    /// Background flush threads shared by all shards.
+    pub flush_threads: usize,
+    /// Target block size of SST files.
+    pub block_size: usize,
+    /// Compression of L0 files: short-lived, so cheap or none.
+    pub l0_compression: Compression,
+    /// Manifest records between two full rewrites of the manifest.
+    pub manifest_rewrite_after: usize,
+    /// Prefix of every file id this engine allocates (distinct per node sharing a bucket).
+    pub node_id: u16,
+}
+
+impl EngineOptions {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        EngineOptions {
+            dir: dir.into(),
+            memtable_size: 64 * 1024 * 1024,
+            max_frozen_memtables: 4,
+            wal_sync: SyncPolicy::EveryBatch,
+            wal_segment_size: 64 * 1024 * 1024,
+            flush_threads: 1,
+            block_size: sst::DEFAULT_BLOCK_SIZE,
+            l0_compression: Compression::None,
+            manifest_rewrite_after: 1000,
+            node_id: 0,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::Config { what });
+        if self.memtable_size < 1024 {
+            return bad(format!(
+                "memtable_size must be at least 1024 bytes, found={}",
+                self.memtable_size
+            ));
+        }
+        if self.max_frozen_memtables == 0 {
+            return bad("max_frozen_memtables must be at least 1, found=0".into());
+        }
+        if self.flush_threads == 0 {
+            return bad("flush_threads must be at least 1, found=0".into());
+        }
+        if self.wal_segment_size < 4096 {
+            return bad(format!(
+                "wal_segment_size must be at least 4096, found={}",
+                self.wal_segment_size
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,86 @@
+//! A shard (region) of the key space and its live state.
+//!
+//! The state a reader needs is one immutable [`ShardData`] behind an `ArcSwap`: memtables
+//! (active, then frozen ones newest first), L0 files newest first, and per-CF levels sorted by
+//! key. Every change (memtable switch, flush) builds a new `ShardData` and swaps it in, so a
+//! snapshot is one `Arc` clone plus the write sequence, taken in O(1).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use memtable::{CF_COUNT, Memtable};
+use parking_lot::Mutex;
+use sst::{L0Table, Table};
+
+/// A memtable waiting for flush.
+#[derive(Clone)]
+pub struct FrozenMem {
+    pub mem: Arc<Memtable>,
+    /// Sequence of the last write batch the memtable holds: the shard's data_sequence once the
+    /// memtable is flushed.
+    pub last_sequence: u64,
+}
+
+/// The immutable state of a shard at one moment.
+#[derive(Clone)]
+pub struct ShardData {
+    pub ver: u64,
+    pub start: Bytes,
+    /// Exclusive; empty means unbounded.
+    pub end: Bytes,
+    pub base_version: u64,
+    /// Sequence of the last ChangeSet applied to the shard's file list.
+    pub meta_seq: u64,
+    /// Highest write sequence persisted in the shard's SST files.
+    pub data_sequence: u64,
+    /// The memtable writes go to.
+    pub mem: Arc<Memtable>,
+    /// Frozen memtables, newest first; the last one is flushed next.
+    pub frozen: Vec<FrozenMem>,
+    /// L0 files, newest first.
+    pub l0s: Vec<L0Table>,
+    /// `levels[cf][level - 1]`: tables sorted by smallest key, not overlapping.
+    pub levels: [Vec<Vec<Table>>; CF_COUNT],
+}
+
+impl ShardData {
+    pub fn contains_key(&self, key: &[u8]) -> bool {
+        key >= self.start.as_ref() && (self.end.is_empty() || key < self.end.as_ref())
+    }
+
+    /// Memtables newest first: the active one, then the frozen ones.
+    pub fn memtables(&self) -> impl Iterator<Item = &Arc<Memtable>> {
+        std::iter::once(&self.mem).chain(self.frozen.iter().map(|f| &f.mem))
+    }
+}
+
+pub struct Shard {
+    pub(crate) id: u64,
+    /// Serializes writers of this shard and every swap of `data`. Held across the WAL append
+    /// and the memtable apply, never across a flush.
+    pub(crate) write: Mutex<()>,
+    /// Sequence of the last applied write batch. Raised after the memtable apply, so a snapshot
+    /// that reads it before loading `data` holds every write up to it.
+    pub(crate) write_sequence: AtomicU64,
+    pub(crate) data: ArcSwap<ShardData>,
+    /// Held by the flush of this shard: frozen memtables flush one at a time, oldest first.
+    pub(crate) flushing: Mutex<()>,
+}
+
+impl Shard {
+    pub(crate) fn new(id: u64, write_sequence: u64, data: ShardData) -> Shard {
+        Shard {
+            id,
+            write: Mutex::new(()),
+            write_sequence: AtomicU64::new(write_sequence),
+            data: ArcSwap::from_pointee(data),
+            flushing: Mutex::new(()),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}

@@ -1,0 +1,359 @@
+//! `SnapAccess`: an O(1) consistent snapshot of a shard, and reads on it.
+//!
+//! A read at `ts` returns, for each key, the version with the highest version number <= ts
+//! across every source (memtables, L0 files, levels); on a tie the newer source wins. A
+//! tombstone hides the key. Sources are consulted newest first, and a table whose `max_ts`
+//! cannot beat the best version found so far is skipped.
+//!
+//! Consistency: the snapshot holds `Arc`s of the shard's memtables and files and the write
+//! sequence read *before* them, so it contains every write up to `write_sequence()`. The active
+//! memtable is shared with writers: a write applied after the snapshot with a version <= a
+//! read's ts would also be seen. The transaction layer rules that out for reads at a start_ts
+//! (max_ts and memory locks); LOCK-CF reads use the snapshot's SnapVersion as their ts, which
+//! later writes exceed, so lock reads are exact.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use memtable::Cf;
+
+use crate::error::Result;
+use crate::shard::ShardData;
+use crate::source_iter::{LevelIter, Source};
+
+/// One visible version (never a tombstone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub version: u64,
+    pub user_meta: Bytes,
+    pub value: Bytes,
+}
+
+#[derive(Clone)]
+pub struct SnapAccess {
+    shard_id: u64,
+    data: Arc<ShardData>,
+    write_sequence: u64,
+}
+
+impl SnapAccess {
+    pub(crate) fn new(shard_id: u64, data: Arc<ShardData>, write_sequence: u64) -> SnapAccess {
+        SnapAccess {
+            shard_id,
+            data,
+            write_sequence,
+        }
+    }
+
+    pub fn shard_id(&self) -> u64 {
+        self.shard_id
+    }
+
+    pub fn ver(&self) -> u64 {
+        self.data.ver
+    }
+
+    pub fn start(&self) -> &[u8] {
+        &self.data.start
+    }
+
+    pub fn end(&self) -> &[u8] {
+        &self.data.end
+    }
+
+    /// Sequence of the last write batch this snapshot contains.
+    pub fn write_sequence(&self) -> u64 {
+        self.write_sequence
+    }
+
+    /// `base_version + write_sequence`: never decreases for a shard.
+    pub fn snap_version(&self) -> u64 {
+        self.data.base_version + self.write_sequence
+    }
+
+    /// The version of `key` visible at `ts`, or `None` if absent or deleted.
+    pub fn get(&self, cf: Cf, key: &[u8], ts: u64) -> Result<Option<Item>> {
+        let d = &*self.data;
+        // (version, tombstone, meta, value) of the best candidate so far.
+        let mut best: Option<(u64, bool, Bytes, Bytes)> = None;
+        for mem in d.memtables() {
+            if let Some(v) = mem.cf(cf).get(key, ts)
+                && best.as_ref().is_none_or(|b| v.version() > b.0)
+            {
+                best = Some((
+                    v.version(),
+                    v.is_tombstone(),
+                    v.user_meta_bytes(),
+                    v.value_bytes(),
+                ));
+            }
+        }
+        let consider =
+            |t: &sst::Table, best: &mut Option<(u64, bool, Bytes, Bytes)>| -> Result<()> {
+                let p = t.properties();
+                if key < p.smallest.as_slice() || key > p.biggest.as_slice() {
+                    return Ok(());
+                }
+                if best.as_ref().is_some_and(|b| p.max_ts <= b.0) {
+                    return Ok(());
+                }
+                if let Some(v) = t.get(key, ts)?
+                    && best.as_ref().is_none_or(|b| v.version > b.0)
+                {
+                    *best = Some((v.version, v.tombstone, v.user_meta, v.value));
+                }
+                Ok(())
+            };
+        for l0 in &d.l0s {
+            if let Some(t) = l0.cf(cf.index()) {
+                consider(t, &mut best)?;
+            }
+        }
+        for level in &d.levels[cf.index()] {
+            let i = level.partition_point(|t| t.properties().biggest.as_slice() < key);
+            if let Some(t) = level.get(i) {
+                consider(t, &mut best)?;
+            }
+        }
+        Ok(best.and_then(|(version, tomb, user_meta, value)| {
+            (!tomb).then_some(Item {
+                version,
+                user_meta,
+                value,
+            })
+        }))
+    }
+
+    /// The lock on `key` in this snapshot (LOCK CF, read at the snapshot's SnapVersion).
+    pub fn get_lock(&self, key: &[u8]) -> Result<Option<Item>> {
+        self.get(Cf::Lock, key, self.snap_version())
+    }
+
+    /// An iterator over `[start, end)` (empty `end` = unbounded, clipped to the shard's range)
+    /// at `ts`, ascending or descending, positioned on the first visible key.
+    pub fn iter(
+        &self,
+        cf: Cf,
+        start: &[u8],
+        end: &[u8],
+        ts: u64,
+        reverse: bool,
+    ) -> Result<SnapIter<'_>> {
+        let d = &*self.data;
+        let lower = if start < d.start.as_ref() {
+            d.start.as_ref()
+        } else {
+            start
+        };
+        let upper = match (end.is_empty(), d.end.is_empty()) {
+            (true, _) => d.end.as_ref(),
+            (false, true) => end,
+            (false, false) => std::cmp::min(end, d.end.as_ref()),
+        };
+        let overlaps = |p: &sst::Properties| {
+            p.biggest.as_slice() >= lower && (upper.is_empty() || p.smallest.as_slice() < upper)
+        };
+        let mut sources = Vec::new();
+        for mem in d.memtables() {
+            if !mem.cf(cf).is_empty() {
+                sources.push(Source::Mem(mem.cf(cf).iter(ts)));
+            }
+        }
+        for l0 in &d.l0s {
+            if let Some(t) = l0.cf(cf.index())
+                && overlaps(t.properties())
+            {
+                sources.push(Source::Table(t.iter(ts)));
+            }
+        }
+        for level in &d.levels[cf.index()] {
+            let tables: Vec<_> = level
+                .iter()
+                .filter(|t| overlaps(t.properties()))
+                .cloned()
+                .collect();
+            if let Some(it) = LevelIter::new(tables, ts) {
+                sources.push(Source::Level(it));
+            }
+        }
+        let mut it = SnapIter {
+            sources,
+            reverse,
+            lower: lower.to_vec(),
+            upper: upper.to_vec(),
+            key: Vec::new(),
+            current: None,
+        };
+        it.start()?;
+        Ok(it)
+    }
+
+    /// Bytes of WRITE-CF data blocks the ranges touch, from the SST indexes alone (memtables are
+    /// not counted): the input of the offload decision.
+    pub fn range_blocks_size<S: AsRef<[u8]>, E: AsRef<[u8]>>(&self, ranges: &[(S, E)]) -> u64 {
+        let d = &*self.data;
+        let clipped: Vec<(&[u8], &[u8])> = ranges
+            .iter()
+            .filter_map(|(s, e)| {
+                let (s, e) = (s.as_ref(), e.as_ref());
+                let s = s.max(d.start.as_ref());
+                let e = match (e.is_empty(), d.end.is_empty()) {
+                    (true, _) => d.end.as_ref(),
+                    (false, true) => e,
+                    (false, false) => e.min(d.end.as_ref()),
+                };
+                (e.is_empty() || s < e).then_some((s, e))
+            })
+            .collect();
+        if clipped.is_empty() {
+            return 0;
+        }
+        let write = Cf::Write.index();
+        let mut total = 0;
+        for l0 in &d.l0s {
+            if let Some(t) = l0.cf(write) {
+                total += t.estimate_blocks_size(&clipped);
+            }
+        }
+        for level in &d.levels[write] {
+            for t in level {
+                total += t.estimate_blocks_size(&clipped);
+            }
+        }
+        total
+    }
+}
+
+/// A merged, bounded cursor over a snapshot's sources. Moves in one direction only (the one it
+/// was created with): `next()` advances in that direction.
+pub struct SnapIter<'a> {
+    sources: Vec<Source<'a>>,
+    reverse: bool,
+    lower: Vec<u8>,
+    /// Exclusive; empty = unbounded.
+    upper: Vec<u8>,
+    key: Vec<u8>,
+    /// Index of the source holding the current version.
+    current: Option<usize>,
+}
+
+impl SnapIter<'_> {
+    fn start(&mut self) -> Result<()> {
+        for s in &mut self.sources {
+            if self.reverse {
+                if self.upper.is_empty() {
+                    s.seek_to_last()?;
+                } else {
+                    s.seek_for_prev(&self.upper)?;
+                    if s.valid() && s.key() == self.upper.as_slice() {
+                        s.prev()?;
+                    }
+                }
+            } else {
+                s.seek(&self.lower)?;
+            }
+        }
+        self.settle()
+    }
+
+    /// Positions on the next key (in the iteration direction) that has a visible, non-deleted
+    /// version, or ends the iteration.
+    fn settle(&mut self) -> Result<()> {
+        loop {
+            // The smallest (or, in reverse, the biggest) key among the valid sources.
+            let mut pick: Option<usize> = None;
+            for (i, s) in self.sources.iter().enumerate() {
+                if !s.valid() {
+                    continue;
+                }
+                pick = match pick {
+                    None => Some(i),
+                    Some(p) => {
+                        let ord = s.key().cmp(self.sources[p].key());
+                        let better = if self.reverse {
+                            ord.is_gt()
+                        } else {
+                            ord.is_lt()
+                        };
+                        // Same key: the higher version wins; on a tie the newer (earlier) source.
+                        let same_key_newer = ord.is_eq() && s.version() > self.sources[p].version();
+                        if better || same_key_newer {
+                            Some(i)
+                        } else {
+                            Some(p)
+                        }
+                    }
+                };
+            }
+            let Some(p) = pick else {
+                self.current = None;
+                return Ok(());
+            };
+            let key = self.sources[p].key();
+            let out_of_range = if self.reverse {
+                key < self.lower.as_slice()
+            } else {
+                !self.upper.is_empty() && key >= self.upper.as_slice()
+            };
+            if out_of_range {
+                self.current = None;
+                return Ok(());
+            }
+            self.key.clear();
+            self.key.extend_from_slice(key);
+            if !self.sources[p].is_tombstone() {
+                self.current = Some(p);
+                return Ok(());
+            }
+            self.advance_past_key()?;
+        }
+    }
+
+    /// Moves every source positioned on `self.key` one step in the iteration direction.
+    fn advance_past_key(&mut self) -> Result<()> {
+        for s in &mut self.sources {
+            if s.valid() && s.key() == self.key.as_slice() {
+                if self.reverse {
+                    s.prev()?;
+                } else {
+                    s.next()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn cur(&self) -> &Source<'_> {
+        &self.sources[self.current.expect("iterator is not valid")]
+    }
+
+    pub fn value(&self) -> &[u8] {
+        self.cur().value()
+    }
+
+    pub fn user_meta(&self) -> &[u8] {
+        self.cur().user_meta()
+    }
+
+    pub fn version(&self) -> u64 {
+        self.cur().version()
+    }
+
+    /// Moves to the next visible key in the iteration direction.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<()> {
+        if self.current.is_none() {
+            return Ok(());
+        }
+        self.advance_past_key()?;
+        self.settle()
+    }
+}

@@ -1,0 +1,191 @@
+//! One sorted source of a snapshot read (a memtable, an L0 section, or a whole level) behind a
+//! common cursor interface, each positioned on the version visible at the read timestamp.
+
+use memtable::CfIter;
+use sst::{Table, TableIter};
+
+use crate::error::Result;
+
+/// A cursor over one source. Tombstones are visible (flagged): the merge needs them.
+pub(crate) enum Source<'a> {
+    Mem(CfIter<'a>),
+    Table(TableIter),
+    Level(LevelIter),
+}
+
+impl Source<'_> {
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        match self {
+            Source::Mem(it) => it.seek(key),
+            Source::Table(it) => it.seek(key)?,
+            Source::Level(it) => it.seek(key)?,
+        }
+        Ok(())
+    }
+
+    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        match self {
+            Source::Mem(it) => it.seek_for_prev(key),
+            Source::Table(it) => it.seek_for_prev(key)?,
+            Source::Level(it) => it.seek_for_prev(key)?,
+        }
+        Ok(())
+    }
+
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        match self {
+            Source::Mem(it) => it.seek_to_last(),
+            Source::Table(it) => it.seek_to_last()?,
+            Source::Level(it) => it.seek_to_last()?,
+        }
+        Ok(())
+    }
+
+    pub fn next(&mut self) -> Result<()> {
+        match self {
+            Source::Mem(it) => it.next(),
+            Source::Table(it) => it.next()?,
+            Source::Level(it) => it.next()?,
+        }
+        Ok(())
+    }
+
+    pub fn prev(&mut self) -> Result<()> {
+        match self {
+            Source::Mem(it) => it.prev(),
+            Source::Table(it) => it.prev()?,
+            Source::Level(it) => it.prev()?,
+        }
+        Ok(())
+    }
+
+    pub fn valid(&self) -> bool {
+        match self {
+            Source::Mem(it) => it.valid(),
+            Source::Table(it) => it.valid(),
+            Source::Level(it) => it.valid(),
+        }
+    }
+
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Source::Mem(it) => it.key(),
+            Source::Table(it) => it.key(),
+            Source::Level(it) => it.iter.key(),
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        match self {
+            Source::Mem(it) => it.version().version(),
+            Source::Table(it) => it.version_number(),
+            Source::Level(it) => it.iter.version_number(),
+        }
+    }
+
+    pub fn is_tombstone(&self) -> bool {
+        match self {
+            Source::Mem(it) => it.version().is_tombstone(),
+            Source::Table(it) => it.is_tombstone(),
+            Source::Level(it) => it.iter.is_tombstone(),
+        }
+    }
+
+    pub fn value(&self) -> &[u8] {
+        match self {
+            Source::Mem(it) => it.version().value(),
+            Source::Table(it) => it.value(),
+            Source::Level(it) => it.iter.value(),
+        }
+    }
+
+    pub fn user_meta(&self) -> &[u8] {
+        match self {
+            Source::Mem(it) => it.version().user_meta(),
+            Source::Table(it) => it.user_meta(),
+            Source::Level(it) => it.iter.user_meta(),
+        }
+    }
+}
+
+/// The tables of one level (sorted by key, not overlapping) read as one sorted source; only one
+/// table is open at a time.
+pub(crate) struct LevelIter {
+    tables: Vec<Table>,
+    ts: u64,
+    idx: usize,
+    iter: TableIter,
+}
+
+impl LevelIter {
+    pub fn new(tables: Vec<Table>, ts: u64) -> Option<LevelIter> {
+        let first = tables.first()?.iter(ts);
+        Some(LevelIter {
+            tables,
+            ts,
+            idx: 0,
+            iter: first,
+        })
+    }
+
+    fn open(&mut self, idx: usize) {
+        self.idx = idx;
+        self.iter = self.tables[idx].iter(self.ts);
+    }
+
+    fn skip_forward(&mut self) -> Result<()> {
+        while !self.iter.valid() && self.idx + 1 < self.tables.len() {
+            self.open(self.idx + 1);
+            self.iter.seek_to_first()?;
+        }
+        Ok(())
+    }
+
+    fn skip_backward(&mut self) -> Result<()> {
+        while !self.iter.valid() && self.idx > 0 {
+            self.open(self.idx - 1);
+            self.iter.seek_to_last()?;
+        }
+        Ok(())
+    }
+
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        // The first table that may hold keys >= `key`; past the last one the table's own seek
+        // leaves the cursor invalid.
+        let i = self
+            .tables
+            .partition_point(|t| t.properties().biggest.as_slice() < key);
+        self.open(i.min(self.tables.len() - 1));
+        self.iter.seek(key)?;
+        self.skip_forward()
+    }
+
+    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        let i = self
+            .tables
+            .partition_point(|t| t.properties().smallest.as_slice() <= key);
+        self.open(i.saturating_sub(1));
+        self.iter.seek_for_prev(key)?;
+        self.skip_backward()
+    }
+
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.open(self.tables.len() - 1);
+        self.iter.seek_to_last()?;
+        self.skip_backward()
+    }
+
+    pub fn next(&mut self) -> Result<()> {
+        self.iter.next()?;
+        self.skip_forward()
+    }
+
+    pub fn prev(&mut self) -> Result<()> {
+        self.iter.prev()?;
+        self.skip_backward()
+    }
+
+    pub fn valid(&self) -> bool {
+        self.iter.valid()
+    }
+}

@@ -1,0 +1,60 @@
+//! The entry point shared by the `wal_record` fuzz target and the corpus replay test.
+
+use crate::wal::frame::{FramesEnd, decode_frame};
+use crate::wal::segment_codec::{
+    RECORD_LIMITS, SEGMENT_HEADER_LEN, decode_segment, encode_record, encode_segment_header,
+};
+
+/// Decodes `data` as a segment file. Must return normally for every input; the asserts state
+/// what every accepted input satisfies:
+///
+/// * re-encoding the header and the valid records gives back exactly the valid prefix (one
+///   encoding per content, so replay after truncation sees the same bytes);
+/// * the valid prefix alone decodes cleanly to the same records (truncating a torn tail loses
+///   nothing else);
+/// * corruption names a later offset where a valid record really starts.
+pub fn fuzz_check(data: &[u8]) {
+    let Ok(segment) = decode_segment(data) else {
+        return;
+    };
+    let valid_len = segment.valid_len(data.len()) as usize;
+    assert!(
+        (SEGMENT_HEADER_LEN..=data.len()).contains(&valid_len),
+        "valid prefix out of bounds"
+    );
+    let mut encoded = encode_segment_header(segment.segment_seq).to_vec();
+    for record in &segment.records {
+        encode_record(
+            record.shard_id,
+            record.sequence,
+            record.payload,
+            &mut encoded,
+        );
+    }
+    assert!(
+        encoded == data[..valid_len],
+        "re-encoding the valid records changed the bytes"
+    );
+    let prefix = decode_segment(&data[..valid_len]).expect("the valid prefix keeps its header");
+    assert!(
+        prefix.end == FramesEnd::Clean,
+        "the valid prefix does not end cleanly"
+    );
+    assert!(
+        prefix.records == segment.records,
+        "the valid prefix decodes to other records"
+    );
+    if let FramesEnd::Corrupt {
+        offset, next_valid, ..
+    } = segment.end
+    {
+        assert!(
+            next_valid > offset,
+            "the valid record is not after the damage"
+        );
+        assert!(
+            decode_frame(data, next_valid as usize, RECORD_LIMITS).is_ok(),
+            "no valid record where corruption says one starts"
+        );
+    }
+}
