@@ -55,6 +55,27 @@ pub struct ShardInfo {
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<Inner>,
+    /// Shared by every clone of this handle (not by the flush threads): when the last clone is
+    /// dropped, the engine shuts down and releases its directory.
+    _shutdown: Arc<ShutdownOnDrop>,
+}
+
+struct ShutdownOnDrop(Arc<Inner>);
+
+impl Drop for ShutdownOnDrop {
+    fn drop(&mut self) {
+        shutdown(&self.0);
+    }
+}
+
+/// Stops the flush threads and waits for them.
+fn shutdown(inner: &Inner) {
+    inner.closed.store(true, Ordering::Release);
+    inner.queue_cv.notify_all();
+    let threads = std::mem::take(&mut *inner.threads.lock());
+    for t in threads {
+        let _ = t.join();
+    }
 }
 
 struct Inner {
@@ -74,6 +95,9 @@ struct Inner {
     /// Set when a background job failed in a way that makes further writes unsafe.
     failure: Mutex<Option<String>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// An exclusive lock on `dir/LOCK`, held while the engine is open: two engines on one
+    /// directory would interleave their WAL and manifest writes.
+    _dir_lock: std::fs::File,
 }
 
 impl Engine {
@@ -81,6 +105,7 @@ impl Engine {
     pub fn open(opts: EngineOptions, dfs: Arc<dyn Dfs>) -> Result<Engine> {
         opts.validate()?;
         std::fs::create_dir_all(&opts.dir).map_err(Error::io("create dir", &opts.dir))?;
+        let dir_lock = lock_dir(&opts.dir)?;
         let manifest = Manifest::open(ManifestOptions {
             dir: opts.dir.join("manifest"),
             rewrite_after: opts.manifest_rewrite_after,
@@ -102,22 +127,25 @@ impl Engine {
             },
             |rec| replay_record(&shards, &opts, rec.shard_id, rec.sequence, &rec.payload),
         )?;
+        let inner = Arc::new(Inner {
+            opts,
+            dfs,
+            wal,
+            manifest,
+            ids,
+            shards: RwLock::new(shards),
+            queue: Mutex::new(VecDeque::new()),
+            queue_cv: Condvar::new(),
+            flushed: Mutex::new(()),
+            flushed_cv: Condvar::new(),
+            closed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
+            _dir_lock: dir_lock,
+        });
         let engine = Engine {
-            inner: Arc::new(Inner {
-                opts,
-                dfs,
-                wal,
-                manifest,
-                ids,
-                shards: RwLock::new(shards),
-                queue: Mutex::new(VecDeque::new()),
-                queue_cv: Condvar::new(),
-                flushed: Mutex::new(()),
-                flushed_cv: Condvar::new(),
-                closed: AtomicBool::new(false),
-                failure: Mutex::new(None),
-                threads: Mutex::new(Vec::new()),
-            }),
+            _shutdown: Arc::new(ShutdownOnDrop(inner.clone())),
+            inner,
         };
         // Memtables frozen during replay wait for the flush threads.
         for (id, shard) in engine.inner.shards.read().iter() {
@@ -327,19 +355,23 @@ impl Engine {
                 self.flush_shard(id)?;
             }
         }
-        self.inner.closed.store(true, Ordering::Release);
-        self.inner.queue_cv.notify_all();
-        let threads = std::mem::take(&mut *self.inner.threads.lock());
-        for t in threads {
-            let _ = t.join();
-        }
+        shutdown(&self.inner);
         Ok(())
     }
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.closed.store(true, Ordering::Release);
+fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File> {
+    let path = dir.join("LOCK");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(Error::io("open lock file", &path))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path)(e)),
     }
 }
 

@@ -39,6 +39,14 @@ pub enum Error {
     FileNotFound { file_id: u64 },
     #[error("shard not found: shard_id={shard_id}")]
     ShardNotFound { shard_id: u64 },
+    #[error("shard already exists: shard_id={shard_id}")]
+    ShardExists { shard_id: u64 },
+    /// A caller passed something the engine cannot take (e.g. a batch too large for the WAL).
+    #[error("invalid argument: {what}")]
+    InvalidArgument { what: String },
+    /// Another process holds the engine directory.
+    #[error("engine directory is in use by another process: path={path}", path = .path.display())]
+    Locked { path: PathBuf },
     /// A write names a key outside the shard's range.
     #[error("key not in shard range: shard_id={shard_id} key={key:?}")]
     KeyNotInShard { shard_id: u64, key: Vec<u8> },
@@ -71,7 +79,11 @@ impl Error {
             Error::Table(e) if e.is_corruption() => ErrorKind::Corruption,
             Error::Table(_) | Error::Io { .. } | Error::Dfs { .. } => ErrorKind::Io,
             Error::FileNotFound { .. } | Error::ShardNotFound { .. } => ErrorKind::NotFound,
-            Error::KeyNotInShard { .. } | Error::ChangeSet(_) => ErrorKind::Invalid,
+            Error::KeyNotInShard { .. }
+            | Error::ChangeSet(_)
+            | Error::ShardExists { .. }
+            | Error::InvalidArgument { .. } => ErrorKind::Invalid,
+            Error::Locked { .. } => ErrorKind::Io,
             Error::Closed { .. } => ErrorKind::Closed,
             Error::Config { .. } => ErrorKind::Config,
         }

@@ -187,3 +187,22 @@ fn flush_keeps_only_the_newest_lock_and_reopen_sees_it() {
     assert_eq!(lock.properties().old_entries, 0);
     engine.close(false).unwrap();
 }
+
+#[test]
+fn a_second_engine_on_the_same_directory_is_refused_until_the_first_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let dfs = || Arc::new(LocalDfs::open(dir.path().join("dfs")).unwrap());
+    let first = Engine::open(opts(dir.path()), dfs()).unwrap();
+    first.create_shard(1, b"", b"").unwrap();
+    put(&first, 1);
+    let err = Engine::open(opts(dir.path()), dfs())
+        .err()
+        .expect("directory is locked");
+    assert!(matches!(err, kvengine::Error::Locked { .. }), "{err}");
+    // Dropping every handle (no close) shuts the engine down and releases the directory.
+    let clone = first.clone();
+    drop(first);
+    drop(clone);
+    let again = Engine::open(opts(dir.path()), dfs()).unwrap();
+    assert_eq!(again.shard_info(1).unwrap().write_sequence, 1);
+}

@@ -307,8 +307,6 @@ fn map_error(e: ShardMapError) -> Error {
             sequence,
             reason: MalformedReason::SplitDuplicateShardId { id: child },
         }),
-        ShardMapError::ShardExists { shard_id } => Error::Config {
-            what: format!("shard already exists shard_id={shard_id}"),
-        },
+        ShardMapError::ShardExists { shard_id } => Error::ShardExists { shard_id },
     }
 }

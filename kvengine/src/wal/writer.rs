@@ -134,7 +134,7 @@ impl Wal {
     /// Appends a record and returns once it is durable per the sync policy.
     pub fn append(&self, shard_id: u64, sequence: u64, payload: &[u8]) -> Result<()> {
         if payload.len() > MAX_PAYLOAD_LEN {
-            return Err(Error::Config {
+            return Err(Error::InvalidArgument {
                 what: format!(
                     "wal record payload too large len={} max={MAX_PAYLOAD_LEN}",
                     payload.len()
