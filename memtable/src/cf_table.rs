@@ -29,8 +29,9 @@ use crate::version_chain::{VersionRef, Versions};
 ///   is valid for as long as it is held, even past the memtable; the price is that it keeps the
 ///   whole arena allocated meanwhile.
 ///
-/// The `unsafe` code is confined to that one module, which exposes a safe API to the rest of
-/// the crate.
+/// Memory is only returned when the arena goes: superseded versions stay until then, as they
+/// did in the chains before. The `unsafe` code is confined to that one module, which exposes a
+/// safe API to the rest of the crate.
 ///
 /// # Concurrency
 ///
@@ -55,12 +56,19 @@ impl CfTable {
 
     /// Adds a value version of `key`. Returns `false`, and changes nothing, if the key already
     /// has a version `>= version`.
+    ///
+    /// # Panics
+    /// If the key or the user meta is longer than `u32::MAX` bytes, or the value longer than
+    /// `u32::MAX - 1` (the arena records lengths in 32 bits).
     pub fn put(&self, key: &[u8], version: u64, user_meta: &[u8], value: &[u8]) -> bool {
         self.insert(key, version, user_meta, value, false)
     }
 
     /// Adds a tombstone version of `key`. Returns `false`, and changes nothing, if the key
     /// already has a version `>= version`.
+    ///
+    /// # Panics
+    /// If the key or the user meta is longer than `u32::MAX` bytes.
     pub fn delete(&self, key: &[u8], version: u64, user_meta: &[u8]) -> bool {
         self.insert(key, version, user_meta, &[], true)
     }

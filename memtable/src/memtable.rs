@@ -29,13 +29,13 @@ impl Memtable {
     }
 
     /// Adds a value version of `key` in `cf`. Returns `false`, and changes nothing, if the key
-    /// already has a version `>= version` there.
+    /// already has a version `>= version` there. Panics as [`CfTable::put`] does.
     pub fn put(&self, cf: Cf, key: &[u8], version: u64, user_meta: &[u8], value: &[u8]) -> bool {
         self.cf(cf).put(key, version, user_meta, value)
     }
 
     /// Adds a tombstone version of `key` in `cf`. Returns `false`, and changes nothing, if the
-    /// key already has a version `>= version` there.
+    /// key already has a version `>= version` there. Panics as [`CfTable::delete`] does.
     pub fn delete(&self, cf: Cf, key: &[u8], version: u64, user_meta: &[u8]) -> bool {
         self.cf(cf).delete(key, version, user_meta)
     }
@@ -98,5 +98,9 @@ mod tests {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<Memtable>();
         assert_send_sync::<crate::VersionRef>();
+        assert_send_sync::<crate::Versions>();
+        assert_send_sync::<crate::CfIter<'static>>();
+        assert_send_sync::<crate::AllVersionsIter<'static>>();
+        assert_send_sync::<crate::KeyVersions<'static>>();
     }
 }
