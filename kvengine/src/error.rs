@@ -41,6 +41,10 @@ pub enum Error {
     ShardNotFound { shard_id: u64 },
     #[error("shard already exists: shard_id={shard_id}")]
     ShardExists { shard_id: u64 },
+    /// The shard cannot take the request right now (it is splitting); retry, after refreshing
+    /// the shard map if the shard is gone.
+    #[error("shard busy: {reason} shard_id={shard_id}")]
+    ShardBusy { shard_id: u64, reason: &'static str },
     /// A caller passed something the engine cannot take (e.g. a batch too large for the WAL).
     #[error("invalid argument: {what}")]
     InvalidArgument { what: String },
@@ -68,6 +72,8 @@ pub enum ErrorKind {
     NotFound,
     Io,
     Closed,
+    /// Retryable: try again shortly.
+    Busy,
     Config,
     Invalid,
 }
@@ -84,6 +90,7 @@ impl Error {
             | Error::ShardExists { .. }
             | Error::InvalidArgument { .. } => ErrorKind::Invalid,
             Error::Locked { .. } => ErrorKind::Io,
+            Error::ShardBusy { .. } => ErrorKind::Busy,
             Error::Closed { .. } => ErrorKind::Closed,
             Error::Config { .. } => ErrorKind::Config,
         }

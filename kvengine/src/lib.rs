@@ -5,25 +5,34 @@
 //! ([`dfs`]) + [`manifest`]; reads go through [`snap_access`], which merges the sources of
 //! [`source_iter`]. [`engine`] ties it together and recovers it after a crash.
 
+pub mod block_cache;
+pub mod cachefs;
+pub mod compaction;
 pub mod dfs;
 pub mod durable_file;
 pub mod engine;
 pub mod error;
+pub mod fault_dfs;
 pub mod flush;
 pub mod manifest;
 pub mod metrics;
 pub mod options;
+pub mod s3_dfs;
 pub mod shard;
 pub mod snap_access;
 mod source_iter;
 pub mod wal;
 pub mod write_batch;
 
+pub use block_cache::{BlockCacheStats, MokaBlockCache};
+pub use cachefs::{CacheFs, CacheFsStats};
 pub use dfs::{Dfs, LocalDfs};
 pub use engine::{Engine, ShardInfo};
 pub use error::{Error, ErrorKind, Result};
+pub use fault_dfs::{DfsOp, FaultDfs};
 pub use memtable::Cf;
 pub use options::EngineOptions;
+pub use s3_dfs::{S3Credentials, S3Dfs, S3Options};
 pub use snap_access::{Item, SnapAccess, SnapIter};
 pub use wal::SyncPolicy;
 pub use write_batch::WriteBatch;

@@ -48,6 +48,8 @@ pub static FLUSH_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
         "Bytes of L0 files written.",
     )
 });
+pub static COMPACTIONS: LazyLock<IntCounter> =
+    LazyLock::new(|| counter("stratus_kvengine_compactions_total", "Compactions applied."));
 pub static STALLS: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_kvengine_write_stalls_total",

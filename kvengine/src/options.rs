@@ -28,6 +28,25 @@ pub struct EngineOptions {
     pub block_size: usize,
     /// Compression of L0 files: short-lived, so cheap or none.
     pub l0_compression: Compression,
+    /// Bytes of decompressed blocks kept in memory (compressed tables only; 0 disables). Reads
+    /// of uncompressed tables go straight to the memory-mapped file and need no cache.
+    pub block_cache_size: u64,
+    /// Compression of level 1 and below, where most bytes live for long.
+    pub level_compression: Compression,
+    /// Background compaction threads shared by all shards (0 disables background compaction;
+    /// `Engine::compact_shard` still works).
+    pub compaction_threads: usize,
+    /// L0 → L1 starts at this many L0 files...
+    pub l0_compaction_files: usize,
+    /// ...or this many bytes of L0 files, whichever comes first.
+    pub l0_compaction_bytes: u64,
+    /// Target size of level 1; level n targets `base_level_size × 10^(n-1)`. Smaller levels
+    /// compact more often (write amplification) but keep fewer files per read.
+    pub base_level_size: u64,
+    /// Compaction output files are cut at about this size (one object-store PUT each).
+    pub target_file_size: u64,
+    /// Deepest level (at most 7).
+    pub max_level: u32,
     /// Manifest records between two full rewrites of the manifest.
     pub manifest_rewrite_after: usize,
     /// Prefix of every file id this engine allocates (distinct per node sharing a bucket).
@@ -45,6 +64,14 @@ impl EngineOptions {
             flush_threads: 1,
             block_size: sst::DEFAULT_BLOCK_SIZE,
             l0_compression: Compression::None,
+            level_compression: Compression::Zstd(1),
+            block_cache_size: 256 * 1024 * 1024,
+            compaction_threads: 1,
+            l0_compaction_files: 4,
+            l0_compaction_bytes: 256 * 1024 * 1024,
+            base_level_size: 256 * 1024 * 1024,
+            target_file_size: 32 * 1024 * 1024,
+            max_level: 6,
             manifest_rewrite_after: 1000,
             node_id: 0,
         }
@@ -63,6 +90,22 @@ impl EngineOptions {
         }
         if self.flush_threads == 0 {
             return bad("flush_threads must be at least 1, found=0".into());
+        }
+        if !(2..=changeset::MAX_LEVEL).contains(&self.max_level) {
+            return bad(format!(
+                "max_level must be in 2..={}, found={}",
+                changeset::MAX_LEVEL,
+                self.max_level
+            ));
+        }
+        if self.l0_compaction_files == 0
+            || self.target_file_size < 1024
+            || self.base_level_size < 1024
+        {
+            return bad(format!(
+                "l0_compaction_files must be >= 1 and target_file_size, base_level_size >= 1024; found={}, {}, {}",
+                self.l0_compaction_files, self.target_file_size, self.base_level_size
+            ));
         }
         if self.wal_segment_size < 4096 {
             return bad(format!(

@@ -67,6 +67,13 @@ pub struct Shard {
     pub(crate) data: ArcSwap<ShardData>,
     /// Held by the flush of this shard: frozen memtables flush one at a time, oldest first.
     pub(crate) flushing: Mutex<()>,
+    /// Held by the compaction of this shard: one at a time.
+    pub(crate) compacting: Mutex<()>,
+    /// Set while the shard splits: writes are refused (checked under `write`).
+    pub(crate) splitting: std::sync::atomic::AtomicBool,
+    /// Serializes recording a ChangeSet (its sequence is `meta_seq + 1`) with the state swap
+    /// that applies it. Taken before `write`, never while holding it.
+    pub(crate) meta: Mutex<()>,
 }
 
 impl Shard {
@@ -77,6 +84,9 @@ impl Shard {
             write_sequence: AtomicU64::new(write_sequence),
             data: ArcSwap::from_pointee(data),
             flushing: Mutex::new(()),
+            compacting: Mutex::new(()),
+            meta: Mutex::new(()),
+            splitting: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -71,9 +71,17 @@ impl SnapAccess {
         self.data.base_version + self.write_sequence
     }
 
-    /// The version of `key` visible at `ts`, or `None` if absent or deleted.
+    /// The version of `key` visible at `ts`, or `None` if absent or deleted. A key outside the
+    /// shard's range is an error.
     pub fn get(&self, cf: Cf, key: &[u8], ts: u64) -> Result<Option<Item>> {
         let d = &*self.data;
+        // Files shared with a split sibling hold keys of its range too.
+        if !d.contains_key(key) {
+            return Err(crate::error::Error::KeyNotInShard {
+                shard_id: self.shard_id,
+                key: key.to_vec(),
+            });
+        }
         // (version, tombstone, meta, value) of the best candidate so far.
         let mut best: Option<(u64, bool, Bytes, Bytes)> = None;
         for mem in d.memtables() {

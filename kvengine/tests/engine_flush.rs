@@ -50,6 +50,8 @@ fn opts(dir: &std::path::Path) -> EngineOptions {
     o.memtable_size = 4096;
     o.max_frozen_memtables = 1;
     o.wal_segment_size = 4096;
+    // These tests count L0 files: no background compaction.
+    o.compaction_threads = 0;
     o
 }
 

@@ -1,11 +1,18 @@
 //! Model test: random writes, deletes, lock writes, reads and scans at random timestamps,
 //! interleaved with flushes, snapshots read later, and close/reopen, against a BTreeMap oracle.
+//! It runs on a local-directory object store and (fewer cases) on S3 (s3s-fs in process).
+
+#[path = "common/s3_server.rs"]
+mod s3_server;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch};
+use kvengine::{Cf, Dfs, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch};
 use proptest::prelude::*;
+use s3_server::S3Server;
 
 const SHARD: u64 = 1;
 
@@ -21,6 +28,9 @@ enum Op {
     Snapshot,
     ReadSnapshot(usize, u8, u64),
     Reopen,
+    Compact,
+    /// Raise the GC safe point to this fraction (0..=100 %) of the newest version.
+    SafePoint(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -35,6 +45,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Snapshot),
         2 => (0usize..8, 0u8..20, 0u64..120).prop_map(|(i, k, ts)| Op::ReadSnapshot(i, k, ts)),
         1 => Just(Op::Reopen),
+        2 => Just(Op::Compact),
+        1 => (0u8..=100).prop_map(Op::SafePoint),
     ]
 }
 
@@ -69,14 +81,36 @@ impl Oracle {
     }
 }
 
-fn open(dir: &std::path::Path) -> Engine {
+/// Makes the object store of a test case; called again at every reopen, so it must return a
+/// store holding the same files.
+type DfsFactory = dyn Fn() -> Arc<dyn Dfs>;
+
+fn local_dfs(dir: &Path) -> impl Fn() -> Arc<dyn Dfs> + use<> {
+    let dir = dir.join("dfs");
+    move || Arc::new(LocalDfs::open(&dir).unwrap())
+}
+
+/// One in-process S3 server for every S3 case of this test binary; each case gets its own prefix.
+fn s3_dfs() -> impl Fn() -> Arc<dyn Dfs> {
+    static SERVER: OnceLock<S3Server> = OnceLock::new();
+    static CASE: AtomicU64 = AtomicU64::new(0);
+    let server = SERVER.get_or_init(S3Server::start);
+    let prefix = format!("model-{}/", CASE.fetch_add(1, Ordering::Relaxed));
+    move || Arc::new(server.dfs(&prefix))
+}
+
+fn open(dir: &Path, dfs: &DfsFactory) -> Engine {
     let mut opts = EngineOptions::new(dir.join("engine"));
     opts.memtable_size = 2048;
     opts.wal_sync = SyncPolicy::Off;
     opts.wal_segment_size = 4096;
     opts.block_size = 256;
-    let dfs = Arc::new(LocalDfs::open(dir.join("dfs")).unwrap());
-    Engine::open(opts, dfs).unwrap()
+    // Small levels so that flushes lead to L0 → L1 and L1 → L2 compactions in a few ops.
+    opts.l0_compaction_files = 2;
+    opts.base_level_size = 4096;
+    opts.target_file_size = 2048;
+    opts.compaction_threads = 1;
+    Engine::open(opts, dfs()).unwrap()
 }
 
 fn scan(snap: &SnapAccess, a: &[u8], b: &[u8], ts: u64, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -89,12 +123,16 @@ fn scan(snap: &SnapAccess, a: &[u8], b: &[u8], ts: u64, reverse: bool) -> Vec<(V
     out
 }
 
-fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let mut engine = open(dir.path());
+    let local = local_dfs(dir.path());
+    let dfs = dfs.unwrap_or(&local);
+    let mut engine = open(dir.path(), dfs);
     engine.create_shard(SHARD, b"", b"").unwrap();
     let mut oracle = Oracle::default();
     let mut version = 0u64;
+    // Reads below the GC safe point may see collected versions: every read is raised to it.
+    let mut safe_point = 0u64;
     let mut snaps: Vec<(SnapAccess, Oracle, u64)> = Vec::new();
     for op in ops {
         match op {
@@ -129,6 +167,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 oracle.locks.remove(&key(k));
             }
             Op::Get(k, ts) => {
+                let ts = ts.max(safe_point);
                 let snap = engine.snapshot(SHARD).unwrap();
                 let got = snap
                     .get(Cf::Write, &key(k), ts)
@@ -139,6 +178,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 prop_assert_eq!(lock, oracle.locks.get(&key(k)).cloned(), "lock key={}", k);
             }
             Op::Scan(a, b, ts, reverse) => {
+                let ts = ts.max(safe_point);
                 let (a, b) = (key(a), if b == 20 { Vec::new() } else { key(b) });
                 let snap = engine.snapshot(SHARD).unwrap();
                 prop_assert_eq!(
@@ -157,7 +197,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 if let Some((snap, old, at)) = snaps.get(i % snaps.len().max(1)) {
                     // Later writes have versions above `at`: a read at ts <= at sees exactly
                     // the snapshot's data.
-                    let ts = ts.min(*at);
+                    // The snapshot was taken at a version >= the safe point of that time, and
+                    // safe points only rise: reading at or above the current one is valid.
+                    let ts = ts.min(*at).max(safe_point.min(*at));
+                    if ts < safe_point {
+                        continue;
+                    }
                     let got = snap
                         .get(Cf::Write, &key(k), ts)
                         .unwrap()
@@ -176,11 +221,19 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     );
                 }
             }
+            Op::Compact => {
+                engine.compact_shard(SHARD, true).unwrap();
+            }
+            Op::SafePoint(pct) => {
+                safe_point = safe_point.max(version * u64::from(pct) / 100);
+                engine.set_gc_safe_point(safe_point);
+            }
             Op::Reopen => {
                 let before = engine.shard_info(SHARD).unwrap();
                 engine.close(false).unwrap();
                 drop(engine);
-                engine = open(dir.path());
+                engine = open(dir.path(), dfs);
+                engine.set_gc_safe_point(safe_point);
                 let after = engine.shard_info(SHARD).unwrap();
                 prop_assert_eq!(before.write_sequence, after.write_sequence);
             }
@@ -188,7 +241,8 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     }
     // Everything, at every timestamp, at the end.
     let snap = engine.snapshot(SHARD).unwrap();
-    for ts in [0, version / 2, version] {
+    for ts in [safe_point, version / 2, version] {
+        let ts = ts.max(safe_point);
         prop_assert_eq!(
             scan(&snap, b"", b"", ts, false),
             oracle.scan(b"", b"", ts, false)
@@ -203,14 +257,24 @@ proptest! {
 
     #[test]
     fn engine_matches_a_btreemap_oracle(ops in prop::collection::vec(op(), 1..120)) {
-        run(ops)?;
+        run(ops, None)?;
+    }
+}
+
+proptest! {
+    // Each S3 request costs milliseconds, not microseconds: fewer, shorter cases.
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_on_s3_matches_a_btreemap_oracle(ops in prop::collection::vec(op(), 1..80)) {
+        run(ops, Some(&s3_dfs()))?;
     }
 }
 
 #[test]
 fn writes_outside_the_shard_range_are_rejected() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = open(dir.path());
+    let engine = open(dir.path(), &local_dfs(dir.path()));
     engine.create_shard(2, b"b", b"d").unwrap();
     let mut b = WriteBatch::new();
     b.put(Cf::Write, b"a", 1, b"", b"v");

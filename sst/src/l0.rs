@@ -151,6 +151,16 @@ impl L0Table {
         self.size
     }
 
+    /// Handles alive on this file (the most of any section; see [`Table::handle_count`]).
+    pub fn handle_count(&self) -> usize {
+        self.sections
+            .iter()
+            .flatten()
+            .map(Table::handle_count)
+            .max()
+            .unwrap_or(1)
+    }
+
     /// The table of column family `cf` (0 = WRITE, 1 = LOCK, 2 = EXTRA), if it has entries.
     pub fn cf(&self, cf: usize) -> Option<&Table> {
         self.sections.get(cf).and_then(|s| s.as_ref())

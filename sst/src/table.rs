@@ -162,6 +162,12 @@ impl Table {
         &self.inner.props
     }
 
+    /// How many handles (clones of this table, including its iterators) are alive. The engine
+    /// deletes a replaced file only once its own handle is the last one.
+    pub fn handle_count(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
     /// Size of the section in bytes.
     pub fn size(&self) -> u64 {
         self.inner.data.len() as u64

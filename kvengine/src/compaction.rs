@@ -1,0 +1,302 @@
+//! Compaction: which files to merge (size scores), how versions are garbage-collected while
+//! merging, and what the merge produces. Applying the result (object store, manifest, shard
+//! state) is the engine's job.
+//!
+//! Scores: L0 by file count and bytes against their triggers (`l0_compaction_files`,
+//! `l0_compaction_bytes`); level n of a column family by its bytes against
+//! `base_level_size × 10^(n-1)`. The highest score at or above 1 is compacted: L0 → L1 merges
+//! every L0 file with the L1 tables they overlap, in every column family; Ln → Ln+1 merges the
+//! largest table of the level with the Ln+1 tables it overlaps, for one column family.
+//!
+//! GC, with `safe_point` = the GC safe point (no reader uses a timestamp below it): every
+//! version above the safe point is kept; of the versions at or below it only the newest is kept;
+//! the LOCK column family keeps only each key's newest record. A tombstone that ends up as a
+//! key's oldest kept version is dropped when no deeper level of the column family overlaps the
+//! compaction (nothing older remains for it to hide).
+
+use memtable::{CF_COUNT, Cf};
+use sst::{BuilderOptions, BuiltTable, Table, TableBuilder, Version};
+
+use crate::error::Result;
+use crate::shard::ShardData;
+
+/// Compaction knobs, copied from the engine options.
+#[derive(Debug, Clone)]
+pub struct CompactionConfig {
+    pub l0_compaction_files: usize,
+    pub l0_compaction_bytes: u64,
+    pub base_level_size: u64,
+    pub target_file_size: u64,
+    pub max_level: u32,
+}
+
+/// What to merge.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Upper level: 0 for L0 → L1.
+    pub level: u32,
+    /// The column family of an Ln → Ln+1 compaction; `None` for L0 (every CF).
+    pub cf: Option<Cf>,
+    /// Input file ids of the upper level.
+    pub top: Vec<u64>,
+    /// Input file ids of the lower level.
+    pub bottom: Vec<u64>,
+    /// Per column family: the input tables, newest data first.
+    pub inputs: [Vec<Table>; CF_COUNT],
+    /// Per column family: whether tombstones may be dropped (no deeper overlapping level).
+    pub bottommost: [bool; CF_COUNT],
+    pub score: f64,
+    /// The shard's range: inputs shared with a split sibling hold keys outside it, which the
+    /// merge drops.
+    pub start: bytes::Bytes,
+    pub end: bytes::Bytes,
+}
+
+fn overlaps(t: &Table, smallest: &[u8], biggest: &[u8]) -> bool {
+    let p = t.properties();
+    p.biggest.as_slice() >= smallest && p.smallest.as_slice() <= biggest
+}
+
+/// True if no level below `level` of `cf` holds keys in `[smallest, biggest]`.
+fn nothing_below(d: &ShardData, cf: usize, level: u32, smallest: &[u8], biggest: &[u8]) -> bool {
+    d.levels[cf]
+        .iter()
+        .skip(level as usize)
+        .all(|lvl| !lvl.iter().any(|t| overlaps(t, smallest, biggest)))
+}
+
+/// The most urgent compaction of a shard, if any score reaches 1 (or L0 is non-empty and
+/// `force_l0`).
+pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Plan> {
+    let mut best: Option<(f64, u32, Option<usize>)> = None;
+    let l0_bytes: u64 = d.l0s.iter().map(|f| f.size()).sum();
+    let l0_score = f64::max(
+        d.l0s.len() as f64 / cfg.l0_compaction_files.max(1) as f64,
+        l0_bytes as f64 / cfg.l0_compaction_bytes.max(1) as f64,
+    );
+    if l0_score >= 1.0 || (force_l0 && !d.l0s.is_empty()) {
+        best = Some((l0_score.max(1.0), 0, None));
+    }
+    for cf in 0..CF_COUNT {
+        for (i, lvl) in d.levels[cf].iter().enumerate() {
+            let level = i as u32 + 1;
+            if level >= cfg.max_level || lvl.is_empty() {
+                continue;
+            }
+            let bytes: u64 = lvl.iter().map(|t| t.size()).sum();
+            let target = cfg
+                .base_level_size
+                .saturating_mul(10u64.saturating_pow(level - 1));
+            let score = bytes as f64 / target.max(1) as f64;
+            if score >= 1.0 && best.is_none_or(|b| score > b.0) {
+                best = Some((score, level, Some(cf)));
+            }
+        }
+    }
+    let (score, level, cf) = best?;
+    let mut plan = Plan {
+        level,
+        cf: cf.map(|c| Cf::ALL[c]),
+        top: Vec::new(),
+        bottom: Vec::new(),
+        inputs: Default::default(),
+        bottommost: [false; CF_COUNT],
+        score,
+        start: d.start.clone(),
+        end: d.end.clone(),
+    };
+    match cf {
+        None => {
+            plan.top = d.l0s.iter().map(|f| f.file_id()).collect();
+            for c in 0..CF_COUNT {
+                let sections: Vec<Table> = d.l0s.iter().filter_map(|f| f.cf(c).cloned()).collect();
+                let Some(smallest) = sections
+                    .iter()
+                    .map(|t| t.properties().smallest.clone())
+                    .min()
+                else {
+                    continue;
+                };
+                let biggest = sections
+                    .iter()
+                    .map(|t| t.properties().biggest.clone())
+                    .max()
+                    .unwrap_or_default();
+                let mut inputs = sections;
+                if let Some(l1) = d.levels[c].first() {
+                    for t in l1.iter().filter(|t| overlaps(t, &smallest, &biggest)) {
+                        plan.bottom.push(t.file_id());
+                        inputs.push(t.clone());
+                    }
+                }
+                plan.bottommost[c] = nothing_below(d, c, 1, &smallest, &biggest);
+                plan.inputs[c] = inputs;
+            }
+        }
+        Some(c) => {
+            let lvl = &d.levels[c][level as usize - 1];
+            let top = lvl
+                .iter()
+                .max_by_key(|t| t.size())
+                .expect("level is not empty")
+                .clone();
+            let (smallest, biggest) = (
+                top.properties().smallest.clone(),
+                top.properties().biggest.clone(),
+            );
+            plan.top.push(top.file_id());
+            let mut inputs = vec![top];
+            if let Some(next) = d.levels[c].get(level as usize) {
+                for t in next.iter().filter(|t| overlaps(t, &smallest, &biggest)) {
+                    plan.bottom.push(t.file_id());
+                    inputs.push(t.clone());
+                }
+            }
+            plan.bottommost[c] = nothing_below(d, c, level + 1, &smallest, &biggest);
+            plan.inputs[c] = inputs;
+        }
+    }
+    Some(plan)
+}
+
+/// The versions of one key that survive GC, newest first. `versions` come newest source
+/// first; equal version numbers keep the first (newest source).
+pub fn gc_versions(
+    mut versions: Vec<Version>,
+    cf: Cf,
+    safe_point: u64,
+    bottommost: bool,
+) -> Vec<Version> {
+    versions.sort_by_key(|v| std::cmp::Reverse(v.version));
+    versions.dedup_by(|later, earlier| later.version == earlier.version);
+    if cf == Cf::Lock {
+        versions.truncate(1);
+    } else if let Some(first_old) = versions.iter().position(|v| v.version <= safe_point) {
+        versions.truncate(first_old + 1);
+    }
+    if bottommost
+        && versions.last().is_some_and(|v| v.tombstone)
+        && (cf == Cf::Lock || versions.last().is_some_and(|v| v.version <= safe_point))
+    {
+        versions.pop();
+    }
+    versions
+}
+
+/// Merges `inputs` (newest data first) into tables of about `target_file_size`, keeping only
+/// keys in `[start, end)` (empty `end` = unbounded).
+#[allow(clippy::too_many_arguments)]
+pub fn merge(
+    inputs: &[Table],
+    range: (&[u8], &[u8]),
+    cf: Cf,
+    safe_point: u64,
+    bottommost: bool,
+    opts: &BuilderOptions,
+    target_file_size: u64,
+) -> Result<Vec<BuiltTable>> {
+    let mut iters = Vec::with_capacity(inputs.len());
+    let (start, end) = range;
+    for t in inputs {
+        let mut it = t.iter(u64::MAX);
+        it.seek(start)?;
+        iters.push(it);
+    }
+    let mut out = Vec::new();
+    let mut builder: Option<TableBuilder> = None;
+    let mut key = Vec::new();
+    while let Some(min) = iters.iter().filter(|i| i.valid()).map(|i| i.key()).min() {
+        if !end.is_empty() && min >= end {
+            break;
+        }
+        key.clear();
+        key.extend_from_slice(min);
+        let mut versions = Vec::new();
+        for it in iters
+            .iter_mut()
+            .filter(|i| i.valid() && i.key() == key.as_slice())
+        {
+            versions.extend(it.all_versions()?);
+            it.next()?;
+        }
+        let kept = gc_versions(versions, cf, safe_point, bottommost);
+        if kept.is_empty() {
+            continue;
+        }
+        if builder
+            .as_ref()
+            .is_some_and(|b| b.estimated_size() as u64 >= target_file_size)
+        {
+            out.push(builder.take().expect("checked").finish());
+        }
+        let b = match &mut builder {
+            Some(b) => b,
+            None => builder.insert(TableBuilder::new(opts.clone())?),
+        };
+        for v in &kept {
+            b.add(&key, v.version, &v.user_meta, &v.value, v.tombstone)?;
+        }
+    }
+    if let Some(b) = builder
+        && !b.is_empty()
+    {
+        out.push(b.finish());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn v(version: u64, tombstone: bool) -> Version {
+        Version {
+            version,
+            user_meta: Bytes::new(),
+            value: Bytes::from_static(b"x"),
+            tombstone,
+        }
+    }
+
+    fn nums(vs: &[Version]) -> Vec<(u64, bool)> {
+        vs.iter().map(|v| (v.version, v.tombstone)).collect()
+    }
+
+    #[test]
+    fn gc_keeps_everything_above_the_safe_point_and_the_newest_below() {
+        let got = gc_versions(
+            vec![v(9, false), v(7, false), v(4, false), v(2, false)],
+            Cf::Write,
+            5,
+            false,
+        );
+        assert_eq!(nums(&got), vec![(9, false), (7, false), (4, false)]);
+    }
+
+    #[test]
+    fn gc_drops_a_bottom_tombstone_only_below_the_safe_point() {
+        let got = gc_versions(vec![v(4, true), v(2, false)], Cf::Write, 5, true);
+        assert!(got.is_empty());
+        let got = gc_versions(vec![v(4, true), v(2, false)], Cf::Write, 5, false);
+        assert_eq!(nums(&got), vec![(4, true)]);
+        let got = gc_versions(vec![v(8, true), v(2, false)], Cf::Write, 5, true);
+        assert_eq!(nums(&got), vec![(8, true), (2, false)]);
+    }
+
+    #[test]
+    fn gc_keeps_only_the_newest_lock() {
+        let got = gc_versions(vec![v(3, false), v(9, false)], Cf::Lock, 0, false);
+        assert_eq!(nums(&got), vec![(9, false)]);
+        assert!(gc_versions(vec![v(9, true), v(3, false)], Cf::Lock, 0, true).is_empty());
+    }
+
+    #[test]
+    fn gc_prefers_the_newer_source_on_equal_versions() {
+        let mut newer = v(5, false);
+        newer.value = Bytes::from_static(b"new");
+        let got = gc_versions(vec![newer, v(5, false)], Cf::Write, 0, false);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].value.as_ref(), b"new");
+    }
+}

@@ -1,0 +1,168 @@
+//! Compaction: L0 into levels with every read unchanged, GC at the safe point, and deletion of
+//! replaced files only after the last snapshot reading them is gone.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kvengine::{Cf, Dfs, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+
+fn open(dir: &std::path::Path) -> (Engine, Arc<LocalDfs>) {
+    let mut o = EngineOptions::new(dir.join("engine"));
+    o.wal_sync = SyncPolicy::Off;
+    o.memtable_size = 8 * 1024;
+    o.block_size = 512;
+    o.l0_compaction_files = 100; // only explicit compactions
+    o.base_level_size = 1 << 30;
+    o.target_file_size = 4 * 1024;
+    o.compaction_threads = 0;
+    let dfs = Arc::new(LocalDfs::open(dir.join("dfs")).unwrap());
+    let e = Engine::open(o, dfs.clone()).unwrap();
+    if e.shard_ids().is_empty() {
+        e.create_shard(1, b"", b"").unwrap();
+    }
+    (e, dfs)
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+/// Writes versions 10, 20, 30 of 300 keys (every 7th deleted at 30), flushing between rounds.
+fn load(e: &Engine) {
+    for round in 1..=3u64 {
+        for i in 0..300u64 {
+            let mut b = WriteBatch::new();
+            if round == 3 && i % 7 == 0 {
+                b.delete(Cf::Write, &key(i), round * 10, b"");
+            } else {
+                b.put(
+                    Cf::Write,
+                    &key(i),
+                    round * 10,
+                    b"",
+                    format!("v{round}-{i}").as_bytes(),
+                );
+            }
+            e.write(1, &b).unwrap();
+        }
+        e.flush_shard(1).unwrap();
+    }
+}
+
+fn expected(i: u64, ts: u64) -> Option<Vec<u8>> {
+    let round = (ts / 10).min(3);
+    if round == 0 || (round == 3 && i.is_multiple_of(7)) {
+        return None;
+    }
+    Some(format!("v{round}-{i}").into_bytes())
+}
+
+fn check_reads(e: &Engine, timestamps: &[u64]) {
+    let snap = e.snapshot(1).unwrap();
+    for &ts in timestamps {
+        let mut it = snap.iter(Cf::Write, b"", b"", ts, false).unwrap();
+        let mut got = Vec::new();
+        while it.valid() {
+            got.push((it.key().to_vec(), it.value().to_vec()));
+            it.next().unwrap();
+        }
+        let want: Vec<_> = (0..300)
+            .filter_map(|i| expected(i, ts).map(|v| (key(i), v)))
+            .collect();
+        assert_eq!(got, want, "scan at ts={ts}");
+        for i in (0..300).step_by(13) {
+            let got = snap
+                .get(Cf::Write, &key(i), ts)
+                .unwrap()
+                .map(|it| it.value.to_vec());
+            assert_eq!(got, expected(i, ts), "get key={i} ts={ts}");
+        }
+    }
+}
+
+#[test]
+fn compaction_moves_l0_into_levels_without_changing_any_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, _) = open(dir.path());
+    load(&e);
+    let before = e.shard_info(1).unwrap();
+    assert!(before.l0_files >= 3);
+    check_reads(&e, &[5, 15, 25, 35]);
+    assert!(e.compact_shard(1, true).unwrap() >= 1);
+    let after = e.shard_info(1).unwrap();
+    assert_eq!(after.l0_files, 0);
+    assert!(
+        after.level_files[Cf::Write.index()][0] >= 2,
+        "outputs are cut by target size"
+    );
+    assert_eq!(
+        after.snap_version(),
+        before.snap_version(),
+        "compaction keeps the data version"
+    );
+    check_reads(&e, &[5, 15, 25, 35]);
+    // And after a reopen.
+    e.close(false).unwrap();
+    drop(e);
+    let (e, _) = open(dir.path());
+    check_reads(&e, &[5, 15, 25, 35]);
+}
+
+#[test]
+fn gc_at_the_safe_point_keeps_reads_above_it_and_drops_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, dfs) = open(dir.path());
+    load(&e);
+    e.set_gc_safe_point(30);
+    e.compact_shard(1, true).unwrap();
+    check_reads(&e, &[30, 35, 100]);
+    // Only the newest version at or below 30 survives, and deleted keys vanish at the bottom.
+    let mut entries = 0;
+    let mut old = 0;
+    let mut tombstones = 0;
+    for id in e.live_file_ids() {
+        let t = sst::Table::open(id, dfs.get(id).unwrap()).unwrap();
+        entries += t.properties().entries;
+        old += t.properties().old_entries;
+        tombstones += t.properties().tombstones;
+    }
+    let deleted = (0..300u64).filter(|i| i % 7 == 0).count() as u64;
+    assert_eq!(entries, 300 - deleted);
+    assert_eq!(old, 0);
+    assert_eq!(tombstones, 0);
+}
+
+#[test]
+fn a_snapshot_from_before_a_compaction_still_reads_and_holds_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, dfs) = open(dir.path());
+    load(&e);
+    let old_files: BTreeSet<u64> = e.live_file_ids();
+    let snap = e.snapshot(1).unwrap();
+    e.set_gc_safe_point(30);
+    e.compact_shard(1, true).unwrap();
+    e.collect_garbage();
+    // The replaced files are still in the object store: the snapshot reads them.
+    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().collect();
+    assert!(
+        old_files.is_subset(&stored),
+        "a file the snapshot reads was deleted"
+    );
+    assert!(e.pending_deletes() > 0);
+    for i in (0..300u64).step_by(11) {
+        let got = snap
+            .get(Cf::Write, &key(i), 15)
+            .unwrap()
+            .map(|it| it.value.to_vec());
+        assert_eq!(got, expected(i, 15), "old snapshot get key={i}");
+    }
+    drop(snap);
+    e.collect_garbage();
+    assert_eq!(e.pending_deletes(), 0);
+    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().collect();
+    assert_eq!(
+        stored,
+        e.live_file_ids(),
+        "replaced files deleted once unused"
+    );
+}
