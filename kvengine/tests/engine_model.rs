@@ -29,6 +29,8 @@ enum Op {
     ReadSnapshot(usize, u8, u64),
     Reopen,
     Compact,
+    /// Split the shard holding this key at it (if the key is strictly inside).
+    Split(u8),
     /// Raise the GC safe point to this fraction (0..=100 %) of the newest version.
     SafePoint(u8),
 }
@@ -46,6 +48,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0usize..8, 0u8..20, 0u64..120).prop_map(|(i, k, ts)| Op::ReadSnapshot(i, k, ts)),
         1 => Just(Op::Reopen),
         2 => Just(Op::Compact),
+        1 => (1u8..20).prop_map(Op::Split),
         1 => (0u8..=100).prop_map(Op::SafePoint),
     ]
 }
@@ -123,24 +126,83 @@ fn scan(snap: &SnapAccess, a: &[u8], b: &[u8], ts: u64, reverse: bool) -> Vec<(V
     out
 }
 
+/// The test's own map of the shards: (start, end, id), sorted by start, tiling the key space.
+#[derive(Clone)]
+struct ShardMap(Vec<(Vec<u8>, Vec<u8>, u64)>);
+
+impl ShardMap {
+    fn route(&self, k: &[u8]) -> u64 {
+        self.0
+            .iter()
+            .find(|(s, e, _)| k >= s.as_slice() && (e.is_empty() || k < e.as_slice()))
+            .expect("shards tile the key space")
+            .2
+    }
+
+    fn ids(&self) -> Vec<u64> {
+        self.0.iter().map(|s| s.2).collect()
+    }
+}
+
+/// Snapshots of every shard, in key order.
+fn snapshot_all(engine: &Engine, map: &ShardMap) -> Vec<SnapAccess> {
+    map.ids()
+        .into_iter()
+        .map(|id| engine.snapshot(id).unwrap())
+        .collect()
+}
+
+fn scan_all(
+    snaps: &[SnapAccess],
+    a: &[u8],
+    b: &[u8],
+    ts: u64,
+    reverse: bool,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let order: Vec<&SnapAccess> = if reverse {
+        snaps.iter().rev().collect()
+    } else {
+        snaps.iter().collect()
+    };
+    for snap in order {
+        out.extend(scan(snap, a, b, ts, reverse));
+    }
+    out
+}
+
+fn snap_for<'a>(snaps: &'a [SnapAccess], k: &[u8]) -> &'a SnapAccess {
+    snaps
+        .iter()
+        .find(|s| k >= s.start() && (s.end().is_empty() || k < s.end()))
+        .expect("snapshots tile the key space")
+}
+
 fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let local = local_dfs(dir.path());
     let dfs = dfs.unwrap_or(&local);
     let mut engine = open(dir.path(), dfs);
     engine.create_shard(SHARD, b"", b"").unwrap();
+    let mut map = ShardMap(vec![(Vec::new(), Vec::new(), SHARD)]);
+    let mut next_id = SHARD + 1;
     let mut oracle = Oracle::default();
     let mut version = 0u64;
     // Reads below the GC safe point may see collected versions: every read is raised to it.
     let mut safe_point = 0u64;
-    let mut snaps: Vec<(SnapAccess, Oracle, u64)> = Vec::new();
+    let mut snaps: Vec<(Vec<SnapAccess>, Oracle, u64)> = Vec::new();
+    let write = |engine: &Engine, map: &ShardMap, k: u8, fill: &dyn Fn(&mut WriteBatch)| {
+        let mut b = WriteBatch::new();
+        fill(&mut b);
+        engine.write(map.route(&key(k)), &b).unwrap();
+    };
     for op in ops {
         match op {
             Op::Put(k, v) => {
                 version += 1;
-                let mut b = WriteBatch::new();
-                b.put(Cf::Write, &key(k), version, b"m", &[v; 3]);
-                engine.write(SHARD, &b).unwrap();
+                write(&engine, &map, k, &|b| {
+                    b.put(Cf::Write, &key(k), version, b"m", &[v; 3]);
+                });
                 oracle
                     .data
                     .entry(key(k))
@@ -149,26 +211,26 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
             }
             Op::Delete(k) => {
                 version += 1;
-                let mut b = WriteBatch::new();
-                b.delete(Cf::Write, &key(k), version, b"");
-                engine.write(SHARD, &b).unwrap();
+                write(&engine, &map, k, &|b| {
+                    b.delete(Cf::Write, &key(k), version, b"");
+                });
                 oracle.data.entry(key(k)).or_default().insert(version, None);
             }
             Op::Lock(k, v) => {
-                let mut b = WriteBatch::new();
-                b.put_lock(&key(k), &[v]);
-                engine.write(SHARD, &b).unwrap();
+                write(&engine, &map, k, &|b| {
+                    b.put_lock(&key(k), &[v]);
+                });
                 oracle.locks.insert(key(k), vec![v]);
             }
             Op::Unlock(k) => {
-                let mut b = WriteBatch::new();
-                b.delete_lock(&key(k));
-                engine.write(SHARD, &b).unwrap();
+                write(&engine, &map, k, &|b| {
+                    b.delete_lock(&key(k));
+                });
                 oracle.locks.remove(&key(k));
             }
             Op::Get(k, ts) => {
                 let ts = ts.max(safe_point);
-                let snap = engine.snapshot(SHARD).unwrap();
+                let snap = engine.snapshot(map.route(&key(k))).unwrap();
                 let got = snap
                     .get(Cf::Write, &key(k), ts)
                     .unwrap()
@@ -180,39 +242,43 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
             Op::Scan(a, b, ts, reverse) => {
                 let ts = ts.max(safe_point);
                 let (a, b) = (key(a), if b == 20 { Vec::new() } else { key(b) });
-                let snap = engine.snapshot(SHARD).unwrap();
+                let all = snapshot_all(&engine, &map);
                 prop_assert_eq!(
-                    scan(&snap, &a, &b, ts, reverse),
+                    scan_all(&all, &a, &b, ts, reverse),
                     oracle.scan(&a, &b, ts, reverse)
                 );
             }
-            Op::Flush => engine.flush_shard(SHARD).unwrap(),
+            Op::Flush => {
+                for id in map.ids() {
+                    engine.flush_shard(id).unwrap();
+                }
+            }
             Op::Snapshot => {
-                snaps.push((engine.snapshot(SHARD).unwrap(), oracle.clone(), version));
+                snaps.push((snapshot_all(&engine, &map), oracle.clone(), version));
                 if snaps.len() > 8 {
                     snaps.remove(0);
                 }
             }
             Op::ReadSnapshot(i, k, ts) => {
                 if let Some((snap, old, at)) = snaps.get(i % snaps.len().max(1)) {
-                    // Later writes have versions above `at`: a read at ts <= at sees exactly
-                    // the snapshot's data.
-                    // The snapshot was taken at a version >= the safe point of that time, and
-                    // safe points only rise: reading at or above the current one is valid.
+                    // Later writes have versions above `at`, so a read at ts <= at sees exactly
+                    // the snapshot's data. The snapshot was taken at a version >= the safe
+                    // point of that time; reads below the current safe point are skipped.
                     let ts = ts.min(*at).max(safe_point.min(*at));
                     if ts < safe_point {
                         continue;
                     }
-                    let got = snap
+                    let one = snap_for(snap, &key(k));
+                    let got = one
                         .get(Cf::Write, &key(k), ts)
                         .unwrap()
                         .map(|i| i.value.to_vec());
                     prop_assert_eq!(got, old.get(&key(k), ts));
                     prop_assert_eq!(
-                        scan(snap, b"", b"", ts, false),
+                        scan_all(snap, b"", b"", ts, false),
                         old.scan(b"", b"", ts, false)
                     );
-                    let lock = snap.get_lock(&key(k)).unwrap().map(|i| i.value.to_vec());
+                    let lock = one.get_lock(&key(k)).unwrap().map(|i| i.value.to_vec());
                     prop_assert_eq!(
                         lock,
                         old.locks.get(&key(k)).cloned(),
@@ -222,32 +288,67 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Compact => {
-                engine.compact_shard(SHARD, true).unwrap();
+                for id in map.ids() {
+                    engine.compact_shard(id, true).unwrap();
+                }
+            }
+            Op::Split(k) => {
+                let at = key(k);
+                let pos = map
+                    .0
+                    .iter()
+                    .position(|(s, e, _)| at > *s && (e.is_empty() || at < *e));
+                if let Some(pos) = pos {
+                    let (start, end, id) = map.0[pos].clone();
+                    engine.split(id, &at, next_id, next_id + 1).unwrap();
+                    map.0.splice(
+                        pos..=pos,
+                        [(start, at.clone(), next_id), (at, end, next_id + 1)],
+                    );
+                    next_id += 2;
+                }
             }
             Op::SafePoint(pct) => {
                 safe_point = safe_point.max(version * u64::from(pct) / 100);
                 engine.set_gc_safe_point(safe_point);
             }
             Op::Reopen => {
-                let before = engine.shard_info(SHARD).unwrap();
+                let before: Vec<_> = map
+                    .ids()
+                    .into_iter()
+                    .map(|id| engine.shard_info(id).unwrap())
+                    .collect();
                 engine.close(false).unwrap();
                 drop(engine);
                 engine = open(dir.path(), dfs);
                 engine.set_gc_safe_point(safe_point);
-                let after = engine.shard_info(SHARD).unwrap();
-                prop_assert_eq!(before.write_sequence, after.write_sequence);
+                prop_assert_eq!(engine.shard_ids(), {
+                    let mut ids = map.ids();
+                    ids.sort();
+                    ids
+                });
+                for b in before {
+                    let after = engine.shard_info(b.id).unwrap();
+                    prop_assert_eq!(b.write_sequence, after.write_sequence);
+                    prop_assert_eq!(
+                        b.snap_version(),
+                        after.snap_version(),
+                        "data version survives reopen"
+                    );
+                }
             }
         }
     }
     // Everything, at every timestamp, at the end.
-    let snap = engine.snapshot(SHARD).unwrap();
+    let all = snapshot_all(&engine, &map);
     for ts in [safe_point, version / 2, version] {
         let ts = ts.max(safe_point);
         prop_assert_eq!(
-            scan(&snap, b"", b"", ts, false),
+            scan_all(&all, b"", b"", ts, false),
             oracle.scan(b"", b"", ts, false)
         );
     }
+    drop(all);
     engine.close(false).unwrap();
     Ok(())
 }
