@@ -16,17 +16,11 @@ use moka::notification::RemovalCause;
 use prometheus::{IntCounter, IntGauge};
 use sst::Block;
 
+use crate::metrics::{counter, gauge};
+
 /// Bytes charged per block on top of its data: the key, the `Block` handle and moka's entry
 /// (approximate; it keeps many tiny blocks from looking free).
 pub const BLOCK_OVERHEAD: u32 = 128;
-
-fn counter(name: &str, help: &str) -> IntCounter {
-    let c = IntCounter::new(name, help).expect("valid metric");
-    prometheus::default_registry()
-        .register(Box::new(c.clone()))
-        .expect("metric registered once");
-    c
-}
 
 static HITS: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
@@ -47,15 +41,10 @@ static EVICTIONS: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 static BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
-    let g = IntGauge::new(
+    gauge(
         "stratus_kvengine_block_cache_bytes",
         "Weighted size of the block cache: block bytes plus a fixed per-entry overhead.",
     )
-    .expect("valid metric");
-    prometheus::default_registry()
-        .register(Box::new(g.clone()))
-        .expect("metric registered once");
-    g
 });
 
 /// Counters of one [`MokaBlockCache`] (the prometheus metrics add up every instance).

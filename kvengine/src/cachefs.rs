@@ -38,25 +38,10 @@ use prometheus::{IntCounter, IntGauge};
 use crate::dfs::Dfs;
 use crate::durable_file;
 use crate::error::{Error, Result};
+use crate::metrics::{counter, gauge};
 
 const FINAL_SUFFIX: &str = ".sst";
 const TEMP_SUFFIX: &str = ".tmp";
-
-fn counter(name: &str, help: &str) -> IntCounter {
-    let c = IntCounter::new(name, help).expect("valid metric");
-    prometheus::default_registry()
-        .register(Box::new(c.clone()))
-        .expect("metric registered once");
-    c
-}
-
-fn gauge(name: &str, help: &str) -> IntGauge {
-    let g = IntGauge::new(name, help).expect("valid metric");
-    prometheus::default_registry()
-        .register(Box::new(g.clone()))
-        .expect("metric registered once");
-    g
-}
 
 static HITS: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
@@ -423,21 +408,7 @@ impl Dfs for CacheFs {
             return self.inner.get_range(file_id, offset, len);
         };
         self.hit();
-        let end = offset
-            .checked_add(len)
-            .filter(|e| *e <= all.len() as u64)
-            .ok_or_else(|| Error::Dfs {
-                op: "get_range",
-                file_id,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "range past end of file: offset={offset} len={len} size={}",
-                        all.len()
-                    ),
-                ),
-            })?;
-        Ok(all.slice(offset as usize..end as usize))
+        crate::dfs::slice_range(file_id, all, offset, len)
     }
 
     /// Drops the cached copy and deletes the file from the object store.

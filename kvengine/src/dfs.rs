@@ -25,6 +25,25 @@ pub trait Dfs: Send + Sync + 'static {
     fn list(&self) -> Result<Vec<u64>>;
 }
 
+/// `len` bytes at `offset` of a whole file held in memory; a range past its end is an error.
+pub(crate) fn slice_range(file_id: u64, all: Bytes, offset: u64, len: u64) -> Result<Bytes> {
+    let end = offset
+        .checked_add(len)
+        .filter(|e| *e <= all.len() as u64)
+        .ok_or_else(|| Error::Dfs {
+            op: "get_range",
+            file_id,
+            source: std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "range past end of file: offset={offset} len={len} size={}",
+                    all.len()
+                ),
+            ),
+        })?;
+    Ok(all.slice(offset as usize..end as usize))
+}
+
 /// Files in a local directory, `{id:016x}.sst`, written with temp + fsync + rename and read
 /// through memory maps.
 pub struct LocalDfs {
@@ -64,22 +83,7 @@ impl Dfs for LocalDfs {
 
     fn get_range(&self, file_id: u64, offset: u64, len: u64) -> Result<Bytes> {
         metrics::dfs_request("get_range");
-        let all = self.get(file_id)?;
-        let end = offset
-            .checked_add(len)
-            .filter(|e| *e <= all.len() as u64)
-            .ok_or_else(|| Error::Dfs {
-                op: "get_range",
-                file_id,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "range past end of file: offset={offset} len={len} size={}",
-                        all.len()
-                    ),
-                ),
-            })?;
-        Ok(all.slice(offset as usize..end as usize))
+        slice_range(file_id, self.get(file_id)?, offset, len)
     }
 
     fn delete(&self, file_id: u64) -> Result<()> {

@@ -313,17 +313,7 @@ impl Engine {
         if cur.mem.is_empty() {
             return;
         }
-        cur.mem.set_version(cur.base_version + seq);
-        let mut next = (*cur).clone();
-        next.frozen.insert(
-            0,
-            FrozenMem {
-                mem: cur.mem.clone(),
-                last_sequence: seq,
-            },
-        );
-        next.mem = Arc::new(Memtable::new());
-        shard.data.store(Arc::new(next));
+        shard.data.store(Arc::new(frozen_state(&cur, seq)));
         // Later records go to a new segment, so this memtable's segment can be purged after
         // its flush. A failed roll only delays the purge.
         if let Err(e) = self.inner.wal.roll() {
@@ -595,6 +585,23 @@ fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File> {
     }
 }
 
+/// The state after freezing `cur`'s active memtable, whose last write has sequence `seq`: the
+/// memtable's version becomes the SnapVersion at that moment (the version of the L0 file it
+/// will become) and a new empty memtable takes writes.
+fn frozen_state(cur: &ShardData, seq: u64) -> ShardData {
+    cur.mem.set_version(cur.base_version + seq);
+    let mut next = cur.clone();
+    next.frozen.insert(
+        0,
+        FrozenMem {
+            mem: cur.mem.clone(),
+            last_sequence: seq,
+        },
+    );
+    next.mem = Arc::new(Memtable::new());
+    next
+}
+
 /// Applies a batch to a memtable. LOCK-CF ops get `snap_version`; if a batch writes one lock
 /// key twice, the last op wins.
 fn apply_batch(mem: &Memtable, batch: &WriteBatch, snap_version: u64) {
@@ -657,17 +664,7 @@ fn replay_record(
     apply_batch(&data.mem, &batch, data.base_version + sequence);
     shard.write_sequence.store(sequence, Ordering::Release);
     if data.mem.size() >= opts.memtable_size {
-        data.mem.set_version(data.base_version + sequence);
-        let mut next = (*data).clone();
-        next.frozen.insert(
-            0,
-            FrozenMem {
-                mem: data.mem.clone(),
-                last_sequence: sequence,
-            },
-        );
-        next.mem = Arc::new(Memtable::new());
-        shard.data.store(Arc::new(next));
+        shard.data.store(Arc::new(frozen_state(&data, sequence)));
     }
     Ok(())
 }

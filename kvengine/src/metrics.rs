@@ -4,7 +4,8 @@ use std::sync::LazyLock;
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts};
 
-fn counter(name: &str, help: &str) -> IntCounter {
+/// Registers a counter in the default registry (once per process: call from a `LazyLock`).
+pub(crate) fn counter(name: &str, help: &str) -> IntCounter {
     let c = IntCounter::new(name, help).expect("valid metric");
     prometheus::default_registry()
         .register(Box::new(c.clone()))
@@ -12,7 +13,8 @@ fn counter(name: &str, help: &str) -> IntCounter {
     c
 }
 
-fn gauge(name: &str, help: &str) -> IntGauge {
+/// Registers a gauge in the default registry (once per process: call from a `LazyLock`).
+pub(crate) fn gauge(name: &str, help: &str) -> IntGauge {
     let g = IntGauge::new(name, help).expect("valid metric");
     prometheus::default_registry()
         .register(Box::new(g.clone()))
