@@ -2,10 +2,11 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|all] [--entries N]
 //! ```
 
 mod engine_bench;
+mod fjall_bench;
 mod memtable_bench;
 mod report;
 mod sst_bench;
@@ -15,6 +16,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut suite = "all".to_string();
     let mut entries = 2_000_000usize;
+    let mut child: Option<String> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--entries" => {
@@ -24,14 +26,20 @@ fn main() {
                     std::process::exit(2)
                 });
             }
-            "sst" | "memtable" | "engine" | "all" => suite = a,
+            "sst" | "memtable" | "engine" | "vs-fjall" | "all" => suite = a,
+            // Hidden: one engine's half of `vs-fjall`, run in a child process.
+            "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
         }
+    }
+    if let Some(engine) = child {
+        fjall_bench::child(&engine, entries);
+        return;
     }
     report::header(entries);
     if suite == "sst" || suite == "all" {
@@ -42,5 +50,8 @@ fn main() {
     }
     if suite == "engine" || suite == "all" {
         engine_bench::run(entries);
+    }
+    if suite == "vs-fjall" || suite == "all" {
+        fjall_bench::run(entries);
     }
 }

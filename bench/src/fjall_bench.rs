@@ -1,0 +1,498 @@
+//! Stratus engine against fjall (an LSM key-value store; a dependency of this crate only) on
+//! the same workload in the same run: 24-byte keys, 150-byte values, `entries` keys.
+//!
+//! Each engine runs the whole workload in its own child process (this binary re-executed with
+//! the hidden `__vs-fjall-child` subcommand) so that its peak RSS (VmHWM) is its own. The child
+//! prints `RESULT name rate` / `RSS kb` / `DISK name bytes` lines; the parent prints the table.
+//!
+//! Settings shared by both engines (see BENCHMARKS.md):
+//! * WAL / journal: written to the OS on every batch, never fsynced (Stratus `SyncPolicy::Off`,
+//!   fjall's default `PersistMode::Buffer` per batch).
+//! * memtable 64 MiB; two background threads each (Stratus 1 flush + 1 compaction, fjall 2
+//!   workers); each engine's default block size and compression (Stratus: L0 uncompressed,
+//!   levels Zstd(1); fjall: L0/L1 uncompressed, L2+ LZ4).
+//! * cache: WARM_CACHE for the warm phases, SMALL_CACHE after a reopen for the small-cache
+//!   phase (Stratus `block_cache_size`, fjall `cache_size`).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+
+use crate::report::{row, table_header};
+use crate::workload::{key, rng, value};
+
+const WARM_CACHE: usize = 256 * 1024 * 1024;
+const SMALL_CACHE: usize = 8 * 1024 * 1024;
+const MEMTABLE: usize = 64 * 1024 * 1024;
+const BATCH: usize = 1000;
+
+/// Operations per measured phase (N itself is not reduced).
+const WARMUP_READS: usize = 400_000;
+const POINT_READS: usize = 500_000;
+const SMALL_CACHE_READS: usize = 300_000;
+const RANGE_READS: usize = 200_000;
+const MISSING_READS: usize = 500_000;
+const WRITE_BATCHES: usize = 300;
+const DELETE_BATCHES: usize = 300;
+
+/// A key in the loaded key range that was never written: 24 bytes, sorts between loaded keys,
+/// so neither engine can reject it by key range; only filters or a block search can.
+fn missing_key(i: usize) -> Vec<u8> {
+    format!("t0000001_r{i:013}x").into_bytes()
+}
+
+/// A pool of values (half random, half repeated), cycled over keys.
+fn values() -> Vec<Vec<u8>> {
+    let mut r = rng(42);
+    (0..4096).map(|_| value(&mut r)).collect()
+}
+
+trait Kv {
+    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool);
+    /// Makes everything written so far durable in tables (memtable flushed).
+    fn flush(&mut self);
+    /// Waits until background compaction has nothing left to do (untimed).
+    fn settle(&mut self);
+    fn get(&self, key: &[u8]) -> bool;
+    /// Seek to `key` and read up to `n` entries; returns how many were read.
+    fn range(&self, key: &[u8], n: usize) -> usize;
+    /// Closes and reopens with `cache` bytes of block cache.
+    fn reopen(&mut self, cache: usize);
+    fn close(&mut self);
+}
+
+struct Stratus {
+    dir: std::path::PathBuf,
+    engine: Option<Engine>,
+    version: u64,
+}
+
+impl Stratus {
+    fn open(dir: &Path, cache: usize) -> Engine {
+        let mut opts = EngineOptions::new(dir.join("engine"));
+        opts.wal_sync = SyncPolicy::Off;
+        opts.memtable_size = MEMTABLE;
+        opts.block_cache_size = cache as u64;
+        let e = Engine::open(
+            opts,
+            Arc::new(LocalDfs::open(dir.join("dfs")).expect("dfs")),
+        )
+        .expect("open stratus");
+        if e.shard_ids().is_empty() {
+            e.create_shard(1, b"", b"").expect("shard");
+        }
+        e
+    }
+    fn e(&self) -> &Engine {
+        self.engine.as_ref().expect("open")
+    }
+}
+
+impl Kv for Stratus {
+    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool) {
+        let mut b = WriteBatch::new();
+        for (i, k) in keys.iter().enumerate() {
+            self.version += 1;
+            if delete {
+                b.delete(Cf::Write, k, self.version, b"");
+            } else {
+                b.put(Cf::Write, k, self.version, b"", &vals[i]);
+            }
+        }
+        self.e().write(1, &b).expect("write");
+    }
+    fn flush(&mut self) {
+        self.e().flush_shard(1).expect("flush");
+    }
+    fn settle(&mut self) {
+        self.e().compact_shard(1, false).expect("compact");
+    }
+    fn get(&self, key: &[u8]) -> bool {
+        let s = self.e().snapshot(1).expect("snapshot");
+        s.get(Cf::Write, key, u64::MAX).expect("get").is_some()
+    }
+    fn range(&self, key: &[u8], n: usize) -> usize {
+        let s = self.e().snapshot(1).expect("snapshot");
+        let mut it = s.iter(Cf::Write, key, b"", u64::MAX, false).expect("iter");
+        let mut got = 0;
+        while got < n && it.valid() {
+            std::hint::black_box((it.key(), it.value()));
+            got += 1;
+            if got < n {
+                it.next().expect("next");
+            }
+        }
+        got
+    }
+    fn reopen(&mut self, cache: usize) {
+        self.close();
+        self.engine = Some(Stratus::open(&self.dir, cache));
+    }
+    fn close(&mut self) {
+        if let Some(e) = self.engine.take() {
+            e.close(true).expect("close");
+        }
+    }
+}
+
+struct Fjall {
+    dir: std::path::PathBuf,
+    db: Option<(fjall::Database, fjall::Keyspace)>,
+}
+
+impl Fjall {
+    fn open(dir: &Path, cache: usize) -> (fjall::Database, fjall::Keyspace) {
+        let db = fjall::Database::builder(dir.join("fjall"))
+            .cache_size(cache as u64)
+            .open()
+            .expect("open fjall");
+        let ks = db
+            .keyspace("bench", || {
+                fjall::KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE as u64)
+            })
+            .expect("keyspace");
+        (db, ks)
+    }
+    fn ks(&self) -> &fjall::Keyspace {
+        &self.db.as_ref().expect("open").1
+    }
+}
+
+impl Kv for Fjall {
+    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool) {
+        let (db, ks) = self.db.as_ref().expect("open");
+        // `db.batch()` writes the journal to the OS per commit (PersistMode::Buffer), no fsync.
+        let mut b = db.batch();
+        for (i, k) in keys.iter().enumerate() {
+            if delete {
+                b.remove(ks, k.as_slice());
+            } else {
+                b.insert(ks, k.as_slice(), vals[i].as_slice());
+            }
+        }
+        b.commit().expect("commit");
+    }
+    fn flush(&mut self) {
+        let (db, ks) = self.db.as_ref().expect("open");
+        db.persist(fjall::PersistMode::Buffer).expect("persist");
+        ks.rotate_memtable_and_wait().expect("flush");
+    }
+    fn settle(&mut self) {
+        let (db, _) = self.db.as_ref().expect("open");
+        let t0 = Instant::now();
+        let mut quiet = 0;
+        while quiet < 5 && t0.elapsed() < Duration::from_secs(300) {
+            std::thread::sleep(Duration::from_millis(200));
+            if db.active_compactions() == 0 && db.outstanding_flushes() == 0 {
+                quiet += 1;
+            } else {
+                quiet = 0;
+            }
+        }
+    }
+    fn get(&self, key: &[u8]) -> bool {
+        self.ks().get(key).expect("get").is_some()
+    }
+    fn range(&self, key: &[u8], n: usize) -> usize {
+        let mut got = 0;
+        for g in self.ks().range::<&[u8], _>(key..).take(n) {
+            std::hint::black_box(g.into_inner().expect("kv"));
+            got += 1;
+        }
+        got
+    }
+    fn reopen(&mut self, cache: usize) {
+        self.close();
+        self.db = Some(Fjall::open(&self.dir, cache));
+    }
+    fn close(&mut self) {
+        if let Some((db, ks)) = self.db.take() {
+            db.persist(fjall::PersistMode::SyncAll).expect("persist");
+            drop(ks);
+            drop(db);
+            // fjall's background workers stop asynchronously after the last handle drops.
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+fn dir_size(p: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                total += dir_size(&e.path());
+            } else {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
+fn vm_hwm_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Current RSS split (anonymous vs file-backed, e.g. memory-mapped tables), for stderr.
+fn rss_split() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("VmHWM") || l.starts_with("RssAnon") || l.starts_with("RssFile"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn result(name: &str, rate: f64) {
+    println!("RESULT {name} {rate}");
+    eprintln!(
+        "  [{}] {name}: {rate:.0}/s ({})",
+        std::process::id(),
+        rss_split()
+    );
+}
+
+/// Random indices in 0..n (deterministic, the same for both engines).
+fn random_indices(count: usize, n: usize, seed: u64) -> Vec<usize> {
+    use rand::Rng;
+    let mut r = rng(seed);
+    (0..count).map(|_| r.random_range(0..n)).collect()
+}
+
+fn timed_reads(kv: &dyn Kv, keys: &[Vec<u8>], expect_found: bool) -> f64 {
+    let t0 = Instant::now();
+    let mut found = 0usize;
+    for k in keys {
+        found += kv.get(k) as usize;
+    }
+    let d = t0.elapsed();
+    if expect_found {
+        assert_eq!(found, keys.len(), "every loaded key is found");
+    } else {
+        assert_eq!(found, 0, "no missing key is found");
+    }
+    keys.len() as f64 / d.as_secs_f64()
+}
+
+/// The whole workload for one engine, in this (child) process.
+pub fn child(engine: &str, n: usize) {
+    let tmp = tempfile::tempdir_in(
+        std::env::var("BENCH_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|_| std::env::temp_dir()),
+    )
+    .expect("tmp");
+    let mut kv: Box<dyn Kv> = match engine {
+        "stratus" => Box::new(Stratus {
+            dir: tmp.path().to_path_buf(),
+            engine: Some(Stratus::open(tmp.path(), WARM_CACHE)),
+            version: 0,
+        }),
+        "fjall" => Box::new(Fjall {
+            dir: tmp.path().to_path_buf(),
+            db: Some(Fjall::open(tmp.path(), WARM_CACHE)),
+        }),
+        other => panic!("unknown engine {other}"),
+    };
+    let vals = values();
+    let batch_vals = |i: usize| -> Vec<Vec<u8>> {
+        (0..BATCH)
+            .map(|j| vals[(i * 7919 + j * 31) % vals.len()].clone())
+            .collect()
+    };
+
+    // Bulk load: sorted keys, batches of 1000, then flush.
+    let mut spent = Duration::ZERO;
+    for b in 0..n.div_ceil(BATCH) {
+        let keys: Vec<Vec<u8>> = (b * BATCH..((b + 1) * BATCH).min(n)).map(key).collect();
+        let v = batch_vals(b);
+        let t0 = Instant::now();
+        kv.write_batch(&keys, &v[..keys.len()], false);
+        spent += t0.elapsed();
+    }
+    let t0 = Instant::now();
+    kv.flush();
+    spent += t0.elapsed();
+    result("bulk_load", n as f64 / spent.as_secs_f64());
+    let t0 = Instant::now();
+    kv.settle();
+    eprintln!("  settle after load: {:.1} s", t0.elapsed().as_secs_f64());
+    println!("DISK after_load {}", dir_size(tmp.path()));
+
+    // Random point reads, cache warm.
+    let warm: Vec<Vec<u8>> = random_indices(WARMUP_READS, n, 1)
+        .into_iter()
+        .map(key)
+        .collect();
+    timed_reads(kv.as_ref(), &warm, true);
+    drop(warm);
+    let keys: Vec<Vec<u8>> = random_indices(POINT_READS, n, 2)
+        .into_iter()
+        .map(key)
+        .collect();
+    result("point_warm", timed_reads(kv.as_ref(), &keys, true));
+
+    // Range reads: seek + 10 next (11 entries).
+    let starts: Vec<Vec<u8>> = random_indices(RANGE_READS, n - 11, 3)
+        .into_iter()
+        .map(key)
+        .collect();
+    let t0 = Instant::now();
+    let mut got = 0;
+    for k in &starts {
+        got += kv.range(k, 11);
+    }
+    let d = t0.elapsed();
+    assert_eq!(got, RANGE_READS * 11);
+    result("range_11", RANGE_READS as f64 / d.as_secs_f64());
+    drop(starts);
+
+    // Missing-key reads (inside the key range).
+    let missing: Vec<Vec<u8>> = random_indices(MISSING_READS, n, 4)
+        .into_iter()
+        .map(missing_key)
+        .collect();
+    result("missing", timed_reads(kv.as_ref(), &missing, false));
+    drop(missing);
+
+    // Random point reads with a small cache (after a reopen: the cache starts cold and the
+    // first reads are part of the measurement window; the OS page cache stays warm).
+    kv.reopen(SMALL_CACHE);
+    let t0 = Instant::now();
+    kv.settle();
+    eprintln!("  settle after reopen: {:.1} s", t0.elapsed().as_secs_f64());
+    let keys: Vec<Vec<u8>> = random_indices(SMALL_CACHE_READS, n, 5)
+        .into_iter()
+        .map(key)
+        .collect();
+    result("point_small_cache", timed_reads(kv.as_ref(), &keys, true));
+    drop(keys);
+
+    // Batch writes: 1000 random existing keys per batch.
+    let idx = random_indices(WRITE_BATCHES * BATCH, n, 6);
+    let t0 = Instant::now();
+    for (b, chunk) in idx.chunks(BATCH).enumerate() {
+        let keys: Vec<Vec<u8>> = chunk.iter().map(|&i| key(i)).collect();
+        let v = batch_vals(b + 1_000_000);
+        kv.write_batch(&keys, &v, false);
+    }
+    result(
+        "batch_write",
+        (WRITE_BATCHES * BATCH) as f64 / t0.elapsed().as_secs_f64(),
+    );
+
+    // Deletes: 1000 random distinct keys per batch.
+    let perm = crate::workload::shuffled(n, 7);
+    let deletes = (DELETE_BATCHES * BATCH).min(n / 2);
+    let t0 = Instant::now();
+    for chunk in perm[..deletes].chunks(BATCH) {
+        let keys: Vec<Vec<u8>> = chunk.iter().map(|&i| key(i)).collect();
+        kv.write_batch(&keys, &[], true);
+    }
+    result("delete", deletes as f64 / t0.elapsed().as_secs_f64());
+    // A deleted key reads as missing.
+    assert!(!kv.get(&key(perm[0])));
+    drop(perm);
+
+    eprintln!("  before close: {}", rss_split());
+    kv.close();
+    eprintln!("  after close: {}", rss_split());
+    println!("DISK end {}", dir_size(tmp.path()));
+    println!("RSS {}", vm_hwm_kb());
+}
+
+fn run_child(engine: &str, n: usize) -> HashMap<String, f64> {
+    eprintln!("vs-fjall: running {engine} ({n} keys) in a child process");
+    let t0 = Instant::now();
+    let out = Command::new(std::env::current_exe().expect("exe"))
+        .args(["__vs-fjall-child", engine, "--entries", &n.to_string()])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("spawn child");
+    assert!(
+        out.status.success(),
+        "{engine} child failed: {:?}",
+        out.status
+    );
+    eprintln!(
+        "vs-fjall: {engine} done in {:.0} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let mut m = HashMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        match parts.as_slice() {
+            ["RESULT", name, v] | ["DISK", name, v] => {
+                m.insert(format!("{}:{name}", parts[0]), v.parse().expect("number"));
+            }
+            ["RSS", v] => {
+                m.insert("RSS".into(), v.parse().expect("number"));
+            }
+            _ => {}
+        }
+    }
+    m
+}
+
+pub fn run(entries: usize) {
+    let s = run_child("stratus", entries);
+    let f = run_child("fjall", entries);
+    table_header(&format!(
+        "engine vs fjall ({entries} keys; cache {} MiB warm, {} MiB small; WAL/journal not fsynced)",
+        WARM_CACHE >> 20,
+        SMALL_CACHE >> 20
+    ));
+    let rows = [
+        (
+            "bulk load (sorted, batches of 1000, then flush)",
+            "bulk_load",
+            "keys/s",
+        ),
+        ("random point reads, cache warm", "point_warm", "reads/s"),
+        (
+            "random point reads, 8 MiB cache (after reopen)",
+            "point_small_cache",
+            "reads/s",
+        ),
+        ("range reads (seek + 10 next)", "range_11", "ranges/s"),
+        ("batch writes (1000 random keys)", "batch_write", "keys/s"),
+        ("deletes (1000 random keys per batch)", "delete", "keys/s"),
+        ("missing-key reads (in key range)", "missing", "reads/s"),
+    ];
+    for (name, k, unit) in rows {
+        let k = format!("RESULT:{k}");
+        row(name, unit, s[&k], "fjall", f[&k]);
+    }
+    let mib = |v: f64| v / 1048576.0;
+    // Lower is better for memory and disk: the ratio column is fjall / stratus there, so
+    // above 1 still means Stratus is ahead.
+    println!(
+        "| peak RSS (VmHWM, whole workload) | {:.0} MiB | {:.0} MiB (fjall) | {:.2} (fjall / stratus) |",
+        s["RSS"] / 1024.0,
+        f["RSS"] / 1024.0,
+        f["RSS"] / s["RSS"]
+    );
+    for (label, k) in [("after load + compaction", "after_load"), ("at end", "end")] {
+        let k = format!("DISK:{k}");
+        println!(
+            "| on-disk size, {label} | {:.0} MiB | {:.0} MiB (fjall) | {:.2} (fjall / stratus) |",
+            mib(s[&k]),
+            mib(f[&k]),
+            f[&k] / s[&k]
+        );
+    }
+}
