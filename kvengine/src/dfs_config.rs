@@ -1,0 +1,55 @@
+//! Choosing the object store by configuration: a local directory (the embedded default) or an
+//! S3 bucket, optionally behind a local whole-file cache. The server and worker configs map
+//! their `[dfs]` section onto this.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cachefs::CacheFs;
+use crate::dfs::{Dfs, LocalDfs};
+use crate::error::Result;
+use crate::s3_dfs::{S3Credentials, S3Dfs, S3Options};
+
+#[derive(Clone, Debug)]
+pub enum DfsConfig {
+    /// SST files in a local directory.
+    Local { dir: PathBuf },
+    /// SST files in an S3 bucket.
+    S3 {
+        options: S3Options,
+        /// `None` reads the standard AWS environment variables.
+        credentials: Option<S3Credentials>,
+        /// A local directory of whole files in front of S3, or none.
+        cache: Option<CacheConfig>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct CacheConfig {
+    pub dir: PathBuf,
+    /// Bytes of files kept; least recently used files are evicted beyond it.
+    pub budget_bytes: u64,
+}
+
+impl DfsConfig {
+    /// Opens the configured store.
+    pub fn open(&self) -> Result<Arc<dyn Dfs>> {
+        Ok(match self {
+            DfsConfig::Local { dir } => Arc::new(LocalDfs::open(dir)?),
+            DfsConfig::S3 {
+                options,
+                credentials,
+                cache,
+            } => {
+                let s3: Arc<dyn Dfs> = Arc::new(match credentials {
+                    Some(c) => S3Dfs::open_with_credentials(options.clone(), c.clone())?,
+                    None => S3Dfs::open(options.clone())?,
+                });
+                match cache {
+                    Some(c) => Arc::new(CacheFs::open(s3, &c.dir, c.budget_bytes)?),
+                    None => s3,
+                }
+            }
+        })
+    }
+}
