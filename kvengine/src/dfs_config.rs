@@ -10,6 +10,8 @@ use crate::dfs::{Dfs, LocalDfs};
 use crate::error::Result;
 use crate::s3_dfs::{S3Credentials, S3Dfs, S3Options};
 
+// Built once per process: the size difference between variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum DfsConfig {
     /// SST files in a local directory.
