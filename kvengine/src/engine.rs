@@ -485,18 +485,7 @@ impl Engine {
                         );
                     }
                 }
-                let data = ShardData {
-                    ver: files.ver(),
-                    start: files.start().clone(),
-                    end: files.end().clone(),
-                    base_version: files.base_version(),
-                    meta_seq: files.meta_seq(),
-                    data_sequence: files.data_sequence(),
-                    mem: Arc::new(Memtable::new()),
-                    frozen: Vec::new(),
-                    l0s,
-                    levels,
-                };
+                let data = ShardData::from_files(&files, l0s, levels);
                 shards.insert(
                     files.id(),
                     Arc::new(Shard::new(files.id(), files.data_sequence(), data)),
@@ -700,18 +689,7 @@ fn open_shard_files(
             }
         }
     }
-    Ok(ShardData {
-        ver: files.ver(),
-        start: files.start().clone(),
-        end: files.end().clone(),
-        base_version: files.base_version(),
-        meta_seq: files.meta_seq(),
-        data_sequence: files.data_sequence(),
-        mem: Arc::new(Memtable::new()),
-        frozen: Vec::new(),
-        l0s,
-        levels,
-    })
+    Ok(ShardData::from_files(files, l0s, levels))
 }
 
 /// A replaced file waiting for deletion; holds a handle so its reader count can be checked.

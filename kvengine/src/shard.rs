@@ -46,6 +46,27 @@ pub struct ShardData {
 }
 
 impl ShardData {
+    /// The state of a shard described by its manifest entry, with its tables already open and
+    /// an empty memtable (after open, the WAL replay fills it; after a split, writes do).
+    pub fn from_files(
+        files: &changeset::ShardFiles,
+        l0s: Vec<L0Table>,
+        levels: [Vec<Vec<Table>>; CF_COUNT],
+    ) -> ShardData {
+        ShardData {
+            ver: files.ver(),
+            start: files.start().clone(),
+            end: files.end().clone(),
+            base_version: files.base_version(),
+            meta_seq: files.meta_seq(),
+            data_sequence: files.data_sequence(),
+            mem: Arc::new(Memtable::new()),
+            frozen: Vec::new(),
+            l0s,
+            levels,
+        }
+    }
+
     pub fn contains_key(&self, key: &[u8]) -> bool {
         key >= self.start.as_ref() && (self.end.is_empty() || key < self.end.as_ref())
     }
