@@ -60,6 +60,16 @@ pub enum Error {
     /// The engine is shutting down or a background job failed; no more writes are accepted.
     #[error("engine closed: {reason}")]
     Closed { reason: String },
+    /// A read met a transaction's lock it must not ignore: resolve it, then retry.
+    #[error("key is locked: key={key:?} primary={primary:?} start_ts={start_ts} min_commit_ts={min_commit_ts}", key = .lock.key, primary = .lock.primary, start_ts = .lock.start_ts, min_commit_ts = .lock.min_commit_ts)]
+    KeyIsLocked { lock: Box<crate::mvcc::LockInfo> },
+    /// A transaction record (lock or write meta) stored under `key` did not decode.
+    #[error("bad transaction record: key={key:?}")]
+    Record {
+        key: Vec<u8>,
+        #[source]
+        source: crate::mvcc::RecordError,
+    },
     /// A configuration value is out of its allowed range.
     #[error("invalid engine option: {what}")]
     Config { what: String },
@@ -76,12 +86,15 @@ pub enum ErrorKind {
     Busy,
     Config,
     Invalid,
+    /// A transaction lock is in the way: resolve it, then retry.
+    KeyIsLocked,
 }
 
 impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Corruption { .. } => ErrorKind::Corruption,
+            Error::Corruption { .. } | Error::Record { .. } => ErrorKind::Corruption,
+            Error::KeyIsLocked { .. } => ErrorKind::KeyIsLocked,
             Error::Table(e) if e.is_corruption() => ErrorKind::Corruption,
             Error::Table(_) | Error::Io { .. } | Error::Dfs { .. } => ErrorKind::Io,
             Error::FileNotFound { .. } | Error::ShardNotFound { .. } => ErrorKind::NotFound,

@@ -17,6 +17,7 @@ pub mod fault_dfs;
 pub mod flush;
 pub mod manifest;
 pub mod metrics;
+pub mod mvcc;
 pub mod options;
 pub mod s3_dfs;
 pub mod shard;

@@ -29,11 +29,22 @@ pub struct Item {
     pub value: Bytes,
 }
 
+/// One version as stored, tombstones included: what the MVCC layer looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawVersion {
+    pub version: u64,
+    pub tombstone: bool,
+    pub user_meta: Bytes,
+    pub value: Bytes,
+}
+
 #[derive(Clone)]
 pub struct SnapAccess {
-    shard_id: u64,
-    data: Arc<ShardData>,
-    write_sequence: u64,
+    pub(crate) shard_id: u64,
+    pub(crate) data: Arc<ShardData>,
+    pub(crate) write_sequence: u64,
+    /// False for a snapshot rebuilt from a remote description: it has no data version.
+    pub(crate) is_origin: bool,
 }
 
 impl SnapAccess {
@@ -42,7 +53,16 @@ impl SnapAccess {
             shard_id,
             data,
             write_sequence,
+            is_origin: true,
         }
+    }
+
+    /// The shard's data version for the coprocessor cache: its SnapVersion (base_version +
+    /// write_sequence), which changes on every applied write, survives flush, compaction and
+    /// restart, and never repeats across a split. `None` on a snapshot rebuilt by
+    /// [`SnapAccess::from_remote`]: only the origin may vouch for a version.
+    pub fn data_version(&self) -> Option<u64> {
+        self.is_origin.then(|| self.snap_version())
     }
 
     pub fn shard_id(&self) -> u64 {
@@ -74,6 +94,18 @@ impl SnapAccess {
     /// The version of `key` visible at `ts`, or `None` if absent or deleted. A key outside the
     /// shard's range is an error.
     pub fn get(&self, cf: Cf, key: &[u8], ts: u64) -> Result<Option<Item>> {
+        Ok(self.get_raw(cf, key, ts)?.and_then(|v| {
+            (!v.tombstone).then_some(Item {
+                version: v.version,
+                user_meta: v.user_meta,
+                value: v.value,
+            })
+        }))
+    }
+
+    /// The version of `key` a read at `ts` lands on, tombstone or not. A key outside the
+    /// shard's range is an error.
+    pub fn get_raw(&self, cf: Cf, key: &[u8], ts: u64) -> Result<Option<RawVersion>> {
         let d = &*self.data;
         // Files shared with a split sibling hold keys of its range too.
         if !d.contains_key(key) {
@@ -123,13 +155,14 @@ impl SnapAccess {
                 consider(t, &mut best)?;
             }
         }
-        Ok(best.and_then(|(version, tomb, user_meta, value)| {
-            (!tomb).then_some(Item {
+        Ok(
+            best.map(|(version, tombstone, user_meta, value)| RawVersion {
                 version,
+                tombstone,
                 user_meta,
                 value,
-            })
-        }))
+            }),
+        )
     }
 
     /// The lock on `key` in this snapshot (LOCK CF, read at the snapshot's SnapVersion).

@@ -1,7 +1,7 @@
 //! One column family of a memtable: a concurrent skiplist of user keys, each with its version
 //! chain.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::all_versions_iter::AllVersionsIter;
 use crate::arena_skiplist::{Pushed, SkipList};
@@ -46,6 +46,9 @@ pub struct CfTable {
     size: AtomicUsize,
     /// Keys that have at least one version.
     len: AtomicUsize,
+    /// Highest version accepted so far (0 when empty): lets a reader asking "is anything newer
+    /// than ts here?" skip the table without walking it.
+    max_version: AtomicU64,
 }
 
 impl CfTable {
@@ -81,6 +84,10 @@ impl CfTable {
         value: &[u8],
         tombstone: bool,
     ) -> bool {
+        // Raised before the insert publishes the version (an ignored put raises it too, which
+        // only makes the bound looser): a reader that sees the version in the list also sees
+        // a max at least that high.
+        self.max_version.fetch_max(version, Ordering::AcqRel);
         let charge = match self.list.insert(key, version, user_meta, value, tombstone) {
             Pushed::Ignored => return false,
             Pushed::Added => version_charge(user_meta.len(), value.len()),
@@ -92,6 +99,12 @@ impl CfTable {
         };
         self.size.fetch_add(charge, Ordering::Relaxed);
         true
+    }
+
+    /// An upper bound of every version in the table (0 when empty). A reader that finds a
+    /// version through the list and then reads this sees a value at least that high.
+    pub fn max_version(&self) -> u64 {
+        self.max_version.load(Ordering::Acquire)
     }
 
     /// The first version of `key` that is `<= ts`: the version a read at `ts` sees. It may be a
