@@ -1,0 +1,108 @@
+//! Column batches: what executors pass to each other.
+//!
+//! A [`Batch`] holds columns of equal length plus `logical_rows`, the indexes of the rows still
+//! alive: a selection shrinks `logical_rows` instead of copying columns (TiKV's design), and
+//! only executors that must materialize (aggregation, TopN, projection output) read through it.
+
+use crate::datum::{Datum, EvalType};
+
+/// One column of values, NULL as `None`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Column {
+    Int(Vec<Option<i64>>),
+    UInt(Vec<Option<u64>>),
+    Real(Vec<Option<f64>>),
+    Bytes(Vec<Option<Vec<u8>>>),
+}
+
+impl Column {
+    pub fn with_capacity(t: EvalType, n: usize) -> Column {
+        match t {
+            EvalType::Int => Column::Int(Vec::with_capacity(n)),
+            EvalType::UInt => Column::UInt(Vec::with_capacity(n)),
+            EvalType::Real => Column::Real(Vec::with_capacity(n)),
+            EvalType::Bytes => Column::Bytes(Vec::with_capacity(n)),
+        }
+    }
+
+    pub fn eval_type(&self) -> EvalType {
+        match self {
+            Column::Int(_) => EvalType::Int,
+            Column::UInt(_) => EvalType::UInt,
+            Column::Real(_) => EvalType::Real,
+            Column::Bytes(_) => EvalType::Bytes,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Column::Int(v) => v.len(),
+            Column::UInt(v) => v.len(),
+            Column::Real(v) => v.len(),
+            Column::Bytes(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value at physical row `i` as a datum.
+    pub fn datum(&self, i: usize) -> Datum {
+        match self {
+            Column::Int(v) => v[i].map_or(Datum::Null, Datum::Int),
+            Column::UInt(v) => v[i].map_or(Datum::Null, Datum::UInt),
+            Column::Real(v) => v[i].map_or(Datum::Null, Datum::Real),
+            Column::Bytes(v) => v[i].clone().map_or(Datum::Null, Datum::Bytes),
+        }
+    }
+
+    /// Appends a datum; a datum of another type than the column's is converted where lossless
+    /// and otherwise an error (the caller names the column).
+    pub fn push_datum(&mut self, d: &Datum) -> Result<(), String> {
+        match (self, d) {
+            (Column::Int(v), Datum::Null) => v.push(None),
+            (Column::UInt(v), Datum::Null) => v.push(None),
+            (Column::Real(v), Datum::Null) => v.push(None),
+            (Column::Bytes(v), Datum::Null) => v.push(None),
+            (Column::Int(v), Datum::Int(x)) => v.push(Some(*x)),
+            (Column::Int(v), Datum::UInt(x)) if *x <= i64::MAX as u64 => v.push(Some(*x as i64)),
+            (Column::UInt(v), Datum::UInt(x)) => v.push(Some(*x)),
+            (Column::UInt(v), Datum::Int(x)) if *x >= 0 => v.push(Some(*x as u64)),
+            (Column::Real(v), Datum::Real(x)) => v.push(Some(*x)),
+            (Column::Real(v), Datum::Int(x)) => v.push(Some(*x as f64)),
+            (Column::Real(v), Datum::UInt(x)) => v.push(Some(*x as f64)),
+            (Column::Bytes(v), Datum::Bytes(x)) => v.push(Some(x.clone())),
+            (c, d) => {
+                return Err(format!(
+                    "expected a {:?} value, found {d:?}",
+                    c.eval_type()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Columns of equal physical length and the physical indexes of the live rows, in order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Batch {
+    pub columns: Vec<Column>,
+    pub logical_rows: Vec<usize>,
+}
+
+impl Batch {
+    pub fn rows(&self) -> usize {
+        self.logical_rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.logical_rows.is_empty()
+    }
+
+    /// Live row `i` (a logical index) as datums.
+    pub fn row(&self, i: usize) -> Vec<Datum> {
+        let p = self.logical_rows[i];
+        self.columns.iter().map(|c| c.datum(p)).collect()
+    }
+}

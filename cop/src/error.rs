@@ -1,0 +1,93 @@
+//! Errors of the coprocessor.
+//!
+//! Two kinds travel differently: an [`EvalError`] (overflow, a bad value in a row, a type the
+//! expression cannot take) is a property of the query on this data and goes back inside the
+//! response data ([`crate::proto::SelectResponse::error`]); an [`Error`] means the request
+//! itself could not be served (malformed DAG, a lock, a storage failure) and goes into the
+//! response's error fields.
+
+/// Codes of [`EvalError`], stable on the wire.
+pub mod code {
+    pub const OVERFLOW: i32 = 1690;
+    pub const TYPE: i32 = 1105;
+    pub const CORRUPT_DATA: i32 = 1300;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{msg}")]
+pub struct EvalError {
+    pub code: i32,
+    pub msg: String,
+}
+
+impl EvalError {
+    pub fn overflow(what: impl std::fmt::Display) -> EvalError {
+        EvalError {
+            code: code::OVERFLOW,
+            msg: format!("value out of range: {what}"),
+        }
+    }
+
+    pub fn type_error(msg: impl Into<String>) -> EvalError {
+        EvalError {
+            code: code::TYPE,
+            msg: msg.into(),
+        }
+    }
+
+    pub fn corrupt(msg: impl Into<String>) -> EvalError {
+        EvalError {
+            code: code::CORRUPT_DATA,
+            msg: msg.into(),
+        }
+    }
+}
+
+/// A decoder of keys, rows or datums met bytes it cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("corrupt {what}: {detail}")]
+pub struct CodecError {
+    pub what: &'static str,
+    pub detail: String,
+}
+
+impl CodecError {
+    pub fn new(what: &'static str, detail: impl Into<String>) -> CodecError {
+        CodecError {
+            what,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl From<CodecError> for EvalError {
+    fn from(e: CodecError) -> EvalError {
+        EvalError::corrupt(e.to_string())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request or its DAG is malformed or asks for something not served.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The request or DAG bytes did not decode.
+    #[error("request does not decode: {what}")]
+    Decode {
+        what: &'static str,
+        #[source]
+        source: prost::DecodeError,
+    },
+    /// Evaluation failed; reported inside the response data.
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+    /// A read of the snapshot failed (including a lock in the way: see
+    /// `kvengine::ErrorKind::KeyIsLocked`).
+    #[error(transparent)]
+    Storage(#[from] kvengine::Error),
+    /// The deadline passed before the request finished.
+    #[error("deadline exceeded: deadline_ms={deadline_ms}")]
+    DeadlineExceeded { deadline_ms: u64 },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

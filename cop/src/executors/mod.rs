@@ -1,0 +1,1 @@
+//! Vectorized executors: each pulls column batches from the one below it.

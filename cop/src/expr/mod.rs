@@ -1,0 +1,1 @@
+//! Expressions compiled from the DAG and evaluated over column batches.

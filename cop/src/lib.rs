@@ -1,0 +1,18 @@
+//! The Stratus coprocessor: everything needed to execute a pushed-down query against an engine
+//! snapshot, with no knowledge of HTTP or of where the snapshot came from (a local shard and
+//! one rebuilt on a worker run the same code).
+//!
+//! Data flows: [`proto`] (wire types) → [`handler`] (parse, cache fast path, paging) →
+//! [`executors`] (scan → selection → aggregation / TopN / limit / projection, over column
+//! batches of [`batch`]) with [`expr`] for expressions and [`codec`] for keys, rows and datums.
+
+pub mod batch;
+pub mod codec;
+pub mod datum;
+pub mod error;
+pub mod executors;
+pub mod expr;
+pub mod handler;
+pub mod proto;
+
+pub use error::{CodecError, Error, EvalError, Result};
