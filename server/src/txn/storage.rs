@@ -1,0 +1,209 @@
+//! `Storage`: what every transaction command runs against on one server: the engine (with key
+//! → shard routing), the concurrency manager, the latches and the TSO.
+//!
+//! A command takes the latches of its keys, then a snapshot of every shard it touches (so its
+//! checks see every write made before it got the latches), checks, builds one write batch per
+//! shard, writes them, and releases the latches. The commands themselves live in the sibling
+//! modules (`prewrite`, `commit`, `rollback`, `txn_status`, `reads`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use kvengine::{Engine, SnapAccess, WriteBatch};
+
+use super::error::{Result, TxnError};
+use super::shard_map::{ShardMap, ShardRange};
+use crate::concurrency_manager::ConcurrencyManager;
+use crate::latches::Latches;
+use crate::tso::Tso;
+
+/// What a prewrite hook is told: the point between `lock_keys` (memory locks in place,
+/// min_commit_ts fixed) and the engine write.
+#[derive(Debug, Clone)]
+pub struct PrewriteHookPoint {
+    pub start_ts: u64,
+    pub min_commit_ts: u64,
+    /// Keys whose locks (or 1PC records) are about to be written.
+    pub keys: Vec<Vec<u8>>,
+    pub one_pc: bool,
+}
+
+/// A test hook (see [`Storage::set_prewrite_hook`]).
+pub type PrewriteHook = Box<dyn Fn(&PrewriteHookPoint) + Send + Sync>;
+
+pub struct Storage {
+    pub(crate) engine: Engine,
+    shards: ShardMap,
+    pub(crate) cm: Arc<ConcurrencyManager>,
+    pub(crate) latches: Latches,
+    pub(crate) tso: Arc<Tso>,
+    prewrite_hook: ArcSwapOption<PrewriteHook>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage")
+            .field("shards", &self.shards)
+            .field("max_ts", &self.cm.max_ts())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Snapshots of the shards a command touches, and which shard each of its keys is in.
+pub(crate) struct Snapshots {
+    by_shard: BTreeMap<u64, SnapAccess>,
+    shard_of_key: Vec<u64>,
+}
+
+impl Snapshots {
+    /// The snapshot holding key number `i` of the command.
+    pub(crate) fn of(&self, i: usize) -> &SnapAccess {
+        &self.by_shard[&self.shard_of_key[i]]
+    }
+
+    pub(crate) fn shard(&self, i: usize) -> u64 {
+        self.shard_of_key[i]
+    }
+
+    pub(crate) fn shard_count(&self) -> usize {
+        self.by_shard.len()
+    }
+}
+
+/// One write batch per shard, written in shard order.
+#[derive(Default)]
+pub(crate) struct Batches(BTreeMap<u64, WriteBatch>);
+
+impl Batches {
+    pub(crate) fn get(&mut self, shard: u64) -> &mut WriteBatch {
+        self.0.entry(shard).or_default()
+    }
+
+    /// Writes every non-empty batch. Batches of different shards are not atomic together: if
+    /// one fails, the earlier ones stay (prewrite locks and rollback records are safe to
+    /// leave; commit records left by a failed commit are what a retry or resolver would write).
+    pub(crate) fn write(self, engine: &Engine) -> Result<()> {
+        for (shard, batch) in self.0 {
+            if !batch.is_empty() {
+                engine.write(shard, &batch)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Storage {
+    /// Storage over every shard `engine` has now (and later ones, found on demand).
+    pub fn new(engine: Engine, tso: Arc<Tso>) -> Result<Storage> {
+        let shards = ShardMap::default();
+        shards.refresh(&engine)?;
+        Ok(Storage {
+            engine,
+            shards,
+            cm: ConcurrencyManager::new(),
+            latches: Latches::default(),
+            tso,
+            prewrite_hook: ArcSwapOption::empty(),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn tso(&self) -> &Arc<Tso> {
+        &self.tso
+    }
+
+    pub fn concurrency_manager(&self) -> &Arc<ConcurrencyManager> {
+        &self.cm
+    }
+
+    /// Reloads the shard ranges from the engine (after a split or a new shard).
+    pub fn refresh_shards(&self) -> Result<()> {
+        self.shards.refresh(&self.engine)
+    }
+
+    /// The shard owning `key`.
+    pub fn shard_for_key(&self, key: &[u8]) -> Result<u64> {
+        self.shards.route(&self.engine, key)
+    }
+
+    /// The shards overlapping `[start, end)` (empty end = unbounded), in key order, after
+    /// picking up shards created or split since the last look.
+    pub fn shards_in_range(&self, start: &[u8], end: &[u8]) -> Result<Vec<ShardRange>> {
+        self.shards.refresh_if_changed(&self.engine)?;
+        Ok(self.shards.overlapping(start, end))
+    }
+
+    /// Test hook: `hook` runs inside every prewrite after its memory locks are in place and
+    /// before its engine write (latches held). `None` removes it. When unset, a prewrite pays
+    /// one atomic load.
+    #[doc(hidden)]
+    pub fn set_prewrite_hook(&self, hook: Option<PrewriteHook>) {
+        self.prewrite_hook.store(hook.map(Arc::new));
+    }
+
+    pub(crate) fn fire_prewrite_hook(&self, point: impl FnOnce() -> PrewriteHookPoint) {
+        if let Some(hook) = self.prewrite_hook.load().as_ref() {
+            hook(&point());
+        }
+    }
+
+    /// Snapshots of the shards holding `keys` (taken now: call with the latches held). A shard
+    /// retired by a split since routing is re-routed once.
+    pub(crate) fn snapshots<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Snapshots> {
+        let mut refreshed = false;
+        'retry: loop {
+            let mut shard_of_key = Vec::with_capacity(keys.len());
+            for k in keys {
+                shard_of_key.push(self.shard_for_key(k.as_ref())?);
+            }
+            let mut by_shard = BTreeMap::new();
+            for &id in &shard_of_key {
+                if by_shard.contains_key(&id) {
+                    continue;
+                }
+                match self.engine.snapshot(id) {
+                    Ok(s) => {
+                        by_shard.insert(id, s);
+                    }
+                    Err(kvengine::Error::ShardNotFound { .. }) if !refreshed => {
+                        refreshed = true;
+                        self.refresh_shards()?;
+                        continue 'retry;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            return Ok(Snapshots {
+                by_shard,
+                shard_of_key,
+            });
+        }
+    }
+
+    /// A snapshot of shard `id`.
+    pub(crate) fn snapshot(&self, id: u64) -> Result<SnapAccess> {
+        Ok(self.engine.snapshot(id)?)
+    }
+}
+
+/// Sorted, deduplicated copies of `keys`: commands treat a key named twice once.
+pub(crate) fn unique_keys(keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut keys = keys.to_vec();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// Rejects a request that names no key.
+pub(crate) fn require_keys(keys: &[Vec<u8>], what: &str) -> Result<()> {
+    if keys.is_empty() {
+        return Err(TxnError::InvalidRequest {
+            what: format!("{what}: expected at least one key, found none"),
+        });
+    }
+    Ok(())
+}
