@@ -665,8 +665,9 @@ fn open_table(id: u64, data: Bytes, cache: Option<&Arc<dyn sst::BlockCache>>) ->
     })
 }
 
-/// Opens every file of a shard's file list from the object store.
-fn open_shard_files(
+/// Opens every file of a shard's file list from the object store (engine open, shard creation,
+/// and a snapshot rebuilt on another process by [`SnapAccess::from_remote`]).
+pub(crate) fn open_shard_files(
     files: &ShardFiles,
     dfs: &dyn Dfs,
     cache: Option<&Arc<dyn sst::BlockCache>>,

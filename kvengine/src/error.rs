@@ -73,6 +73,18 @@ pub enum Error {
     /// A configuration value is out of its allowed range.
     #[error("invalid engine option: {what}")]
     Config { what: String },
+    /// A snapshot description shipped from another process ([`crate::SnapAccess::from_remote`])
+    /// is not one a sender following the protocol produces.
+    #[error("bad remote snapshot: {detail} shard_id={shard_id}")]
+    RemoteSnapshot { shard_id: u64, detail: String },
+    /// The memtable rows shipped with a remote snapshot did not decode (or, on the sending
+    /// side, did not encode).
+    #[error("bad remote memtable data: shard_id={shard_id}")]
+    RemoteMemtableData {
+        shard_id: u64,
+        #[source]
+        source: changeset::MemtableDataError,
+    },
 }
 
 /// What a caller can do about an error.
@@ -93,7 +105,9 @@ pub enum ErrorKind {
 impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Corruption { .. } | Error::Record { .. } => ErrorKind::Corruption,
+            Error::Corruption { .. } | Error::Record { .. } | Error::RemoteMemtableData { .. } => {
+                ErrorKind::Corruption
+            }
             Error::KeyIsLocked { .. } => ErrorKind::KeyIsLocked,
             Error::Table(e) if e.is_corruption() => ErrorKind::Corruption,
             Error::Table(_) | Error::Io { .. } | Error::Dfs { .. } => ErrorKind::Io,
@@ -101,7 +115,8 @@ impl Error {
             Error::KeyNotInShard { .. }
             | Error::ChangeSet(_)
             | Error::ShardExists { .. }
-            | Error::InvalidArgument { .. } => ErrorKind::Invalid,
+            | Error::InvalidArgument { .. }
+            | Error::RemoteSnapshot { .. } => ErrorKind::Invalid,
             Error::Locked { .. } => ErrorKind::Io,
             Error::ShardBusy { .. } => ErrorKind::Busy,
             Error::Closed { .. } => ErrorKind::Closed,

@@ -3,7 +3,8 @@
 //!
 //! Data flows: [`write_batch`] → [`wal`] → memtable ([`shard`]) → [`flush`] → object store
 //! ([`dfs`]) + [`manifest`]; reads go through [`snap_access`], which merges the sources of
-//! [`source_iter`]. [`engine`] ties it together and recovers it after a crash.
+//! [`source_iter`]. [`engine`] ties it together and recovers it after a crash. [`mvcc`] reads
+//! transaction records at a start_ts; [`remote`] ships a snapshot to another process.
 
 pub mod block_cache;
 pub mod cachefs;
@@ -19,6 +20,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod mvcc;
 pub mod options;
+pub mod remote;
 pub mod s3_dfs;
 pub mod shard;
 pub mod snap_access;
@@ -35,6 +37,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use fault_dfs::{DfsOp, FaultDfs};
 pub use memtable::Cf;
 pub use options::EngineOptions;
+pub use remote::RemoteSnapshot;
 pub use s3_dfs::{S3Credentials, S3Dfs, S3Options};
 pub use snap_access::{Item, SnapAccess, SnapIter};
 pub use wal::SyncPolicy;

@@ -94,10 +94,11 @@ fn lost_put_replies_leave_no_manifest_file_missing<D: Dfs>(
     engine.close(true).unwrap();
     drop(engine);
     let (live, stored) = assert_manifest_files_exist(dir, &backend());
-    // The uploads whose replies were lost are stored but referenced by nothing.
-    assert_eq!(
-        stored.difference(&live).count(),
-        2,
+    // The uploads whose replies were lost are stored but referenced by nothing. On a loaded
+    // machine an S3 request may also time out after the server stored the object, and the
+    // retried flush then leaves more such orphans: at least the two injected ones.
+    assert!(
+        stored.difference(&live).count() >= 2,
         "live={live:?} stored={stored:?}"
     );
     let engine = open(dir, Arc::new(backend()));

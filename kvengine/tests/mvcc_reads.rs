@@ -86,7 +86,13 @@ fn put_lock(e: &Engine, key: &[u8], l: &Lock) {
     e.write(1, &b).unwrap();
 }
 
-fn scan(e: &Engine, ts: u64, reverse: bool) -> (Vec<(Vec<u8>, u64, Vec<u8>)>, bool) {
+/// (key, commit_ts, value) rows of a scan.
+type Rows = Vec<(Vec<u8>, u64, Vec<u8>)>;
+
+/// key -> version -> (kind, value).
+type Model = BTreeMap<Vec<u8>, BTreeMap<u64, (WriteKind, Vec<u8>)>>;
+
+fn scan(e: &Engine, ts: u64, reverse: bool) -> (Rows, bool) {
     let snap = e.snapshot(1).unwrap();
     let mut s = snap.mvcc_scan(b"", b"", ts, reverse, &[]).unwrap();
     let mut out = Vec::new();
@@ -335,7 +341,7 @@ proptest! {
         // memtable, so the model applies the same rule on the newest version only while the
         // key's newest lives in the same memtable. Simplest exact model: only accept
         // versions newer than the key's newest one anywhere.
-        let mut model: BTreeMap<Vec<u8>, BTreeMap<u64, (WriteKind, Vec<u8>)>> = BTreeMap::new();
+        let mut model: Model = BTreeMap::new();
         let mut locks: BTreeMap<Vec<u8>, Lock> = BTreeMap::new();
         for op in ops {
             let (k, v, kind) = match op {
@@ -377,7 +383,7 @@ proptest! {
             got.push((s.key().to_vec(), s.commit_ts(), s.value().to_vec()));
             s.next().unwrap();
         }
-        let mut want: Vec<(Vec<u8>, u64, Vec<u8>)> = model
+        let mut want: Rows = model
             .range(lower.clone()..upper.clone())
             .filter_map(|(k, versions)| {
                 versions

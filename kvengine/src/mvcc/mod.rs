@@ -10,6 +10,7 @@
 //!   (an engine tombstone) hides the key, and Lock and Rollback records are skipped (the
 //!   read continues at the next older version).
 
+pub mod fuzzing;
 pub mod reader;
 pub mod records;
 pub mod scanner;

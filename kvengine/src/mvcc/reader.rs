@@ -32,7 +32,14 @@ pub(crate) fn write_kind(key: &[u8], user_meta: &[u8]) -> Result<WriteKind> {
 impl SnapAccess {
     /// Whether any LOCK-CF source of the snapshot may hold a lock: lets the common case (no
     /// transaction in flight) skip the lock lookups entirely.
+    ///
+    /// Always false on a snapshot rebuilt by [`SnapAccess::from_remote`]: locks are never
+    /// shipped (the origin checked them before dispatch), and the LOCK sections of the L0 files
+    /// that travel whole are a partial, stale view the worker must not act on.
     pub(crate) fn may_have_locks(&self) -> bool {
+        if !self.is_origin {
+            return false;
+        }
         let d = &*self.data;
         let lock = Cf::Lock.index();
         d.memtables().any(|m| !m.cf(Cf::Lock).is_empty())

@@ -29,7 +29,10 @@ pub struct MvccScanner<'a> {
     /// The value of the current key when the iterator's version was a skipped record.
     resolved: Option<(u64, Bytes, Bytes)>,
     saw_lock: bool,
-    last_key: Option<Vec<u8>>,
+    /// The last key visited (valid when `has_last_key`); a buffer reused across keys, so the
+    /// scan allocates nothing per key.
+    last_key: Vec<u8>,
+    has_last_key: bool,
     scanned_keys: u64,
 }
 
@@ -57,7 +60,8 @@ impl SnapAccess {
             upper,
             resolved: None,
             saw_lock,
-            last_key: None,
+            last_key: Vec::new(),
+            has_last_key: false,
             scanned_keys: 0,
         };
         s.settle()?;
@@ -139,7 +143,9 @@ impl MvccScanner<'_> {
         while self.iter.valid() {
             let key = self.iter.key();
             self.scanned_keys += 1;
-            self.last_key = Some(key.to_vec());
+            self.last_key.clear();
+            self.last_key.extend_from_slice(key);
+            self.has_last_key = true;
             if !write_kind(key, self.iter.user_meta())?.is_skipped_by_reads() {
                 return Ok(());
             }
@@ -202,7 +208,7 @@ impl MvccScanner<'_> {
 
     /// The last key the scan visited, if any.
     pub fn last_key(&self) -> Option<&[u8]> {
-        self.last_key.as_deref()
+        self.has_last_key.then_some(self.last_key.as_slice())
     }
 
     pub fn start_ts(&self) -> u64 {
@@ -216,12 +222,12 @@ impl MvccScanner<'_> {
         if self.saw_lock {
             return Ok(true);
         }
-        let (lower, upper) = match (self.iter.valid(), &self.last_key) {
+        let (lower, upper) = match (self.iter.valid(), self.last_key()) {
             // Ended: the whole range was scanned.
             (false, _) | (_, None) => (self.lower.clone(), self.upper.clone()),
-            (true, Some(last)) if self.reverse => (last.clone(), self.upper.clone()),
+            (true, Some(last)) if self.reverse => (last.to_vec(), self.upper.clone()),
             (true, Some(last)) => {
-                let mut end = last.clone();
+                let mut end = last.to_vec();
                 end.push(0);
                 (self.lower.clone(), end)
             }

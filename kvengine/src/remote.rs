@@ -1,0 +1,464 @@
+//! Shipping a snapshot to another process for remote execution, and rebuilding it there.
+//!
+//! A storage server that offloads a read sends a worker two things, both built by
+//! [`SnapAccess::to_remote`] for the ranges the read covers and its start_ts:
+//!
+//! * a **ChangeSet** holding a [`Change::Snapshot`] (protobuf, layout and compatibility rules in
+//!   `changeset/src/messages.rs`) that names only the WRITE-CF files a read of the ranges can
+//!   touch: the L0 files whose WRITE section overlaps a range and the WRITE-CF level files that
+//!   overlap one. Its sequence is the shard's meta sequence, so a worker can tell two
+//!   descriptions of the same shard apart.
+//! * **memtable data** (the versioned, CRC-checked codec of `changeset/src/memtable_data.rs`):
+//!   the WRITE rows of every memtable inside the ranges that a read at start_ts may land on,
+//!   oldest first per key.
+//!
+//! [`SnapAccess::from_remote`] opens the files from the object store, inserts the rows into a
+//! fresh memtable and returns a read-only [`SnapAccess`] on which every MVCC read at the
+//! start_ts it was shipped for returns exactly what the origin returns.
+//!
+//! **Which memtable versions travel.** Per key, a read at `start_ts` lands on the first
+//! version `<= start_ts` across all sources; a Put or a tombstone ends it, a Lock or Rollback
+//! record sends it to the next older version. So the rows shipped for a key are its memtable
+//! versions (merged over every memtable, the newer memtable winning a tie) from the first one
+//! `<= start_ts` down to and including the first tombstone or Put. If the memtables hold no
+//! such stopper, the read continues into the SSTs, which the worker has too. Versions newer
+//! than start_ts stay behind; [`RemoteSnapshot::filtered_newer`] says whether there were any,
+//! because a result computed from the rebuilt snapshot cannot see them (the coprocessor cache
+//! must then treat the result as having met newer data).
+//!
+//! **Locks are never shipped**: the origin checks them for the ranges before it dispatches,
+//! and a rebuilt snapshot reports no locks (L0 files travel whole, but their LOCK sections are
+//! ignored there; see [`SnapAccess::may_have_locks`]).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use changeset::{
+    Change, ChangeSet, ColumnFamily, L0Create, MemRowRef, MemtableDataWriter, ShardFiles, Snapshot,
+    TableCreate,
+};
+use memtable::{AllVersionsIter, Cf, CfTable, KeyVersions, Memtable, VersionRef};
+
+use crate::dfs::Dfs;
+use crate::engine::open_shard_files;
+use crate::error::{Error, Result};
+use crate::mvcc::reader::write_kind;
+use crate::shard::ShardData;
+use crate::snap_access::SnapAccess;
+
+/// What [`SnapAccess::to_remote`] produces: everything a worker needs besides the object
+/// store to rebuild the snapshot for one read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteSnapshot {
+    /// A [`Change::Snapshot`] listing the WRITE-CF files that overlap the ranges.
+    pub changeset: ChangeSet,
+    /// The memtable rows, in the layout of `changeset::memtable_data` (oldest first per key).
+    pub memtable_data: Vec<u8>,
+    /// Whether a memtable held a WRITE version newer than start_ts inside the ranges (it was
+    /// left out, so the rebuilt snapshot cannot report it).
+    pub filtered_newer: bool,
+    /// Rows in `memtable_data`.
+    pub rows: u64,
+}
+
+impl SnapAccess {
+    /// Describes this snapshot for a read of `ranges` at `start_ts` on another process (see
+    /// the module docs for what is shipped). Each range is `[start, end)` with an empty `end`
+    /// meaning unbounded; ranges are clipped to the shard and may be unsorted or overlap.
+    ///
+    /// Fails with [`Error::Record`] if a memtable WRITE version's user meta does not decode
+    /// (its kind decides whether older versions must travel too).
+    pub fn to_remote<S: AsRef<[u8]>, E: AsRef<[u8]>>(
+        &self,
+        ranges: &[(S, E)],
+        start_ts: u64,
+    ) -> Result<RemoteSnapshot> {
+        let d = &*self.data;
+        let ranges = normalize_ranges(d, ranges);
+        let (l0_creates, table_creates) = write_files(d, &ranges);
+        let changeset = ChangeSet {
+            shard_id: self.shard_id,
+            shard_ver: d.ver,
+            sequence: d.meta_seq,
+            properties: Default::default(),
+            change: Some(Change::Snapshot(Snapshot {
+                start: d.start.clone(),
+                end: d.end.clone(),
+                base_version: d.base_version,
+                data_sequence: d.data_sequence,
+                l0_creates,
+                table_creates,
+            })),
+        };
+        let mut rows = MemRows::new(self.shard_id, d, start_ts);
+        for &(lower, upper) in &ranges {
+            rows.collect_range(lower, upper)?;
+        }
+        let filtered_newer = rows.filtered_newer;
+        let count = rows.writer.rows();
+        Ok(RemoteSnapshot {
+            changeset,
+            memtable_data: rows.writer.finish(),
+            filtered_newer,
+            rows: count,
+        })
+    }
+
+    /// Rebuilds a read-only snapshot from what [`SnapAccess::to_remote`] produced: opens the
+    /// listed files from `dfs` (through `block_cache` for compressed tables) and inserts the
+    /// memtable rows into a fresh memtable.
+    ///
+    /// The result has the origin's shard id, version, range and base_version, and a
+    /// `write_sequence` of 0: the worker never sees the origin's writes, so it has no sequence
+    /// of its own, and [`SnapAccess::data_version`] is `None` (only the origin may vouch for a
+    /// data version). It has no locks: reads on it skip the lock check the origin already
+    /// made. Reads at the start_ts the description was made for match the origin's; other
+    /// timestamps may see less.
+    ///
+    /// Errors: a ChangeSet that is not a snapshot, or memtable rows a sender following the
+    /// protocol never produces (another column family, a key outside the shard, versions of a
+    /// key not oldest first), are [`Error::RemoteSnapshot`]; an inconsistent file list is
+    /// [`Error::ChangeSet`]; undecodable memtable data is [`Error::RemoteMemtableData`]; a
+    /// missing or corrupt file is the object store's or the table's error.
+    pub fn from_remote(
+        changeset: &ChangeSet,
+        memtable_data: &Bytes,
+        dfs: Arc<dyn Dfs>,
+        block_cache: Option<Arc<dyn sst::BlockCache>>,
+    ) -> Result<SnapAccess> {
+        let shard_id = changeset.shard_id;
+        if !matches!(changeset.change, Some(Change::Snapshot(_))) {
+            return Err(Error::RemoteSnapshot {
+                shard_id,
+                detail: format!(
+                    "expected change=snapshot, found change={}",
+                    change_name(changeset.change.as_ref())
+                ),
+            });
+        }
+        let files = ShardFiles::from_changeset(changeset)?;
+        // The rows first: a corrupt transfer fails before any object store read.
+        let mem = rebuild_memtable(shard_id, &files, memtable_data)?;
+        let mut data = open_shard_files(&files, dfs.as_ref(), block_cache.as_ref())?;
+        data.mem = Arc::new(mem);
+        Ok(SnapAccess {
+            shard_id,
+            data: Arc::new(data),
+            write_sequence: 0,
+            is_origin: false,
+        })
+    }
+}
+
+fn change_name(change: Option<&Change>) -> &'static str {
+    match change {
+        None => "none",
+        Some(Change::Snapshot(_)) => "snapshot",
+        Some(Change::Flush(_)) => "flush",
+        Some(Change::Compaction(_)) => "compaction",
+        Some(Change::Split(_)) => "split",
+        Some(Change::InitialFlush(_)) => "initial_flush",
+        Some(Change::Ingest(_)) => "ingest",
+    }
+}
+
+/// Inserts the decoded rows into a new memtable, checking what the decoder cannot: every row
+/// is a WRITE row of a key in the shard, and each insert adds a version (a row not newer than
+/// one already inserted for its key would be silently dropped by the memtable).
+fn rebuild_memtable(shard_id: u64, files: &ShardFiles, memtable_data: &Bytes) -> Result<Memtable> {
+    let rows = changeset::memtable_data::decode_ref(memtable_data)
+        .map_err(|source| Error::RemoteMemtableData { shard_id, source })?;
+    let bad = |detail: String| Error::RemoteSnapshot { shard_id, detail };
+    let (start, end) = (files.start().as_ref(), files.end().as_ref());
+    let mem = Memtable::new();
+    let table = mem.cf(Cf::Write);
+    for (i, row) in rows.iter().enumerate() {
+        if row.cf != ColumnFamily::Write {
+            return Err(bad(format!(
+                "expected only write rows, found cf={} row={i}",
+                row.cf
+            )));
+        }
+        if row.key < start || (!end.is_empty() && row.key >= end) {
+            return Err(bad(format!(
+                "expected keys inside the shard range, found key={:?} row={i}",
+                row.key
+            )));
+        }
+        // The memtable records lengths in 32 bits (and panics beyond).
+        if row.key.len() > u32::MAX as usize
+            || row.user_meta.len() > u32::MAX as usize
+            || row.value.len() >= u32::MAX as usize
+        {
+            return Err(bad(format!(
+                "row fields longer than a memtable holds: key_len={} meta_len={} value_len={} row={i}",
+                row.key.len(),
+                row.user_meta.len(),
+                row.value.len()
+            )));
+        }
+        let added = if row.tombstone {
+            table.delete(row.key, row.version, row.user_meta)
+        } else {
+            table.put(row.key, row.version, row.user_meta, row.value)
+        };
+        if !added {
+            return Err(bad(format!(
+                "expected versions of a key oldest first, found version={} after a newer one row={i}",
+                row.version
+            )));
+        }
+    }
+    Ok(mem)
+}
+
+/// `ranges` clipped to the shard's range, empty ones dropped, sorted by start and merged where
+/// they overlap or touch. An empty end is unbounded (only the last range can have one).
+fn normalize_ranges<'a, S: AsRef<[u8]>, E: AsRef<[u8]>>(
+    d: &'a ShardData,
+    ranges: &'a [(S, E)],
+) -> Vec<(&'a [u8], &'a [u8])> {
+    let mut clipped: Vec<(&[u8], &[u8])> = ranges
+        .iter()
+        .filter_map(|(s, e)| {
+            let (s, e) = (s.as_ref(), e.as_ref());
+            let s = s.max(d.start.as_ref());
+            let e = match (e.is_empty(), d.end.is_empty()) {
+                (true, _) => d.end.as_ref(),
+                (false, true) => e,
+                (false, false) => e.min(d.end.as_ref()),
+            };
+            (e.is_empty() || s < e).then_some((s, e))
+        })
+        .collect();
+    if !clipped.is_sorted_by_key(|r| r.0) {
+        clipped.sort_unstable_by_key(|r| r.0);
+    }
+    let mut merged: Vec<(&[u8], &[u8])> = Vec::with_capacity(clipped.len());
+    for (s, e) in clipped {
+        match merged.last_mut() {
+            // Overlapping or touching the previous range (which is unbounded, or ends at or
+            // after this start): extend it.
+            Some(last) if last.1.is_empty() || s <= last.1 => {
+                if last.1.is_empty() || e.is_empty() {
+                    last.1 = &[];
+                } else {
+                    last.1 = last.1.max(e);
+                }
+            }
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
+}
+
+/// Whether `[smallest, biggest]` meets one of the sorted, disjoint `ranges`.
+fn overlaps_any(ranges: &[(&[u8], &[u8])], smallest: &[u8], biggest: &[u8]) -> bool {
+    // The first range ending after `smallest`; ends ascend because the ranges are disjoint.
+    let i = ranges.partition_point(|(_, e)| !e.is_empty() && *e <= smallest);
+    ranges.get(i).is_some_and(|(s, _)| *s <= biggest)
+}
+
+/// The L0 files whose WRITE section overlaps a range (newest first, bounds over every section,
+/// as a flush records them) and the WRITE-CF level files that overlap one.
+fn write_files(d: &ShardData, ranges: &[(&[u8], &[u8])]) -> (Vec<L0Create>, Vec<TableCreate>) {
+    let write = Cf::Write.index();
+    let mut l0s = Vec::new();
+    for l0 in &d.l0s {
+        let Some(t) = l0.cf(write) else { continue };
+        let p = t.properties();
+        if !overlaps_any(ranges, &p.smallest, &p.biggest) {
+            continue;
+        }
+        let sections = (0..sst::L0_CF_COUNT).filter_map(|cf| l0.cf(cf));
+        let (mut smallest, mut biggest) = (p.smallest.as_slice(), p.biggest.as_slice());
+        for s in sections {
+            smallest = smallest.min(s.properties().smallest.as_slice());
+            biggest = biggest.max(s.properties().biggest.as_slice());
+        }
+        l0s.push(L0Create {
+            id: l0.file_id(),
+            smallest: Bytes::copy_from_slice(smallest),
+            biggest: Bytes::copy_from_slice(biggest),
+            size: l0.size(),
+        });
+    }
+    let mut tables = Vec::new();
+    for (i, level) in d.levels[write].iter().enumerate() {
+        for t in level {
+            let p = t.properties();
+            if overlaps_any(ranges, &p.smallest, &p.biggest) {
+                tables.push(TableCreate {
+                    id: t.file_id(),
+                    level: i as u32 + 1,
+                    cf: ColumnFamily::Write.as_u32(),
+                    smallest: Bytes::copy_from_slice(&p.smallest),
+                    biggest: Bytes::copy_from_slice(&p.biggest),
+                    size: t.size(),
+                });
+            }
+        }
+    }
+    (l0s, tables)
+}
+
+/// One memtable's WRITE table walked in key order within the current range.
+struct MemCursor<'a> {
+    iter: AllVersionsIter<'a>,
+    cur: Option<KeyVersions<'a>>,
+}
+
+/// Collects the memtable rows of a snapshot for a read at `start_ts`, range by range in key
+/// order, straight into the encoder: a k-way merge over the non-empty memtables (usually one),
+/// with no intermediate map.
+struct MemRows<'a> {
+    shard_id: u64,
+    /// Non-empty WRITE tables, newest memtable first (it wins a version tie).
+    tables: Vec<&'a CfTable>,
+    start_ts: u64,
+    writer: MemtableDataWriter,
+    filtered_newer: bool,
+    /// Per key, reused: the versions to ship, newest first.
+    picked: Vec<VersionRef>,
+    /// Per key, reused: (version, memtable index, version) of a key held by several memtables.
+    merged: Vec<(u64, usize, VersionRef)>,
+    /// Per key, reused: the cursors positioned on the current key.
+    on_key: Vec<usize>,
+}
+
+impl<'a> MemRows<'a> {
+    fn new(shard_id: u64, d: &'a ShardData, start_ts: u64) -> MemRows<'a> {
+        let tables: Vec<&CfTable> = d
+            .memtables()
+            .map(|m| m.cf(Cf::Write))
+            .filter(|t| !t.is_empty())
+            .collect();
+        // The tables' charged size bounds the rows' encoded size for a full-range transfer;
+        // reserving it avoids regrowing the buffer (untouched capacity costs no memory).
+        let capacity = tables.iter().map(|t| t.size()).sum();
+        MemRows {
+            shard_id,
+            tables,
+            start_ts,
+            writer: MemtableDataWriter::with_capacity(capacity),
+            filtered_newer: false,
+            picked: Vec::new(),
+            merged: Vec::new(),
+            on_key: Vec::new(),
+        }
+    }
+
+    /// Emits the rows of every key in `[lower, upper)` (empty `upper` = unbounded).
+    fn collect_range(&mut self, lower: &[u8], upper: &[u8]) -> Result<()> {
+        let below_upper = |k: &[u8]| upper.is_empty() || k < upper;
+        let mut cursors: Vec<MemCursor<'a>> = self
+            .tables
+            .iter()
+            .map(|t| {
+                let mut iter = t.iter_all_from(lower);
+                let cur = iter.next();
+                MemCursor { iter, cur }
+            })
+            .collect();
+        loop {
+            // The smallest current key below `upper`; cursors past it are done.
+            let mut min: Option<usize> = None;
+            for i in 0..cursors.len() {
+                let Some(kv) = &cursors[i].cur else { continue };
+                if !below_upper(kv.key()) {
+                    cursors[i].cur = None;
+                    continue;
+                }
+                let smaller = match min.and_then(|m| cursors[m].cur.as_ref()) {
+                    None => true,
+                    Some(best) => kv.key() < best.key(),
+                };
+                if smaller {
+                    min = Some(i);
+                }
+            }
+            let Some(kv) = min.and_then(|m| cursors[m].cur.as_ref()) else {
+                return Ok(());
+            };
+            let key = kv.key();
+            self.on_key.clear();
+            for (i, c) in cursors.iter().enumerate() {
+                if c.cur.as_ref().is_some_and(|o| o.key() == key) {
+                    self.on_key.push(i);
+                }
+            }
+            self.picked.clear();
+            if let [only] = self.on_key[..] {
+                // One memtable holds the key: its chain is already newest first and distinct.
+                let versions = cursors[only].cur.as_ref().map(KeyVersions::versions);
+                let newer = pick(
+                    key,
+                    versions.into_iter().flatten(),
+                    self.start_ts,
+                    &mut self.picked,
+                )?;
+                self.filtered_newer |= newer;
+            } else {
+                self.merged.clear();
+                for &i in &self.on_key {
+                    if let Some(o) = &cursors[i].cur {
+                        self.merged
+                            .extend(o.versions().map(|v| (v.version(), i, v)));
+                    }
+                }
+                // Newest first; on equal versions the newer memtable (lower index) first, and
+                // only it is kept: it is the one a read of the origin sees.
+                self.merged
+                    .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+                self.merged.dedup_by_key(|e| e.0);
+                let versions = self.merged.drain(..).map(|e| e.2);
+                let newer = pick(key, versions, self.start_ts, &mut self.picked)?;
+                self.filtered_newer |= newer;
+            }
+            for v in self.picked.iter().rev() {
+                self.writer
+                    .push(MemRowRef {
+                        cf: ColumnFamily::Write,
+                        key,
+                        version: v.version(),
+                        user_meta: v.user_meta(),
+                        value: v.value(),
+                        tombstone: v.is_tombstone(),
+                    })
+                    .map_err(|source| Error::RemoteMemtableData {
+                        shard_id: self.shard_id,
+                        source,
+                    })?;
+            }
+            for &i in &self.on_key {
+                let c = &mut cursors[i];
+                c.cur = c.iter.next();
+            }
+        }
+    }
+}
+
+/// Moves into `picked` (newest first) the versions of `key` a read at `start_ts` may land on:
+/// from the first version `<= start_ts` down to and including the first tombstone or record
+/// that reads do not skip. `versions` are newest first and distinct. Returns whether a version
+/// newer than `start_ts` was passed over.
+fn pick(
+    key: &[u8],
+    versions: impl Iterator<Item = VersionRef>,
+    start_ts: u64,
+    picked: &mut Vec<VersionRef>,
+) -> Result<bool> {
+    let mut newer = false;
+    for v in versions {
+        if v.version() > start_ts {
+            newer = true;
+            continue;
+        }
+        let stops = v.is_tombstone() || !write_kind(key, v.user_meta())?.is_skipped_by_reads();
+        picked.push(v);
+        if stops {
+            break;
+        }
+    }
+    Ok(newer)
+}
