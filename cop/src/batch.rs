@@ -57,6 +57,29 @@ impl Column {
         }
     }
 
+    /// Whether the value at physical row `i` is NULL.
+    pub fn is_null(&self, i: usize) -> bool {
+        match self {
+            Column::Int(v) => v[i].is_none(),
+            Column::UInt(v) => v[i].is_none(),
+            Column::Real(v) => v[i].is_none(),
+            Column::Bytes(v) => v[i].is_none(),
+        }
+    }
+
+    /// Appends the value at physical row `i` of `src`, a column of the same type (without
+    /// going through a [`Datum`]). Returns false, appending nothing, if the types differ.
+    pub fn push_from(&mut self, src: &Column, i: usize) -> bool {
+        match (self, src) {
+            (Column::Int(d), Column::Int(s)) => d.push(s[i]),
+            (Column::UInt(d), Column::UInt(s)) => d.push(s[i]),
+            (Column::Real(d), Column::Real(s)) => d.push(s[i]),
+            (Column::Bytes(d), Column::Bytes(s)) => d.push(s[i].clone()),
+            _ => return false,
+        }
+        true
+    }
+
     /// Appends a datum; a datum of another type than the column's is converted where lossless
     /// and otherwise an error (the caller names the column).
     pub fn push_datum(&mut self, d: &Datum) -> Result<(), String> {
@@ -74,10 +97,7 @@ impl Column {
             (Column::Real(v), Datum::UInt(x)) => v.push(Some(*x as f64)),
             (Column::Bytes(v), Datum::Bytes(x)) => v.push(Some(x.clone())),
             (c, d) => {
-                return Err(format!(
-                    "expected a {:?} value, found {d:?}",
-                    c.eval_type()
-                ));
+                return Err(format!("expected a {:?} value, found {d:?}", c.eval_type()));
             }
         }
         Ok(())
@@ -92,6 +112,17 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// A batch of no rows with columns of the given types.
+    pub fn empty(schema: &[EvalType]) -> Batch {
+        Batch {
+            columns: schema
+                .iter()
+                .map(|t| Column::with_capacity(*t, 0))
+                .collect(),
+            logical_rows: Vec::new(),
+        }
+    }
+
     pub fn rows(&self) -> usize {
         self.logical_rows.len()
     }

@@ -7,12 +7,14 @@
 //! batches of [`batch`]) with [`expr`] for expressions and [`codec`] for keys, rows and datums.
 
 pub mod batch;
+pub mod cache;
 pub mod codec;
 pub mod datum;
 pub mod error;
 pub mod executors;
 pub mod expr;
 pub mod handler;
+pub mod paging;
 pub mod proto;
 
 pub use error::{CodecError, Error, EvalError, Result};

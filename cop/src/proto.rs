@@ -144,7 +144,11 @@ pub struct Response {
     pub locked: Option<LockInfo>,
     #[prost(string, tag = "4")]
     pub other_error: String,
-    /// Where the next page starts: present only when a page stopped early.
+    /// Present only when a page stopped early: the span of keys this page covered (the
+    /// "scanned range"). Ascending: `[start of the first range, last scanned key + 0x00)`, so
+    /// the next page starts at `range.end`; descending: `[last scanned key, end of the last
+    /// range)`, so the next page ends at `range.start`. The client's next request asks for its
+    /// ranges minus this span (`cop::paging::remaining_ranges`). Absent: the region is done.
     #[prost(message, optional, tag = "5")]
     pub range: Option<KeyRange>,
     #[prost(bool, tag = "6")]
