@@ -2,14 +2,17 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|all] [--entries N]
 //! ```
 
+mod cop_bench;
 mod engine_bench;
 mod fjall_bench;
 mod memtable_bench;
 mod report;
 mod sst_bench;
+mod txn_bench;
+mod txn_snapshot_bench;
 mod workload;
 
 fn main() {
@@ -26,12 +29,14 @@ fn main() {
                     std::process::exit(2)
                 });
             }
-            "sst" | "memtable" | "engine" | "vs-fjall" | "all" => suite = a,
+            "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "txn-snapshot" | "cop" | "all" => {
+                suite = a
+            }
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -53,5 +58,14 @@ fn main() {
     }
     if suite == "vs-fjall" || suite == "all" {
         fjall_bench::run(entries);
+    }
+    if suite == "txn" || suite == "all" {
+        txn_bench::run(entries);
+    }
+    if suite == "txn-snapshot" || suite == "all" {
+        txn_snapshot_bench::run(entries);
+    }
+    if suite == "cop" || suite == "all" {
+        cop_bench::run(entries);
     }
 }

@@ -1,0 +1,214 @@
+//! Transaction reads on a snapshot: shipping a snapshot's memtable to a worker
+//! (`to_remote` + `from_remote`) against a plain memcpy of the same bytes, and a point get with
+//! the lock check (`mvcc_get`) against the same get without it (`committed_value`).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
+use kvengine::{Cf, Dfs, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch};
+
+use crate::report::{rate, row, table_header};
+use crate::workload::{key, rng, shuffled};
+
+/// WRITE rows in the shipped memtable, and keys read by the point-get rows.
+const ROWS: usize = 200_000;
+/// Value bytes per WRITE row (the row also carries a 24-byte key and 17 bytes of meta).
+const VALUE_LEN: usize = 100;
+/// Locks on keys outside the read set: half flushed to a LOCK table, half in the memtable.
+const LOCKS: usize = 16;
+/// Timed repetitions; the best one counts (the others absorb page faults and frequency steps).
+const REPEATS: usize = 5;
+
+fn engine(dir: &std::path::Path) -> (Engine, Arc<dyn Dfs>) {
+    let mut opts = EngineOptions::new(dir.join("engine"));
+    opts.wal_sync = SyncPolicy::Off;
+    opts.memtable_size = 1 << 30;
+    opts.wal_segment_size = 256 * 1024 * 1024;
+    opts.compaction_threads = 0;
+    let dfs: Arc<dyn Dfs> = Arc::new(LocalDfs::open(dir.join("dfs")).expect("dfs"));
+    let e = Engine::open(opts, dfs.clone()).expect("open");
+    e.create_shard(1, b"", b"").expect("shard");
+    (e, dfs)
+}
+
+fn meta(commit_ts: u64) -> [u8; 17] {
+    WriteMeta {
+        kind: WriteKind::Put,
+        start_ts: commit_ts - 1,
+        commit_ts,
+    }
+    .encode()
+}
+
+/// Commits `ROWS` rows (key i at commit_ts 2i + 2), 1000 per batch.
+fn fill(e: &Engine) {
+    let mut r = rng(11);
+    let mut v = vec![0u8; VALUE_LEN];
+    for chunk in (0..ROWS).collect::<Vec<_>>().chunks(1000) {
+        let mut b = WriteBatch::new();
+        for &i in chunk {
+            rand::Rng::fill(&mut r, &mut v[..VALUE_LEN / 2]);
+            let ts = 2 * i as u64 + 2;
+            b.put(Cf::Write, &key(i), ts, &meta(ts), &v);
+        }
+        e.write(1, &b).expect("write");
+    }
+}
+
+fn best(mut f: impl FnMut() -> Duration) -> Duration {
+    (0..REPEATS).map(|_| f()).min().unwrap_or_default()
+}
+
+fn ship(e: &Engine, dfs: &Arc<dyn Dfs>) {
+    let snap = e.snapshot(1).expect("snapshot");
+    let ts = u64::MAX >> 1;
+    let all: &[(&[u8], &[u8])] = &[(b"", b"")];
+    let probe = snap.to_remote(all, ts).expect("to_remote");
+    assert_eq!(probe.rows, ROWS as u64);
+    let bytes = probe.memtable_data.len();
+    let mut encode = Duration::MAX;
+    let mut rebuild = Duration::MAX;
+    let total = best(|| {
+        let t0 = Instant::now();
+        let remote = snap.to_remote(all, ts).expect("to_remote");
+        let t1 = Instant::now();
+        let data = Bytes::from(remote.memtable_data);
+        let rebuilt = SnapAccess::from_remote(&remote.changeset, &data, dfs.clone(), None)
+            .expect("from_remote");
+        let t2 = Instant::now();
+        black_box(&rebuilt);
+        encode = encode.min(t1 - t0);
+        rebuild = rebuild.min(t2 - t1);
+        t2 - t0
+    });
+    // Baseline: copying the same bytes into a new buffer (what the transfer minimally costs).
+    let src = probe.memtable_data;
+    let copy = best(|| {
+        let t0 = Instant::now();
+        let dst = black_box(&src).to_vec();
+        let d = t0.elapsed();
+        black_box(dst);
+        d
+    });
+    let mb = bytes as f64 / 1e6;
+    table_header(&format!(
+        "snapshot shipping ({ROWS} WRITE rows, {VALUE_LEN}-byte values, {mb:.1} MB of memtable data, no SSTs, one full range)"
+    ));
+    let memcpy = rate(mb, copy);
+    row(
+        "to_remote + from_remote",
+        "MB/s",
+        rate(mb, total),
+        "memcpy of the memtable data into a new buffer",
+        memcpy,
+    );
+    row(
+        "  to_remote alone (walk + encode)",
+        "MB/s",
+        rate(mb, encode),
+        "memcpy",
+        memcpy,
+    );
+    row(
+        "  from_remote alone (decode + memtable rebuild)",
+        "MB/s",
+        rate(mb, rebuild),
+        "memcpy",
+        memcpy,
+    );
+}
+
+fn lock(primary: &[u8], start_ts: u64) -> Vec<u8> {
+    Lock {
+        lock_type: LockType::Put,
+        primary: primary.to_vec(),
+        start_ts,
+        ttl_ms: 3000,
+        min_commit_ts: start_ts + 1,
+        txn_size: 1,
+        value: Some(vec![7; VALUE_LEN]),
+        secondaries: None,
+    }
+    .encode()
+}
+
+/// Writes `LOCKS` locks on keys spread over the read set's span but not in it (`key(i)~lock`),
+/// flushing the first half so a LOCK table exists.
+fn place_locks(e: &Engine, start_ts: u64) {
+    for l in 0..LOCKS {
+        let k = key(l * (ROWS / LOCKS) + 1)
+            .into_iter()
+            .chain(*b"~lock")
+            .collect::<Vec<_>>();
+        let mut b = WriteBatch::new();
+        b.put_lock(&k, &lock(&k, start_ts));
+        e.write(1, &b).expect("lock");
+        if l + 1 == LOCKS / 2 {
+            e.flush_shard(1).expect("flush");
+        }
+    }
+}
+
+fn point_gets(e: &Engine) {
+    // The data in a level file (compacted), warm in the page cache and block cache.
+    e.flush_shard(1).expect("flush");
+    e.compact_shard(1, true).expect("compact");
+    // Locks of transactions starting after every read below, on other keys.
+    let read_ts = 2 * ROWS as u64 + 10;
+    place_locks(e, read_ts + 100);
+    let snap = e.snapshot(1).expect("snapshot");
+    let keys: Vec<Vec<u8>> = shuffled(ROWS, 17).into_iter().map(key).collect();
+    let without = |snap: &SnapAccess| {
+        let t0 = Instant::now();
+        for k in &keys {
+            black_box(
+                snap.committed_value(k, read_ts)
+                    .expect("get")
+                    .expect("present"),
+            );
+        }
+        t0.elapsed()
+    };
+    let with = |snap: &SnapAccess| {
+        let t0 = Instant::now();
+        for k in &keys {
+            black_box(
+                snap.mvcc_get(k, read_ts, &[])
+                    .expect("get")
+                    .expect("present"),
+            );
+        }
+        t0.elapsed()
+    };
+    // Warm both paths once, then alternate so drift hits both alike.
+    without(&snap);
+    with(&snap);
+    let mut d_without = Duration::MAX;
+    let mut d_with = Duration::MAX;
+    for _ in 0..REPEATS {
+        d_without = d_without.min(without(&snap));
+        d_with = d_with.min(with(&snap));
+    }
+    table_header(&format!(
+        "point get at a start_ts ({ROWS} keys in a level file, {LOCKS} locks on other keys: half in a LOCK table, half in the memtable)"
+    ));
+    row(
+        "mvcc_get (lock check + committed value)",
+        "gets/s",
+        rate(ROWS as f64, d_with),
+        "committed_value, no lock check",
+        rate(ROWS as f64, d_without),
+    );
+}
+
+pub fn run(_entries: usize) {
+    let d = tempfile::tempdir().expect("tmp");
+    let (e, dfs) = engine(d.path());
+    fill(&e);
+    ship(&e, &dfs);
+    point_gets(&e);
+    e.close(false).expect("close");
+}
