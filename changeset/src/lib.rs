@@ -26,7 +26,7 @@ pub mod shard_files;
 
 pub use column_family::ColumnFamily;
 pub use error::{ApplyError, ChangeSetDecodeError, MalformedReason, MemtableDataError};
-pub use memtable_data::{MemRow, MemRowRef, MemtableDataWriter};
+pub use memtable_data::{MemRow, MemRowRef, MemtableDataWriter, RowIter};
 pub use messages::{
     Change, ChangeSet, Compaction, Flush, Ingest, L0Create, ShardSplitInfo, Snapshot, Split,
     TableCreate, decode_changeset, encode_changeset,

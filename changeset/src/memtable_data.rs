@@ -2,11 +2,12 @@
 //!
 //! A worker rebuilding a shard's snapshot needs the rows still in memtables (not yet flushed to
 //! SSTs). The server emits them with [`MemtableDataWriter`], **oldest first per key**, so that a
-//! receiver inserting them in order into a skiplist that ignores versions not newer than the one
-//! it holds ends with the newest version of every key. The receiver calls [`decode`] (rows
-//! slicing a [`Bytes`]) or [`decode_ref`] (rows borrowing a slice): the whole input is checked
-//! (CRC, lengths, row order) before any row is returned, so a corrupt transfer never leaves a
-//! half-built memtable behind.
+//! receiver reading a key's rows in order sees its versions ascending (the engine's receiver
+//! indexes them in place, see `kvengine/src/remote_rows.rs`). The receiver calls [`decode`]
+//! (rows slicing a [`Bytes`]) or [`decode_ref`] (rows borrowing a slice), which check the whole
+//! input (CRC, lengths, row order) before any row is returned, or walks the rows with [`rows`],
+//! which checks the CRC up front and each row's structure as it is reached (a receiver that
+//! builds an index from the rows discards it on the first error).
 //!
 //! The decoder never panics and never allocates more than the input justifies: the row count is
 //! bounded by the body length divided by the smallest possible row.
@@ -29,6 +30,14 @@ const FLAG_TOMBSTONE: u8 = 0b0000_0001;
 const MIN_ROW_LEN: u64 = 1 + 1 + 1 + 8 + 1 + 1;
 
 const CRC_LEN: usize = 4;
+
+/// Room the writer keeps in front of the rows for the header and the row count: magic (4),
+/// format version (1), body_len and row_count (varints of at most 10 bytes each).
+const HEADER_RESERVE: usize = 4 + 1 + 10 + 10;
+
+/// The writer feeds its CRC this many bytes of rows at a time: big enough for the CRC's wide
+/// loop, small enough to still sit in the L2 cache just after being written.
+const CRC_CHUNK: usize = 64 * 1024;
 
 /// One memtable row, slicing the decoded input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,14 +112,29 @@ pub struct MemRowRef<'a> {
 ///
 /// Rows of one key are adjacent and oldest first (strictly increasing version); the writer
 /// refuses a row that breaks this against the row before it, and the decoder checks the same.
-#[derive(Debug, Default)]
+///
+/// **How the writer avoids a second pass.** The header and the row count precede the rows but
+/// are only known at the end, and the CRC covers them too. So the writer encodes each row
+/// straight into one buffer behind [`HEADER_RESERVE`] spare bytes, feeding the rows to a CRC
+/// every [`CRC_CHUNK`] bytes, while they are still in cache (one CRC call per row would pay
+/// the CRC's setup on every short row); [`MemtableDataWriter::finish`] writes the header into the
+/// tail of the spare bytes, combines the header's CRC with the rows' (`crc32fast::Hasher::
+/// combine`, no re-read of the rows), appends it, and returns the buffer as [`Bytes`] starting
+/// at the header. The rows are written once and never copied; the bytes are exactly the
+/// layout above.
+#[derive(Debug)]
 pub struct MemtableDataWriter {
-    body: Vec<u8>,
+    /// `HEADER_RESERVE` spare bytes, then the encoded rows.
+    buf: Vec<u8>,
+    /// CRC of `buf[HEADER_RESERVE..crc_end]`.
+    rows_crc: crc32fast::Hasher,
+    /// End of the rows `rows_crc` covers; the rest is fed in [`CRC_CHUNK`] pieces.
+    crc_end: usize,
     rows: u64,
     last: Option<LastRow>,
 }
 
-/// Where the previous row's key sits in the body, to check ordering without copying keys.
+/// Where the previous row's key sits in the buffer, to check ordering without copying keys.
 #[derive(Debug)]
 struct LastRow {
     cf: ColumnFamily,
@@ -119,17 +143,28 @@ struct LastRow {
     version: u64,
 }
 
+impl Default for MemtableDataWriter {
+    fn default() -> Self {
+        Self::with_capacity(0)
+    }
+}
+
 impl MemtableDataWriter {
     /// An empty writer.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// An empty writer whose row buffer starts with room for `bytes` bytes.
+    /// An empty writer whose buffer starts with room for `bytes` bytes of rows.
     pub fn with_capacity(bytes: usize) -> Self {
+        let mut buf = Vec::with_capacity(HEADER_RESERVE.saturating_add(bytes));
+        buf.resize(HEADER_RESERVE, 0);
         Self {
-            body: Vec::with_capacity(bytes),
-            ..Self::default()
+            buf,
+            rows_crc: crc32fast::Hasher::new(),
+            crc_end: HEADER_RESERVE,
+            rows: 0,
+            last: None,
         }
     }
 
@@ -137,8 +172,9 @@ impl MemtableDataWriter {
     /// key as the previous row but a version that is not newer.
     pub fn push(&mut self, row: MemRowRef<'_>) -> Result<(), MemtableDataError> {
         if let Some(last) = &self.last {
-            let last_key = &self.body[last.key_start..last.key_start + last.key_len];
-            if last.cf == row.cf && last_key == row.key && row.version <= last.version {
+            let last_key = &self.buf[last.key_start..last.key_start + last.key_len];
+            // Version first: it rules out most rows without comparing keys.
+            if row.version <= last.version && last.cf == row.cf && last_key == row.key {
                 return Err(MemtableDataError::VersionOrder {
                     row: self.rows,
                     previous: last.version,
@@ -146,17 +182,25 @@ impl MemtableDataWriter {
                 });
             }
         }
-        self.body.push(row.cf.as_u8());
-        self.body
+        // One reservation per row: the extends below never regrow the buffer one by one.
+        self.buf.reserve(
+            2 + 3 * MAX_VARINT_LEN + row.key.len() + 8 + row.user_meta.len() + row.value.len(),
+        );
+        self.buf.push(row.cf.as_u8());
+        self.buf
             .push(if row.tombstone { FLAG_TOMBSTONE } else { 0 });
-        put_varint(&mut self.body, row.key.len() as u64);
-        let key_start = self.body.len();
-        self.body.extend_from_slice(row.key);
-        self.body.extend_from_slice(&row.version.to_le_bytes());
-        put_varint(&mut self.body, row.user_meta.len() as u64);
-        self.body.extend_from_slice(row.user_meta);
-        put_varint(&mut self.body, row.value.len() as u64);
-        self.body.extend_from_slice(row.value);
+        put_varint(&mut self.buf, row.key.len() as u64);
+        let key_start = self.buf.len();
+        self.buf.extend_from_slice(row.key);
+        self.buf.extend_from_slice(&row.version.to_le_bytes());
+        put_varint(&mut self.buf, row.user_meta.len() as u64);
+        self.buf.extend_from_slice(row.user_meta);
+        put_varint(&mut self.buf, row.value.len() as u64);
+        self.buf.extend_from_slice(row.value);
+        if self.buf.len() - self.crc_end >= CRC_CHUNK {
+            self.rows_crc.update(&self.buf[self.crc_end..]);
+            self.crc_end = self.buf.len();
+        }
         self.last = Some(LastRow {
             cf: row.cf,
             key_start,
@@ -172,20 +216,38 @@ impl MemtableDataWriter {
         self.rows
     }
 
-    /// The encoded blob (layout on [`MemtableDataWriter`]).
-    pub fn finish(self) -> Vec<u8> {
-        let mut count = Vec::with_capacity(10);
-        put_varint(&mut count, self.rows);
-        let body_len = (count.len() + self.body.len()) as u64;
-        let mut out = Vec::with_capacity(4 + 1 + 10 + body_len as usize + CRC_LEN);
-        out.extend_from_slice(&MAGIC.to_le_bytes());
-        out.push(FORMAT_VERSION);
-        put_varint(&mut out, body_len);
-        out.extend_from_slice(&count);
-        out.extend_from_slice(&self.body);
-        let crc = crc32fast::hash(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
+    /// Bytes of encoded rows so far (the blob adds the header and the CRC).
+    pub fn rows_len(&self) -> usize {
+        self.buf.len() - HEADER_RESERVE
+    }
+
+    /// The encoded blob (layout on [`MemtableDataWriter`]), without copying the rows.
+    pub fn finish(self) -> Bytes {
+        let Self {
+            mut buf,
+            mut rows_crc,
+            crc_end,
+            rows,
+            ..
+        } = self;
+        rows_crc.update(&buf[crc_end..]);
+        let mut count = [0u8; MAX_VARINT_LEN];
+        let count_len = put_varint_array(&mut count, rows);
+        let body_len = (count_len + buf.len() - HEADER_RESERVE) as u64;
+        let mut header = [0u8; HEADER_RESERVE];
+        header[..4].copy_from_slice(&MAGIC.to_le_bytes());
+        header[4] = FORMAT_VERSION;
+        let mut len = 5;
+        len += put_varint_array(&mut header[len..], body_len);
+        header[len..len + count_len].copy_from_slice(&count[..count_len]);
+        len += count_len;
+        let start = HEADER_RESERVE - len;
+        buf[start..HEADER_RESERVE].copy_from_slice(&header[..len]);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header[..len]);
+        crc.combine(&rows_crc);
+        buf.extend_from_slice(&crc.finalize().to_le_bytes());
+        Bytes::from(buf).slice(start..)
     }
 }
 
@@ -195,7 +257,7 @@ pub fn encode(rows: &[MemRow]) -> Result<Vec<u8>, MemtableDataError> {
     for row in rows {
         writer.push(row.as_ref())?;
     }
-    Ok(writer.finish())
+    Ok(writer.finish().into())
 }
 
 /// Decodes a blob into rows that slice `data` (no copies).
@@ -216,6 +278,19 @@ pub fn decode(data: &Bytes) -> Result<Vec<MemRow>, MemtableDataError> {
 
 /// Decodes a blob into rows that borrow `data`.
 pub fn decode_ref(data: &[u8]) -> Result<Vec<MemRowRef<'_>>, MemtableDataError> {
+    let iter = rows(data)?;
+    // Bounded by the body length (see `rows`), so the input justifies the allocation.
+    let mut out = Vec::with_capacity(iter.row_count() as usize);
+    for row in iter {
+        out.push(row?);
+    }
+    Ok(out)
+}
+
+/// Checks a blob's header, length and CRC, and returns an iterator over its rows that checks
+/// each row as it is reached (structure, column family, flags, version order against the row
+/// before) and, after the last row, that no bytes follow. Once it yields an error it ends.
+pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
     let mut header = Cursor::new(data, data.len());
     let magic = u32::from_le_bytes(header.take_array()?);
     if magic != MAGIC {
@@ -244,7 +319,9 @@ pub fn decode_ref(data: &[u8]) -> Result<Vec<MemRowRef<'_>>, MemtableDataError> 
     }
     // `needed == data.len()`, so these fit in usize.
     let body_end = data.len() - CRC_LEN;
-    let expected = u32::from_le_bytes(data[body_end..].try_into().expect("four bytes"));
+    let mut stored = [0u8; CRC_LEN];
+    stored.copy_from_slice(&data[body_end..]);
+    let expected = u32::from_le_bytes(stored);
     let found = crc32fast::hash(&data[..body_end]);
     if expected != found {
         return Err(MemtableDataError::ChecksumMismatch { expected, found });
@@ -257,8 +334,34 @@ pub fn decode_ref(data: &[u8]) -> Result<Vec<MemRowRef<'_>>, MemtableDataError> 
     if count > max {
         return Err(MemtableDataError::RowCountTooLarge { count, max });
     }
-    let mut rows: Vec<MemRowRef<'_>> = Vec::with_capacity(count as usize);
-    for index in 0..count {
+    Ok(RowIter {
+        body,
+        count,
+        index: 0,
+        previous: None,
+        done: false,
+    })
+}
+
+/// The rows of a blob whose header and CRC [`rows`] checked, in order.
+pub struct RowIter<'a> {
+    body: Cursor<'a>,
+    count: u64,
+    index: u64,
+    /// Column family, key and version of the row before, for the order check.
+    previous: Option<(ColumnFamily, &'a [u8], u64)>,
+    done: bool,
+}
+
+impl<'a> RowIter<'a> {
+    /// The row count the header announces (at most the body length over the smallest row).
+    pub fn row_count(&self) -> u64 {
+        self.count
+    }
+
+    fn row(&mut self) -> Result<MemRowRef<'a>, MemtableDataError> {
+        let index = self.index;
+        let body = &mut self.body;
         let [cf, flags] = body.take_array()?;
         let cf = ColumnFamily::ALL
             .get(usize::from(cf))
@@ -271,41 +374,70 @@ pub fn decode_ref(data: &[u8]) -> Result<Vec<MemRowRef<'_>>, MemtableDataError> 
         let version = u64::from_le_bytes(body.take_array()?);
         let user_meta = body.length_prefixed()?;
         let value = body.length_prefixed()?;
-        if let Some(previous) = rows.last()
-            && previous.cf == cf
-            && previous.key == key
-            && version <= previous.version
+        // Version first: it rules out most rows without comparing keys.
+        if let Some((prev_cf, prev_key, prev_version)) = self.previous
+            && version <= prev_version
+            && prev_cf == cf
+            && prev_key == key
         {
             return Err(MemtableDataError::VersionOrder {
                 row: index,
-                previous: previous.version,
+                previous: prev_version,
                 version,
             });
         }
-        rows.push(MemRowRef {
+        self.previous = Some((cf, key, version));
+        Ok(MemRowRef {
             cf,
             key,
             version,
             user_meta,
             value,
             tombstone: flags & FLAG_TOMBSTONE != 0,
-        });
+        })
     }
-    if body.remaining() != 0 {
-        return Err(MemtableDataError::TrailingBytes {
-            count: body.remaining() as u64,
-        });
-    }
-    Ok(rows)
 }
 
-/// Appends `value` as a shortest-form unsigned LEB128 varint.
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
+impl<'a> Iterator for RowIter<'a> {
+    type Item = Result<MemRowRef<'a>, MemtableDataError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.index == self.count {
+            self.done = true;
+            let count = self.body.remaining() as u64;
+            return (count != 0).then_some(Err(MemtableDataError::TrailingBytes { count }));
+        }
+        let row = self.row();
+        self.index += 1;
+        self.done = row.is_err();
+        Some(row)
     }
-    out.push(value as u8);
+}
+
+/// Longest LEB128 encoding of a u64.
+const MAX_VARINT_LEN: usize = 10;
+
+/// Appends `value` as a shortest-form unsigned LEB128 varint.
+fn put_varint(out: &mut Vec<u8>, value: u64) {
+    let mut bytes = [0u8; MAX_VARINT_LEN];
+    let len = put_varint_array(&mut bytes, value);
+    out.extend_from_slice(&bytes[..len]);
+}
+
+/// Writes `value` as a shortest-form unsigned LEB128 varint at the start of `out` (which must
+/// have room for it: [`MAX_VARINT_LEN`] bytes always suffice); returns its length.
+fn put_varint_array(out: &mut [u8], mut value: u64) -> usize {
+    let mut len = 0;
+    while value >= 0x80 {
+        out[len] = (value as u8) | 0x80;
+        value >>= 7;
+        len += 1;
+    }
+    out[len] = value as u8;
+    len + 1
 }
 
 /// Reads `data[pos..end]`; error offsets count from the start of `data`.
@@ -338,7 +470,9 @@ impl<'a> Cursor<'a> {
 
     fn take_array<const N: usize>(&mut self) -> Result<[u8; N], MemtableDataError> {
         let bytes = self.take(N as u64)?;
-        Ok(bytes.try_into().expect("take returned N bytes"))
+        let mut out = [0u8; N];
+        out.copy_from_slice(bytes);
+        Ok(out)
     }
 
     fn length_prefixed(&mut self) -> Result<&'a [u8], MemtableDataError> {

@@ -4,7 +4,8 @@
 //! Data flows: [`write_batch`] → [`wal`] → memtable ([`shard`]) → [`flush`] → object store
 //! ([`dfs`]) + [`manifest`]; reads go through [`snap_access`], which merges the sources of
 //! [`source_iter`]. [`engine`] ties it together and recovers it after a crash. [`mvcc`] reads
-//! transaction records at a start_ts; [`remote`] ships a snapshot to another process.
+//! transaction records at a start_ts; [`remote`] ships a snapshot to another process, which
+//! reads the shipped memtable rows in place (`remote_rows`).
 
 pub mod block_cache;
 pub mod cachefs;
@@ -21,6 +22,7 @@ pub mod metrics;
 pub mod mvcc;
 pub mod options;
 pub mod remote;
+mod remote_rows;
 pub mod s3_dfs;
 pub mod shard;
 pub mod snap_access;

@@ -12,9 +12,9 @@
 //!   the WRITE rows of every memtable inside the ranges that a read at start_ts may land on,
 //!   oldest first per key.
 //!
-//! [`SnapAccess::from_remote`] opens the files from the object store, inserts the rows into a
-//! fresh memtable and returns a read-only [`SnapAccess`] on which every MVCC read at the
-//! start_ts it was shipped for returns exactly what the origin returns.
+//! [`SnapAccess::from_remote`] opens the files from the object store, indexes the rows in place
+//! (no skiplist is built: see `remote_rows`) and returns a read-only [`SnapAccess`] on which
+//! every MVCC read at the start_ts it was shipped for returns exactly what the origin returns.
 //!
 //! **Which memtable versions travel.** Per key, a read at `start_ts` lands on the first
 //! version `<= start_ts` across all sources; a Put or a tombstone ends it, a Lock or Rollback
@@ -25,6 +25,10 @@
 //! than start_ts stay behind; [`RemoteSnapshot::filtered_newer`] says whether there were any,
 //! because a result computed from the rebuilt snapshot cannot see them (the coprocessor cache
 //! must then treat the result as having met newer data).
+//!
+//! **Re-shipping a rebuilt snapshot** works like shipping the origin: its shipped rows take the
+//! place of the memtables (a rebuilt snapshot's memtables are always empty), so a worker can
+//! forward a snapshot it received, for the same or narrower ranges at the same start_ts.
 //!
 //! **Locks are never shipped**: the origin checks them for the ranges before it dispatches,
 //! and a rebuilt snapshot reports no locks (L0 files travel whole, but their LOCK sections are
@@ -37,12 +41,13 @@ use changeset::{
     Change, ChangeSet, ColumnFamily, L0Create, MemRowRef, MemtableDataWriter, ShardFiles, Snapshot,
     TableCreate,
 };
-use memtable::{AllVersionsIter, Cf, CfTable, KeyVersions, Memtable, VersionRef};
+use memtable::{AllVersionsIter, BorrowedVersion, Cf, CfTable, KeyVersions};
 
 use crate::dfs::Dfs;
 use crate::engine::open_shard_files;
 use crate::error::{Error, Result};
 use crate::mvcc::reader::write_kind;
+use crate::remote_rows::RemoteRows;
 use crate::shard::ShardData;
 use crate::snap_access::SnapAccess;
 
@@ -53,7 +58,7 @@ pub struct RemoteSnapshot {
     /// A [`Change::Snapshot`] listing the WRITE-CF files that overlap the ranges.
     pub changeset: ChangeSet,
     /// The memtable rows, in the layout of `changeset::memtable_data` (oldest first per key).
-    pub memtable_data: Vec<u8>,
+    pub memtable_data: Bytes,
     /// Whether a memtable held a WRITE version newer than start_ts inside the ranges (it was
     /// left out, so the rebuilt snapshot cannot report it).
     pub filtered_newer: bool,
@@ -92,7 +97,12 @@ impl SnapAccess {
         };
         let mut rows = MemRows::new(self.shard_id, d, start_ts);
         for &(lower, upper) in &ranges {
-            rows.collect_range(lower, upper)?;
+            match (&d.remote, &rows.tables[..]) {
+                (Some(remote), _) => rows.collect_remote_range(remote, lower, upper)?,
+                (None, []) => {}
+                (None, [table]) => rows.collect_single_range(table, lower, upper)?,
+                (None, _) => rows.collect_range(lower, upper)?,
+            }
         }
         let filtered_newer = rows.filtered_newer;
         let count = rows.writer.rows();
@@ -105,8 +115,8 @@ impl SnapAccess {
     }
 
     /// Rebuilds a read-only snapshot from what [`SnapAccess::to_remote`] produced: opens the
-    /// listed files from `dfs` (through `block_cache` for compressed tables) and inserts the
-    /// memtable rows into a fresh memtable.
+    /// listed files from `dfs` (through `block_cache` for compressed tables) and indexes the
+    /// memtable rows in place (they are read from `memtable_data`, which the snapshot keeps).
     ///
     /// The result has the origin's shard id, version, range and base_version, and a
     /// `write_sequence` of 0: the worker never sees the origin's writes, so it has no sequence
@@ -116,8 +126,8 @@ impl SnapAccess {
     /// timestamps may see less.
     ///
     /// Errors: a ChangeSet that is not a snapshot, or memtable rows a sender following the
-    /// protocol never produces (another column family, a key outside the shard, versions of a
-    /// key not oldest first), are [`Error::RemoteSnapshot`]; an inconsistent file list is
+    /// protocol never produces (another column family, a key outside the shard, keys not
+    /// ascending, 4 GiB of rows or more), are [`Error::RemoteSnapshot`]; an inconsistent file list is
     /// [`Error::ChangeSet`]; undecodable memtable data is [`Error::RemoteMemtableData`]; a
     /// missing or corrupt file is the object store's or the table's error.
     pub fn from_remote(
@@ -138,9 +148,9 @@ impl SnapAccess {
         }
         let files = ShardFiles::from_changeset(changeset)?;
         // The rows first: a corrupt transfer fails before any object store read.
-        let mem = rebuild_memtable(shard_id, &files, memtable_data)?;
+        let rows = RemoteRows::decode(shard_id, files.start(), files.end(), memtable_data)?;
         let mut data = open_shard_files(&files, dfs.as_ref(), block_cache.as_ref())?;
-        data.mem = Arc::new(mem);
+        data.remote = Some(Arc::new(rows));
         Ok(SnapAccess {
             shard_id,
             data: Arc::new(data),
@@ -160,56 +170,6 @@ fn change_name(change: Option<&Change>) -> &'static str {
         Some(Change::InitialFlush(_)) => "initial_flush",
         Some(Change::Ingest(_)) => "ingest",
     }
-}
-
-/// Inserts the decoded rows into a new memtable, checking what the decoder cannot: every row
-/// is a WRITE row of a key in the shard, and each insert adds a version (a row not newer than
-/// one already inserted for its key would be silently dropped by the memtable).
-fn rebuild_memtable(shard_id: u64, files: &ShardFiles, memtable_data: &Bytes) -> Result<Memtable> {
-    let rows = changeset::memtable_data::decode_ref(memtable_data)
-        .map_err(|source| Error::RemoteMemtableData { shard_id, source })?;
-    let bad = |detail: String| Error::RemoteSnapshot { shard_id, detail };
-    let (start, end) = (files.start().as_ref(), files.end().as_ref());
-    let mem = Memtable::new();
-    let table = mem.cf(Cf::Write);
-    for (i, row) in rows.iter().enumerate() {
-        if row.cf != ColumnFamily::Write {
-            return Err(bad(format!(
-                "expected only write rows, found cf={} row={i}",
-                row.cf
-            )));
-        }
-        if row.key < start || (!end.is_empty() && row.key >= end) {
-            return Err(bad(format!(
-                "expected keys inside the shard range, found key={:?} row={i}",
-                row.key
-            )));
-        }
-        // The memtable records lengths in 32 bits (and panics beyond).
-        if row.key.len() > u32::MAX as usize
-            || row.user_meta.len() > u32::MAX as usize
-            || row.value.len() >= u32::MAX as usize
-        {
-            return Err(bad(format!(
-                "row fields longer than a memtable holds: key_len={} meta_len={} value_len={} row={i}",
-                row.key.len(),
-                row.user_meta.len(),
-                row.value.len()
-            )));
-        }
-        let added = if row.tombstone {
-            table.delete(row.key, row.version, row.user_meta)
-        } else {
-            table.put(row.key, row.version, row.user_meta, row.value)
-        };
-        if !added {
-            return Err(bad(format!(
-                "expected versions of a key oldest first, found version={} after a newer one row={i}",
-                row.version
-            )));
-        }
-    }
-    Ok(mem)
 }
 
 /// `ranges` clipped to the shard's range, empty ones dropped, sorted by start and merged where
@@ -318,10 +278,11 @@ struct MemRows<'a> {
     start_ts: u64,
     writer: MemtableDataWriter,
     filtered_newer: bool,
-    /// Per key, reused: the versions to ship, newest first.
-    picked: Vec<VersionRef>,
+    /// Per key, reused: the versions to ship, newest first (borrowed from the memtables: the
+    /// walk pays no reference count per version).
+    picked: Vec<BorrowedVersion<'a>>,
     /// Per key, reused: (version, memtable index, version) of a key held by several memtables.
-    merged: Vec<(u64, usize, VersionRef)>,
+    merged: Vec<(u64, usize, BorrowedVersion<'a>)>,
     /// Per key, reused: the cursors positioned on the current key.
     on_key: Vec<usize>,
 }
@@ -333,9 +294,11 @@ impl<'a> MemRows<'a> {
             .map(|m| m.cf(Cf::Write))
             .filter(|t| !t.is_empty())
             .collect();
-        // The tables' charged size bounds the rows' encoded size for a full-range transfer;
-        // reserving it avoids regrowing the buffer (untouched capacity costs no memory).
-        let capacity = tables.iter().map(|t| t.size()).sum();
+        // The tables' charged size (or the size of the rows a rebuilt snapshot received)
+        // bounds the rows' encoded size for a full-range transfer; reserving it avoids
+        // regrowing the buffer (untouched capacity costs no memory).
+        let capacity = tables.iter().map(|t| t.size()).sum::<usize>()
+            + d.remote.as_ref().map_or(0, |r| r.encoded_len());
         MemRows {
             shard_id,
             tables,
@@ -346,6 +309,97 @@ impl<'a> MemRows<'a> {
             merged: Vec::new(),
             on_key: Vec::new(),
         }
+    }
+
+    /// Emits the memtable version `v` of `key`.
+    fn push(&mut self, key: &[u8], v: &BorrowedVersion<'_>) -> Result<()> {
+        self.push_row(key, v.version(), v.is_tombstone(), v.user_meta(), v.value())
+    }
+
+    /// Emits one WRITE row.
+    fn push_row(
+        &mut self,
+        key: &[u8],
+        version: u64,
+        tombstone: bool,
+        user_meta: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        self.writer
+            .push(MemRowRef {
+                cf: ColumnFamily::Write,
+                key,
+                version,
+                user_meta,
+                value,
+                tombstone,
+            })
+            .map_err(|source| Error::RemoteMemtableData {
+                shard_id: self.shard_id,
+                source,
+            })
+    }
+
+    /// [`MemRows::collect_range`] for the common case of one non-empty memtable: its chains
+    /// are already newest first and distinct, so each key is a walk of its chain with no merge.
+    fn collect_single_range(
+        &mut self,
+        table: &'a CfTable,
+        lower: &[u8],
+        upper: &[u8],
+    ) -> Result<()> {
+        for kv in table.iter_all_from(lower) {
+            let key = kv.key();
+            if !upper.is_empty() && key >= upper {
+                break;
+            }
+            let mut picked = std::mem::take(&mut self.picked);
+            let newer = pick(key, kv.borrowed_versions(), self.start_ts, &mut picked);
+            let pushed = newer.and_then(|newer| {
+                self.filtered_newer |= newer;
+                picked.iter().rev().try_for_each(|v| self.push(key, v))
+            });
+            picked.clear();
+            self.picked = picked;
+            pushed?;
+        }
+        Ok(())
+    }
+
+    /// [`MemRows::collect_range`] for a rebuilt snapshot, whose only in-memory source is the
+    /// rows it received: per key, the rows a read at `start_ts` may land on are the versions
+    /// `<= start_ts` from the newest down to the first tombstone or unskipped record, shipped
+    /// again oldest first.
+    fn collect_remote_range(
+        &mut self,
+        remote: &RemoteRows,
+        lower: &[u8],
+        upper: &[u8],
+    ) -> Result<()> {
+        for k in remote.keys_from(lower) {
+            let key = k.key();
+            if !upper.is_empty() && key >= upper {
+                break;
+            }
+            // Newest first, the versions newer than start_ts are a prefix, and the versions to
+            // ship the run right after it: count both, then push the run oldest first.
+            let (mut newer, mut ship) = (0, 0);
+            for v in k.versions_newest_first() {
+                if v.version() > self.start_ts {
+                    newer += 1;
+                    continue;
+                }
+                ship += 1;
+                if v.is_tombstone() || !write_kind(key, v.user_meta())?.is_skipped_by_reads() {
+                    break;
+                }
+            }
+            self.filtered_newer |= newer > 0;
+            for v in k.versions_newest_first().skip(newer).take(ship).rev() {
+                self.push_row(key, v.version(), v.is_tombstone(), v.user_meta(), v.value())?;
+            }
+        }
+        Ok(())
     }
 
     /// Emits the rows of every key in `[lower, upper)` (empty `upper` = unbounded).
@@ -390,7 +444,10 @@ impl<'a> MemRows<'a> {
             self.picked.clear();
             if let [only] = self.on_key[..] {
                 // One memtable holds the key: its chain is already newest first and distinct.
-                let versions = cursors[only].cur.as_ref().map(KeyVersions::versions);
+                let versions = cursors[only]
+                    .cur
+                    .as_ref()
+                    .map(KeyVersions::borrowed_versions);
                 let newer = pick(
                     key,
                     versions.into_iter().flatten(),
@@ -403,7 +460,7 @@ impl<'a> MemRows<'a> {
                 for &i in &self.on_key {
                     if let Some(o) = &cursors[i].cur {
                         self.merged
-                            .extend(o.versions().map(|v| (v.version(), i, v)));
+                            .extend(o.borrowed_versions().map(|v| (v.version(), i, v)));
                     }
                 }
                 // Newest first; on equal versions the newer memtable (lower index) first, and
@@ -415,21 +472,10 @@ impl<'a> MemRows<'a> {
                 let newer = pick(key, versions, self.start_ts, &mut self.picked)?;
                 self.filtered_newer |= newer;
             }
-            for v in self.picked.iter().rev() {
-                self.writer
-                    .push(MemRowRef {
-                        cf: ColumnFamily::Write,
-                        key,
-                        version: v.version(),
-                        user_meta: v.user_meta(),
-                        value: v.value(),
-                        tombstone: v.is_tombstone(),
-                    })
-                    .map_err(|source| Error::RemoteMemtableData {
-                        shard_id: self.shard_id,
-                        source,
-                    })?;
-            }
+            let picked = std::mem::take(&mut self.picked);
+            let pushed = picked.iter().rev().try_for_each(|v| self.push(key, v));
+            self.picked = picked;
+            pushed?;
             for &i in &self.on_key {
                 let c = &mut cursors[i];
                 c.cur = c.iter.next();
@@ -442,11 +488,11 @@ impl<'a> MemRows<'a> {
 /// from the first version `<= start_ts` down to and including the first tombstone or record
 /// that reads do not skip. `versions` are newest first and distinct. Returns whether a version
 /// newer than `start_ts` was passed over.
-fn pick(
+fn pick<'a>(
     key: &[u8],
-    versions: impl Iterator<Item = VersionRef>,
+    versions: impl Iterator<Item = BorrowedVersion<'a>>,
     start_ts: u64,
-    picked: &mut Vec<VersionRef>,
+    picked: &mut Vec<BorrowedVersion<'a>>,
 ) -> Result<bool> {
     let mut newer = false;
     for v in versions {

@@ -14,6 +14,8 @@ use memtable::{CF_COUNT, Memtable};
 use parking_lot::Mutex;
 use sst::{L0Table, Table};
 
+use crate::remote_rows::RemoteRows;
+
 /// A memtable waiting for flush.
 #[derive(Clone)]
 pub struct FrozenMem {
@@ -43,6 +45,10 @@ pub struct ShardData {
     pub l0s: Vec<L0Table>,
     /// `levels[cf][level - 1]`: tables sorted by smallest key, not overlapping.
     pub levels: [Vec<Vec<Table>>; CF_COUNT],
+    /// Only on a snapshot rebuilt by `SnapAccess::from_remote`: the shipped WRITE rows, read in
+    /// place. They take the place of the origin's memtables (the rebuilt snapshot's memtable
+    /// stays empty) and are the newest source of its WRITE CF.
+    pub(crate) remote: Option<Arc<RemoteRows>>,
 }
 
 impl ShardData {
@@ -64,6 +70,7 @@ impl ShardData {
             frozen: Vec::new(),
             l0s,
             levels,
+            remote: None,
         }
     }
 

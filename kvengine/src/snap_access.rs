@@ -1,7 +1,8 @@
 //! `SnapAccess`: an O(1) consistent snapshot of a shard, and reads on it.
 //!
 //! A read at `ts` returns, for each key, the version with the highest version number <= ts
-//! across every source (memtables, L0 files, levels); on a tie the newer source wins. A
+//! across every source (memtables — or, on a snapshot rebuilt by `from_remote`, the shipped
+//! WRITE rows — L0 files, levels); on a tie the newer source wins. A
 //! tombstone hides the key. Sources are consulted newest first, and a table whose `max_ts`
 //! cannot beat the best version found so far is skipped.
 //!
@@ -128,6 +129,18 @@ impl SnapAccess {
                 ));
             }
         }
+        if cf == Cf::Write
+            && let Some(remote) = &d.remote
+            && let Some(v) = remote.get(key, ts)
+            && best.as_ref().is_none_or(|b| v.version() > b.0)
+        {
+            best = Some((
+                v.version(),
+                v.is_tombstone(),
+                v.user_meta_bytes(),
+                v.value_bytes(),
+            ));
+        }
         let consider =
             |t: &sst::Table, best: &mut Option<(u64, bool, Bytes, Bytes)>| -> Result<()> {
                 let p = t.properties();
@@ -200,6 +213,12 @@ impl SnapAccess {
                 sources.push(Source::Mem(mem.cf(cf).iter(ts)));
             }
         }
+        if cf == Cf::Write
+            && let Some(remote) = &d.remote
+            && !remote.is_empty()
+        {
+            sources.push(Source::Remote(remote.iter(ts)));
+        }
         for l0 in &d.l0s {
             if let Some(t) = l0.cf(cf.index())
                 && overlaps(t.properties())
@@ -229,8 +248,9 @@ impl SnapAccess {
         Ok(it)
     }
 
-    /// Bytes of WRITE-CF data blocks the ranges touch, from the SST indexes alone (memtables are
-    /// not counted): the input of the offload decision.
+    /// Bytes of WRITE-CF data blocks the ranges touch, from the SST indexes alone (memtables and
+    /// the shipped rows of a rebuilt snapshot are not counted): the input of the offload
+    /// decision.
     pub fn range_blocks_size<S: AsRef<[u8]>, E: AsRef<[u8]>>(&self, ranges: &[(S, E)]) -> u64 {
         let d = &*self.data;
         let clipped: Vec<(&[u8], &[u8])> = ranges

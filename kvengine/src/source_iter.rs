@@ -1,14 +1,18 @@
-//! One sorted source of a snapshot read (a memtable, an L0 section, or a whole level) behind a
-//! common cursor interface, each positioned on the version visible at the read timestamp.
+//! One sorted source of a snapshot read (a memtable, the shipped rows of a rebuilt snapshot, an
+//! L0 section, or a whole level) behind a common cursor interface, each positioned on the
+//! version visible at the read timestamp.
 
 use memtable::CfIter;
 use sst::{Table, TableIter};
 
 use crate::error::Result;
+use crate::remote_rows::RemoteRowsIter;
 
 /// A cursor over one source. Tombstones are visible (flagged): the merge needs them.
 pub(crate) enum Source<'a> {
     Mem(CfIter<'a>),
+    /// The WRITE rows shipped with a rebuilt snapshot (see `remote_rows`).
+    Remote(RemoteRowsIter<'a>),
     Table(TableIter),
     Level(LevelIter),
 }
@@ -17,6 +21,7 @@ impl Source<'_> {
     pub fn seek(&mut self, key: &[u8]) -> Result<()> {
         match self {
             Source::Mem(it) => it.seek(key),
+            Source::Remote(it) => it.seek(key),
             Source::Table(it) => it.seek(key)?,
             Source::Level(it) => it.seek(key)?,
         }
@@ -26,6 +31,7 @@ impl Source<'_> {
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
         match self {
             Source::Mem(it) => it.seek_for_prev(key),
+            Source::Remote(it) => it.seek_for_prev(key),
             Source::Table(it) => it.seek_for_prev(key)?,
             Source::Level(it) => it.seek_for_prev(key)?,
         }
@@ -35,6 +41,7 @@ impl Source<'_> {
     pub fn seek_to_last(&mut self) -> Result<()> {
         match self {
             Source::Mem(it) => it.seek_to_last(),
+            Source::Remote(it) => it.seek_to_last(),
             Source::Table(it) => it.seek_to_last()?,
             Source::Level(it) => it.seek_to_last()?,
         }
@@ -44,6 +51,7 @@ impl Source<'_> {
     pub fn next(&mut self) -> Result<()> {
         match self {
             Source::Mem(it) => it.next(),
+            Source::Remote(it) => it.next(),
             Source::Table(it) => it.next()?,
             Source::Level(it) => it.next()?,
         }
@@ -53,6 +61,7 @@ impl Source<'_> {
     pub fn prev(&mut self) -> Result<()> {
         match self {
             Source::Mem(it) => it.prev(),
+            Source::Remote(it) => it.prev(),
             Source::Table(it) => it.prev()?,
             Source::Level(it) => it.prev()?,
         }
@@ -62,6 +71,7 @@ impl Source<'_> {
     pub fn valid(&self) -> bool {
         match self {
             Source::Mem(it) => it.valid(),
+            Source::Remote(it) => it.valid(),
             Source::Table(it) => it.valid(),
             Source::Level(it) => it.valid(),
         }
@@ -70,6 +80,7 @@ impl Source<'_> {
     pub fn key(&self) -> &[u8] {
         match self {
             Source::Mem(it) => it.key(),
+            Source::Remote(it) => it.key(),
             Source::Table(it) => it.key(),
             Source::Level(it) => it.iter.key(),
         }
@@ -78,6 +89,7 @@ impl Source<'_> {
     pub fn version(&self) -> u64 {
         match self {
             Source::Mem(it) => it.version().version(),
+            Source::Remote(it) => it.version(),
             Source::Table(it) => it.version_number(),
             Source::Level(it) => it.iter.version_number(),
         }
@@ -86,6 +98,7 @@ impl Source<'_> {
     pub fn is_tombstone(&self) -> bool {
         match self {
             Source::Mem(it) => it.version().is_tombstone(),
+            Source::Remote(it) => it.is_tombstone(),
             Source::Table(it) => it.is_tombstone(),
             Source::Level(it) => it.iter.is_tombstone(),
         }
@@ -94,6 +107,7 @@ impl Source<'_> {
     pub fn value(&self) -> &[u8] {
         match self {
             Source::Mem(it) => it.version().value(),
+            Source::Remote(it) => it.value(),
             Source::Table(it) => it.value(),
             Source::Level(it) => it.iter.value(),
         }
@@ -102,6 +116,7 @@ impl Source<'_> {
     pub fn user_meta(&self) -> &[u8] {
         match self {
             Source::Mem(it) => it.version().user_meta(),
+            Source::Remote(it) => it.user_meta(),
             Source::Table(it) => it.user_meta(),
             Source::Level(it) => it.iter.user_meta(),
         }

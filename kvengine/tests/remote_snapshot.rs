@@ -55,7 +55,7 @@ impl Fixture {
             &remote.changeset,
         )))
         .unwrap();
-        let rows = Bytes::from(remote.memtable_data.clone());
+        let rows = remote.memtable_data.clone();
         SnapAccess::from_remote(&cs, &rows, self.worker_dfs(), None).unwrap()
     }
 
@@ -251,8 +251,7 @@ fn run_round_trip(
         .map(|r| (key(r.key), r.version))
         .filter(|(k, _)| in_ranges(k))
         .collect();
-    let rows =
-        changeset::memtable_data::decode(&Bytes::from(remote.memtable_data.clone())).unwrap();
+    let rows = changeset::memtable_data::decode(&remote.memtable_data.clone()).unwrap();
     prop_assert_eq!(rows.len() as u64, remote.rows);
     prop_assert!(rows.len() <= mem_versions.len());
     for row in &rows {
@@ -293,6 +292,12 @@ fn run_round_trip(
         prop_assert_eq!(t.cf, ColumnFamily::Write.as_u32());
     }
     prop_assert_eq!(rebuilt.data_version(), None);
+
+    // A rebuilt snapshot ships again exactly what it received: the same rows and files.
+    let reshipped = rebuilt.to_remote(&ranges, ts).unwrap();
+    prop_assert_eq!(&reshipped.memtable_data, &remote.memtable_data);
+    prop_assert_eq!(&reshipped.changeset, &remote.changeset);
+    prop_assert!(!reshipped.filtered_newer);
     Ok(())
 }
 
@@ -339,7 +344,7 @@ fn rebuild_err(cs: &ChangeSet, rows: &Bytes, dfs: Arc<dyn Dfs>) -> Error {
 }
 
 fn decoded_rows(remote: &RemoteSnapshot) -> Vec<(Vec<u8>, u64, Option<WriteKind>)> {
-    changeset::memtable_data::decode(&Bytes::from(remote.memtable_data.clone()))
+    changeset::memtable_data::decode(&remote.memtable_data.clone())
         .unwrap()
         .into_iter()
         .map(|r| {
@@ -567,7 +572,7 @@ fn non_snapshot_changeset_is_a_typed_error() {
         properties: Default::default(),
         change: Some(Change::Flush(changeset::Flush::default())),
     };
-    let empty = Bytes::from(MemtableDataWriter::new().finish());
+    let empty = MemtableDataWriter::new().finish();
     let err = rebuild_err(&cs, &empty, f.worker_dfs());
     assert!(matches!(err, Error::RemoteSnapshot { .. }), "{err:?}");
     assert_eq!(err.kind(), ErrorKind::Invalid);
@@ -585,7 +590,7 @@ fn corrupt_or_foreign_memtable_data_is_a_typed_error() {
     let snap = f.engine.snapshot(SHARD).unwrap();
     let remote = snap.to_remote(&[(b"", b"")], 10).unwrap();
 
-    let mut flipped = remote.memtable_data.clone();
+    let mut flipped = remote.memtable_data.to_vec();
     let mid = flipped.len() / 2;
     flipped[mid] ^= 0x40;
     let err = rebuild_err(&remote.changeset, &Bytes::from(flipped), f.worker_dfs());
@@ -607,7 +612,7 @@ fn corrupt_or_foreign_memtable_data_is_a_typed_error() {
         tombstone: false,
     })
     .unwrap();
-    let err = rebuild_err(&remote.changeset, &Bytes::from(w.finish()), f.worker_dfs());
+    let err = rebuild_err(&remote.changeset, &w.finish(), f.worker_dfs());
     assert!(matches!(err, Error::RemoteSnapshot { .. }), "{err:?}");
     assert!(err.to_string().contains("found cf=lock"), "{err}");
 
@@ -624,7 +629,7 @@ fn corrupt_or_foreign_memtable_data_is_a_typed_error() {
         })
         .unwrap();
     }
-    let err = rebuild_err(&remote.changeset, &Bytes::from(w.finish()), f.worker_dfs());
+    let err = rebuild_err(&remote.changeset, &w.finish(), f.worker_dfs());
     assert!(matches!(err, Error::RemoteSnapshot { .. }), "{err:?}");
 }
 
@@ -640,7 +645,20 @@ fn missing_file_in_the_object_store_fails_the_rebuild() {
         .to_remote(&[(b"", b"")], 10)
         .unwrap();
     let empty_store: Arc<dyn Dfs> = Arc::new(LocalDfs::open(f.dir.path().join("other")).unwrap());
-    let rows = Bytes::from(remote.memtable_data.clone());
+    let rows = remote.memtable_data.clone();
     let err = rebuild_err(&remote.changeset, &rows, empty_store);
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err:?}");
+}
+
+#[test]
+fn rebuilt_snapshot_reports_shipped_rows_newer_than_a_lower_start_ts() {
+    let f = Fixture::new();
+    put(&f, b"k", 5, b"v");
+    let origin = f.engine.snapshot(SHARD).unwrap();
+    let rebuilt = f.rebuild(&origin.to_remote(&[(b"", b"")], 10).unwrap());
+    assert!(!rebuilt.newer_ts_in_range(b"", b"", 10).unwrap());
+    assert!(rebuilt.newer_ts_in_range(b"", b"", 4).unwrap());
+    assert!(!rebuilt.newer_ts_in_range(b"l", b"", 4).unwrap());
+    assert_eq!(committed(&rebuilt, b"k", 4), None);
+    assert_eq!(committed(&rebuilt, b"k", 5), Some((b"v".to_vec(), 5)));
 }

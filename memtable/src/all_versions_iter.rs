@@ -2,8 +2,8 @@
 
 use bytes::Bytes;
 
-use crate::arena_skiplist::NodeRef;
-use crate::version_chain::Versions;
+use crate::arena_skiplist::{NodeRef, RecordRef};
+use crate::version_chain::{BorrowedVersions, Versions};
 
 /// Iterator over the keys of a [`crate::CfTable`] in ascending order, each with all its
 /// versions newest first. Unlike [`crate::CfIter`] it applies no read ts: a flush writes every
@@ -30,7 +30,7 @@ impl<'a> Iterator for AllVersionsIter<'a> {
         self.pending = node.next();
         Some(KeyVersions {
             node,
-            versions: Versions::starting_at(Some(node.newest())),
+            newest: node.newest_ref(),
         })
     }
 }
@@ -38,12 +38,14 @@ impl<'a> Iterator for AllVersionsIter<'a> {
 /// One key and its versions (newest first, as of when the iterator reached the key).
 pub struct KeyVersions<'a> {
     node: NodeRef<'a>,
-    versions: Versions,
+    /// The chain head when the iterator reached the key (borrowed: walking a table pays no
+    /// reference count per key).
+    newest: RecordRef<'a>,
 }
 
-impl KeyVersions<'_> {
+impl<'a> KeyVersions<'a> {
     /// The user key.
-    pub fn key(&self) -> &[u8] {
+    pub fn key(&self) -> &'a [u8] {
         self.node.key()
     }
 
@@ -52,8 +54,14 @@ impl KeyVersions<'_> {
         self.node.key_bytes()
     }
 
-    /// The key's versions, newest first. Never empty.
+    /// The key's versions, newest first, as owned handles. Never empty.
     pub fn versions(&self) -> Versions {
-        self.versions.clone()
+        Versions::starting_at(Some(self.node.to_owned_version(self.newest)))
+    }
+
+    /// The key's versions, newest first, borrowed from the table: no reference count per
+    /// version, for walks that copy the bytes out (a flush, a snapshot transfer). Never empty.
+    pub fn borrowed_versions(&self) -> BorrowedVersions<'a> {
+        BorrowedVersions::starting_at(self.newest)
     }
 }

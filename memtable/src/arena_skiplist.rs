@@ -2,8 +2,9 @@
 //! chain, everything bump-allocated in an [`arena::Arena`] and linked by raw pointers.
 //!
 //! This is the only module of the crate with `unsafe` code. Its safe API is
-//! [`SkipList`] (insert and the searches), [`NodeRef`] (a borrowed node) and [`VersionPtr`] (an
-//! owned handle to one version).
+//! [`SkipList`] (insert and the searches), [`NodeRef`] (a borrowed node), [`VersionPtr`] (an
+//! owned handle to one version) and [`RecordRef`] (a borrowed one, for walks that must not pay
+//! a reference count per version).
 //!
 //! # Layout
 //!
@@ -29,7 +30,8 @@
 //!
 //! * **Memory stays valid.** Chunks are freed only when the [`arena::Arena`] drops, and the arena
 //!   is held in an `Arc` by the list and by every owned handle ([`VersionPtr`], the owners behind
-//!   zero-copy `Bytes`). Borrowed handles ([`NodeRef`]) borrow the list. So whatever a pointer
+//!   zero-copy `Bytes`). Borrowed handles ([`NodeRef`], [`RecordRef`]) borrow the list (or an
+//!   owned handle). So whatever a pointer
 //!   can be reached from, its memory is alive.
 //! * **Nothing is read before it is written.** Writers are serialised by the list's mutex. A
 //!   writer fully initialises a node or record in fresh arena memory that no one else can reach,
@@ -47,6 +49,7 @@
 mod arena;
 
 use std::cmp::Ordering as CmpOrdering;
+use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
 use std::ptr::{self, NonNull};
 use std::slice;
@@ -600,6 +603,22 @@ impl<'a> NodeRef<'a> {
         NonNull::new(newest).expect("a published node has a version")
     }
 
+    /// The newest version, borrowed from the list (no reference count).
+    pub(crate) fn newest_ref(self) -> RecordRef<'a> {
+        RecordRef {
+            record: self.newest_record(),
+            _arena: PhantomData,
+        }
+    }
+
+    /// An owned handle to `record`, a version of this node's list.
+    pub(crate) fn to_owned_version(self, record: RecordRef<'a>) -> VersionPtr {
+        VersionPtr {
+            arena: Arc::clone(&self.list.arena),
+            record: record.record,
+        }
+    }
+
     /// The newest version.
     pub(crate) fn newest(self) -> VersionPtr {
         VersionPtr {
@@ -681,46 +700,28 @@ unsafe impl Send for VersionPtr {}
 unsafe impl Sync for VersionPtr {}
 
 impl VersionPtr {
-    fn header(&self) -> &RecordHeader {
-        // SAFETY: `record` is a published record in `arena`, alive while `self` is.
-        unsafe { self.record.as_ref() }
-    }
-
-    /// Meta followed by value, as one slice.
-    fn payload(&self) -> (&[u8], usize) {
-        let header = self.header();
-        let meta_len = header.meta_len as usize;
-        let value_len = match header.value_len {
-            TOMBSTONE => 0,
-            len => len as usize,
-        };
-        // SAFETY: the writer copied `meta_len + value_len` bytes right after the header before
-        // publishing the record; they are never written again and live as long as `arena`.
-        let payload = unsafe {
-            slice::from_raw_parts(
-                self.record.as_ptr().cast::<u8>().add(RECORD_HEADER_SIZE),
-                meta_len + value_len,
-            )
-        };
-        (payload, meta_len)
+    /// The record, borrowed for as long as this handle (which keeps the arena alive).
+    fn borrowed(&self) -> RecordRef<'_> {
+        RecordRef {
+            record: self.record,
+            _arena: PhantomData,
+        }
     }
 
     pub(crate) fn version(&self) -> u64 {
-        self.header().version
+        self.borrowed().version()
     }
 
     pub(crate) fn is_tombstone(&self) -> bool {
-        self.header().value_len == TOMBSTONE
+        self.borrowed().is_tombstone()
     }
 
     pub(crate) fn user_meta(&self) -> &[u8] {
-        let (payload, meta_len) = self.payload();
-        &payload[..meta_len]
+        self.borrowed().user_meta()
     }
 
     pub(crate) fn value(&self) -> &[u8] {
-        let (payload, meta_len) = self.payload();
-        &payload[meta_len..]
+        self.borrowed().value()
     }
 
     pub(crate) fn user_meta_bytes(&self) -> Bytes {
@@ -735,12 +736,82 @@ impl VersionPtr {
     pub(crate) fn older(&self) -> Option<VersionPtr> {
         Some(VersionPtr {
             arena: Arc::clone(&self.arena),
-            record: NonNull::new(self.header().older.cast_mut())?,
+            record: self.borrowed().older()?.record,
         })
     }
 
     pub(crate) fn ptr_eq(&self, other: &VersionPtr) -> bool {
         self.record == other.record
+    }
+}
+
+/// A borrowed handle to one published version record: what [`VersionPtr`] reads, without the
+/// reference count. Valid for `'a`, a borrow of something that keeps the record's arena alive
+/// (the list, through a [`NodeRef`], or a [`VersionPtr`]).
+#[derive(Clone, Copy)]
+pub(crate) struct RecordRef<'a> {
+    record: NonNull<RecordHeader>,
+    _arena: PhantomData<&'a Arena>,
+}
+
+// SAFETY: the record is immutable published memory whose arena outlives `'a`; reading it from
+// any thread is fine, as for `NodeRef`.
+unsafe impl Send for RecordRef<'_> {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for RecordRef<'_> {}
+
+impl<'a> RecordRef<'a> {
+    fn header(self) -> &'a RecordHeader {
+        // SAFETY: `record` is a published record (reached through an `Acquire` load of a
+        // node's `newest` or through `older` links of such records) in an arena kept alive for
+        // `'a` by the borrow this handle was made from; published headers never change.
+        unsafe { self.record.as_ref() }
+    }
+
+    /// Meta followed by value, as one slice, and the meta's length.
+    fn payload(self) -> (&'a [u8], usize) {
+        let header = self.header();
+        let meta_len = header.meta_len as usize;
+        let value_len = match header.value_len {
+            TOMBSTONE => 0,
+            len => len as usize,
+        };
+        // SAFETY: the writer copied `meta_len + value_len` bytes right after the header before
+        // publishing the record; they are never written again and live as long as the arena,
+        // which outlives `'a`.
+        let payload = unsafe {
+            slice::from_raw_parts(
+                self.record.as_ptr().cast::<u8>().add(RECORD_HEADER_SIZE),
+                meta_len + value_len,
+            )
+        };
+        (payload, meta_len)
+    }
+
+    pub(crate) fn version(self) -> u64 {
+        self.header().version
+    }
+
+    pub(crate) fn is_tombstone(self) -> bool {
+        self.header().value_len == TOMBSTONE
+    }
+
+    pub(crate) fn user_meta(self) -> &'a [u8] {
+        let (payload, meta_len) = self.payload();
+        &payload[..meta_len]
+    }
+
+    pub(crate) fn value(self) -> &'a [u8] {
+        let (payload, meta_len) = self.payload();
+        &payload[meta_len..]
+    }
+
+    /// The next older version of the same key (same arena, same lifetime).
+    pub(crate) fn older(self) -> Option<RecordRef<'a>> {
+        Some(RecordRef {
+            record: NonNull::new(self.header().older.cast_mut())?,
+            _arena: PhantomData,
+        })
     }
 }
 

@@ -35,4 +35,4 @@ pub use cf_table::CfTable;
 pub use iter::CfIter;
 pub use memtable::Memtable;
 pub use size_estimate::{KEY_OVERHEAD, VERSION_OVERHEAD};
-pub use version_chain::{VersionRef, Versions};
+pub use version_chain::{BorrowedVersion, BorrowedVersions, VersionRef, Versions};

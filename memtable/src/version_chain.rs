@@ -11,7 +11,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use crate::arena_skiplist::VersionPtr;
+use crate::arena_skiplist::{RecordRef, VersionPtr};
 
 /// A cheap owned handle to one version of a key: a pointer into the table's arena plus a
 /// reference count on the arena.
@@ -91,6 +91,67 @@ impl Iterator for Versions {
         let version = self.next.take()?;
         self.next = version.older();
         Some(VersionRef(version))
+    }
+}
+
+/// One version of a key borrowed from its table (see [`crate::KeyVersions::borrowed_versions`]):
+/// the same reads as [`VersionRef`], valid while the table is borrowed, with no reference count.
+#[derive(Clone, Copy)]
+pub struct BorrowedVersion<'a>(RecordRef<'a>);
+
+impl<'a> BorrowedVersion<'a> {
+    /// The version: a commit ts (WRITE CF) or a sequence, depending on the column family.
+    pub fn version(&self) -> u64 {
+        self.0.version()
+    }
+
+    /// Whether this version is a delete.
+    pub fn is_tombstone(&self) -> bool {
+        self.0.is_tombstone()
+    }
+
+    /// The user meta bytes.
+    pub fn user_meta(&self) -> &'a [u8] {
+        self.0.user_meta()
+    }
+
+    /// The value bytes; empty for a tombstone.
+    pub fn value(&self) -> &'a [u8] {
+        self.0.value()
+    }
+}
+
+impl fmt::Debug for BorrowedVersion<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BorrowedVersion")
+            .field("version", &self.version())
+            .field("tombstone", &self.is_tombstone())
+            .field("user_meta", &self.user_meta())
+            .field("value", &self.value())
+            .finish()
+    }
+}
+
+/// Iterator over the borrowed versions of one key, newest first, from the head it was created
+/// with.
+#[derive(Clone)]
+pub struct BorrowedVersions<'a> {
+    next: Option<RecordRef<'a>>,
+}
+
+impl<'a> BorrowedVersions<'a> {
+    pub(crate) fn starting_at(newest: RecordRef<'a>) -> Self {
+        BorrowedVersions { next: Some(newest) }
+    }
+}
+
+impl<'a> Iterator for BorrowedVersions<'a> {
+    type Item = BorrowedVersion<'a>;
+
+    fn next(&mut self) -> Option<BorrowedVersion<'a>> {
+        let record = self.next.take()?;
+        self.next = record.older();
+        Some(BorrowedVersion(record))
     }
 }
 
@@ -177,6 +238,41 @@ mod tests {
             .expect("spawn thread")
             .join()
             .expect("drop finished without overflowing");
+    }
+
+    #[test]
+    fn borrowed_versions_read_the_same_chain_as_owned_handles() {
+        let list = SkipList::new();
+        push(&list, 1, b"m1", b"v1");
+        push(&list, 3, b"m3", b"v3");
+        list.insert(KEY, 4, b"m4", b"ignored", true);
+        let node = list.get(KEY).expect("key inserted");
+        let owned: Vec<_> = versions(&list)
+            .map(|v| {
+                (
+                    v.version(),
+                    v.is_tombstone(),
+                    v.user_meta().to_vec(),
+                    v.value().to_vec(),
+                )
+            })
+            .collect();
+        let borrowed: Vec<_> = BorrowedVersions::starting_at(node.newest_ref())
+            .map(|v| {
+                (
+                    v.version(),
+                    v.is_tombstone(),
+                    v.user_meta().to_vec(),
+                    v.value().to_vec(),
+                )
+            })
+            .collect();
+        assert_eq!(borrowed, owned);
+        assert_eq!(borrowed.iter().map(|v| v.0).collect::<Vec<_>>(), [4, 3, 1]);
+        assert_eq!(
+            (&borrowed[0].2[..], &borrowed[0].3[..]),
+            (&b"m4"[..], &b""[..])
+        );
     }
 
     #[test]

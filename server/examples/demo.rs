@@ -109,7 +109,7 @@ fn main() -> Result<(), BoxError> {
     let body = shipped.memtable_data.len() + shipped.changeset.encoded_len();
     let rebuilt = SnapAccess::from_remote(
         &shipped.changeset,
-        &bytes::Bytes::from(shipped.memtable_data),
+        &shipped.memtable_data,
         dfs.clone(),
         None,
     )?;

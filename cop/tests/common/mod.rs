@@ -59,13 +59,8 @@ impl TestEngine {
             .collect();
         let remote = self.snap().to_remote(&pairs, start_ts).unwrap();
         let dfs = Arc::new(LocalDfs::open(self._dir.path().join("dfs")).unwrap());
-        kvengine::SnapAccess::from_remote(
-            &remote.changeset,
-            &bytes::Bytes::from(remote.memtable_data),
-            dfs,
-            None,
-        )
-        .unwrap()
+        kvengine::SnapAccess::from_remote(&remote.changeset, &remote.memtable_data, dfs, None)
+            .unwrap()
     }
 
     pub fn put(&self, key: &[u8], commit_ts: u64, value: &[u8]) {

@@ -5,7 +5,7 @@
 //! it for a later reader of the same data version: no committed version newer than start_ts
 //! (the reader chose not to see it, a later one with a bigger ts would) and no lock at all.
 //! The check runs once, over the span actually scanned, when asked: sources whose newest
-//! version is `<= start_ts` (table `max_ts` properties, memtable max versions) are skipped
+//! version is `<= start_ts` (table `max_ts` properties, memtable and shipped-row max versions) are skipped
 //! without reading them, so in the common case it reads nothing. It is conservative: a
 //! `false` answer is exact (nothing newer and no lock in the span), a `true` may be caused by
 //! a newer Rollback record or by a lock anywhere in the scanned ranges.
@@ -99,6 +99,21 @@ impl SnapAccess {
                     break;
                 }
                 if kv.versions().next().is_some_and(|v| v.version() > start_ts) {
+                    return Ok(true);
+                }
+            }
+        }
+        if let Some(remote) = &d.remote
+            && remote.max_version() > start_ts
+        {
+            for k in remote.keys_from(&lower) {
+                if !below_upper(k.key()) {
+                    break;
+                }
+                if k.versions_newest_first()
+                    .next()
+                    .is_some_and(|v| v.version() > start_ts)
+                {
                     return Ok(true);
                 }
             }

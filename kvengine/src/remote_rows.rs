@@ -1,0 +1,610 @@
+//! [`RemoteRows`]: the memtable rows a worker received with a remote snapshot, read in place.
+//!
+//! A snapshot rebuilt by [`crate::SnapAccess::from_remote`] never takes writes, so it does not
+//! need a skiplist: the rows arrive sorted (key ascending, each key's versions oldest first, in
+//! the layout of `changeset/src/memtable_data.rs`), and an index of where each row sits in the
+//! received buffer is enough to answer point reads (binary search) and to iterate in both
+//! directions. Building that index is one pass over the rows with no copy of any key or value,
+//! where inserting every row into a fresh skiplist cost several times the transfer itself.
+//!
+//! The index holds, per key, where the key sits in the buffer and its first row; per row, its
+//! version and where its user meta and value sit. A key's rows are adjacent and ascending by
+//! version, so a read at `ts` lands on the last row of the key whose version is `<= ts`.
+//!
+//! Offsets are 32-bit: a buffer of 4 GiB or more is refused (a memtable is far smaller).
+
+use bytes::Bytes;
+use changeset::ColumnFamily;
+
+use crate::error::{Error, Result};
+
+/// `RowEntry::value_len` of a tombstone (whose value reads as empty whatever was shipped).
+const TOMBSTONE: u32 = u32::MAX;
+
+/// Where one key sits in the buffer, and its first row in [`RemoteRows::rows`].
+#[derive(Clone, Copy, Debug)]
+struct KeyEntry {
+    off: u32,
+    len: u32,
+    first_row: u32,
+}
+
+/// One row: its version and where its user meta and value sit in the buffer.
+#[derive(Clone, Copy, Debug)]
+struct RowEntry {
+    version: u64,
+    meta_off: u32,
+    meta_len: u32,
+    value_off: u32,
+    /// [`TOMBSTONE`] for a tombstone.
+    value_len: u32,
+}
+
+/// The WRITE rows of a rebuilt snapshot, indexed in place over the received buffer.
+pub struct RemoteRows {
+    data: Bytes,
+    /// Ascending by key, no duplicates.
+    keys: Vec<KeyEntry>,
+    /// Key `i` owns `rows[keys[i].first_row..keys[i + 1].first_row]` (to the end for the last
+    /// key), ascending by version.
+    rows: Vec<RowEntry>,
+    /// Highest version of any row (0 when empty).
+    max_version: u64,
+}
+
+impl std::fmt::Debug for RemoteRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteRows")
+            .field("keys", &self.keys.len())
+            .field("rows", &self.rows.len())
+            .field("bytes", &self.data.len())
+            .field("max_version", &self.max_version)
+            .finish()
+    }
+}
+
+/// Byte offset of `part` (a subslice of `base`) in `base`.
+fn offset_in(base: &[u8], part: &[u8]) -> u32 {
+    // Both pointers lie in the same allocation and `base` is shorter than 4 GiB (checked by
+    // `RemoteRows::decode`), so the difference fits.
+    (part.as_ptr() as usize - base.as_ptr() as usize) as u32
+}
+
+impl RemoteRows {
+    /// Decodes and indexes `data` (memtable data as `SnapAccess::to_remote` produces it) for a
+    /// shard covering `[start, end)` (empty `end` = unbounded).
+    ///
+    /// Errors: undecodable data is [`Error::RemoteMemtableData`]; rows a sender following the
+    /// protocol never produces (another column family, a key outside the shard, keys not
+    /// ascending, a buffer of 4 GiB or more) are [`Error::RemoteSnapshot`].
+    pub(crate) fn decode(shard_id: u64, start: &[u8], end: &[u8], data: &Bytes) -> Result<Self> {
+        let bad = |detail: String| Error::RemoteSnapshot { shard_id, detail };
+        if data.len() >= u32::MAX as usize {
+            return Err(bad(format!(
+                "expected memtable data under 4 GiB, found len={}",
+                data.len()
+            )));
+        }
+        let corrupt = |source| Error::RemoteMemtableData { shard_id, source };
+        let iter = changeset::memtable_data::rows(data).map_err(corrupt)?;
+        // The count is bounded by the body length, so the input justifies the allocation.
+        let mut rows: Vec<RowEntry> = Vec::with_capacity(iter.row_count() as usize);
+        let mut keys: Vec<KeyEntry> = Vec::new();
+        let mut max_version = 0;
+        let base: &[u8] = data;
+        let mut last_key: &[u8] = &[];
+        for (i, row) in iter.enumerate() {
+            let row = row.map_err(corrupt)?;
+            if row.cf != ColumnFamily::Write {
+                return Err(bad(format!(
+                    "expected only write rows, found cf={} row={i}",
+                    row.cf
+                )));
+            }
+            // The decoder already refused a repeated key whose version does not ascend.
+            let order = if keys.is_empty() {
+                std::cmp::Ordering::Greater
+            } else {
+                row.key.cmp(last_key)
+            };
+            if order.is_lt() {
+                return Err(bad(format!(
+                    "expected keys in ascending order, found key={:?} after key={:?} row={i}",
+                    row.key, last_key
+                )));
+            }
+            if order.is_gt() {
+                if row.key < start || (!end.is_empty() && row.key >= end) {
+                    return Err(bad(format!(
+                        "expected keys inside the shard range, found key={:?} row={i}",
+                        row.key
+                    )));
+                }
+                keys.push(KeyEntry {
+                    off: offset_in(base, row.key),
+                    len: row.key.len() as u32,
+                    first_row: rows.len() as u32,
+                });
+                last_key = row.key;
+            }
+            max_version = max_version.max(row.version);
+            rows.push(RowEntry {
+                version: row.version,
+                meta_off: offset_in(base, row.user_meta),
+                meta_len: row.user_meta.len() as u32,
+                value_off: offset_in(base, row.value),
+                value_len: if row.tombstone {
+                    TOMBSTONE
+                } else {
+                    row.value.len() as u32
+                },
+            });
+        }
+        Ok(RemoteRows {
+            data: data.clone(),
+            keys,
+            rows,
+            max_version,
+        })
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Bytes of the received memtable data the rows are read from.
+    pub fn encoded_len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Highest version of any row (0 when empty): lets "is anything newer than ts here?" skip
+    /// the rows without walking them.
+    pub fn max_version(&self) -> u64 {
+        self.max_version
+    }
+
+    fn key_at(&self, k: usize) -> &[u8] {
+        let e = self.keys[k];
+        &self.data[e.off as usize..e.off as usize + e.len as usize]
+    }
+
+    /// The rows of key `k`, as indexes into `rows`.
+    fn rows_of(&self, k: usize) -> std::ops::Range<usize> {
+        let first = self.keys[k].first_row as usize;
+        let end = self
+            .keys
+            .get(k + 1)
+            .map_or(self.rows.len(), |e| e.first_row as usize);
+        first..end
+    }
+
+    /// The row of key `k` a read at `ts` lands on: its newest version `<= ts`.
+    fn visible_row(&self, k: usize, ts: u64) -> Option<usize> {
+        let range = self.rows_of(k);
+        let below = self.rows[range.clone()].partition_point(|r| r.version <= ts);
+        (below > 0).then(|| range.start + below - 1)
+    }
+
+    /// Index of the first key `>= key`.
+    fn lower_bound(&self, key: &[u8]) -> usize {
+        self.keys
+            .partition_point(|e| &self.data[e.off as usize..e.off as usize + e.len as usize] < key)
+    }
+
+    fn version_at(&self, row: usize) -> RemoteVersion<'_> {
+        RemoteVersion { rows: self, row }
+    }
+
+    /// The version of `key` a read at `ts` lands on (it may be a tombstone).
+    pub fn get(&self, key: &[u8], ts: u64) -> Option<RemoteVersion<'_>> {
+        let k = self.lower_bound(key);
+        if k == self.keys.len() || self.key_at(k) != key {
+            return None;
+        }
+        self.visible_row(k, ts).map(|row| self.version_at(row))
+    }
+
+    /// A cursor over the keys visible at `ts`; it starts unpositioned (seek first).
+    pub fn iter(&self, ts: u64) -> RemoteRowsIter<'_> {
+        RemoteRowsIter {
+            rows: self,
+            ts,
+            pos: None,
+        }
+    }
+
+    /// Every key `>= lower` in ascending order with all its versions.
+    pub fn keys_from(&self, lower: &[u8]) -> impl Iterator<Item = RemoteKey<'_>> {
+        (self.lower_bound(lower)..self.keys.len()).map(move |k| RemoteKey { rows: self, k })
+    }
+}
+
+/// One key of [`RemoteRows`] and its versions.
+#[derive(Clone, Copy)]
+pub struct RemoteKey<'a> {
+    rows: &'a RemoteRows,
+    k: usize,
+}
+
+impl<'a> RemoteKey<'a> {
+    /// The user key.
+    pub fn key(&self) -> &'a [u8] {
+        self.rows.key_at(self.k)
+    }
+
+    /// The key's versions, newest first. Never empty.
+    pub fn versions_newest_first(
+        &self,
+    ) -> impl ExactSizeIterator<Item = RemoteVersion<'a>> + DoubleEndedIterator + use<'a> {
+        let rows = self.rows;
+        rows.rows_of(self.k)
+            .rev()
+            .map(move |row| rows.version_at(row))
+    }
+}
+
+/// One version in [`RemoteRows`].
+#[derive(Clone, Copy)]
+pub struct RemoteVersion<'a> {
+    rows: &'a RemoteRows,
+    row: usize,
+}
+
+impl<'a> RemoteVersion<'a> {
+    fn entry(&self) -> RowEntry {
+        self.rows.rows[self.row]
+    }
+
+    pub fn version(&self) -> u64 {
+        self.entry().version
+    }
+
+    pub fn is_tombstone(&self) -> bool {
+        self.entry().value_len == TOMBSTONE
+    }
+
+    pub fn user_meta(&self) -> &'a [u8] {
+        let e = self.entry();
+        &self.rows.data[e.meta_off as usize..e.meta_off as usize + e.meta_len as usize]
+    }
+
+    /// The value; empty for a tombstone.
+    pub fn value(&self) -> &'a [u8] {
+        let e = self.entry();
+        match e.value_len {
+            TOMBSTONE => &[],
+            len => &self.rows.data[e.value_off as usize..e.value_off as usize + len as usize],
+        }
+    }
+
+    /// The user meta as a zero-copy `Bytes` of the received buffer.
+    pub fn user_meta_bytes(&self) -> Bytes {
+        self.rows.data.slice_ref(self.user_meta())
+    }
+
+    /// The value as a zero-copy `Bytes` of the received buffer.
+    pub fn value_bytes(&self) -> Bytes {
+        match self.entry().value_len {
+            TOMBSTONE => Bytes::new(),
+            _ => self.rows.data.slice_ref(self.value()),
+        }
+    }
+}
+
+/// A cursor over the keys of [`RemoteRows`] visible at a read ts, each positioned on its newest
+/// version `<= ts`; keys with no such version are skipped in both directions. Tombstones are
+/// yielded (flagged): the merge with SSTs needs them. Moving an unpositioned cursor leaves it
+/// unpositioned.
+pub struct RemoteRowsIter<'a> {
+    rows: &'a RemoteRows,
+    ts: u64,
+    /// (key index, row index) of the current position.
+    pos: Option<(usize, usize)>,
+}
+
+impl<'a> RemoteRowsIter<'a> {
+    /// The first visible key at index `>= k`.
+    fn settle_forward(&mut self, mut k: usize) {
+        self.pos = None;
+        while k < self.rows.keys.len() {
+            if let Some(row) = self.rows.visible_row(k, self.ts) {
+                self.pos = Some((k, row));
+                return;
+            }
+            k += 1;
+        }
+    }
+
+    /// The last visible key at index `< end`.
+    fn settle_backward(&mut self, mut end: usize) {
+        self.pos = None;
+        while end > 0 {
+            end -= 1;
+            if let Some(row) = self.rows.visible_row(end, self.ts) {
+                self.pos = Some((end, row));
+                return;
+            }
+        }
+    }
+
+    /// Positions on the first visible key `>= key`.
+    pub fn seek(&mut self, key: &[u8]) {
+        let k = self.rows.lower_bound(key);
+        self.settle_forward(k);
+    }
+
+    /// Positions on the last visible key `<= key`.
+    pub fn seek_for_prev(&mut self, key: &[u8]) {
+        let k = self.rows.keys.partition_point(|e| {
+            &self.rows.data[e.off as usize..e.off as usize + e.len as usize] <= key
+        });
+        self.settle_backward(k);
+    }
+
+    /// Positions on the last visible key.
+    pub fn seek_to_last(&mut self) {
+        self.settle_backward(self.rows.keys.len());
+    }
+
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) {
+        if let Some((k, _)) = self.pos {
+            self.settle_forward(k + 1);
+        }
+    }
+
+    pub fn prev(&mut self) {
+        if let Some((k, _)) = self.pos {
+            self.settle_backward(k);
+        }
+    }
+
+    pub fn valid(&self) -> bool {
+        self.pos.is_some()
+    }
+
+    fn current(&self) -> RemoteVersion<'a> {
+        let (_, row) = self.pos.expect("iterator is not valid");
+        self.rows.version_at(row)
+    }
+
+    pub fn key(&self) -> &'a [u8] {
+        let (k, _) = self.pos.expect("iterator is not valid");
+        self.rows.key_at(k)
+    }
+
+    pub fn version(&self) -> u64 {
+        self.current().version()
+    }
+
+    pub fn is_tombstone(&self) -> bool {
+        self.current().is_tombstone()
+    }
+
+    pub fn user_meta(&self) -> &'a [u8] {
+        self.current().user_meta()
+    }
+
+    pub fn value(&self) -> &'a [u8] {
+        self.current().value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use changeset::{MemRowRef, MemtableDataWriter};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// key -> version -> (tombstone, meta, value): the model.
+    type Model = BTreeMap<Vec<u8>, BTreeMap<u64, (bool, Vec<u8>, Vec<u8>)>>;
+    /// What a read sees: (key, version, tombstone, meta, value).
+    type Seen = (Vec<u8>, u64, bool, Vec<u8>, Vec<u8>);
+
+    fn encode(model: &Model) -> Bytes {
+        let mut w = MemtableDataWriter::new();
+        for (key, versions) in model {
+            for (&version, (tombstone, meta, value)) in versions {
+                w.push(MemRowRef {
+                    cf: ColumnFamily::Write,
+                    key,
+                    version,
+                    user_meta: meta,
+                    value: if *tombstone { &[] } else { value },
+                    tombstone: *tombstone,
+                })
+                .expect("model rows are ordered");
+            }
+        }
+        w.finish()
+    }
+
+    fn model_at(model: &Model, key: &[u8], ts: u64) -> Option<Seen> {
+        let (&version, (tombstone, meta, value)) = model.get(key)?.range(..=ts).next_back()?;
+        Some((
+            key.to_vec(),
+            version,
+            *tombstone,
+            meta.clone(),
+            if *tombstone {
+                Vec::new()
+            } else {
+                value.clone()
+            },
+        ))
+    }
+
+    /// The model's visible keys at `ts`, ascending.
+    fn model_scan(model: &Model, ts: u64) -> Vec<Seen> {
+        model
+            .keys()
+            .filter_map(|k| model_at(model, k, ts))
+            .collect()
+    }
+
+    fn seen(it: &RemoteRowsIter<'_>) -> Seen {
+        (
+            it.key().to_vec(),
+            it.version(),
+            it.is_tombstone(),
+            it.user_meta().to_vec(),
+            it.value().to_vec(),
+        )
+    }
+
+    fn model() -> impl Strategy<Value = Model> {
+        let key = prop::collection::vec(b'a'..b'e', 0..3);
+        let version = (
+            any::<bool>(),
+            prop::collection::vec(any::<u8>(), 0..3),
+            prop::collection::vec(any::<u8>(), 0..4),
+        );
+        let versions = prop::collection::btree_map(1u64..20, version, 1..5);
+        prop::collection::btree_map(key, versions, 0..12)
+    }
+
+    fn probe_key() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(b'a'..b'f', 0..4)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn point_reads_land_on_the_newest_version_at_or_below_ts(
+            model in model(),
+            probes in prop::collection::vec((probe_key(), 0u64..22), 1..20),
+        ) {
+            let rows = RemoteRows::decode(1, b"", b"", &encode(&model)).unwrap();
+            for (key, ts) in probes {
+                let got = rows.get(&key, ts).map(|v| {
+                    (key.clone(), v.version(), v.is_tombstone(), v.user_meta().to_vec(), v.value().to_vec())
+                });
+                prop_assert_eq!(&got, &model_at(&model, &key, ts), "key={:?} ts={}", key, ts);
+                if let Some(v) = rows.get(&key, ts) {
+                    prop_assert_eq!(&v.value_bytes()[..], v.value());
+                    prop_assert_eq!(&v.user_meta_bytes()[..], v.user_meta());
+                }
+            }
+        }
+
+        #[test]
+        fn iteration_at_ts_visits_the_visible_keys_in_both_directions(
+            model in model(),
+            ts in 0u64..22,
+        ) {
+            let rows = RemoteRows::decode(1, b"", b"", &encode(&model)).unwrap();
+            let expected = model_scan(&model, ts);
+            let mut it = rows.iter(ts);
+            it.seek(b"");
+            let mut forward = Vec::new();
+            while it.valid() {
+                forward.push(seen(&it));
+                it.next();
+            }
+            prop_assert_eq!(&forward, &expected);
+            it.seek_to_last();
+            let mut backward = Vec::new();
+            while it.valid() {
+                backward.push(seen(&it));
+                it.prev();
+            }
+            backward.reverse();
+            prop_assert_eq!(&backward, &expected);
+        }
+
+        #[test]
+        fn seeks_then_steps_match_the_model(
+            model in model(),
+            ts in 0u64..22,
+            probes in prop::collection::vec((probe_key(), any::<bool>(), 0usize..4, any::<bool>()), 1..10),
+        ) {
+            let rows = RemoteRows::decode(1, b"", b"", &encode(&model)).unwrap();
+            let expected = model_scan(&model, ts);
+            let mut it = rows.iter(ts);
+            for (key, for_prev, steps, forward) in probes {
+                // Index in `expected` of the position the seek must land on.
+                let mut at: Option<usize> = if for_prev {
+                    expected.iter().rposition(|s| s.0 <= key)
+                } else {
+                    expected.iter().position(|s| s.0 >= key)
+                };
+                if for_prev { it.seek_for_prev(&key) } else { it.seek(&key) }
+                for step in 0..=steps {
+                    prop_assert_eq!(
+                        it.valid().then(|| seen(&it)),
+                        at.map(|i| expected[i].clone()),
+                        "key={:?} for_prev={} step={}", key, for_prev, step
+                    );
+                    if !it.valid() {
+                        break;
+                    }
+                    if forward {
+                        it.next();
+                        at = at.and_then(|i| (i + 1 < expected.len()).then_some(i + 1));
+                    } else {
+                        it.prev();
+                        at = at.and_then(|i| i.checked_sub(1));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn keys_out_of_order_are_refused() {
+        let mut w = MemtableDataWriter::new();
+        for key in [&b"b"[..], b"a"] {
+            w.push(MemRowRef {
+                cf: ColumnFamily::Write,
+                key,
+                version: 1,
+                user_meta: b"",
+                value: b"v",
+                tombstone: false,
+            })
+            .unwrap();
+        }
+        let err = RemoteRows::decode(1, b"", b"", &w.finish()).unwrap_err();
+        assert!(err.to_string().contains("ascending"), "{err}");
+    }
+
+    #[test]
+    fn keys_outside_the_shard_are_refused() {
+        let mut w = MemtableDataWriter::new();
+        w.push(MemRowRef {
+            cf: ColumnFamily::Write,
+            key: b"z",
+            version: 1,
+            user_meta: b"",
+            value: b"v",
+            tombstone: false,
+        })
+        .unwrap();
+        let err = RemoteRows::decode(1, b"a", b"m", &w.finish()).unwrap_err();
+        assert!(matches!(err, Error::RemoteSnapshot { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn tombstone_reads_as_empty_value_whatever_was_shipped() {
+        let mut w = MemtableDataWriter::new();
+        w.push(MemRowRef {
+            cf: ColumnFamily::Write,
+            key: b"k",
+            version: 3,
+            user_meta: b"m",
+            value: b"ignored",
+            tombstone: true,
+        })
+        .unwrap();
+        let rows = RemoteRows::decode(1, b"", b"", &w.finish()).unwrap();
+        let v = rows.get(b"k", 5).unwrap();
+        assert!(v.is_tombstone());
+        assert_eq!((v.user_meta(), v.value()), (&b"m"[..], &b""[..]));
+        assert!(v.value_bytes().is_empty());
+    }
+}
