@@ -1,8 +1,10 @@
 //! Differential test: random tables (random schema, rows, versions and deletes spread over the
-//! levels, an L0 file and the memtable) and random DAGs (a table scan, an optional selection,
-//! then none / simple aggregation / hash aggregation / TopN / limit / projection) executed by
-//! the handler at a random start_ts, against a small reference interpreter over a `Vec` of the
-//! rows visible at that timestamp.
+//! levels, an L0 file and the memtable, with a non-unique secondary index and sometimes a unique
+//! one whose entries follow the rows' versions and deletes) and random DAGs (a table scan or an
+//! index scan over a whole index, an optional selection, then none / simple aggregation / hash
+//! aggregation / TopN / limit / projection) executed by the handler at a random start_ts,
+//! against a small reference interpreter over a `Vec` of the rows visible at that timestamp (for
+//! an index scan: their index values and handle, in (memcomparable values, handle) order).
 //!
 //! The reference calls nothing of the cop crate's expressions or executors: it has its own
 //! typing rules and its own row-at-a-time evaluator with SQL NULL semantics, written from the
@@ -24,10 +26,10 @@ use std::fmt::Write as _;
 
 use common::*;
 use cop::codec::datum::encode_datum;
-use cop::codec::table::record_key;
+use cop::codec::table::{index_key, index_range, record_key, unique_index_value};
 use cop::datum::{Datum, EvalType, FieldType};
 use cop::handler::{HandlerOptions, handle};
-use cop::proto::{ColumnInfo, Executor, Expr, ExprType, KeyRange, ScalarFuncSig};
+use cop::proto::{ColumnInfo, ExecType, Executor, Expr, ExprType, KeyRange, ScalarFuncSig};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -53,7 +55,29 @@ struct TableCol {
 struct TableCase {
     id: i64,
     cols: Vec<TableCol>,
+    /// Secondary indexes, written alongside the rows.
+    indexes: Vec<Index>,
     history: History,
+}
+
+/// A secondary index over some non-pk columns.
+#[derive(Debug, Clone)]
+struct Index {
+    id: i64,
+    /// Indexes into the table's columns, in index order.
+    cols: Vec<usize>,
+    /// Unique: the key holds no handle (the value does), unless a value is NULL. The history
+    /// generator keeps the values of a unique index's column distinct across handles.
+    unique: bool,
+}
+
+/// An index scan in place of the table scan.
+#[derive(Debug, Clone)]
+struct IndexScanCase {
+    /// Into the table's indexes.
+    index: usize,
+    /// A trailing pk_handle column.
+    handle: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -81,8 +105,10 @@ enum Tail {
 struct DagCase {
     start_ts: u64,
     desc: bool,
-    /// Indexes into the table's columns, in scan output order.
+    /// Indexes into the table's columns, in scan output order (table scans).
     scan_cols: Vec<usize>,
+    /// Some: an index scan over the whole index instead of a table scan.
+    index: Option<IndexScanCase>,
     /// Handle ranges `[lo, hi)`; `hi == lo + 1` is sent as a point range.
     ranges: Vec<(i64, i64)>,
     selection: Vec<Expr>,
@@ -188,7 +214,53 @@ impl Gen {
             .collect()
     }
 
-    fn history(&mut self, cols: &[TableCol], ops: usize, handles: i64) -> History {
+    /// Two secondary indexes at most: a non-unique one on one or two columns, and sometimes a
+    /// unique one on one column.
+    fn indexes(&mut self, cols: &[TableCol]) -> Vec<Index> {
+        let candidates: Vec<usize> = (0..cols.len()).filter(|&i| !cols[i].pk).collect();
+        let mut index_cols = vec![self.pick(&candidates)];
+        if candidates.len() > 1 && self.chance(0.5) {
+            let second = self.pick(&candidates);
+            if !index_cols.contains(&second) {
+                index_cols.push(second);
+            }
+        }
+        let mut out = vec![Index {
+            id: 1,
+            cols: index_cols,
+            unique: false,
+        }];
+        if self.chance(0.5) {
+            out.push(Index {
+                id: 2,
+                cols: vec![self.pick(&candidates)],
+                unique: true,
+            });
+        }
+        out
+    }
+
+    /// A value of a unique index's column: distinct across handles (or NULL).
+    fn unique_value(&mut self, ft: FieldType, h: i64) -> Datum {
+        if self.chance(0.15) {
+            return Datum::Null;
+        }
+        let v = h * 4 + self.rng.random_range(0..4);
+        match ft {
+            FieldType::Int64 => Datum::Int(v),
+            FieldType::UInt64 | FieldType::DateTime => Datum::UInt((v + 100) as u64),
+            FieldType::Float64 => Datum::Real(v as f64 * 0.5),
+            FieldType::Bytes => Datum::Bytes(format!("{v}").into_bytes()),
+        }
+    }
+
+    fn history(
+        &mut self,
+        cols: &[TableCol],
+        unique_col: Option<usize>,
+        ops: usize,
+        handles: i64,
+    ) -> History {
         let mut ts = 1;
         let mut out = Vec::new();
         for _ in 0..ops {
@@ -198,9 +270,12 @@ impl Gen {
                 0..=6 => Op::Put(
                     h,
                     cols.iter()
-                        .map(|c| {
+                        .enumerate()
+                        .map(|(i, c)| {
                             if c.pk {
                                 Some(Datum::Int(h))
+                            } else if unique_col == Some(i) {
+                                Some(self.unique_value(c.ft, h))
                             } else if self.chance(0.1) {
                                 None
                             } else {
@@ -217,7 +292,11 @@ impl Gen {
         out
     }
 
-    fn dag(&mut self, cols: &[TableCol], max_ts: u64, handles: i64) -> DagCase {
+    fn dag(&mut self, cols: &[TableCol], indexes: &[Index], max_ts: u64, handles: i64) -> DagCase {
+        let index = (!indexes.is_empty() && self.chance(0.3)).then(|| IndexScanCase {
+            index: self.rng.random_range(0..indexes.len()),
+            handle: self.chance(0.5),
+        });
         let mut scan_cols: Vec<usize> = (0..cols.len()).filter(|_| self.chance(0.7)).collect();
         if scan_cols.is_empty() {
             scan_cols.push(self.rng.random_range(0..cols.len()));
@@ -227,7 +306,7 @@ impl Gen {
             let j = self.rng.random_range(0..=i);
             scan_cols.swap(i, j);
         }
-        let input: Vec<EvalType> = scan_cols.iter().map(|&i| cols[i].ft.eval_type()).collect();
+        let input = scan_types(cols, indexes, &scan_cols, index.as_ref());
         let ranges = if self.chance(0.4) {
             vec![(i64::MIN, i64::MAX)]
         } else {
@@ -285,6 +364,7 @@ impl Gen {
             },
             desc: self.chance(0.5),
             scan_cols,
+            index,
             ranges,
             selection,
             tail,
@@ -482,10 +562,19 @@ fn is_null(e: &Expr) -> bool {
 /// the memtable.
 fn write_tables(e: &TestEngine, tables: &[TableCase]) {
     let phases = [(0, 4), (4, 7), (7, 10)];
+    let index_writes: Vec<Vec<Vec<IndexWrite>>> = tables.iter().map(index_writes).collect();
     for (p, (from, to)) in phases.into_iter().enumerate() {
-        for t in tables {
+        for (t, index_writes) in tables.iter().zip(&index_writes) {
             let n = t.history.len();
-            for (ts, op) in &t.history[n * from / 10..n * to / 10] {
+            let part = n * from / 10..n * to / 10;
+            for ((ts, op), writes) in t.history[part.clone()].iter().zip(&index_writes[part]) {
+                for (key, w) in writes {
+                    match w {
+                        Some(value) => e.put(key, *ts, value),
+                        None if matches!(op, Op::Rollback(_)) => e.rollback(key, *ts),
+                        None => e.delete(key, *ts),
+                    }
+                }
                 let key = record_key(t.id, op_handle(op));
                 match op {
                     Op::Put(_, values) => {
@@ -507,6 +596,96 @@ fn write_tables(e: &TestEngine, tables: &[TableCase]) {
             0 => e.compact(),
             1 => e.flush(),
             _ => {}
+        }
+    }
+}
+
+/// An index key and its value (`None`: a delete, or a rollback under a rollback).
+type IndexWrite = (Vec<u8>, Option<Vec<u8>>);
+
+/// The key and value of a row's entry in an index.
+fn index_entry(
+    t: &TableCase,
+    index: &Index,
+    h: i64,
+    values: &[Option<Datum>],
+) -> (Vec<u8>, Vec<u8>) {
+    let datums: Vec<Datum> = index
+        .cols
+        .iter()
+        .map(|&i| {
+            values[i]
+                .clone()
+                .unwrap_or_else(|| t.cols[i].default.clone())
+        })
+        .collect();
+    if index.unique && !datums.iter().any(|d| d.is_null()) {
+        (
+            index_key(t.id, index.id, &datums, None),
+            unique_index_value(h),
+        )
+    } else {
+        (index_key(t.id, index.id, &datums, Some(h)), b"0".to_vec())
+    }
+}
+
+/// The index writes of each history operation, at its commit ts: a put writes the row's new
+/// entries and deletes the old ones whose key changed; a delete deletes the row's entries; a
+/// rollback writes a rollback record on them.
+fn index_writes(t: &TableCase) -> Vec<Vec<IndexWrite>> {
+    let mut current: std::collections::HashMap<i64, &Vec<Option<Datum>>> = Default::default();
+    let mut out = Vec::new();
+    for (_, op) in &t.history {
+        let mut writes = Vec::new();
+        match op {
+            Op::Put(h, values) => {
+                for index in &t.indexes {
+                    let (key, value) = index_entry(t, index, *h, values);
+                    if let Some(old) = current.get(h) {
+                        let (old_key, _) = index_entry(t, index, *h, old);
+                        if old_key != key {
+                            writes.push((old_key, None));
+                        }
+                    }
+                    writes.push((key, Some(value)));
+                }
+                current.insert(*h, values);
+            }
+            Op::Delete(h) | Op::Rollback(h) => {
+                if let Some(old) = current.get(h) {
+                    for index in &t.indexes {
+                        writes.push((index_entry(t, index, *h, old).0, None));
+                    }
+                }
+                if matches!(op, Op::Delete(_)) {
+                    current.remove(h);
+                }
+            }
+        }
+        out.push(writes);
+    }
+    out
+}
+
+/// The scan's output types: the table scan's columns, or the index columns and the handle.
+fn scan_types(
+    cols: &[TableCol],
+    indexes: &[Index],
+    scan_cols: &[usize],
+    index: Option<&IndexScanCase>,
+) -> Vec<EvalType> {
+    match index {
+        None => scan_cols.iter().map(|&i| cols[i].ft.eval_type()).collect(),
+        Some(s) => {
+            let mut out: Vec<EvalType> = indexes[s.index]
+                .cols
+                .iter()
+                .map(|&i| cols[i].ft.eval_type())
+                .collect();
+            if s.handle {
+                out.push(EvalType::Int);
+            }
+            out
         }
     }
 }
@@ -545,13 +724,41 @@ fn key_ranges(table_id: i64, ranges: &[(i64, i64)]) -> Vec<KeyRange> {
         .collect()
 }
 
-fn executors(table_id: i64, cols: &[TableCol], case: &DagCase) -> Vec<Executor> {
-    let scan_cols = case
-        .scan_cols
-        .iter()
-        .map(|&i| column_info(&cols[i]))
-        .collect();
-    let mut out = vec![table_scan(table_id, scan_cols, case.desc)];
+fn executors(t: &TableCase, case: &DagCase) -> Vec<Executor> {
+    let scan = match &case.index {
+        None => {
+            let scan_cols = case
+                .scan_cols
+                .iter()
+                .map(|&i| column_info(&t.cols[i]))
+                .collect();
+            table_scan(t.id, scan_cols, case.desc)
+        }
+        Some(s) => {
+            let index = &t.indexes[s.index];
+            let mut columns: Vec<ColumnInfo> = index
+                .cols
+                .iter()
+                .map(|&i| column_info(&t.cols[i]))
+                .collect();
+            if s.handle {
+                let id = t.cols.iter().find(|c| c.pk).map_or(1000, |c| c.id);
+                columns.push(handle_column(id));
+            }
+            Executor {
+                tp: ExecType::IndexScan as i32,
+                idx_scan: Some(cop::proto::IndexScan {
+                    table_id: t.id,
+                    index_id: index.id,
+                    columns,
+                    desc: case.desc,
+                    unique: index.unique,
+                }),
+                ..Executor::default()
+            }
+        }
+    };
+    let mut out = vec![scan];
     if !case.selection.is_empty() {
         out.push(selection(case.selection.clone()));
     }
@@ -948,8 +1155,24 @@ fn stored(d: Datum) -> Datum {
     }
 }
 
+/// Memcomparable order of the values of one index column: NULL first, then by value (all the
+/// column's non-NULL values have the same type; `-0.0` was folded into `0.0`).
+fn index_order(a: &Datum, b: &Datum) -> Ordering {
+    match (a, b) {
+        (Datum::Null, Datum::Null) => Ordering::Equal,
+        (Datum::Null, _) => Ordering::Less,
+        (_, Datum::Null) => Ordering::Greater,
+        (Datum::Int(x), Datum::Int(y)) => x.cmp(y),
+        (Datum::UInt(x), Datum::UInt(y)) => x.cmp(y),
+        (Datum::Real(x), Datum::Real(y)) => x.partial_cmp(y).expect("no NaN"),
+        (Datum::Bytes(x), Datum::Bytes(y)) => x.cmp(y),
+        _ => unreachable!("one type per column: {a:?} {b:?}"),
+    }
+}
+
 /// Rows visible at `ts`, as the scan's output columns, in scan order.
-fn visible_rows(cols: &[TableCol], history: &History, case: &DagCase) -> Vec<Vec<Datum>> {
+fn visible_rows(t: &TableCase, case: &DagCase) -> Vec<Vec<Datum>> {
+    let (cols, history) = (&t.cols, &t.history);
     let mut latest: std::collections::BTreeMap<i64, Option<&Vec<Option<Datum>>>> =
         Default::default();
     for (ts, op) in history {
@@ -966,6 +1189,37 @@ fn visible_rows(cols: &[TableCol], history: &History, case: &DagCase) -> Vec<Vec
             Op::Rollback(_) => {}
         }
     }
+    let value = |values: &[Option<Datum>], i: usize| {
+        stored(values[i].clone().unwrap_or_else(|| cols[i].default.clone()))
+    };
+    if let Some(s) = &case.index {
+        // Every visible row's entry, ordered by (index values, handle).
+        let index = &t.indexes[s.index];
+        let mut keyed: Vec<(Vec<Datum>, i64)> = latest
+            .into_iter()
+            .filter_map(|(h, v)| v.map(|v| (index.cols.iter().map(|&i| value(v, i)).collect(), h)))
+            .collect();
+        keyed.sort_by(|(a, ha), (b, hb)| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| index_order(x, y))
+                .find(|o| o.is_ne())
+                .unwrap_or(Ordering::Equal)
+                .then(ha.cmp(hb))
+        });
+        if case.desc {
+            keyed.reverse();
+        }
+        return keyed
+            .into_iter()
+            .map(|(mut r, h)| {
+                if s.handle {
+                    r.push(Datum::Int(h));
+                }
+                r
+            })
+            .collect();
+    }
     let in_ranges = |h: i64| {
         case.ranges.iter().any(|&(lo, hi)| {
             if (lo, hi) == (i64::MIN, i64::MAX) {
@@ -979,12 +1233,7 @@ fn visible_rows(cols: &[TableCol], history: &History, case: &DagCase) -> Vec<Vec
         .into_iter()
         .filter(|(h, _)| in_ranges(*h))
         .filter_map(|(_, v)| v)
-        .map(|values| {
-            case.scan_cols
-                .iter()
-                .map(|&i| stored(values[i].clone().unwrap_or_else(|| cols[i].default.clone())))
-                .collect()
-        })
+        .map(|values| case.scan_cols.iter().map(|&i| value(values, i)).collect())
         .collect();
     if case.desc {
         out.reverse();
@@ -1102,18 +1351,10 @@ fn batches(rows: Vec<Vec<Datum>>) -> Vec<Vec<Vec<Datum>>> {
 }
 
 /// What the DAG returns: rows, and whether they are partial aggregates (compared as multisets).
-fn reference(
-    cols: &[TableCol],
-    history: &History,
-    case: &DagCase,
-) -> RefResult<(Vec<Vec<Datum>>, bool)> {
-    let input: Vec<EvalType> = case
-        .scan_cols
-        .iter()
-        .map(|&i| cols[i].ft.eval_type())
-        .collect();
+fn reference(t: &TableCase, case: &DagCase) -> RefResult<(Vec<Vec<Datum>>, bool)> {
+    let input = scan_types(&t.cols, &t.indexes, &case.scan_cols, case.index.as_ref());
     check_dag(case, &input)?;
-    let rows = visible_rows(cols, history, case);
+    let rows = visible_rows(t, case);
     if let Tail::Limit(n) = case.tail {
         let n = n as usize;
         let mut out = Vec::new();
@@ -1199,10 +1440,14 @@ fn show_expr(e: &Expr) -> String {
     }
 }
 
-fn show_case(cols: &[TableCol], history: &History, case: &DagCase) -> String {
+fn show_case(t: &TableCase, case: &DagCase) -> String {
+    let cols = &t.cols;
     let mut s = String::new();
-    let scan: Vec<String> = case
-        .scan_cols
+    let scan_cols: Vec<usize> = match &case.index {
+        None => case.scan_cols.clone(),
+        Some(i) => t.indexes[i.index].cols.clone(),
+    };
+    let mut scan: Vec<String> = scan_cols
         .iter()
         .enumerate()
         .map(|(i, &c)| {
@@ -1220,15 +1465,31 @@ fn show_case(cols: &[TableCol], history: &History, case: &DagCase) -> String {
             )
         })
         .collect();
+    let kind = match &case.index {
+        None => "table scan".to_string(),
+        Some(i) => {
+            let index = &t.indexes[i.index];
+            if i.handle {
+                scan.push(format!("c{}=handle", scan.len()));
+            }
+            format!(
+                "index scan (index {}{})",
+                index.id,
+                if index.unique { " unique" } else { "" }
+            )
+        }
+    };
     let _ = writeln!(
         s,
-        "scan [{}] desc={} start_ts={}",
+        "{kind} [{}] desc={} start_ts={}",
         scan.join(", "),
         case.desc,
         case.start_ts
     );
-    let _ = writeln!(s, "ranges (handles) {:?}", case.ranges);
-    for (i, r) in visible_rows(cols, history, case).iter().enumerate() {
+    if case.index.is_none() {
+        let _ = writeln!(s, "ranges (handles) {:?}", case.ranges);
+    }
+    for (i, r) in visible_rows(t, case).iter().enumerate() {
         let _ = writeln!(s, "  row {i}: {r:?}");
     }
     let conds: Vec<String> = case.selection.iter().map(show_expr).collect();
@@ -1275,8 +1536,15 @@ fn check_tables(
         .map(|id| {
             let n = g.rng.random_range(2..=columns);
             let cols = g.schema(n);
-            let history = g.history(&cols, ops, handles);
-            TableCase { id, cols, history }
+            let indexes = g.indexes(&cols);
+            let unique_col = indexes.iter().find(|i| i.unique).map(|i| i.cols[0]);
+            let history = g.history(&cols, unique_col, ops, handles);
+            TableCase {
+                id,
+                cols,
+                indexes,
+                history,
+            }
         })
         .collect();
     let e = TestEngine::new();
@@ -1285,13 +1553,20 @@ fn check_tables(
     for t in &tables {
         let max_ts = t.history.last().map_or(1, |(ts, _)| *ts);
         for _ in 0..DAGS_PER_TABLE {
-            let case = g.dag(&t.cols, max_ts, handles);
-            let d = dag(executors(t.id, &t.cols, &case));
-            let req = request(&d, key_ranges(t.id, &case.ranges), case.start_ts);
+            let case = g.dag(&t.cols, &t.indexes, max_ts, handles);
+            let d = dag(executors(t, &case));
+            let ranges = match &case.index {
+                None => key_ranges(t.id, &case.ranges),
+                Some(s) => {
+                    let (start, end) = index_range(t.id, t.indexes[s.index].id);
+                    vec![KeyRange::new(start, end)]
+                }
+            };
+            let req = request(&d, ranges, case.start_ts);
             let resp = handle(&req, &snap, &HandlerOptions::worker());
             let got = rows(&resp);
-            let want = reference(&t.cols, &t.history, &case);
-            let shown = || format!("table {}: {}", t.id, show_case(&t.cols, &t.history, &case));
+            let want = reference(t, &case);
+            let shown = || format!("table {}: {}", t.id, show_case(t, &case));
             match (got, want) {
                 (Ok(got), Ok((want, partial))) => {
                     let want: Vec<Vec<Datum>> = want
