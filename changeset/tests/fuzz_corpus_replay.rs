@@ -2,17 +2,13 @@
 //! fixed. The corpus directories belong to `fuzz/`; when they are missing (a fresh checkout
 //! without corpora) the generated seeds still run.
 
-use std::path::{Path, PathBuf};
-
 use changeset::encode_changeset;
 use changeset::fuzzing::{self, changeset_seeds, memtable_data_seeds};
 use proptest::prelude::*;
 
-fn corpus(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(name)
-}
+#[path = "../../fuzz/replay_support.rs"]
+mod replay_support;
+use replay_support::*;
 
 /// Runs `target` on every file of the corpus directory; returns how many ran.
 fn replay(name: &str, target: fn(&[u8])) -> usize {
@@ -69,46 +65,6 @@ fn arbitrary_bytes_pass_the_fuzz_checks() {
         fuzzing::changeset_decode(input);
         fuzzing::memtable_data_decode(input);
     }
-}
-
-/// A mutation a fuzzer would try on a seed.
-#[derive(Clone, Debug)]
-enum Mutation {
-    Flip { at: prop::sample::Index, mask: u8 },
-    Insert { at: prop::sample::Index, byte: u8 },
-    Remove { at: prop::sample::Index },
-    Truncate { at: prop::sample::Index },
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        (any::<prop::sample::Index>(), 1..=255u8)
-            .prop_map(|(at, mask)| Mutation::Flip { at, mask }),
-        (any::<prop::sample::Index>(), any::<u8>())
-            .prop_map(|(at, byte)| Mutation::Insert { at, byte }),
-        any::<prop::sample::Index>().prop_map(|at| Mutation::Remove { at }),
-        any::<prop::sample::Index>().prop_map(|at| Mutation::Truncate { at }),
-    ]
-}
-
-fn mutate(mut data: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
-    for mutation in mutations {
-        if data.is_empty() {
-            data.push(0);
-        }
-        match mutation {
-            Mutation::Flip { at, mask } => {
-                let i = at.index(data.len());
-                data[i] ^= mask;
-            }
-            Mutation::Insert { at, byte } => data.insert(at.index(data.len() + 1), *byte),
-            Mutation::Remove { at } => {
-                data.remove(at.index(data.len()));
-            }
-            Mutation::Truncate { at } => data.truncate(at.index(data.len())),
-        }
-    }
-    data
 }
 
 proptest! {

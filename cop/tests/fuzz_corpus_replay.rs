@@ -4,8 +4,6 @@
 //! after an intended format change: `STRATUS_BLESS=1 cargo test -p cop --test
 //! fuzz_corpus_replay`.
 
-use std::path::{Path, PathBuf};
-
 use cop::codec::datum::encode_datum;
 use cop::codec::fuzzing::{request, row};
 use cop::codec::row::encode_row;
@@ -18,34 +16,16 @@ use cop::proto::{
     TopN,
 };
 use proptest::prelude::*;
+
+#[path = "../../fuzz/replay_support.rs"]
+mod replay_support;
 use prost::Message;
+use replay_support::*;
 
 /// A fuzz target's check: must not panic on any input.
 type Check = fn(&[u8]);
 
 const TARGETS: [(&str, Check); 3] = [("cop_request", request), ("cop_dag", dag), ("cop_row", row)];
-
-fn corpus(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(name)
-}
-
-fn corpus_files(name: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = corpus(name);
-    let mut files: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {} is missing: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .map(|p| {
-            let data = std::fs::read(&p).unwrap();
-            (p, data)
-        })
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
-    files
-}
 
 fn column(id: i64, tp: FieldType, default: Option<Datum>) -> ColumnInfo {
     let mut default_val = Vec::new();
@@ -331,46 +311,6 @@ fn arbitrary_bytes_pass_the_fuzz_checks() {
             check(input);
         }
     }
-}
-
-/// A mutation a fuzzer would try on a seed.
-#[derive(Clone, Debug)]
-enum Mutation {
-    Flip { at: prop::sample::Index, mask: u8 },
-    Insert { at: prop::sample::Index, byte: u8 },
-    Remove { at: prop::sample::Index },
-    Truncate { at: prop::sample::Index },
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        (any::<prop::sample::Index>(), 1..=255u8)
-            .prop_map(|(at, mask)| Mutation::Flip { at, mask }),
-        (any::<prop::sample::Index>(), any::<u8>())
-            .prop_map(|(at, byte)| Mutation::Insert { at, byte }),
-        any::<prop::sample::Index>().prop_map(|at| Mutation::Remove { at }),
-        any::<prop::sample::Index>().prop_map(|at| Mutation::Truncate { at }),
-    ]
-}
-
-fn mutate(mut data: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
-    for mutation in mutations {
-        if data.is_empty() {
-            data.push(0);
-        }
-        match mutation {
-            Mutation::Flip { at, mask } => {
-                let i = at.index(data.len());
-                data[i] ^= mask;
-            }
-            Mutation::Insert { at, byte } => data.insert(at.index(data.len() + 1), *byte),
-            Mutation::Remove { at } => {
-                data.remove(at.index(data.len()));
-            }
-            Mutation::Truncate { at } => data.truncate(at.index(data.len())),
-        }
-    }
-    data
 }
 
 proptest! {

@@ -3,34 +3,14 @@
 //! `examples/wal_manifest_fuzz_seeds.rs`); a missing corpus is a failure, not a skip. The
 //! undamaged seeds double as format-version-1 fixtures that must keep decoding.
 
-use std::path::{Path, PathBuf};
-
 use kvengine::manifest::{MANIFEST_FILE_NAME, Manifest, ManifestOptions};
 use kvengine::wal::frame::FramesEnd;
 use kvengine::wal::{self, decode_segment};
 use proptest::prelude::*;
 
-fn corpus(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(name)
-}
-
-fn corpus_files(name: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = corpus(name);
-    let mut files: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {} is missing: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .map(|p| {
-            let data = std::fs::read(&p).unwrap();
-            (p, data)
-        })
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
-    files
-}
+#[path = "../../fuzz/replay_support.rs"]
+mod replay_support;
+use replay_support::*;
 
 fn seed(name: &str, file: &str) -> Vec<u8> {
     std::fs::read(corpus(name).join(file)).unwrap_or_else(|e| panic!("seed {file}: {e}"))
@@ -101,46 +81,6 @@ fn arbitrary_bytes_pass_the_fuzz_checks() {
         wal::fuzz_check(input);
         kvengine::manifest::fuzz_check(input);
     }
-}
-
-/// A mutation a fuzzer would try on a seed.
-#[derive(Clone, Debug)]
-enum Mutation {
-    Flip { at: prop::sample::Index, mask: u8 },
-    Insert { at: prop::sample::Index, byte: u8 },
-    Remove { at: prop::sample::Index },
-    Truncate { at: prop::sample::Index },
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        (any::<prop::sample::Index>(), 1..=255u8)
-            .prop_map(|(at, mask)| Mutation::Flip { at, mask }),
-        (any::<prop::sample::Index>(), any::<u8>())
-            .prop_map(|(at, byte)| Mutation::Insert { at, byte }),
-        any::<prop::sample::Index>().prop_map(|at| Mutation::Remove { at }),
-        any::<prop::sample::Index>().prop_map(|at| Mutation::Truncate { at }),
-    ]
-}
-
-fn mutate(mut data: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
-    for mutation in mutations {
-        if data.is_empty() {
-            data.push(0);
-        }
-        match mutation {
-            Mutation::Flip { at, mask } => {
-                let i = at.index(data.len());
-                data[i] ^= mask;
-            }
-            Mutation::Insert { at, byte } => data.insert(at.index(data.len() + 1), *byte),
-            Mutation::Remove { at } => {
-                data.remove(at.index(data.len()));
-            }
-            Mutation::Truncate { at } => data.truncate(at.index(data.len())),
-        }
-    }
-    data
 }
 
 proptest! {

@@ -7,6 +7,7 @@ use kvengine::SnapAccess;
 use kvengine::mvcc::MvccScanner;
 
 use crate::error::Result;
+use crate::executors::ScanProgress;
 use crate::paging;
 use crate::proto::KeyRange;
 
@@ -140,12 +141,14 @@ impl<'a> RangeScanner<'a> {
             }
         }
     }
+}
 
-    pub(crate) fn scanned_keys(&self) -> u64 {
+impl ScanProgress for RangeScanner<'_> {
+    fn scanned_keys(&self) -> u64 {
         self.finished_scanned_keys + self.current.as_ref().map_or(0, |s| s.scanned_keys())
     }
 
-    pub(crate) fn scanned_range(&self) -> Option<KeyRange> {
+    fn scanned_range(&self) -> Option<KeyRange> {
         if !self.has_last_key {
             return None;
         }
@@ -154,7 +157,7 @@ impl<'a> RangeScanner<'a> {
         Some(paging::scanned_range(first, &self.last_key, self.desc))
     }
 
-    pub(crate) fn newer_ts_free(&self) -> bool {
+    fn newer_ts_free(&self) -> bool {
         self.track_newer_ts
             && self.finished_newer_ts_free
             && self

@@ -187,20 +187,6 @@ impl BatchExecutor for TableScanExecutor<'_> {
     }
 
     fn scan_progress(&self) -> Option<&dyn ScanProgress> {
-        Some(self)
-    }
-}
-
-impl ScanProgress for TableScanExecutor<'_> {
-    fn scanned_keys(&self) -> u64 {
-        self.scanner.scanned_keys()
-    }
-
-    fn scanned_range(&self) -> Option<proto::KeyRange> {
-        self.scanner.scanned_range()
-    }
-
-    fn newer_ts_free(&self) -> bool {
-        self.scanner.newer_ts_free()
+        Some(&self.scanner)
     }
 }
