@@ -113,14 +113,37 @@ struct Outcome {
     newer_ts_free: bool,
 }
 
-fn run(req: &Request, snap: &SnapAccess, opts: &HandlerOptions) -> Result<Response> {
+/// The checks a request passes before it runs anywhere (the server calls this before it
+/// decides between local and remote execution): a DAG request whose ranges lie inside the
+/// snapshot's region and ascend. `Some(response)` is the answer to give instead (a region
+/// error or `other_error`).
+pub fn precheck(req: &Request, snap: &SnapAccess) -> Option<Response> {
+    match check_request(req, snap) {
+        Ok(resp) => resp,
+        Err(e) => Some(error_response(e, snap)),
+    }
+}
+
+/// A response reporting that `lock` blocks the read.
+pub fn locked_response(lock: &kvengine::mvcc::LockInfo) -> Response {
+    Response {
+        locked: Some(lock_info(lock)),
+        ..Response::default()
+    }
+}
+
+fn check_request(req: &Request, snap: &SnapAccess) -> Result<Option<Response>> {
     if req.tp != proto::REQ_TYPE_DAG {
         return Err(Error::InvalidRequest(format!(
             "unsupported request type: tp={}",
             req.tp
         )));
     }
-    if let Some(resp) = check_ranges(&req.ranges, snap)? {
+    check_ranges(&req.ranges, snap)
+}
+
+fn run(req: &Request, snap: &SnapAccess, opts: &HandlerOptions) -> Result<Response> {
+    if let Some(resp) = check_request(req, snap)? {
         return Ok(resp);
     }
     if let Some(hit) = cache::cache_hit(req, snap, opts.allow_cache_hit) {
@@ -373,7 +396,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     msg
 }
 
-fn lock_info(l: &kvengine::mvcc::LockInfo) -> proto::LockInfo {
+/// The wire form of an engine lock.
+pub fn lock_info(l: &kvengine::mvcc::LockInfo) -> proto::LockInfo {
     use kvengine::mvcc::LockType;
     proto::LockInfo {
         key: l.key.clone(),

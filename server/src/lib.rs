@@ -1,14 +1,27 @@
-//! The Stratus storage server, as a library for now: the timestamp oracle ([`tso`]), the
-//! [`concurrency_manager`] (max_ts and memory locks), [`latches`], and the transaction layer
-//! ([`txn`]: 2PC, 1PC and async commit over kvengine, plus a coordinator).
+//! The Stratus storage server.
 //!
-//! Its HTTP face (config, API, coprocessor endpoint, offload) comes with later issues.
+//! In the order a request meets them: [`config`] (the TOML file), [`node`] (the engine, its
+//! regions, the TSO, the split checker), [`api`] (the HTTP API), the transaction layer
+//! ([`txn`]: 2PC, 1PC and async commit over kvengine, plus an in-process coordinator) with its
+//! [`tso`], [`remote_tso`], [`concurrency_manager`] (max_ts and memory locks) and
+//! [`latches`]; [`raw_load`] (bulk rows through 1PC); and the coprocessor path:
+//! [`coprocessor`] (region checks, memory locks, cache fast path, the offload decision) and
+//! [`dispatcher`] (shipping a snapshot to a worker, retries, fallback). [`metrics`] lists what
+//! the server exports.
 
+pub mod api;
 pub mod concurrency_manager;
+pub mod config;
+pub mod coprocessor;
+pub mod dispatcher;
 pub mod latches;
+pub mod metrics;
+pub mod node;
+pub mod raw_load;
+pub mod remote_tso;
 pub mod tso;
 pub mod txn;
 
 pub use concurrency_manager::ConcurrencyManager;
-pub use tso::{Clock, ManualClock, SystemClock, Tso, TsoError, TsoOptions};
+pub use tso::{Clock, ManualClock, SystemClock, TimestampSource, Tso, TsoError, TsoOptions};
 pub use txn::{Storage, TxnClient, TxnError};

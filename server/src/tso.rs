@@ -115,9 +115,25 @@ pub enum TsoError {
     /// The clock (or the persisted mark) does not fit the 46 physical bits.
     #[error("physical time out of range: expected at most {max} ms, found {found}")]
     PhysicalOutOfRange { found: u64, max: u64 },
+    /// The cluster's TSO lives on another server and could not be asked (see `remote_tso`).
+    #[error("remote tso failed: {detail} addr={addr}")]
+    Remote { addr: String, detail: String },
     /// `get_ts_batch` was asked for no timestamps or more than one millisecond holds.
     #[error("invalid timestamp batch size: expected 1..={max}, found {found}")]
     InvalidBatch { found: u64, max: u64 },
+}
+
+/// Where timestamps come from: the cluster's one [`Tso`] in this process, or a client of the
+/// one on another server (`remote_tso::RemoteTso`).
+pub trait TimestampSource: Send + Sync + 'static {
+    /// One timestamp, greater than every timestamp handed out before in the cluster.
+    fn get_ts(&self) -> Result<u64, TsoError>;
+}
+
+impl TimestampSource for Tso {
+    fn get_ts(&self) -> Result<u64, TsoError> {
+        Tso::get_ts(self)
+    }
 }
 
 /// Settings of the TSO.

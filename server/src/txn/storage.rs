@@ -16,7 +16,7 @@ use super::error::{Result, TxnError};
 use super::shard_map::{ShardMap, ShardRange};
 use crate::concurrency_manager::ConcurrencyManager;
 use crate::latches::Latches;
-use crate::tso::Tso;
+use crate::tso::TimestampSource;
 
 /// What a prewrite hook is told: the point between `lock_keys` (memory locks in place,
 /// min_commit_ts fixed) and the engine write.
@@ -37,7 +37,7 @@ pub struct Storage {
     shards: ShardMap,
     pub(crate) cm: Arc<ConcurrencyManager>,
     pub(crate) latches: Latches,
-    pub(crate) tso: Arc<Tso>,
+    pub(crate) tso: Arc<dyn TimestampSource>,
     prewrite_hook: ArcSwapOption<PrewriteHook>,
 }
 
@@ -95,7 +95,7 @@ impl Batches {
 
 impl Storage {
     /// Storage over every shard `engine` has now (and later ones, found on demand).
-    pub fn new(engine: Engine, tso: Arc<Tso>) -> Result<Storage> {
+    pub fn new(engine: Engine, tso: Arc<dyn TimestampSource>) -> Result<Storage> {
         let shards = ShardMap::default();
         shards.refresh(&engine)?;
         Ok(Storage {
@@ -112,7 +112,7 @@ impl Storage {
         &self.engine
     }
 
-    pub fn tso(&self) -> &Arc<Tso> {
+    pub fn tso(&self) -> &Arc<dyn TimestampSource> {
         &self.tso
     }
 

@@ -1,0 +1,523 @@
+//! The server's HTTP API: protobuf bodies in and out (messages in `kvproto` and
+//! `cop::proto`), paths in `kvproto::paths`. Command failures travel inside the response
+//! (`KeyError`, region errors); a body that does not decode is a 400; a failure of the server
+//! itself (a panicked task) is a 500.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use kvproto::paths;
+use kvproto::region::{
+    Label, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
+    TsoRequest, TsoResponse,
+};
+use kvproto::txn::{self as wire, ErrorKind, KeyError};
+use service::http::{HttpError, decode_proto, proto_response};
+
+use crate::metrics;
+use crate::node::{Node, NodeError};
+use crate::txn::{Mutation, MutationOp, PrewriteRequest, TxnError, TxnErrorKind, TxnStatus};
+
+/// Shared by every handler.
+pub struct AppState {
+    pub node: Arc<Node>,
+    /// The address the server listens on.
+    pub addr: String,
+    pub config_text: String,
+}
+
+type AppResult = Result<Response, HttpError>;
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(paths::CONFIG, get(config))
+        .route(paths::STATUS, get(status))
+        .route(paths::METRICS, get(service::http::metrics_handler))
+        .route(paths::TSO, post(tso))
+        .route(paths::REGIONS, get(regions))
+        .route(paths::SPLIT, post(split))
+        .route(paths::RAW_LOAD, post(raw_load))
+        .route(paths::ADMIN_FLUSH, post(admin_flush))
+        .route(paths::ADMIN_COMPACT, post(admin_compact))
+        .route(paths::COPROCESSOR, post(coprocessor))
+        .route(paths::PREWRITE, post(prewrite))
+        .route(paths::COMMIT, post(commit))
+        .route(paths::ROLLBACK, post(rollback))
+        .route(paths::CHECK_TXN_STATUS, post(check_txn_status))
+        .route(paths::CHECK_SECONDARY_LOCKS, post(check_secondary_locks))
+        .route(paths::RESOLVE_LOCK, post(resolve_lock))
+        .route(paths::SCAN_LOCK, post(scan_lock))
+        .route(paths::GET, post(kv_get))
+        .route(paths::SCAN, post(kv_scan))
+        // Raw loads and transactions carry rows: allow large bodies, but not unbounded ones.
+        .layer(DefaultBodyLimit::max(256 << 20))
+        .with_state(state)
+}
+
+/// Runs blocking work (engine I/O, latches, fsync) off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, HttpError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| HttpError::internal(format!("request task failed: {e}")))
+}
+
+async fn config(State(st): State<Arc<AppState>>) -> String {
+    st.config_text.clone()
+}
+
+async fn status(State(st): State<Arc<AppState>>) -> Response {
+    let node = &st.node;
+    let s = &node.config.server;
+    let body = serde_json::json!({
+        "role": "server",
+        "addr": st.addr,
+        "labels": s.labels,
+        "tso": s.tso,
+        "uptime_secs": node.started.elapsed().as_secs(),
+        "regions": node.engine().shard_ids().len(),
+        "remote_coprocessor_addr": node.config.kvengine.remote_coprocessor_addr,
+    });
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn tso(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: TsoRequest = decode_proto(&body)?;
+    let Some(tso) = st.node.tso.clone() else {
+        return Err(HttpError::bad_request(
+            "this server does not run the TSO (server.tso = false); ask the one that does",
+        ));
+    };
+    let count = req.count.max(1);
+    let resp = match blocking(move || tso.get_ts_batch(count)).await? {
+        Ok(first_ts) => TsoResponse {
+            first_ts,
+            count,
+            error: String::new(),
+        },
+        Err(e) => TsoResponse {
+            error: error_chain(&e),
+            ..TsoResponse::default()
+        },
+    };
+    Ok(proto_response(&resp))
+}
+
+fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
+    let info = node.engine().shard_info(id)?;
+    Ok(Region {
+        id,
+        ver: info.ver,
+        start: info.start.to_vec(),
+        end: info.end.to_vec(),
+        data_version: info.snap_version(),
+        approximate_size: node.region_size(id)?,
+    })
+}
+
+async fn regions(State(st): State<Arc<AppState>>) -> AppResult {
+    let node = st.node.clone();
+    let mut regions = blocking(move || {
+        node.engine()
+            .shard_ids()
+            .into_iter()
+            .filter_map(|id| region_of(&node, id).ok())
+            .collect::<Vec<_>>()
+    })
+    .await?;
+    regions.sort_by(|a, b| a.start.cmp(&b.start));
+    let labels = st
+        .node
+        .config
+        .server
+        .labels
+        .iter()
+        .map(|(k, v)| Label {
+            key: k.clone(),
+            value: v.clone(),
+        })
+        .collect();
+    Ok(proto_response(&RegionsResponse {
+        regions,
+        labels,
+        addr: st.addr.clone(),
+    }))
+}
+
+async fn split(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: SplitRequest = decode_proto(&body)?;
+    let node = st.node.clone();
+    let resp = blocking(move || {
+        if let Err(e) = node.engine().shard_info(req.region_id) {
+            {
+                return SplitResponse {
+                    region_error: Some(cop::proto::RegionError {
+                        message: error_chain(&e),
+                        kind: cop::proto::RegionErrorKind::RegionNotFound as i32,
+                        region_id: req.region_id,
+                        current_ver: 0,
+                    }),
+                    ..SplitResponse::default()
+                };
+            }
+        }
+        match node.split(req.region_id, &req.split_key, "request") {
+            Ok((l, r)) => SplitResponse {
+                left: region_of(&node, l).ok(),
+                right: region_of(&node, r).ok(),
+                ..SplitResponse::default()
+            },
+            Err(e) => SplitResponse {
+                error: error_chain(&e),
+                ..SplitResponse::default()
+            },
+        }
+    })
+    .await?;
+    Ok(proto_response(&resp))
+}
+
+async fn raw_load(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: RawLoadRequest = decode_proto(&body)?;
+    let node = st.node.clone();
+    let pairs = req.pairs.into_iter().map(|p| (p.key, p.value)).collect();
+    let resp = match blocking(move || crate::raw_load::raw_load(&node, pairs)).await? {
+        Ok(commit_ts) => RawLoadResponse {
+            commit_ts,
+            error: None,
+        },
+        Err(e) => RawLoadResponse {
+            commit_ts: 0,
+            error: Some(key_error(&e)),
+        },
+    };
+    count("raw_load", resp.error.is_none());
+    Ok(proto_response(&resp))
+}
+
+async fn admin_flush(State(st): State<Arc<AppState>>) -> AppResult {
+    let node = st.node.clone();
+    blocking(move || -> Result<(), kvengine::Error> {
+        for id in node.engine().shard_ids() {
+            node.engine().flush_shard(id)?;
+        }
+        Ok(())
+    })
+    .await?
+    .map_err(|e| HttpError::internal(format!("flush failed: {}", error_chain(&e))))?;
+    Ok("flushed\n".into_response())
+}
+
+async fn admin_compact(State(st): State<Arc<AppState>>) -> AppResult {
+    let node = st.node.clone();
+    let n = blocking(move || -> Result<usize, kvengine::Error> {
+        let mut n = 0;
+        for id in node.engine().shard_ids() {
+            node.engine().flush_shard(id)?;
+            n += node.engine().compact_shard(id, true)?;
+        }
+        Ok(n)
+    })
+    .await?
+    .map_err(|e| HttpError::internal(format!("compaction failed: {}", error_chain(&e))))?;
+    Ok(format!("compacted {n}\n").into_response())
+}
+
+async fn coprocessor(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: cop::proto::Request = decode_proto(&body)?;
+    let resp = st.node.coprocessor.handle(req).await;
+    Ok(proto_response(&resp))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transaction commands.
+
+fn count(command: &str, ok: bool) {
+    metrics::TXN_REQUESTS
+        .with_label_values(&[command, if ok { "ok" } else { "error" }])
+        .inc();
+}
+
+/// The wire form of a transaction error.
+pub fn key_error(e: &TxnError) -> KeyError {
+    let kind = match e.kind() {
+        TxnErrorKind::Locked => ErrorKind::Locked,
+        TxnErrorKind::Conflict => ErrorKind::Conflict,
+        TxnErrorKind::TxnFinished => ErrorKind::TxnFinished,
+        TxnErrorKind::Invalid => ErrorKind::Invalid,
+        TxnErrorKind::Corruption => ErrorKind::Corruption,
+        TxnErrorKind::Io => ErrorKind::Io,
+        TxnErrorKind::Busy => ErrorKind::Busy,
+    };
+    KeyError {
+        kind: kind as i32,
+        locked: e.lock_info().map(cop::handler::lock_info),
+        message: error_chain(e),
+        conflict_commit_ts: match e {
+            TxnError::WriteConflict {
+                conflict_commit_ts, ..
+            } => *conflict_commit_ts,
+            _ => 0,
+        },
+    }
+}
+
+fn mutation(m: wire::Mutation) -> Result<Mutation, HttpError> {
+    let op = match wire::Op::try_from(m.op) {
+        Ok(wire::Op::Put) => MutationOp::Put,
+        Ok(wire::Op::Delete) => MutationOp::Delete,
+        Ok(wire::Op::Lock) => MutationOp::Lock,
+        Err(_) => {
+            return Err(HttpError::bad_request(format!(
+                "expected a mutation op 0 (put), 1 (delete) or 2 (lock), found {}",
+                m.op
+            )));
+        }
+    };
+    Ok(Mutation {
+        op,
+        key: m.key,
+        value: m.value,
+    })
+}
+
+async fn prewrite(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: wire::PrewriteRequest = decode_proto(&body)?;
+    let mutations = req
+        .mutations
+        .into_iter()
+        .map(mutation)
+        .collect::<Result<Vec<_>, _>>()?;
+    let preq = PrewriteRequest {
+        mutations,
+        primary: req.primary,
+        start_ts: req.start_ts,
+        lock_ttl_ms: req.lock_ttl_ms,
+        txn_size: req.txn_size,
+        use_async_commit: req.use_async_commit,
+        secondaries: req.secondaries,
+        try_one_pc: req.try_one_pc,
+    };
+    let storage = st.node.storage.clone();
+    let resp = match blocking(move || storage.prewrite(&preq)).await? {
+        Ok(r) => wire::PrewriteResponse {
+            min_commit_ts: r.min_commit_ts,
+            one_pc_commit_ts: r.one_pc_commit_ts.unwrap_or(0),
+            error: None,
+        },
+        Err(e) => wire::PrewriteResponse {
+            error: Some(key_error(&e)),
+            ..Default::default()
+        },
+    };
+    count("prewrite", resp.error.is_none());
+    Ok(proto_response(&resp))
+}
+
+async fn commit(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: wire::CommitRequest = decode_proto(&body)?;
+    let storage = st.node.storage.clone();
+    let r = blocking(move || storage.commit(&req.keys, req.start_ts, req.commit_ts)).await?;
+    command_response("commit", r.err())
+}
+
+async fn rollback(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: wire::RollbackRequest = decode_proto(&body)?;
+    let storage = st.node.storage.clone();
+    let r = blocking(move || storage.rollback(&req.keys, req.start_ts)).await?;
+    command_response("rollback", r.err())
+}
+
+fn command_response(command: &str, err: Option<TxnError>) -> AppResult {
+    count(command, err.is_none());
+    Ok(proto_response(&wire::CommandResponse {
+        error: err.as_ref().map(key_error),
+    }))
+}
+
+async fn check_txn_status(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: wire::CheckTxnStatusRequest = decode_proto(&body)?;
+    let storage = st.node.storage.clone();
+    let primary = req.primary.clone();
+    let r = blocking(move || {
+        storage.check_txn_status(
+            &req.primary,
+            req.lock_ts,
+            req.caller_start_ts,
+            req.current_ts,
+            req.rollback_if_not_exist,
+        )
+    })
+    .await?;
+    let mut resp = wire::CheckTxnStatusResponse::default();
+    match r {
+        Ok(TxnStatus::Committed { commit_ts }) => {
+            resp.state = wire::TxnState::Committed as i32;
+            resp.commit_ts = commit_ts;
+        }
+        Ok(TxnStatus::RolledBack) => resp.state = wire::TxnState::RolledBack as i32,
+        Ok(TxnStatus::Locked { lock, ttl_expired }) => {
+            resp.state = wire::TxnState::Locked as i32;
+            resp.lock = Some(cop::handler::lock_info(&lock.info(&primary)));
+            resp.ttl_expired = ttl_expired;
+            resp.secondaries = lock.secondaries.clone().unwrap_or_default();
+        }
+        Ok(TxnStatus::LockNotExistRolledBack) => {
+            resp.state = wire::TxnState::LockNotExistRolledBack as i32
+        }
+        Ok(TxnStatus::LockNotExist) => resp.state = wire::TxnState::LockNotExist as i32,
+        Err(e) => resp.error = Some(key_error(&e)),
+    }
+    count("check_txn_status", resp.error.is_none());
+    Ok(proto_response(&resp))
+}
+
+async fn check_secondary_locks(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: wire::CheckSecondaryLocksRequest = decode_proto(&body)?;
+    let storage = st.node.storage.clone();
+    let r = blocking(move || storage.check_secondary_locks(&req.keys, req.start_ts)).await?;
+    let resp = match r {
+        Ok(s) => wire::CheckSecondaryLocksResponse {
+            all_locked: s.all_locked,
+            commit_ts: s.commit_ts.unwrap_or(0),
+            min_commit_ts: s.min_commit_ts,
+            error: None,
+        },
+        Err(e) => wire::CheckSecondaryLocksResponse {
+            error: Some(key_error(&e)),
+            ..Default::default()
+        },
+    };
+    count("check_secondary_locks", resp.error.is_none());
+    Ok(proto_response(&resp))
+}
+
+async fn resolve_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: wire::ResolveLockRequest = decode_proto(&body)?;
+    let storage = st.node.storage.clone();
+    let r = blocking(move || {
+        if req.keys.is_empty() {
+            storage.resolve_lock_in_range(&req.start, &req.end, req.start_ts, req.commit_ts)
+        } else {
+            storage.resolve_lock(req.start_ts, req.commit_ts, &req.keys)
+        }
+    })
+    .await?;
+    let resp = match r {
+        Ok(n) => wire::ResolveLockResponse {
+            resolved: n as u64,
+            error: None,
+        },
+        Err(e) => wire::ResolveLockResponse {
+            resolved: 0,
+            error: Some(key_error(&e)),
+        },
+    };
+    count("resolve_lock", resp.error.is_none());
+    Ok(proto_response(&resp))
+}
+
+async fn scan_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: wire::ScanLockRequest = decode_proto(&body)?;
+    let storage = st.node.storage.clone();
+    let r = blocking(move || {
+        storage.scan_locks(&req.start, &req.end, req.max_ts, req.limit as usize)
+    })
+    .await?;
+    let resp = match r {
+        Ok(locks) => wire::ScanLockResponse {
+            locks: locks.iter().map(cop::handler::lock_info).collect(),
+            error: None,
+        },
+        Err(e) => wire::ScanLockResponse {
+            locks: Vec::new(),
+            error: Some(key_error(&e)),
+        },
+    };
+    count("scan_lock", resp.error.is_none());
+    Ok(proto_response(&resp))
+}
+
+async fn kv_get(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: wire::GetRequest = decode_proto(&body)?;
+    let storage = st.node.storage.clone();
+    let r = blocking(move || storage.get(&req.key, req.start_ts, &req.bypass_locks)).await?;
+    let resp = match r {
+        Ok(Some(e)) => wire::GetResponse {
+            found: true,
+            value: e.value,
+            commit_ts: e.commit_ts,
+            error: None,
+        },
+        Ok(None) => wire::GetResponse::default(),
+        Err(e) => wire::GetResponse {
+            error: Some(key_error(&e)),
+            ..Default::default()
+        },
+    };
+    count("get", resp.error.is_none());
+    Ok(proto_response(&resp))
+}
+
+async fn kv_scan(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: wire::ScanRequest = decode_proto(&body)?;
+    let storage = st.node.storage.clone();
+    let r = blocking(move || {
+        storage.scan(&req.start, &req.end, req.limit as usize, req.start_ts, req.reverse)
+    })
+    .await?;
+    let resp = match r {
+        Ok(entries) => wire::ScanResponse {
+            entries: entries
+                .into_iter()
+                .map(|e| wire::ScanEntry {
+                    key: e.key,
+                    value: e.value,
+                    commit_ts: e.commit_ts,
+                })
+                .collect(),
+            error: None,
+        },
+        Err(e) => wire::ScanResponse {
+            entries: Vec::new(),
+            error: Some(key_error(&e)),
+        },
+    };
+    count("scan", resp.error.is_none());
+    Ok(proto_response(&resp))
+}
+
+/// The error and its sources, joined.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+/// How often the size checker runs is configured; this is its loop.
+pub async fn split_checker(node: Arc<Node>, every: Duration) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let n = node.clone();
+        match tokio::task::spawn_blocking(move || n.check_splits()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("size split check failed: {}", error_chain(&e)),
+            Err(e) => tracing::warn!("size split check panicked: {e}"),
+        }
+    }
+}

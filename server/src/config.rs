@@ -1,0 +1,292 @@
+//! `stratus-server`'s TOML config. Every key is optional (the defaults run a one-node cluster
+//! on local directories); an unknown key fails start-up with its name.
+//!
+//! ```toml
+//! [server]
+//! addr = "127.0.0.1:20160"
+//! data-dir = "./stratus-data/server"   # WAL, manifest, TSO high-water mark
+//! node-id = 1                          # file-id prefix: distinct per server sharing a store
+//! labels = { zone = "a" }
+//! ranges = [{ start = "", end = "" }]  # initial regions, first start only ('t\x80' escapes)
+//! tso = true                           # exactly one server per cluster runs the TSO
+//! tso-addr = ""                        # http://host:port of that server when tso = false
+//! region-split-size = "256MiB"         # a region above this splits in two (0 = never)
+//! split-check-interval = "10s"
+//! shutdown-grace = "10s"               # in-flight requests get this long after SIGTERM
+//!
+//! [kvengine]
+//! remote-coprocessor-addr = ""         # the worker's URL, e.g. http://127.0.0.1:19000/coprocessor
+//! remote-coprocessor-min-blocks-size = "32MiB"
+//! remote-coprocessor-timeout = "10s"   # one attempt
+//! remote-coprocessor-max-retries = 2   # after a connection error, timeout or 503
+//! remote-coprocessor-retry-backoff = "50ms"   # doubles per retry
+//! memtable-size = "64MiB"
+//! block-size = "64KiB"
+//! block-cache-size = "256MiB"
+//! wal-sync = "every-batch"             # "group-commit" (shared fsyncs) or "off" (a machine crash loses acknowledged writes)
+//! flush-threads = 1
+//! compaction-threads = 1
+//!
+//! [dfs]                                # see service::dfs
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use service::config::{ConfigError, parse_escaped_key};
+use service::{DfsSection, ReadableDuration, ReadableSize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServerConfig {
+    pub server: ServerSection,
+    pub kvengine: KvEngineSection,
+    pub dfs: DfsSection,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServerSection {
+    /// Listen address; port 0 picks a free one (printed at start).
+    pub addr: String,
+    /// Local directory of the WAL, the manifest and the TSO's high-water mark.
+    pub data_dir: PathBuf,
+    /// Prefix of every SST file id this server allocates (0..=65535). Servers that share an
+    /// object store need distinct ids.
+    pub node_id: u16,
+    /// Labels, `zone` among them: clients prefer compute nodes in their own zone.
+    pub labels: BTreeMap<String, String>,
+    /// The regions created on the first start (an engine that already has regions keeps its
+    /// own). Keys may use `\xNN` escapes; ranges must not overlap.
+    pub ranges: Vec<RangeConfig>,
+    /// Whether this server runs the cluster's timestamp oracle.
+    pub tso: bool,
+    /// Base URL (`http://host:port`) of the server running the TSO, when `tso = false`.
+    pub tso_addr: String,
+    /// A region whose data (memtables + files) exceeds this splits at its middle key (0 =
+    /// never split by size).
+    pub region_split_size: ReadableSize,
+    pub split_check_interval: ReadableDuration,
+    pub shutdown_grace: ReadableDuration,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            addr: "127.0.0.1:20160".into(),
+            data_dir: PathBuf::from("./stratus-data/server"),
+            node_id: 1,
+            labels: BTreeMap::new(),
+            ranges: vec![RangeConfig::default()],
+            tso: true,
+            tso_addr: String::new(),
+            region_split_size: ReadableSize::mib(256),
+            split_check_interval: ReadableDuration::secs(10),
+            shutdown_grace: ReadableDuration::secs(10),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RangeConfig {
+    pub start: String,
+    /// Exclusive; empty = unbounded.
+    pub end: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WalSync {
+    /// fsync before every acknowledgement.
+    EveryBatch,
+    /// The same guarantee; concurrent writers share fsyncs.
+    GroupCommit,
+    /// Never fsync: a crash loses what the OS had not written back.
+    Off,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct KvEngineSection {
+    /// The worker's full URL; empty = never offload.
+    pub remote_coprocessor_addr: String,
+    /// Requests whose ranges cover at least this many bytes of SST blocks run remotely.
+    pub remote_coprocessor_min_blocks_size: ReadableSize,
+    /// Time limit of one offload attempt (also bounded by the request's deadline).
+    pub remote_coprocessor_timeout: ReadableDuration,
+    /// Retries after a connection error, a timeout or a 503, before running locally.
+    pub remote_coprocessor_max_retries: u32,
+    /// Backoff before the first retry; doubles per retry.
+    pub remote_coprocessor_retry_backoff: ReadableDuration,
+    /// Largest worker response accepted (a bigger one falls back to local execution).
+    pub remote_coprocessor_max_response_size: ReadableSize,
+    pub memtable_size: ReadableSize,
+    pub block_size: ReadableSize,
+    pub block_cache_size: ReadableSize,
+    pub wal_sync: WalSync,
+    pub flush_threads: usize,
+    pub compaction_threads: usize,
+}
+
+impl Default for KvEngineSection {
+    fn default() -> Self {
+        KvEngineSection {
+            remote_coprocessor_addr: String::new(),
+            remote_coprocessor_min_blocks_size: ReadableSize::mib(32),
+            remote_coprocessor_timeout: ReadableDuration::secs(10),
+            remote_coprocessor_max_retries: 2,
+            remote_coprocessor_retry_backoff: ReadableDuration::millis(50),
+            remote_coprocessor_max_response_size: ReadableSize::mib(256),
+            memtable_size: ReadableSize::mib(64),
+            block_size: ReadableSize::kib(64),
+            block_cache_size: ReadableSize::mib(256),
+            wal_sync: WalSync::EveryBatch,
+            flush_threads: 1,
+            compaction_threads: 1,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Checks what parsing cannot: values that parse but cannot work.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.server.tso && self.server.tso_addr.is_empty() {
+            return Err(ConfigError::invalid(
+                "server.tso-addr",
+                "expected the TSO server's URL when server.tso = false, found nothing",
+            ));
+        }
+        if !self.server.tso_addr.is_empty() && !is_http_url(&self.server.tso_addr) {
+            return Err(ConfigError::invalid(
+                "server.tso-addr",
+                format!("expected an http:// or https:// URL, found {:?}", self.server.tso_addr),
+            ));
+        }
+        let addr = &self.kvengine.remote_coprocessor_addr;
+        if !addr.is_empty() && !is_http_url(addr) {
+            return Err(ConfigError::invalid(
+                "kvengine.remote-coprocessor-addr",
+                format!("expected an http:// or https:// URL, found {addr:?}"),
+            ));
+        }
+        if self.kvengine.memtable_size.bytes() < 1024 {
+            return Err(ConfigError::invalid(
+                "kvengine.memtable-size",
+                format!(
+                    "expected at least 1KiB, found {}",
+                    self.kvengine.memtable_size
+                ),
+            ));
+        }
+        if self.kvengine.block_size.bytes() < 256 {
+            return Err(ConfigError::invalid(
+                "kvengine.block-size",
+                format!("expected at least 256B, found {}", self.kvengine.block_size),
+            ));
+        }
+        if self.kvengine.flush_threads == 0 {
+            return Err(ConfigError::invalid(
+                "kvengine.flush-threads",
+                "expected at least 1, found 0",
+            ));
+        }
+        self.initial_ranges()?;
+        self.dfs.to_dfs_config()?;
+        Ok(())
+    }
+
+    /// `[server] ranges` as bytes, sorted, checked for overlaps and empty ranges.
+    pub fn initial_ranges(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ConfigError> {
+        let mut out = Vec::new();
+        for (i, r) in self.server.ranges.iter().enumerate() {
+            let key = |what: &str, s: &str| {
+                parse_escaped_key(s)
+                    .map_err(|e| ConfigError::invalid(&format!("server.ranges[{i}].{what}"), e))
+            };
+            let (start, end) = (key("start", &r.start)?, key("end", &r.end)?);
+            if !end.is_empty() && start >= end {
+                return Err(ConfigError::invalid(
+                    &format!("server.ranges[{i}]"),
+                    format!("expected start < end, found start={:?} end={:?}", r.start, r.end),
+                ));
+            }
+            out.push((start, end));
+        }
+        out.sort();
+        for w in out.windows(2) {
+            if w[0].1.is_empty() || w[0].1 > w[1].0 {
+                return Err(ConfigError::invalid(
+                    "server.ranges",
+                    "expected ranges that do not overlap, found two that do",
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn is_http_url(s: &str) -> bool {
+    s.starts_with("http://") || s.starts_with("https://")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use service::config::{parse, render};
+
+    #[test]
+    fn defaults_are_valid_and_render_back() {
+        let c = ServerConfig::default();
+        c.validate().unwrap();
+        let again: ServerConfig = parse(&render(&c), "rendered").unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = parse::<ServerConfig>("[kvengine]\nremote-coprocesor-addr = \"\"\n", "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("remote-coprocesor-addr"), "{e}");
+        let e = parse::<ServerConfig>("[serverr]\n", "s.toml").unwrap_err().to_string();
+        assert!(e.contains("serverr"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = parse::<ServerConfig>(
+            "[kvengine]\nremote-coprocessor-min-blocks-size = \"huge\"\n",
+            "s.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("remote-coprocessor-min-blocks-size"), "{e}");
+        let c: ServerConfig =
+            parse("[kvengine]\nremote-coprocessor-addr = \"127.0.0.1:1\"\n", "s.toml").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("kvengine.remote-coprocessor-addr"), "{e}");
+        let c: ServerConfig = parse("[server]\ntso = false\n", "s.toml").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("server.tso-addr"));
+    }
+
+    #[test]
+    fn ranges_parse_escapes_and_reject_overlaps() {
+        let c: ServerConfig = parse(
+            "[server]\nranges = [{ start = '', end = 't\\x80' }, { start = 't\\x80', end = '' }]\n",
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.initial_ranges().unwrap(),
+            vec![(vec![], b"t\x80".to_vec()), (b"t\x80".to_vec(), vec![])]
+        );
+        let c: ServerConfig = parse(
+            "[server]\nranges = [{ start = '', end = 'b' }, { start = 'a', end = '' }]\n",
+            "s.toml",
+        )
+        .unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("server.ranges"));
+    }
+}

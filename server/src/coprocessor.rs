@@ -1,0 +1,229 @@
+//! The coprocessor endpoint: one request from arrival to answer.
+//!
+//! 1. Region and epoch: the request's `context` must name a region of this server at its
+//!    current version (else a region error: the client refreshes its region cache).
+//! 2. `check_memory_locks` over the ranges (raising max_ts to start_ts) *before* the snapshot,
+//!    so a transaction between its conflict check and its engine write is either seen here or
+//!    commits above start_ts.
+//! 3. The snapshot, the request's own checks (type, ranges in region), then the cache fast
+//!    path: a cache-enabled request whose `cache_if_match_version` equals the snapshot's data
+//!    version is a hit answered here, so a cache-valid request never reaches a worker.
+//! 4. Local or remote: remote when a worker is configured and `range_blocks_size` of the ranges
+//!    reaches `remote-coprocessor-min-blocks-size`. A failed offload runs locally.
+//!
+//! The response's exec details say where it ran (`local`, `remote`, `fallback`, `cache_hit`)
+//! and why.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cop::handler::HandlerOptions;
+use cop::proto::{ExecDetails, RegionError, RegionErrorKind, Request, Response};
+use kvengine::SnapAccess;
+
+use crate::dispatcher::{Dispatched, RemoteDagDispatcher};
+use crate::metrics;
+use crate::txn::Storage;
+
+/// Offload decision reasons (metric label values and exec-details reasons).
+pub mod reason {
+    pub const BLOCKS_SIZE: &str = "blocks_size";
+    pub const BELOW_MIN_BLOCKS_SIZE: &str = "below_min_blocks_size";
+    pub const NO_REMOTE_ADDR: &str = "no_remote_addr";
+}
+
+pub struct Coprocessor {
+    storage: Arc<Storage>,
+    dispatcher: Option<RemoteDagDispatcher>,
+    min_blocks_size: u64,
+}
+
+/// Where step 3 left a request.
+enum Route {
+    /// Answered already (region error, lock, bad request, cache hit).
+    Answer(Response, &'static str),
+    Local(SnapAccess, &'static str),
+    Remote(SnapAccess, &'static str),
+}
+
+impl Coprocessor {
+    pub fn new(
+        storage: Arc<Storage>,
+        dispatcher: Option<RemoteDagDispatcher>,
+        min_blocks_size: u64,
+    ) -> Coprocessor {
+        Coprocessor {
+            storage,
+            dispatcher,
+            min_blocks_size,
+        }
+    }
+
+    /// Answers one request (never fails: errors are response fields).
+    pub async fn handle(self: &Arc<Self>, req: Request) -> Response {
+        let t0 = Instant::now();
+        let req = Arc::new(req);
+        let routed = {
+            let (this, req) = (self.clone(), req.clone());
+            tokio::task::spawn_blocking(move || this.route(&req)).await
+        };
+        let resp = match routed {
+            Err(e) => {
+                metrics::COP_REQUESTS.with_label_values(&["error"]).inc();
+                Response {
+                    other_error: format!("coprocessor task failed: {e}"),
+                    ..Response::default()
+                }
+            }
+            Ok(Route::Answer(resp, location)) => {
+                metrics::COP_REQUESTS.with_label_values(&[location]).inc();
+                resp
+            }
+            Ok(Route::Local(snap, why)) => run_local(req, snap, "local", why.to_string()).await,
+            Ok(Route::Remote(snap, why)) => {
+                let dispatcher = self.dispatcher.as_ref().expect("remote only with a worker");
+                match dispatcher.dispatch(&req, &snap, why).await {
+                    Dispatched::Remote(resp) => {
+                        metrics::COP_REQUESTS.with_label_values(&["remote"]).inc();
+                        resp
+                    }
+                    Dispatched::Answered(resp) => {
+                        metrics::COP_REQUESTS.with_label_values(&["error"]).inc();
+                        resp
+                    }
+                    Dispatched::Fallback { cause, detail } => {
+                        metrics::OFFLOAD_FALLBACKS.with_label_values(&[cause]).inc();
+                        tracing::warn!(cause, %detail, worker = dispatcher.addr(), "offload failed; running locally");
+                        let why = format!("{why}; worker failed ({cause}): {detail}");
+                        run_local(req, snap, "fallback", why).await
+                    }
+                }
+            }
+        };
+        metrics::COP_DURATION.observe(t0.elapsed().as_secs_f64());
+        resp
+    }
+
+    /// Steps 1–4 of the module docs, on a blocking thread.
+    fn route(&self, req: &Request) -> Route {
+        let engine = self.storage.engine();
+        let ctx = req.context.clone().unwrap_or_default();
+        let info = match engine.shard_info(ctx.region_id) {
+            Ok(info) => info,
+            Err(kvengine::Error::ShardNotFound { .. }) => {
+                return Route::Answer(
+                    region_error(
+                        RegionErrorKind::RegionNotFound,
+                        ctx.region_id,
+                        0,
+                        format!("region not found: region_id={}", ctx.region_id),
+                    ),
+                    "error",
+                );
+            }
+            Err(e) => return Route::Answer(other_error(format!("region lookup: {e}")), "error"),
+        };
+        if info.ver != ctx.region_ver {
+            return Route::Answer(epoch_not_match(ctx.region_id, ctx.region_ver, info.ver), "error");
+        }
+        let ranges: Vec<(&[u8], &[u8])> = req
+            .ranges
+            .iter()
+            .map(|r| (r.start.as_slice(), r.end.as_slice()))
+            .collect();
+        let cm = self.storage.concurrency_manager();
+        if let Err(lock) = cm.check_memory_locks(&ranges, req.start_ts, &[]) {
+            return Route::Answer(cop::handler::locked_response(&lock), "error");
+        }
+        let snap = match engine.snapshot(ctx.region_id) {
+            Ok(s) => s,
+            Err(kvengine::Error::ShardNotFound { .. }) => {
+                // Split between the two looks.
+                return Route::Answer(epoch_not_match(ctx.region_id, ctx.region_ver, 0), "error");
+            }
+            Err(e) => return Route::Answer(other_error(format!("snapshot: {e}")), "error"),
+        };
+        if snap.ver() != ctx.region_ver {
+            return Route::Answer(epoch_not_match(ctx.region_id, ctx.region_ver, snap.ver()), "error");
+        }
+        if let Some(resp) = cop::handler::precheck(req, &snap) {
+            return Route::Answer(resp, "error");
+        }
+        if let Some(hit) = cop::cache::cache_hit(req, &snap, true) {
+            let mut hit = hit;
+            hit.exec_details = Some(ExecDetails {
+                location: "cache_hit".into(),
+                reason: "data version unchanged".into(),
+                ..ExecDetails::default()
+            });
+            return Route::Answer(hit, "cache_hit");
+        }
+        let (remote, why) = match &self.dispatcher {
+            None => (false, reason::NO_REMOTE_ADDR),
+            Some(_) => {
+                if snap.range_blocks_size(&ranges) >= self.min_blocks_size {
+                    (true, reason::BLOCKS_SIZE)
+                } else {
+                    (false, reason::BELOW_MIN_BLOCKS_SIZE)
+                }
+            }
+        };
+        metrics::REMOTE_DECISIONS
+            .with_label_values(&[if remote { "remote" } else { "local" }, why])
+            .inc();
+        if remote {
+            Route::Remote(snap, why)
+        } else {
+            Route::Local(snap, why)
+        }
+    }
+}
+
+async fn run_local(
+    req: Arc<Request>,
+    snap: SnapAccess,
+    location: &'static str,
+    why: String,
+) -> Response {
+    let ran = tokio::task::spawn_blocking(move || {
+        cop::handler::handle(&req, &snap, &HandlerOptions::origin())
+    })
+    .await;
+    let mut resp = match ran {
+        Ok(resp) => resp,
+        Err(e) => other_error(format!("coprocessor task failed: {e}")),
+    };
+    let details = resp.exec_details.get_or_insert_with(ExecDetails::default);
+    details.location = location.into();
+    details.reason = why;
+    metrics::COP_REQUESTS.with_label_values(&[location]).inc();
+    resp
+}
+
+fn region_error(kind: RegionErrorKind, region_id: u64, current_ver: u64, message: String) -> Response {
+    Response {
+        region_error: Some(RegionError {
+            message,
+            kind: kind as i32,
+            region_id,
+            current_ver,
+        }),
+        ..Response::default()
+    }
+}
+
+fn epoch_not_match(region_id: u64, asked: u64, current: u64) -> Response {
+    region_error(
+        RegionErrorKind::EpochNotMatch,
+        region_id,
+        current,
+        format!("epoch not match: region_id={region_id} expected ver={current}, found ver={asked}"),
+    )
+}
+
+fn other_error(message: String) -> Response {
+    Response {
+        other_error: message,
+        ..Response::default()
+    }
+}

@@ -1,0 +1,202 @@
+//! A running storage server's state, built from its config: the engine and its regions, the
+//! TSO (local or remote), the transaction storage, the coprocessor endpoint, and the size
+//! based split checker.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kvengine::{Engine, EngineOptions, SyncPolicy};
+use service::HttpClient;
+
+use crate::config::{ServerConfig, WalSync};
+use crate::coprocessor::Coprocessor;
+use crate::dispatcher::{DispatchSettings, RemoteDagDispatcher};
+use crate::metrics;
+use crate::remote_tso::RemoteTso;
+use crate::tso::{TimestampSource, Tso, TsoError};
+use crate::txn::Storage;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Config(#[from] service::ConfigError),
+    #[error("cannot create the data directory {path}")]
+    DataDir {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("engine failed")]
+    Engine(#[from] kvengine::Error),
+    #[error("timestamp oracle failed")]
+    Tso(#[from] TsoError),
+    #[error("transaction layer failed")]
+    Txn(#[from] crate::txn::TxnError),
+    #[error("cannot split region {region_id}: {detail}")]
+    Split { region_id: u64, detail: String },
+}
+
+pub struct Node {
+    pub config: ServerConfig,
+    pub storage: Arc<Storage>,
+    /// The TSO when this server runs it.
+    pub tso: Option<Arc<Tso>>,
+    /// Where this server's own timestamps come from (the local TSO or the remote one).
+    pub timestamps: Arc<dyn TimestampSource>,
+    pub coprocessor: Arc<Coprocessor>,
+    pub started: Instant,
+    /// Splits one at a time (requests and the size checker).
+    split_lock: parking_lot::Mutex<()>,
+}
+
+impl Node {
+    /// Opens everything. Blocking (engine recovery, first-start region creation which may ask a
+    /// remote TSO for region ids): call it from a blocking thread of `runtime`.
+    pub fn open(config: ServerConfig, runtime: tokio::runtime::Handle) -> Result<Node, NodeError> {
+        config.validate()?;
+        metrics::register_all();
+        let s = &config.server;
+        let kv = &config.kvengine;
+        std::fs::create_dir_all(&s.data_dir).map_err(|source| NodeError::DataDir {
+            path: s.data_dir.clone(),
+            source,
+        })?;
+        let mut opts = EngineOptions::new(s.data_dir.join("engine"));
+        opts.memtable_size = kv.memtable_size.bytes() as usize;
+        opts.block_size = kv.block_size.bytes() as usize;
+        opts.block_cache_size = kv.block_cache_size.bytes();
+        opts.wal_sync = match kv.wal_sync {
+            WalSync::EveryBatch => SyncPolicy::EveryBatch,
+            WalSync::GroupCommit => SyncPolicy::GroupCommit,
+            WalSync::Off => SyncPolicy::Off,
+        };
+        opts.flush_threads = kv.flush_threads;
+        opts.compaction_threads = kv.compaction_threads;
+        opts.node_id = s.node_id;
+        let dfs = config.dfs.to_dfs_config()?.open()?;
+        let engine = Engine::open(opts, dfs)?;
+
+        let client = HttpClient::new(kv.remote_coprocessor_max_response_size.bytes() as usize);
+        let (tso, timestamps): (Option<Arc<Tso>>, Arc<dyn TimestampSource>) = if s.tso {
+            let tso = Arc::new(Tso::open(s.data_dir.join("tso"))?);
+            (Some(tso.clone()), tso)
+        } else {
+            (None, Arc::new(RemoteTso::new(&s.tso_addr, client.clone(), runtime)))
+        };
+        if engine.shard_ids().is_empty() {
+            for (start, end) in config.initial_ranges()? {
+                let id = timestamps.get_ts()?;
+                engine.create_shard(id, &start, &end)?;
+                tracing::info!(id, ?start, ?end, "created initial region");
+            }
+        }
+        let storage = Arc::new(Storage::new(engine, timestamps.clone())?);
+        let dispatcher = (!kv.remote_coprocessor_addr.is_empty()).then(|| {
+            RemoteDagDispatcher::new(
+                DispatchSettings {
+                    addr: kv.remote_coprocessor_addr.clone(),
+                    timeout: kv.remote_coprocessor_timeout.duration(),
+                    max_retries: kv.remote_coprocessor_max_retries,
+                    retry_backoff: kv.remote_coprocessor_retry_backoff.duration(),
+                },
+                client,
+            )
+        });
+        let coprocessor = Arc::new(Coprocessor::new(
+            storage.clone(),
+            dispatcher,
+            kv.remote_coprocessor_min_blocks_size.bytes(),
+        ));
+        Ok(Node {
+            config,
+            storage,
+            tso,
+            timestamps,
+            coprocessor,
+            started: Instant::now(),
+            split_lock: parking_lot::Mutex::new(()),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        self.storage.engine()
+    }
+
+    /// Splits `region_id` at `key` into two regions with fresh ids (TSO timestamps, unique
+    /// across the cluster). Blocking.
+    pub fn split(&self, region_id: u64, key: &[u8], trigger: &str) -> Result<(u64, u64), NodeError> {
+        let _one_at_a_time = self.split_lock.lock();
+        let left = self.timestamps.get_ts()?;
+        let right = self.timestamps.get_ts()?;
+        self.engine().split(region_id, key, left, right)?;
+        self.storage.refresh_shards()?;
+        metrics::SPLITS.with_label_values(&[trigger]).inc();
+        tracing::info!(region_id, left, right, ?key, trigger, "split region");
+        Ok((left, right))
+    }
+
+    /// Approximate bytes of a region: its memtables plus its SST blocks.
+    pub fn region_size(&self, region_id: u64) -> Result<u64, NodeError> {
+        let info = self.engine().shard_info(region_id)?;
+        let snap = self.engine().snapshot(region_id)?;
+        let files = snap.range_blocks_size(&[(info.start.as_ref(), info.end.as_ref())]);
+        Ok(files + info.memtable_size as u64)
+    }
+
+    /// The key near the middle of a region's data (by key + value bytes), or `None` when the
+    /// region holds fewer than two distinct keys. One pass over the WRITE CF at the newest
+    /// version, keeping a sample key per step so memory stays small.
+    pub fn middle_key(&self, region_id: u64) -> Result<Option<Vec<u8>>, NodeError> {
+        let snap = self.engine().snapshot(region_id)?;
+        let mut it = snap.iter(kvengine::Cf::Write, snap.start(), snap.end(), u64::MAX, false)?;
+        let mut samples: Vec<Vec<u8>> = Vec::new();
+        let (mut bytes, step) = (0u64, 256 * 1024u64);
+        let mut next_sample = 0u64;
+        while it.valid() {
+            if bytes >= next_sample {
+                samples.push(it.key().to_vec());
+                next_sample = bytes + step;
+            }
+            bytes += (it.key().len() + it.value().len()) as u64;
+            it.next()?;
+        }
+        if samples.len() < 2 {
+            return Ok(None);
+        }
+        let mid = samples.swap_remove(samples.len() / 2);
+        Ok((mid.as_slice() > snap.start()).then_some(mid))
+    }
+
+    /// One pass of the size checker: splits every region above `region-split-size`.
+    pub fn check_splits(&self) -> Result<usize, NodeError> {
+        let limit = self.config.server.region_split_size.bytes();
+        if limit == 0 {
+            return Ok(0);
+        }
+        let mut splits = 0;
+        for id in self.engine().shard_ids() {
+            let size = match self.region_size(id) {
+                Ok(s) => s,
+                Err(NodeError::Engine(kvengine::Error::ShardNotFound { .. })) => continue,
+                Err(e) => return Err(e),
+            };
+            if size < limit {
+                continue;
+            }
+            match self.middle_key(id)? {
+                Some(key) => {
+                    self.split(id, &key, "size")?;
+                    splits += 1;
+                }
+                None => tracing::debug!(id, size, "region above the split size has no middle key"),
+            }
+        }
+        Ok(splits)
+    }
+
+    /// Flushes every memtable and stops the engine's background threads.
+    pub fn close(&self) -> Result<(), NodeError> {
+        self.engine().close(true)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,20 @@
+//! Process plumbing shared by `stratus-server` and `stratus-worker`, so both behave the same
+//! way at their edges:
+//!
+//! * [`config`]: `--config path`, TOML with every key optional and unknown keys rejected by
+//!   name, the effective config printed back;
+//! * [`units`]: sizes (`"32MiB"`) and durations (`"100ms"`) as config values;
+//! * [`dfs`]: the `[dfs]` section (local directory or S3, optional file cache);
+//! * [`http`]: binding, serving until SIGTERM with a grace period, protobuf bodies, `/metrics`;
+//! * [`client`]: the HTTP client (http and https) processes use to call each other.
+
+pub mod client;
+pub mod config;
+pub mod dfs;
+pub mod http;
+pub mod units;
+
+pub use client::{ClientError, HttpClient, HttpReply};
+pub use config::ConfigError;
+pub use dfs::DfsSection;
+pub use units::{ReadableDuration, ReadableSize};
