@@ -60,7 +60,9 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// Runs blocking work (engine I/O, latches, fsync) off the async threads.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, HttpError> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, HttpError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| HttpError::internal(format!("request task failed: {e}")))
@@ -428,10 +430,9 @@ async fn resolve_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult
 async fn scan_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let req: wire::ScanLockRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
-    let r = blocking(move || {
-        storage.scan_locks(&req.start, &req.end, req.max_ts, req.limit as usize)
-    })
-    .await?;
+    let r =
+        blocking(move || storage.scan_locks(&req.start, &req.end, req.max_ts, req.limit as usize))
+            .await?;
     let resp = match r {
         Ok(locks) => wire::ScanLockResponse {
             locks: locks.iter().map(cop::handler::lock_info).collect(),
@@ -471,7 +472,13 @@ async fn kv_scan(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let req: wire::ScanRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || {
-        storage.scan(&req.start, &req.end, req.limit as usize, req.start_ts, req.reverse)
+        storage.scan(
+            &req.start,
+            &req.end,
+            req.limit as usize,
+            req.start_ts,
+            req.reverse,
+        )
     })
     .await?;
     let resp = match r {

@@ -161,7 +161,10 @@ impl ServerConfig {
         if !self.server.tso_addr.is_empty() && !is_http_url(&self.server.tso_addr) {
             return Err(ConfigError::invalid(
                 "server.tso-addr",
-                format!("expected an http:// or https:// URL, found {:?}", self.server.tso_addr),
+                format!(
+                    "expected an http:// or https:// URL, found {:?}",
+                    self.server.tso_addr
+                ),
             ));
         }
         let addr = &self.kvengine.remote_coprocessor_addr;
@@ -198,7 +201,7 @@ impl ServerConfig {
     }
 
     /// `[server] ranges` as bytes, sorted, checked for overlaps and empty ranges.
-    pub fn initial_ranges(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ConfigError> {
+    pub fn initial_ranges(&self) -> Result<Vec<KeySpan>, ConfigError> {
         let mut out = Vec::new();
         for (i, r) in self.server.ranges.iter().enumerate() {
             let key = |what: &str, s: &str| {
@@ -209,7 +212,10 @@ impl ServerConfig {
             if !end.is_empty() && start >= end {
                 return Err(ConfigError::invalid(
                     &format!("server.ranges[{i}]"),
-                    format!("expected start < end, found start={:?} end={:?}", r.start, r.end),
+                    format!(
+                        "expected start < end, found start={:?} end={:?}",
+                        r.start, r.end
+                    ),
                 ));
             }
             out.push((start, end));
@@ -226,6 +232,9 @@ impl ServerConfig {
         Ok(out)
     }
 }
+
+/// `[start, end)` as bytes; empty end = unbounded.
+pub type KeySpan = (Vec<u8>, Vec<u8>);
 
 fn is_http_url(s: &str) -> bool {
     s.starts_with("http://") || s.starts_with("https://")
@@ -250,7 +259,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("remote-coprocesor-addr"), "{e}");
-        let e = parse::<ServerConfig>("[serverr]\n", "s.toml").unwrap_err().to_string();
+        let e = parse::<ServerConfig>("[serverr]\n", "s.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("serverr"), "{e}");
     }
 
@@ -263,12 +274,20 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("remote-coprocessor-min-blocks-size"), "{e}");
-        let c: ServerConfig =
-            parse("[kvengine]\nremote-coprocessor-addr = \"127.0.0.1:1\"\n", "s.toml").unwrap();
+        let c: ServerConfig = parse(
+            "[kvengine]\nremote-coprocessor-addr = \"127.0.0.1:1\"\n",
+            "s.toml",
+        )
+        .unwrap();
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("kvengine.remote-coprocessor-addr"), "{e}");
         let c: ServerConfig = parse("[server]\ntso = false\n", "s.toml").unwrap();
-        assert!(c.validate().unwrap_err().to_string().contains("server.tso-addr"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("server.tso-addr")
+        );
     }
 
     #[test]
@@ -287,6 +306,11 @@ mod tests {
             "s.toml",
         )
         .unwrap();
-        assert!(c.validate().unwrap_err().to_string().contains("server.ranges"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("server.ranges")
+        );
     }
 }

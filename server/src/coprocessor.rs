@@ -41,9 +41,13 @@ pub struct Coprocessor {
 /// Where step 3 left a request.
 enum Route {
     /// Answered already (region error, lock, bad request, cache hit).
-    Answer(Response, &'static str),
+    Answer(Box<Response>, &'static str),
     Local(SnapAccess, &'static str),
     Remote(SnapAccess, &'static str),
+}
+
+fn answer(resp: Response, location: &'static str) -> Route {
+    Route::Answer(Box::new(resp), location)
 }
 
 impl Coprocessor {
@@ -77,7 +81,7 @@ impl Coprocessor {
             }
             Ok(Route::Answer(resp, location)) => {
                 metrics::COP_REQUESTS.with_label_values(&[location]).inc();
-                resp
+                *resp
             }
             Ok(Route::Local(snap, why)) => run_local(req, snap, "local", why.to_string()).await,
             Ok(Route::Remote(snap, why)) => {
@@ -85,11 +89,11 @@ impl Coprocessor {
                 match dispatcher.dispatch(&req, &snap, why).await {
                     Dispatched::Remote(resp) => {
                         metrics::COP_REQUESTS.with_label_values(&["remote"]).inc();
-                        resp
+                        *resp
                     }
                     Dispatched::Answered(resp) => {
                         metrics::COP_REQUESTS.with_label_values(&["error"]).inc();
-                        resp
+                        *resp
                     }
                     Dispatched::Fallback { cause, detail } => {
                         metrics::OFFLOAD_FALLBACKS.with_label_values(&[cause]).inc();
@@ -111,7 +115,7 @@ impl Coprocessor {
         let info = match engine.shard_info(ctx.region_id) {
             Ok(info) => info,
             Err(kvengine::Error::ShardNotFound { .. }) => {
-                return Route::Answer(
+                return answer(
                     region_error(
                         RegionErrorKind::RegionNotFound,
                         ctx.region_id,
@@ -121,10 +125,13 @@ impl Coprocessor {
                     "error",
                 );
             }
-            Err(e) => return Route::Answer(other_error(format!("region lookup: {e}")), "error"),
+            Err(e) => return answer(other_error(format!("region lookup: {e}")), "error"),
         };
         if info.ver != ctx.region_ver {
-            return Route::Answer(epoch_not_match(ctx.region_id, ctx.region_ver, info.ver), "error");
+            return answer(
+                epoch_not_match(ctx.region_id, ctx.region_ver, info.ver),
+                "error",
+            );
         }
         let ranges: Vec<(&[u8], &[u8])> = req
             .ranges
@@ -133,21 +140,24 @@ impl Coprocessor {
             .collect();
         let cm = self.storage.concurrency_manager();
         if let Err(lock) = cm.check_memory_locks(&ranges, req.start_ts, &[]) {
-            return Route::Answer(cop::handler::locked_response(&lock), "error");
+            return answer(cop::handler::locked_response(&lock), "error");
         }
         let snap = match engine.snapshot(ctx.region_id) {
             Ok(s) => s,
             Err(kvengine::Error::ShardNotFound { .. }) => {
                 // Split between the two looks.
-                return Route::Answer(epoch_not_match(ctx.region_id, ctx.region_ver, 0), "error");
+                return answer(epoch_not_match(ctx.region_id, ctx.region_ver, 0), "error");
             }
-            Err(e) => return Route::Answer(other_error(format!("snapshot: {e}")), "error"),
+            Err(e) => return answer(other_error(format!("snapshot: {e}")), "error"),
         };
         if snap.ver() != ctx.region_ver {
-            return Route::Answer(epoch_not_match(ctx.region_id, ctx.region_ver, snap.ver()), "error");
+            return answer(
+                epoch_not_match(ctx.region_id, ctx.region_ver, snap.ver()),
+                "error",
+            );
         }
         if let Some(resp) = cop::handler::precheck(req, &snap) {
-            return Route::Answer(resp, "error");
+            return answer(resp, "error");
         }
         if let Some(hit) = cop::cache::cache_hit(req, &snap, true) {
             let mut hit = hit;
@@ -156,7 +166,7 @@ impl Coprocessor {
                 reason: "data version unchanged".into(),
                 ..ExecDetails::default()
             });
-            return Route::Answer(hit, "cache_hit");
+            return answer(hit, "cache_hit");
         }
         let (remote, why) = match &self.dispatcher {
             None => (false, reason::NO_REMOTE_ADDR),
@@ -200,7 +210,12 @@ async fn run_local(
     resp
 }
 
-fn region_error(kind: RegionErrorKind, region_id: u64, current_ver: u64, message: String) -> Response {
+fn region_error(
+    kind: RegionErrorKind,
+    region_id: u64,
+    current_ver: u64,
+    message: String,
+) -> Response {
     Response {
         region_error: Some(RegionError {
             message,

@@ -38,9 +38,9 @@ pub struct DispatchSettings {
 #[derive(Debug)]
 pub enum Dispatched {
     /// The worker's answer, already adjusted (cacheability, data version, exec details).
-    Remote(Response),
+    Remote(Box<Response>),
     /// Answered at the origin without asking the worker (a blocking lock).
-    Answered(Response),
+    Answered(Box<Response>),
     /// Run it locally: the worker could not answer. `cause` is a metric label.
     Fallback { cause: &'static str, detail: String },
 }
@@ -114,7 +114,7 @@ impl RemoteDagDispatcher {
         details.location = "remote".into();
         details.remote_addr = self.settings.addr.clone();
         details.reason = reason.to_string();
-        Dispatched::Remote(resp)
+        Dispatched::Remote(Box::new(resp))
     }
 
     async fn post_with_retries(
@@ -132,7 +132,11 @@ impl RemoteDagDispatcher {
             let (cause, detail) = if timeout.is_zero() {
                 ("timeout", "the request's deadline passed".to_string())
             } else {
-                match self.client.post(&self.settings.addr, body.clone(), timeout).await {
+                match self
+                    .client
+                    .post(&self.settings.addr, body.clone(), timeout)
+                    .await
+                {
                     Ok(reply) if reply.status.is_success() => {
                         return Response::decode(reply.body.as_ref()).map_err(|e| {
                             Dispatched::Fallback {
@@ -195,7 +199,9 @@ fn prepare(req: &Request, snap: &SnapAccess) -> Result<Prepared, Dispatched> {
         match snap.check_locks_in_range(&r.start, &r.end, req.start_ts, &[]) {
             Ok(any) => saw_locks |= any,
             Err(kvengine::Error::KeyIsLocked { lock }) => {
-                return Err(Dispatched::Answered(cop::handler::locked_response(&lock)));
+                return Err(Dispatched::Answered(Box::new(
+                    cop::handler::locked_response(&lock),
+                )));
             }
             Err(e) => return Err(fallback(format!("lock scan failed: {e}"))),
         }
@@ -212,11 +218,20 @@ fn prepare(req: &Request, snap: &SnapAccess) -> Result<Prepared, Dispatched> {
         cache_if_match_version: 0,
         ..req.clone()
     };
-    let body = kvproto::offload::encode(
-        &worker_req.encode_to_vec(),
-        &remote.memtable_data,
-        &changeset::encode_changeset(&remote.changeset),
+    let (request, changeset) = (
+        worker_req.encode_to_vec(),
+        changeset::encode_changeset(&remote.changeset),
     );
+    let body = kvproto::offload::encode(&request, &remote.memtable_data, &changeset);
+    for (section, len) in [
+        ("request", request.len()),
+        ("memtable", remote.memtable_data.len()),
+        ("changeset", changeset.len()),
+    ] {
+        metrics::OFFLOAD_SECTION_BYTES
+            .with_label_values(&[section])
+            .inc_by(len as u64);
+    }
     Ok(Prepared {
         body: Bytes::from(body),
         uncacheable: remote.filtered_newer || saw_locks,
@@ -231,5 +246,8 @@ fn deadline_of(req: &Request) -> Option<SystemTime> {
 }
 
 fn remaining(deadline: Option<SystemTime>) -> Option<Duration> {
-    deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
+    deadline.map(|d| {
+        d.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO)
+    })
 }

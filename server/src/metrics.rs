@@ -68,6 +68,15 @@ pub static OFFLOAD_BODY_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
+/// Bytes of each offload body section. section: request | memtable | changeset.
+pub static OFFLOAD_SECTION_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter_vec(
+        "stratus_server_offload_section_bytes_total",
+        "Bytes of offload body sections sent to workers, by section.",
+        &["section"],
+    )
+});
+
 pub static OFFLOAD_LOCKS_SEEN: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_server_offload_uncacheable_total",
@@ -108,6 +117,7 @@ pub fn register_all() {
     LazyLock::force(&OFFLOAD_RETRIES);
     LazyLock::force(&OFFLOAD_BODY_BYTES);
     LazyLock::force(&OFFLOAD_LOCKS_SEEN);
+    LazyLock::force(&OFFLOAD_SECTION_BYTES);
     LazyLock::force(&COP_DURATION);
     LazyLock::force(&TXN_REQUESTS);
     LazyLock::force(&SPLITS);

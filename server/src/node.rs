@@ -81,7 +81,10 @@ impl Node {
             let tso = Arc::new(Tso::open(s.data_dir.join("tso"))?);
             (Some(tso.clone()), tso)
         } else {
-            (None, Arc::new(RemoteTso::new(&s.tso_addr, client.clone(), runtime)))
+            (
+                None,
+                Arc::new(RemoteTso::new(&s.tso_addr, client.clone(), runtime)),
+            )
         };
         if engine.shard_ids().is_empty() {
             for (start, end) in config.initial_ranges()? {
@@ -124,7 +127,12 @@ impl Node {
 
     /// Splits `region_id` at `key` into two regions with fresh ids (TSO timestamps, unique
     /// across the cluster). Blocking.
-    pub fn split(&self, region_id: u64, key: &[u8], trigger: &str) -> Result<(u64, u64), NodeError> {
+    pub fn split(
+        &self,
+        region_id: u64,
+        key: &[u8],
+        trigger: &str,
+    ) -> Result<(u64, u64), NodeError> {
         let _one_at_a_time = self.split_lock.lock();
         let left = self.timestamps.get_ts()?;
         let right = self.timestamps.get_ts()?;
@@ -148,7 +156,13 @@ impl Node {
     /// version, keeping a sample key per step so memory stays small.
     pub fn middle_key(&self, region_id: u64) -> Result<Option<Vec<u8>>, NodeError> {
         let snap = self.engine().snapshot(region_id)?;
-        let mut it = snap.iter(kvengine::Cf::Write, snap.start(), snap.end(), u64::MAX, false)?;
+        let mut it = snap.iter(
+            kvengine::Cf::Write,
+            snap.start(),
+            snap.end(),
+            u64::MAX,
+            false,
+        )?;
         let mut samples: Vec<Vec<u8>> = Vec::new();
         let (mut bytes, step) = (0u64, 256 * 1024u64);
         let mut next_sample = 0u64;

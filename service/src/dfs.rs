@@ -89,9 +89,9 @@ impl DfsSection {
                 "expected at least 1, found 0",
             ));
         }
-        if !self.s3_endpoint.is_empty()
-            && !(self.s3_endpoint.starts_with("http://") || self.s3_endpoint.starts_with("https://"))
-        {
+        let is_url =
+            self.s3_endpoint.starts_with("http://") || self.s3_endpoint.starts_with("https://");
+        if !self.s3_endpoint.is_empty() && !is_url {
             return Err(ConfigError::invalid(
                 "dfs.s3-endpoint",
                 format!(

@@ -76,7 +76,7 @@ impl FromStr for ReadableSize {
 impl fmt::Display for ReadableSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (unit, mult) in [("TiB", 1u64 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-            if self.0 >= mult && self.0 % mult == 0 {
+            if self.0 >= mult && self.0.is_multiple_of(mult) {
                 return write!(f, "{}{unit}", self.0 / mult);
             }
         }
@@ -157,12 +157,12 @@ impl FromStr for ReadableDuration {
 impl fmt::Display for ReadableDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let us = self.0.as_micros();
-        if us % 1000 != 0 {
+        if !us.is_multiple_of(1000) {
             return write!(f, "{}ms", us as f64 / 1000.0);
         }
         let ms = us / 1000;
         for (unit, mult) in [("h", 3_600_000u128), ("m", 60_000), ("s", 1000)] {
-            if ms >= mult && ms % mult == 0 {
+            if ms >= mult && ms.is_multiple_of(mult) {
                 return write!(f, "{}{unit}", ms / mult);
             }
         }

@@ -81,7 +81,12 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
         .await
         .map_err(|e| format!("shutdown task failed: {e}"))?;
     served.map_err(|e| format!("serving failed: {e}"))?;
-    closed.map_err(|e| format!("closing the engine failed: {}", server::api::error_chain(&e)))
+    closed.map_err(|e| {
+        format!(
+            "closing the engine failed: {}",
+            server::api::error_chain(&e)
+        )
+    })
 }
 
 fn init_logging() {

@@ -1,0 +1,150 @@
+//! What a worker process shares between requests: its config, the object store (opened once,
+//! so S3 connections and the cachefs index are reused), the block cache, and the counters
+//! `GET /status` reports.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use kvengine::{Dfs, MokaBlockCache};
+use service::ConfigError;
+
+use crate::config::WorkerConfig;
+use crate::metrics;
+
+/// Why a worker could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid config")]
+    Config(#[from] ConfigError),
+    #[error("cannot open the object store")]
+    Dfs(#[source] kvengine::Error),
+}
+
+impl StartError {
+    /// Config errors exit with code 2 (fix the file); other start failures with 1.
+    pub fn is_config(&self) -> bool {
+        matches!(self, StartError::Config(_))
+    }
+}
+
+/// Shared by every request (behind an `Arc`).
+pub struct WorkerState {
+    config: WorkerConfig,
+    /// The effective config as TOML, rendered once.
+    config_text: String,
+    dfs: Arc<dyn Dfs>,
+    block_cache: Option<Arc<dyn sst::BlockCache>>,
+    started: Instant,
+    /// The address actually listened on (set once serving starts; `worker.addr` may say port 0).
+    bound: OnceLock<SocketAddr>,
+    /// `/coprocessor` requests received since start.
+    requests: AtomicU64,
+    /// `/coprocessor` requests not yet answered.
+    in_flight: AtomicI64,
+}
+
+impl WorkerState {
+    /// Opens the object store `config` names and allocates the block cache.
+    pub fn open(config: WorkerConfig) -> Result<WorkerState, StartError> {
+        config.validate()?;
+        let dfs = config.dfs_config()?.open().map_err(StartError::Dfs)?;
+        Ok(WorkerState::with_dfs(config, dfs))
+    }
+
+    /// A worker reading `dfs` instead of the store `config` names: tests pass a fault
+    /// injecting or shared store. `config` is assumed valid.
+    pub fn with_dfs(config: WorkerConfig, dfs: Arc<dyn Dfs>) -> WorkerState {
+        metrics::init();
+        let cache_bytes = config.worker.block_cache_size.bytes();
+        let block_cache = (cache_bytes > 0)
+            .then(|| Arc::new(MokaBlockCache::new(cache_bytes)) as Arc<dyn sst::BlockCache>);
+        WorkerState {
+            config_text: config.render(),
+            config,
+            dfs,
+            block_cache,
+            started: Instant::now(),
+            bound: OnceLock::new(),
+            requests: AtomicU64::new(0),
+            in_flight: AtomicI64::new(0),
+        }
+    }
+
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    /// The effective config as TOML.
+    pub fn config_text(&self) -> &str {
+        &self.config_text
+    }
+
+    pub fn dfs(&self) -> &Arc<dyn Dfs> {
+        &self.dfs
+    }
+
+    pub fn block_cache(&self) -> Option<&Arc<dyn sst::BlockCache>> {
+        self.block_cache.as_ref()
+    }
+
+    /// `"local"` or `"s3"`: the kind of store the config names.
+    pub fn dfs_kind(&self) -> &'static str {
+        if self.config.dfs.s3_bucket.is_empty() {
+            "local"
+        } else {
+            "s3"
+        }
+    }
+
+    /// Records the address the listener is bound to (the first call wins).
+    pub fn set_bound_addr(&self, addr: SocketAddr) {
+        let _ = self.bound.set(addr);
+    }
+
+    /// The bound address once serving, else `worker.addr` as configured.
+    pub fn addr(&self) -> String {
+        match self.bound.get() {
+            Some(a) => a.to_string(),
+            None => self.config.worker.addr.clone(),
+        }
+    }
+
+    pub fn uptime_secs(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    /// `/coprocessor` requests received since start.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// `/coprocessor` requests not yet answered.
+    pub fn in_flight(&self) -> i64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Counts a request as received and in flight until the guard drops (also when the client
+    /// goes away and the request's future is dropped).
+    pub fn begin_request(self: &Arc<Self>) -> InFlight {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        metrics::IN_FLIGHT_REQUESTS.inc();
+        InFlight {
+            state: Arc::clone(self),
+        }
+    }
+}
+
+/// A request in flight; see [`WorkerState::begin_request`].
+pub struct InFlight {
+    state: Arc<WorkerState>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.state.in_flight.fetch_sub(1, Ordering::Relaxed);
+        metrics::IN_FLIGHT_REQUESTS.dec();
+    }
+}
