@@ -183,7 +183,12 @@ mod tests {
         assert_eq!(a(&["--config", "x.toml"]).unwrap(), Some("x.toml".into()));
         assert_eq!(a(&["--config=y.toml"]).unwrap(), Some("y.toml".into()));
         assert!(a(&["--config"]).is_err());
-        assert!(a(&["--verbose"]).unwrap_err().to_string().contains("--verbose"));
+        assert!(
+            a(&["--verbose"])
+                .unwrap_err()
+                .to_string()
+                .contains("--verbose")
+        );
     }
 
     #[test]

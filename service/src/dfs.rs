@@ -157,11 +157,21 @@ mod tests {
             s3_endpoint: "127.0.0.1:9000".into(),
             ..DfsSection::default()
         };
-        assert!(bad.to_dfs_config().unwrap_err().to_string().contains("dfs.s3-endpoint"));
+        assert!(
+            bad.to_dfs_config()
+                .unwrap_err()
+                .to_string()
+                .contains("dfs.s3-endpoint")
+        );
         let bad = DfsSection {
             s3_bucket: "ab".into(),
             ..DfsSection::default()
         };
-        assert!(bad.to_dfs_config().unwrap_err().to_string().contains("dfs.s3-bucket"));
+        assert!(
+            bad.to_dfs_config()
+                .unwrap_err()
+                .to_string()
+                .contains("dfs.s3-bucket")
+        );
     }
 }

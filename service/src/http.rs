@@ -117,9 +117,9 @@ pub async fn shutdown_signal() {
 /// Binds `addr` ("127.0.0.1:0" picks a free port) and prints `<name> listening on
 /// http://<addr>` on stdout: scripts and tests read the bound port from that line.
 pub async fn bind(name: &str, addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
-    let listener = TcpListener::bind(addr).await.map_err(|e| {
-        std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
-    })?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     let local = listener.local_addr()?;
     println!("{name} listening on http://{local}");
     let _ = std::io::stdout().flush();

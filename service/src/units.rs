@@ -75,7 +75,12 @@ impl FromStr for ReadableSize {
 
 impl fmt::Display for ReadableSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (unit, mult) in [("TiB", 1u64 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        for (unit, mult) in [
+            ("TiB", 1u64 << 40),
+            ("GiB", 1 << 30),
+            ("MiB", 1 << 20),
+            ("KiB", 1 << 10),
+        ] {
             if self.0 >= mult && self.0.is_multiple_of(mult) {
                 return write!(f, "{}{unit}", self.0 / mult);
             }
@@ -190,9 +195,18 @@ mod tests {
 
     #[test]
     fn sizes_parse_in_binary_units() {
-        assert_eq!("32MiB".parse::<ReadableSize>().unwrap(), ReadableSize::mib(32));
-        assert_eq!("32MB".parse::<ReadableSize>().unwrap(), ReadableSize::mib(32));
-        assert_eq!("1.5KiB".parse::<ReadableSize>().unwrap(), ReadableSize(1536));
+        assert_eq!(
+            "32MiB".parse::<ReadableSize>().unwrap(),
+            ReadableSize::mib(32)
+        );
+        assert_eq!(
+            "32MB".parse::<ReadableSize>().unwrap(),
+            ReadableSize::mib(32)
+        );
+        assert_eq!(
+            "1.5KiB".parse::<ReadableSize>().unwrap(),
+            ReadableSize(1536)
+        );
         assert_eq!("7".parse::<ReadableSize>().unwrap(), ReadableSize(7));
         assert_eq!("0B".parse::<ReadableSize>().unwrap(), ReadableSize(0));
         let err = "32 potatoes".parse::<ReadableSize>().unwrap_err();
@@ -202,10 +216,22 @@ mod tests {
 
     #[test]
     fn durations_parse_with_units() {
-        assert_eq!("100ms".parse::<ReadableDuration>().unwrap(), ReadableDuration::millis(100));
-        assert_eq!("1.5s".parse::<ReadableDuration>().unwrap(), ReadableDuration::millis(1500));
-        assert_eq!("2m".parse::<ReadableDuration>().unwrap(), ReadableDuration::secs(120));
-        assert_eq!("1h".parse::<ReadableDuration>().unwrap(), ReadableDuration::secs(3600));
+        assert_eq!(
+            "100ms".parse::<ReadableDuration>().unwrap(),
+            ReadableDuration::millis(100)
+        );
+        assert_eq!(
+            "1.5s".parse::<ReadableDuration>().unwrap(),
+            ReadableDuration::millis(1500)
+        );
+        assert_eq!(
+            "2m".parse::<ReadableDuration>().unwrap(),
+            ReadableDuration::secs(120)
+        );
+        assert_eq!(
+            "1h".parse::<ReadableDuration>().unwrap(),
+            ReadableDuration::secs(3600)
+        );
         for bad in ["", "5", "5 parsecs", "-1s", "ms"] {
             assert!(bad.parse::<ReadableDuration>().is_err(), "{bad:?}");
         }

@@ -1,0 +1,394 @@
+//! Differential test through real processes: random tables and random DAGs (the cop
+//! differential generator), written identically through the transaction API into two servers
+//! that share a TSO and an object store: one offloads every coprocessor request to a worker
+//! (threshold 0), the other never does. Every page of every answer must be equal; the worker
+//! must have served exactly the offloaded requests, with no fallback (a silent local fallback
+//! cannot pass).
+//!
+//! The histories are written in three phases: the first 40% of every table compacted into the
+//! levels, the next 30% flushed to L0, the rest left in the memtables and written in chunks
+//! between requests. A DAG's generated start_ts maps to a real timestamp that sees exactly the
+//! generated operations at or below it.
+//!
+//! Each server has two regions, split between tables 2 and 3, so requests are routed by
+//! region and transactions span both.
+//!
+//! `E2E_SEED=<u64>` replays a failing case (the seed is in every failure message).
+
+#[path = "../../cop/tests/common/dag_gen.rs"]
+mod dag_gen;
+
+use cop::codec::row::encode_row;
+use cop::codec::table::record_key;
+use cop::datum::Datum;
+use cop::proto::Response;
+use dag_gen::*;
+use e2e::cluster::{OffloadPair, StoreKind};
+use e2e::coprocessor::{self, location, run_pages};
+use e2e::server_proc::{ServerCopCounters, ServerProc};
+use e2e::transactions;
+use kvproto::txn::Mutation;
+use rand::Rng;
+
+const TABLES: i64 = 5;
+const COLUMNS: usize = 5;
+const OPS: usize = 120;
+const MAX_DEPTH: u32 = 3;
+/// DAGs per table after the levels and L0 are written.
+const DAGS_ON_SSTS: usize = 8;
+/// The memtable phase is written in this many chunks, with DAGs between them.
+const MEMTABLE_CHUNKS: usize = 4;
+const DAGS_PER_CHUNK: usize = 4;
+
+/// Independent cases (a fresh cluster each) per store.
+const CASES: usize = 3;
+
+/// The seeds of the cases: `E2E_SEED` alone, or random ones.
+fn seeds() -> Vec<u64> {
+    match std::env::var("E2E_SEED") {
+        Ok(s) => vec![s.parse().expect("E2E_SEED is a u64")],
+        Err(_) => (0..CASES).map(|_| rand::random()).collect(),
+    }
+}
+
+/// The first key of table `id` (the region boundary between tables `id - 1` and `id`).
+fn table_start(id: i64) -> Vec<u8> {
+    let mut k = cop::codec::table::record_prefix(id);
+    k.truncate(9); // 't' + the memcomparable table id, without "_r"
+    k
+}
+
+/// Which operations of each table are written, and the real timestamp of each: its commit_ts,
+/// or the start_ts of a rolled-back transaction.
+struct Written {
+    real_ts: Vec<Vec<u64>>,
+}
+
+impl Written {
+    /// The read ts that sees exactly table `t`'s generated operations with ts <= `gen_ts`:
+    /// just below the first written operation above it, or now.
+    fn read_ts(&self, tables: &[TableCase], t: usize, gen_ts: u64, now: u64) -> u64 {
+        let history = &tables[t].history;
+        self.real_ts[t]
+            .iter()
+            .zip(history)
+            .find(|(_, (g, _))| *g > gen_ts)
+            .map_or(now, |(real, _)| real - 1)
+    }
+
+    /// The largest generated ts written for table `t`.
+    fn max_gen_ts(&self, tables: &[TableCase], t: usize) -> u64 {
+        let n = self.real_ts[t].len();
+        if n == 0 {
+            1
+        } else {
+            tables[t].history[n - 1].0
+        }
+    }
+}
+
+/// Writes operations `range_of(table)` of every table, step by step (step k writes the k-th
+/// operation of each table in one transaction, and the rollbacks of that step in another),
+/// identically on both servers.
+fn write_ops(
+    pair: &OffloadPair,
+    tables: &[TableCase],
+    index_writes: &[Vec<Vec<IndexWrite>>],
+    written: &mut Written,
+    range_of: impl Fn(usize) -> std::ops::Range<usize>,
+) {
+    let servers = pair.both();
+    let steps = (0..tables.len())
+        .map(|t| range_of(t).len())
+        .max()
+        .unwrap_or(0);
+    for k in 0..steps {
+        let mut mutations: Vec<Mutation> = Vec::new();
+        let mut committed_ops = Vec::new();
+        let mut rollback_keys: Vec<Vec<u8>> = Vec::new();
+        let mut rolled_back_ops = Vec::new();
+        for (t, table) in tables.iter().enumerate() {
+            let range = range_of(t);
+            let i = range.start + k;
+            if i >= range.end {
+                continue;
+            }
+            assert_eq!(written.real_ts[t].len(), i, "operations in order");
+            let op = &table.history[i].1;
+            let row_key = record_key(table.id, op_handle(op));
+            match op {
+                Op::Rollback(_) => {
+                    rollback_keys.extend(index_writes[t][i].iter().map(|(k, _)| k.clone()));
+                    rollback_keys.push(row_key);
+                    rolled_back_ops.push(t);
+                }
+                Op::Put(_, values) => {
+                    push_index_writes(&mut mutations, &index_writes[t][i]);
+                    let row: Vec<(i64, Datum)> = table
+                        .cols
+                        .iter()
+                        .zip(values)
+                        .filter(|(c, _)| !c.pk)
+                        .filter_map(|(c, v)| v.clone().map(|v| (c.id, v)))
+                        .collect();
+                    mutations.push(transactions::put(&row_key, &encode_row(&row).unwrap()));
+                    committed_ops.push(t);
+                }
+                Op::Delete(_) => {
+                    push_index_writes(&mut mutations, &index_writes[t][i]);
+                    mutations.push(transactions::delete(&row_key));
+                    committed_ops.push(t);
+                }
+            }
+        }
+        if !mutations.is_empty() {
+            let c = transactions::commit(&pair.remote, &servers, &mutations);
+            for t in committed_ops {
+                written.real_ts[t].push(c.commit_ts);
+            }
+        }
+        if !rollback_keys.is_empty() {
+            let start_ts = transactions::roll_back(&pair.remote, &servers, &rollback_keys);
+            for t in rolled_back_ops {
+                written.real_ts[t].push(start_ts);
+            }
+        }
+        // Each table's ops must be recorded in history order: a step holds at most one op
+        // per table, so the order of the two transactions above does not matter.
+    }
+}
+
+fn push_index_writes(mutations: &mut Vec<Mutation>, writes: &[IndexWrite]) {
+    for (key, value) in writes {
+        mutations.push(match value {
+            Some(v) => transactions::put(key, v),
+            None => transactions::delete(key),
+        });
+    }
+}
+
+/// The answer of one server: its pages.
+fn answer(server: &ServerProc, req: &cop::proto::Request, desc: bool) -> Vec<Response> {
+    let region = server.region_of(&req.ranges[0].start);
+    run_pages(server, &coprocessor::for_region(req, &region), desc)
+}
+
+/// What the DAGs exercised (printed, so a run that compares only empty results shows it).
+#[derive(Debug, Default)]
+struct Stats {
+    /// Requests each server answered (pages included).
+    requests: usize,
+    dags: usize,
+    rows: usize,
+    eval_errors: usize,
+    paged: usize,
+}
+
+/// Runs `count` random DAGs per table on both servers and compares them page by page.
+fn run_dags(
+    pair: &OffloadPair,
+    g: &mut Gen,
+    tables: &[TableCase],
+    written: &Written,
+    count: usize,
+    seed: u64,
+    stats: &mut Stats,
+) {
+    let handles = handles_for(OPS);
+    for (t, table) in tables.iter().enumerate() {
+        for _ in 0..count {
+            let max_ts = written.max_gen_ts(tables, t);
+            let case = g.dag(&table.cols, &table.indexes, max_ts, handles);
+            let now = pair.remote.tso();
+            let read_ts = written.read_ts(tables, t, case.start_ts, now);
+            let ranges = request_ranges(table, &case);
+            if ranges.is_empty() {
+                continue;
+            }
+            let paging_size = if g.chance(0.4) {
+                g.rng.random_range(1..6)
+            } else {
+                0
+            };
+            let mut req =
+                coprocessor::unrouted_request(&dag_request(table, &case), ranges, read_ts);
+            req.paging_size = paging_size;
+            let shown = || {
+                format!(
+                    "seed {seed} (E2E_SEED={seed} replays it), read_ts {read_ts}, paging {paging_size}: {}",
+                    show_dag(table, &case)
+                )
+            };
+            let remote = answer(&pair.remote, &req, case.desc);
+            let local = answer(&pair.local, &req, case.desc);
+            for p in &remote {
+                assert_eq!(location(p), "remote", "{}\n{:?}", shown(), p.exec_details);
+                let addr = &p.exec_details.as_ref().unwrap().remote_addr;
+                assert_eq!(addr, &pair.worker.coprocessor_url(), "{}", shown());
+            }
+            for p in &local {
+                assert_eq!(location(p), "local", "{}\n{:?}", shown(), p.exec_details);
+            }
+            stats.requests += remote.len();
+            stats.dags += 1;
+            stats.paged += usize::from(remote.len() > 1);
+            match coprocessor::page_rows(&remote) {
+                Ok(rows) => stats.rows += rows.len(),
+                Err(_) => stats.eval_errors += 1,
+            }
+            assert_eq!(
+                remote.len(),
+                local.len(),
+                "page counts differ: remote ranges {:?}, local ranges {:?}\n{}",
+                remote.iter().map(|p| p.range.clone()).collect::<Vec<_>>(),
+                local.iter().map(|p| p.range.clone()).collect::<Vec<_>>(),
+                shown()
+            );
+            for (i, (r, l)) in remote.iter().zip(&local).enumerate() {
+                assert_eq!(
+                    r.range,
+                    l.range,
+                    "page {i}: scanned ranges differ\n{}",
+                    shown()
+                );
+                match (coprocessor::rows(r), coprocessor::rows(l)) {
+                    (Ok(r), Ok(l)) if is_partial(&case) => assert_eq!(
+                        coprocessor::sorted(r),
+                        coprocessor::sorted(l),
+                        "page {i}: partial aggregates differ (remote left, local right)\n{}",
+                        shown()
+                    ),
+                    (r, l) => assert_eq!(
+                        r,
+                        l,
+                        "page {i}: results differ (remote left, local right)\n{}",
+                        shown()
+                    ),
+                }
+            }
+        }
+    }
+}
+
+fn offloaded_dags_equal_local_dags(kind: StoreKind) {
+    for seed in seeds() {
+        offloaded_dags_equal_local_dags_case(kind, seed);
+    }
+}
+
+fn offloaded_dags_equal_local_dags_case(kind: StoreKind, seed: u64) {
+    println!("E2E_SEED={seed}");
+    let boundary = table_start(3);
+    let pair = OffloadPair::start(kind, |cfg| {
+        cfg.set("kvengine", "wal-sync", "off").ranges(&[
+            (Vec::new(), boundary.clone()),
+            (boundary.clone(), Vec::new()),
+        ]);
+    });
+    for s in pair.both() {
+        let regions = s.regions().regions;
+        assert_eq!(regions.len(), 2, "{regions:?}");
+        assert_eq!(regions[1].start, boundary);
+    }
+    let mut g = Gen::new(seed, MAX_DEPTH);
+    let tables = g.tables(TABLES, COLUMNS, OPS);
+    let index_writes: Vec<Vec<Vec<IndexWrite>>> = tables.iter().map(index_writes).collect();
+    let mut written = Written {
+        real_ts: vec![Vec::new(); tables.len()],
+    };
+    let part = |t: usize, from: usize, to: usize| {
+        let n = tables[t].history.len();
+        n * from / 10..n * to / 10
+    };
+
+    let worker_ok_before = pair.worker.requests("ok");
+    let remote_before = ServerCopCounters::read(&pair.remote);
+    let local_before = ServerCopCounters::read(&pair.local);
+
+    // Levels, then L0.
+    write_ops(&pair, &tables, &index_writes, &mut written, |t| {
+        part(t, 0, 4)
+    });
+    for s in pair.both() {
+        s.compact();
+    }
+    write_ops(&pair, &tables, &index_writes, &mut written, |t| {
+        part(t, 4, 7)
+    });
+    for s in pair.both() {
+        s.flush();
+    }
+    let mut stats = Stats::default();
+    run_dags(
+        &pair,
+        &mut g,
+        &tables,
+        &written,
+        DAGS_ON_SSTS,
+        seed,
+        &mut stats,
+    );
+
+    // The memtable phase, in chunks between requests.
+    for c in 0..MEMTABLE_CHUNKS {
+        write_ops(&pair, &tables, &index_writes, &mut written, |t| {
+            let r = part(t, 7, 10);
+            let len = r.len();
+            r.start + len * c / MEMTABLE_CHUNKS..r.start + len * (c + 1) / MEMTABLE_CHUNKS
+        });
+        run_dags(
+            &pair,
+            &mut g,
+            &tables,
+            &written,
+            DAGS_PER_CHUNK,
+            seed,
+            &mut stats,
+        );
+    }
+    for (t, table) in tables.iter().enumerate() {
+        assert_eq!(written.real_ts[t].len(), table.history.len(), "all written");
+    }
+
+    let remote = ServerCopCounters::read(&pair.remote).since(&remote_before);
+    let local = ServerCopCounters::read(&pair.local).since(&local_before);
+    let worker_ok = pair.worker.requests("ok") - worker_ok_before;
+    let n = stats.requests as f64;
+    assert_eq!(
+        remote.fallbacks, 0.0,
+        "seed {seed}: remote server counters {remote:?}"
+    );
+    assert_eq!(
+        remote.fallback, 0.0,
+        "seed {seed}: remote server counters {remote:?}"
+    );
+    assert_eq!(
+        remote.decided_remote, n,
+        "seed {seed}: remote server counters {remote:?}"
+    );
+    assert_eq!(
+        remote.remote, n,
+        "seed {seed}: remote server counters {remote:?}"
+    );
+    assert_eq!(
+        worker_ok, remote.decided_remote,
+        "seed {seed}: the worker's ok requests must equal the offloaded requests"
+    );
+    assert_eq!(
+        local.decided_remote, 0.0,
+        "seed {seed}: local server {local:?}"
+    );
+    assert_eq!(local.local, n, "seed {seed}: local server {local:?}");
+    assert!(n > 0.0, "no request was sent");
+    println!("{kind:?} seed {seed}: {stats:?}; worker answered {worker_ok}; {remote:?}");
+}
+
+#[test]
+fn offloaded_dags_equal_local_dags_on_the_local_store() {
+    offloaded_dags_equal_local_dags(StoreKind::Local);
+}
+
+#[test]
+fn offloaded_dags_equal_local_dags_on_s3() {
+    offloaded_dags_equal_local_dags(StoreKind::S3);
+}
