@@ -20,6 +20,7 @@
 //! remote-coprocessor-timeout = "10s"   # one attempt
 //! remote-coprocessor-max-retries = 2   # after a connection error, timeout or 503
 //! remote-coprocessor-retry-backoff = "50ms"   # doubles per retry
+//! remote-coprocessor-topn-max-pushdown-rows = 50000   # larger offloaded TopNs page (0 = off)
 //! memtable-size = "64MiB"
 //! block-size = "64KiB"
 //! block-cache-size = "256MiB"
@@ -122,6 +123,11 @@ pub struct KvEngineSection {
     pub remote_coprocessor_retry_backoff: ReadableDuration,
     /// Largest worker response accepted (a bigger one falls back to local execution).
     pub remote_coprocessor_max_response_size: ReadableSize,
+    /// An offloaded DAG whose root is a TopN with a limit above this many rows is sent with
+    /// `paging_size = limit - 1` (unless the request pages below the limit already), so the
+    /// worker answers resumable pages instead of building the whole heap; 0 disables. A
+    /// row-count heuristic, not a memory limit: choose lower values for wide rows.
+    pub remote_coprocessor_topn_max_pushdown_rows: u64,
     pub memtable_size: ReadableSize,
     pub block_size: ReadableSize,
     pub block_cache_size: ReadableSize,
@@ -139,6 +145,7 @@ impl Default for KvEngineSection {
             remote_coprocessor_max_retries: 2,
             remote_coprocessor_retry_backoff: ReadableDuration::millis(50),
             remote_coprocessor_max_response_size: ReadableSize::mib(256),
+            remote_coprocessor_topn_max_pushdown_rows: 50_000,
             memtable_size: ReadableSize::mib(64),
             block_size: ReadableSize::kib(64),
             block_cache_size: ReadableSize::mib(256),
@@ -288,6 +295,21 @@ mod tests {
                 .to_string()
                 .contains("server.tso-addr")
         );
+    }
+
+    #[test]
+    fn the_issue_example_block_parses() {
+        let c: ServerConfig = parse(
+            "[kvengine]\nremote-coprocessor-addr = \"http://127.0.0.1:19000/coprocessor\"\nremote-coprocessor-min-blocks-size = 32000000\nremote-coprocessor-topn-max-pushdown-rows = 50000\n",
+            "s.toml",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.kvengine.remote_coprocessor_min_blocks_size.bytes(),
+            32_000_000
+        );
+        assert_eq!(c.kvengine.remote_coprocessor_topn_max_pushdown_rows, 50_000);
     }
 
     #[test]

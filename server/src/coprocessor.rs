@@ -23,6 +23,7 @@ use kvengine::SnapAccess;
 
 use crate::dispatcher::{Dispatched, RemoteDagDispatcher};
 use crate::metrics;
+use crate::topn_paging;
 use crate::txn::Storage;
 
 /// Offload decision reasons (metric label values and exec-details reasons).
@@ -36,6 +37,7 @@ pub struct Coprocessor {
     storage: Arc<Storage>,
     dispatcher: Option<RemoteDagDispatcher>,
     min_blocks_size: u64,
+    topn_max_pushdown_rows: u64,
 }
 
 /// Where step 3 left a request.
@@ -55,11 +57,13 @@ impl Coprocessor {
         storage: Arc<Storage>,
         dispatcher: Option<RemoteDagDispatcher>,
         min_blocks_size: u64,
+        topn_max_pushdown_rows: u64,
     ) -> Coprocessor {
         Coprocessor {
             storage,
             dispatcher,
             min_blocks_size,
+            topn_max_pushdown_rows,
         }
     }
 
@@ -86,7 +90,11 @@ impl Coprocessor {
             Ok(Route::Local(snap, why)) => run_local(req, snap, "local", why.to_string()).await,
             Ok(Route::Remote(snap, why)) => {
                 let dispatcher = self.dispatcher.as_ref().expect("remote only with a worker");
-                match dispatcher.dispatch(&req, &snap, why).await {
+                let paging = topn_paging::worker_paging_size(&req, self.topn_max_pushdown_rows);
+                if paging.is_some() {
+                    metrics::TOPN_PAGING.inc();
+                }
+                match dispatcher.dispatch(&req, &snap, why, paging).await {
                     Dispatched::Remote(resp) => {
                         metrics::COP_REQUESTS.with_label_values(&["remote"]).inc();
                         *resp

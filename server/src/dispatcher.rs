@@ -67,11 +67,18 @@ impl RemoteDagDispatcher {
     }
 
     /// Runs `req` on the worker (see the module docs). `reason` is the offload decision's
-    /// reason, recorded in the exec details.
-    pub async fn dispatch(&self, req: &Request, snap: &SnapAccess, reason: &str) -> Dispatched {
+    /// reason, recorded in the exec details; `paging_size` replaces the request's own in what
+    /// the worker receives (TopN paging, `crate::topn_paging`).
+    pub async fn dispatch(
+        &self,
+        req: &Request,
+        snap: &SnapAccess,
+        reason: &str,
+        paging_size: Option<u64>,
+    ) -> Dispatched {
         let prepared = {
             let (req, snap) = (req.clone(), snap.clone());
-            match tokio::task::spawn_blocking(move || prepare(&req, &snap)).await {
+            match tokio::task::spawn_blocking(move || prepare(&req, &snap, paging_size)).await {
                 Ok(Ok(p)) => p,
                 Ok(Err(d)) => return d,
                 Err(e) => {
@@ -189,7 +196,11 @@ impl RemoteDagDispatcher {
 }
 
 /// Steps 1 and 2 of the module docs, on a blocking thread.
-fn prepare(req: &Request, snap: &SnapAccess) -> Result<Prepared, Dispatched> {
+fn prepare(
+    req: &Request,
+    snap: &SnapAccess,
+    paging_size: Option<u64>,
+) -> Result<Prepared, Dispatched> {
     let fallback = |detail: String| Dispatched::Fallback {
         cause: "encode",
         detail,
@@ -216,6 +227,7 @@ fn prepare(req: &Request, snap: &SnapAccess) -> Result<Prepared, Dispatched> {
         .map_err(|e| fallback(format!("snapshot description failed: {e}")))?;
     let worker_req = Request {
         cache_if_match_version: 0,
+        paging_size: paging_size.unwrap_or(req.paging_size),
         ..req.clone()
     };
     let (request, changeset) = (

@@ -6,7 +6,7 @@
 //! [`tso`], [`remote_tso`], [`concurrency_manager`] (max_ts and memory locks) and
 //! [`latches`]; [`raw_load`] (bulk rows through 1PC); and the coprocessor path:
 //! [`coprocessor`] (region checks, memory locks, cache fast path, the offload decision) and
-//! [`dispatcher`] (shipping a snapshot to a worker, retries, fallback). [`metrics`] lists what
+//! [`dispatcher`] (shipping a snapshot to a worker, retries, fallback) with [`topn_paging`]. [`metrics`] lists what
 //! the server exports.
 
 pub mod api;
@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod node;
 pub mod raw_load;
 pub mod remote_tso;
+pub mod topn_paging;
 pub mod tso;
 pub mod txn;
 

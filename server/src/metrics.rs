@@ -77,6 +77,13 @@ pub static OFFLOAD_SECTION_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
 });
 
+pub static TOPN_PAGING: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_server_offload_topn_paging_total",
+        "Offloaded TopN requests sent with paging below their limit.",
+    )
+});
+
 pub static OFFLOAD_LOCKS_SEEN: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_server_offload_uncacheable_total",
@@ -118,6 +125,7 @@ pub fn register_all() {
     LazyLock::force(&OFFLOAD_BODY_BYTES);
     LazyLock::force(&OFFLOAD_LOCKS_SEEN);
     LazyLock::force(&OFFLOAD_SECTION_BYTES);
+    LazyLock::force(&TOPN_PAGING);
     LazyLock::force(&COP_DURATION);
     LazyLock::force(&TXN_REQUESTS);
     LazyLock::force(&SPLITS);

@@ -109,6 +109,7 @@ impl Node {
             storage.clone(),
             dispatcher,
             kv.remote_coprocessor_min_blocks_size.bytes(),
+            kv.remote_coprocessor_topn_max_pushdown_rows,
         ));
         Ok(Node {
             config,
