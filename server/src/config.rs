@@ -17,6 +17,8 @@
 //! [kvengine]
 //! remote-coprocessor-addr = ""         # the worker's URL, e.g. http://127.0.0.1:19000/coprocessor
 //! remote-coprocessor-min-blocks-size = "32MiB"
+//! remote-coprocessor-num-ranges = 2048           # this many ranges go remote (0 = never by count)
+//! remote-coprocessor-long-query-after = ["15s", "30s", "60s"]   # older queries: threshold /2, /4, /8
 //! remote-coprocessor-timeout = "10s"   # one attempt
 //! remote-coprocessor-max-retries = 2   # after a connection error, timeout or 503
 //! remote-coprocessor-retry-backoff = "50ms"   # doubles per retry
@@ -115,6 +117,12 @@ pub struct KvEngineSection {
     pub remote_coprocessor_addr: String,
     /// Requests whose ranges cover at least this many bytes of SST blocks run remotely.
     pub remote_coprocessor_min_blocks_size: ReadableSize,
+    /// Requests with at least this many ranges run remotely without a blocks estimate (0 =
+    /// never by range count).
+    pub remote_coprocessor_num_ranges: usize,
+    /// Query ages after which the blocks-size threshold halves again (a query older than the
+    /// first needs half the blocks, older than the second a quarter, ...); ascending.
+    pub remote_coprocessor_long_query_after: Vec<ReadableDuration>,
     /// Time limit of one offload attempt (also bounded by the request's deadline).
     pub remote_coprocessor_timeout: ReadableDuration,
     /// Retries after a connection error, a timeout or a 503, before running locally.
@@ -141,6 +149,12 @@ impl Default for KvEngineSection {
         KvEngineSection {
             remote_coprocessor_addr: String::new(),
             remote_coprocessor_min_blocks_size: ReadableSize::mib(32),
+            remote_coprocessor_num_ranges: 2048,
+            remote_coprocessor_long_query_after: vec![
+                ReadableDuration::secs(15),
+                ReadableDuration::secs(30),
+                ReadableDuration::secs(60),
+            ],
             remote_coprocessor_timeout: ReadableDuration::secs(10),
             remote_coprocessor_max_retries: 2,
             remote_coprocessor_retry_backoff: ReadableDuration::millis(50),
@@ -157,6 +171,20 @@ impl Default for KvEngineSection {
 }
 
 impl ServerConfig {
+    /// The offload decision's settings.
+    pub fn offload_policy(&self) -> crate::offload_policy::OffloadPolicy {
+        let kv = &self.kvengine;
+        crate::offload_policy::OffloadPolicy {
+            min_blocks_size: kv.remote_coprocessor_min_blocks_size.bytes(),
+            num_ranges: kv.remote_coprocessor_num_ranges,
+            long_query_after: kv
+                .remote_coprocessor_long_query_after
+                .iter()
+                .map(|d| d.duration())
+                .collect(),
+        }
+    }
+
     /// Checks what parsing cannot: values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.server.tso && self.server.tso_addr.is_empty() {
@@ -179,6 +207,20 @@ impl ServerConfig {
             return Err(ConfigError::invalid(
                 "kvengine.remote-coprocessor-addr",
                 format!("expected an http:// or https:// URL, found {addr:?}"),
+            ));
+        }
+        let after = &self.kvengine.remote_coprocessor_long_query_after;
+        if after.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ConfigError::invalid(
+                "kvengine.remote-coprocessor-long-query-after",
+                format!(
+                    "expected ascending durations, found [{}]",
+                    after
+                        .iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             ));
         }
         if self.kvengine.memtable_size.bytes() < 1024 {

@@ -8,14 +8,14 @@
 //! 3. The snapshot, the request's own checks (type, ranges in region), then the cache fast
 //!    path: a cache-enabled request whose `cache_if_match_version` equals the snapshot's data
 //!    version is a hit answered here, so a cache-valid request never reaches a worker.
-//! 4. Local or remote: remote when a worker is configured and `range_blocks_size` of the ranges
-//!    reaches `remote-coprocessor-min-blocks-size`. A failed offload runs locally.
+//! 4. Local or remote: remote when a worker is configured and [`crate::offload_policy`] says so
+//!    (many ranges, or enough SST blocks for the query's age). A failed offload runs locally.
 //!
 //! The response's exec details say where it ran (`local`, `remote`, `fallback`, `cache_hit`)
 //! and why.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cop::handler::HandlerOptions;
 use cop::proto::{ExecDetails, RegionError, RegionErrorKind, Request, Response};
@@ -23,20 +23,16 @@ use kvengine::SnapAccess;
 
 use crate::dispatcher::{Dispatched, RemoteDagDispatcher};
 use crate::metrics;
+use crate::offload_policy::{OffloadPolicy, query_age};
 use crate::topn_paging;
 use crate::txn::Storage;
 
-/// Offload decision reasons (metric label values and exec-details reasons).
-pub mod reason {
-    pub const BLOCKS_SIZE: &str = "blocks_size";
-    pub const BELOW_MIN_BLOCKS_SIZE: &str = "below_min_blocks_size";
-    pub const NO_REMOTE_ADDR: &str = "no_remote_addr";
-}
+pub use crate::offload_policy::reason;
 
 pub struct Coprocessor {
     storage: Arc<Storage>,
     dispatcher: Option<RemoteDagDispatcher>,
-    min_blocks_size: u64,
+    policy: OffloadPolicy,
     topn_max_pushdown_rows: u64,
 }
 
@@ -56,13 +52,13 @@ impl Coprocessor {
     pub fn new(
         storage: Arc<Storage>,
         dispatcher: Option<RemoteDagDispatcher>,
-        min_blocks_size: u64,
+        policy: OffloadPolicy,
         topn_max_pushdown_rows: u64,
     ) -> Coprocessor {
         Coprocessor {
             storage,
             dispatcher,
-            min_blocks_size,
+            policy,
             topn_max_pushdown_rows,
         }
     }
@@ -179,11 +175,15 @@ impl Coprocessor {
         let (remote, why) = match &self.dispatcher {
             None => (false, reason::NO_REMOTE_ADDR),
             Some(_) => {
-                if snap.range_blocks_size(&ranges) >= self.min_blocks_size {
-                    (true, reason::BLOCKS_SIZE)
-                } else {
-                    (false, reason::BELOW_MIN_BLOCKS_SIZE)
-                }
+                let now_ms = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                let d = self
+                    .policy
+                    .decide(ranges.len(), query_age(req.start_ts, now_ms), || {
+                        snap.range_blocks_size(&ranges)
+                    });
+                (d.remote, d.reason)
             }
         };
         metrics::REMOTE_DECISIONS

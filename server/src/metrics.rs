@@ -25,7 +25,8 @@ fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
 }
 
 /// Where each coprocessor request was decided to run, and why. result: local | remote;
-/// reason: blocks_size (remote) | below_min_blocks_size | no_remote_addr (local).
+/// reason: num_ranges | blocks_size | long_query_blocks_size (remote) | below_min_blocks_size |
+/// no_remote_addr (local). See `offload_policy`.
 pub static REMOTE_DECISIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter_vec(
         "tikv_coprocessor_remote_decision_total",

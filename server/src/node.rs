@@ -108,7 +108,7 @@ impl Node {
         let coprocessor = Arc::new(Coprocessor::new(
             storage.clone(),
             dispatcher,
-            kv.remote_coprocessor_min_blocks_size.bytes(),
+            config.offload_policy(),
             kv.remote_coprocessor_topn_max_pushdown_rows,
         ));
         Ok(Node {
