@@ -47,6 +47,8 @@ fn build_server_and_worker() -> Result<(), String> {
     if release {
         args.push("--release");
     }
+    // A cold build takes minutes: say what the wait is for.
+    eprintln!("building stratus-server and stratus-worker: {cargo} {}", args.join(" "));
     let out = Command::new(&cargo)
         .args(&args)
         .current_dir(&workspace)
