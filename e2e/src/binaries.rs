@@ -48,7 +48,10 @@ fn build_server_and_worker() -> Result<(), String> {
         args.push("--release");
     }
     // A cold build takes minutes: say what the wait is for.
-    eprintln!("building stratus-server and stratus-worker: {cargo} {}", args.join(" "));
+    eprintln!(
+        "building stratus-server and stratus-worker: {cargo} {}",
+        args.join(" ")
+    );
     let out = Command::new(&cargo)
         .args(&args)
         .current_dir(&workspace)
