@@ -502,17 +502,7 @@ async fn kv_scan(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     Ok(proto_response(&resp))
 }
 
-/// The error and its sources, joined.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
-}
+pub use service::error_chain;
 
 /// How often the size checker runs is configured; this is its loop.
 pub async fn split_checker(node: Arc<Node>, every: Duration) {

@@ -11,6 +11,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use crate::error_chain;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("invalid URL {url:?}: {reason}")]
@@ -148,15 +150,4 @@ impl HttpClient {
             }),
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }

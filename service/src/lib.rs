@@ -18,3 +18,16 @@ pub use client::{ClientError, HttpClient, HttpReply};
 pub use config::ConfigError;
 pub use dfs::DfsSection;
 pub use units::{ReadableDuration, ReadableSize};
+
+/// An error and each of its sources on one line, joined by `": "`: our errors never repeat
+/// their source's text, so the chain is how a reason reaches a log line or an HTTP answer.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}

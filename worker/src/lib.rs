@@ -19,15 +19,4 @@ pub mod state;
 pub use config::{WorkerConfig, WorkerSection};
 pub use state::{StartError, WorkerState};
 
-/// An error and each of its sources on one line, joined by `": "`: our errors never repeat
-/// their source's text, so the chain is how a reason reaches a log line or an HTTP answer.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    s
-}
+pub use ::service::error_chain;
