@@ -95,22 +95,32 @@ pub async fn metrics_handler() -> Response {
         .into_response()
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// Installs SIGTERM and SIGINT handlers now and returns a future that resolves on either.
+///
+/// The handlers are registered when this function is called, not when the future is first
+/// polled: a caller installs them before it announces its address (see [`bind`]), so a
+/// supervisor that sends SIGTERM right after reading that line gets a clean shutdown instead
+/// of the default action (death by signal). Must be called inside a Tokio runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        let wait = |s: std::io::Result<tokio::signal::unix::Signal>, name: &'static str| async move {
+            match s {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(e) => {
+                    tracing::warn!("cannot listen for {name}: {e}");
+                    std::future::pending::<()>().await
+                }
             }
-            Err(e) => {
-                tracing::warn!("cannot listen for SIGTERM: {e}");
-                std::future::pending::<()>().await
-            }
+        };
+        tokio::select! {
+            _ = wait(term, "SIGTERM") => {}
+            _ = wait(int, "SIGINT") => {}
         }
-    };
-    tokio::select! {
-        _ = term => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
 }
 

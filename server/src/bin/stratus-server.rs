@@ -58,6 +58,8 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
         .map_err(|e| format!("start-up task failed: {e}"))?
         .map_err(|e| server::api::error_chain(&e))?;
     let node = Arc::new(node);
+    // Handlers first: the "listening" line tells supervisors they may signal us.
+    let shutdown = service::http::shutdown_signal();
     let (listener, local) = service::http::bind("stratus-server", &addr)
         .await
         .map_err(|e| e.to_string())?;
@@ -67,13 +69,7 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
         config_text,
     });
     let checker = tokio::spawn(split_checker(node.clone(), split_every));
-    let served = service::http::serve_until(
-        listener,
-        router(state),
-        service::http::shutdown_signal(),
-        grace,
-    )
-    .await;
+    let served = service::http::serve_until(listener, router(state), shutdown, grace).await;
     checker.abort();
     // Flush memtables and stop background threads whether or not serving ended cleanly.
     let closing = node.clone();

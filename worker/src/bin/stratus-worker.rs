@@ -45,8 +45,10 @@ fn main() -> ExitCode {
         }
     };
     let served = runtime.block_on(async move {
+        // Handlers first: the "listening" line tells supervisors they may signal us.
+        let shutdown = service::http::shutdown_signal();
         let (listener, _) = service::http::bind("stratus-worker", &addr).await?;
-        worker::service::serve(state, listener, service::http::shutdown_signal()).await
+        worker::service::serve(state, listener, shutdown).await
     });
     // A request still executing on a blocking thread after the grace period is abandoned
     // rather than waited for (dropping the runtime would wait).
