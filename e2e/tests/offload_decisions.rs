@@ -1,27 +1,48 @@
 //! The offload decision of a real server, one reason at a time, each set up by exactly its
 //! condition and read back from `tikv_coprocessor_remote_decision_total{result,reason}`:
-//! `num_ranges` (many ranges), `blocks_size` (enough SST blocks), `long_query_blocks_size` (a
-//! start_ts 20 s in the past lowers the threshold by half), `below_min_blocks_size` (neither).
-//! The per-reason counts must add up to exactly the requests the test sent.
+//! * `num_ranges`, `blocks_size`, `long_query_blocks_size` (a start_ts 20 s in the past lowers
+//!   the threshold by half), with load-aware routing off;
+//! * `lazy_pattern_duration` (a pattern whose local runs were slow: memtable data the blocks
+//!   estimate cannot see) and `lazy_pattern_blocks_size` (a pattern whose recent local runs —
+//!   fallbacks from a failing worker — covered many blocks, now asked over a small range);
+//! * under load-aware routing, with the CPU value injected through a `file:` source:
+//!   `no_cpu_signal`, `cpu_idle`, `cpu_busy`, `load_aware_force_blocks_size`,
+//!   `load_aware_force_num_ranges`.
+//!
+//! A request that is no candidate is never counted. In every phase the per-reason deltas must
+//! equal what the test predicts from what it sent, and sum to the number of counted decisions.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cop::proto::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request};
+use e2e::fake_worker::FakeWorker;
 use e2e::sample_table::SampleTable;
-use e2e::server_proc::ServerProc;
+use e2e::server_proc::{ServerConfig, ServerProc};
 use e2e::worker_proc::WorkerProc;
 
 const T: SampleTable = SampleTable { id: 11 };
+/// Another table: another pattern.
+const OTHER: SampleTable = SampleTable { id: 12 };
 const ROWS: i64 = 3000;
-const REASONS: [(&str, &str); 4] = [
+
+/// Every label pair the counter may carry (the counted reasons, both results).
+const REASONS: [(&str, &str); 10] = [
     ("remote", "num_ranges"),
     ("remote", "blocks_size"),
     ("remote", "long_query_blocks_size"),
-    ("local", "below_min_blocks_size"),
+    ("remote", "lazy_pattern_blocks_size"),
+    ("remote", "lazy_pattern_duration"),
+    ("remote", "load_aware_force_blocks_size"),
+    ("remote", "load_aware_force_num_ranges"),
+    ("remote", "no_cpu_signal"),
+    ("remote", "cpu_busy"),
+    ("local", "cpu_idle"),
 ];
 
+/// The counter's value per label pair, in [`REASONS`] order.
 fn counts(server: &ServerProc) -> Vec<f64> {
     REASONS
         .iter()
@@ -34,6 +55,54 @@ fn counts(server: &ServerProc) -> Vec<f64> {
         .collect()
 }
 
+/// Everything the counter holds, whatever the labels.
+fn total(server: &ServerProc) -> f64 {
+    server.metric("tikv_coprocessor_remote_decision_total", &[])
+}
+
+/// Counts decisions between two snapshots and compares them with the test's prediction.
+struct Tally {
+    before: Vec<f64>,
+    before_total: f64,
+    expected: Vec<f64>,
+}
+
+impl Tally {
+    fn start(server: &ServerProc) -> Tally {
+        Tally {
+            before: counts(server),
+            before_total: total(server),
+            expected: vec![0.0; REASONS.len()],
+        }
+    }
+
+    /// The test predicts one counted decision with `reason`.
+    fn expect(&mut self, reason: &str) {
+        let i = REASONS
+            .iter()
+            .position(|&(_, r)| r == reason)
+            .unwrap_or_else(|| panic!("unknown reason {reason}"));
+        self.expected[i] += 1.0;
+    }
+
+    fn check(&self, server: &ServerProc) {
+        let after = counts(server);
+        let delta: Vec<f64> = after.iter().zip(&self.before).map(|(a, b)| a - b).collect();
+        let named: Vec<_> = REASONS
+            .iter()
+            .zip(&delta)
+            .filter(|(_, d)| **d != 0.0)
+            .collect();
+        assert_eq!(delta, self.expected, "per reason, got {named:?}");
+        let predicted: f64 = self.expected.iter().sum();
+        assert_eq!(
+            total(server) - self.before_total,
+            predicted,
+            "the per-reason counts sum to the decisions the test predicted"
+        );
+    }
+}
+
 /// A timestamp `secs_ago` seconds in the past (physical ms << 18).
 fn ts_ago(secs_ago: u64) -> u64 {
     let now = SystemTime::now()
@@ -43,33 +112,61 @@ fn ts_ago(secs_ago: u64) -> u64 {
     (now - secs_ago * 1000) << 18
 }
 
-fn send(server: &ServerProc, ranges: Vec<KeyRange>, start_ts: u64) -> String {
-    let region = server.region_of(&T.key(0));
-    let resp = server.coprocessor(&request(&T.count_sum_dag(), ranges, start_ts, &region));
+/// Sends `count(1), sum(v)` over `ranges` of `table`; where it ran.
+fn send_to(server: &ServerProc, table: SampleTable, ranges: Vec<KeyRange>) -> String {
+    send_at(server, table, ranges, server.tso())
+}
+
+fn send_at(server: &ServerProc, table: SampleTable, ranges: Vec<KeyRange>, ts: u64) -> String {
+    let region = server.region_of(&table.key(0));
+    let resp = server.coprocessor(&request(&table.count_sum_dag(), ranges, ts, &region));
     e2e::coprocessor::assert_answered(&resp, "decision request");
     location(&resp).to_string()
 }
 
-#[test]
-fn each_reason_is_counted_under_exactly_its_condition() {
-    let cluster = Cluster::new(StoreKind::Local);
-    let worker = WorkerProc::start(&cluster.worker_config("worker"));
-    let mut cfg = cluster.server_config("server");
-    let mut server = ServerProc::start(&cfg);
+fn send(server: &ServerProc, ranges: Vec<KeyRange>) -> String {
+    send_to(server, T, ranges)
+}
+
+/// `n` one-row ranges of `T`.
+fn points(n: i64) -> Vec<KeyRange> {
+    (0..n)
+        .map(|i| KeyRange::new(T.key(i * 7), T.key(i * 7 + 1)))
+        .collect()
+}
+
+/// The first half of `T`'s rows.
+fn half() -> KeyRange {
+    KeyRange::new(T.range().start, T.key(ROWS / 2))
+}
+
+/// Loads `T` into a server of `cfg` and flushes it; the table's blocks as the estimate sees
+/// them.
+fn load_and_measure(cfg: &ServerConfig) -> u64 {
+    let mut server = ServerProc::start(cfg);
     T.load(&server, 0..ROWS, 64, |h| h);
     server.flush();
-    // The table's blocks, as the estimate sees them (the memtable is empty after the flush).
     let size = server.region_of(&T.key(0)).approximate_size;
     assert!(size > 10_000, "a table of many blocks: {size}");
     server.terminate();
+    size
+}
 
-    // Threshold 1.5× the table: a fresh full scan stays local, one 20 s old (threshold /2)
-    // goes remote; 8 ranges go remote by count.
+#[test]
+fn size_count_and_age_reasons_are_counted_under_exactly_their_conditions() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let worker = WorkerProc::start(&cluster.worker_config("worker"));
+    let mut cfg = cluster.server_config("server");
+    let size = load_and_measure(&cfg);
+
+    // Threshold 1.5× the table: a fresh full scan stays local (not counted), one 20 s old
+    // (threshold /2) goes remote; 8 ranges go remote by count, 7 small ones stay local.
     cfg.set(
         "kvengine",
         "remote-coprocessor-addr",
         worker.coprocessor_url(),
     )
+    .set("kvengine", "remote-coprocessor-load-aware", false)
     .set(
         "kvengine",
         "remote-coprocessor-min-blocks-size",
@@ -77,23 +174,14 @@ fn each_reason_is_counted_under_exactly_its_condition() {
     )
     .set("kvengine", "remote-coprocessor-num-ranges", 8);
     let mut server = ServerProc::start(&cfg);
-    let before = counts(&server);
-    let points: Vec<KeyRange> = (0..8)
-        .map(|i| KeyRange::new(T.key(i * 100), T.key(i * 100 + 1)))
-        .collect();
-    let seven = points[..7].to_vec();
-    assert_eq!(send(&server, vec![T.range()], server.tso()), "local");
-    assert_eq!(send(&server, vec![T.range()], ts_ago(20)), "remote");
-    assert_eq!(send(&server, points, server.tso()), "remote");
-    assert_eq!(send(&server, seven, server.tso()), "local");
-    let after = counts(&server);
-    let delta: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-    assert_eq!(delta, vec![1.0, 0.0, 1.0, 2.0], "per reason {REASONS:?}");
-    assert_eq!(
-        delta.iter().sum::<f64>(),
-        4.0,
-        "every decision counted once"
-    );
+    let mut tally = Tally::start(&server);
+    assert_eq!(send(&server, vec![T.range()]), "local");
+    assert_eq!(send_at(&server, T, vec![T.range()], ts_ago(20)), "remote");
+    tally.expect("long_query_blocks_size");
+    assert_eq!(send(&server, points(8)), "remote");
+    tally.expect("num_ranges");
+    assert_eq!(send(&server, points(7)), "local");
+    tally.check(&server);
     server.terminate();
 
     // Threshold half the table: a fresh full scan goes remote by blocks size.
@@ -103,9 +191,186 @@ fn each_reason_is_counted_under_exactly_its_condition() {
         (size / 2) as i64,
     );
     let server = ServerProc::start(&cfg);
-    let before = counts(&server);
-    assert_eq!(send(&server, vec![T.range()], server.tso()), "remote");
-    let after = counts(&server);
-    let delta: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-    assert_eq!(delta, vec![0.0, 1.0, 0.0, 0.0], "per reason {REASONS:?}");
+    let mut tally = Tally::start(&server);
+    assert_eq!(send(&server, vec![T.range()]), "remote");
+    tally.expect("blocks_size");
+    tally.check(&server);
+}
+
+#[test]
+fn a_pattern_slow_in_its_local_runs_goes_remote() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let worker = WorkerProc::start(&cluster.worker_config("worker"));
+    let mut cfg = cluster.server_config("server");
+    cfg.set(
+        "kvengine",
+        "remote-coprocessor-addr",
+        worker.coprocessor_url(),
+    )
+    .set("kvengine", "remote-coprocessor-load-aware", false)
+    .set("kvengine", "remote-coprocessor-min-blocks-size", "1GiB")
+    // Any local run of a few thousand rows takes this long.
+    .set(
+        "kvengine",
+        "remote-coprocessor-lazy-pattern-duration",
+        "1ms",
+    );
+    let server = ServerProc::start(&cfg);
+    // In the memtable only: the blocks estimate sees nothing, the runs still cost.
+    T.load(&server, 0..ROWS, 64, |h| h);
+    OTHER.load(&server, 0..ROWS, 64, |h| h);
+    let mut tally = Tally::start(&server);
+    assert_eq!(send(&server, vec![T.range()]), "local", "first run");
+    assert_eq!(send(&server, vec![T.range()]), "local", "second run");
+    assert_eq!(
+        send_to(&server, OTHER, vec![OTHER.range()]),
+        "local",
+        "another pattern has its own history"
+    );
+    // Two recorded runs: the pattern goes remote, now over any range of the table.
+    assert_eq!(send(&server, vec![half()]), "remote");
+    tally.expect("lazy_pattern_duration");
+    assert_eq!(send(&server, points(3)), "remote");
+    tally.expect("lazy_pattern_duration");
+    tally.check(&server);
+}
+
+#[test]
+fn a_pattern_that_covered_many_blocks_locally_goes_remote_over_a_small_range() {
+    let cluster = Cluster::new(StoreKind::Local);
+    // A worker that always fails: every offload falls back to a local run, which the pattern
+    // history records (it is what the pattern costs here).
+    let failing = FakeWorker::start(500, b"worker exploded");
+    let mut cfg = cluster.server_config("server");
+    cfg.set("kvengine", "block-size", "1KiB");
+    let size = load_and_measure(&cfg);
+    cfg.set(
+        "kvengine",
+        "remote-coprocessor-addr",
+        failing.coprocessor_url(),
+    )
+    .set("kvengine", "remote-coprocessor-load-aware", false)
+    .set("kvengine", "remote-coprocessor-lazy-pattern-duration", "0s")
+    .set(
+        "kvengine",
+        "remote-coprocessor-min-blocks-size",
+        (size / 2) as i64,
+    );
+    let server = ServerProc::start(&cfg);
+    let mut tally = Tally::start(&server);
+    assert_eq!(
+        send_to(&server, OTHER, vec![OTHER.range()]),
+        "local",
+        "no candidate"
+    );
+    for _ in 0..2 {
+        assert_eq!(send(&server, vec![T.range()]), "fallback");
+        tally.expect("blocks_size");
+    }
+    // The same pattern over one row: its estimate is tiny, its recent runs were not.
+    assert_eq!(send(&server, points(1)), "fallback");
+    tally.expect("lazy_pattern_blocks_size");
+    tally.check(&server);
+    assert_eq!(
+        failing.count(),
+        3,
+        "every remote decision reached the worker"
+    );
+}
+
+/// Writes the CPU value the server samples and waits until `/status` reports `state`.
+fn set_cpu(server: &ServerProc, file: &Path, value: &str, state: &str) {
+    std::fs::write(file, value).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status: serde_json::Value = serde_json::from_str(&server.status_text()).unwrap();
+        if status["cpu"]["state"] == state {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CPU state never became {state}: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn load_aware_routing_follows_the_injected_cpu_signal_and_the_force_thresholds() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let worker = WorkerProc::start(&cluster.worker_config("worker"));
+    let mut cfg = cluster.server_config("server");
+    // Small blocks: half the table estimates close to half its size.
+    cfg.set("kvengine", "block-size", "4KiB");
+    let size = load_and_measure(&cfg);
+    let cpu_file = cluster.path("cpu");
+    // Candidates: half the table or more (blocks_size), 8 ranges or more (num_ranges).
+    // Forced: the whole table, 16 ranges or more.
+    cfg.set(
+        "kvengine",
+        "remote-coprocessor-addr",
+        worker.coprocessor_url(),
+    )
+    .set(
+        "kvengine",
+        "remote-coprocessor-min-blocks-size",
+        (size / 4) as i64,
+    )
+    .set(
+        "kvengine",
+        "remote-coprocessor-load-aware-force-blocks-size",
+        (size * 9 / 10) as i64,
+    )
+    .set("kvengine", "remote-coprocessor-num-ranges", 8)
+    .set(
+        "kvengine",
+        "remote-coprocessor-load-aware-force-num-ranges",
+        16,
+    )
+    .set(
+        "kvengine",
+        "remote-coprocessor-load-aware-cpu-source",
+        format!("file:{}", cpu_file.display()),
+    )
+    .set(
+        "kvengine",
+        "remote-coprocessor-load-aware-sample-interval",
+        // Stale after three periods: long enough for a loaded test machine.
+        "200ms",
+    )
+    .set(
+        "kvengine",
+        "remote-coprocessor-load-aware-hold-time",
+        "400ms",
+    )
+    // Local runs would make the pattern a lazy candidate; that has its own tests.
+    .set("kvengine", "remote-coprocessor-lazy-pattern-duration", "0s");
+    let server = ServerProc::start(&cfg);
+    let mut tally = Tally::start(&server);
+
+    // A mixed workload per CPU state: each kind of request, and one that is no candidate.
+    let mixed = |tally: &mut Tally, cpu_reason: &str, cpu_location: &str| {
+        assert_eq!(send(&server, vec![half()]), cpu_location, "{cpu_reason}");
+        tally.expect(cpu_reason);
+        assert_eq!(send(&server, points(8)), cpu_location, "{cpu_reason}");
+        tally.expect(cpu_reason);
+        assert_eq!(send(&server, vec![T.range()]), "remote");
+        tally.expect("load_aware_force_blocks_size");
+        assert_eq!(send(&server, points(16)), "remote");
+        tally.expect("load_aware_force_num_ranges");
+        let empty = vec![OTHER.range()];
+        assert_eq!(send_to(&server, OTHER, empty), "local", "no candidate");
+    };
+    // No file yet: no signal, fail open.
+    let status: serde_json::Value = serde_json::from_str(&server.status_text()).unwrap();
+    assert_eq!(status["cpu"]["state"], "NoSignal", "{status}");
+    mixed(&mut tally, "no_cpu_signal", "remote");
+    set_cpu(&server, &cpu_file, "0.1", "Idle");
+    mixed(&mut tally, "cpu_idle", "local");
+    set_cpu(&server, &cpu_file, "0.95", "Busy");
+    mixed(&mut tally, "cpu_busy", "remote");
+    // A garbled value is no sample: the signal goes stale.
+    set_cpu(&server, &cpu_file, "garbage", "NoSignal");
+    mixed(&mut tally, "no_cpu_signal", "remote");
+    tally.check(&server);
 }

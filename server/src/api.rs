@@ -83,6 +83,11 @@ async fn status(State(st): State<Arc<AppState>>) -> Response {
         "uptime_secs": node.started.elapsed().as_secs(),
         "regions": node.engine().shard_ids().len(),
         "remote_coprocessor_addr": node.config.kvengine.remote_coprocessor_addr,
+        "cpu": node.cpu.as_ref().map(|m| serde_json::json!({
+            "state": format!("{:?}", m.state(std::time::Instant::now())),
+            "last_sample": m.last_sample(),
+        })),
+        "patterns_remembered": node.coprocessor.patterns_remembered(),
     });
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],

@@ -23,6 +23,14 @@
 //! remote-coprocessor-max-retries = 2   # after a connection error, timeout or 503
 //! remote-coprocessor-retry-backoff = "50ms"   # doubles per retry
 //! remote-coprocessor-topn-max-pushdown-rows = 50000   # larger offloaded TopNs page (0 = off)
+//! remote-coprocessor-lazy-pattern-duration = "30ms"    # patterns this slow locally go remote
+//! remote-coprocessor-load-aware = true                 # candidates stay local while the CPU is idle
+//! remote-coprocessor-load-aware-cpu-threshold = 0.8    # busy: this fraction of all cores
+//! remote-coprocessor-load-aware-hold-time = "5s"       # a busy sample keeps offloading on this long
+//! remote-coprocessor-load-aware-force-blocks-size = 0  # 0 = 4x min-blocks-size: remote regardless
+//! remote-coprocessor-load-aware-force-num-ranges = 0   # 0 = 4x num-ranges: remote regardless
+//! remote-coprocessor-load-aware-cpu-source = "process" # or "file:<path>" holding a number in [0, 1]
+//! remote-coprocessor-load-aware-sample-interval = "1s"
 //! memtable-size = "64MiB"
 //! block-size = "64KiB"
 //! block-cache-size = "256MiB"
@@ -136,6 +144,29 @@ pub struct KvEngineSection {
     /// worker answers resumable pages instead of building the whole heap; 0 disables. A
     /// row-count heuristic, not a memory limit: choose lower values for wide rows.
     pub remote_coprocessor_topn_max_pushdown_rows: u64,
+    /// A DAG pattern whose recent local runs (at least 2 of the last 5) took this long on
+    /// average is offloaded (`lazy_pattern_duration`; 0 disables). Its blocks twin,
+    /// `lazy_pattern_blocks_size`, uses the min blocks size.
+    pub remote_coprocessor_lazy_pattern_duration: ReadableDuration,
+    /// Load-aware routing: a candidate for offloading stays local while this server's CPU is
+    /// idle (`cpu_idle`), and goes remote when it is busy, when there is no CPU signal, or when
+    /// it is big enough to force it. Off: every candidate goes remote.
+    pub remote_coprocessor_load_aware: bool,
+    /// Fraction of all cores (0..=1] this server must use to count as busy.
+    pub remote_coprocessor_load_aware_cpu_threshold: f64,
+    /// After a busy sample, candidates keep going remote for this long.
+    pub remote_coprocessor_load_aware_hold_time: ReadableDuration,
+    /// A candidate with a blocks estimate of at least this goes remote whatever the CPU says
+    /// (0 = 4× `remote-coprocessor-min-blocks-size`).
+    pub remote_coprocessor_load_aware_force_blocks_size: ReadableSize,
+    /// A candidate with at least this many ranges goes remote whatever the CPU says (0 = 4×
+    /// `remote-coprocessor-num-ranges`).
+    pub remote_coprocessor_load_aware_force_num_ranges: usize,
+    /// Where the CPU signal comes from: `"process"` (this process's CPU time) or
+    /// `"file:<path>"` (a number in [0, 1] read from the file: an operator override).
+    pub remote_coprocessor_load_aware_cpu_source: String,
+    /// How often the CPU is sampled; a sample older than three periods is no signal.
+    pub remote_coprocessor_load_aware_sample_interval: ReadableDuration,
     pub memtable_size: ReadableSize,
     pub block_size: ReadableSize,
     pub block_cache_size: ReadableSize,
@@ -160,6 +191,14 @@ impl Default for KvEngineSection {
             remote_coprocessor_retry_backoff: ReadableDuration::millis(50),
             remote_coprocessor_max_response_size: ReadableSize::mib(256),
             remote_coprocessor_topn_max_pushdown_rows: 50_000,
+            remote_coprocessor_lazy_pattern_duration: ReadableDuration::millis(30),
+            remote_coprocessor_load_aware: true,
+            remote_coprocessor_load_aware_cpu_threshold: 0.8,
+            remote_coprocessor_load_aware_hold_time: ReadableDuration::secs(5),
+            remote_coprocessor_load_aware_force_blocks_size: ReadableSize(0),
+            remote_coprocessor_load_aware_force_num_ranges: 0,
+            remote_coprocessor_load_aware_cpu_source: "process".into(),
+            remote_coprocessor_load_aware_sample_interval: ReadableDuration::secs(1),
             memtable_size: ReadableSize::mib(64),
             block_size: ReadableSize::kib(64),
             block_cache_size: ReadableSize::mib(256),
@@ -182,7 +221,29 @@ impl ServerConfig {
                 .iter()
                 .map(|d| d.duration())
                 .collect(),
+            lazy_pattern_duration: kv.remote_coprocessor_lazy_pattern_duration.duration(),
+            load_aware: kv.remote_coprocessor_load_aware.then(|| {
+                let or_4x = |v: u64, base: u64| if v == 0 { base.saturating_mul(4) } else { v };
+                crate::offload_policy::LoadAware {
+                    force_blocks_size: or_4x(
+                        kv.remote_coprocessor_load_aware_force_blocks_size.bytes(),
+                        kv.remote_coprocessor_min_blocks_size.bytes(),
+                    ),
+                    force_num_ranges: or_4x(
+                        kv.remote_coprocessor_load_aware_force_num_ranges as u64,
+                        kv.remote_coprocessor_num_ranges as u64,
+                    ) as usize,
+                }
+            }),
         }
+    }
+
+    /// The CPU signal's source (validated by [`ServerConfig::validate`]).
+    pub fn cpu_source(&self) -> Result<crate::cpu_load::CpuSource, ConfigError> {
+        crate::cpu_load::CpuSource::parse(&self.kvengine.remote_coprocessor_load_aware_cpu_source)
+            .map_err(|e| {
+                ConfigError::invalid("kvengine.remote-coprocessor-load-aware-cpu-source", e)
+            })
     }
 
     /// Checks what parsing cannot: values that parse but cannot work.
@@ -223,6 +284,25 @@ impl ServerConfig {
                 ),
             ));
         }
+        let ratio = self.kvengine.remote_coprocessor_load_aware_cpu_threshold;
+        if !(ratio > 0.0 && ratio <= 1.0) {
+            return Err(ConfigError::invalid(
+                "kvengine.remote-coprocessor-load-aware-cpu-threshold",
+                format!("expected a fraction in (0, 1], found {ratio}"),
+            ));
+        }
+        if self
+            .kvengine
+            .remote_coprocessor_load_aware_sample_interval
+            .duration()
+            .is_zero()
+        {
+            return Err(ConfigError::invalid(
+                "kvengine.remote-coprocessor-load-aware-sample-interval",
+                "expected a positive duration, found 0",
+            ));
+        }
+        self.cpu_source()?;
         if self.kvengine.memtable_size.bytes() < 1024 {
             return Err(ConfigError::invalid(
                 "kvengine.memtable-size",

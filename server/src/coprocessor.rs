@@ -9,7 +9,11 @@
 //!    path: a cache-enabled request whose `cache_if_match_version` equals the snapshot's data
 //!    version is a hit answered here, so a cache-valid request never reaches a worker.
 //! 4. Local or remote: remote when a worker is configured and [`crate::offload_policy`] says so
-//!    (many ranges, or enough SST blocks for the query's age). A failed offload runs locally.
+//!    (many ranges, enough SST blocks for the query's age, a pattern that was heavy in its
+//!    recent local runs; under load-aware routing only while the CPU is busy or unknown, or
+//!    when the request is big enough to force it). A failed offload runs locally. Every local
+//!    execution on a server with a worker (decided local, or a fallback) is recorded in the
+//!    pattern history: it is what this pattern costs here.
 //!
 //! The response's exec details say where it ran (`local`, `remote`, `fallback`, `cache_hit`)
 //! and why.
@@ -21,9 +25,11 @@ use cop::handler::HandlerOptions;
 use cop::proto::{ExecDetails, RegionError, RegionErrorKind, Request, Response};
 use kvengine::SnapAccess;
 
+use crate::cpu_load::{CpuMonitor, CpuState};
 use crate::dispatcher::{Dispatched, RemoteDagDispatcher};
 use crate::metrics;
-use crate::offload_policy::{OffloadPolicy, query_age};
+use crate::offload_policy::{Inputs, OffloadPolicy, query_age};
+use crate::pattern_history::{self, PatternHistory, Run};
 use crate::topn_paging;
 use crate::txn::Storage;
 
@@ -34,14 +40,27 @@ pub struct Coprocessor {
     dispatcher: Option<RemoteDagDispatcher>,
     policy: OffloadPolicy,
     topn_max_pushdown_rows: u64,
+    /// The CPU signal of load-aware routing (`None` when it is off).
+    cpu: Option<Arc<CpuMonitor>>,
+    history: PatternHistory,
 }
+
+/// Patterns whose local runs a server remembers.
+const PATTERN_CAPACITY: usize = 4096;
 
 /// Where step 3 left a request.
 enum Route {
     /// Answered already (region error, lock, bad request, cache hit).
     Answer(Box<Response>, &'static str),
-    Local(SnapAccess, &'static str),
-    Remote(SnapAccess, &'static str),
+    Local(SnapAccess, &'static str, Option<Pattern>),
+    Remote(SnapAccess, &'static str, Option<Pattern>),
+}
+
+/// What a local run of a request records in the pattern history.
+#[derive(Clone, Copy)]
+struct Pattern {
+    digest: u64,
+    blocks_size: Option<u64>,
 }
 
 fn answer(resp: Response, location: &'static str) -> Route {
@@ -54,13 +73,44 @@ impl Coprocessor {
         dispatcher: Option<RemoteDagDispatcher>,
         policy: OffloadPolicy,
         topn_max_pushdown_rows: u64,
+        cpu: Option<Arc<CpuMonitor>>,
     ) -> Coprocessor {
         Coprocessor {
             storage,
             dispatcher,
             policy,
             topn_max_pushdown_rows,
+            cpu,
+            history: PatternHistory::new(PATTERN_CAPACITY),
         }
+    }
+
+    /// Patterns with recorded local runs.
+    pub fn patterns_remembered(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Runs `req` locally and records the run in the pattern history.
+    async fn run_local_recorded(
+        &self,
+        req: Arc<Request>,
+        snap: SnapAccess,
+        location: &'static str,
+        why: String,
+        pattern: Option<Pattern>,
+    ) -> Response {
+        let t0 = Instant::now();
+        let resp = run_local(req, snap, location, why).await;
+        if let Some(p) = pattern {
+            self.history.record(
+                p.digest,
+                Run {
+                    blocks_size: p.blocks_size,
+                    duration: t0.elapsed(),
+                },
+            );
+        }
+        resp
     }
 
     /// Answers one request (never fails: errors are response fields).
@@ -83,8 +133,11 @@ impl Coprocessor {
                 metrics::COP_REQUESTS.with_label_values(&[location]).inc();
                 *resp
             }
-            Ok(Route::Local(snap, why)) => run_local(req, snap, "local", why.to_string()).await,
-            Ok(Route::Remote(snap, why)) => {
+            Ok(Route::Local(snap, why, pattern)) => {
+                self.run_local_recorded(req, snap, "local", why.to_string(), pattern)
+                    .await
+            }
+            Ok(Route::Remote(snap, why, pattern)) => {
                 let dispatcher = self.dispatcher.as_ref().expect("remote only with a worker");
                 let paging = topn_paging::worker_paging_size(&req, self.topn_max_pushdown_rows);
                 if paging.is_some() {
@@ -103,7 +156,8 @@ impl Coprocessor {
                         metrics::OFFLOAD_FALLBACKS.with_label_values(&[cause]).inc();
                         tracing::warn!(cause, %detail, worker = dispatcher.addr(), "offload failed; running locally");
                         let why = format!("{why}; worker failed ({cause}): {detail}");
-                        run_local(req, snap, "fallback", why).await
+                        self.run_local_recorded(req, snap, "fallback", why, pattern)
+                            .await
                     }
                 }
             }
@@ -172,27 +226,37 @@ impl Coprocessor {
             });
             return answer(hit, "cache_hit");
         }
-        let (remote, why) = match &self.dispatcher {
-            None => (false, reason::NO_REMOTE_ADDR),
-            Some(_) => {
-                let now_ms = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64);
-                let d = self
-                    .policy
-                    .decide(ranges.len(), query_age(req.start_ts, now_ms), || {
-                        snap.range_blocks_size(&ranges)
-                    });
-                (d.remote, d.reason)
-            }
-        };
-        metrics::REMOTE_DECISIONS
-            .with_label_values(&[if remote { "remote" } else { "local" }, why])
-            .inc();
-        if remote {
-            Route::Remote(snap, why)
+        if self.dispatcher.is_none() {
+            return Route::Local(snap, reason::NO_REMOTE_ADDR, None);
+        }
+        let digest = pattern_history::digest(&req.data);
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let d = self.policy.decide(Inputs {
+            num_ranges: ranges.len(),
+            age: query_age(req.start_ts, now_ms),
+            estimate: || snap.range_blocks_size(&ranges),
+            history: || digest.and_then(|d| self.history.stats(d)),
+            cpu: || {
+                self.cpu
+                    .as_ref()
+                    .map_or(CpuState::NoSignal, |m| m.state(Instant::now()))
+            },
+        });
+        if d.counted {
+            metrics::REMOTE_DECISIONS
+                .with_label_values(&[if d.remote { "remote" } else { "local" }, d.reason])
+                .inc();
+        }
+        let pattern = digest.map(|digest| Pattern {
+            digest,
+            blocks_size: d.blocks_size,
+        });
+        if d.remote {
+            Route::Remote(snap, d.reason, pattern)
         } else {
-            Route::Local(snap, why)
+            Route::Local(snap, d.reason, pattern)
         }
     }
 }

@@ -5,7 +5,7 @@
 //! ([`txn`]: 2PC, 1PC and async commit over kvengine, plus an in-process coordinator) with its
 //! [`tso`], [`remote_tso`], [`concurrency_manager`] (max_ts and memory locks) and
 //! [`latches`]; [`raw_load`] (bulk rows through 1PC); and the coprocessor path:
-//! [`coprocessor`] (region checks, memory locks, cache fast path) with [`offload_policy`] (the offload decision) and
+//! [`coprocessor`] (region checks, memory locks, cache fast path) with [`offload_policy`] (the offload decision, fed by [`pattern_history`] and [`cpu_load`]) and
 //! [`dispatcher`] (shipping a snapshot to a worker, retries, fallback) with [`topn_paging`]. [`metrics`] lists what
 //! the server exports.
 
@@ -13,11 +13,13 @@ pub mod api;
 pub mod concurrency_manager;
 pub mod config;
 pub mod coprocessor;
+pub mod cpu_load;
 pub mod dispatcher;
 pub mod latches;
 pub mod metrics;
 pub mod node;
 pub mod offload_policy;
+pub mod pattern_history;
 pub mod raw_load;
 pub mod remote_tso;
 pub mod topn_paging;

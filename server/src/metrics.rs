@@ -24,9 +24,12 @@ fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
     h
 }
 
-/// Where each coprocessor request was decided to run, and why. result: local | remote;
-/// reason: num_ranges | blocks_size | long_query_blocks_size (remote) | below_min_blocks_size |
-/// no_remote_addr (local). See `offload_policy`.
+/// Offload decisions, one per decided request, by where it was sent and the primary reason.
+/// result: local | remote; reason: one of `offload_policy::reason::COUNTED` (num_ranges,
+/// blocks_size, long_query_blocks_size, lazy_pattern_blocks_size, lazy_pattern_duration without
+/// load-aware routing; load_aware_force_blocks_size, load_aware_force_num_ranges,
+/// no_cpu_signal, cpu_busy (remote) or cpu_idle (local) with it). Requests that are no
+/// candidate, cache hits and servers without a worker are not counted. See `offload_policy`.
 pub static REMOTE_DECISIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter_vec(
         "tikv_coprocessor_remote_decision_total",

@@ -10,6 +10,7 @@ use service::HttpClient;
 
 use crate::config::{ServerConfig, WalSync};
 use crate::coprocessor::Coprocessor;
+use crate::cpu_load::{CpuMonitor, CpuSampler};
 use crate::dispatcher::{DispatchSettings, RemoteDagDispatcher};
 use crate::metrics;
 use crate::remote_tso::RemoteTso;
@@ -32,6 +33,8 @@ pub enum NodeError {
     Tso(#[from] TsoError),
     #[error("transaction layer failed")]
     Txn(#[from] crate::txn::TxnError),
+    #[error("cannot start the CPU sampler thread")]
+    CpuSampler(#[source] std::io::Error),
     #[error("cannot split region {region_id}: {detail}")]
     Split { region_id: u64, detail: String },
 }
@@ -44,6 +47,10 @@ pub struct Node {
     /// Where this server's own timestamps come from (the local TSO or the remote one).
     pub timestamps: Arc<dyn TimestampSource>,
     pub coprocessor: Arc<Coprocessor>,
+    /// The CPU signal of load-aware offload routing, when it is on.
+    pub cpu: Option<Arc<CpuMonitor>>,
+    /// Stops sampling when the node is dropped.
+    _cpu_sampler: Option<CpuSampler>,
     pub started: Instant,
     /// Splits one at a time (requests and the size checker).
     split_lock: parking_lot::Mutex<()>,
@@ -105,11 +112,29 @@ impl Node {
                 client,
             )
         });
+        // The CPU signal matters only to a server that can offload with load-aware routing.
+        let mut cpu_sampler = None;
+        let cpu = if dispatcher.is_some() && kv.remote_coprocessor_load_aware {
+            let interval = kv.remote_coprocessor_load_aware_sample_interval.duration();
+            let monitor = Arc::new(CpuMonitor::new(
+                kv.remote_coprocessor_load_aware_cpu_threshold,
+                kv.remote_coprocessor_load_aware_hold_time.duration(),
+                interval,
+            ));
+            cpu_sampler = Some(
+                CpuSampler::start(monitor.clone(), config.cpu_source()?, interval)
+                    .map_err(NodeError::CpuSampler)?,
+            );
+            Some(monitor)
+        } else {
+            None
+        };
         let coprocessor = Arc::new(Coprocessor::new(
             storage.clone(),
             dispatcher,
             config.offload_policy(),
             kv.remote_coprocessor_topn_max_pushdown_rows,
+            cpu.clone(),
         ));
         Ok(Node {
             config,
@@ -117,6 +142,8 @@ impl Node {
             tso,
             timestamps,
             coprocessor,
+            cpu,
+            _cpu_sampler: cpu_sampler,
             started: Instant::now(),
             split_lock: parking_lot::Mutex::new(()),
         })

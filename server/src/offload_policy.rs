@@ -1,27 +1,70 @@
 //! The offload decision: whether a coprocessor request runs on a worker, and why.
 //!
-//! Reasons, checked in this order (the first that holds wins):
-//! * `num_ranges`: the request has at least `remote-coprocessor-num-ranges` ranges (the block
-//!   estimate is skipped: with that many ranges it costs more than it tells);
-//! * `blocks_size`: `range_blocks_size(ranges)` reaches `remote-coprocessor-min-blocks-size`;
-//! * `long_query_blocks_size`: the query is old (now minus the physical time of its start_ts)
-//!   and the estimate reaches the threshold lowered for its age: halved once it is older than
-//!   the first of `remote-coprocessor-long-query-after` ("15s"), quartered after the second
-//!   ("30s"), an eighth after the third ("60s"). A query that has run long already (paging
-//!   through a big table) is worth moving off the storage server sooner;
-//! * otherwise local, `below_min_blocks_size`.
+//! Not decided (and not counted in `tikv_coprocessor_remote_decision_total`): a server without
+//! `remote-coprocessor-addr`, and a request the cache fast path answered already.
 //!
-//! The function is pure: the clock and the estimate are inputs, so tests set them exactly.
+//! **Candidate reason**, checked in this order, the first that holds wins:
+//! 1. `num_ranges`: at least `remote-coprocessor-num-ranges` ranges (the block estimate is
+//!    skipped: with that many ranges it costs more than it tells);
+//! 2. `blocks_size`: `range_blocks_size(ranges)` reaches `remote-coprocessor-min-blocks-size`;
+//! 3. `long_query_blocks_size`: the query is old (now minus the physical time of its start_ts)
+//!    and the estimate reaches the threshold lowered for its age: halved once it is older than
+//!    the first of `remote-coprocessor-long-query-after` ("15s"), quartered after the second
+//!    ("30s"), an eighth after the third ("60s"). A query that has run long already (paging
+//!    through a big table) is worth moving off the storage server sooner;
+//! 4. `lazy_pattern_blocks_size`: the request's DAG pattern (see `pattern_history`) has at
+//!    least two recent local runs whose average blocks estimate reaches the min blocks size;
+//! 5. `lazy_pattern_duration`: ... whose average duration reaches
+//!    `remote-coprocessor-lazy-pattern-duration` (30 ms). Size wins when both hold.
+//!
+//! No candidate reason: local, not counted (exec details say `below_min_blocks_size`).
+//!
+//! **Load-aware routing** (`remote-coprocessor-load-aware`, on by default): a candidate goes
+//! remote with `load_aware_force_blocks_size` (estimate at least the force blocks size, 4× the
+//! min by default), `load_aware_force_num_ranges` (4× num-ranges by default), `no_cpu_signal`
+//! (no fresh CPU sample: fail open), `cpu_busy` (a busy sample within the hold time), or stays
+//! local with `cpu_idle`. Without load-aware routing a candidate goes remote with its candidate
+//! reason. Exactly one reason is counted per decision, when it is made; a later lock or
+//! fallback adds nothing here.
+//!
+//! The function is pure: the clock, the estimate, the history and the CPU state are inputs, so
+//! tests set them exactly.
 
 use std::time::Duration;
+
+use crate::cpu_load::CpuState;
+use crate::pattern_history::PatternStats;
 
 /// Decision reasons (metric label values and exec-details reasons).
 pub mod reason {
     pub const NUM_RANGES: &str = "num_ranges";
     pub const BLOCKS_SIZE: &str = "blocks_size";
     pub const LONG_QUERY_BLOCKS_SIZE: &str = "long_query_blocks_size";
+    pub const LAZY_PATTERN_BLOCKS_SIZE: &str = "lazy_pattern_blocks_size";
+    pub const LAZY_PATTERN_DURATION: &str = "lazy_pattern_duration";
+    pub const LOAD_AWARE_FORCE_BLOCKS_SIZE: &str = "load_aware_force_blocks_size";
+    pub const LOAD_AWARE_FORCE_NUM_RANGES: &str = "load_aware_force_num_ranges";
+    pub const NO_CPU_SIGNAL: &str = "no_cpu_signal";
+    pub const CPU_BUSY: &str = "cpu_busy";
+    pub const CPU_IDLE: &str = "cpu_idle";
+    /// Not counted: no candidate reason held.
     pub const BELOW_MIN_BLOCKS_SIZE: &str = "below_min_blocks_size";
+    /// Not counted: no worker configured.
     pub const NO_REMOTE_ADDR: &str = "no_remote_addr";
+
+    /// Every counted reason, in decision order.
+    pub const COUNTED: [&str; 10] = [
+        NUM_RANGES,
+        BLOCKS_SIZE,
+        LONG_QUERY_BLOCKS_SIZE,
+        LAZY_PATTERN_BLOCKS_SIZE,
+        LAZY_PATTERN_DURATION,
+        LOAD_AWARE_FORCE_BLOCKS_SIZE,
+        LOAD_AWARE_FORCE_NUM_RANGES,
+        NO_CPU_SIGNAL,
+        CPU_BUSY,
+        CPU_IDLE,
+    ];
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +74,18 @@ pub struct OffloadPolicy {
     pub num_ranges: usize,
     /// Ascending ages; past the i-th, the blocks-size threshold is divided by 2^(i+1).
     pub long_query_after: Vec<Duration>,
+    /// Average local duration that makes a pattern a candidate (zero disables).
+    pub lazy_pattern_duration: Duration,
+    /// `None`: load-aware routing off.
+    pub load_aware: Option<LoadAware>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadAware {
+    /// A candidate with at least this blocks estimate goes remote whatever the CPU says.
+    pub force_blocks_size: u64,
+    /// A candidate with at least this many ranges goes remote whatever the CPU says (0 = no).
+    pub force_num_ranges: usize,
 }
 
 /// What the policy decided.
@@ -38,40 +93,103 @@ pub struct OffloadPolicy {
 pub struct Decision {
     pub remote: bool,
     pub reason: &'static str,
+    /// Whether the decision is counted (false: not a candidate).
+    pub counted: bool,
+    /// The blocks estimate, if it was made (the pattern history records it for local runs).
+    pub blocks_size: Option<u64>,
+}
+
+/// The inputs a decision may look at, each computed only if needed.
+pub struct Inputs<E, H, C>
+where
+    E: FnOnce() -> u64,
+    H: FnOnce() -> Option<PatternStats>,
+    C: FnOnce() -> CpuState,
+{
+    pub num_ranges: usize,
+    pub age: Duration,
+    /// The blocks estimate (skipped for a `num_ranges` candidate).
+    pub estimate: E,
+    /// The request pattern's recent local runs.
+    pub history: H,
+    /// The CPU state (asked only under load-aware routing, for a candidate).
+    pub cpu: C,
 }
 
 impl OffloadPolicy {
-    /// Decides for a request with `num_ranges` ranges, `age` old, whose blocks-size estimate
-    /// `estimate` computes (called at most once, and not at all for a `num_ranges` decision).
-    pub fn decide(
+    /// Decides one request (see the module docs for the order).
+    pub fn decide<E, H, C>(&self, inputs: Inputs<E, H, C>) -> Decision
+    where
+        E: FnOnce() -> u64,
+        H: FnOnce() -> Option<PatternStats>,
+        C: FnOnce() -> CpuState,
+    {
+        let (candidate, blocks) = self.candidate(
+            inputs.num_ranges,
+            inputs.age,
+            inputs.estimate,
+            inputs.history,
+        );
+        let Some(candidate) = candidate else {
+            return Decision {
+                remote: false,
+                reason: reason::BELOW_MIN_BLOCKS_SIZE,
+                counted: false,
+                blocks_size: blocks,
+            };
+        };
+        let decided = |remote, reason| Decision {
+            remote,
+            reason,
+            counted: true,
+            blocks_size: blocks,
+        };
+        let Some(la) = &self.load_aware else {
+            return decided(true, candidate);
+        };
+        if blocks.is_some_and(|b| b >= la.force_blocks_size) {
+            return decided(true, reason::LOAD_AWARE_FORCE_BLOCKS_SIZE);
+        }
+        if la.force_num_ranges > 0 && inputs.num_ranges >= la.force_num_ranges {
+            return decided(true, reason::LOAD_AWARE_FORCE_NUM_RANGES);
+        }
+        match (inputs.cpu)() {
+            CpuState::NoSignal => decided(true, reason::NO_CPU_SIGNAL),
+            CpuState::Busy => decided(true, reason::CPU_BUSY),
+            CpuState::Idle => decided(false, reason::CPU_IDLE),
+        }
+    }
+
+    /// The candidate reason, if any, and the blocks estimate if it was made.
+    fn candidate(
         &self,
         num_ranges: usize,
         age: Duration,
         estimate: impl FnOnce() -> u64,
-    ) -> Decision {
+        history: impl FnOnce() -> Option<PatternStats>,
+    ) -> (Option<&'static str>, Option<u64>) {
         if self.num_ranges > 0 && num_ranges >= self.num_ranges {
-            return Decision {
-                remote: true,
-                reason: reason::NUM_RANGES,
-            };
+            return (Some(reason::NUM_RANGES), None);
         }
         let blocks = estimate();
-        if blocks >= self.min_blocks_size {
-            return Decision {
-                remote: true,
-                reason: reason::BLOCKS_SIZE,
-            };
-        }
-        if blocks >= self.long_query_threshold(age) {
-            return Decision {
-                remote: true,
-                reason: reason::LONG_QUERY_BLOCKS_SIZE,
-            };
-        }
-        Decision {
-            remote: false,
-            reason: reason::BELOW_MIN_BLOCKS_SIZE,
-        }
+        let found = if blocks >= self.min_blocks_size {
+            Some(reason::BLOCKS_SIZE)
+        } else if blocks >= self.long_query_threshold(age) {
+            Some(reason::LONG_QUERY_BLOCKS_SIZE)
+        } else {
+            history().and_then(|h| {
+                if h.avg_blocks_size.is_some_and(|b| b >= self.min_blocks_size) {
+                    Some(reason::LAZY_PATTERN_BLOCKS_SIZE)
+                } else if !self.lazy_pattern_duration.is_zero()
+                    && h.avg_duration >= self.lazy_pattern_duration
+                {
+                    Some(reason::LAZY_PATTERN_DURATION)
+                } else {
+                    None
+                }
+            })
+        };
+        (found, Some(blocks))
     }
 
     /// The blocks-size threshold for a query `age` old.
@@ -92,63 +210,144 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const MIB: u64 = 1 << 20;
+
     fn policy() -> OffloadPolicy {
         OffloadPolicy {
-            min_blocks_size: 32 << 20,
+            min_blocks_size: 32 * MIB,
             num_ranges: 2048,
             long_query_after: vec![
                 Duration::from_secs(15),
                 Duration::from_secs(30),
                 Duration::from_secs(60),
             ],
+            lazy_pattern_duration: Duration::from_millis(30),
+            load_aware: None,
         }
     }
 
+    fn load_aware() -> OffloadPolicy {
+        OffloadPolicy {
+            load_aware: Some(LoadAware {
+                force_blocks_size: 128 * MIB,
+                force_num_ranges: 8192,
+            }),
+            ..policy()
+        }
+    }
+
+    fn stats(blocks: Option<u64>, ms: u64) -> Option<PatternStats> {
+        Some(PatternStats {
+            runs: 2,
+            avg_blocks_size: blocks,
+            avg_duration: Duration::from_millis(ms),
+        })
+    }
+
+    /// A decision with the given inputs; `cpu` panics if asked when `None`.
+    fn decide(
+        p: &OffloadPolicy,
+        ranges: usize,
+        age_s: u64,
+        blocks: u64,
+        history: Option<PatternStats>,
+        cpu: Option<CpuState>,
+    ) -> Decision {
+        p.decide(Inputs {
+            num_ranges: ranges,
+            age: Duration::from_secs(age_s),
+            estimate: || blocks,
+            history: || history,
+            cpu: || cpu.expect("the CPU state is asked only under load-aware routing"),
+        })
+    }
+
+    fn reason_of(d: Decision) -> (bool, &'static str, bool) {
+        (d.remote, d.reason, d.counted)
+    }
+
     #[test]
-    fn each_reason_holds_exactly_under_its_condition() {
+    fn each_candidate_reason_holds_exactly_under_its_condition() {
         let p = policy();
-        let young = Duration::ZERO;
-        let d = p.decide(2048, young, || {
-            panic!("the estimate is skipped for many ranges")
+        let d = p.decide(Inputs {
+            num_ranges: 2048,
+            age: Duration::ZERO,
+            estimate: || panic!("the estimate is skipped for many ranges"),
+            history: || panic!("and so is the history"),
+            cpu: || panic!("no load-aware routing"),
         });
+        assert_eq!(reason_of(d), (true, reason::NUM_RANGES, true));
+        assert_eq!(d.blocks_size, None);
+        let d = decide(&p, 1, 0, 32 * MIB, None, None);
+        assert_eq!(reason_of(d), (true, reason::BLOCKS_SIZE, true));
+        assert_eq!(d.blocks_size, Some(32 * MIB));
+        let below = decide(&p, 1, 0, 32 * MIB - 1, None, None);
         assert_eq!(
-            d,
-            Decision {
-                remote: true,
-                reason: reason::NUM_RANGES
-            }
+            reason_of(below),
+            (false, reason::BELOW_MIN_BLOCKS_SIZE, false)
         );
-        assert_eq!(p.decide(1, young, || 32 << 20).reason, reason::BLOCKS_SIZE);
-        assert_eq!(
-            p.decide(1, young, || (32 << 20) - 1).reason,
-            reason::BELOW_MIN_BLOCKS_SIZE
-        );
-        let d = p.decide(1, Duration::from_secs(16), || 16 << 20);
-        assert_eq!(
-            d,
-            Decision {
-                remote: true,
-                reason: reason::LONG_QUERY_BLOCKS_SIZE
-            }
-        );
-        assert!(
-            !p.decide(1, Duration::from_secs(16), || (16 << 20) - 1)
-                .remote
-        );
-        assert!(p.decide(1, Duration::from_secs(31), || 8 << 20).remote);
-        assert!(p.decide(1, Duration::from_secs(61), || 4 << 20).remote);
-        assert!(
-            !p.decide(1, Duration::from_secs(61), || (4 << 20) - 1)
-                .remote
-        );
+        for (age, blocks) in [(16, 16 * MIB), (31, 8 * MIB), (61, 4 * MIB)] {
+            let d = decide(&p, 1, age, blocks, None, None);
+            assert_eq!(reason_of(d), (true, reason::LONG_QUERY_BLOCKS_SIZE, true));
+            assert!(!decide(&p, 1, age, blocks - 1, None, None).remote);
+        }
+        let d = decide(&p, 1, 0, 0, stats(Some(32 * MIB), 0), None);
+        assert_eq!(reason_of(d), (true, reason::LAZY_PATTERN_BLOCKS_SIZE, true));
+        let d = decide(&p, 1, 0, 0, stats(Some(32 * MIB - 1), 30), None);
+        assert_eq!(reason_of(d), (true, reason::LAZY_PATTERN_DURATION, true));
+        let d = decide(&p, 1, 0, 0, stats(None, 30), None);
+        assert_eq!(reason_of(d), (true, reason::LAZY_PATTERN_DURATION, true));
+        assert!(!decide(&p, 1, 0, 0, stats(Some(32 * MIB - 1), 29), None).counted);
         let off = OffloadPolicy {
             num_ranges: 0,
+            lazy_pattern_duration: Duration::ZERO,
             ..policy()
         };
+        assert!(!decide(&off, 1 << 20, 0, 0, stats(None, 1000), None).counted);
+    }
+
+    #[test]
+    fn size_wins_over_duration_and_the_estimate_over_the_history() {
+        let p = policy();
+        let d = decide(&p, 1, 0, 0, stats(Some(32 * MIB), 1000), None);
+        assert_eq!(d.reason, reason::LAZY_PATTERN_BLOCKS_SIZE);
+        let d = decide(&p, 1, 0, 32 * MIB, stats(Some(32 * MIB), 1000), None);
+        assert_eq!(d.reason, reason::BLOCKS_SIZE);
+    }
+
+    #[test]
+    fn load_aware_reasons_follow_their_order() {
+        let p = load_aware();
+        let busy = Some(CpuState::Busy);
+        let d = decide(&p, 1, 0, 128 * MIB, None, busy);
         assert_eq!(
-            off.decide(1 << 20, young, || 0).reason,
-            reason::BELOW_MIN_BLOCKS_SIZE
+            reason_of(d),
+            (true, reason::LOAD_AWARE_FORCE_BLOCKS_SIZE, true)
         );
+        let d = p.decide(Inputs {
+            num_ranges: 8192,
+            age: Duration::ZERO,
+            estimate: || unreachable!(),
+            history: || unreachable!(),
+            cpu: || panic!("forced: the CPU is not asked"),
+        });
+        assert_eq!(
+            reason_of(d),
+            (true, reason::LOAD_AWARE_FORCE_NUM_RANGES, true)
+        );
+        for (cpu, want) in [
+            (CpuState::NoSignal, (true, reason::NO_CPU_SIGNAL, true)),
+            (CpuState::Busy, (true, reason::CPU_BUSY, true)),
+            (CpuState::Idle, (false, reason::CPU_IDLE, true)),
+        ] {
+            assert_eq!(reason_of(decide(&p, 1, 0, 32 * MIB, None, Some(cpu))), want);
+            assert_eq!(reason_of(decide(&p, 2048, 0, 0, None, Some(cpu))), want);
+            let lazy = decide(&p, 1, 0, 0, stats(None, 100), Some(cpu));
+            assert_eq!(reason_of(lazy), want);
+        }
+        // No candidate: the CPU is not asked and nothing is counted.
+        let d = decide(&p, 1, 0, 0, None, None);
+        assert_eq!(reason_of(d), (false, reason::BELOW_MIN_BLOCKS_SIZE, false));
     }
 
     #[test]
@@ -163,15 +362,33 @@ mod tests {
         /// turns a remote decision local.
         #[test]
         fn decisions_are_monotone_in_age_and_size(
-            a in 0u64..200_000, b in 0u64..200_000, x in 0u64..(64 << 20), y in 0u64..(64 << 20),
+            a in 0u64..200, b in 0u64..200, x in 0u64..(64 * MIB), y in 0u64..(64 * MIB),
         ) {
             let p = policy();
-            let (young, old) = (Duration::from_millis(a.min(b)), Duration::from_millis(a.max(b)));
+            let (young, old) = (a.min(b), a.max(b));
             let (small, big) = (x.min(y), x.max(y));
-            prop_assert!(p.long_query_threshold(old) <= p.long_query_threshold(young));
-            if p.decide(1, young, || small).remote {
-                prop_assert!(p.decide(1, old, || small).remote);
-                prop_assert!(p.decide(1, young, || big).remote);
+            prop_assert!(p.long_query_threshold(Duration::from_secs(old)) <= p.long_query_threshold(Duration::from_secs(young)));
+            if decide(&p, 1, young, small, None, None).remote {
+                prop_assert!(decide(&p, 1, old, small, None, None).remote);
+                prop_assert!(decide(&p, 1, young, big, None, None).remote);
+            }
+        }
+
+        /// Exactly the candidates are counted; load-aware routing changes only where they run.
+        #[test]
+        fn load_aware_routing_counts_the_same_requests(
+            ranges in 1usize..10_000, blocks in 0u64..(256 * MIB), age in 0u64..100,
+            lazy_blocks in proptest::option::of(0u64..(64 * MIB)), lazy_ms in 0u64..60,
+            cpu in prop_oneof![Just(CpuState::NoSignal), Just(CpuState::Busy), Just(CpuState::Idle)],
+        ) {
+            let h = stats(lazy_blocks, lazy_ms);
+            let plain = decide(&policy(), ranges, age, blocks, h, None);
+            let la = decide(&load_aware(), ranges, age, blocks, h, Some(cpu));
+            prop_assert_eq!(plain.counted, la.counted);
+            prop_assert_eq!(plain.counted, plain.remote);
+            if la.counted {
+                prop_assert!(reason::COUNTED.contains(&la.reason));
+                prop_assert_eq!(la.remote, la.reason != reason::CPU_IDLE);
             }
         }
     }
