@@ -2,13 +2,14 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|all] [--entries N]
 //! ```
 
 mod cop_bench;
 mod engine_bench;
 mod fjall_bench;
 mod memtable_bench;
+mod mixed_bench;
 mod offload_bench;
 mod report;
 mod sst_bench;
@@ -31,12 +32,12 @@ fn main() {
                 });
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "txn-snapshot" | "cop"
-            | "offload" | "all" => suite = a,
+            | "offload" | "mixed" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -70,5 +71,8 @@ fn main() {
     }
     if suite == "offload" || suite == "all" {
         offload_bench::run(entries);
+    }
+    if suite == "mixed" || suite == "all" {
+        mixed_bench::run();
     }
 }

@@ -37,13 +37,23 @@ fn value(r: &mut impl Rng, v: i64) -> Vec<u8> {
 }
 
 fn load(servers: &[&ServerProc], handles: std::ops::Range<i64>) -> u64 {
+    load_rows(TABLE, servers, handles)
+}
+
+/// Raw-loads rows `handles` of `table` (v = handle % 1000, 100 random padding bytes) into
+/// every server; the key + value bytes loaded.
+pub(crate) fn load_rows(
+    table: SampleTable,
+    servers: &[&ServerProc],
+    handles: std::ops::Range<i64>,
+) -> u64 {
     let mut r = rng(handles.start as u64);
     let mut bytes = 0u64;
     let all: Vec<i64> = handles.collect();
     for chunk in all.chunks(2000) {
         let pairs: Vec<(Vec<u8>, Vec<u8>)> = chunk
             .iter()
-            .map(|&h| (TABLE.key(h), value(&mut r, h % 1000)))
+            .map(|&h| (table.key(h), value(&mut r, h % 1000)))
             .collect();
         bytes += pairs
             .iter()
@@ -57,7 +67,7 @@ fn load(servers: &[&ServerProc], handles: std::ops::Range<i64>) -> u64 {
 }
 
 /// utime + stime of a process, in seconds.
-fn cpu_secs(pid: u32) -> f64 {
+pub(crate) fn cpu_secs(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may contain spaces) start after the last ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
