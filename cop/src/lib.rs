@@ -5,6 +5,8 @@
 //! Data flows: [`proto`] (wire types) → [`handler`] (parse, cache fast path, paging) →
 //! [`executors`] (scan → selection → aggregation / TopN / limit / projection, over column
 //! batches of [`batch`]) with [`expr`] for expressions and [`codec`] for keys, rows and datums.
+//! [`paging`] says how a page reports what it covered; [`topn_paging`] is the policy that turns
+//! an offloaded large TopN into pages.
 
 pub mod batch;
 pub mod cache;
@@ -16,5 +18,6 @@ pub mod expr;
 pub mod handler;
 pub mod paging;
 pub mod proto;
+pub mod topn_paging;
 
 pub use error::{CodecError, Error, EvalError, Result};

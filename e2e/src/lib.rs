@@ -9,7 +9,8 @@
 //! * [`transactions`]: identical two-phase commits on several servers sharing a TSO;
 //! * [`coprocessor`]: requests with region context, paging, row decoding;
 //! * [`sample_table`]: a table with known answers;
-//! * [`fake_worker`]: a worker stand-in answering a fixed status (fault injection).
+//! * [`fake_worker`]: a worker stand-in answering a fixed status (fault injection);
+//! * [`offload_body`]: offload bodies captured from a server, changed, sent to a worker.
 
 pub mod binaries;
 pub mod cluster;
@@ -17,6 +18,7 @@ pub mod coprocessor;
 pub mod fake_worker;
 pub mod http_client;
 pub mod metrics;
+pub mod offload_body;
 pub mod process;
 pub mod s3_proc;
 pub mod sample_table;

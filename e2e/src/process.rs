@@ -225,3 +225,20 @@ pub fn run_to_exit(mut cmd: Command, timeout: Duration) -> (ExitStatus, String, 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A `Name:   1234 kB` line of `/proc/PID/status` (`VmRSS`, `VmHWM`), in bytes; `None` when the
+/// process or the line is gone.
+pub fn proc_status_bytes(pid: u32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find(|l| {
+        l.strip_prefix(field)
+            .is_some_and(|rest| rest.starts_with(':'))
+    })?;
+    let kib: u64 = line[field.len() + 1..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}

@@ -12,11 +12,13 @@ use crate::metrics;
 use crate::process::{Proc, next_id};
 use crate::s3_proc::{Store, s3_env};
 
-/// A worker's config file, as TOML sections.
+/// A worker's config file, as TOML sections, and the environment it starts with.
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
     pub dir: PathBuf,
     pub toml: toml::Table,
+    /// Extra environment variables of the process.
+    pub env: Vec<(String, String)>,
 }
 
 impl WorkerConfig {
@@ -26,6 +28,7 @@ impl WorkerConfig {
         let mut cfg = WorkerConfig {
             dir: dir.to_path_buf(),
             toml: toml::Table::new(),
+            env: Vec::new(),
         };
         cfg.set("worker", "addr", "127.0.0.1:0")
             .set(
@@ -56,6 +59,18 @@ impl WorkerConfig {
         self
     }
 
+    /// A top-level key (`cop-topn-max-pushdown-rows`); the file lists it before the sections.
+    pub fn set_top(&mut self, key: &str, value: impl Into<toml::Value>) -> &mut WorkerConfig {
+        self.toml.insert(key.into(), value.into());
+        self
+    }
+
+    /// An environment variable of the process.
+    pub fn env(&mut self, key: &str, value: &str) -> &mut WorkerConfig {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
     pub fn write(&self) -> PathBuf {
         let path = self.dir.join("worker.toml");
         std::fs::write(&path, toml::to_string(&self.toml).expect("render toml")).expect("write");
@@ -66,6 +81,7 @@ impl WorkerConfig {
         let mut cmd = Command::new(binaries::binary(binaries::WORKER));
         cmd.arg("--config").arg(self.write());
         s3_env(&mut cmd);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }
 }
@@ -89,6 +105,18 @@ impl WorkerProc {
 
     pub fn base_url(&self) -> &str {
         self.proc.base_url()
+    }
+
+    /// The process id (None once it exited and was reaped).
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.pid()
+    }
+
+    /// A `VmRSS:`-style line of `/proc/PID/status` (`VmRSS`, `VmHWM`), in bytes.
+    pub fn proc_status_bytes(&self, field: &str) -> u64 {
+        let pid = self.pid().expect("a running worker");
+        crate::process::proc_status_bytes(pid, field)
+            .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -119,6 +147,19 @@ impl WorkerProc {
 
     pub fn metrics_text(&self) -> String {
         get_text(&self.url("/metrics"))
+    }
+
+    /// Resets the process's peak resident set (`VmHWM`) to its current one (`echo 5 >
+    /// /proc/PID/clear_refs`); false when the kernel refuses.
+    pub fn reset_peak_rss(&self) -> bool {
+        let pid = self.pid().expect("a running worker");
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+    }
+
+    /// `GET /status`, parsed.
+    pub fn status(&self) -> serde_json::Value {
+        let text = get_text(&self.url("/status"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET /status: {e}: {text}"))
     }
 
     pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {

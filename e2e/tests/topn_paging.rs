@@ -3,12 +3,18 @@
 //! so the worker answers resumable pages of source rows instead of the whole heap, and the
 //! final TopN over those pages (the client's job) equals local execution. A smaller TopN is one
 //! heap answer.
+//!
+//! The worker's own `cop-topn-max-pushdown-rows` does the same for bodies shaped like an older
+//! server's (paging_size 0), sent straight to a real worker, and leaves requests that already
+//! page alone.
 
 use cop::datum::{Datum, FieldType};
 use cop::proto::{self, ByItem, ColumnInfo, DagRequest, ExecType, Executor, Expr, Request};
-use e2e::cluster::{OffloadPair, StoreKind};
+use e2e::cluster::{Cluster, OffloadPair, StoreKind};
 use e2e::coprocessor::{location, page_rows, request, rows, run_pages};
+use e2e::offload_body::{self, BodyCapture};
 use e2e::sample_table::{SampleTable, V_COLUMN};
+use e2e::worker_proc::WorkerProc;
 
 const T: SampleTable = SampleTable { id: 9 };
 const ROWS: i64 = 3000;
@@ -178,5 +184,134 @@ fn a_request_paging_below_the_limit_keeps_its_own_page_size() {
         rows(&resp).unwrap().len(),
         64,
         "the request's own page of 64 rows"
+    );
+}
+
+/// A worker with `cop-topn-max-pushdown-rows = THRESHOLD`, and a server that does no TopN
+/// paging itself (`remote-coprocessor-topn-max-pushdown-rows = 0`, as a server older than the
+/// policy) whose offload bodies are captured. Fields drop in order: processes, then files.
+struct OlderServer {
+    worker: WorkerProc,
+    capture: BodyCapture,
+    _cluster: Cluster,
+}
+
+impl OlderServer {
+    fn start() -> OlderServer {
+        let cluster = Cluster::new(StoreKind::Local);
+        let mut worker_cfg = cluster.worker_config("worker");
+        worker_cfg.set_top("cop-topn-max-pushdown-rows", THRESHOLD);
+        let worker = WorkerProc::start(&worker_cfg);
+        let capture = BodyCapture::start(&cluster, "older-server", |c| {
+            c.set("kvengine", "remote-coprocessor-topn-max-pushdown-rows", 0);
+        });
+        T.load(&capture.server, 0..ROWS, 8, v_of);
+        capture.server.flush();
+        OlderServer {
+            worker,
+            capture,
+            _cluster: cluster,
+        }
+    }
+
+    /// The server's local answer to `dag` over the table, and the body it would have sent.
+    fn capture(&self, dag: &DagRequest) -> (proto::Response, offload_body::OffloadBody) {
+        let server = &self.capture.server;
+        let region = server.region_of(&T.key(0));
+        let req = request(dag, vec![T.range()], server.tso(), &region);
+        let (local, body) = self.capture.capture(&req);
+        assert_eq!(location(&local), "fallback", "{:?}", local.exec_details);
+        (local, body)
+    }
+
+    fn paging_actions(&self, action: &str) -> f64 {
+        self.worker
+            .metric("stratus_worker_topn_paging_total", &[("action", action)])
+    }
+}
+
+#[test]
+fn a_worker_with_the_topn_setting_pages_a_large_topn_sent_the_old_way() {
+    let setup = OlderServer::start();
+    let limit = 500u64;
+    let (local, body) = setup.capture(&top_n_dag(limit));
+    assert_eq!(
+        body.request.paging_size, 0,
+        "an older server sends the request's own paging"
+    );
+    assert!(
+        local.range.is_none(),
+        "the local TopN answers its heap at once"
+    );
+    let applied_before = setup.paging_actions("applied");
+
+    let first = offload_body::run(&setup.worker, &body);
+    assert!(
+        first.range.is_some(),
+        "a resumable page, not the whole heap"
+    );
+    let first_rows = rows(&first).unwrap();
+    assert!(
+        first_rows.len() < limit as usize,
+        "a page holds at most limit - 1 source rows, found {}",
+        first_rows.len()
+    );
+
+    let pages = offload_body::run_pages(&setup.worker, &body, false);
+    assert!(pages.len() > 1, "the scan took several pages");
+    assert_eq!(
+        setup.paging_actions("applied") - applied_before,
+        (1 + pages.len()) as f64,
+        "the worker set the paging of every page"
+    );
+    let remote = final_top_n(page_rows(&pages).unwrap(), limit as usize);
+    let local = final_top_n(rows(&local).unwrap(), limit as usize);
+    assert_eq!(local.len(), limit as usize);
+    assert_eq!(
+        remote, local,
+        "the final TopN over the pages equals local execution"
+    );
+}
+
+#[test]
+fn a_worker_with_the_topn_setting_passes_through_requests_that_already_page() {
+    let setup = OlderServer::start();
+    let (_, body) = setup.capture(&top_n_dag(500));
+    let before = [
+        setup.paging_actions("applied"),
+        setup.paging_actions("passed_through"),
+        setup.paging_actions("not_applicable"),
+    ];
+
+    let paged = offload_body::run(&setup.worker, &body.with_request(|r| r.paging_size = 64));
+    assert!(paged.range.is_some());
+    assert_eq!(
+        rows(&paged).unwrap().len(),
+        64,
+        "the request's own page of 64 rows"
+    );
+    // A TopN within the threshold, without paging: one heap answer.
+    let small = (THRESHOLD / 2) as u64;
+    let (local_small, small_body) = setup.capture(&top_n_dag(small));
+    let heap = offload_body::run(&setup.worker, &small_body);
+    assert!(heap.range.is_none(), "one answer, no resume range");
+    assert_eq!(
+        final_top_n(rows(&heap).unwrap(), small as usize),
+        final_top_n(rows(&local_small).unwrap(), small as usize)
+    );
+
+    let after = [
+        setup.paging_actions("applied"),
+        setup.paging_actions("passed_through"),
+        setup.paging_actions("not_applicable"),
+    ];
+    assert_eq!(
+        [
+            after[0] - before[0],
+            after[1] - before[1],
+            after[2] - before[2]
+        ],
+        [0.0, 1.0, 1.0],
+        "applied, passed_through, not_applicable"
     );
 }

@@ -1,8 +1,12 @@
-//! The worker's TOML config: a `[worker]` section of its own and the `[dfs]` section it shares
+//! The worker's TOML config: a `[worker]` section of its own, the `[dfs]` section it shares
 //! with the servers (it must name the same store they write, or every rebuild fails with a
-//! missing file).
+//! missing file), the `[cop-limiter]` section (memory back-pressure and per-keyspace
+//! throughput, [`crate::cop_limiter`]) and one top-level key, `cop-topn-max-pushdown-rows`
+//! (written before any section, as TOML requires).
 //!
 //! ```toml
+//! cop-topn-max-pushdown-rows = 0
+//!
 //! [worker]
 //! addr = "127.0.0.1:19000"
 //! labels = { zone = "" }
@@ -14,12 +18,20 @@
 //!
 //! [dfs]
 //! local-dir = "./stratus-data/dfs"
+//!
+//! [cop-limiter]
+//! high-mem-ratio = 0.8
+//! wait-min-duration = "100ms"
+//! wait-max-duration = "3s"
+//! sample-ttl = "60s"
+//! memory-limit = 0
 //! ```
 //!
 //! Every key is optional; an unknown key or a bad value is an error that names the key.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kvengine::{CacheConfig, DfsConfig};
 use serde::{Deserialize, Serialize};
@@ -29,9 +41,22 @@ use service::{ConfigError, DfsSection, ReadableDuration, ReadableSize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct WorkerConfig {
+    /// TopN paging for requests from servers that do not page large TopNs themselves (default
+    /// 0 = off). When non-zero, a request that arrives without finite paging (`0 < paging_size
+    /// < u32::MAX`) and whose DAG ends in a TopN with a limit above this many rows runs with
+    /// `paging_size = limit - 1`: the worker answers resumable pages of source rows instead of
+    /// holding the whole heap (see [`cop::topn_paging`]). Requests with finite paging pass
+    /// through untouched. Meant for rolling upgrades: set it on the workers, upgrade the
+    /// servers (which then apply `remote-coprocessor-topn-max-pushdown-rows` themselves), then
+    /// set it back to 0. A row-count heuristic, not a memory limit: wide rows want a lower one.
+    ///
+    /// The only top-level key: it comes first so that the rendered config stays valid TOML
+    /// (plain keys must precede every `[section]`).
+    pub cop_topn_max_pushdown_rows: u64,
     pub worker: WorkerSection,
     /// The object store holding the SST files: the same one the servers write.
     pub dfs: DfsSection,
+    pub cop_limiter: CopLimiterSection,
 }
 
 /// The `[worker]` section.
@@ -77,6 +102,77 @@ impl Default for WorkerSection {
             cache_capacity: ReadableSize::gib(10),
             shutdown_grace: ReadableDuration::secs(10),
         }
+    }
+}
+
+/// The `[cop-limiter]` section: back-pressure on `/coprocessor` while the worker's memory is
+/// high, and the per-keyspace throughput window (see [`crate::cop_limiter`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CopLimiterSection {
+    /// Memory use (resident set, or the cgroup's usage when a cgroup limits memory, over
+    /// the memory limit) above which new requests wait before they run (default 0.8; in
+    /// (0, 1], 1 = wait only when the limit itself is exceeded). Lower leaves more headroom
+    /// for the requests already running, and the block cache, at the price of more waiting
+    /// and more 503s under load.
+    pub high_mem_ratio: f64,
+    /// Shortest wait of one round (default `"100ms"`). Each round waits a random duration in
+    /// [min, max], so that waiting requests do not all retry at the same moment.
+    pub wait_min_duration: ReadableDuration,
+    /// Longest wait of one round (default `"3s"`). Longer rounds spread retries out more but
+    /// react later when memory drops.
+    pub wait_max_duration: ReadableDuration,
+    /// Window over which response sizes are summed per keyspace for the throughput metric and
+    /// `GET /status` (default `"60s"`; whole seconds, at least 1s). Longer smooths more and
+    /// keeps one counter per keyspace and second in the window.
+    pub sample_ttl: ReadableDuration,
+    /// The memory limit when no cgroup limits the process (default 0 = the machine's physical
+    /// memory). A cgroup (v2) limit always takes precedence: it is what the kernel enforces.
+    pub memory_limit: ReadableSize,
+}
+
+impl Default for CopLimiterSection {
+    fn default() -> Self {
+        CopLimiterSection {
+            high_mem_ratio: 0.8,
+            wait_min_duration: ReadableDuration::millis(100),
+            wait_max_duration: ReadableDuration::secs(3),
+            sample_ttl: ReadableDuration::secs(60),
+            memory_limit: ReadableSize(0),
+        }
+    }
+}
+
+impl CopLimiterSection {
+    /// Values that parse but cannot work, named by their full key.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let ratio = self.high_mem_ratio;
+        if !(ratio > 0.0 && ratio <= 1.0) {
+            return Err(ConfigError::invalid(
+                "cop-limiter.high-mem-ratio",
+                format!("expected a ratio in (0, 1], found {ratio}"),
+            ));
+        }
+        let (min, max) = (self.wait_min_duration, self.wait_max_duration);
+        if min.duration() < Duration::from_millis(1) {
+            return Err(ConfigError::invalid(
+                "cop-limiter.wait-min-duration",
+                format!("expected at least 1ms, found {min}"),
+            ));
+        }
+        if min > max {
+            return Err(ConfigError::invalid(
+                "cop-limiter.wait-max-duration",
+                format!("expected at least wait-min-duration ({min}), found {max}"),
+            ));
+        }
+        if self.sample_ttl.duration() < Duration::from_secs(1) {
+            return Err(ConfigError::invalid(
+                "cop-limiter.sample-ttl",
+                format!("expected at least 1s, found {}", self.sample_ttl),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -129,6 +225,7 @@ impl WorkerConfig {
                 ),
             ));
         }
+        self.cop_limiter.validate()?;
         self.dfs_config().map(|_| ())
     }
 
@@ -198,6 +295,113 @@ mod tests {
         assert!(text.contains("zone = \"\""), "{text}");
         assert_eq!(WorkerConfig::parse(&text, "rendered").unwrap(), defaults);
         assert_eq!(WorkerConfig::parse("", "empty").unwrap(), defaults);
+    }
+
+    #[test]
+    fn the_cop_limiter_example_block_parses_as_written() {
+        let c = WorkerConfig::parse(
+            r#"
+[cop-limiter]
+high-mem-ratio = 0.8
+wait-min-duration = "100ms"
+wait-max-duration = "3s"
+sample-ttl = "60s"
+"#,
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(c.cop_limiter, CopLimiterSection::default());
+        assert_eq!(
+            c.cop_limiter.wait_min_duration.duration(),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            c.cop_limiter.wait_max_duration.duration(),
+            Duration::from_secs(3)
+        );
+        assert_eq!(c.cop_limiter.sample_ttl.duration(), Duration::from_secs(60));
+        assert_eq!(c.cop_limiter.memory_limit.bytes(), 0);
+    }
+
+    #[test]
+    fn the_readme_worker_example_parses() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("```toml\n# worker.toml\n")
+            .expect("a worker.toml block in README.md");
+        let block = &readme[start + "```toml\n".len()..];
+        let block = &block[..block.find("```").expect("the block ends")];
+        let c = WorkerConfig::parse(block, "README.md").unwrap();
+        assert_eq!(c.cop_limiter, CopLimiterSection::default());
+        assert_eq!(c.cop_topn_max_pushdown_rows, 0);
+    }
+
+    #[test]
+    fn the_top_level_topn_key_parses_before_the_sections() {
+        let c = WorkerConfig::parse(
+            "cop-topn-max-pushdown-rows = 50000\n\n[worker]\nblock-cache-size = 0\n\n\
+             [cop-limiter]\nhigh-mem-ratio = 0.5\nmemory-limit = \"2GiB\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(c.cop_topn_max_pushdown_rows, 50_000);
+        assert_eq!(c.cop_limiter.high_mem_ratio, 0.5);
+        assert_eq!(c.cop_limiter.memory_limit, ReadableSize::gib(2));
+        assert_eq!(WorkerConfig::default().cop_topn_max_pushdown_rows, 0);
+        let err = WorkerConfig::parse("cop-topn-max-pushdown-rows = -1\n", "w.toml").unwrap_err();
+        assert!(
+            err.to_string().contains("cop-topn-max-pushdown-rows"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_config_with_every_new_key_set_renders_as_toml_that_parses_back() {
+        let c = WorkerConfig {
+            cop_topn_max_pushdown_rows: 1234,
+            cop_limiter: CopLimiterSection {
+                high_mem_ratio: 0.25,
+                wait_min_duration: ReadableDuration::millis(20),
+                wait_max_duration: ReadableDuration::millis(1500),
+                sample_ttl: ReadableDuration::secs(600),
+                memory_limit: ReadableSize::mib(512),
+            },
+            ..WorkerConfig::default()
+        };
+        let text = c.render();
+        assert!(
+            text.starts_with("cop-topn-max-pushdown-rows = 1234\n"),
+            "the top-level key comes before every section:\n{text}"
+        );
+        assert!(text.contains("[cop-limiter]"), "{text}");
+        assert!(text.contains("memory-limit = \"512MiB\""), "{text}");
+        assert_eq!(WorkerConfig::parse(&text, "rendered").unwrap(), c);
+    }
+
+    #[test]
+    fn cop_limiter_values_that_cannot_work_name_their_key() {
+        let bad = |body: &str| {
+            WorkerConfig::parse(&format!("[cop-limiter]\n{body}\n"), "w.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        for ratio in ["0", "0.0", "-0.5", "1.01", "nan", "inf"] {
+            let msg = bad(&format!("high-mem-ratio = {ratio}"));
+            assert!(msg.contains("cop-limiter.high-mem-ratio"), "{ratio}: {msg}");
+        }
+        assert!(WorkerConfig::parse("[cop-limiter]\nhigh-mem-ratio = 1.0\n", "w").is_ok());
+        let msg = bad("wait-min-duration = \"2s\"\nwait-max-duration = \"1s\"");
+        assert!(msg.contains("cop-limiter.wait-max-duration"), "{msg}");
+        let msg = bad("wait-min-duration = \"0ms\"");
+        assert!(msg.contains("cop-limiter.wait-min-duration"), "{msg}");
+        let msg = bad("sample-ttl = \"500ms\"");
+        assert!(msg.contains("cop-limiter.sample-ttl"), "{msg}");
+        let msg = bad("wait-min-duration = \"soon\"");
+        assert!(msg.contains("wait-min-duration"), "{msg}");
+        let msg = bad("high-mem-ratios = 0.5");
+        assert!(msg.contains("high-mem-ratios"), "{msg}");
+        let msg = bad("memory-limit = \"lots\"");
+        assert!(msg.contains("memory-limit"), "{msg}");
     }
 
     #[test]

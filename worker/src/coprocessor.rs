@@ -11,9 +11,11 @@
 //!   unreachable, a stored table failing its checks): the body may be fine, another worker or
 //!   a later retry may succeed.
 //!
-//! Everything here is synchronous and CPU- or I/O-bound: the HTTP layer runs it on a blocking
-//! thread. Nothing allocates more than the body justifies: the framing slices the body, the
-//! ChangeSet decodes into slices of it, the memtable rows are indexed in place.
+//! Everything here is synchronous. [`Offload::decode`] is cheap (the framing slices the body,
+//! the ChangeSet decodes into slices of it), so the HTTP layer calls it directly, then applies
+//! TopN paging ([`crate::topn_paging`]) and the cop-limiter ([`crate::cop_limiter`]) to the
+//! decoded request, and runs the CPU- and I/O-bound [`Offload::execute`] on a blocking thread.
+//! Nothing allocates more than the body justifies: the memtable rows are indexed in place.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -131,24 +133,34 @@ pub struct Executed {
 }
 
 /// Decodes `body`, rebuilds its snapshot and runs its request: the whole of `POST
-/// /coprocessor` but the HTTP. Blocking.
-///
-/// The response's `cache_last_version` is 0: a rebuilt snapshot has no data version of its
-/// own, so the worker never vouches for one (the server fills in the version it shipped).
-/// Everything else, exec details included, is the handler's.
+/// /coprocessor` but the HTTP, the TopN paging and the limiter. Blocking.
 pub fn execute(
     body: &Bytes,
     dfs: &Arc<dyn Dfs>,
     block_cache: Option<&Arc<dyn sst::BlockCache>>,
 ) -> Result<Executed, OffloadError> {
-    let offload = Offload::decode(body)?;
-    let t0 = Instant::now();
-    let snap = offload.rebuild(dfs, block_cache);
-    let rebuild = t0.elapsed();
-    // Failed rebuilds count too: a slow failing store is what this histogram must show.
-    crate::metrics::SNAPSHOT_REBUILD_SECONDS.observe(rebuild.as_secs_f64());
-    let snap = snap?;
-    let mut response = cop::handler::handle(&offload.request, &snap, &HandlerOptions::worker());
-    response.cache_last_version = 0;
-    Ok(Executed { response, rebuild })
+    Offload::decode(body)?.execute(dfs, block_cache)
+}
+
+impl Offload {
+    /// Rebuilds the snapshot and runs the request on it. Blocking.
+    ///
+    /// The response's `cache_last_version` is 0: a rebuilt snapshot has no data version of its
+    /// own, so the worker never vouches for one (the server fills in the version it shipped).
+    /// Everything else, exec details included, is the handler's.
+    pub fn execute(
+        &self,
+        dfs: &Arc<dyn Dfs>,
+        block_cache: Option<&Arc<dyn sst::BlockCache>>,
+    ) -> Result<Executed, OffloadError> {
+        let t0 = Instant::now();
+        let snap = self.rebuild(dfs, block_cache);
+        let rebuild = t0.elapsed();
+        // Failed rebuilds count too: a slow failing store is what this histogram must show.
+        crate::metrics::SNAPSHOT_REBUILD_SECONDS.observe(rebuild.as_secs_f64());
+        let snap = snap?;
+        let mut response = cop::handler::handle(&self.request, &snap, &HandlerOptions::worker());
+        response.cache_last_version = 0;
+        Ok(Executed { response, rebuild })
+    }
 }

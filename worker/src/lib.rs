@@ -4,19 +4,24 @@
 //! returning exactly what the server would have computed locally.
 //!
 //! Modules in the order a request flows through them:
-//! * [`config`]: the TOML config (`[worker]`, `[dfs]`);
-//! * [`state`]: what requests share: the object store, the block cache, counters;
+//! * [`config`]: the TOML config (`[worker]`, `[dfs]`, `[cop-limiter]`,
+//!   `cop-topn-max-pushdown-rows`);
+//! * [`state`]: what requests share: the object store, the block cache, the limiter, counters;
 //! * [`service`]: the HTTP router and handlers;
 //! * [`coprocessor`]: decoding the body, rebuilding the snapshot, running the handler;
+//! * [`topn_paging`]: paging large TopNs from servers that do not;
+//! * [`cop_limiter`]: waiting (or 503) while memory is high, per-keyspace throughput;
 //! * [`metrics`]: the worker's prometheus metrics.
 
 pub mod config;
+pub mod cop_limiter;
 pub mod coprocessor;
 pub mod metrics;
 pub mod service;
 pub mod state;
+pub mod topn_paging;
 
-pub use config::{WorkerConfig, WorkerSection};
+pub use config::{CopLimiterSection, WorkerConfig, WorkerSection};
 pub use state::{StartError, WorkerState};
 
 pub use ::service::error_chain;

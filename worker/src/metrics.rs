@@ -4,7 +4,11 @@
 
 use std::sync::LazyLock;
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts};
+use prometheus::{
+    Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts,
+};
+
+use crate::topn_paging::TopnPagingAction;
 
 /// How a `/coprocessor` request ended: the closed label set of
 /// `stratus_worker_coprocessor_requests_total{result}`.
@@ -20,15 +24,18 @@ pub enum RequestResult {
     TooLarge,
     /// 500: the worker itself failed (a bug: the handler panicked).
     Internal,
+    /// 503: memory stayed above `cop-limiter.high-mem-ratio` until the request's deadline.
+    Throttled,
 }
 
 impl RequestResult {
-    pub const ALL: [RequestResult; 5] = [
+    pub const ALL: [RequestResult; 6] = [
         RequestResult::Ok,
         RequestResult::BadRequest,
         RequestResult::StoreError,
         RequestResult::TooLarge,
         RequestResult::Internal,
+        RequestResult::Throttled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,6 +45,7 @@ impl RequestResult {
             RequestResult::StoreError => "store_error",
             RequestResult::TooLarge => "too_large",
             RequestResult::Internal => "internal",
+            RequestResult::Throttled => "throttled",
         }
     }
 }
@@ -113,6 +121,92 @@ pub static IN_FLIGHT_REQUESTS: LazyLock<IntGauge> = LazyLock::new(|| {
     )
 });
 
+/// `stratus_worker_topn_paging_total{action}`: requests seen while `cop-topn-max-pushdown-rows`
+/// is non-zero, by what the worker did with their paging: `applied` (paging set to the TopN's
+/// limit - 1), `passed_through` (the request already paged), `not_applicable` (no paging, but
+/// no TopN above the threshold at the root). See [`crate::topn_paging`].
+pub static TOPN_PAGING: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = register(
+        IntCounterVec::new(
+            Opts::new(
+                "stratus_worker_topn_paging_total",
+                "Requests seen with cop-topn-max-pushdown-rows set, by action: applied, \
+                 passed_through (already paging), not_applicable.",
+            ),
+            &["action"],
+        )
+        .expect("valid metric"),
+    );
+    for a in TopnPagingAction::ALL {
+        c.with_label_values(&[a.as_str()]);
+    }
+    c
+});
+
+pub static COP_LIMITER_THROTTLED_ROUNDS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register(
+        IntCounter::new(
+            "stratus_worker_cop_limiter_throttled_rounds_total",
+            "Sleeps of requests waiting for memory: use above cop-limiter.high-mem-ratio, or \
+             admissions paced while other requests wait.",
+        )
+        .expect("valid metric"),
+    )
+});
+
+pub static COP_LIMITER_REJECTIONS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register(
+        IntCounter::new(
+            "stratus_worker_cop_limiter_rejections_total",
+            "Requests answered 503 because memory use stayed high until their deadline.",
+        )
+        .expect("valid metric"),
+    )
+});
+
+pub static COP_LIMITER_WAIT_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    register(
+        Histogram::with_opts(
+            HistogramOpts::new(
+                "stratus_worker_cop_limiter_wait_seconds",
+                "Duration of each sleep of a request waiting for memory (drawn from \
+                 [wait-min-duration, wait-max-duration]).",
+            )
+            // 1 ms up to ~65 s.
+            .buckets(prometheus::exponential_buckets(0.001, 2.0, 17).expect("valid buckets")),
+        )
+        .expect("valid metric"),
+    )
+});
+
+pub static COP_LIMITER_MEMORY_RATIO: LazyLock<Gauge> = LazyLock::new(|| {
+    register(
+        Gauge::new(
+            "stratus_worker_cop_limiter_memory_ratio",
+            "Last memory reading of the cop-limiter: used / limit (resident set or cgroup \
+             working set over the cgroup, configured or physical limit).",
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// `stratus_worker_keyspace_throughput_bytes_per_second{keyspace}`: a series per keyspace with
+/// answers in the `cop-limiter.sample-ttl` window, removed once it has none (the label set is
+/// the keyspaces currently served, not every keyspace ever seen).
+pub static KEYSPACE_THROUGHPUT: LazyLock<GaugeVec> = LazyLock::new(|| {
+    register(
+        GaugeVec::new(
+            Opts::new(
+                "stratus_worker_keyspace_throughput_bytes_per_second",
+                "Encoded response bytes per keyspace over the cop-limiter.sample-ttl window, \
+                 divided by its length.",
+            ),
+            &["keyspace"],
+        )
+        .expect("valid metric"),
+    )
+});
+
 /// Touches every metric so that they are registered (and exported) before the first request.
 pub fn init() {
     LazyLock::force(&COPROCESSOR_REQUESTS);
@@ -120,6 +214,12 @@ pub fn init() {
     LazyLock::force(&RESPONSE_BYTES);
     LazyLock::force(&SNAPSHOT_REBUILD_SECONDS);
     LazyLock::force(&IN_FLIGHT_REQUESTS);
+    LazyLock::force(&TOPN_PAGING);
+    LazyLock::force(&COP_LIMITER_THROTTLED_ROUNDS);
+    LazyLock::force(&COP_LIMITER_REJECTIONS);
+    LazyLock::force(&COP_LIMITER_WAIT_SECONDS);
+    LazyLock::force(&COP_LIMITER_MEMORY_RATIO);
+    LazyLock::force(&KEYSPACE_THROUGHPUT);
 }
 
 /// Counts one finished `/coprocessor` request.

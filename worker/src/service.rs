@@ -3,14 +3,22 @@
 //! * `POST /coprocessor`: an offload body in, an encoded `cop::proto::Response` out (200).
 //!   413 when the body exceeds `worker.max-request-size` (read no further than the limit),
 //!   400 when the body is malformed, 502 when the object store fails during the rebuild, 500
-//!   if the handler panics. Error answers carry a one-line reason.
+//!   if the handler panics, 503 when memory stayed above `cop-limiter.high-mem-ratio` until
+//!   the request's deadline ([`crate::cop_limiter`]). Error answers carry a one-line reason.
+//!   Between decoding and running, `cop-topn-max-pushdown-rows` may set the request's paging
+//!   ([`crate::topn_paging`]) and the cop-limiter may make it wait.
 //! * `GET /config`: the effective config (TOML).
 //! * `GET /status`: JSON `{"role":"worker","addr","labels","uptime_secs","requests",
-//!   "in_flight","dfs"}`.
+//!   "in_flight","dfs","keyspace_throughput","cop_limiter"}`: `keyspace_throughput` maps each
+//!   keyspace id (a string) with answers in the `cop-limiter.sample-ttl` window to its bytes
+//!   per second; `cop_limiter` is the current memory reading (`memory_ratio`, `memory_used`,
+//!   `memory_limit`, `limit_source`: cgroup, configured or physical; null when unreadable) and
+//!   `high_mem_ratio`.
 //! * `GET /metrics`: Prometheus text.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use ::service::http::HttpError;
 use axum::Router;
@@ -25,9 +33,11 @@ use kvproto::paths;
 use prost::Message;
 use tokio::net::TcpListener;
 
-use crate::coprocessor;
+use crate::cop_limiter::{self, Admission, TokioClock};
+use crate::coprocessor::{Offload, OffloadError};
 use crate::metrics::{self, RequestResult};
 use crate::state::WorkerState;
+use crate::topn_paging;
 
 /// The router over `state`.
 pub fn router(state: Arc<WorkerState>) -> Router {
@@ -48,7 +58,22 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let grace = state.config().worker.shutdown_grace.duration();
     state.set_bound_addr(listener.local_addr()?);
-    ::service::http::serve_until(listener, router(state), shutdown, grace).await
+    let refresher = tokio::spawn(refresh_gauges(Arc::clone(&state)));
+    let served = ::service::http::serve_until(listener, router(state), shutdown, grace).await;
+    refresher.abort();
+    served
+}
+
+/// Every second: the memory-ratio gauge and the keyspace throughput gauges, so that they
+/// move (and a keyspace that stopped sending leaves) without requests.
+async fn refresh_gauges(state: Arc<WorkerState>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        state.limiter().read_memory();
+        state.limiter().throughput(Instant::now());
+    }
 }
 
 async fn coprocessor_handler(
@@ -73,15 +98,53 @@ async fn coprocessor_answer(
         Err(e) => return (e.result, e.error.into_response()),
     };
     metrics::REQUEST_BYTES.inc_by(body.len() as u64);
+    let mut offload = match Offload::decode(&body) {
+        Ok(offload) => offload,
+        Err(e) => return offload_error_answer(e),
+    };
+    let config = state.config();
+    if let Some(action) =
+        topn_paging::apply(&mut offload.request, config.cop_topn_max_pushdown_rows)
+    {
+        metrics::TOPN_PAGING
+            .with_label_values(&[action.as_str()])
+            .inc();
+    }
+    let (keyspace, deadline_ms) = offload
+        .request
+        .context
+        .as_ref()
+        .map_or((0, 0), |c| (c.keyspace_id, c.deadline_ms));
+    let deadline = cop_limiter::deadline_of(deadline_ms, Instant::now(), SystemTime::now());
+    if let Admission::Rejected {
+        rounds,
+        waited,
+        ratio,
+    } = state.limiter().admit(&TokioClock, deadline).await
+    {
+        let reason = format!(
+            "waited for worker memory (cop-limiter.high-mem-ratio) until the request's \
+             deadline: ratio={ratio:.3} high_mem_ratio={} rounds={rounds} waited_ms={}",
+            config.cop_limiter.high_mem_ratio,
+            waited.as_millis()
+        );
+        tracing::debug!("{reason}");
+        return (
+            RequestResult::Throttled,
+            HttpError::unavailable(reason).into_response(),
+        );
+    }
     let worker = Arc::clone(state);
-    let executed = tokio::task::spawn_blocking(move || {
-        coprocessor::execute(&body, worker.dfs(), worker.block_cache())
-    })
-    .await;
+    let executed =
+        tokio::task::spawn_blocking(move || offload.execute(worker.dfs(), worker.block_cache()))
+            .await;
     match executed {
         Ok(Ok(done)) => {
             let encoded = done.response.encode_to_vec();
             metrics::RESPONSE_BYTES.inc_by(encoded.len() as u64);
+            state
+                .limiter()
+                .record_response(keyspace, encoded.len() as u64, Instant::now());
             let answer = (
                 [(header::CONTENT_TYPE, kvproto::PROTOBUF_CONTENT_TYPE)],
                 encoded,
@@ -89,23 +152,7 @@ async fn coprocessor_answer(
                 .into_response();
             (RequestResult::Ok, answer)
         }
-        Ok(Err(e)) if e.is_bad_request() => {
-            let reason = e.reason();
-            tracing::debug!("rejected an offload body: {reason}");
-            (
-                RequestResult::BadRequest,
-                HttpError::bad_request(reason).into_response(),
-            )
-        }
-        Ok(Err(e)) => {
-            let reason = e.reason();
-            tracing::warn!("offloaded request failed: {reason}");
-            let answer = HttpError {
-                status: StatusCode::BAD_GATEWAY,
-                message: reason,
-            };
-            (RequestResult::StoreError, answer.into_response())
-        }
+        Ok(Err(e)) => offload_error_answer(e),
         Err(join) => {
             tracing::error!("coprocessor handler failed: {join}");
             let answer =
@@ -113,6 +160,24 @@ async fn coprocessor_answer(
             (RequestResult::Internal, answer)
         }
     }
+}
+
+/// 400 when the body is at fault, 502 when the object store is.
+fn offload_error_answer(e: OffloadError) -> (RequestResult, Response) {
+    let reason = e.reason();
+    if e.is_bad_request() {
+        tracing::debug!("rejected an offload body: {reason}");
+        return (
+            RequestResult::BadRequest,
+            HttpError::bad_request(reason).into_response(),
+        );
+    }
+    tracing::warn!("offloaded request failed: {reason}");
+    let answer = HttpError {
+        status: StatusCode::BAD_GATEWAY,
+        message: reason,
+    };
+    (RequestResult::StoreError, answer.into_response())
 }
 
 /// A body that could not be read, and how to count it.
@@ -174,10 +239,37 @@ async fn status_handler(State(state): State<Arc<WorkerState>>) -> Response {
         "requests": state.requests(),
         "in_flight": state.in_flight(),
         "dfs": state.dfs_kind(),
+        "keyspace_throughput": state
+            .limiter()
+            .throughput(Instant::now())
+            .into_iter()
+            .map(|(k, rate)| (k.to_string(), serde_json::Value::from(rate)))
+            .collect::<serde_json::Map<String, serde_json::Value>>(),
+        "cop_limiter": cop_limiter_status(&state),
     });
     (
         [(header::CONTENT_TYPE, "application/json")],
         status.to_string(),
     )
         .into_response()
+}
+
+fn cop_limiter_status(state: &WorkerState) -> serde_json::Value {
+    let high = state.config().cop_limiter.high_mem_ratio;
+    match state.limiter().read_memory() {
+        Some(m) => serde_json::json!({
+            "memory_ratio": m.ratio(),
+            "memory_used": m.used,
+            "memory_limit": m.limit,
+            "limit_source": m.source.as_str(),
+            "high_mem_ratio": high,
+        }),
+        None => serde_json::json!({
+            "memory_ratio": null,
+            "memory_used": null,
+            "memory_limit": null,
+            "limit_source": null,
+            "high_mem_ratio": high,
+        }),
+    }
 }

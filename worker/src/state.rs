@@ -1,6 +1,6 @@
 //! What a worker process shares between requests: its config, the object store (opened once,
-//! so S3 connections and the cachefs index are reused), the block cache, and the counters
-//! `GET /status` reports.
+//! so S3 connections and the cachefs index are reused), the block cache, the cop-limiter, and
+//! the counters `GET /status` reports.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -11,6 +11,7 @@ use kvengine::{Dfs, MokaBlockCache};
 use service::ConfigError;
 
 use crate::config::WorkerConfig;
+use crate::cop_limiter::{CopLimiter, MemorySource, SystemMemory};
 use crate::metrics;
 
 /// Why a worker could not start.
@@ -36,6 +37,7 @@ pub struct WorkerState {
     config_text: String,
     dfs: Arc<dyn Dfs>,
     block_cache: Option<Arc<dyn sst::BlockCache>>,
+    limiter: CopLimiter,
     started: Instant,
     /// The address actually listened on (set once serving starts; `worker.addr` may say port 0).
     bound: OnceLock<SocketAddr>,
@@ -56,16 +58,29 @@ impl WorkerState {
     /// A worker reading `dfs` instead of the store `config` names: tests pass a fault
     /// injecting or shared store. `config` is assumed valid.
     pub fn with_dfs(config: WorkerConfig, dfs: Arc<dyn Dfs>) -> WorkerState {
+        let memory = Box::new(SystemMemory::new(config.cop_limiter.memory_limit.bytes()));
+        WorkerState::with_parts(config, dfs, memory)
+    }
+
+    /// A worker reading `dfs` whose cop-limiter reads memory from `memory`: tests pass a
+    /// source that reports high or low memory. `config` is assumed valid.
+    pub fn with_parts(
+        config: WorkerConfig,
+        dfs: Arc<dyn Dfs>,
+        memory: Box<dyn MemorySource>,
+    ) -> WorkerState {
         metrics::init();
         let cache_bytes = config.worker.block_cache_size.bytes();
         let block_cache = (cache_bytes > 0)
             .then(|| Arc::new(MokaBlockCache::new(cache_bytes)) as Arc<dyn sst::BlockCache>);
+        let started = Instant::now();
         WorkerState {
             config_text: config.render(),
+            limiter: CopLimiter::new(&config.cop_limiter, memory, started),
             config,
             dfs,
             block_cache,
-            started: Instant::now(),
+            started,
             bound: OnceLock::new(),
             requests: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
@@ -87,6 +102,10 @@ impl WorkerState {
 
     pub fn block_cache(&self) -> Option<&Arc<dyn sst::BlockCache>> {
         self.block_cache.as_ref()
+    }
+
+    pub fn limiter(&self) -> &CopLimiter {
+        &self.limiter
     }
 
     /// `"local"` or `"s3"`: the kind of store the config names.

@@ -2,7 +2,9 @@
 //! store (some rows compacted into the levels, some in L0, some still in the memtable), ships a
 //! snapshot the way a server does, and a worker serving on 127.0.0.1 reading the same store
 //! must answer exactly what the handler answers on the origin. Malformed bodies get 400 with a
-//! reason naming what failed, a store that lacks a file 502, an oversized body 413.
+//! reason naming what failed, a store that lacks a file 502, an oversized body 413, and a
+//! request that finds memory high until its deadline 503 (the cop-limiter, with an injected
+//! memory reading).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +24,7 @@ use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, Writ
 use prost::Message;
 use service::{HttpClient, HttpReply, ReadableSize};
 use tokio::sync::oneshot;
+use worker::cop_limiter::{LimitSource, MemorySource, MemoryUse};
 use worker::{WorkerConfig, WorkerState};
 
 const SHARD: u64 = 1;
@@ -148,7 +151,11 @@ struct RunningWorker {
 
 impl RunningWorker {
     async fn start(config: WorkerConfig) -> RunningWorker {
-        let state = Arc::new(WorkerState::open(config).unwrap());
+        RunningWorker::serve(WorkerState::open(config).unwrap()).await
+    }
+
+    async fn serve(state: WorkerState) -> RunningWorker {
+        let state = Arc::new(state);
         let (listener, addr) = service::http::bind("stratus-worker", "127.0.0.1:0")
             .await
             .unwrap();
@@ -591,5 +598,171 @@ async fn status_config_and_metrics_describe_the_worker() {
     ] {
         assert!(metrics.contains(needle), "{needle} missing from\n{metrics}");
     }
+    worker.stop().await;
+}
+
+/// Memory at `high_permille` of the limit until `high_until`, then at 10%. (Time rather than a
+/// count of readings: the worker also reads memory for its gauges and `/status`.)
+struct ScriptedMemory {
+    high_until: std::time::Instant,
+    high_permille: u64,
+}
+
+impl ScriptedMemory {
+    fn boxed(high_for: Duration, high_permille: u64) -> Box<dyn MemorySource> {
+        Box::new(ScriptedMemory {
+            high_until: std::time::Instant::now() + high_for,
+            high_permille,
+        })
+    }
+}
+
+impl MemorySource for ScriptedMemory {
+    fn read(&self) -> Option<MemoryUse> {
+        let high = std::time::Instant::now() < self.high_until;
+        Some(MemoryUse {
+            used: if high { self.high_permille } else { 100 },
+            limit: 1000,
+            source: LimitSource::Configured,
+        })
+    }
+}
+
+fn limiter_config(origin: &Origin) -> WorkerConfig {
+    let mut config = config_for(origin);
+    config.cop_limiter.high_mem_ratio = 0.8;
+    config.cop_limiter.wait_min_duration = service::ReadableDuration::millis(20);
+    config.cop_limiter.wait_max_duration = service::ReadableDuration::millis(60);
+    config
+}
+
+fn worker_with_memory(
+    origin: &Origin,
+    config: WorkerConfig,
+    memory: Box<dyn MemorySource>,
+) -> WorkerState {
+    let dfs = Arc::new(LocalDfs::open(origin.dfs_dir()).unwrap());
+    WorkerState::with_parts(config, dfs, memory)
+}
+
+fn unix_ms_in(d: Duration) -> u64 {
+    (std::time::SystemTime::now() + d)
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn with_context(mut req: Request, keyspace_id: u32, deadline_ms: u64) -> Request {
+    req.context = Some(proto::Context {
+        keyspace_id,
+        deadline_ms,
+        ..proto::Context::default()
+    });
+    req
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_high_until_the_deadline_is_answered_503_with_the_ratio() {
+    let origin = Origin::with_table();
+    let state = worker_with_memory(
+        &origin,
+        limiter_config(&origin),
+        ScriptedMemory::boxed(Duration::from_secs(3600), 950),
+    );
+    let worker = RunningWorker::serve(state).await;
+    let req = with_context(count_and_sum(), 1, unix_ms_in(Duration::from_millis(400)));
+    let started = std::time::Instant::now();
+    let reply = worker.post(origin.body(&req)).await;
+    let took = started.elapsed();
+    assert_eq!(reply.status, 503, "{}", reason(&reply));
+    let text = reason(&reply);
+    assert!(text.contains("high-mem-ratio"), "{text}");
+    assert!(text.contains("ratio=0.950"), "{text}");
+    assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
+    assert!(
+        took < Duration::from_millis(400),
+        "no sleep past the deadline: {took:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(200),
+        "slept while the deadline allowed: {took:?}"
+    );
+
+    let metrics =
+        String::from_utf8(worker.get(kvproto::paths::METRICS).await.body.to_vec()).unwrap();
+    for needle in [
+        "stratus_worker_coprocessor_requests_total{result=\"throttled\"}",
+        "stratus_worker_cop_limiter_rejections_total",
+        "stratus_worker_cop_limiter_throttled_rounds_total",
+        "stratus_worker_cop_limiter_wait_seconds_count",
+        "stratus_worker_cop_limiter_memory_ratio",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing from\n{metrics}");
+    }
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waiting_for_memory_runs_once_it_drops() {
+    let origin = Origin::with_table();
+    let memory = ScriptedMemory::boxed(Duration::from_millis(300), 950);
+    let started = std::time::Instant::now();
+    let state = worker_with_memory(&origin, limiter_config(&origin), memory);
+    let worker = RunningWorker::serve(state).await;
+    let req = count_and_sum();
+    let remote = worker.run(origin.body(&req)).await;
+    let took = started.elapsed();
+    assert_same_result(&remote, &local(&origin, &req));
+    assert!(
+        took >= Duration::from_millis(300),
+        "ran only once memory dropped: {took:?}"
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_response_bytes_per_keyspace_over_the_sample_window() {
+    let origin = Origin::with_table();
+    let mut config = config_for(&origin);
+    config.cop_limiter.sample_ttl = service::ReadableDuration::secs(100);
+    let worker = RunningWorker::start(config).await;
+    let mut sent = std::collections::BTreeMap::<u32, u64>::new();
+    for (keyspace, req) in [
+        (7, count_and_sum()),
+        (7, selection_limit_paged()),
+        (9, count_and_sum()),
+        (0, count_and_sum()),
+    ] {
+        let req = if keyspace == 0 {
+            req
+        } else {
+            with_context(req, keyspace, 0)
+        };
+        let reply = worker.post(origin.body(&req)).await;
+        assert_eq!(reply.status, 200, "{}", reason(&reply));
+        *sent.entry(keyspace).or_default() += reply.body.len() as u64;
+    }
+    let status = worker.get(kvproto::paths::STATUS).await;
+    let status: serde_json::Value = serde_json::from_slice(&status.body).unwrap();
+    let throughput = status["keyspace_throughput"].as_object().unwrap();
+    assert_eq!(throughput.len(), sent.len(), "{throughput:?}");
+    for (keyspace, bytes) in &sent {
+        let rate = throughput[&keyspace.to_string()].as_f64().unwrap();
+        assert!(
+            (rate - *bytes as f64 / 100.0).abs() < 1e-9,
+            "keyspace {keyspace}: {rate} vs {bytes} bytes"
+        );
+    }
+    // memory-limit = 0: the physical memory, unless a cgroup limits the test.
+    let source = status["cop_limiter"]["limit_source"].as_str().unwrap();
+    assert!(["physical", "cgroup"].contains(&source), "{source}");
+    assert!(status["cop_limiter"]["memory_ratio"].as_f64().unwrap() > 0.0);
+
+    let metrics =
+        String::from_utf8(worker.get(kvproto::paths::METRICS).await.body.to_vec()).unwrap();
+    assert!(
+        metrics.contains("stratus_worker_keyspace_throughput_bytes_per_second{keyspace=\"9\"}"),
+        "{metrics}"
+    );
     worker.stop().await;
 }
