@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|node-selection|all] [--entries N]
 //! ```
 
 mod cop_bench;
@@ -10,6 +10,7 @@ mod engine_bench;
 mod fjall_bench;
 mod memtable_bench;
 mod mixed_bench;
+mod node_selection_bench;
 mod offload_bench;
 mod report;
 mod sst_bench;
@@ -32,12 +33,12 @@ fn main() {
                 });
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "txn-snapshot" | "cop"
-            | "offload" | "mixed" | "all" => suite = a,
+            | "offload" | "mixed" | "node-selection" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|node-selection|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -74,5 +75,8 @@ fn main() {
     }
     if suite == "mixed" || suite == "all" {
         mixed_bench::run();
+    }
+    if suite == "node-selection" || suite == "all" {
+        node_selection_bench::run();
     }
 }

@@ -125,7 +125,10 @@ fn phase(server: &ServerProc, ts: u64, heavy_clients: usize) -> Phase {
             .into_iter()
             .flat_map(|h| h.join().expect("light client"))
             .collect();
-        let heavy: usize = heavies.into_iter().map(|h| h.join().expect("heavy client")).sum();
+        let heavy: usize = heavies
+            .into_iter()
+            .map(|h| h.join().expect("heavy client"))
+            .sum();
         (light, heavy)
     });
     Phase {
@@ -193,7 +196,9 @@ pub fn run() {
     }
 
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    println!("\n### mixed light and heavy queries (real processes; servers on core 0, worker on core 1)\n");
+    println!(
+        "\n### mixed light and heavy queries (real processes; servers on core 0, worker on core 1)\n"
+    );
     println!(
         "Table: {ROWS} rows, {:.1} MiB of blocks. Light: {LIGHT_CLIENTS} clients, COUNT/SUM over {LIGHT_ROWS} rows; heavy: COUNT/SUM over the whole table; {} s per phase.\n",
         size as f64 / (1 << 20) as f64,
