@@ -7,7 +7,8 @@
 //! Every answer is checked against the sum computed here; a mismatch exits non-zero. What it
 //! shows, in order: a whole-table aggregate offloaded to the worker (its ranges cover more
 //! SST blocks than `remote-coprocessor-min-blocks-size`, lowered to 32 KiB so a demo table
-//! qualifies), a narrow range answered locally, the same request again as a cache hit answered
+//! qualifies, and than the load-aware force threshold, lowered alike because an idle demo
+//! server would otherwise keep it local), a narrow range answered locally, the same request again as a cache hit answered
 //! by the server alone, a write that turns it into a miss, and a killed worker: the server
 //! falls back to local execution and the answer is still right.
 
@@ -43,7 +44,7 @@ fn main() -> ExitCode {
     println!("cluster directory: {}", cluster.dir.path().display());
     let mut worker = WorkerProc::start(&cluster.worker_config("worker"));
     let mut cfg = cluster.server_config("server");
-    // The embedded defaults, but for ports, directories and the offload threshold.
+    // The embedded defaults, but for ports, directories and the offload thresholds.
     cfg.set("kvengine", "block-size", "64KiB")
         .set("kvengine", "memtable-size", "64MiB")
         .set(
@@ -51,7 +52,14 @@ fn main() -> ExitCode {
             "remote-coprocessor-addr",
             worker.coprocessor_url(),
         )
-        .set("kvengine", "remote-coprocessor-min-blocks-size", "32KiB");
+        .set("kvengine", "remote-coprocessor-min-blocks-size", "32KiB")
+        // Load-aware routing (on by default) keeps candidates local while the server's CPU is
+        // idle, which a demo server always is: force the offload at the same size.
+        .set(
+            "kvengine",
+            "remote-coprocessor-load-aware-force-blocks-size",
+            "32KiB",
+        );
     let mut server = ServerProc::start(&cfg);
     println!(
         "server  {}\nworker  {}",
