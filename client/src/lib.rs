@@ -1,17 +1,43 @@
 //! Stratus client: the library of the entry node, the process that receives an analytic query
-//! and fans it out over the cluster.
+//! and fans it out over the cluster (issue 9).
 //!
-//! When complete (issue 9) the client knows the cluster (servers and workers, each with a `zone`
-//! label), routes coprocessor requests by region, drives paging, keeps a coprocessor cache,
-//! merges partial results and chooses the compute nodes (workers) that read each region. Today
-//! it holds the last of those, as a pure function with no I/O:
+//! Modules in the order a request uses them:
 //!
+//! * [`config`]: [`ClientConfig`] (servers, workers, own labels, paging, cache, TTLs), validated
+//!   with errors that name the field;
+//! * [`region_cache`]: regions learned from each server's `GET /regions`, looked up by key,
+//!   reloaded on region errors; [`worker_liveness`]: workers probed at `GET /status`, a failed
+//!   probe marks one dead for a TTL;
+//! * [`paging`]: [`Client::coprocessor`], the paging driver: splits ranges by region, pages
+//!   each region 128 → 50,000 rows, follows resume ranges, re-splits on region errors, resolves
+//!   locks ([`lock_resolver`]) and applies the final merge ([`final_merge`]);
+//! * [`cop_cache`]: the coprocessor cache (key, admission, LRU by bytes, hit protocol);
 //! * [`node_selection`]: the `tidb_tiflash_node_selection_policy` variable and the choice of
-//!   one worker per region of a multi-region request, by zone, liveness and load.
+//!   one worker per region of a multi-region request, by zone, liveness and load (pure, no
+//!   I/O);
+//! * [`transport`]: protobuf over HTTP; [`metrics`]; [`error`].
+//!
+//! Not built yet: the delegate path (the client sending a region's request to a worker) and
+//! the session variables around node selection.
 
+pub mod config;
+pub mod cop_cache;
+pub mod error;
+pub mod final_merge;
+pub mod lock_resolver;
+pub mod metrics;
 pub mod node_selection;
+pub mod paging;
+pub mod region_cache;
+pub mod transport;
+pub mod worker_liveness;
 
+pub use config::{ClientConfig, CopCacheConfig, PagingConfig};
+pub use cop_cache::{CacheStats, CopCache};
+pub use error::{ConfigError, Error, ErrorKind};
+pub use final_merge::FinalMerge;
 pub use node_selection::{
     Assignment, NodeSelectionError, NodeSelectionPolicy, RegionReplicas, Selection,
     UnknownPolicyError, WorkerNode, select_nodes,
 };
+pub use paging::{Client, CopResult, CopStats, PageRows};

@@ -8,6 +8,7 @@
 //! * [`http_client`]: blocking HTTP with protobuf bodies; [`metrics`]: Prometheus text;
 //! * [`transactions`]: identical two-phase commits on several servers sharing a TSO;
 //! * [`coprocessor`]: requests with region context, paging, row decoding;
+//! * [`entry_client`]: the entry node's library (`client::Client`) on its own runtime;
 //! * [`sample_table`]: a table with known answers;
 //! * [`fake_worker`]: a worker stand-in answering a fixed status (fault injection);
 //! * [`offload_body`]: offload bodies captured from a server, changed, sent to a worker.
@@ -15,6 +16,7 @@
 pub mod binaries;
 pub mod cluster;
 pub mod coprocessor;
+pub mod entry_client;
 pub mod fake_worker;
 pub mod http_client;
 pub mod metrics;

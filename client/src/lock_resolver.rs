@@ -1,0 +1,235 @@
+//! Resolving a lock a coprocessor read met, over the servers' transaction API, the same
+//! protocol as the server's own `TxnClient::resolve_locks_for_read`:
+//!
+//! 1. a fresh `current_ts` from the TSO; the met lock expired iff its TTL (milliseconds from
+//!    the physical part of its start_ts) passed by then;
+//! 2. `POST /txn/check_txn_status` on the server owning the lock's **primary** key (with
+//!    `rollback_if_not_exist` once the met lock expired, so a primary whose prewrite never
+//!    landed is rolled back and can never land);
+//! 3. committed → `POST /txn/resolve_lock` commits the met key at the commit_ts; rolled back
+//!    (now or before) → it rolls the key back; an async-commit primary past its TTL →
+//!    `check_secondary_locks` on every listed secondary (grouped by server): one committed, or
+//!    all still locked → commit every key (at the max min_commit_ts when all are locked),
+//!    otherwise roll every key back; a live primary → [`ResolveOutcome::Alive`]: the caller
+//!    backs off and retries the read.
+//!
+//! Resolution is idempotent: two readers resolving the same lock reach the same decision,
+//! because the primary decides.
+
+use std::collections::BTreeMap;
+
+use cop::proto::LockInfo;
+use kvproto::paths;
+use kvproto::region::{TsoRequest, TsoResponse};
+use kvproto::txn::{
+    CheckSecondaryLocksRequest, CheckSecondaryLocksResponse, CheckTxnStatusRequest,
+    CheckTxnStatusResponse, KeyError, ResolveLockRequest, ResolveLockResponse, TxnState,
+};
+
+use crate::error::{Error, Result};
+use crate::region_cache::RegionCache;
+use crate::transport::Transport;
+
+/// Bits of a timestamp below its physical milliseconds (`physical_ms << 18 | logical`).
+const LOGICAL_BITS: u32 = 18;
+
+/// What became of one lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolveOutcome {
+    /// The lock is gone (committed or rolled back): retry the read.
+    Resolved,
+    /// Its transaction may still be running: back off, then retry.
+    Alive,
+}
+
+/// Whether a lock taken at `lock_ts` with `ttl_ms` has expired by `current_ts`.
+pub fn lock_expired(lock_ts: u64, ttl_ms: u64, current_ts: u64) -> bool {
+    (current_ts >> LOGICAL_BITS) >= (lock_ts >> LOGICAL_BITS).saturating_add(ttl_ms)
+}
+
+pub struct LockResolver<'a> {
+    pub transport: &'a Transport,
+    pub regions: &'a RegionCache,
+    /// Base URL of the server running the TSO.
+    pub tso_server: &'a str,
+}
+
+impl LockResolver<'_> {
+    /// A fresh timestamp.
+    pub async fn current_ts(&self) -> Result<u64> {
+        let r: TsoResponse = self
+            .transport
+            .post(
+                self.tso_server,
+                paths::TSO,
+                &TsoRequest { count: 1 },
+                "tso response",
+            )
+            .await?;
+        if !r.error.is_empty() {
+            return Err(Error::TxnCommand {
+                command: "tso",
+                message: r.error,
+            });
+        }
+        Ok(r.first_ts)
+    }
+
+    /// Resolves `lock`, met by a reader at `caller_start_ts` (see the module docs).
+    pub async fn resolve(&self, lock: &LockInfo, caller_start_ts: u64) -> Result<ResolveOutcome> {
+        let current_ts = self.current_ts().await?;
+        let expired = lock_expired(lock.lock_version, lock.lock_ttl, current_ts);
+        let primary_server = self.server_of(&lock.primary_lock).await?;
+        let status: CheckTxnStatusResponse = self
+            .transport
+            .post(
+                &primary_server,
+                paths::CHECK_TXN_STATUS,
+                &CheckTxnStatusRequest {
+                    primary: lock.primary_lock.clone(),
+                    lock_ts: lock.lock_version,
+                    current_ts,
+                    rollback_if_not_exist: expired,
+                    caller_start_ts,
+                },
+                "check_txn_status response",
+            )
+            .await?;
+        check("check_txn_status", status.error.as_ref())?;
+        let met_key = std::slice::from_ref(&lock.key);
+        match TxnState::try_from(status.state).unwrap_or(TxnState::Unknown) {
+            TxnState::Committed => {
+                self.resolve_keys(lock.lock_version, status.commit_ts, met_key)
+                    .await?;
+                Ok(ResolveOutcome::Resolved)
+            }
+            TxnState::RolledBack | TxnState::LockNotExistRolledBack => {
+                self.resolve_keys(lock.lock_version, 0, met_key).await?;
+                Ok(ResolveOutcome::Resolved)
+            }
+            TxnState::Locked if status.ttl_expired => {
+                let primary_min = status.lock.as_ref().map_or(0, |l| l.min_commit_ts);
+                self.resolve_async_commit(lock, primary_min, status.secondaries)
+                    .await?;
+                Ok(ResolveOutcome::Resolved)
+            }
+            TxnState::Locked | TxnState::LockNotExist => Ok(ResolveOutcome::Alive),
+            TxnState::Unknown => Err(Error::TxnCommand {
+                command: "check_txn_status",
+                message: format!("unknown transaction state: state={}", status.state),
+            }),
+        }
+    }
+
+    /// Decides an async-commit transaction whose primary lock expired, then resolves its keys.
+    async fn resolve_async_commit(
+        &self,
+        lock: &LockInfo,
+        primary_min_commit_ts: u64,
+        secondaries: Vec<Vec<u8>>,
+    ) -> Result<()> {
+        let start_ts = lock.lock_version;
+        let commit_ts = if secondaries.is_empty() {
+            primary_min_commit_ts
+        } else {
+            let mut all_locked = true;
+            let mut committed = None;
+            let mut min_commit_ts = primary_min_commit_ts;
+            for (server, keys) in self.group_by_server(&secondaries).await? {
+                let r: CheckSecondaryLocksResponse = self
+                    .transport
+                    .post(
+                        &server,
+                        paths::CHECK_SECONDARY_LOCKS,
+                        &CheckSecondaryLocksRequest { keys, start_ts },
+                        "check_secondary_locks response",
+                    )
+                    .await?;
+                check("check_secondary_locks", r.error.as_ref())?;
+                if r.commit_ts > 0 {
+                    committed = Some(r.commit_ts);
+                    break;
+                }
+                all_locked &= r.all_locked;
+                min_commit_ts = min_commit_ts.max(r.min_commit_ts);
+            }
+            match committed {
+                Some(c) => c,
+                None if all_locked => min_commit_ts,
+                None => 0,
+            }
+        };
+        let mut keys = Vec::with_capacity(secondaries.len() + 1);
+        keys.push(lock.primary_lock.clone());
+        keys.extend(secondaries);
+        self.resolve_keys(start_ts, commit_ts, &keys).await
+    }
+
+    /// Commits (`commit_ts > 0`) or rolls back the locks of `start_ts` on `keys`, on each key's
+    /// server.
+    async fn resolve_keys(&self, start_ts: u64, commit_ts: u64, keys: &[Vec<u8>]) -> Result<()> {
+        for (server, keys) in self.group_by_server(keys).await? {
+            let r: ResolveLockResponse = self
+                .transport
+                .post(
+                    &server,
+                    paths::RESOLVE_LOCK,
+                    &ResolveLockRequest {
+                        start_ts,
+                        commit_ts,
+                        keys,
+                        ..ResolveLockRequest::default()
+                    },
+                    "resolve_lock response",
+                )
+                .await?;
+            check("resolve_lock", r.error.as_ref())?;
+        }
+        Ok(())
+    }
+
+    async fn group_by_server(&self, keys: &[Vec<u8>]) -> Result<BTreeMap<String, Vec<Vec<u8>>>> {
+        let mut out: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
+        for k in keys {
+            out.entry(self.server_of(k).await?)
+                .or_default()
+                .push(k.clone());
+        }
+        Ok(out)
+    }
+
+    /// The server owning `key` (reloading the region cache once if no region holds it).
+    async fn server_of(&self, key: &[u8]) -> Result<String> {
+        if let Some(r) = self.regions.lookup(key) {
+            return Ok(r.server);
+        }
+        self.regions.load_all(self.transport).await?;
+        self.regions
+            .lookup(key)
+            .map(|r| r.server)
+            .ok_or_else(|| Error::NoRegion { key: key.to_vec() })
+    }
+}
+
+fn check(command: &'static str, e: Option<&KeyError>) -> Result<()> {
+    match e {
+        None => Ok(()),
+        Some(e) => Err(Error::TxnCommand {
+            command,
+            message: format!("kind={} {}", e.kind, e.message),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_expires_once_its_ttl_passed_in_physical_time() {
+        let ts = |ms: u64, logical: u64| (ms << LOGICAL_BITS) | logical;
+        assert!(!lock_expired(ts(1000, 5), 100, ts(1099, 9)));
+        assert!(lock_expired(ts(1000, 5), 100, ts(1100, 0)));
+        assert!(lock_expired(ts(1000, 0), 0, ts(1000, 0)));
+    }
+}

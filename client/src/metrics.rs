@@ -1,0 +1,37 @@
+//! The client's metrics (default prometheus registry, registered on first use, once per
+//! process). Every [`crate::cop_cache::CopCache`] of the process adds to the same counters;
+//! each cache also keeps its own counts ([`crate::cop_cache::CacheStats`]).
+
+use std::sync::LazyLock;
+
+use prometheus::IntCounter;
+
+fn counter(name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("valid metric");
+    prometheus::register(Box::new(c.clone())).expect("metric registered once");
+    c
+}
+
+/// Responses answered from the coprocessor cache (the server confirmed the entry's version).
+pub static COP_CACHE_HITS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_client_cop_cache_hits_total",
+        "Coprocessor responses served from the client's cache.",
+    )
+});
+
+/// Cache-enabled responses that were not hits (no entry, or the region changed).
+pub static COP_CACHE_MISSES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_client_cop_cache_misses_total",
+        "Coprocessor responses computed by the cluster while the client's cache was enabled.",
+    )
+});
+
+/// Entries evicted to make room for new ones.
+pub static COP_CACHE_EVICTIONS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_client_cop_cache_evictions_total",
+        "Coprocessor cache entries evicted by the byte budget.",
+    )
+});

@@ -1,0 +1,593 @@
+//! The paging driver: [`Client::coprocessor`] runs one DAG over key ranges that may span many
+//! regions and servers, and returns every page's rows plus the final merge.
+//!
+//! 1. The ranges are cut at region boundaries ([`crate::region_cache`]); each region's share
+//!    is a **region task**. Up to `region-task-concurrency` tasks run at once (started in key
+//!    order); the answer lists pages in key order whatever order they arrived in.
+//! 2. A task sends its ranges with `paging_size` = `paging.initial-size` (128), doubling after
+//!    every page up to `paging.max-size` (50,000). A response with a resume range (the span
+//!    it covered, see `cop::paging`) continues with the task's ranges minus that span; a
+//!    response without one ends the task.
+//! 3. A region error (epoch changed, region split, region gone, key not in region) reloads the
+//!    regions of the server that answered and re-splits **what the task has left**: rows of
+//!    pages already returned are never asked again, rows not yet returned are asked from the
+//!    new regions, so a split between two pages loses and duplicates nothing. `ServerBusy`
+//!    backs off and retries the same request. Each task refreshes at most
+//!    `max-region-retries` times.
+//! 4. A `locked` response resolves the lock ([`crate::lock_resolver`]) and retries; while the
+//!    lock's transaction is alive the task backs off (up to `lock-wait-timeout`).
+//! 5. Every page goes through the coprocessor cache ([`crate::cop_cache`]): a page may be
+//!    answered by a cache hit (the entry's rows and resume range) and a computed page may be
+//!    stored.
+//! 6. The rows of every page, in page order, go through the final merge
+//!    ([`crate::final_merge`]). A Limit root also ends a region task once the task returned
+//!    `limit` rows (any `limit` rows are a valid answer).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use cop::codec::datum::decode_datums;
+use cop::datum::Datum;
+use cop::proto::{
+    self, Context, DagRequest, ExecType, KeyRange, RegionErrorKind, Request, Response,
+    SelectResponse,
+};
+use kvproto::paths;
+use parking_lot::Mutex;
+use prost::Message;
+
+use crate::config::{ClientConfig, base_url};
+use crate::cop_cache::{CacheEntry, CacheKey, Candidate, CopCache};
+use crate::error::{Error, Result};
+use crate::final_merge::FinalMerge;
+use crate::lock_resolver::{LockResolver, ResolveOutcome};
+use crate::node_selection::WorkerNode;
+use crate::region_cache::{CachedRegion, RegionCache};
+use crate::transport::Transport;
+use crate::worker_liveness::WorkerLiveness;
+
+/// The rows one page contributed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageRows {
+    pub region_id: u64,
+    /// The page's index within its region task (0 = first page).
+    pub page_index: u64,
+    /// Answered by a cache hit.
+    pub from_cache: bool,
+    /// Whether the page had a resume range (more of the region followed).
+    pub resumed: bool,
+    pub rows: Vec<Vec<Datum>>,
+}
+
+/// What a request cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CopStats {
+    /// Coprocessor requests sent (every page, every retry).
+    pub requests: u64,
+    pub cache_hits: u64,
+    pub region_errors: u64,
+    /// Locks resolved (committed or rolled back) on the way.
+    pub locks_resolved: u64,
+}
+
+/// The answer of [`Client::coprocessor`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopResult {
+    /// The final rows: every page's rows through [`CopResult::merge`].
+    pub rows: Vec<Vec<Datum>>,
+    /// Every page's rows, in the order the pages were answered.
+    pub pages: Vec<PageRows>,
+    pub merge: FinalMerge,
+    pub stats: CopStats,
+}
+
+/// The entry node's handle on the cluster. Share it (`Arc`) between tasks: every method takes
+/// `&self`.
+#[derive(Debug)]
+pub struct Client {
+    config: ClientConfig,
+    transport: Transport,
+    tso_server: String,
+    regions: RegionCache,
+    workers: WorkerLiveness,
+    cache: Arc<CopCache>,
+}
+
+/// One region's share of a request, and where its paging stands.
+#[derive(Debug, Clone)]
+struct RegionTask {
+    /// Where the task's pages go in the answer: its index among the request's tasks, extended
+    /// by a child index each time a region error re-split it.
+    order: Vec<u32>,
+    region: CachedRegion,
+    ranges: Vec<KeyRange>,
+    paging_size: u64,
+    page_index: u64,
+    region_retries: u32,
+    /// Rows this task returned so far (for a Limit root).
+    rows: u64,
+}
+
+/// The request-wide inputs of every region task.
+struct RequestParts {
+    data: Bytes,
+    start_ts: u64,
+    desc: bool,
+    limit: Option<u64>,
+}
+
+/// What one region task produced.
+struct TaskOutput {
+    order: Vec<u32>,
+    pages: Vec<PageRows>,
+    stats: CopStats,
+    end: TaskEnd,
+}
+
+type TaskFuture<'a> = Pin<Box<dyn Future<Output = Result<TaskOutput>> + Send + 'a>>;
+
+/// Waits for the first of `running` to finish and removes it.
+async fn next_finished(running: &mut Vec<TaskFuture<'_>>) -> Result<TaskOutput> {
+    std::future::poll_fn(|cx| {
+        for i in 0..running.len() {
+            if let Poll::Ready(out) = running[i].as_mut().poll(cx) {
+                drop(running.swap_remove(i));
+                return Poll::Ready(out);
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+impl CopStats {
+    fn add(&mut self, o: &CopStats) {
+        self.requests += o.requests;
+        self.cache_hits += o.cache_hits;
+        self.region_errors += o.region_errors;
+        self.locks_resolved += o.locks_resolved;
+    }
+}
+
+/// How a region task ended.
+enum TaskEnd {
+    Done,
+    /// A region error: these ranges are left, to be re-split.
+    Resplit(Box<RegionTask>),
+}
+
+/// Longest sleep between two attempts (busy region, live lock).
+const MAX_BACKOFF: Duration = Duration::from_millis(200);
+
+impl Client {
+    /// A client for `config` (validated); regions load on first use.
+    pub fn new(config: ClientConfig) -> Result<Client> {
+        let cache = Arc::new(CopCache::new(config.cop_cache.clone()));
+        Client::with_cop_cache(config, cache)
+    }
+
+    /// A client sharing `cache` (whose own config then applies, not `config.cop-cache`):
+    /// several entry sessions of one process share one cache.
+    pub fn with_cop_cache(config: ClientConfig, cache: Arc<CopCache>) -> Result<Client> {
+        config.validate()?;
+        let servers: Vec<String> = config.servers.iter().map(|s| base_url(s)).collect();
+        let tso_server = if config.tso_server.is_empty() {
+            servers[0].clone()
+        } else {
+            base_url(&config.tso_server)
+        };
+        Ok(Client {
+            transport: Transport::new(
+                usize::try_from(config.max_response_size.bytes()).unwrap_or(usize::MAX),
+                config.request_timeout.duration(),
+            ),
+            tso_server,
+            regions: RegionCache::new(servers),
+            workers: WorkerLiveness::new(
+                config.workers.iter().map(|w| base_url(w)).collect(),
+                config.dead_worker_ttl.duration(),
+            ),
+            cache,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    pub fn region_cache(&self) -> &RegionCache {
+        &self.regions
+    }
+
+    pub fn cop_cache(&self) -> &CopCache {
+        &self.cache
+    }
+
+    pub fn worker_liveness(&self) -> &WorkerLiveness {
+        &self.workers
+    }
+
+    /// Reloads every server's regions.
+    pub async fn refresh_regions(&self) -> Result<()> {
+        self.regions.load_all(&self.transport).await
+    }
+
+    /// Probes every worker not within its dead TTL.
+    pub async fn probe_workers(&self) {
+        self.workers.probe_all(&self.transport).await
+    }
+
+    /// The workers that count as alive now (for node selection).
+    pub fn alive_workers(&self) -> Vec<WorkerNode> {
+        self.workers.alive_workers()
+    }
+
+    /// A fresh timestamp from the TSO.
+    pub async fn current_ts(&self) -> Result<u64> {
+        self.lock_resolver().current_ts().await
+    }
+
+    fn lock_resolver(&self) -> LockResolver<'_> {
+        LockResolver {
+            transport: &self.transport,
+            regions: &self.regions,
+            tso_server: &self.tso_server,
+        }
+    }
+
+    /// Runs `dag` over `ranges` (ascending, non-overlapping) at `start_ts`: see the module
+    /// docs.
+    pub async fn coprocessor(
+        &self,
+        dag: &DagRequest,
+        ranges: Vec<KeyRange>,
+        start_ts: u64,
+    ) -> Result<CopResult> {
+        self.coprocessor_observed(dag, ranges, start_ts, &mut |_| {})
+            .await
+    }
+
+    /// [`Client::coprocessor`], calling `on_page` with each page as soon as it is answered,
+    /// before the next request is sent: progress reporting, and the point where tests change
+    /// the cluster between two pages (split a region, write a row).
+    pub async fn coprocessor_observed(
+        &self,
+        dag: &DagRequest,
+        ranges: Vec<KeyRange>,
+        start_ts: u64,
+        on_page: &mut (dyn FnMut(&PageRows) + Send),
+    ) -> Result<CopResult> {
+        let merge = FinalMerge::plan(dag)?;
+        let data = Bytes::from(dag.encode_to_vec());
+        let desc = scan_is_desc(dag);
+        let limit = match merge {
+            FinalMerge::Limit(n) => Some(n),
+            _ => None,
+        };
+        if self.regions.is_empty() {
+            self.refresh_regions().await?;
+        }
+        let mut queue: VecDeque<RegionTask> = self
+            .regions
+            .split_ranges(&ranges)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, rr)| RegionTask {
+                order: vec![i as u32],
+                region: rr.region,
+                ranges: rr.ranges,
+                paging_size: self.config.paging.initial_size,
+                page_index: 0,
+                region_retries: 0,
+                rows: 0,
+            })
+            .collect();
+        let req = RequestParts {
+            data,
+            start_ts,
+            desc,
+            limit,
+        };
+        let on_page = Mutex::new(on_page);
+        let concurrency = self.config.region_task_concurrency.max(1);
+        let mut running: Vec<TaskFuture<'_>> = Vec::new();
+        // (task order, page number within the task, page)
+        let mut ordered: Vec<(Vec<u32>, usize, PageRows)> = Vec::new();
+        let mut stats = CopStats::default();
+        while !queue.is_empty() || !running.is_empty() {
+            while running.len() < concurrency
+                && let Some(task) = queue.pop_front()
+            {
+                running.push(Box::pin(self.run_task(task, &req, &on_page)));
+            }
+            let out = next_finished(&mut running).await?;
+            stats.add(&out.stats);
+            ordered.extend(
+                out.pages
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, p)| (out.order.clone(), i, p)),
+            );
+            if let TaskEnd::Resplit(left) = out.end {
+                // The new regions' tasks go first, in key order, carrying the paging state;
+                // their order extends the parent's, so their pages sort after its pages.
+                let split = self.regions.split_ranges(&left.ranges)?;
+                for (j, rr) in split.into_iter().enumerate().rev() {
+                    let mut order = left.order.clone();
+                    order.push(j as u32);
+                    queue.push_front(RegionTask {
+                        order,
+                        region: rr.region,
+                        ranges: rr.ranges,
+                        ..(*left).clone()
+                    });
+                }
+            }
+        }
+        ordered.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        let pages: Vec<PageRows> = ordered.into_iter().map(|(_, _, p)| p).collect();
+        let all: Vec<Vec<Datum>> = pages.iter().flat_map(|p| p.rows.clone()).collect();
+        let rows = merge.apply(all)?;
+        Ok(CopResult {
+            rows,
+            pages,
+            merge,
+            stats,
+        })
+    }
+
+    /// Pages through one region task until it is done or a region error ends it.
+    async fn run_task(
+        &self,
+        mut task: RegionTask,
+        req: &RequestParts,
+        on_page: &Mutex<&mut (dyn FnMut(&PageRows) + Send)>,
+    ) -> Result<TaskOutput> {
+        let (data, start_ts, desc, limit) = (&req.data, req.start_ts, req.desc, req.limit);
+        let mut pages = Vec::new();
+        let mut stats = CopStats::default();
+        let region_id = task.region.id();
+        let mut backoff = Duration::from_millis(5);
+        let mut lock_wait_started: Option<Instant> = None;
+        loop {
+            let key = CacheKey::new(proto::REQ_TYPE_DAG, data, &task.ranges, true);
+            let entry = self.cache.lookup(&key, region_id, start_ts);
+            let req = Request {
+                context: Some(Context {
+                    region_id,
+                    region_ver: task.region.region.ver,
+                    ..Context::default()
+                }),
+                tp: proto::REQ_TYPE_DAG,
+                data: data.to_vec(),
+                start_ts,
+                ranges: task.ranges.clone(),
+                is_cache_enabled: true,
+                cache_if_match_version: entry.as_ref().map_or(0, |e| e.data_version),
+                paging_size: task.paging_size,
+            };
+            let t0 = Instant::now();
+            let resp: Response = self
+                .transport
+                .post(
+                    &task.region.server,
+                    paths::COPROCESSOR,
+                    &req,
+                    "coprocessor response",
+                )
+                .await?;
+            let wall = t0.elapsed();
+            stats.requests += 1;
+            if let Some(err) = resp.region_error {
+                stats.region_errors += 1;
+                task.region_retries += 1;
+                if task.region_retries > self.config.max_region_retries {
+                    return Err(Error::RegionRetriesExhausted {
+                        retries: task.region_retries - 1,
+                        last: err.message,
+                    });
+                }
+                if err.kind == RegionErrorKind::ServerBusy as i32 {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    continue;
+                }
+                tracing::debug!(region_id, kind = err.kind, message = %err.message, "region error; reloading the server's regions");
+                self.regions.invalidate(region_id);
+                self.regions
+                    .reload_server(&self.transport, &task.region.server)
+                    .await?;
+                return Ok(TaskOutput {
+                    order: task.order.clone(),
+                    pages,
+                    stats,
+                    end: TaskEnd::Resplit(Box::new(task)),
+                });
+            }
+            if let Some(lock) = resp.locked {
+                let started = *lock_wait_started.get_or_insert_with(Instant::now);
+                match self.lock_resolver().resolve(&lock, start_ts).await? {
+                    ResolveOutcome::Resolved => stats.locks_resolved += 1,
+                    ResolveOutcome::Alive => {
+                        let waited = started.elapsed();
+                        if waited >= self.config.lock_wait_timeout.duration() {
+                            return Err(Error::LockWaitTimeout {
+                                key: lock.key,
+                                lock_ts: lock.lock_version,
+                                waited,
+                            });
+                        }
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                    }
+                }
+                continue;
+            }
+            if !resp.other_error.is_empty() {
+                return Err(Error::Server {
+                    region_id,
+                    message: resp.other_error,
+                });
+            }
+            let (page_data, range, from_cache) = if resp.is_cache_hit {
+                let entry = entry
+                    .filter(|e| e.data_version == resp.cache_last_version)
+                    .ok_or(Error::CacheHitWithoutEntry { region_id })?;
+                self.cache.record_hit(&key);
+                stats.cache_hits += 1;
+                (entry.data.clone(), entry.range.clone(), true)
+            } else {
+                self.cache.record_miss();
+                let page_data = Bytes::from(resp.data);
+                let processed_ns = resp.exec_details.as_ref().map_or(0, |d| d.processed_ns);
+                let process_time = if processed_ns > 0 {
+                    Duration::from_nanos(processed_ns)
+                } else {
+                    wall
+                };
+                let candidate = Candidate {
+                    page_index: task.page_index,
+                    num_ranges: task.ranges.len(),
+                    result_bytes: page_data.len(),
+                    process_time,
+                    can_be_cached: resp.can_be_cached,
+                    cache_last_version: resp.cache_last_version,
+                };
+                let entry = CacheEntry {
+                    region_id,
+                    start_ts,
+                    data_version: resp.cache_last_version,
+                    data: page_data.clone(),
+                    range: resp.range.clone(),
+                };
+                // A rejection only means "not stored".
+                let _ = self.cache.offer(key, entry, &candidate);
+                (page_data, resp.range, false)
+            };
+            let rows = decode_rows(&page_data, region_id)?;
+            task.rows += rows.len() as u64;
+            let page = PageRows {
+                region_id,
+                page_index: task.page_index,
+                from_cache,
+                resumed: range.is_some(),
+                rows,
+            };
+            (on_page.lock())(&page);
+            pages.push(page);
+            lock_wait_started = None;
+            let done = match range {
+                None => true,
+                Some(scanned) => {
+                    task.ranges = cop::paging::remaining_ranges(&task.ranges, &scanned, desc);
+                    task.ranges.is_empty() || limit.is_some_and(|n| task.rows >= n)
+                }
+            };
+            if done {
+                return Ok(TaskOutput {
+                    order: task.order,
+                    pages,
+                    stats,
+                    end: TaskEnd::Done,
+                });
+            }
+            task.page_index += 1;
+            task.paging_size = task
+                .paging_size
+                .saturating_mul(2)
+                .min(self.config.paging.max_size);
+        }
+    }
+}
+
+/// Whether the DAG's scan runs in descending key order.
+fn scan_is_desc(dag: &DagRequest) -> bool {
+    dag.executors
+        .first()
+        .is_some_and(|e| match ExecType::from_i32(e.tp) {
+            Some(ExecType::TableScan) => e.tbl_scan.as_ref().is_some_and(|s| s.desc),
+            Some(ExecType::IndexScan) => e.idx_scan.as_ref().is_some_and(|s| s.desc),
+            _ => false,
+        })
+}
+
+/// The rows of an encoded `SelectResponse`, or its evaluation error.
+pub fn decode_rows(data: &[u8], region_id: u64) -> Result<Vec<Vec<Datum>>> {
+    let sel =
+        SelectResponse::decode(data).map_err(|source| Error::SelectDecode { region_id, source })?;
+    if let Some(e) = sel.error {
+        return Err(Error::Eval {
+            code: e.code,
+            message: e.msg,
+        });
+    }
+    let width = sel.column_count as usize;
+    let count = usize::try_from(sel.row_count).unwrap_or(usize::MAX);
+    if width == 0 {
+        return Ok(vec![Vec::new(); count]);
+    }
+    let datums = decode_datums(&sel.rows_data, count.saturating_mul(width))
+        .map_err(|source| Error::Rows { region_id, source })?;
+    Ok(datums.chunks(width).map(<[Datum]>::to_vec).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cop::codec::datum::encode_datum;
+
+    #[test]
+    fn rows_decode_by_column_count() {
+        let mut rows_data = Vec::new();
+        for d in [
+            Datum::Int(1),
+            Datum::Null,
+            Datum::Int(2),
+            Datum::Bytes(b"x".to_vec()),
+        ] {
+            encode_datum(&mut rows_data, &d, false);
+        }
+        let sel = SelectResponse {
+            rows_data,
+            row_count: 2,
+            column_count: 2,
+            ..SelectResponse::default()
+        };
+        assert_eq!(
+            decode_rows(&sel.encode_to_vec(), 1).unwrap(),
+            vec![
+                vec![Datum::Int(1), Datum::Null],
+                vec![Datum::Int(2), Datum::Bytes(b"x".to_vec())]
+            ]
+        );
+        let failed = SelectResponse {
+            error: Some(proto::EvalError {
+                code: 1690,
+                msg: "overflow".into(),
+            }),
+            ..SelectResponse::default()
+        };
+        assert!(matches!(
+            decode_rows(&failed.encode_to_vec(), 1),
+            Err(Error::Eval { code: 1690, .. })
+        ));
+    }
+
+    #[test]
+    fn a_client_needs_a_valid_config() {
+        let e = Client::new(ClientConfig::default()).unwrap_err();
+        assert!(
+            matches!(&e, Error::Config(c) if c.field == "servers"),
+            "{e}"
+        );
+        let c = Client::new(ClientConfig::new(["127.0.0.1:9"])).unwrap();
+        assert_eq!(c.tso_server, "http://127.0.0.1:9");
+        assert!(c.region_cache().is_empty());
+    }
+}

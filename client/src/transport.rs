@@ -1,0 +1,103 @@
+//! Protobuf over HTTP to the cluster's nodes: one POST or GET, a 200 expected, the body
+//! decoded. Every failure becomes an [`Error`] naming the URL.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use prost::Message;
+use service::HttpClient;
+
+use crate::error::{Error, Result};
+
+/// The client's connection pool and per-call timeout. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Transport {
+    http: HttpClient,
+    timeout: Duration,
+}
+
+impl Transport {
+    pub fn new(max_response_bytes: usize, timeout: Duration) -> Transport {
+        Transport {
+            http: HttpClient::new(max_response_bytes),
+            timeout,
+        }
+    }
+
+    /// POSTs `req` to `base + path`; the decoded 200 body.
+    pub async fn post<Req: Message, Resp: Message + Default>(
+        &self,
+        base: &str,
+        path: &str,
+        req: &Req,
+        what: &'static str,
+    ) -> Result<Resp> {
+        let url = format!("{base}{path}");
+        let reply = self
+            .http
+            .post(&url, Bytes::from(req.encode_to_vec()), self.timeout)
+            .await
+            .map_err(|source| Error::Transport {
+                url: url.clone(),
+                source,
+            })?;
+        decode(url, reply, what)
+    }
+
+    /// GETs `base + path`; the decoded 200 body.
+    pub async fn get<Resp: Message + Default>(
+        &self,
+        base: &str,
+        path: &str,
+        what: &'static str,
+    ) -> Result<Resp> {
+        let url = format!("{base}{path}");
+        let reply = self
+            .http
+            .get(&url, self.timeout)
+            .await
+            .map_err(|source| Error::Transport {
+                url: url.clone(),
+                source,
+            })?;
+        decode(url, reply, what)
+    }
+
+    /// GETs `base + path` with `timeout`, succeeding on any 200 (liveness probes); the body.
+    pub async fn probe(&self, base: &str, path: &str, timeout: Duration) -> Result<Bytes> {
+        let url = format!("{base}{path}");
+        let reply = self
+            .http
+            .get(&url, timeout)
+            .await
+            .map_err(|source| Error::Transport {
+                url: url.clone(),
+                source,
+            })?;
+        if reply.status.as_u16() != 200 {
+            return Err(bad_status(url, &reply));
+        }
+        Ok(reply.body)
+    }
+}
+
+fn decode<Resp: Message + Default>(
+    url: String,
+    reply: service::HttpReply,
+    what: &'static str,
+) -> Result<Resp> {
+    if reply.status.as_u16() != 200 {
+        return Err(bad_status(url, &reply));
+    }
+    Resp::decode(reply.body.as_ref()).map_err(|source| Error::Decode { url, what, source })
+}
+
+fn bad_status(url: String, reply: &service::HttpReply) -> Error {
+    let mut body = String::from_utf8_lossy(&reply.body).into_owned();
+    body.truncate(512);
+    Error::BadStatus {
+        url,
+        status: reply.status.as_u16(),
+        body,
+    }
+}

@@ -1,0 +1,177 @@
+//! Which workers are alive: a probe (`GET /status`) per worker; a failed probe marks the
+//! worker dead for `dead-worker-ttl`, during which it is neither chosen nor probed again (a
+//! dead node costs one timeout per TTL, not one per request). A worker never probed counts as
+//! alive. The probe also learns the worker's `zone` label from its status.
+//!
+//! [`WorkerLiveness::alive_workers`] is what the node selection of the delegate path takes.
+
+use std::time::{Duration, Instant};
+
+use kvproto::paths;
+use parking_lot::Mutex;
+
+use crate::node_selection::WorkerNode;
+use crate::transport::Transport;
+
+/// One configured worker, as the client last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerInfo {
+    /// The worker's index in the config's `workers`: its id for node selection.
+    pub id: u64,
+    /// Base URL.
+    pub addr: String,
+    /// The `zone` label from the last successful probe.
+    pub zone: Option<String>,
+    /// Dead until this instant (after a failed probe).
+    pub dead_until: Option<Instant>,
+}
+
+impl WorkerInfo {
+    pub fn is_alive(&self, now: Instant) -> bool {
+        self.dead_until.is_none_or(|t| now >= t)
+    }
+}
+
+#[derive(Debug)]
+pub struct WorkerLiveness {
+    ttl: Duration,
+    workers: Mutex<Vec<WorkerInfo>>,
+}
+
+impl WorkerLiveness {
+    /// `addrs` are base URLs; ids follow their order.
+    pub fn new(addrs: Vec<String>, ttl: Duration) -> WorkerLiveness {
+        let workers = addrs
+            .into_iter()
+            .enumerate()
+            .map(|(i, addr)| WorkerInfo {
+                id: i as u64,
+                addr,
+                zone: None,
+                dead_until: None,
+            })
+            .collect();
+        WorkerLiveness {
+            ttl,
+            workers: Mutex::new(workers),
+        }
+    }
+
+    pub fn workers(&self) -> Vec<WorkerInfo> {
+        self.workers.lock().clone()
+    }
+
+    /// Marks worker `id` dead from `now` for the TTL.
+    pub fn mark_dead(&self, id: u64, now: Instant) {
+        if let Some(w) = self.workers.lock().iter_mut().find(|w| w.id == id) {
+            w.dead_until = Some(now + self.ttl);
+        }
+    }
+
+    /// Records a successful probe of worker `id`.
+    pub fn mark_alive(&self, id: u64, zone: Option<String>) {
+        if let Some(w) = self.workers.lock().iter_mut().find(|w| w.id == id) {
+            w.dead_until = None;
+            w.zone = zone;
+        }
+    }
+
+    /// Every worker, with whether it counts as alive at `now`.
+    pub fn nodes_at(&self, now: Instant) -> Vec<WorkerNode> {
+        self.workers
+            .lock()
+            .iter()
+            .map(|w| WorkerNode {
+                id: w.id,
+                zone: w.zone.clone(),
+                alive: w.is_alive(now),
+            })
+            .collect()
+    }
+
+    /// The workers that count as alive now.
+    pub fn alive_workers(&self) -> Vec<WorkerNode> {
+        let mut nodes = self.nodes_at(Instant::now());
+        nodes.retain(|n| n.alive);
+        nodes
+    }
+
+    /// Probes every worker not within its dead TTL; each failure marks that worker dead.
+    pub async fn probe_all(&self, transport: &Transport) {
+        let now = Instant::now();
+        let due: Vec<WorkerInfo> = self
+            .workers()
+            .into_iter()
+            .filter(|w| w.is_alive(now))
+            .collect();
+        for w in due {
+            match probe(transport, &w.addr).await {
+                Ok(zone) => self.mark_alive(w.id, zone),
+                Err(e) => {
+                    tracing::warn!(worker = %w.addr, error = %service::error_chain(&e), ttl = ?self.ttl, "worker probe failed; marked dead");
+                    self.mark_dead(w.id, Instant::now());
+                }
+            }
+        }
+    }
+}
+
+/// Probe timeout: a live worker answers its status at once.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `GET /status`; the worker's zone label.
+async fn probe(transport: &Transport, addr: &str) -> crate::error::Result<Option<String>> {
+    let body = transport.probe(addr, paths::STATUS, PROBE_TIMEOUT).await?;
+    Ok(zone_of_status(&body))
+}
+
+/// `labels.zone` of a status JSON body, if present and not empty.
+pub fn zone_of_status(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    v.get("labels")?
+        .get("zone")?
+        .as_str()
+        .filter(|z| !z.is_empty())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_probe_marks_the_worker_dead_for_the_ttl() {
+        let l = WorkerLiveness::new(
+            vec!["http://w0".into(), "http://w1".into()],
+            Duration::from_secs(10),
+        );
+        let t0 = Instant::now();
+        assert!(
+            l.nodes_at(t0).iter().all(|n| n.alive),
+            "never probed = alive"
+        );
+        l.mark_dead(1, t0);
+        let at = |d: u64| l.nodes_at(t0 + Duration::from_secs(d));
+        assert_eq!(
+            at(9).iter().map(|n| n.alive).collect::<Vec<_>>(),
+            vec![true, false]
+        );
+        assert!(
+            at(10).iter().all(|n| n.alive),
+            "the TTL passed: probe again"
+        );
+        l.mark_alive(1, Some("b".into()));
+        assert_eq!(l.nodes_at(t0)[1].zone.as_deref(), Some("b"));
+        assert!(l.nodes_at(t0)[1].alive);
+    }
+
+    #[test]
+    fn the_zone_comes_from_the_status_labels() {
+        assert_eq!(
+            zone_of_status(br#"{"role":"worker","labels":{"zone":"b"}}"#).as_deref(),
+            Some("b")
+        );
+        assert_eq!(zone_of_status(br#"{"labels":{"zone":""}}"#), None);
+        assert_eq!(zone_of_status(b"not json"), None);
+    }
+}
