@@ -2,10 +2,11 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|node-selection|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
 //! ```
 
 mod cop_bench;
+mod cop_cache_bench;
 mod engine_bench;
 mod fjall_bench;
 mod memtable_bench;
@@ -33,12 +34,12 @@ fn main() {
                 });
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "txn-snapshot" | "cop"
-            | "offload" | "mixed" | "node-selection" | "all" => suite = a,
+            | "offload" | "mixed" | "cop-cache" | "node-selection" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|node-selection|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -75,6 +76,9 @@ fn main() {
     }
     if suite == "mixed" || suite == "all" {
         mixed_bench::run();
+    }
+    if suite == "cop-cache" || suite == "all" {
+        cop_cache_bench::run();
     }
     if suite == "node-selection" || suite == "all" {
         node_selection_bench::run();
