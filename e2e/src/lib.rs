@@ -11,7 +11,8 @@
 //! * [`entry_client`]: the entry node's library (`client::Client`) on its own runtime;
 //! * [`sample_table`]: a table with known answers;
 //! * [`fake_worker`]: a worker stand-in answering a fixed status (fault injection);
-//! * [`offload_body`]: offload bodies captured from a server, changed, sent to a worker.
+//! * [`offload_body`]: offload bodies captured from a server, changed, sent to a worker;
+//! * [`zones`]: zone labels, several zoned workers, the delegate endpoint of a worker.
 
 pub mod binaries;
 pub mod cluster;
@@ -27,3 +28,4 @@ pub mod sample_table;
 pub mod server_proc;
 pub mod transactions;
 pub mod worker_proc;
+pub mod zones;

@@ -34,10 +34,10 @@ pub fn offload_body_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-/// The request bodies a storage server decodes, selected by the first byte: must never panic,
+/// The bodies a storage server or a worker decodes, selected by the first byte: must never panic,
 /// and whatever decodes re-encodes to a message that decodes to the same value.
 pub fn server_request(data: &[u8]) {
-    use crate::{region, txn};
+    use crate::{delegate, region, txn};
     fn check<M: Message + Default + PartialEq + std::fmt::Debug>(body: &[u8]) {
         if let Ok(m) = M::decode(body) {
             let again =
@@ -48,7 +48,7 @@ pub fn server_request(data: &[u8]) {
     let Some((&which, body)) = data.split_first() else {
         return;
     };
-    match which % 14 {
+    match which % 16 {
         0 => check::<region::TsoRequest>(body),
         1 => check::<region::SplitRequest>(body),
         2 => check::<region::RawLoadRequest>(body),
@@ -62,13 +62,15 @@ pub fn server_request(data: &[u8]) {
         10 => check::<txn::GetRequest>(body),
         11 => check::<txn::ScanRequest>(body),
         12 => check::<cop::proto::Request>(body),
-        _ => check::<cop::proto::Response>(body),
+        13 => check::<cop::proto::Response>(body),
+        14 => check::<delegate::DelegateRequest>(body),
+        _ => check::<delegate::DelegateResponse>(body),
     }
 }
 
 /// Seeds for `server_request`: one real message of each kind, behind its selector byte.
 pub fn server_request_seeds() -> Vec<(String, Vec<u8>)> {
-    use crate::{region, txn};
+    use crate::{delegate, region, txn};
     let with = |sel: u8, m: Vec<u8>| {
         let mut v = vec![sel];
         v.extend_from_slice(&m);
@@ -229,6 +231,33 @@ pub fn server_request_seeds() -> Vec<(String, Vec<u8>)> {
                 can_be_cached: true,
                 cache_last_version: 9,
                 range: Some(cop::proto::KeyRange::new(b"a".to_vec(), b"m".to_vec())),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "delegate_request",
+            14,
+            delegate::DelegateRequest {
+                request: Some(cop::proto::Request {
+                    tp: cop::proto::REQ_TYPE_DAG,
+                    start_ts: 300,
+                    ranges: vec![cop::proto::KeyRange::new(b"a".to_vec(), b"z".to_vec())],
+                    ..Default::default()
+                }),
+                worker_zone: "b".into(),
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "delegate_response",
+            15,
+            delegate::DelegateResponse {
+                memtable_data: bytes::Bytes::from_static(b"\x01rows"),
+                changeset: bytes::Bytes::from_static(b"\x08\x01"),
+                data_version: 9,
+                newer_versions_seen: true,
+                server_zone: "a".into(),
                 ..Default::default()
             }
             .encode_to_vec(),

@@ -3,11 +3,13 @@
 //! * [`txn`]: the transaction commands a server serves over HTTP, and their errors.
 //! * [`region`]: TSO, region listing, split, raw bulk load.
 //! * [`offload`]: the body a storage server POSTs to a worker (framing of three sections).
+//! * [`delegate`]: what a worker asks the owning server for on the delegate path, and the answer.
 //! * [`fuzzing`]: entry points shared by the cargo-fuzz targets and the corpus replay test.
 //!
 //! The coprocessor request and response themselves are `cop::proto`. Rolling upgrades: a tag is
 //! never renumbered or reused, a new field gets a new tag, decoders ignore unknown tags.
 
+pub mod delegate;
 pub mod fuzzing;
 pub mod offload;
 pub mod region;
@@ -20,6 +22,11 @@ pub mod paths {
     pub const SPLIT: &str = "/split";
     pub const RAW_LOAD: &str = "/raw/load";
     pub const COPROCESSOR: &str = "/coprocessor";
+    /// Server: a worker's `DelegateRequest` in, a `DelegateResponse` out (`kvproto::delegate`).
+    pub const DELEGATE: &str = "/delegate";
+    /// Worker: a client's `cop::proto::Request` in, a `cop::proto::Response` out; the header
+    /// `kvproto::delegate::REGION_SERVER_HEADER` names the owning server's base URL.
+    pub const DELEGATE_COPROCESSOR: &str = "/delegate/coprocessor";
     pub const PREWRITE: &str = "/txn/prewrite";
     pub const COMMIT: &str = "/txn/commit";
     pub const ROLLBACK: &str = "/txn/rollback";

@@ -45,6 +45,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(paths::ADMIN_FLUSH, post(admin_flush))
         .route(paths::ADMIN_COMPACT, post(admin_compact))
         .route(paths::COPROCESSOR, post(coprocessor))
+        .route(paths::DELEGATE, post(delegate))
         .route(paths::PREWRITE, post(prewrite))
         .route(paths::COMMIT, post(commit))
         .route(paths::ROLLBACK, post(rollback))
@@ -83,6 +84,10 @@ async fn status(State(st): State<Arc<AppState>>) -> Response {
         "uptime_secs": node.started.elapsed().as_secs(),
         "regions": node.engine().shard_ids().len(),
         "remote_coprocessor_addr": node.config.kvengine.remote_coprocessor_addr,
+        "remote_coprocessor_workers": node
+            .coprocessor
+            .dispatcher()
+            .map(|d| d.workers().status(std::time::Instant::now())),
         "cpu": node.cpu.as_ref().map(|m| serde_json::json!({
             "state": format!("{:?}", m.state(std::time::Instant::now())),
             "last_sample": m.last_sample(),
@@ -242,6 +247,35 @@ async fn coprocessor(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult 
     let req: cop::proto::Request = decode_proto(&body)?;
     let resp = st.node.coprocessor.handle(req).await;
     Ok(proto_response(&resp))
+}
+
+/// `POST /delegate` (`crate::delegate`): the encoded answer's bytes are counted by the zone
+/// relation of the asking worker (from the request) and this server.
+async fn delegate(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: kvproto::delegate::DelegateRequest = decode_proto(&body)?;
+    let node = st.node.clone();
+    let worker_zone = req.worker_zone.clone();
+    let resp =
+        blocking(move || crate::delegate::answer(&node.coprocessor, &req, node.config.zone()))
+            .await?;
+    let encoded = prost::Message::encode_to_vec(&resp);
+    metrics::DELEGATE_REQUESTS
+        .with_label_values(&[crate::delegate::result_label(&resp)])
+        .inc();
+    metrics::DELEGATE_BYTES
+        .with_label_values(&[kvproto::delegate::zone_relation(
+            st.node.config.zone(),
+            &worker_zone,
+        )])
+        .inc_by(encoded.len() as u64);
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            kvproto::PROTOBUF_CONTENT_TYPE,
+        )],
+        encoded,
+    )
+        .into_response())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@
 //!
 //! [kvengine]
 //! remote-coprocessor-addr = ""         # the worker's URL, e.g. http://127.0.0.1:19000/coprocessor
+//! remote-coprocessor-workers = []      # or several: [{ addr = "http://…/coprocessor", zone = "a" }, …]
+//! remote-coprocessor-worker-dead-ttl = "10s"   # a worker that failed is tried last this long
 //! remote-coprocessor-min-blocks-size = "32MiB"
 //! remote-coprocessor-num-ranges = 2048           # this many ranges go remote (0 = never by count)
 //! remote-coprocessor-long-query-after = ["15s", "30s", "60s"]   # older queries: threshold /2, /4, /8
@@ -107,6 +109,16 @@ pub struct RangeConfig {
     pub end: String,
 }
 
+/// One entry of `remote-coprocessor-workers`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct WorkerEndpoint {
+    /// The worker's full URL, e.g. `http://10.0.0.5:19000/coprocessor`.
+    pub addr: String,
+    /// The worker's zone label ("" = none: never this server's zone).
+    pub zone: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WalSync {
@@ -121,8 +133,19 @@ pub enum WalSync {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct KvEngineSection {
-    /// The worker's full URL; empty = never offload.
+    /// The worker's full URL; empty = never offload (unless `remote-coprocessor-workers` lists
+    /// some). Kept for one-worker setups; set this or the list, not both.
     pub remote_coprocessor_addr: String,
+    /// Several workers, each with its zone. An offload goes to an alive worker in this server's
+    /// zone (`server.labels.zone`), the least busy (fewest offloads in flight from this server,
+    /// ties in turn); to another zone only when no worker of this zone is alive; a server
+    /// without a zone label treats all alike. Cross-zone offloads pay for the transfer of the
+    /// shipped snapshot (and its latency) but keep the CPU off this server.
+    pub remote_coprocessor_workers: Vec<WorkerEndpoint>,
+    /// A worker that failed to answer (connection error, timeout, 503) counts as dead this
+    /// long: it is tried only after every alive worker. Longer keeps traffic off a flapping
+    /// worker; shorter brings a restarted same-zone worker back sooner.
+    pub remote_coprocessor_worker_dead_ttl: ReadableDuration,
     /// Requests whose ranges cover at least this many bytes of SST blocks run remotely.
     pub remote_coprocessor_min_blocks_size: ReadableSize,
     /// Requests with at least this many ranges run remotely without a blocks estimate (0 =
@@ -179,6 +202,8 @@ impl Default for KvEngineSection {
     fn default() -> Self {
         KvEngineSection {
             remote_coprocessor_addr: String::new(),
+            remote_coprocessor_workers: Vec::new(),
+            remote_coprocessor_worker_dead_ttl: ReadableDuration::secs(10),
             remote_coprocessor_min_blocks_size: ReadableSize::mib(32),
             remote_coprocessor_num_ranges: 2048,
             remote_coprocessor_long_query_after: vec![
@@ -238,6 +263,25 @@ impl ServerConfig {
         }
     }
 
+    /// The workers this server offloads to: `remote-coprocessor-workers`, or the single
+    /// `remote-coprocessor-addr` (no zone); empty = never offload.
+    pub fn offload_workers(&self) -> Vec<WorkerEndpoint> {
+        let kv = &self.kvengine;
+        if kv.remote_coprocessor_addr.is_empty() {
+            kv.remote_coprocessor_workers.clone()
+        } else {
+            vec![WorkerEndpoint {
+                addr: kv.remote_coprocessor_addr.clone(),
+                zone: String::new(),
+            }]
+        }
+    }
+
+    /// This server's `zone` label ("" = none).
+    pub fn zone(&self) -> &str {
+        self.server.labels.get("zone").map_or("", String::as_str)
+    }
+
     /// The CPU signal's source (validated by [`ServerConfig::validate`]).
     pub fn cpu_source(&self) -> Result<crate::cpu_load::CpuSource, ConfigError> {
         crate::cpu_load::CpuSource::parse(&self.kvengine.remote_coprocessor_load_aware_cpu_source)
@@ -269,6 +313,21 @@ impl ServerConfig {
                 "kvengine.remote-coprocessor-addr",
                 format!("expected an http:// or https:// URL, found {addr:?}"),
             ));
+        }
+        let workers = &self.kvengine.remote_coprocessor_workers;
+        if !addr.is_empty() && !workers.is_empty() {
+            return Err(ConfigError::invalid(
+                "kvengine.remote-coprocessor-workers",
+                "expected either remote-coprocessor-addr or remote-coprocessor-workers, found both",
+            ));
+        }
+        for (i, w) in workers.iter().enumerate() {
+            if !is_http_url(&w.addr) {
+                return Err(ConfigError::invalid(
+                    &format!("kvengine.remote-coprocessor-workers[{i}].addr"),
+                    format!("expected an http:// or https:// URL, found {:?}", w.addr),
+                ));
+            }
         }
         let after = &self.kvengine.remote_coprocessor_long_query_after;
         if after.windows(2).any(|w| w[0] >= w[1]) {
@@ -432,6 +491,56 @@ mod tests {
             32_000_000
         );
         assert_eq!(c.kvengine.remote_coprocessor_topn_max_pushdown_rows, 50_000);
+    }
+
+    #[test]
+    fn several_workers_parse_with_their_zones() {
+        let c: ServerConfig = parse(
+            "[server]\nlabels = { zone = \"a\" }\n[kvengine]\nremote-coprocessor-workers = [{ addr = \"http://127.0.0.1:1/coprocessor\", zone = \"a\" }, { addr = \"http://127.0.0.1:2/coprocessor\", zone = \"b\" }]\nremote-coprocessor-worker-dead-ttl = \"3s\"\n",
+            "s.toml",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.zone(), "a");
+        let workers = c.offload_workers();
+        assert_eq!(workers.len(), 2);
+        assert_eq!(workers[1].zone, "b");
+        let again: ServerConfig = parse(&render(&c), "rendered").unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn the_single_worker_address_is_a_worker_without_zone() {
+        let c: ServerConfig = parse(
+            "[kvengine]\nremote-coprocessor-addr = \"http://127.0.0.1:1/coprocessor\"\n",
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.offload_workers(),
+            vec![WorkerEndpoint {
+                addr: "http://127.0.0.1:1/coprocessor".into(),
+                zone: String::new()
+            }]
+        );
+    }
+
+    #[test]
+    fn workers_and_a_single_address_together_or_bad_urls_are_named() {
+        let c: ServerConfig = parse(
+            "[kvengine]\nremote-coprocessor-addr = \"http://127.0.0.1:1/coprocessor\"\nremote-coprocessor-workers = [{ addr = \"http://127.0.0.1:2/coprocessor\" }]\n",
+            "s.toml",
+        )
+        .unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("kvengine.remote-coprocessor-workers"), "{e}");
+        let c: ServerConfig = parse(
+            "[kvengine]\nremote-coprocessor-workers = [{ addr = \"127.0.0.1:2\", zone = \"a\" }]\n",
+            "s.toml",
+        )
+        .unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("remote-coprocessor-workers[0].addr"), "{e}");
     }
 
     #[test]

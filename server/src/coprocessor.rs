@@ -85,6 +85,11 @@ impl Coprocessor {
         }
     }
 
+    /// The offload dispatcher, when this server has workers.
+    pub fn dispatcher(&self) -> Option<&RemoteDagDispatcher> {
+        self.dispatcher.as_ref()
+    }
+
     /// Patterns with recorded local runs.
     pub fn patterns_remembered(&self) -> usize {
         self.history.len()
@@ -154,7 +159,7 @@ impl Coprocessor {
                     }
                     Dispatched::Fallback { cause, detail } => {
                         metrics::OFFLOAD_FALLBACKS.with_label_values(&[cause]).inc();
-                        tracing::warn!(cause, %detail, worker = dispatcher.addr(), "offload failed; running locally");
+                        tracing::warn!(cause, %detail, "offload failed; running locally");
                         let why = format!("{why}; worker failed ({cause}): {detail}");
                         self.run_local_recorded(req, snap, "fallback", why, pattern)
                             .await
@@ -166,30 +171,31 @@ impl Coprocessor {
         resp
     }
 
-    /// Steps 1–4 of the module docs, on a blocking thread.
-    fn route(&self, req: &Request) -> Route {
+    /// Steps 1–3 of the module docs but the cache fast path: region and epoch, memory locks,
+    /// the snapshot, the request's own checks. `Err` is the answer to give instead (a region
+    /// error, `locked` or an error). Shared with the delegate path ([`crate::delegate`]).
+    /// Blocking.
+    pub fn checked_snapshot(&self, req: &Request) -> Result<SnapAccess, Box<Response>> {
         let engine = self.storage.engine();
         let ctx = req.context.clone().unwrap_or_default();
         let info = match engine.shard_info(ctx.region_id) {
             Ok(info) => info,
             Err(kvengine::Error::ShardNotFound { .. }) => {
-                return answer(
-                    region_error(
-                        RegionErrorKind::RegionNotFound,
-                        ctx.region_id,
-                        0,
-                        format!("region not found: region_id={}", ctx.region_id),
-                    ),
-                    "error",
-                );
+                return Err(Box::new(region_error(
+                    RegionErrorKind::RegionNotFound,
+                    ctx.region_id,
+                    0,
+                    format!("region not found: region_id={}", ctx.region_id),
+                )));
             }
-            Err(e) => return answer(other_error(format!("region lookup: {e}")), "error"),
+            Err(e) => return Err(Box::new(other_error(format!("region lookup: {e}")))),
         };
         if info.ver != ctx.region_ver {
-            return answer(
-                epoch_not_match(ctx.region_id, ctx.region_ver, info.ver),
-                "error",
-            );
+            return Err(Box::new(epoch_not_match(
+                ctx.region_id,
+                ctx.region_ver,
+                info.ver,
+            )));
         }
         let ranges: Vec<(&[u8], &[u8])> = req
             .ranges
@@ -198,25 +204,40 @@ impl Coprocessor {
             .collect();
         let cm = self.storage.concurrency_manager();
         if let Err(lock) = cm.check_memory_locks(&ranges, req.start_ts, &[]) {
-            return answer(cop::handler::locked_response(&lock), "error");
+            return Err(Box::new(cop::handler::locked_response(&lock)));
         }
         let snap = match engine.snapshot(ctx.region_id) {
             Ok(s) => s,
             Err(kvengine::Error::ShardNotFound { .. }) => {
                 // Split between the two looks.
-                return answer(epoch_not_match(ctx.region_id, ctx.region_ver, 0), "error");
+                return Err(Box::new(epoch_not_match(ctx.region_id, ctx.region_ver, 0)));
             }
-            Err(e) => return answer(other_error(format!("snapshot: {e}")), "error"),
+            Err(e) => return Err(Box::new(other_error(format!("snapshot: {e}")))),
         };
         if snap.ver() != ctx.region_ver {
-            return answer(
-                epoch_not_match(ctx.region_id, ctx.region_ver, snap.ver()),
-                "error",
-            );
+            return Err(Box::new(epoch_not_match(
+                ctx.region_id,
+                ctx.region_ver,
+                snap.ver(),
+            )));
         }
         if let Some(resp) = cop::handler::precheck(req, &snap) {
-            return answer(resp, "error");
+            return Err(Box::new(resp));
         }
+        Ok(snap)
+    }
+
+    /// Steps 1–4 of the module docs, on a blocking thread.
+    fn route(&self, req: &Request) -> Route {
+        let snap = match self.checked_snapshot(req) {
+            Ok(snap) => snap,
+            Err(resp) => return Route::Answer(resp, "error"),
+        };
+        let ranges: Vec<(&[u8], &[u8])> = req
+            .ranges
+            .iter()
+            .map(|r| (r.start.as_slice(), r.end.as_slice()))
+            .collect();
         if let Some(hit) = cop::cache::cache_hit(req, &snap, true) {
             let mut hit = hit;
             hit.exec_details = Some(ExecDetails {

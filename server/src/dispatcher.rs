@@ -1,21 +1,23 @@
 //! `RemoteDagDispatcher`: runs one coprocessor request on a worker.
 //!
 //! The order matters for correctness:
-//! 1. scan the LOCK CF over the request's ranges on the origin snapshot: a lock that blocks the
-//!    read answers `locked` here and nothing is sent (the worker's rebuilt snapshot has no
-//!    locks, so it could not see it); non-blocking locks only make the result uncacheable;
-//! 2. describe the snapshot for the worker (`SnapAccess::to_remote`: the WRITE files that
-//!    overlap the ranges plus the memtable rows a read at start_ts needs) and frame the body
+//! 1. take what a worker needs from the origin snapshot ([`crate::remote_snapshot::ship`]: the
+//!    LOCK CF scan, where a blocking lock answers `locked` here and nothing is sent, then the
+//!    WRITE files and memtable rows a read at start_ts needs) and frame the body
 //!    (`kvproto::offload`): the request keeps only `is_cache_enabled` of the cache fields;
-//! 3. POST it, keeping the origin snapshot alive until the answer (its files must not be
-//!    deleted by a compaction while the worker reads them); connection errors, timeouts and
-//!    503 are retried with doubling backoff inside the request's deadline;
-//! 4. on success, veto `can_be_cached` when newer memtable versions were left out of the
+//! 2. POST it, keeping the origin snapshot alive until the answer (its files must not be
+//!    deleted by a compaction while the worker reads them). The workers are tried in the
+//!    order of [`crate::worker_pool`] (alive ones of this server's zone first, least busy,
+//!    in turn; other zones only when none of this zone is alive; dead ones last). A
+//!    connection error, timeout or 503 marks the worker dead and moves on to the next one at
+//!    once; once every worker was tried, the list is tried again from the start after a
+//!    doubling backoff, at most `max_retries` more times, inside the request's deadline;
+//! 3. on success, veto `can_be_cached` when newer memtable versions were left out of the
 //!    shipment or locks were seen in step 1, and set `cache_last_version` to the origin
 //!    snapshot's data version (whatever the worker said). Anything else is a fallback: the
 //!    caller runs the request locally, so a worker can never make an answer partial or wrong.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use cop::proto::{ExecDetails, Request, Response};
@@ -24,11 +26,11 @@ use prost::Message;
 use service::{ClientError, HttpClient};
 
 use crate::metrics;
+use crate::remote_snapshot::{ShipError, ship};
+use crate::worker_pool::WorkerPool;
 
 #[derive(Debug, Clone)]
 pub struct DispatchSettings {
-    /// The worker's full URL.
-    pub addr: String,
     pub timeout: Duration,
     pub max_retries: u32,
     pub retry_backoff: Duration,
@@ -47,6 +49,7 @@ pub enum Dispatched {
 
 pub struct RemoteDagDispatcher {
     settings: DispatchSettings,
+    workers: WorkerPool,
     client: HttpClient,
 }
 
@@ -58,12 +61,22 @@ struct Prepared {
 }
 
 impl RemoteDagDispatcher {
-    pub fn new(settings: DispatchSettings, client: HttpClient) -> RemoteDagDispatcher {
-        RemoteDagDispatcher { settings, client }
+    /// Offloads to `workers` (at least one).
+    pub fn new(
+        settings: DispatchSettings,
+        workers: WorkerPool,
+        client: HttpClient,
+    ) -> RemoteDagDispatcher {
+        assert!(!workers.is_empty(), "a dispatcher needs a worker");
+        RemoteDagDispatcher {
+            settings,
+            workers,
+            client,
+        }
     }
 
-    pub fn addr(&self) -> &str {
-        &self.settings.addr
+    pub fn workers(&self) -> &WorkerPool {
+        &self.workers
     }
 
     /// Runs `req` on the worker (see the module docs). `reason` is the offload decision's
@@ -91,8 +104,8 @@ impl RemoteDagDispatcher {
         };
         metrics::OFFLOAD_BODY_BYTES.inc_by(prepared.body.len() as u64);
         let deadline = deadline_of(req);
-        let mut resp = match self.post_with_retries(prepared.body, deadline).await {
-            Ok(resp) => resp,
+        let (mut resp, addr) = match self.post_with_retries(prepared.body, deadline).await {
+            Ok(answered) => answered,
             Err(d) => return d,
         };
         if !resp.other_error.is_empty() {
@@ -119,51 +132,67 @@ impl RemoteDagDispatcher {
         resp.is_cache_hit = false;
         let details = resp.exec_details.get_or_insert_with(ExecDetails::default);
         details.location = "remote".into();
-        details.remote_addr = self.settings.addr.clone();
+        details.remote_addr = addr.to_string();
         details.reason = reason.to_string();
         Dispatched::Remote(Box::new(resp))
     }
 
+    /// Step 2 of the module docs: the decoded answer and the worker that gave it.
     async fn post_with_retries(
         &self,
         body: Bytes,
         deadline: Option<SystemTime>,
-    ) -> Result<Response, Dispatched> {
+    ) -> Result<(Response, &str), Dispatched> {
+        let order = self.workers.order(Instant::now());
         let mut backoff = self.settings.retry_backoff;
-        let mut attempt = 0u32;
+        let mut attempt = 0usize;
+        let max_attempts = order.len() * (1 + self.settings.max_retries as usize);
         loop {
+            let w = order[attempt % order.len()];
+            let addr = self.workers.addr(w);
             let timeout = match remaining(deadline) {
                 Some(left) => left.min(self.settings.timeout),
                 None => self.settings.timeout,
             };
-            let (cause, detail) = if timeout.is_zero() {
-                ("timeout", "the request's deadline passed".to_string())
-            } else {
-                match self
-                    .client
-                    .post(&self.settings.addr, body.clone(), timeout)
-                    .await
-                {
+            if timeout.is_zero() {
+                return Err(Dispatched::Fallback {
+                    cause: "timeout",
+                    detail: format!(
+                        "the request's deadline passed after {attempt} attempt(s): worker={addr}"
+                    ),
+                });
+            }
+            let (cause, detail) = {
+                metrics::OFFLOAD_DISPATCHES
+                    .with_label_values(&[self.workers.relation(w)])
+                    .inc();
+                let _in_flight = self.workers.begin(w);
+                match self.client.post(addr, body.clone(), timeout).await {
                     Ok(reply) if reply.status.is_success() => {
-                        return Response::decode(reply.body.as_ref()).map_err(|e| {
-                            Dispatched::Fallback {
+                        self.workers.mark_alive(w);
+                        return match Response::decode(reply.body.as_ref()) {
+                            Ok(resp) => Ok((resp, addr)),
+                            Err(e) => Err(Dispatched::Fallback {
                                 cause: "bad_response",
                                 detail: format!(
-                                    "worker response ({} bytes) does not decode: {e}",
+                                    "worker response ({} bytes) does not decode: {e}: worker={addr}",
                                     reply.body.len()
                                 ),
-                            }
-                        });
+                            }),
+                        };
                     }
                     Ok(reply) if reply.status == hyper::StatusCode::SERVICE_UNAVAILABLE => (
                         "unavailable",
-                        format!("503: {}", String::from_utf8_lossy(&reply.body).trim()),
+                        format!(
+                            "503: {}: worker={addr}",
+                            String::from_utf8_lossy(&reply.body).trim()
+                        ),
                     ),
                     Ok(reply) => {
                         return Err(Dispatched::Fallback {
                             cause: "bad_status",
                             detail: format!(
-                                "worker answered {}: {}",
+                                "worker answered {}: {}: worker={addr}",
                                 reply.status,
                                 String::from_utf8_lossy(&reply.body).trim()
                             ),
@@ -179,66 +208,53 @@ impl RemoteDagDispatcher {
                     }
                 }
             };
-            let fits = remaining(deadline).is_none_or(|left| left > backoff);
-            if attempt >= self.settings.max_retries || !fits {
+            self.workers.mark_dead(w, Instant::now());
+            attempt += 1;
+            // Another worker is tried at once; the same one again only after a backoff.
+            let wraps = attempt.is_multiple_of(order.len());
+            let fits = !wraps || remaining(deadline).is_none_or(|left| left > backoff);
+            if attempt >= max_attempts || !fits {
                 return Err(Dispatched::Fallback {
                     cause,
-                    detail: format!("after {} attempt(s): {detail}", attempt + 1),
+                    detail: format!("after {attempt} attempt(s): {detail}"),
                 });
             }
-            attempt += 1;
             metrics::OFFLOAD_RETRIES.inc();
             tracing::debug!(attempt, cause, %detail, "retrying offload");
-            tokio::time::sleep(backoff).await;
-            backoff = backoff.saturating_mul(2);
+            if wraps {
+                tokio::time::sleep(backoff).await;
+                backoff = backoff.saturating_mul(2);
+            }
         }
     }
 }
 
-/// Steps 1 and 2 of the module docs, on a blocking thread.
+/// Step 1 of the module docs, on a blocking thread.
 fn prepare(
     req: &Request,
     snap: &SnapAccess,
     paging_size: Option<u64>,
 ) -> Result<Prepared, Dispatched> {
-    let fallback = |detail: String| Dispatched::Fallback {
-        cause: "encode",
-        detail,
-    };
-    let mut saw_locks = false;
-    for r in &req.ranges {
-        match snap.check_locks_in_range(&r.start, &r.end, req.start_ts, &[]) {
-            Ok(any) => saw_locks |= any,
-            Err(kvengine::Error::KeyIsLocked { lock }) => {
-                return Err(Dispatched::Answered(Box::new(
-                    cop::handler::locked_response(&lock),
-                )));
-            }
-            Err(e) => return Err(fallback(format!("lock scan failed: {e}"))),
+    let shipment = ship(req, snap).map_err(|e| match e {
+        ShipError::Locked(lock) => {
+            Dispatched::Answered(Box::new(cop::handler::locked_response(&lock)))
         }
-    }
-    let ranges: Vec<(&[u8], &[u8])> = req
-        .ranges
-        .iter()
-        .map(|r| (r.start.as_slice(), r.end.as_slice()))
-        .collect();
-    let remote = snap
-        .to_remote(&ranges, req.start_ts)
-        .map_err(|e| fallback(format!("snapshot description failed: {e}")))?;
+        ShipError::Failed(detail) => Dispatched::Fallback {
+            cause: "encode",
+            detail,
+        },
+    })?;
     let worker_req = Request {
         cache_if_match_version: 0,
         paging_size: paging_size.unwrap_or(req.paging_size),
         ..req.clone()
     };
-    let (request, changeset) = (
-        worker_req.encode_to_vec(),
-        changeset::encode_changeset(&remote.changeset),
-    );
-    let body = kvproto::offload::encode(&request, &remote.memtable_data, &changeset);
+    let request = worker_req.encode_to_vec();
+    let body = kvproto::offload::encode(&request, &shipment.memtable_data, &shipment.changeset);
     for (section, len) in [
         ("request", request.len()),
-        ("memtable", remote.memtable_data.len()),
-        ("changeset", changeset.len()),
+        ("memtable", shipment.memtable_data.len()),
+        ("changeset", shipment.changeset.len()),
     ] {
         metrics::OFFLOAD_SECTION_BYTES
             .with_label_values(&[section])
@@ -246,7 +262,7 @@ fn prepare(
     }
     Ok(Prepared {
         body: Bytes::from(body),
-        uncacheable: remote.filtered_newer || saw_locks,
+        uncacheable: shipment.uncacheable(),
     })
 }
 

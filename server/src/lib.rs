@@ -6,14 +6,17 @@
 //! [`tso`], [`remote_tso`], [`concurrency_manager`] (max_ts and memory locks) and
 //! [`latches`]; [`raw_load`] (bulk rows through 1PC); and the coprocessor path:
 //! [`coprocessor`] (region checks, memory locks, cache fast path) with [`offload_policy`] (the offload decision, fed by [`pattern_history`] and [`cpu_load`]) and
-//! [`dispatcher`] (shipping a snapshot to a worker, retries, fallback) with [`topn_paging`]. [`metrics`] lists what
-//! the server exports.
+//! [`dispatcher`] (shipping a snapshot to a worker, retries, fallback) with [`topn_paging`] and
+//! [`worker_pool`] (which worker, by zone and liveness); [`delegate`] (`POST /delegate`: a
+//! worker's request for a snapshot), sharing [`remote_snapshot`] with the dispatcher.
+//! [`metrics`] lists what the server exports.
 
 pub mod api;
 pub mod concurrency_manager;
 pub mod config;
 pub mod coprocessor;
 pub mod cpu_load;
+pub mod delegate;
 pub mod dispatcher;
 pub mod latches;
 pub mod metrics;
@@ -21,10 +24,12 @@ pub mod node;
 pub mod offload_policy;
 pub mod pattern_history;
 pub mod raw_load;
+pub mod remote_snapshot;
 pub mod remote_tso;
 pub mod topn_paging;
 pub mod tso;
 pub mod txn;
+pub mod worker_pool;
 
 pub use concurrency_manager::ConcurrencyManager;
 pub use tso::{Clock, ManualClock, SystemClock, TimestampSource, Tso, TsoError, TsoOptions};

@@ -81,6 +81,45 @@ pub static OFFLOAD_SECTION_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
 });
 
+/// Offload attempts (bodies POSTed to a worker), by the worker's zone relative to this
+/// server's. zone_relation: same | cross | unknown (either has no zone label). See
+/// `worker_pool`: cross-zone attempts happen only while no worker of this zone is alive.
+pub static OFFLOAD_DISPATCHES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = counter_vec(
+        "stratus_server_offload_dispatches_total",
+        "Offload attempts sent to workers, by the worker's zone relative to this server's.",
+        &["zone_relation"],
+    );
+    for r in kvproto::delegate::ZONE_RELATIONS {
+        c.with_label_values(&[r]);
+    }
+    c
+});
+
+/// `POST /delegate` answers by result: ok (a snapshot) | locked | region_error | error
+/// (other_error: a bad request or a failure of this server).
+pub static DELEGATE_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter_vec(
+        "stratus_server_delegate_requests_total",
+        "Delegate requests from workers, by result.",
+        &["result"],
+    )
+});
+
+/// Bytes of encoded `DelegateResponse` bodies sent to workers, by the worker's zone (from the
+/// request) relative to this server's. zone_relation: same | cross | unknown.
+pub static DELEGATE_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = counter_vec(
+        "stratus_server_delegate_bytes_total",
+        "Bytes of delegate responses sent to workers, by zone relation.",
+        &["zone_relation"],
+    );
+    for r in kvproto::delegate::ZONE_RELATIONS {
+        c.with_label_values(&[r]);
+    }
+    c
+});
+
 pub static TOPN_PAGING: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_server_offload_topn_paging_total",
@@ -129,6 +168,9 @@ pub fn register_all() {
     LazyLock::force(&OFFLOAD_BODY_BYTES);
     LazyLock::force(&OFFLOAD_LOCKS_SEEN);
     LazyLock::force(&OFFLOAD_SECTION_BYTES);
+    LazyLock::force(&OFFLOAD_DISPATCHES);
+    LazyLock::force(&DELEGATE_REQUESTS);
+    LazyLock::force(&DELEGATE_BYTES);
     LazyLock::force(&TOPN_PAGING);
     LazyLock::force(&COP_DURATION);
     LazyLock::force(&TXN_REQUESTS);

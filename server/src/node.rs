@@ -16,6 +16,7 @@ use crate::metrics;
 use crate::remote_tso::RemoteTso;
 use crate::tso::{TimestampSource, Tso, TsoError};
 use crate::txn::Storage;
+use crate::worker_pool::WorkerPool;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -101,14 +102,19 @@ impl Node {
             }
         }
         let storage = Arc::new(Storage::new(engine, timestamps.clone())?);
-        let dispatcher = (!kv.remote_coprocessor_addr.is_empty()).then(|| {
+        let workers = config.offload_workers();
+        let dispatcher = (!workers.is_empty()).then(|| {
             RemoteDagDispatcher::new(
                 DispatchSettings {
-                    addr: kv.remote_coprocessor_addr.clone(),
                     timeout: kv.remote_coprocessor_timeout.duration(),
                     max_retries: kv.remote_coprocessor_max_retries,
                     retry_backoff: kv.remote_coprocessor_retry_backoff.duration(),
                 },
+                WorkerPool::new(
+                    workers,
+                    config.zone(),
+                    kv.remote_coprocessor_worker_dead_ttl.duration(),
+                ),
                 client,
             )
         });

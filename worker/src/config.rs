@@ -15,6 +15,7 @@
 //! cache-dir = "./stratus-data/worker-cache"
 //! cache-capacity = "10GiB"
 //! shutdown-grace = "10s"
+//! delegate-timeout = "10s"
 //!
 //! [dfs]
 //! local-dir = "./stratus-data/dfs"
@@ -89,6 +90,12 @@ pub struct WorkerSection {
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish before they are cut
     /// off (default `"10s"`). Longer drains big scans; shorter restarts faster.
     pub shutdown_grace: ReadableDuration,
+    /// Delegate path (`POST /delegate/coprocessor`): how long the worker waits for the owning
+    /// server's `POST /delegate` answer (default `"10s"`; also bounded by the request's
+    /// deadline). The answer carries the memtable rows a read needs, so a large memtable over
+    /// a slow link needs longer; past it the client gets a 502 and retries elsewhere. Its size
+    /// is bounded by `max-request-size`.
+    pub delegate_timeout: ReadableDuration,
 }
 
 impl Default for WorkerSection {
@@ -101,6 +108,7 @@ impl Default for WorkerSection {
             cache_dir: PathBuf::from("./stratus-data/worker-cache"),
             cache_capacity: ReadableSize::gib(10),
             shutdown_grace: ReadableDuration::secs(10),
+            delegate_timeout: ReadableDuration::secs(10),
         }
     }
 }
@@ -225,6 +233,12 @@ impl WorkerConfig {
                 ),
             ));
         }
+        if w.delegate_timeout.duration().is_zero() {
+            return Err(ConfigError::invalid(
+                "worker.delegate-timeout",
+                "expected a positive duration, found 0",
+            ));
+        }
         self.cop_limiter.validate()?;
         self.dfs_config().map(|_| ())
     }
@@ -243,6 +257,11 @@ impl WorkerConfig {
             });
         }
         Ok(config)
+    }
+
+    /// The worker's `zone` label ("" = none).
+    pub fn zone(&self) -> &str {
+        self.worker.labels.get("zone").map_or("", String::as_str)
     }
 
     /// `worker.max-request-size` in bytes (checked to fit by [`WorkerConfig::validate`]).
@@ -334,6 +353,20 @@ sample-ttl = "60s"
         let c = WorkerConfig::parse(block, "README.md").unwrap();
         assert_eq!(c.cop_limiter, CopLimiterSection::default());
         assert_eq!(c.cop_topn_max_pushdown_rows, 0);
+    }
+
+    #[test]
+    fn the_delegate_timeout_parses_and_zero_is_named() {
+        let c = WorkerConfig::parse(
+            "[worker]\ndelegate-timeout = \"250ms\"\nlabels = { zone = \"b\" }\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(c.worker.delegate_timeout, ReadableDuration::millis(250));
+        assert_eq!(c.zone(), "b");
+        let err =
+            WorkerConfig::parse("[worker]\ndelegate-timeout = \"0s\"\n", "w.toml").unwrap_err();
+        assert!(err.to_string().contains("worker.delegate-timeout"), "{err}");
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! * [`state`]: what requests share: the object store, the block cache, the limiter, counters;
 //! * [`service`]: the HTTP router and handlers;
 //! * [`coprocessor`]: decoding the body, rebuilding the snapshot, running the handler;
+//! * [`delegate`]: the delegate path, a client's request run on a snapshot asked from the
+//!   owning server;
 //! * [`topn_paging`]: paging large TopNs from servers that do not;
 //! * [`cop_limiter`]: waiting (or 503) while memory is high, per-keyspace throughput;
 //! * [`metrics`]: the worker's prometheus metrics.
@@ -16,6 +18,7 @@
 pub mod config;
 pub mod cop_limiter;
 pub mod coprocessor;
+pub mod delegate;
 pub mod metrics;
 pub mod service;
 pub mod state;

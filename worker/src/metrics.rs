@@ -26,16 +26,20 @@ pub enum RequestResult {
     Internal,
     /// 503: memory stayed above `cop-limiter.high-mem-ratio` until the request's deadline.
     Throttled,
+    /// 502 on the delegate path only: the owning server could not be asked, or its answer
+    /// was unusable.
+    OriginError,
 }
 
 impl RequestResult {
-    pub const ALL: [RequestResult; 6] = [
+    pub const ALL: [RequestResult; 7] = [
         RequestResult::Ok,
         RequestResult::BadRequest,
         RequestResult::StoreError,
         RequestResult::TooLarge,
         RequestResult::Internal,
         RequestResult::Throttled,
+        RequestResult::OriginError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,6 +50,7 @@ impl RequestResult {
             RequestResult::TooLarge => "too_large",
             RequestResult::Internal => "internal",
             RequestResult::Throttled => "throttled",
+            RequestResult::OriginError => "origin_error",
         }
     }
 }
@@ -72,6 +77,46 @@ pub static COPROCESSOR_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     // yet is 0 rather than absent.
     for r in RequestResult::ALL {
         c.with_label_values(&[r.as_str()]);
+    }
+    c
+});
+
+/// `stratus_worker_delegate_requests_total{result}`: `POST /delegate/coprocessor` requests by
+/// how they ended (the labels of [`RequestResult`]; `origin_error` when the owning server could
+/// not be asked or answered something unusable).
+pub static DELEGATE_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = register(
+        IntCounterVec::new(
+            Opts::new(
+                "stratus_worker_delegate_requests_total",
+                "Delegate-path coprocessor requests from clients by how they ended.",
+            ),
+            &["result"],
+        )
+        .expect("valid metric"),
+    );
+    for r in RequestResult::ALL {
+        c.with_label_values(&[r.as_str()]);
+    }
+    c
+});
+
+/// `stratus_worker_delegate_bytes_total{zone_relation}`: bytes of `DelegateResponse` bodies
+/// received from servers, by the server's zone (from the answer) relative to this worker's:
+/// same | cross | unknown (either has no zone label).
+pub static DELEGATE_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = register(
+        IntCounterVec::new(
+            Opts::new(
+                "stratus_worker_delegate_bytes_total",
+                "Bytes of delegate responses received from servers, by zone relation.",
+            ),
+            &["zone_relation"],
+        )
+        .expect("valid metric"),
+    );
+    for r in kvproto::delegate::ZONE_RELATIONS {
+        c.with_label_values(&[r]);
     }
     c
 });
@@ -210,6 +255,8 @@ pub static KEYSPACE_THROUGHPUT: LazyLock<GaugeVec> = LazyLock::new(|| {
 /// Touches every metric so that they are registered (and exported) before the first request.
 pub fn init() {
     LazyLock::force(&COPROCESSOR_REQUESTS);
+    LazyLock::force(&DELEGATE_REQUESTS);
+    LazyLock::force(&DELEGATE_BYTES);
     LazyLock::force(&REQUEST_BYTES);
     LazyLock::force(&RESPONSE_BYTES);
     LazyLock::force(&SNAPSHOT_REBUILD_SECONDS);

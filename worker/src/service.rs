@@ -7,6 +7,9 @@
 //!   the request's deadline ([`crate::cop_limiter`]). Error answers carry a one-line reason.
 //!   Between decoding and running, `cop-topn-max-pushdown-rows` may set the request's paging
 //!   ([`crate::topn_paging`]) and the cop-limiter may make it wait.
+//! * `POST /delegate/coprocessor`: the delegate path, a client's `cop::proto::Request` in, a
+//!   `cop::proto::Response` out; the `x-stratus-region-server` header names the base URL of
+//!   the server owning the region (see [`crate::delegate`] for the answers).
 //! * `GET /config`: the effective config (TOML).
 //! * `GET /status`: JSON `{"role":"worker","addr","labels","uptime_secs","requests",
 //!   "in_flight","dfs","keyspace_throughput","cop_limiter"}`: `keyspace_throughput` maps each
@@ -43,6 +46,10 @@ use crate::topn_paging;
 pub fn router(state: Arc<WorkerState>) -> Router {
     Router::new()
         .route(paths::COPROCESSOR, post(coprocessor_handler))
+        .route(
+            paths::DELEGATE_COPROCESSOR,
+            post(crate::delegate::delegate_handler),
+        )
         .route(paths::CONFIG, get(config_handler))
         .route(paths::STATUS, get(status_handler))
         .route(paths::METRICS, get(::service::http::metrics_handler))
@@ -93,7 +100,7 @@ async fn coprocessor_answer(
     body: Body,
 ) -> (RequestResult, Response) {
     let limit = state.config().max_request_bytes();
-    let body = match read_body(headers, body, limit).await {
+    let body = match read_body(headers, body, limit, "offload body").await {
         Ok(body) => body,
         Err(e) => return (e.result, e.error.into_response()),
     };
@@ -181,20 +188,25 @@ fn offload_error_answer(e: OffloadError) -> (RequestResult, Response) {
 }
 
 /// A body that could not be read, and how to count it.
-struct BodyError {
-    result: RequestResult,
-    error: HttpError,
+pub(crate) struct BodyError {
+    pub(crate) result: RequestResult,
+    pub(crate) error: HttpError,
 }
 
 /// Reads the whole body, never more than `limit` bytes: a declared length above it is refused
 /// before reading, and a body that streams past it is cut off at the limit.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, BodyError> {
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    what: &str,
+) -> Result<Bytes, BodyError> {
     let too_large = |found: String| BodyError {
         result: RequestResult::TooLarge,
         error: HttpError {
             status: StatusCode::PAYLOAD_TOO_LARGE,
             message: format!(
-                "offload body too large: expected at most {limit} bytes \
+                "{what} too large: expected at most {limit} bytes \
                  (worker.max-request-size), found {found}"
             ),
         },
@@ -214,7 +226,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
         Err(e) => Err(BodyError {
             result: RequestResult::BadRequest,
             error: HttpError::bad_request(format!(
-                "cannot read the offload body: {}",
+                "cannot read the {what}: {}",
                 crate::error_chain(e.as_ref())
             )),
         }),

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use kvengine::{Dfs, MokaBlockCache};
-use service::ConfigError;
+use service::{ConfigError, HttpClient};
 
 use crate::config::WorkerConfig;
 use crate::cop_limiter::{CopLimiter, MemorySource, SystemMemory};
@@ -45,6 +45,9 @@ pub struct WorkerState {
     requests: AtomicU64,
     /// `/coprocessor` requests not yet answered.
     in_flight: AtomicI64,
+    /// Calls servers on the delegate path (made on first use; answers up to
+    /// `worker.max-request-size`).
+    client: OnceLock<HttpClient>,
 }
 
 impl WorkerState {
@@ -84,6 +87,7 @@ impl WorkerState {
             bound: OnceLock::new(),
             requests: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
+            client: OnceLock::new(),
         }
     }
 
@@ -102,6 +106,12 @@ impl WorkerState {
 
     pub fn block_cache(&self) -> Option<&Arc<dyn sst::BlockCache>> {
         self.block_cache.as_ref()
+    }
+
+    /// The HTTP client the delegate path asks servers with.
+    pub fn client(&self) -> &HttpClient {
+        self.client
+            .get_or_init(|| HttpClient::new(self.config.max_request_bytes()))
     }
 
     pub fn limiter(&self) -> &CopLimiter {

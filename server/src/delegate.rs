@@ -1,0 +1,81 @@
+//! `POST /delegate`: the server's half of the delegate path ("first way"). A worker that a
+//! client sent a coprocessor request to asks the server owning the region for what a read
+//! needs; the server runs the checks it runs before an offload and answers a
+//! [`DelegateResponse`] (`kvproto::delegate` documents the fields):
+//!
+//! 1. region and epoch, memory locks (raising max_ts), the snapshot, the request's own checks
+//!    ([`Coprocessor::checked_snapshot`], as for `POST /coprocessor`): a region error or
+//!    `locked` is the answer;
+//! 2. the LOCK CF scan and the snapshot description ([`crate::remote_snapshot::ship`], as
+//!    before an offload): a blocking lock answers `locked`; otherwise the memtable rows, the
+//!    ChangeSet, the origin's data version and the cacheability evidence (newer versions left
+//!    out, non-blocking locks seen).
+//!
+//! The cache fields of the request are ignored: a delegate answer is never a cache hit. The
+//! snapshot is not kept alive past the answer, so a compaction may delete a listed file
+//! before the worker opens it; the worker then fails (502) and the client retries.
+
+use cop::proto::Request;
+use kvproto::delegate::{DelegateRequest, DelegateResponse};
+
+use crate::coprocessor::Coprocessor;
+use crate::remote_snapshot::{ShipError, ship};
+
+/// The label of `stratus_server_delegate_requests_total{result}` for `resp`.
+pub fn result_label(resp: &DelegateResponse) -> &'static str {
+    if resp.region_error.is_some() {
+        "region_error"
+    } else if resp.locked.is_some() {
+        "locked"
+    } else if !resp.other_error.is_empty() {
+        "error"
+    } else {
+        "ok"
+    }
+}
+
+/// Answers `req` for a server in `server_zone` (see the module docs). Blocking.
+pub fn answer(cop: &Coprocessor, req: &DelegateRequest, server_zone: &str) -> DelegateResponse {
+    let mut resp = match &req.request {
+        Some(request) => snapshot_answer(cop, request),
+        None => DelegateResponse {
+            other_error: "delegate request without a coprocessor request: expected field 1".into(),
+            ..DelegateResponse::default()
+        },
+    };
+    resp.server_zone = server_zone.to_string();
+    resp
+}
+
+fn snapshot_answer(cop: &Coprocessor, req: &Request) -> DelegateResponse {
+    let snap = match cop.checked_snapshot(req) {
+        Ok(snap) => snap,
+        Err(refused) => {
+            let refused = *refused;
+            return DelegateResponse {
+                region_error: refused.region_error,
+                locked: refused.locked,
+                other_error: refused.other_error,
+                ..DelegateResponse::default()
+            };
+        }
+    };
+    match ship(req, &snap) {
+        Ok(shipment) => DelegateResponse {
+            memtable_data: shipment.memtable_data,
+            changeset: shipment.changeset.into(),
+            data_version: shipment.data_version,
+            newer_versions_seen: shipment.newer_versions_seen,
+            locks_seen: shipment.locks_seen,
+            ..DelegateResponse::default()
+        },
+        Err(ShipError::Locked(lock)) => DelegateResponse {
+            locked: Some(cop::handler::lock_info(&lock)),
+            ..DelegateResponse::default()
+        },
+        Err(ShipError::Failed(detail)) => DelegateResponse {
+            other_error: detail,
+            ..DelegateResponse::default()
+        },
+    }
+}
