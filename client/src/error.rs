@@ -17,6 +17,9 @@ pub struct ConfigError {
 pub enum Error {
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A wrong system variable name or value (`SET`).
+    #[error(transparent)]
+    Variable(#[from] crate::variables::VariableError),
     /// A request did not reach the peer, timed out, or came back with a non-200 status or a
     /// body that does not decode.
     #[error("request to a cluster node failed: url={url}")]
@@ -108,6 +111,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Config(_) => ErrorKind::Config,
+            Error::Variable(_) => ErrorKind::Invalid,
             Error::Transport { .. } | Error::BadStatus { .. } | Error::Decode { .. } => {
                 ErrorKind::Transport
             }

@@ -15,10 +15,11 @@
 //! * [`node_selection`]: the `tidb_tiflash_node_selection_policy` variable and the choice of
 //!   one worker per region of a multi-region request, by zone, liveness and load (pure, no
 //!   I/O);
+//! * [`variables`]: the session's system variables (`stratus_remote_coprocessor`,
+//!   `tidb_tiflash_node_selection_policy`), GLOBAL values stored in the cluster;
 //! * [`transport`]: protobuf over HTTP; [`metrics`]; [`error`].
 //!
-//! Not built yet: the delegate path (the client sending a region's request to a worker) and
-//! the session variables around node selection.
+//! Not built yet: the delegate path (the client sending a region's request to a worker).
 
 pub mod config;
 pub mod cop_cache;
@@ -30,6 +31,7 @@ pub mod node_selection;
 pub mod paging;
 pub mod region_cache;
 pub mod transport;
+pub mod variables;
 pub mod worker_liveness;
 
 pub use config::{ClientConfig, CopCacheConfig, PagingConfig};
@@ -41,3 +43,4 @@ pub use node_selection::{
     UnknownPolicyError, WorkerNode, select_nodes,
 };
 pub use paging::{Client, CopResult, CopStats, PageRows};
+pub use variables::{Scope, Session, Setting, VariableError, Variables};

@@ -199,7 +199,7 @@ impl LockResolver<'_> {
     }
 
     /// The server owning `key` (reloading the region cache once if no region holds it).
-    async fn server_of(&self, key: &[u8]) -> Result<String> {
+    pub(crate) async fn server_of(&self, key: &[u8]) -> Result<String> {
         if let Some(r) = self.regions.lookup(key) {
             return Ok(r.server);
         }

@@ -201,6 +201,10 @@ impl Client {
         &self.config
     }
 
+    pub(crate) fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
     pub fn region_cache(&self) -> &RegionCache {
         &self.regions
     }
@@ -233,7 +237,7 @@ impl Client {
         self.lock_resolver().current_ts().await
     }
 
-    fn lock_resolver(&self) -> LockResolver<'_> {
+    pub(crate) fn lock_resolver(&self) -> LockResolver<'_> {
         LockResolver {
             transport: &self.transport,
             regions: &self.regions,
