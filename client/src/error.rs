@@ -1,6 +1,7 @@
 //! The client's errors. A caller matches on a small set of kinds ([`Error::kind`]): config,
 //! transport, region (the region map never settled), locked (a lock outlived the wait), cache
-//! protocol, evaluation, server.
+//! protocol, evaluation, server, node selection (the delegate path found no worker the policy
+//! allows).
 
 use std::time::Duration;
 
@@ -84,6 +85,11 @@ pub enum Error {
         #[source]
         source: cop::CodecError,
     },
+    /// The delegate path could not choose workers (no alive worker, none in the entry node's
+    /// zone, or too many regions without a local replica under `only_local_zone_nodes`). The
+    /// text is the operator-facing message, verbatim (operators search logs for it).
+    #[error(transparent)]
+    NodeSelection(#[from] crate::node_selection::NodeSelectionError),
     /// The DAG asks for a final merge the client does not implement.
     #[error("unsupported final merge: {what}")]
     UnsupportedMerge { what: String },
@@ -105,6 +111,9 @@ pub enum ErrorKind {
     Eval,
     /// The request cannot be served as built.
     Invalid,
+    /// No worker the node selection policy allows can serve the request now: wait for
+    /// workers, or change the policy (or turn the delegate path off).
+    NodeSelection,
 }
 
 impl Error {
@@ -119,6 +128,7 @@ impl Error {
             Error::LockWaitTimeout { .. } => ErrorKind::Locked,
             Error::CacheHitWithoutEntry { .. } => ErrorKind::CacheProtocol,
             Error::Eval { .. } => ErrorKind::Eval,
+            Error::NodeSelection(_) => ErrorKind::NodeSelection,
             Error::TxnCommand { .. }
             | Error::Server { .. }
             | Error::SelectDecode { .. }

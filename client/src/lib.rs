@@ -17,12 +17,14 @@
 //!   I/O);
 //! * [`variables`]: the session's system variables (`stratus_remote_coprocessor`,
 //!   `tidb_tiflash_node_selection_policy`), GLOBAL values stored in the cluster;
+//! * [`delegate`]: the delegate path: with `stratus_remote_coprocessor` ON,
+//!   [`Session::coprocessor`] sends each region's pages to the worker node selection chose, at
+//!   its `POST /delegate/coprocessor`, through the same paging driver;
 //! * [`transport`]: protobuf over HTTP; [`metrics`]; [`error`].
-//!
-//! Not built yet: the delegate path (the client sending a region's request to a worker).
 
 pub mod config;
 pub mod cop_cache;
+pub mod delegate;
 pub mod error;
 pub mod final_merge;
 pub mod lock_resolver;
@@ -42,5 +44,5 @@ pub use node_selection::{
     Assignment, NodeSelectionError, NodeSelectionPolicy, RegionReplicas, Selection,
     UnknownPolicyError, WorkerNode, select_nodes,
 };
-pub use paging::{Client, CopResult, CopStats, PageRows};
+pub use paging::{Client, CopResult, CopStats, PageRows, ServedBy};
 pub use variables::{Scope, Session, Setting, VariableError, Variables};

@@ -22,8 +22,13 @@
 //! 6. The rows of every page, in page order, go through the final merge
 //!    ([`crate::final_merge`]). A Limit root also ends a region task once the task returned
 //!    `limit` rows (any `limit` rows are a valid answer).
+//!
+//! Where a task's pages go is its [`ServedBy`]: the owning server (`POST /coprocessor`,
+//! [`Client::coprocessor`]) or a worker chosen by node selection (`POST /delegate/coprocessor`,
+//! the delegate path, [`crate::delegate`]). Everything above applies to both; only the send
+//! and the cache lookup differ (a worker never answers a cache hit).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -37,6 +42,7 @@ use cop::proto::{
     self, Context, DagRequest, ExecType, KeyRange, RegionErrorKind, Request, Response,
     SelectResponse,
 };
+use kvproto::delegate::REGION_SERVER_HEADER;
 use kvproto::paths;
 use parking_lot::Mutex;
 use prost::Message;
@@ -46,15 +52,41 @@ use crate::cop_cache::{CacheEntry, CacheKey, Candidate, CopCache};
 use crate::error::{Error, Result};
 use crate::final_merge::FinalMerge;
 use crate::lock_resolver::{LockResolver, ResolveOutcome};
-use crate::node_selection::WorkerNode;
+use crate::node_selection::{NodeSelectionPolicy, WorkerNode};
 use crate::region_cache::{CachedRegion, RegionCache};
 use crate::transport::Transport;
 use crate::worker_liveness::WorkerLiveness;
+
+/// The node a region task's pages are sent to, and so the node that computed a page.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ServedBy {
+    /// The server owning the region (`POST /coprocessor`; it may offload the page itself).
+    Server,
+    /// A worker on the delegate path (`POST /delegate/coprocessor`).
+    Worker {
+        /// The worker's id: its index in the config's `workers`.
+        id: u64,
+        /// Its base URL.
+        addr: String,
+    },
+}
+
+impl ServedBy {
+    /// The worker's id, if a worker.
+    pub fn worker_id(&self) -> Option<u64> {
+        match self {
+            ServedBy::Server => None,
+            ServedBy::Worker { id, .. } => Some(*id),
+        }
+    }
+}
 
 /// The rows one page contributed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PageRows {
     pub region_id: u64,
+    /// Where the page was computed (or, for a cache hit, confirmed).
+    pub served_by: ServedBy,
     /// The page's index within its region task (0 = first page).
     pub page_index: u64,
     /// Answered by a cache hit.
@@ -84,6 +116,27 @@ pub struct CopResult {
     pub pages: Vec<PageRows>,
     pub merge: FinalMerge,
     pub stats: CopStats,
+    /// Warnings for the caller (later `SHOW WARNINGS`): node selection's on the delegate
+    /// path, none on the server path.
+    pub warnings: Vec<String>,
+}
+
+impl CopResult {
+    /// The regions each worker served, by worker id (region ids ascending, each once); pages
+    /// served by servers are left out.
+    pub fn regions_by_worker(&self) -> BTreeMap<u64, Vec<u64>> {
+        let mut by: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for p in &self.pages {
+            if let Some(w) = p.served_by.worker_id() {
+                by.entry(w).or_default().push(p.region_id);
+            }
+        }
+        for ids in by.values_mut() {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        by
+    }
 }
 
 /// The entry node's handle on the cluster. Share it (`Arc`) between tasks: every method takes
@@ -105,6 +158,9 @@ struct RegionTask {
     /// by a child index each time a region error re-split it.
     order: Vec<u32>,
     region: CachedRegion,
+    /// Where its pages go. The children of a re-split keep it: a region never moves between
+    /// servers, so a child's replica zones are its parent's and the choice still holds.
+    target: ServedBy,
     ranges: Vec<KeyRange>,
     paging_size: u64,
     page_index: u64,
@@ -159,6 +215,15 @@ enum TaskEnd {
     Done,
     /// A region error: these ranges are left, to be re-split.
     Resplit(Box<RegionTask>),
+}
+
+/// How a request's region tasks choose their node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dispatch {
+    /// Every region to its owning server.
+    Servers,
+    /// Every region to a worker chosen by node selection under this policy.
+    Workers(NodeSelectionPolicy),
 }
 
 /// Longest sleep between two attempts (busy region, live lock).
@@ -267,6 +332,19 @@ impl Client {
         start_ts: u64,
         on_page: &mut (dyn FnMut(&PageRows) + Send),
     ) -> Result<CopResult> {
+        self.drive(dag, ranges, start_ts, Dispatch::Servers, on_page)
+            .await
+    }
+
+    /// The paging driver, sending each region task where `dispatch` says.
+    pub(crate) async fn drive(
+        &self,
+        dag: &DagRequest,
+        ranges: Vec<KeyRange>,
+        start_ts: u64,
+        dispatch: Dispatch,
+        on_page: &mut (dyn FnMut(&PageRows) + Send),
+    ) -> Result<CopResult> {
         let merge = FinalMerge::plan(dag)?;
         let data = Bytes::from(dag.encode_to_vec());
         let desc = scan_is_desc(dag);
@@ -277,14 +355,19 @@ impl Client {
         if self.regions.is_empty() {
             self.refresh_regions().await?;
         }
-        let mut queue: VecDeque<RegionTask> = self
-            .regions
-            .split_ranges(&ranges)?
+        let split = self.regions.split_ranges(&ranges)?;
+        let (targets, warnings) = match dispatch {
+            Dispatch::Servers => (vec![ServedBy::Server; split.len()], Vec::new()),
+            Dispatch::Workers(policy) => self.choose_workers(policy, &split).await?,
+        };
+        let mut queue: VecDeque<RegionTask> = split
             .into_iter()
+            .zip(targets)
             .enumerate()
-            .map(|(i, rr)| RegionTask {
+            .map(|(i, (rr, target))| RegionTask {
                 order: vec![i as u32],
                 region: rr.region,
+                target,
                 ranges: rr.ranges,
                 paging_size: self.config.paging.initial_size,
                 page_index: 0,
@@ -343,7 +426,26 @@ impl Client {
             pages,
             merge,
             stats,
+            warnings,
         })
+    }
+
+    /// Sends one page's request to the task's node.
+    async fn send_page(&self, task: &RegionTask, req: &Request) -> Result<Response> {
+        let what = "coprocessor response";
+        match &task.target {
+            ServedBy::Server => {
+                self.transport
+                    .post(&task.region.server, paths::COPROCESSOR, req, what)
+                    .await
+            }
+            ServedBy::Worker { addr, .. } => {
+                let headers = [(REGION_SERVER_HEADER, task.region.server.as_str())];
+                self.transport
+                    .post_with_headers(addr, paths::DELEGATE_COPROCESSOR, &headers, req, what)
+                    .await
+            }
+        }
     }
 
     /// Pages through one region task until it is done or a region error ends it.
@@ -361,7 +463,12 @@ impl Client {
         let mut lock_wait_started: Option<Instant> = None;
         loop {
             let key = CacheKey::new(proto::REQ_TYPE_DAG, data, &task.ranges, true);
-            let entry = self.cache.lookup(&key, region_id, start_ts);
+            // A worker never answers a hit: no lookup, so no `cache_if_match_version` (and a
+            // hit from a worker is a protocol error below).
+            let entry = match task.target {
+                ServedBy::Server => self.cache.lookup(&key, region_id, start_ts),
+                ServedBy::Worker { .. } => None,
+            };
             let req = Request {
                 context: Some(Context {
                     region_id,
@@ -377,15 +484,7 @@ impl Client {
                 paging_size: task.paging_size,
             };
             let t0 = Instant::now();
-            let resp: Response = self
-                .transport
-                .post(
-                    &task.region.server,
-                    paths::COPROCESSOR,
-                    &req,
-                    "coprocessor response",
-                )
-                .await?;
+            let resp = self.send_page(&task, &req).await?;
             let wall = t0.elapsed();
             stats.requests += 1;
             if let Some(err) = resp.region_error {
@@ -478,6 +577,7 @@ impl Client {
             task.rows += rows.len() as u64;
             let page = PageRows {
                 region_id,
+                served_by: task.target.clone(),
                 page_index: task.page_index,
                 from_cache,
                 resumed: range.is_some(),
@@ -581,6 +681,37 @@ mod tests {
             decode_rows(&failed.encode_to_vec(), 1),
             Err(Error::Eval { code: 1690, .. })
         ));
+    }
+
+    #[test]
+    fn regions_by_worker_lists_each_region_once_and_leaves_server_pages_out() {
+        let page = |region_id, served_by: ServedBy| PageRows {
+            region_id,
+            served_by,
+            page_index: 0,
+            from_cache: false,
+            resumed: false,
+            rows: Vec::new(),
+        };
+        let w = |id| ServedBy::Worker {
+            id,
+            addr: format!("http://w{id}"),
+        };
+        let result = CopResult {
+            rows: Vec::new(),
+            pages: vec![
+                page(7, w(1)),
+                page(7, w(1)),
+                page(3, w(1)),
+                page(5, w(0)),
+                page(9, ServedBy::Server),
+            ],
+            merge: FinalMerge::Concat,
+            stats: CopStats::default(),
+            warnings: Vec::new(),
+        };
+        let by: Vec<(u64, Vec<u64>)> = result.regions_by_worker().into_iter().collect();
+        assert_eq!(by, vec![(0, vec![5]), (1, vec![3, 7])]);
     }
 
     #[test]

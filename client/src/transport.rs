@@ -44,6 +44,33 @@ impl Transport {
         decode(url, reply, what)
     }
 
+    /// [`Transport::post`] with extra request headers (a worker's delegate endpoint needs the
+    /// owning server's address in one).
+    pub async fn post_with_headers<Req: Message, Resp: Message + Default>(
+        &self,
+        base: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        req: &Req,
+        what: &'static str,
+    ) -> Result<Resp> {
+        let url = format!("{base}{path}");
+        let reply = self
+            .http
+            .post_with_headers(
+                &url,
+                Bytes::from(req.encode_to_vec()),
+                headers,
+                self.timeout,
+            )
+            .await
+            .map_err(|source| Error::Transport {
+                url: url.clone(),
+                source,
+            })?;
+        decode(url, reply, what)
+    }
+
     /// GETs `base + path`; the decoded 200 body.
     pub async fn get<Resp: Message + Default>(
         &self,

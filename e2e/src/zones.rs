@@ -163,3 +163,11 @@ pub fn dispatches(server: &ServerProc, relation: &str) -> f64 {
         &[("zone_relation", relation)],
     )
 }
+
+/// `stratus_worker_delegate_bytes_total{zone_relation}` summed over `workers`.
+pub fn workers_delegate_bytes(workers: &[WorkerProc], relation: &str) -> f64 {
+    workers
+        .iter()
+        .map(|w| worker_delegate_bytes(w, relation))
+        .sum()
+}

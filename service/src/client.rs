@@ -79,11 +79,25 @@ impl HttpClient {
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpReply, ClientError> {
-        self.call(Method::POST, url, body, timeout).await
+        self.call(Method::POST, url, body, &[], timeout).await
+    }
+
+    /// [`HttpClient::post`] with extra request headers (`name`, `value`), e.g. the region
+    /// server header of a worker's delegate endpoint. A name or value that is not a valid
+    /// header is an [`ClientError::InvalidUrl`] naming the URL.
+    pub async fn post_with_headers(
+        &self,
+        url: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Result<HttpReply, ClientError> {
+        self.call(Method::POST, url, body, headers, timeout).await
     }
 
     pub async fn get(&self, url: &str, timeout: Duration) -> Result<HttpReply, ClientError> {
-        self.call(Method::GET, url, Bytes::new(), timeout).await
+        self.call(Method::GET, url, Bytes::new(), &[], timeout)
+            .await
     }
 
     async fn call(
@@ -91,6 +105,7 @@ impl HttpClient {
         method: Method,
         url: &str,
         body: Bytes,
+        headers: &[(&str, &str)],
         timeout: Duration,
     ) -> Result<HttpReply, ClientError> {
         let uri: hyper::Uri = url.parse().map_err(|e| ClientError::InvalidUrl {
@@ -103,10 +118,14 @@ impl HttpClient {
                 reason: "expected an http:// or https:// URL".into(),
             });
         }
-        let req = Request::builder()
+        let mut builder = Request::builder()
             .method(method)
             .uri(uri)
-            .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
+            .header(hyper::header::CONTENT_TYPE, "application/x-protobuf");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let req = builder
             .body(Full::new(body))
             .map_err(|e| ClientError::InvalidUrl {
                 url: url.to_string(),
