@@ -21,6 +21,7 @@
 //!   [`Session::coprocessor`] sends each region's pages to the worker node selection chose, at
 //!   its `POST /delegate/coprocessor`, through the same paging driver;
 //! * [`transport`]: protobuf over HTTP; [`metrics`]; [`error`].
+//! * [`sql`]: the SQL front (CREATE TABLE, INSERT, SELECT over one table) on [`Client`].
 
 pub mod config;
 pub mod cop_cache;
@@ -32,6 +33,7 @@ pub mod metrics;
 pub mod node_selection;
 pub mod paging;
 pub mod region_cache;
+pub mod sql;
 pub mod transport;
 pub mod variables;
 pub mod worker_liveness;

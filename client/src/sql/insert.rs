@@ -1,0 +1,462 @@
+//! `INSERT INTO t [(cols)] VALUES (...), ...`: literal rows encoded as record key
+//! (`record_key(table_id, primary key)`) → row value (`encode_row` of every other given
+//! column), written as one transaction through the txn API ([`write`]): 1PC when the rows
+//! fall in one region, else a two-phase commit (Percolator: the first row's key is the
+//! primary).
+//!
+//! A primary key that already exists is refused, as in MySQL: a key visible at the insert's
+//! start_ts is found by a scan of exactly the inserted keys, one committed later makes the
+//! prewrite fail with a write conflict; duplicates inside one statement are refused while
+//! planning. Omitted columns are NULL; there are no defaults.
+//!
+//! Not built yet: resolving a lock in the way of the prewrite (the insert fails with the
+//! server's `Locked` error; retrying the statement after the lock TTL is safe).
+
+use std::collections::{BTreeMap, HashSet};
+
+use cop::codec::row::encode_row;
+use cop::codec::table::record_key;
+use cop::datum::Datum;
+use cop::proto::{self, DagRequest, ExecType, Executor, KeyRange};
+use kvproto::paths;
+use kvproto::txn::{
+    CommandResponse, CommitRequest, Mutation, Op, PrewriteRequest, PrewriteResponse,
+    RollbackRequest,
+};
+use sqlparser::ast::{self, SetExpr, TableObject, UnaryOperator, Value};
+
+use super::catalog::{SqlType, TableSchema};
+use super::{Result, SqlError, simple_name, unsupported};
+use crate::error::Error;
+use crate::paging::Client;
+
+/// Encoded rows ready to write.
+#[derive(Debug, Clone)]
+pub struct InsertPlan {
+    pub table: TableSchema,
+    /// (record key, row value), in statement order.
+    pub rows: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+pub(crate) fn table_name(ins: &ast::Insert) -> Result<String> {
+    match &ins.table {
+        TableObject::TableName(n) => simple_name(n, "table"),
+        other => Err(unsupported(format!(
+            "INSERT into a table function: {other}"
+        ))),
+    }
+}
+
+pub fn plan_insert(ins: &ast::Insert, table: TableSchema) -> Result<InsertPlan> {
+    if ins.or.is_some() || ins.ignore || ins.overwrite || ins.replace_into {
+        return Err(unsupported(
+            "INSERT modifiers (IGNORE / OR / OVERWRITE / REPLACE)",
+        ));
+    }
+    if ins.on.is_some() {
+        return Err(unsupported("INSERT ... ON DUPLICATE KEY / ON CONFLICT"));
+    }
+    if ins.returning.is_some() || ins.partitioned.is_some() || !ins.assignments.is_empty() {
+        return Err(unsupported("INSERT with RETURNING, PARTITION or SET"));
+    }
+    if ins.table_alias.is_some() {
+        return Err(unsupported("a table alias in INSERT"));
+    }
+    let Some(source) = &ins.source else {
+        return Err(unsupported("INSERT without VALUES"));
+    };
+    if source.with.is_some() || source.order_by.is_some() || source.limit_clause.is_some() {
+        return Err(unsupported("WITH / ORDER BY / LIMIT in INSERT"));
+    }
+    let SetExpr::Values(values) = source.body.as_ref() else {
+        return Err(unsupported("INSERT ... SELECT"));
+    };
+    let targets: Vec<usize> = if ins.columns.is_empty() {
+        (0..table.columns.len()).collect()
+    } else {
+        let mut t = Vec::with_capacity(ins.columns.len());
+        for c in &ins.columns {
+            let name = simple_name(c, "column")?;
+            let i = table
+                .column_index(&name)
+                .ok_or_else(|| SqlError::UnknownColumn {
+                    table: table.name.clone(),
+                    column: name.clone(),
+                })?;
+            if t.contains(&i) {
+                return Err(SqlError::BadValue {
+                    column: name,
+                    reason: "column listed twice".into(),
+                });
+            }
+            t.push(i);
+        }
+        t
+    };
+    let Some(pk_pos) = targets.iter().position(|&i| i == table.pk) else {
+        return Err(SqlError::BadValue {
+            column: table.columns[table.pk].name.clone(),
+            reason: "the primary key needs a value".into(),
+        });
+    };
+    let mut seen = HashSet::new();
+    let mut rows = Vec::with_capacity(values.rows.len());
+    for row in &values.rows {
+        if row.len() != targets.len() {
+            return Err(SqlError::BadValue {
+                column: "*".into(),
+                reason: format!(
+                    "a row has {} values for {} columns",
+                    row.len(),
+                    targets.len()
+                ),
+            });
+        }
+        let mut handle = 0;
+        let mut cols = Vec::with_capacity(targets.len());
+        for (pos, (&ci, e)) in targets.iter().zip(row.iter()).enumerate() {
+            let col = &table.columns[ci];
+            let d = literal(e, col.ty, &col.name)?;
+            if pos == pk_pos {
+                match d {
+                    Datum::Int(h) => handle = h,
+                    _ => {
+                        return Err(SqlError::BadValue {
+                            column: col.name.clone(),
+                            reason: "the primary key can't be NULL".into(),
+                        });
+                    }
+                }
+            } else {
+                cols.push((col.id, d));
+            }
+        }
+        if !seen.insert(handle) {
+            return Err(SqlError::DuplicateKey {
+                table: table.name.clone(),
+                key: handle,
+            });
+        }
+        let value = encode_row(&cols).map_err(|e| SqlError::BadValue {
+            column: "*".into(),
+            reason: format!("row does not encode: {e}"),
+        })?;
+        rows.push((record_key(table.id, handle), value));
+    }
+    Ok(InsertPlan { table, rows })
+}
+
+/// A literal for a column of type `ty`.
+fn literal(e: &ast::Expr, ty: SqlType, column: &str) -> Result<Datum> {
+    let bad = |reason: String| SqlError::BadValue {
+        column: column.to_string(),
+        reason,
+    };
+    let (negative, inner) = match e {
+        ast::Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => (true, expr.as_ref()),
+        other => (false, other),
+    };
+    let ast::Expr::Value(v) = inner else {
+        return Err(unsupported(format!(
+            "a non-literal value in INSERT: column={column} value={e}"
+        )));
+    };
+    match (&v.value, ty) {
+        (Value::Null, _) if !negative => Ok(Datum::Null),
+        (Value::Number(n, _), SqlType::Int | SqlType::BigInt) => {
+            let text = if negative { format!("-{n}") } else { n.clone() };
+            let x: i64 = text
+                .parse()
+                .map_err(|_| bad(format!("not a 64-bit integer: {text}")))?;
+            if ty == SqlType::Int && i32::try_from(x).is_err() {
+                return Err(bad(format!("out of INT range: {x}")));
+            }
+            Ok(Datum::Int(x))
+        }
+        (Value::Number(n, _), SqlType::Double) => {
+            let x: f64 = n.parse().map_err(|_| bad(format!("not a number: {n}")))?;
+            if !x.is_finite() {
+                return Err(bad(format!("not a finite number: {n}")));
+            }
+            Ok(Datum::Real(if negative { -x } else { x }))
+        }
+        (Value::SingleQuotedString(s) | Value::DoubleQuotedString(s), SqlType::Varchar)
+            if !negative =>
+        {
+            Ok(Datum::Bytes(s.clone().into_bytes()))
+        }
+        (other, ty) => Err(SqlError::Type {
+            reason: format!(
+                "value does not fit the column: column={column} type={} value={}{other}",
+                ty.name(),
+                if negative { "-" } else { "" }
+            ),
+        }),
+    }
+}
+
+/// Lock TTL of an insert's prewrite: how long a reader waits before it may roll back the
+/// locks of an insert whose client died.
+const LOCK_TTL_MS: u64 = 3_000;
+
+/// What [`write`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteOutcome {
+    pub rows: u64,
+    /// Committed in one phase (one server, one region).
+    pub one_pc: bool,
+    pub warnings: Vec<String>,
+}
+
+fn txn_err(command: &'static str, e: &kvproto::txn::KeyError) -> SqlError {
+    SqlError::Client(Error::TxnCommand {
+        command,
+        message: format!("kind={} {}", e.kind, e.message),
+    })
+}
+
+/// Writes the rows as one transaction: a prewrite per owning server (asking for 1PC when
+/// there is only one, which the server grants when the keys fall in one region), then, when
+/// that did not commit, the primary key's commit (the commit point) and the other keys'
+/// commits. A failed prewrite rolls back every key and is an error; a failed secondary commit
+/// after the commit point is a warning (readers roll those keys forward from the primary).
+pub async fn write(client: &Client, plan: &InsertPlan) -> Result<WriteOutcome> {
+    let Some((primary, _)) = plan.rows.first() else {
+        return Ok(WriteOutcome {
+            rows: 0,
+            one_pc: false,
+            warnings: Vec::new(),
+        });
+    };
+    let primary_server = client.lock_resolver().server_of(primary).await?;
+    let mut by_server: BTreeMap<String, Vec<Mutation>> = BTreeMap::new();
+    for (key, value) in &plan.rows {
+        let server = client.lock_resolver().server_of(key).await?;
+        by_server.entry(server).or_default().push(Mutation {
+            op: Op::Put as i32,
+            key: key.clone(),
+            value: value.clone(),
+        });
+    }
+    // The primary's server first: its locks must exist before any secondary's.
+    let mut groups: Vec<(String, Vec<Mutation>)> = by_server.into_iter().collect();
+    groups.sort_by_key(|(server, _)| *server != primary_server);
+    let single = groups.len() == 1;
+    let start_ts = client.current_ts().await?;
+    check_no_stored_duplicate(client, plan, start_ts).await?;
+    let rows = plan.rows.len() as u64;
+    let mut min_commit_ts = start_ts + 1;
+    for (i, (server, mutations)) in groups.iter().enumerate() {
+        let req = PrewriteRequest {
+            mutations: mutations.clone(),
+            primary: primary.clone(),
+            start_ts,
+            lock_ttl_ms: LOCK_TTL_MS,
+            txn_size: rows,
+            use_async_commit: false,
+            secondaries: Vec::new(),
+            try_one_pc: single,
+        };
+        let resp: PrewriteResponse = client
+            .transport()
+            .post(server, paths::PREWRITE, &req, "prewrite response")
+            .await?;
+        if let Some(e) = resp.error {
+            rollback(client, &groups[..=i], start_ts).await;
+            return Err(txn_err("prewrite", &e));
+        }
+        if single && resp.one_pc_commit_ts != 0 {
+            return Ok(WriteOutcome {
+                rows,
+                one_pc: true,
+                warnings: Vec::new(),
+            });
+        }
+        min_commit_ts = min_commit_ts.max(resp.min_commit_ts);
+    }
+    let commit_ts = client.current_ts().await?.max(min_commit_ts);
+    let commit = |server: String, keys: Vec<Vec<u8>>| async move {
+        let req = CommitRequest {
+            keys,
+            start_ts,
+            commit_ts,
+        };
+        let resp: CommandResponse = client
+            .transport()
+            .post(&server, paths::COMMIT, &req, "commit response")
+            .await?;
+        match resp.error {
+            Some(e) => Err(txn_err("commit", &e)),
+            None => Ok(()),
+        }
+    };
+    if let Err(e) = commit(primary_server.clone(), vec![primary.clone()]).await {
+        rollback(client, &groups, start_ts).await;
+        return Err(e);
+    }
+    let mut warnings = Vec::new();
+    for (server, mutations) in groups {
+        let keys: Vec<Vec<u8>> = mutations
+            .into_iter()
+            .map(|m| m.key)
+            .filter(|k| k != primary)
+            .collect();
+        if keys.is_empty() {
+            continue;
+        }
+        if let Err(e) = commit(server.clone(), keys).await {
+            warnings.push(format!(
+                "insert committed, but a secondary commit failed (readers resolve its locks): \
+                 server={server} error={e}"
+            ));
+        }
+    }
+    Ok(WriteOutcome {
+        rows,
+        one_pc: false,
+        warnings,
+    })
+}
+
+/// Refuses the insert if a row with one of its keys is visible at `start_ts`: a scan of
+/// exactly the inserted keys through the coprocessor. A row committed after `start_ts` is
+/// caught by the prewrite instead (a write conflict), so together they make INSERT refuse an
+/// existing primary key.
+async fn check_no_stored_duplicate(
+    client: &Client,
+    plan: &InsertPlan,
+    start_ts: u64,
+) -> Result<()> {
+    let mut keys: Vec<&Vec<u8>> = plan.rows.iter().map(|(k, _)| k).collect();
+    keys.sort();
+    let ranges = keys
+        .into_iter()
+        .map(|k| {
+            let mut end = k.clone();
+            end.push(0);
+            KeyRange::new(k.clone(), end)
+        })
+        .collect();
+    let pk = plan.table.column_infos().swap_remove(plan.table.pk);
+    let dag = DagRequest {
+        executors: vec![
+            Executor {
+                tp: ExecType::TableScan as i32,
+                tbl_scan: Some(proto::TableScan {
+                    table_id: plan.table.id,
+                    columns: vec![pk],
+                    desc: false,
+                }),
+                ..Executor::default()
+            },
+            Executor {
+                tp: ExecType::Limit as i32,
+                limit: Some(proto::Limit { limit: 1 }),
+                ..Executor::default()
+            },
+        ],
+        ..DagRequest::default()
+    };
+    let found = client.coprocessor(&dag, ranges, start_ts).await?;
+    match found.rows.first().and_then(|r| r.first()) {
+        Some(Datum::Int(handle)) => Err(SqlError::DuplicateKey {
+            table: plan.table.name.clone(),
+            key: *handle,
+        }),
+        Some(other) => Err(SqlError::CorruptCatalog {
+            table: plan.table.name.clone(),
+            reason: format!("a primary key that is not an integer: {other:?}"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Best-effort rollback of every key of `groups` (a reader resolves what is left after the
+/// lock TTL).
+async fn rollback(client: &Client, groups: &[(String, Vec<Mutation>)], start_ts: u64) {
+    for (server, mutations) in groups {
+        let req = RollbackRequest {
+            keys: mutations.iter().map(|m| m.key.clone()).collect(),
+            start_ts,
+        };
+        let r: crate::error::Result<CommandResponse> = client
+            .transport()
+            .post(server, paths::ROLLBACK, &req, "rollback response")
+            .await;
+        if let Err(e) = r {
+            tracing::warn!(server = %server, error = %e, "insert rollback failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::{Plan, parse, plan};
+
+    fn schema() -> TableSchema {
+        let Plan::CreateTable(mut s) = plan(
+            &parse("create table t (id bigint primary key, a int, d double, s varchar(10))")
+                .unwrap(),
+            &|_| None,
+        )
+        .unwrap() else {
+            unreachable!()
+        };
+        s.id = 9;
+        s
+    }
+
+    fn insert(sql: &str) -> Result<InsertPlan> {
+        let s = schema();
+        match plan(&parse(sql)?, &|n| (n == "t").then(|| s.clone()))? {
+            Plan::Insert(p) => Ok(p),
+            other => panic!("not an insert: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rows_are_keyed_by_the_primary_key() {
+        let p = insert("insert into t values (1, -2, 1.5, 'x'), (2, null, 3, null)").unwrap();
+        assert_eq!(p.rows.len(), 2);
+        assert_eq!(p.rows[0].0, record_key(9, 1));
+        assert_eq!(
+            p.rows[0].1,
+            encode_row(&[
+                (2, Datum::Int(-2)),
+                (3, Datum::Real(1.5)),
+                (4, Datum::Bytes(b"x".to_vec()))
+            ])
+            .unwrap()
+        );
+        let p = insert("insert into t (s, id) values ('y', 5)").unwrap();
+        assert_eq!(p.rows[0].0, record_key(9, 5));
+    }
+
+    #[test]
+    fn bad_rows_are_refused_naming_the_column() {
+        let e = insert("insert into t (a) values (1)").unwrap_err();
+        assert!(e.to_string().contains("column=id"), "{e}");
+        let e = insert("insert into t values (1, 'x', 1, 'y')").unwrap_err();
+        assert!(matches!(e, SqlError::Type { .. }), "{e}");
+        let e = insert("insert into t values (1, 3000000000, 1, 'y')").unwrap_err();
+        assert!(e.to_string().contains("out of INT range"), "{e}");
+        let e = insert("insert into t (id) values (1), (1)").unwrap_err();
+        assert!(matches!(e, SqlError::DuplicateKey { key: 1, .. }), "{e}");
+        let e = insert("insert into t (id, nope) values (1, 2)").unwrap_err();
+        assert!(matches!(e, SqlError::UnknownColumn { .. }), "{e}");
+        let e = insert("insert into t (id) values (1 + 1)").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("unsupported sql: a non-literal value"),
+            "{e}"
+        );
+        let e = insert("insert into t (id) select 1").unwrap_err();
+        assert!(e.to_string().contains("INSERT ... SELECT"), "{e}");
+        let e = insert("insert into u (id) values (1)").unwrap_err();
+        assert!(matches!(e, SqlError::UnknownTable { .. }), "{e}");
+    }
+}
