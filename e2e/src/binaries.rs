@@ -7,7 +7,9 @@
 //! from, the first lookup runs `$CARGO build -p server -p worker --bins` (once per test
 //! process): a test never runs a stale server, and up-to-date binaries cost no cargo run (a
 //! nested cargo may resolve features differently from the outer one and rebuild for minutes).
-//! With `E2E_NO_BUILD=1` the build runs only when a binary is missing.
+//! With `E2E_NO_BUILD=1` the build runs only when a binary is missing. The `stratus` command line
+//! is built the same way by its own `$CARGO build -p cli --bins`, stale when a source of the
+//! crates it links (client and below) or of `cli` is newer.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +19,8 @@ use std::time::SystemTime;
 pub const SERVER: &str = "stratus-server";
 pub const WORKER: &str = "stratus-worker";
 pub const TEST_S3: &str = "stratus-test-s3";
+/// The `stratus` command line, from package `cli` (built like the server and worker).
+pub const STRATUS: &str = "stratus";
 
 /// `target/<profile>/`: the directory of the running executable, or its parent when that is
 /// `deps/` (tests) or `examples/` (examples).
@@ -68,6 +72,46 @@ fn build_server_and_worker() -> Result<(), String> {
     }
 }
 
+/// The outcome of the one `stratus` build per process: `Err(output)` when cargo failed.
+static BUILD_CLI: OnceLock<Result<(), String>> = OnceLock::new();
+
+fn build_cli() -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let release = target_dir().file_name().is_some_and(|n| n == "release");
+    let mut args = vec!["build", "-p", "cli", "--bins"];
+    if release {
+        args.push("--release");
+    }
+    eprintln!("building stratus: {cargo} {}", args.join(" "));
+    let out = Command::new(&cargo)
+        .args(&args)
+        .current_dir(workspace_root())
+        .output()
+        .map_err(|e| format!("cannot run {cargo}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{cargo} build -p cli --bins` failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// The crates `stratus` is built from (its sources decide staleness).
+const CLI_SOURCE_CRATES: [&str; 9] = [
+    "sst",
+    "memtable",
+    "changeset",
+    "kvengine",
+    "cop",
+    "kvproto",
+    "service",
+    "client",
+    "cli",
+];
+
 /// The crates the server and worker are built from (their sources decide staleness).
 const SOURCE_CRATES: [&str; 9] = [
     "sst",
@@ -88,8 +132,15 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The newest modification time among the sources, manifests and the lock file.
+/// The newest modification time among the server and worker sources, manifests and the lock
+/// file.
 fn newest_source() -> Option<SystemTime> {
+    newest_source_of(&SOURCE_CRATES)
+}
+
+/// The newest modification time among the sources and manifests of `crates` and the
+/// workspace manifest and lock file.
+fn newest_source_of(crates: &[&str]) -> Option<SystemTime> {
     fn walk(dir: &Path, newest: &mut Option<SystemTime>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
@@ -110,7 +161,7 @@ fn newest_source() -> Option<SystemTime> {
             newest = newest.max(Some(m));
         }
     }
-    for c in SOURCE_CRATES {
+    for c in crates {
         walk(&root.join(c).join("src"), &mut newest);
         if let Ok(m) = std::fs::metadata(root.join(c).join("Cargo.toml")).and_then(|m| m.modified())
         {
@@ -125,11 +176,16 @@ fn needs_build(path: &Path) -> bool {
     let Ok(built) = std::fs::metadata(path).and_then(|m| m.modified()) else {
         return true;
     };
-    newest_source().is_some_and(|newest| newest > built)
+    let newest = if path.file_name().is_some_and(|n| n == STRATUS) {
+        newest_source_of(&CLI_SOURCE_CRATES)
+    } else {
+        newest_source()
+    };
+    newest.is_some_and(|newest| newest > built)
 }
 
-/// The path of binary `name`; a missing or stale server or worker is built first (once per
-/// process).
+/// The path of binary `name`; a missing or stale server, worker or `stratus` is built first
+/// (once per process).
 pub fn binary(name: &str) -> PathBuf {
     let path = target_dir().join(name);
     let no_build = std::env::var_os("E2E_NO_BUILD").is_some_and(|v| v == "1");
@@ -143,6 +199,15 @@ pub fn binary(name: &str) -> PathBuf {
         match built {
             Ok(()) => {}
             // A failed build with binaries present: run them, but say so.
+            Err(e) if path.exists() => {
+                eprintln!("warning: running a possibly stale {name}: {e}");
+            }
+            Err(e) => panic!("{name} is missing from {}: {e}", path.display()),
+        }
+    }
+    if name == STRATUS && wanted {
+        match BUILD_CLI.get_or_init(build_cli) {
+            Ok(()) => {}
             Err(e) if path.exists() => {
                 eprintln!("warning: running a possibly stale {name}: {e}");
             }
