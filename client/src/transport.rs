@@ -32,16 +32,7 @@ impl Transport {
         req: &Req,
         what: &'static str,
     ) -> Result<Resp> {
-        let url = format!("{base}{path}");
-        let reply = self
-            .http
-            .post(&url, Bytes::from(req.encode_to_vec()), self.timeout)
-            .await
-            .map_err(|source| Error::Transport {
-                url: url.clone(),
-                source,
-            })?;
-        decode(url, reply, what)
+        self.post_with_headers(base, path, &[], req, what).await
     }
 
     /// [`Transport::post`] with extra request headers (a worker's delegate endpoint needs the

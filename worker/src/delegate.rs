@@ -29,7 +29,7 @@
 //! `stratus_worker_delegate_requests_total{result}`.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use ::service::http::HttpError;
 use axum::body::Body;
@@ -40,7 +40,6 @@ use cop::proto::{ExecDetails, Request};
 use kvproto::delegate::{DelegateRequest, DelegateResponse, REGION_SERVER_HEADER, zone_relation};
 use prost::Message;
 
-use crate::cop_limiter::{self, Admission, TokioClock};
 use crate::coprocessor::{Offload, OffloadError};
 use crate::metrics::{self, RequestResult};
 use crate::service::read_body;
@@ -118,24 +117,10 @@ async fn delegate_answer(
 
     // 2. Memory back-pressure.
     let config = state.config();
-    let deadline = cop_limiter::deadline_of(deadline_ms, Instant::now(), SystemTime::now());
-    if let Admission::Rejected {
-        rounds,
-        waited,
-        ratio,
-    } = state.limiter().admit(&TokioClock, deadline).await
-    {
-        let reason = format!(
-            "waited for worker memory (cop-limiter.high-mem-ratio) until the request's \
-             deadline: ratio={ratio:.3} high_mem_ratio={} rounds={rounds} waited_ms={}",
-            config.cop_limiter.high_mem_ratio,
-            waited.as_millis()
-        );
-        return (
-            RequestResult::Throttled,
-            HttpError::unavailable(reason).into_response(),
-        );
-    }
+    let deadline = match crate::service::admit(state, deadline_ms).await {
+        Ok(deadline) => deadline,
+        Err(rejected) => return rejected,
+    };
 
     // 3. Ask the owning server.
     let worker_zone = config.zone().to_string();

@@ -122,24 +122,8 @@ async fn coprocessor_answer(
         .context
         .as_ref()
         .map_or((0, 0), |c| (c.keyspace_id, c.deadline_ms));
-    let deadline = cop_limiter::deadline_of(deadline_ms, Instant::now(), SystemTime::now());
-    if let Admission::Rejected {
-        rounds,
-        waited,
-        ratio,
-    } = state.limiter().admit(&TokioClock, deadline).await
-    {
-        let reason = format!(
-            "waited for worker memory (cop-limiter.high-mem-ratio) until the request's \
-             deadline: ratio={ratio:.3} high_mem_ratio={} rounds={rounds} waited_ms={}",
-            config.cop_limiter.high_mem_ratio,
-            waited.as_millis()
-        );
-        tracing::debug!("{reason}");
-        return (
-            RequestResult::Throttled,
-            HttpError::unavailable(reason).into_response(),
-        );
+    if let Err(rejected) = admit(state, deadline_ms).await {
+        return rejected;
     }
     let worker = Arc::clone(state);
     let executed =
@@ -283,5 +267,35 @@ fn cop_limiter_status(state: &WorkerState) -> serde_json::Value {
             "limit_source": null,
             "high_mem_ratio": high,
         }),
+    }
+}
+
+/// Waits for the cop-limiter to admit a request with `deadline_ms` (0 = the default deadline);
+/// the 503 answer when memory stayed high until the deadline. Shared by `/coprocessor` and
+/// `/delegate/coprocessor`. Returns the deadline on admission.
+pub(crate) async fn admit(
+    state: &WorkerState,
+    deadline_ms: u64,
+) -> Result<Instant, (RequestResult, Response)> {
+    let deadline = cop_limiter::deadline_of(deadline_ms, Instant::now(), SystemTime::now());
+    match state.limiter().admit(&TokioClock, deadline).await {
+        Admission::Rejected {
+            rounds,
+            waited,
+            ratio,
+        } => {
+            let reason = format!(
+                "waited for worker memory (cop-limiter.high-mem-ratio) until the request's \
+                 deadline: ratio={ratio:.3} high_mem_ratio={} rounds={rounds} waited_ms={}",
+                state.config().cop_limiter.high_mem_ratio,
+                waited.as_millis()
+            );
+            tracing::debug!("{reason}");
+            Err((
+                RequestResult::Throttled,
+                HttpError::unavailable(reason).into_response(),
+            ))
+        }
+        Admission::Admitted { .. } => Ok(deadline),
     }
 }
