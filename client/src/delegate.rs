@@ -38,7 +38,7 @@ use cop::proto::{DagRequest, KeyRange};
 
 use crate::error::Result;
 use crate::node_selection::{NodeSelectionPolicy, RegionReplicas, select_nodes};
-use crate::paging::{Client, CopResult, Dispatch, ServedBy};
+use crate::paging::{Client, CopOptions, CopResult, Dispatch, ServedBy};
 use crate::region_cache::RegionRanges;
 use crate::variables::Session;
 
@@ -52,11 +52,27 @@ impl Client {
         start_ts: u64,
         policy: NodeSelectionPolicy,
     ) -> Result<CopResult> {
+        let opts = CopOptions::from_config(self.config());
+        self.delegate_coprocessor_with(dag, ranges, start_ts, policy, opts)
+            .await
+    }
+
+    /// [`Client::delegate_coprocessor`] with `opts` instead of the config's paging sizes and
+    /// cache use.
+    pub async fn delegate_coprocessor_with(
+        &self,
+        dag: &DagRequest,
+        ranges: Vec<KeyRange>,
+        start_ts: u64,
+        policy: NodeSelectionPolicy,
+        opts: CopOptions,
+    ) -> Result<CopResult> {
         self.drive(
             dag,
             ranges,
             start_ts,
             Dispatch::Workers(policy),
+            opts,
             &mut |_| {},
         )
         .await
@@ -101,7 +117,9 @@ impl Session<'_> {
     /// Runs `dag` over `ranges` (ascending, non-overlapping) at `start_ts`, as the session's
     /// variables say: `stratus_remote_coprocessor` OFF is [`Client::coprocessor`] (each region
     /// to its server); ON is [`Client::delegate_coprocessor`] under the session's
-    /// `tidb_tiflash_node_selection_policy`.
+    /// `tidb_tiflash_node_selection_policy`. Either way with the session's paging sizes
+    /// (`stratus_paging_initial_size`, `stratus_paging_max_size`) and cache use
+    /// (`stratus_cop_cache`).
     pub async fn coprocessor(
         &self,
         dag: &DagRequest,
@@ -109,12 +127,15 @@ impl Session<'_> {
         start_ts: u64,
     ) -> Result<CopResult> {
         let vars = self.variables();
+        let opts = vars.cop_options();
         if vars.remote_coprocessor {
             self.client
-                .delegate_coprocessor(dag, ranges, start_ts, vars.node_selection_policy)
+                .delegate_coprocessor_with(dag, ranges, start_ts, vars.node_selection_policy, opts)
                 .await
         } else {
-            self.client.coprocessor(dag, ranges, start_ts).await
+            self.client
+                .coprocessor_with(dag, ranges, start_ts, opts)
+                .await
         }
     }
 }

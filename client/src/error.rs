@@ -111,6 +111,8 @@ pub enum ErrorKind {
     Eval,
     /// The request cannot be served as built.
     Invalid,
+    /// A server refused a write for now (e.g. its region is splitting): retry shortly.
+    Busy,
     /// No worker the node selection policy allows can serve the request now: wait for
     /// workers, or change the policy (or turn the delegate path off).
     NodeSelection,

@@ -16,12 +16,14 @@
 //!   one worker per region of a multi-region request, by zone, liveness and load (pure, no
 //!   I/O);
 //! * [`variables`]: the session's system variables (`stratus_remote_coprocessor`,
-//!   `tidb_tiflash_node_selection_policy`), GLOBAL values stored in the cluster;
+//!   `tidb_tiflash_node_selection_policy`, `stratus_paging_initial_size`,
+//!   `stratus_paging_max_size`, `stratus_cop_cache`), GLOBAL values stored in the cluster;
 //! * [`delegate`]: the delegate path: with `stratus_remote_coprocessor` ON,
 //!   [`Session::coprocessor`] sends each region's pages to the worker node selection chose, at
 //!   its `POST /delegate/coprocessor`, through the same paging driver;
 //! * [`transport`]: protobuf over HTTP; [`metrics`]; [`error`].
-//! * [`sql`]: the SQL front (CREATE TABLE, INSERT, SELECT over one table) on [`Client`].
+//! * [`sql`]: the SQL front (CREATE TABLE, INSERT, UPDATE, DELETE, SELECT over one table,
+//!   EXPLAIN, SET, SHOW VARIABLES, SHOW WARNINGS) on a [`Session`].
 
 pub mod config;
 pub mod cop_cache;
@@ -46,5 +48,5 @@ pub use node_selection::{
     Assignment, NodeSelectionError, NodeSelectionPolicy, RegionReplicas, Selection,
     UnknownPolicyError, WorkerNode, select_nodes,
 };
-pub use paging::{Client, CopResult, CopStats, PageRows, ServedBy};
+pub use paging::{Client, CopOptions, CopResult, CopStats, PageRows, ServedBy};
 pub use variables::{Scope, Session, Setting, VariableError, Variables};

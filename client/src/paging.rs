@@ -23,6 +23,12 @@
 //!    ([`crate::final_merge`]). A Limit root also ends a region task once the task returned
 //!    `limit` rows (any `limit` rows are a valid answer).
 //!
+//! The paging sizes and the use of the cache can be overridden per request ([`CopOptions`],
+//! [`Client::coprocessor_with`]; a session's variables do so): with the cache off a request
+//! neither looks pages up nor offers them. Every page records where the server ran it (its
+//! exec details: `local`, `remote` and the worker, `fallback`, and the reason), which
+//! `EXPLAIN` reports.
+//!
 //! Where a task's pages go is its [`ServedBy`]: the owning server (`POST /coprocessor`,
 //! [`Client::coprocessor`]) or a worker chosen by node selection (`POST /delegate/coprocessor`,
 //! the delegate path, [`crate::delegate`]). Everything above applies to both; only the send
@@ -94,6 +100,40 @@ pub struct PageRows {
     /// Whether the page had a resume range (more of the region followed).
     pub resumed: bool,
     pub rows: Vec<Vec<Datum>>,
+    /// The base URL of the server owning the region.
+    pub server: String,
+    /// Where the server ran the page, from its exec details: `local`, `remote`, `fallback`,
+    /// `cache_hit`; empty when the answer carried none (a worker on the delegate path).
+    pub location: String,
+    /// The worker that ran it when `location` is `remote`; else empty.
+    pub remote_addr: String,
+    /// Why the server ran it where it did (its offload decision's reason); may be empty.
+    pub reason: String,
+}
+
+/// Per-request settings of the paging driver: the config's `paging` sizes and the use of the
+/// coprocessor cache, overridable per request (a session's `stratus_paging_initial_size`,
+/// `stratus_paging_max_size` and `stratus_cop_cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopOptions {
+    /// `paging_size` of a region task's first page (at least 1).
+    pub paging_initial_size: u64,
+    /// The most a page's `paging_size` doubles to (at least `paging_initial_size`).
+    pub paging_max_size: u64,
+    /// Look pages up in the coprocessor cache and offer computed pages to it. Off, a request
+    /// neither reads nor fills the cache (and asks the server for no cache version).
+    pub use_cache: bool,
+}
+
+impl CopOptions {
+    /// The config's paging sizes, with the cache on.
+    pub fn from_config(config: &ClientConfig) -> CopOptions {
+        CopOptions {
+            paging_initial_size: config.paging.initial_size,
+            paging_max_size: config.paging.max_size,
+            use_cache: true,
+        }
+    }
 }
 
 /// What a request cost.
@@ -175,6 +215,7 @@ struct RequestParts {
     start_ts: u64,
     desc: bool,
     limit: Option<u64>,
+    opts: CopOptions,
 }
 
 /// What one region task produced.
@@ -322,6 +363,18 @@ impl Client {
             .await
     }
 
+    /// [`Client::coprocessor`] with `opts` instead of the config's paging sizes and cache use.
+    pub async fn coprocessor_with(
+        &self,
+        dag: &DagRequest,
+        ranges: Vec<KeyRange>,
+        start_ts: u64,
+        opts: CopOptions,
+    ) -> Result<CopResult> {
+        self.drive(dag, ranges, start_ts, Dispatch::Servers, opts, &mut |_| {})
+            .await
+    }
+
     /// [`Client::coprocessor`], calling `on_page` with each page as soon as it is answered,
     /// before the next request is sent: progress reporting, and the point where tests change
     /// the cluster between two pages (split a region, write a row).
@@ -332,7 +385,8 @@ impl Client {
         start_ts: u64,
         on_page: &mut (dyn FnMut(&PageRows) + Send),
     ) -> Result<CopResult> {
-        self.drive(dag, ranges, start_ts, Dispatch::Servers, on_page)
+        let opts = CopOptions::from_config(&self.config);
+        self.drive(dag, ranges, start_ts, Dispatch::Servers, opts, on_page)
             .await
     }
 
@@ -343,6 +397,7 @@ impl Client {
         ranges: Vec<KeyRange>,
         start_ts: u64,
         dispatch: Dispatch,
+        opts: CopOptions,
         on_page: &mut (dyn FnMut(&PageRows) + Send),
     ) -> Result<CopResult> {
         let merge = FinalMerge::plan(dag)?;
@@ -369,7 +424,7 @@ impl Client {
                 region: rr.region,
                 target,
                 ranges: rr.ranges,
-                paging_size: self.config.paging.initial_size,
+                paging_size: opts.paging_initial_size.max(1),
                 page_index: 0,
                 region_retries: 0,
                 rows: 0,
@@ -380,6 +435,7 @@ impl Client {
             start_ts,
             desc,
             limit,
+            opts,
         };
         let on_page = Mutex::new(on_page);
         let concurrency = self.config.region_task_concurrency.max(1);
@@ -456,6 +512,8 @@ impl Client {
         on_page: &Mutex<&mut (dyn FnMut(&PageRows) + Send)>,
     ) -> Result<TaskOutput> {
         let (data, start_ts, desc, limit) = (&req.data, req.start_ts, req.desc, req.limit);
+        let use_cache = req.opts.use_cache;
+        let max_size = req.opts.paging_max_size.max(1);
         let mut pages = Vec::new();
         let mut stats = CopStats::default();
         let region_id = task.region.id();
@@ -466,8 +524,8 @@ impl Client {
             // A worker never answers a hit: no lookup, so no `cache_if_match_version` (and a
             // hit from a worker is a protocol error below).
             let entry = match task.target {
-                ServedBy::Server => self.cache.lookup(&key, region_id, start_ts),
-                ServedBy::Worker { .. } => None,
+                ServedBy::Server if use_cache => self.cache.lookup(&key, region_id, start_ts),
+                _ => None,
             };
             let req = Request {
                 context: Some(Context {
@@ -479,7 +537,7 @@ impl Client {
                 data: data.to_vec(),
                 start_ts,
                 ranges: task.ranges.clone(),
-                is_cache_enabled: true,
+                is_cache_enabled: use_cache,
                 cache_if_match_version: entry.as_ref().map_or(0, |e| e.data_version),
                 paging_size: task.paging_size,
             };
@@ -545,6 +603,8 @@ impl Client {
                 self.cache.record_hit(&key);
                 stats.cache_hits += 1;
                 (entry.data.clone(), entry.range.clone(), true)
+            } else if !use_cache {
+                (Bytes::from(resp.data), resp.range, false)
             } else {
                 self.cache.record_miss();
                 let page_data = Bytes::from(resp.data);
@@ -575,6 +635,7 @@ impl Client {
             };
             let rows = decode_rows(&page_data, region_id)?;
             task.rows += rows.len() as u64;
+            let details = resp.exec_details.unwrap_or_default();
             let page = PageRows {
                 region_id,
                 served_by: task.target.clone(),
@@ -582,6 +643,10 @@ impl Client {
                 from_cache,
                 resumed: range.is_some(),
                 rows,
+                server: task.region.server.clone(),
+                location: details.location,
+                remote_addr: details.remote_addr,
+                reason: details.reason,
             };
             (on_page.lock())(&page);
             pages.push(page);
@@ -602,10 +667,7 @@ impl Client {
                 });
             }
             task.page_index += 1;
-            task.paging_size = task
-                .paging_size
-                .saturating_mul(2)
-                .min(self.config.paging.max_size);
+            task.paging_size = task.paging_size.saturating_mul(2).min(max_size);
         }
     }
 }
@@ -692,6 +754,10 @@ mod tests {
             from_cache: false,
             resumed: false,
             rows: Vec::new(),
+            server: "http://s".into(),
+            location: String::new(),
+            remote_addr: String::new(),
+            reason: String::new(),
         };
         let w = |id| ServedBy::Worker {
             id,

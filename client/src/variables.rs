@@ -1,13 +1,19 @@
 //! System variables of an entry session: their names, values, scopes, and where GLOBAL values
 //! live.
 //!
-//! Two variables steer analytic requests:
+//! Five variables steer analytic requests ([`Session::coprocessor`]):
 //! * `stratus_remote_coprocessor` (`ON` | `OFF`, default `OFF`): send each region's request to
 //!   a worker (the delegate path) instead of its server;
 //! * `tidb_tiflash_node_selection_policy` (`all_nodes` (default) | `priority_local_zone_nodes`
-//!   | `only_local_zone_nodes`): which workers those requests go to (see `node_selection`).
+//!   | `only_local_zone_nodes`): which workers those requests go to (see `node_selection`);
+//! * `stratus_paging_initial_size` and `stratus_paging_max_size` (integers ≥ 1, initial ≤
+//!   max; defaults: the client config's `paging.initial-size` and `paging.max-size`): the
+//!   first page's `paging_size` and the most it doubles to. Small pages return the first rows
+//!   sooner and cost more round trips;
+//! * `stratus_cop_cache` (`ON` | `OFF`, default `ON`): whether requests look pages up in the
+//!   coprocessor cache and offer computed pages to it (`OFF` to measure uncached runs).
 //!
-//! Both have GLOBAL and SESSION scope. A GLOBAL value is stored in the cluster, so every entry
+//! All have GLOBAL and SESSION scope. A GLOBAL value is stored in the cluster, so every entry
 //! node sees it: one committed row per variable under the reserved key prefix
 //! [`GLOBAL_PREFIX`] (`m_sysvar_<name>`, value = the canonical value text; table data lives
 //! under `t` and never collides). A new session starts from the GLOBAL values read at its
@@ -23,14 +29,24 @@ use kvproto::paths;
 use kvproto::region::{KvPair, RawLoadRequest, RawLoadResponse};
 use kvproto::txn::{GetRequest, GetResponse};
 
+use crate::config::{ClientConfig, PagingConfig};
 use crate::error::{Error, Result};
 use crate::node_selection::{NodeSelectionPolicy, POLICY_VARIABLE};
-use crate::paging::Client;
+use crate::paging::{Client, CopOptions};
 
 pub const REMOTE_COPROCESSOR: &str = "stratus_remote_coprocessor";
 pub const NODE_SELECTION_POLICY: &str = POLICY_VARIABLE;
+pub const PAGING_INITIAL_SIZE: &str = "stratus_paging_initial_size";
+pub const PAGING_MAX_SIZE: &str = "stratus_paging_max_size";
+pub const COP_CACHE: &str = "stratus_cop_cache";
 /// Every variable an entry session knows.
-pub const NAMES: [&str; 2] = [REMOTE_COPROCESSOR, NODE_SELECTION_POLICY];
+pub const NAMES: [&str; 5] = [
+    REMOTE_COPROCESSOR,
+    NODE_SELECTION_POLICY,
+    PAGING_INITIAL_SIZE,
+    PAGING_MAX_SIZE,
+    COP_CACHE,
+];
 /// Key prefix of GLOBAL values in the cluster.
 pub const GLOBAL_PREFIX: &[u8] = b"m_sysvar_";
 
@@ -41,10 +57,20 @@ pub enum Scope {
 }
 
 /// A session's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Variables {
     pub remote_coprocessor: bool,
     pub node_selection_policy: NodeSelectionPolicy,
+    pub paging_initial_size: u64,
+    pub paging_max_size: u64,
+    pub cop_cache: bool,
+}
+
+impl Default for Variables {
+    /// The defaults under a default client config.
+    fn default() -> Variables {
+        Variables::with_paging(&PagingConfig::default())
+    }
 }
 
 /// One parsed assignment.
@@ -52,6 +78,9 @@ pub struct Variables {
 pub enum Setting {
     RemoteCoprocessor(bool),
     NodeSelectionPolicy(NodeSelectionPolicy),
+    PagingInitialSize(u64),
+    PagingMaxSize(u64),
+    CopCache(bool),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,21 +95,48 @@ pub enum VariableError {
     },
 }
 
+/// `ON`/`OFF` (also `1`/`0`, `true`/`false`).
+fn on_off(name: &'static str, value: &str) -> std::result::Result<bool, VariableError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        _ => Err(VariableError::BadValue {
+            name,
+            value: value.to_string(),
+            allowed: "ON,OFF".into(),
+        }),
+    }
+}
+
+/// An integer of at least 1.
+fn page_size(name: &'static str, value: &str) -> std::result::Result<u64, VariableError> {
+    match value.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(VariableError::BadValue {
+            name,
+            value: value.to_string(),
+            allowed: "an integer of at least 1".into(),
+        }),
+    }
+}
+
 impl Setting {
     /// Parses `name = value`.
     pub fn parse(name: &str, value: &str) -> std::result::Result<Setting, VariableError> {
         let name_lc = name.to_ascii_lowercase();
         let value_lc = value.trim().to_ascii_lowercase();
-        if name_lc == REMOTE_COPROCESSOR {
-            return match value_lc.as_str() {
-                "on" | "1" | "true" => Ok(Setting::RemoteCoprocessor(true)),
-                "off" | "0" | "false" => Ok(Setting::RemoteCoprocessor(false)),
-                _ => Err(VariableError::BadValue {
-                    name: REMOTE_COPROCESSOR,
-                    value: value.to_string(),
-                    allowed: "ON,OFF".into(),
-                }),
-            };
+        match name_lc.as_str() {
+            REMOTE_COPROCESSOR => {
+                return on_off(REMOTE_COPROCESSOR, value).map(Setting::RemoteCoprocessor);
+            }
+            COP_CACHE => return on_off(COP_CACHE, value).map(Setting::CopCache),
+            PAGING_INITIAL_SIZE => {
+                return page_size(PAGING_INITIAL_SIZE, value).map(Setting::PagingInitialSize);
+            }
+            PAGING_MAX_SIZE => {
+                return page_size(PAGING_MAX_SIZE, value).map(Setting::PagingMaxSize);
+            }
+            _ => {}
         }
         if name_lc == NODE_SELECTION_POLICY {
             return value_lc
@@ -105,15 +161,19 @@ impl Setting {
         match self {
             Setting::RemoteCoprocessor(_) => REMOTE_COPROCESSOR,
             Setting::NodeSelectionPolicy(_) => NODE_SELECTION_POLICY,
+            Setting::PagingInitialSize(_) => PAGING_INITIAL_SIZE,
+            Setting::PagingMaxSize(_) => PAGING_MAX_SIZE,
+            Setting::CopCache(_) => COP_CACHE,
         }
     }
 
     /// The canonical value text (what is stored and shown).
     pub fn value_text(&self) -> String {
         match self {
-            Setting::RemoteCoprocessor(true) => "ON".into(),
-            Setting::RemoteCoprocessor(false) => "OFF".into(),
+            Setting::RemoteCoprocessor(true) | Setting::CopCache(true) => "ON".into(),
+            Setting::RemoteCoprocessor(false) | Setting::CopCache(false) => "OFF".into(),
             Setting::NodeSelectionPolicy(p) => p.as_str().into(),
+            Setting::PagingInitialSize(n) | Setting::PagingMaxSize(n) => n.to_string(),
         }
     }
 }
@@ -125,25 +185,96 @@ impl fmt::Display for Setting {
 }
 
 impl Variables {
-    pub fn apply(&mut self, s: Setting) {
+    /// The defaults under `config` (its paging sizes).
+    pub fn from_config(config: &ClientConfig) -> Variables {
+        Variables::with_paging(&config.paging)
+    }
+
+    fn with_paging(paging: &PagingConfig) -> Variables {
+        Variables {
+            remote_coprocessor: false,
+            node_selection_policy: NodeSelectionPolicy::default(),
+            paging_initial_size: paging.initial_size,
+            paging_max_size: paging.max_size,
+            cop_cache: true,
+        }
+    }
+
+    /// Applies `s`, refusing a paging size that breaks `initial ≤ max` with the other one's
+    /// current value (nothing changes then).
+    pub fn apply(&mut self, s: Setting) -> std::result::Result<(), VariableError> {
+        let bad = |name, n: u64, allowed: String| VariableError::BadValue {
+            name,
+            value: n.to_string(),
+            allowed,
+        };
+        match s {
+            Setting::PagingInitialSize(n) if n > self.paging_max_size => {
+                return Err(bad(
+                    PAGING_INITIAL_SIZE,
+                    n,
+                    format!(
+                        "an integer from 1 to {PAGING_MAX_SIZE} ({})",
+                        self.paging_max_size
+                    ),
+                ));
+            }
+            Setting::PagingMaxSize(n) if n < self.paging_initial_size => {
+                return Err(bad(
+                    PAGING_MAX_SIZE,
+                    n,
+                    format!(
+                        "an integer of at least {PAGING_INITIAL_SIZE} ({})",
+                        self.paging_initial_size
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        self.apply_unchecked(s);
+        Ok(())
+    }
+
+    fn apply_unchecked(&mut self, s: Setting) {
         match s {
             Setting::RemoteCoprocessor(on) => self.remote_coprocessor = on,
             Setting::NodeSelectionPolicy(p) => self.node_selection_policy = p,
+            Setting::PagingInitialSize(n) => self.paging_initial_size = n,
+            Setting::PagingMaxSize(n) => self.paging_max_size = n,
+            Setting::CopCache(on) => self.cop_cache = on,
         }
+    }
+
+    /// Every variable's setting, in [`NAMES`] order.
+    pub fn settings(&self) -> [Setting; 5] {
+        [
+            Setting::RemoteCoprocessor(self.remote_coprocessor),
+            Setting::NodeSelectionPolicy(self.node_selection_policy),
+            Setting::PagingInitialSize(self.paging_initial_size),
+            Setting::PagingMaxSize(self.paging_max_size),
+            Setting::CopCache(self.cop_cache),
+        ]
     }
 
     /// The value of `name` as text, or an error for an unknown name.
     pub fn get(&self, name: &str) -> std::result::Result<String, VariableError> {
-        let setting = match name.to_ascii_lowercase().as_str() {
-            REMOTE_COPROCESSOR => Setting::RemoteCoprocessor(self.remote_coprocessor),
-            NODE_SELECTION_POLICY => Setting::NodeSelectionPolicy(self.node_selection_policy),
-            _ => {
-                return Err(VariableError::Unknown {
-                    name: name.to_string(),
-                });
-            }
-        };
-        Ok(setting.value_text())
+        let name_lc = name.to_ascii_lowercase();
+        self.settings()
+            .into_iter()
+            .find(|s| s.name() == name_lc)
+            .map(|s| s.value_text())
+            .ok_or_else(|| VariableError::Unknown {
+                name: name.to_string(),
+            })
+    }
+
+    /// The paging driver's settings for a request of this session.
+    pub fn cop_options(&self) -> CopOptions {
+        CopOptions {
+            paging_initial_size: self.paging_initial_size.max(1),
+            paging_max_size: self.paging_max_size.max(self.paging_initial_size).max(1),
+            use_cache: self.cop_cache,
+        }
     }
 }
 
@@ -155,9 +286,16 @@ pub fn global_key(name: &str) -> Vec<u8> {
 }
 
 impl Client {
-    /// Stores a GLOBAL value (validated first; nothing is written for a bad one).
+    /// Stores a GLOBAL value (validated first, paging sizes against the other GLOBAL one;
+    /// nothing is written for a bad one).
     pub async fn set_global_variable(&self, name: &str, value: &str) -> Result<Setting> {
         let setting = Setting::parse(name, value)?;
+        if matches!(
+            setting,
+            Setting::PagingInitialSize(_) | Setting::PagingMaxSize(_)
+        ) {
+            self.global_variables().await?.apply(setting)?;
+        }
         let key = global_key(setting.name());
         let server = self.lock_resolver().server_of(&key).await?;
         let req = RawLoadRequest {
@@ -179,11 +317,12 @@ impl Client {
         Ok(setting)
     }
 
-    /// The GLOBAL values stored in the cluster at a fresh timestamp, over the defaults. A
-    /// stored value that does not parse (written by something else) is an error naming it.
+    /// The GLOBAL values stored in the cluster at a fresh timestamp, over the defaults (of
+    /// this client's config). A stored value that does not parse (written by something else)
+    /// is an error naming it.
     pub async fn global_variables(&self) -> Result<Variables> {
         let ts = self.current_ts().await?;
-        let mut vars = Variables::default();
+        let mut vars = Variables::from_config(self.config());
         for name in NAMES {
             let key = global_key(name);
             let server = self.lock_resolver().server_of(&key).await?;
@@ -204,7 +343,9 @@ impl Client {
             }
             if resp.found {
                 let text = String::from_utf8_lossy(&resp.value);
-                vars.apply(Setting::parse(name, &text)?);
+                // Unchecked: the paging sizes were checked against each other when stored
+                // (and the paging driver never goes below the initial size).
+                vars.apply_unchecked(Setting::parse(name, &text)?);
             }
         }
         Ok(vars)
@@ -237,7 +378,7 @@ impl Session<'_> {
         match scope {
             Scope::Session => {
                 let s = Setting::parse(name, value)?;
-                self.vars.apply(s);
+                self.vars.apply(s)?;
                 Ok(s)
             }
             Scope::Global => self.client.set_global_variable(name, value).await,
@@ -290,7 +431,8 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "unknown system variable: name=\"tidb_mystery\" \
-             known=stratus_remote_coprocessor,tidb_tiflash_node_selection_policy"
+             known=stratus_remote_coprocessor,tidb_tiflash_node_selection_policy,\
+             stratus_paging_initial_size,stratus_paging_max_size,stratus_cop_cache"
         );
         assert!(Variables::default().get("tidb_mystery").is_err());
     }
@@ -300,6 +442,76 @@ mod tests {
         let v = Variables::default();
         assert_eq!(v.get(REMOTE_COPROCESSOR).unwrap(), "OFF");
         assert_eq!(v.get(NODE_SELECTION_POLICY).unwrap(), "all_nodes");
+        assert_eq!(v.get(COP_CACHE).unwrap(), "ON");
+    }
+
+    #[test]
+    fn paging_defaults_come_from_the_client_config() {
+        let mut cfg = ClientConfig::new(["127.0.0.1:9"]);
+        cfg.paging.initial_size = 7;
+        cfg.paging.max_size = 700;
+        let v = Variables::from_config(&cfg);
+        assert_eq!(v.get(PAGING_INITIAL_SIZE).unwrap(), "7");
+        assert_eq!(v.get("STRATUS_PAGING_MAX_SIZE").unwrap(), "700");
+        let o = v.cop_options();
+        assert_eq!((o.paging_initial_size, o.paging_max_size), (7, 700));
+        assert!(o.use_cache);
+    }
+
+    #[test]
+    fn paging_sizes_must_be_positive_integers_with_initial_at_most_max() {
+        for bad in ["0", "-3", "1.5", "lots"] {
+            let e = Setting::parse(PAGING_INITIAL_SIZE, bad).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "variable stratus_paging_initial_size can't be set to the value of \
+                     {bad:?}: allowed=an integer of at least 1"
+                )
+            );
+        }
+        let mut v = Variables::default();
+        let e = v
+            .apply(Setting::parse(PAGING_MAX_SIZE, "64").unwrap())
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("at least stratus_paging_initial_size (128)"),
+            "{e}"
+        );
+        v.apply(Setting::parse(PAGING_INITIAL_SIZE, "16").unwrap())
+            .unwrap();
+        v.apply(Setting::parse(PAGING_MAX_SIZE, "64").unwrap())
+            .unwrap();
+        let e = v
+            .apply(Setting::parse(PAGING_INITIAL_SIZE, "65").unwrap())
+            .unwrap_err();
+        assert!(e.to_string().contains("stratus_paging_initial_size"), "{e}");
+        assert!(
+            e.to_string().contains("stratus_paging_max_size (64)"),
+            "{e}"
+        );
+        assert_eq!(v.paging_initial_size, 16, "a refused value changes nothing");
+        let e = v
+            .apply(Setting::parse(PAGING_MAX_SIZE, "15").unwrap())
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("at least stratus_paging_initial_size"),
+            "{e}"
+        );
+        assert_eq!(v.paging_max_size, 64, "a refused value changes nothing");
+    }
+
+    #[test]
+    fn cop_cache_off_turns_the_cache_off_for_requests() {
+        let mut v = Variables::default();
+        v.apply(Setting::parse("Stratus_Cop_Cache", "off").unwrap())
+            .unwrap();
+        assert_eq!(v.get(COP_CACHE).unwrap(), "OFF");
+        assert!(!v.cop_options().use_cache);
+        let e = Setting::parse(COP_CACHE, "maybe").unwrap_err();
+        assert!(e.to_string().contains("allowed=ON,OFF"), "{e}");
     }
 
     #[test]

@@ -100,7 +100,7 @@ fn build_cli() -> Result<(), String> {
 }
 
 /// The crates `stratus` is built from (its sources decide staleness).
-const CLI_SOURCE_CRATES: [&str; 9] = [
+const CLI_SOURCE_CRATES: [&str; 11] = [
     "sst",
     "memtable",
     "changeset",
@@ -109,6 +109,8 @@ const CLI_SOURCE_CRATES: [&str; 9] = [
     "kvproto",
     "service",
     "client",
+    "server",
+    "worker",
     "cli",
 ];
 

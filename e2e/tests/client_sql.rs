@@ -1,10 +1,16 @@
 //! The SQL front against a real server: CREATE TABLE stores the schema in the cluster, INSERT
 //! writes a few hundred rows (NULLs included) over three regions, and SELECTs with every
 //! supported clause return what a reference evaluation over the inserted rows computes.
+//! UPDATE and DELETE change exactly the rows a model of the table says (every later SELECT is
+//! checked against the model), on the server path and on the delegate path; SET, SHOW
+//! VARIABLES, `SELECT @@var` and SHOW WARNINGS act on the engine's session; a write whose read
+//! is older than a row's last commit is a write conflict.
 
 use std::cmp::Ordering;
 
-use client::sql::{self, Engine, InsertPlan, Plan, QueryResult, SqlError, TableSchema, insert};
+use client::sql::{
+    self, Engine, InsertPlan, Plan, QueryResult, RowWrite, SqlError, TableSchema, insert,
+};
 use cop::codec::table::record_key;
 use cop::datum::Datum;
 use e2e::cluster::{Cluster, StoreKind};
@@ -134,6 +140,7 @@ fn create_insert_and_select_with_every_clause_match_a_reference_evaluation() {
         .unwrap()
         .expect("the schema is stored in the cluster");
     assert_eq!(schema.columns.len(), 4);
+    assert_eq!(schema.id, 1, "table ids are sequential from 1");
     assert!(matches!(
         fails(&c, "create table items (id int primary key)"),
         SqlError::TableExists { .. }
@@ -411,5 +418,392 @@ fn an_insert_commits_in_one_phase_in_one_region_and_in_two_across_regions() {
     assert_eq!(
         r.rows,
         vec![vec![Datum::Int(90), Datum::Int(0), Datum::Int(89)]]
+    );
+}
+
+fn text(s: &str) -> Datum {
+    Datum::Bytes(s.as_bytes().to_vec())
+}
+
+/// Runs `sql` on `engine` (one session: its variables and warnings carry over).
+fn exec(c: &EntryClient, engine: &mut Engine<'_>, sql: &str) -> QueryResult {
+    c.block_on(engine.execute(sql))
+        .unwrap_or_else(|e| panic!("{sql}: {}", service::error_chain(&e)))
+}
+
+fn exec_err(c: &EntryClient, engine: &mut Engine<'_>, sql: &str) -> SqlError {
+    match c.block_on(engine.execute(sql)) {
+        Ok(r) => panic!("{sql}: expected an error, got {r:?}"),
+        Err(e) => e,
+    }
+}
+
+fn sum_real(xs: impl Iterator<Item = f64>) -> Datum {
+    let xs: Vec<f64> = xs.collect();
+    if xs.is_empty() {
+        Datum::Null
+    } else {
+        Datum::Real(xs.iter().sum())
+    }
+}
+
+/// Every SELECT of the battery against the reference evaluation over `model` (the rows the
+/// table must hold, by id).
+fn check_selects(c: &EntryClient, engine: &mut Engine<'_>, model: &[Row], when: &str) {
+    let r = exec(c, engine, "SELECT * FROM items ORDER BY id");
+    let want: Vec<Vec<Datum>> = model.iter().map(Row::datums).collect();
+    assert_eq!(r.rows, want, "{when}: every row");
+
+    let r = exec(
+        c,
+        engine,
+        "SELECT g, COUNT(*) AS n, SUM(v), MIN(id), MAX(s) FROM items WHERE id <> 7 \
+         GROUP BY g ORDER BY g",
+    );
+    let mut groups: Vec<Option<i64>> = model.iter().map(|r| r.g).collect();
+    groups.sort();
+    groups.dedup();
+    let want: Vec<Vec<Datum>> = groups
+        .iter()
+        .filter_map(|&g| {
+            let m: Vec<&Row> = model.iter().filter(|r| r.g == g && r.id != 7).collect();
+            (!m.is_empty()).then(|| {
+                vec![
+                    int(g),
+                    Datum::Int(m.len() as i64),
+                    sum_real(m.iter().filter_map(|r| r.v)),
+                    Datum::Int(m.iter().map(|r| r.id).min().unwrap()),
+                    bytes(&m.iter().filter_map(|r| r.s.clone()).max()),
+                ]
+            })
+        })
+        .collect();
+    assert_eq!(r.rows, want, "{when}: GROUP BY");
+
+    let r = exec(
+        c,
+        engine,
+        "SELECT COUNT(*), COUNT(v), SUM(g), MIN(s), MAX(v), AVG(g) FROM items WHERE id < 200",
+    );
+    let want: Vec<&Row> = model.iter().filter(|r| r.id < 200).collect();
+    assert_eq!(
+        r.rows,
+        vec![reference_aggregates(&want)],
+        "{when}: aggregates"
+    );
+
+    let r = exec(
+        c,
+        engine,
+        "SELECT id, v FROM items WHERE g > 2 AND v IS NOT NULL ORDER BY v DESC, id LIMIT 7",
+    );
+    let mut want: Vec<&Row> = model
+        .iter()
+        .filter(|r| r.g.is_some_and(|g| g > 2) && r.v.is_some())
+        .collect();
+    want.sort_by(|a, b| b.v.partial_cmp(&a.v).unwrap().then(a.id.cmp(&b.id)));
+    want.truncate(7);
+    assert_eq!(
+        r.rows,
+        want.iter()
+            .map(|r| vec![Datum::Int(r.id), real(r.v)])
+            .collect::<Vec<_>>(),
+        "{when}: TopN"
+    );
+
+    // Bounds on the primary key narrow the key ranges read (across the region boundaries at
+    // 100 and 250); the rows must be exactly those of a full-table filter.
+    for (cond, keep) in [
+        (
+            "id BETWEEN 90 AND 260 AND id <> 100",
+            &(|id: i64| (90..=260).contains(&id) && id != 100) as &dyn Fn(i64) -> bool,
+        ),
+        ("id IN (3, 99, 100, 251, 9999) OR id = 5", &|id| {
+            [3, 99, 100, 251, 9999, 5].contains(&id)
+        }),
+        ("id >= 240 AND 260 > id AND g IS NOT NULL", &|id| {
+            (240..260).contains(&id) && model.iter().any(|r| r.id == id && r.g.is_some())
+        }),
+        ("id < -5", &|id| id < -5),
+    ] {
+        let r = exec(
+            c,
+            engine,
+            &format!("SELECT id FROM items WHERE {cond} ORDER BY id"),
+        );
+        let want: Vec<Vec<Datum>> = model
+            .iter()
+            .filter(|r| keep(r.id))
+            .map(|r| vec![Datum::Int(r.id)])
+            .collect();
+        assert_eq!(r.rows, want, "{when}: {cond}");
+    }
+}
+
+#[test]
+fn update_and_delete_change_exactly_the_matching_rows_and_session_statements_steer_reads() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let server = ServerProc::start(&cluster.server_config("server"));
+    let worker = e2e::worker_proc::WorkerProc::start(&cluster.worker_config("worker"));
+    // No zone label: a zone policy on the delegate path is ignored, with a warning.
+    let c = EntryClient::new(&[&server], |cfg| {
+        cfg.workers = vec![worker.base_url().to_string()];
+    });
+    let mut engine = Engine::new(&c.client);
+    let e = &mut engine;
+    exec(
+        &c,
+        e,
+        "CREATE TABLE items (id BIGINT PRIMARY KEY, g INT, v DOUBLE, s VARCHAR(16))",
+    );
+    let schema = c.block_on(e.table("items")).unwrap().unwrap();
+    split_at(&server, record_key(schema.id, 100));
+    split_at(&server, record_key(schema.id, 200));
+    let mut model: Vec<Row> = (0..300).map(Row::of).collect();
+    let values: Vec<String> = model.iter().map(Row::sql_values).collect();
+    let r = exec(
+        &c,
+        e,
+        &format!("INSERT INTO items VALUES {}", values.join(", ")),
+    );
+    assert_eq!(r.affected_rows, 300);
+    server.flush();
+    check_selects(&c, e, &model, "after the insert");
+
+    // UPDATE over every region: arithmetic on two columns, NULL arithmetic stays NULL.
+    let r = exec(
+        &c,
+        e,
+        "UPDATE items SET v = v + 1, g = g * 2 WHERE g >= 4 AND s <> 'k3'",
+    );
+    let mut changed = 0;
+    for row in &mut model {
+        if row.g.is_some_and(|g| g >= 4) && row.s.as_deref().is_some_and(|s| s != "k3") {
+            row.v = row.v.map(|v| v + 1.0);
+            row.g = row.g.map(|g| g * 2);
+            changed += 1;
+        }
+    }
+    assert!(changed > 50, "{changed}");
+    assert_eq!(r.affected_rows, changed);
+    check_selects(&c, e, &model, "after the arithmetic UPDATE");
+
+    // A literal assignment; rows whose value does not change are not counted.
+    let r = exec(
+        &c,
+        e,
+        "UPDATE items SET s = 'k1' WHERE id IN (1, 11, 21, 150, 151, 299) OR id = 298",
+    );
+    let ids = [1, 11, 21, 150, 151, 299, 298];
+    let want = model
+        .iter()
+        .filter(|r| ids.contains(&r.id) && r.s.as_deref() != Some("k1"))
+        .count() as u64;
+    for row in model.iter_mut().filter(|r| ids.contains(&r.id)) {
+        row.s = Some("k1".into());
+    }
+    assert_eq!(r.affected_rows, want);
+    assert!(want < ids.len() as u64, "some rows already held k1");
+    assert_eq!(
+        exec(&c, e, "UPDATE items SET s = s WHERE id < 50").affected_rows,
+        0
+    );
+    check_selects(&c, e, &model, "after the literal UPDATE");
+
+    // Refused updates write nothing.
+    let err = exec_err(&c, e, "UPDATE items SET id = id + 1000 WHERE id = 5");
+    assert!(
+        matches!(err, SqlError::Unsupported { .. }) && err.to_string().contains("column=id"),
+        "{err}"
+    );
+    let err = exec_err(&c, e, "UPDATE items SET g = 'x'");
+    assert!(matches!(err, SqlError::Type { .. }), "{err}");
+    let err = exec_err(
+        &c,
+        e,
+        "UPDATE items SET g = g * 1000000000 WHERE g IS NOT NULL",
+    );
+    assert!(err.to_string().contains("out of INT range"), "{err}");
+    check_selects(&c, e, &model, "after refused updates");
+
+    // DELETE with a WHERE spanning regions, then through the delegate path.
+    let r = exec(&c, e, "DELETE FROM items WHERE v IS NULL OR id >= 280");
+    let before = model.len();
+    model.retain(|r| !(r.v.is_none() || r.id >= 280));
+    assert_eq!(r.affected_rows, (before - model.len()) as u64);
+    check_selects(&c, e, &model, "after the DELETE");
+
+    // Session variables: defaults from the client config, SESSION changes, bad values named.
+    let r = exec(&c, e, "SHOW VARIABLES LIKE 'stratus\\_paging%'");
+    assert_eq!(r.columns, vec!["Variable_name", "Value"]);
+    assert_eq!(
+        r.rows,
+        vec![
+            vec![text("stratus_paging_initial_size"), text("128")],
+            vec![text("stratus_paging_max_size"), text("50000")],
+        ]
+    );
+    exec(&c, e, "SET SESSION stratus_paging_initial_size = 4");
+    exec(&c, e, "SET @@stratus_paging_max_size = 16");
+    exec(&c, e, "SET @@session.stratus_cop_cache = 'off'");
+    let err = exec_err(&c, e, "SET stratus_paging_initial_size = 100");
+    assert!(
+        err.to_string().contains("stratus_paging_initial_size")
+            && err.to_string().contains("stratus_paging_max_size (16)"),
+        "{err}"
+    );
+    let r = exec(&c, e, "SHOW WARNINGS");
+    assert_eq!(r.columns, vec!["Level", "Code", "Message"]);
+    assert_eq!(
+        r.rows,
+        vec![vec![
+            text("Error"),
+            Datum::Int(1105),
+            text(&err.to_string())
+        ]]
+    );
+    let r = exec(&c, e, "SHOW SESSION VARIABLES LIKE 'STRATUS%'");
+    assert_eq!(
+        r.rows,
+        vec![
+            vec![text("stratus_cop_cache"), text("OFF")],
+            vec![text("stratus_paging_initial_size"), text("4")],
+            vec![text("stratus_paging_max_size"), text("16")],
+            vec![text("stratus_remote_coprocessor"), text("OFF")],
+        ]
+    );
+    let r = exec(
+        &c,
+        e,
+        "SELECT @@stratus_paging_max_size, @@global.stratus_cop_cache",
+    );
+    assert_eq!(r.rows, vec![vec![text("16"), text("ON")]]);
+    // Small pages and no cache: same answers, and the cache is neither read nor filled.
+    let cache_before = c.client.cop_cache().stats();
+    check_selects(&c, e, &model, "with small pages and the cache off");
+    let cache_after = c.client.cop_cache().stats();
+    assert_eq!(
+        (cache_after.hits, cache_after.misses, cache_after.stored),
+        (cache_before.hits, cache_before.misses, cache_before.stored),
+        "stratus_cop_cache=OFF"
+    );
+
+    // GLOBAL: stored for new sessions, this one unchanged.
+    exec(&c, e, "SET GLOBAL stratus_paging_max_size = 1000");
+    let r = exec(
+        &c,
+        e,
+        "SHOW GLOBAL VARIABLES LIKE 'stratus_paging_max_size'",
+    );
+    assert_eq!(
+        r.rows,
+        vec![vec![text("stratus_paging_max_size"), text("1000")]]
+    );
+    let r = exec(&c, e, "SELECT @@stratus_paging_max_size");
+    assert_eq!(r.rows, vec![vec![text("16")]]);
+    let mut fresh = Engine::new(&c.client);
+    let r = exec(&c, &mut fresh, "SELECT @@session.stratus_paging_max_size");
+    assert_eq!(r.rows, vec![vec![text("1000")]]);
+
+    // The delegate path with a zone policy the entry node can't apply: reads and writes work,
+    // and SHOW WARNINGS lists the node selection's warning until the next statement.
+    exec(&c, e, "SET stratus_remote_coprocessor = ON");
+    exec(
+        &c,
+        e,
+        "SET tidb_tiflash_node_selection_policy = only_local_zone_nodes",
+    );
+    const IGNORED: &str = "The variable tidb_tiflash_node_selection_policy is ignored.";
+    let r = exec(
+        &c,
+        e,
+        "UPDATE items SET g = g + 1 WHERE id >= 100 AND id <= 120",
+    );
+    assert_eq!(r.warnings, [IGNORED]);
+    let mut changed = 0;
+    for row in model.iter_mut().filter(|r| (100..=120).contains(&r.id)) {
+        if let Some(g) = row.g.as_mut() {
+            *g += 1;
+            changed += 1;
+        }
+    }
+    assert_eq!(r.affected_rows, changed);
+    let want = vec![vec![text("Warning"), Datum::Int(1105), text(IGNORED)]];
+    assert_eq!(exec(&c, e, "SHOW WARNINGS").rows, want);
+    assert_eq!(
+        exec(&c, e, "SHOW WARNINGS").rows,
+        want,
+        "SHOW WARNINGS keeps the list"
+    );
+    let r = exec(&c, e, "DELETE FROM items WHERE s = 'k1'");
+    let before = model.len();
+    model.retain(|r| r.s.as_deref() != Some("k1"));
+    assert_eq!(r.affected_rows, (before - model.len()) as u64);
+    check_selects(&c, e, &model, "through the delegate path");
+    exec(&c, e, "SET stratus_remote_coprocessor = OFF");
+    assert!(
+        exec(&c, e, "SHOW WARNINGS").rows.is_empty(),
+        "SET replaced the list"
+    );
+    check_selects(&c, e, &model, "back on the server path");
+}
+
+#[test]
+fn a_write_at_a_start_ts_older_than_a_rows_last_commit_is_a_write_conflict_and_writes_nothing() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let server = ServerProc::start(&cluster.server_config("server"));
+    let c = EntryClient::new(&[&server], |_| {});
+    let mut engine = Engine::new(&c.client);
+    let e = &mut engine;
+    exec(
+        &c,
+        e,
+        "CREATE TABLE items (id BIGINT PRIMARY KEY, g INT, v DOUBLE, s VARCHAR(16))",
+    );
+    exec(
+        &c,
+        e,
+        "INSERT INTO items VALUES (1, 1, 1.0, 'a'), (2, 2, 2.0, 'b')",
+    );
+    let schema = c.block_on(e.table("items")).unwrap().unwrap();
+
+    // A statement read the rows at `stale`; another one commits a change to row 2 after it.
+    let stale = server.tso();
+    assert_eq!(
+        exec(&c, e, "UPDATE items SET g = 20 WHERE id = 2").affected_rows,
+        1
+    );
+    let writes = [
+        RowWrite::Delete {
+            key: record_key(schema.id, 1),
+        },
+        RowWrite::Delete {
+            key: record_key(schema.id, 2),
+        },
+    ];
+    let err = c
+        .block_on(sql::txn_write::write(&c.client, &writes, stale, "delete"))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SqlError::WriteConflict {
+                statement: "delete",
+                start_ts,
+                conflict_commit_ts,
+            } if start_ts == stale && conflict_commit_ts > stale
+        ),
+        "{err}"
+    );
+    assert_eq!(err.kind(), client::ErrorKind::Locked, "retry the statement");
+    assert!(err.to_string().contains("retry the statement"), "{err}");
+    // Nothing was written, and no lock is left behind: both rows read back, row 2 updated.
+    let r = exec(&c, e, "SELECT id, g FROM items ORDER BY id");
+    assert_eq!(
+        r.rows,
+        vec![
+            vec![Datum::Int(1), Datum::Int(1)],
+            vec![Datum::Int(2), Datum::Int(20)]
+        ]
     );
 }

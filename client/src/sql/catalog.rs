@@ -2,25 +2,35 @@
 //!
 //! One committed row per table under the reserved key prefix [`CATALOG_PREFIX`]
 //! (`m_catalog_<lowercase name>`; table data lives under `t` and never collides), value = the
-//! schema encoded by [`TableSchema::encode`]. A table's id is a fresh TSO timestamp, unique
-//! across the cluster. The existence check and the write are two steps (a read, then a
-//! `/raw/load`): two clients creating the same name at the same moment both succeed and the
-//! last write wins. Column ids are 1, 2, ... in declaration order; the primary key column is
-//! the row handle (`ColumnInfo.pk_handle`) and is not stored in the row value.
+//! schema encoded by [`TableSchema::encode`]. Column ids are 1, 2, ... in declaration order;
+//! the primary key column is the row handle (`ColumnInfo.pk_handle`) and is not stored in the
+//! row value.
+//!
+//! Table ids are sequential from 1, as in TiDB: the counter row [`NEXT_TABLE_ID_KEY`] (value =
+//! the next id, u64 little-endian; absent = 1) is read with the existence check at one
+//! `start_ts` and written with the catalog row in one transaction at that `start_ts`. Two
+//! clients creating tables at the same moment conflict on the counter (Percolator's write
+//! conflict): the loser retries from a fresh timestamp, so ids are never given twice and a
+//! name is never stored twice. Sequential ids make key placement predictable: `stratus up`
+//! splits the key space between its two servers inside table 1.
 
 use cop::datum::FieldType;
 use cop::proto::ColumnInfo;
 use kvproto::paths;
-use kvproto::region::{KvPair, RawLoadRequest, RawLoadResponse};
 use kvproto::txn::{GetRequest, GetResponse};
 use sqlparser::ast::{self, ColumnOption, DataType, TableConstraint};
 
+use super::txn_write::{self, RowWrite};
 use super::{Result, SqlError, simple_name, unsupported};
 use crate::error::Error;
 use crate::paging::Client;
 
 /// Key prefix of catalog rows in the cluster.
 pub const CATALOG_PREFIX: &[u8] = b"m_catalog_";
+/// The table id counter (outside [`CATALOG_PREFIX`], so no table name can collide with it).
+pub const NEXT_TABLE_ID_KEY: &[u8] = b"m_next_table_id";
+/// How many times `CREATE TABLE` retries after losing the counter to a concurrent create.
+const CREATE_ATTEMPTS: usize = 8;
 /// Version byte of [`TableSchema::encode`]'s layout.
 pub const FORMAT_VERSION: u8 = 1;
 
@@ -336,14 +346,12 @@ fn txn_error(command: &'static str, kind: i32, message: &str) -> SqlError {
     })
 }
 
-/// The stored schema of table `name` at a fresh timestamp, if there is one.
-pub async fn load(client: &Client, name: &str) -> Result<Option<TableSchema>> {
-    let key = catalog_key(name);
-    let ts = client.current_ts().await?;
-    let server = client.lock_resolver().server_of(&key).await?;
+/// The value of `key` committed at `start_ts`, if any.
+async fn get_at(client: &Client, key: &[u8], start_ts: u64) -> Result<Option<Vec<u8>>> {
+    let server = client.lock_resolver().server_of(key).await?;
     let req = GetRequest {
-        key,
-        start_ts: ts,
+        key: key.to_vec(),
+        start_ts,
         bypass_locks: Vec::new(),
     };
     let resp: GetResponse = client
@@ -353,38 +361,76 @@ pub async fn load(client: &Client, name: &str) -> Result<Option<TableSchema>> {
     if let Some(e) = resp.error {
         return Err(txn_error("get", e.kind, &e.message));
     }
-    if !resp.found {
-        return Ok(None);
-    }
-    TableSchema::decode(name, &resp.value).map(Some)
+    Ok(resp.found.then_some(resp.value))
 }
 
-/// Stores a new table: refuses an existing name, allocates the id from the TSO, writes the
-/// catalog row. Returns the stored schema.
-pub async fn create(client: &Client, mut schema: TableSchema) -> Result<TableSchema> {
-    if load(client, &schema.name).await?.is_some() {
-        return Err(SqlError::TableExists { table: schema.name });
+/// The stored schema of table `name` at a fresh timestamp, if there is one.
+pub async fn load(client: &Client, name: &str) -> Result<Option<TableSchema>> {
+    let ts = client.current_ts().await?;
+    match get_at(client, &catalog_key(name), ts).await? {
+        Some(value) => TableSchema::decode(name, &value).map(Some),
+        None => Ok(None),
     }
-    let id = client.current_ts().await?;
-    schema.id = i64::try_from(id).map_err(|_| SqlError::BadTable {
-        reason: format!("timestamp does not fit a table id: ts={id}"),
+}
+
+/// Decodes the counter row's value (see the module docs).
+fn decode_next_id(value: &[u8]) -> Result<i64> {
+    let bytes: [u8; 8] = value.try_into().map_err(|_| SqlError::CorruptCatalog {
+        table: "(table id counter)".into(),
+        reason: format!("expected 8 bytes, found {}", value.len()),
     })?;
+    i64::try_from(u64::from_le_bytes(bytes))
+        .ok()
+        .filter(|id| *id >= 1)
+        .ok_or_else(|| SqlError::CorruptCatalog {
+            table: "(table id counter)".into(),
+            reason: format!(
+                "expected an id in 1..=i64::MAX, found {}",
+                u64::from_le_bytes(bytes)
+            ),
+        })
+}
+
+/// Stores a new table: refuses an existing name, takes the next sequential id, writes the
+/// catalog row and the counter in one transaction (see the module docs). Returns the stored
+/// schema.
+pub async fn create(client: &Client, mut schema: TableSchema) -> Result<TableSchema> {
     let key = catalog_key(&schema.name);
-    let server = client.lock_resolver().server_of(&key).await?;
-    let req = RawLoadRequest {
-        pairs: vec![KvPair {
-            key,
-            value: schema.encode(),
-        }],
-    };
-    let resp: RawLoadResponse = client
-        .transport()
-        .post(&server, paths::RAW_LOAD, &req, "raw load response")
-        .await?;
-    if let Some(e) = resp.error {
-        return Err(txn_error("raw_load", e.kind, &e.message));
+    let mut last_conflict = None;
+    for _ in 0..CREATE_ATTEMPTS {
+        let start_ts = client.current_ts().await?;
+        if get_at(client, &key, start_ts).await?.is_some() {
+            return Err(SqlError::TableExists { table: schema.name });
+        }
+        schema.id = match get_at(client, NEXT_TABLE_ID_KEY, start_ts).await? {
+            Some(v) => decode_next_id(&v)?,
+            None => 1,
+        };
+        let next = u64::try_from(schema.id)
+            .ok()
+            .and_then(|id| id.checked_add(1))
+            .ok_or_else(|| SqlError::BadTable {
+                reason: format!("no table id left after {}", schema.id),
+            })?;
+        let writes = [
+            RowWrite::Put {
+                key: key.clone(),
+                value: schema.encode(),
+            },
+            RowWrite::Put {
+                key: NEXT_TABLE_ID_KEY.to_vec(),
+                value: next.to_le_bytes().to_vec(),
+            },
+        ];
+        match txn_write::write(client, &writes, start_ts, "CREATE TABLE").await {
+            Ok(_) => return Ok(schema),
+            Err(e @ SqlError::WriteConflict { .. }) => last_conflict = Some(e),
+            Err(e) => return Err(e),
+        }
     }
-    Ok(schema)
+    Err(last_conflict.unwrap_or_else(|| SqlError::BadTable {
+        reason: "CREATE TABLE made no attempt".into(),
+    }))
 }
 
 #[cfg(test)]
@@ -397,6 +443,21 @@ mod tests {
             Plan::CreateTable(s) => Ok(s),
             other => panic!("not a create: {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_table_id_counter_decodes_only_eight_byte_positive_ids() {
+        assert_eq!(decode_next_id(&7u64.to_le_bytes()).unwrap(), 7);
+        for bad in [
+            &b""[..],
+            &b"\x01\x00"[..],
+            &0u64.to_le_bytes()[..],
+            &u64::MAX.to_le_bytes()[..],
+        ] {
+            let e = decode_next_id(bad).unwrap_err();
+            assert!(matches!(e, SqlError::CorruptCatalog { .. }), "{e}");
+        }
+        assert!(!NEXT_TABLE_ID_KEY.starts_with(CATALOG_PREFIX));
     }
 
     #[test]

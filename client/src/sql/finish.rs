@@ -1,28 +1,27 @@
 //! Running a [`SelectPlan`] and finishing its rows in the client: the DAG runs through
-//! [`Client::coprocessor`] over the table's record range (every region, with the final merge of
+//! [`Session::coprocessor`] over the table's record range (every region, with the final merge of
 //! partial aggregates, TopN and Limit), then [`finish_rows`] turns the merged rows into slots
 //! (AVG = sum / count), sorts them by `ORDER BY` (NULL first ascending, as MySQL), cuts at
 //! `LIMIT` and projects the output columns in select-list order.
 
-use cop::codec::table::record_range;
 use cop::datum::Datum;
-use cop::proto::KeyRange;
 
 use super::select::{AggKind, SelectPlan, Slots};
 use super::{QueryResult, Result, SqlError};
-use crate::paging::Client;
+use crate::variables::Session;
 
-pub async fn run(client: &Client, plan: &SelectPlan) -> Result<QueryResult> {
+/// Runs `plan` through `session` (its variables choose the server or the delegate path, the
+/// paging sizes and the cache use) at a fresh timestamp, and finishes the rows.
+pub async fn run(session: &Session<'_>, plan: &SelectPlan) -> Result<QueryResult> {
     if plan.limit == Some(0) {
         return Ok(QueryResult {
             columns: plan.columns.clone(),
             ..QueryResult::default()
         });
     }
-    let (start, end) = record_range(plan.table.id);
-    let ts = client.current_ts().await?;
-    let r = client
-        .coprocessor(&plan.dag, vec![KeyRange::new(start, end)], ts)
+    let ts = session.client.current_ts().await?;
+    let r = session
+        .coprocessor(&plan.dag, plan.ranges.clone(), ts)
         .await?;
     Ok(QueryResult {
         columns: plan.columns.clone(),

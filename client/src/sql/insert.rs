@@ -1,8 +1,8 @@
 //! `INSERT INTO t [(cols)] VALUES (...), ...`: literal rows encoded as record key
 //! (`record_key(table_id, primary key)`) → row value (`encode_row` of every other given
-//! column), written as one transaction through the txn API ([`write`]): 1PC when the rows
-//! fall in one region, else a two-phase commit (Percolator: the first row's key is the
-//! primary).
+//! column), written as one transaction through the txn API ([`write`], see
+//! [`super::txn_write`]): 1PC when the rows fall in one region, else a two-phase commit
+//! (Percolator: the first row's key is the primary).
 //!
 //! A primary key that already exists is refused, as in MySQL: a key visible at the insert's
 //! start_ts is found by a scan of exactly the inserted keys, one committed later makes the
@@ -12,22 +12,18 @@
 //! Not built yet: resolving a lock in the way of the prewrite (the insert fails with the
 //! server's `Locked` error; retrying the statement after the lock TTL is safe).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use cop::codec::row::encode_row;
 use cop::codec::table::record_key;
 use cop::datum::Datum;
 use cop::proto::{self, DagRequest, ExecType, Executor, KeyRange};
-use kvproto::paths;
-use kvproto::txn::{
-    CommandResponse, CommitRequest, Mutation, Op, PrewriteRequest, PrewriteResponse,
-    RollbackRequest,
-};
 use sqlparser::ast::{self, SetExpr, TableObject, UnaryOperator, Value};
 
 use super::catalog::{SqlType, TableSchema};
+pub use super::txn_write::WriteOutcome;
+use super::txn_write::{self, RowWrite};
 use super::{Result, SqlError, simple_name, unsupported};
-use crate::error::Error;
 use crate::paging::Client;
 
 /// Encoded rows ready to write.
@@ -147,7 +143,7 @@ pub fn plan_insert(ins: &ast::Insert, table: TableSchema) -> Result<InsertPlan> 
 }
 
 /// A literal for a column of type `ty`.
-fn literal(e: &ast::Expr, ty: SqlType, column: &str) -> Result<Datum> {
+pub(crate) fn literal(e: &ast::Expr, ty: SqlType, column: &str) -> Result<Datum> {
     let bad = |reason: String| SqlError::BadValue {
         column: column.to_string(),
         reason,
@@ -198,127 +194,27 @@ fn literal(e: &ast::Expr, ty: SqlType, column: &str) -> Result<Datum> {
     }
 }
 
-/// Lock TTL of an insert's prewrite: how long a reader waits before it may roll back the
-/// locks of an insert whose client died.
-const LOCK_TTL_MS: u64 = 3_000;
-
-/// What [`write`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteOutcome {
-    pub rows: u64,
-    /// Committed in one phase (one server, one region).
-    pub one_pc: bool,
-    pub warnings: Vec<String>,
-}
-
-fn txn_err(command: &'static str, e: &kvproto::txn::KeyError) -> SqlError {
-    SqlError::Client(Error::TxnCommand {
-        command,
-        message: format!("kind={} {}", e.kind, e.message),
-    })
-}
-
-/// Writes the rows as one transaction: a prewrite per owning server (asking for 1PC when
-/// there is only one, which the server grants when the keys fall in one region), then, when
-/// that did not commit, the primary key's commit (the commit point) and the other keys'
-/// commits. A failed prewrite rolls back every key and is an error; a failed secondary commit
-/// after the commit point is a warning (readers roll those keys forward from the primary).
+/// Writes the rows as one transaction ([`txn_write::write`]) at a fresh start_ts, after
+/// checking that none of their keys is visible at it.
 pub async fn write(client: &Client, plan: &InsertPlan) -> Result<WriteOutcome> {
-    let Some((primary, _)) = plan.rows.first() else {
+    if plan.rows.is_empty() {
         return Ok(WriteOutcome {
             rows: 0,
             one_pc: false,
             warnings: Vec::new(),
         });
-    };
-    let primary_server = client.lock_resolver().server_of(primary).await?;
-    let mut by_server: BTreeMap<String, Vec<Mutation>> = BTreeMap::new();
-    for (key, value) in &plan.rows {
-        let server = client.lock_resolver().server_of(key).await?;
-        by_server.entry(server).or_default().push(Mutation {
-            op: Op::Put as i32,
-            key: key.clone(),
-            value: value.clone(),
-        });
     }
-    // The primary's server first: its locks must exist before any secondary's.
-    let mut groups: Vec<(String, Vec<Mutation>)> = by_server.into_iter().collect();
-    groups.sort_by_key(|(server, _)| *server != primary_server);
-    let single = groups.len() == 1;
     let start_ts = client.current_ts().await?;
     check_no_stored_duplicate(client, plan, start_ts).await?;
-    let rows = plan.rows.len() as u64;
-    let mut min_commit_ts = start_ts + 1;
-    for (i, (server, mutations)) in groups.iter().enumerate() {
-        let req = PrewriteRequest {
-            mutations: mutations.clone(),
-            primary: primary.clone(),
-            start_ts,
-            lock_ttl_ms: LOCK_TTL_MS,
-            txn_size: rows,
-            use_async_commit: false,
-            secondaries: Vec::new(),
-            try_one_pc: single,
-        };
-        let resp: PrewriteResponse = client
-            .transport()
-            .post(server, paths::PREWRITE, &req, "prewrite response")
-            .await?;
-        if let Some(e) = resp.error {
-            rollback(client, &groups[..=i], start_ts).await;
-            return Err(txn_err("prewrite", &e));
-        }
-        if single && resp.one_pc_commit_ts != 0 {
-            return Ok(WriteOutcome {
-                rows,
-                one_pc: true,
-                warnings: Vec::new(),
-            });
-        }
-        min_commit_ts = min_commit_ts.max(resp.min_commit_ts);
-    }
-    let commit_ts = client.current_ts().await?.max(min_commit_ts);
-    let commit = |server: String, keys: Vec<Vec<u8>>| async move {
-        let req = CommitRequest {
-            keys,
-            start_ts,
-            commit_ts,
-        };
-        let resp: CommandResponse = client
-            .transport()
-            .post(&server, paths::COMMIT, &req, "commit response")
-            .await?;
-        match resp.error {
-            Some(e) => Err(txn_err("commit", &e)),
-            None => Ok(()),
-        }
-    };
-    if let Err(e) = commit(primary_server.clone(), vec![primary.clone()]).await {
-        rollback(client, &groups, start_ts).await;
-        return Err(e);
-    }
-    let mut warnings = Vec::new();
-    for (server, mutations) in groups {
-        let keys: Vec<Vec<u8>> = mutations
-            .into_iter()
-            .map(|m| m.key)
-            .filter(|k| k != primary)
-            .collect();
-        if keys.is_empty() {
-            continue;
-        }
-        if let Err(e) = commit(server.clone(), keys).await {
-            warnings.push(format!(
-                "insert committed, but a secondary commit failed (readers resolve its locks): \
-                 server={server} error={e}"
-            ));
-        }
-    }
-    Ok(WriteOutcome {
-        rows,
-        one_pc: false,
-        warnings,
-    })
+    let writes: Vec<RowWrite> = plan
+        .rows
+        .iter()
+        .map(|(key, value)| RowWrite::Put {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect();
+    txn_write::write(client, &writes, start_ts, "insert").await
 }
 
 /// Refuses the insert if a row with one of its keys is visible at `start_ts`: a scan of
@@ -371,24 +267,6 @@ async fn check_no_stored_duplicate(
             reason: format!("a primary key that is not an integer: {other:?}"),
         }),
         None => Ok(()),
-    }
-}
-
-/// Best-effort rollback of every key of `groups` (a reader resolves what is left after the
-/// lock TTL).
-async fn rollback(client: &Client, groups: &[(String, Vec<Mutation>)], start_ts: u64) {
-    for (server, mutations) in groups {
-        let req = RollbackRequest {
-            keys: mutations.iter().map(|m| m.key.clone()).collect(),
-            start_ts,
-        };
-        let r: crate::error::Result<CommandResponse> = client
-            .transport()
-            .post(server, paths::ROLLBACK, &req, "rollback response")
-            .await;
-        if let Err(e) = r {
-            tracing::warn!(server = %server, error = %e, "insert rollback failed");
-        }
     }
 }
 

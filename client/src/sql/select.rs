@@ -14,13 +14,16 @@
 //! then the group-by columns for an aggregate query. `ORDER BY` and the output columns refer
 //! to slots.
 
-use cop::proto::{self, ByItem, DagRequest, ExecType, Executor, Expr, ExprType, ScalarFuncSig};
+use cop::proto::{
+    self, ByItem, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, ScalarFuncSig,
+};
 use sqlparser::ast::{
     self, BinaryOperator, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, InTarget,
     LimitClause, OrderByKind, OrderBySort, SelectItem, SetExpr, TableFactor, UnaryOperator, Value,
 };
 
 use super::catalog::{SqlType, TableSchema};
+use super::handle_ranges::handle_ranges;
 use super::{Result, SqlError, simple_name, unsupported};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +64,9 @@ pub struct SelectPlan {
     pub limit: Option<u64>,
     /// The slot of each output column.
     pub outputs: Vec<usize>,
+    /// The record-key ranges to read: the table's, narrowed by `WHERE` bounds on the
+    /// primary key ([`super::handle_ranges`]).
+    pub ranges: Vec<KeyRange>,
 }
 
 pub(crate) fn table_name(q: &ast::Query) -> Result<String> {
@@ -239,20 +245,12 @@ pub fn plan_select(q: &ast::Query, table: TableSchema) -> Result<SelectPlan> {
         }
     };
 
-    let conditions = match &s.selection {
-        Some(w) => {
-            let (e, kind) = p.cond(w)?;
-            if kind != Kind::Bool {
-                return Err(SqlError::Type {
-                    reason: format!("WHERE needs a condition: found={w}"),
-                });
-            }
-            let mut out = Vec::new();
-            split_and(e, &mut out);
-            out
-        }
-        None => Vec::new(),
-    };
+    let conditions = p.where_conditions(s.selection.as_ref())?;
+    let ranges = handle_ranges(
+        table.id,
+        &table.columns[table.pk].name,
+        s.selection.as_ref(),
+    );
 
     let aggregate = !groups.is_empty() || !p.aggs.is_empty();
     let n_aggs = p.aggs.len();
@@ -278,22 +276,7 @@ pub fn plan_select(q: &ast::Query, table: TableSchema) -> Result<SelectPlan> {
         .map(|(it, d)| Ok((slot(*it)?, *d)))
         .collect::<Result<Vec<_>>>()?;
 
-    let mut executors = vec![Executor {
-        tp: ExecType::TableScan as i32,
-        tbl_scan: Some(proto::TableScan {
-            table_id: table.id,
-            columns: table.column_infos(),
-            desc: false,
-        }),
-        ..Executor::default()
-    }];
-    if !conditions.is_empty() {
-        executors.push(Executor {
-            tp: ExecType::Selection as i32,
-            selection: Some(proto::Selection { conditions }),
-            ..Executor::default()
-        });
-    }
+    let mut executors = scan_executors(&table, conditions);
     if aggregate {
         let tp = if groups.is_empty() {
             ExecType::SimpleAgg
@@ -350,8 +333,44 @@ pub fn plan_select(q: &ast::Query, table: TableSchema) -> Result<SelectPlan> {
         order_by,
         limit,
         outputs,
+        ranges,
         table,
     })
+}
+
+/// The conditions of a `WHERE` over `table`'s scan columns (top-level `AND`s split), as
+/// [`plan_select`] plans them: UPDATE and DELETE find their rows with them.
+pub(crate) fn where_conditions(
+    table: &TableSchema,
+    selection: Option<&ast::Expr>,
+) -> Result<Vec<Expr>> {
+    Planner {
+        table,
+        aggs: Vec::new(),
+    }
+    .where_conditions(selection)
+}
+
+/// A TableScan of every column of `table` (scan column `i` = column `i`), then a Selection of
+/// `conditions` unless there are none.
+pub(crate) fn scan_executors(table: &TableSchema, conditions: Vec<Expr>) -> Vec<Executor> {
+    let mut executors = vec![Executor {
+        tp: ExecType::TableScan as i32,
+        tbl_scan: Some(proto::TableScan {
+            table_id: table.id,
+            columns: table.column_infos(),
+            desc: false,
+        }),
+        ..Executor::default()
+    }];
+    if !conditions.is_empty() {
+        executors.push(Executor {
+            tp: ExecType::Selection as i32,
+            selection: Some(proto::Selection { conditions }),
+            ..Executor::default()
+        });
+    }
+    executors
 }
 
 fn split_and(e: Expr, out: &mut Vec<Expr>) {
@@ -401,6 +420,21 @@ enum Kind {
 }
 
 impl Planner<'_> {
+    fn where_conditions(&self, selection: Option<&ast::Expr>) -> Result<Vec<Expr>> {
+        let Some(w) = selection else {
+            return Ok(Vec::new());
+        };
+        let (e, kind) = self.cond(w)?;
+        if kind != Kind::Bool {
+            return Err(SqlError::Type {
+                reason: format!("WHERE needs a condition: found={w}"),
+            });
+        }
+        let mut out = Vec::new();
+        split_and(e, &mut out);
+        Ok(out)
+    }
+
     fn column(&self, e: &ast::Expr) -> Result<Option<usize>> {
         let name = match e {
             ast::Expr::Identifier(id) => &id.value,
@@ -580,6 +614,30 @@ impl Planner<'_> {
                     (Expr::func(ScalarFuncSig::Not, vec![is_null]), Kind::Bool)
                 })
             }
+            // `x [NOT] BETWEEN a AND b` is `[NOT] (x >= a AND x <= b)`, as in SQL.
+            ast::Expr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let bound = |op, b: &ast::Expr| ast::Expr::BinaryOp {
+                    left: expr.clone(),
+                    op,
+                    right: Box::new(b.clone()),
+                };
+                let both = ast::Expr::BinaryOp {
+                    left: Box::new(bound(BinaryOperator::GtEq, low)),
+                    op: BinaryOperator::And,
+                    right: Box::new(bound(BinaryOperator::LtEq, high)),
+                };
+                let (x, k) = self.cond(&both)?;
+                Ok(if *negated {
+                    (Expr::func(ScalarFuncSig::Not, vec![x]), k)
+                } else {
+                    (x, k)
+                })
+            }
             ast::Expr::BinaryOp { left, op, right } => {
                 let sig = match op {
                     BinaryOperator::Eq => ScalarFuncSig::Eq,
@@ -750,6 +808,27 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn between_is_a_pair_of_bounds_and_narrows_the_key_ranges() {
+        let p = select("select id from t where id between 10 and 19").unwrap();
+        let conds = &p.dag.executors[1].selection.as_ref().unwrap().conditions;
+        let sigs: Vec<i32> = conds.iter().map(|c| c.sig).collect();
+        assert_eq!(sigs, [ScalarFuncSig::Ge as i32, ScalarFuncSig::Le as i32]);
+        assert_eq!(p.ranges.len(), 1);
+        assert_eq!(
+            p.ranges[0].start,
+            cop::codec::table::record_key(p.table.id, 10)
+        );
+        let p = select("select id from t where id not between 10 and 19").unwrap();
+        let conds = &p.dag.executors[1].selection.as_ref().unwrap().conditions;
+        assert_eq!(conds[0].sig, ScalarFuncSig::Not as i32);
+        assert_eq!(
+            p.ranges[0].start,
+            cop::codec::table::record_key(p.table.id, i64::MIN),
+            "NOT BETWEEN does not narrow"
+        );
+    }
+
+    #[test]
     fn where_becomes_a_selection_split_at_top_level_ands() {
         let p =
             select("select * from t where g > 3 and (v <= 1.5 or s = 'x') and id <> -2").unwrap();
@@ -880,8 +959,7 @@ pub(crate) mod tests {
                 "not a plain SELECT",
             ),
             ("with x as (select 1) select * from t", "WITH"),
-            ("update t set g = 1", "statement kind: UPDATE t"),
-            ("delete from t where id = 1", "statement kind: DELETE FROM"),
+            ("drop table t", "statement kind: DROP TABLE"),
             (
                 "select * from t; select * from t",
                 "more than one statement",

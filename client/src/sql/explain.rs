@@ -1,0 +1,382 @@
+//! `EXPLAIN <select>` (and `EXPLAIN ANALYZE`): runs the query's DAG through the session (as
+//! the SELECT would run) and describes what happened instead of returning the rows, as one
+//! result with columns `id`, `task`, `detail`:
+//!
+//! * a row per DAG executor, in order (`id` = its index, `task` = `dag`, `detail` e.g.
+//!   `TableScan table=t columns=id,g,v`, `Selection v > 3`, `HashAgg group_by=g
+//!   aggs=count(*),sum(v)`, `TopN order_by=v desc limit=10`, `Limit 10`);
+//! * a row per region, in key order (`id` = `region <id>`; `task` = where its pages went —
+//!   `server <url>`, or `worker <addr>` on the delegate path — then where the server ran them,
+//!   from the exec details it answered: `local`, `remote <worker addr>`, `fallback`,
+//!   `cache_hit`; `detail` = `reason=<the server's reason> pages=<n> rows=<n>
+//!   cache_hit=<whether a page was a cache hit>`). A region whose pages ran in different places
+//!   lists each place once, comma-separated.
+
+use cop::datum::Datum;
+use cop::proto::{DagRequest, ExecType, Expr, ExprType, ScalarFuncSig};
+
+use super::catalog::TableSchema;
+use super::select::SelectPlan;
+use super::{QueryResult, Result};
+use crate::paging::{PageRows, ServedBy};
+use crate::variables::Session;
+
+/// The result's column names.
+pub const COLUMNS: [&str; 3] = ["id", "task", "detail"];
+
+pub async fn run(session: &Session<'_>, plan: &SelectPlan) -> Result<QueryResult> {
+    let ts = session.client.current_ts().await?;
+    let r = session
+        .coprocessor(&plan.dag, plan.ranges.clone(), ts)
+        .await?;
+    let text = |s: String| Datum::Bytes(s.into_bytes());
+    let mut rows: Vec<Vec<Datum>> = describe_dag(&plan.dag, &plan.table)
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| vec![text(i.to_string()), text("dag".into()), text(d)])
+        .collect();
+    rows.extend(
+        describe_regions(&r.pages)
+            .into_iter()
+            .map(|(id, task, detail)| vec![text(id), text(task), text(detail)]),
+    );
+    Ok(QueryResult {
+        columns: COLUMNS.iter().map(|c| c.to_string()).collect(),
+        rows,
+        affected_rows: 0,
+        warnings: r.warnings,
+    })
+}
+
+/// A readable line per executor of `dag` over `table`.
+pub fn describe_dag(dag: &DagRequest, table: &TableSchema) -> Vec<String> {
+    // The names of the current executor's input columns.
+    let mut names: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
+    let mut out = Vec::with_capacity(dag.executors.len());
+    for e in &dag.executors {
+        let line = match ExecType::from_i32(e.tp) {
+            Some(ExecType::TableScan) => {
+                let scan = e.tbl_scan.clone().unwrap_or_default();
+                let cols: Vec<String> = scan
+                    .columns
+                    .iter()
+                    .map(|c| {
+                        table
+                            .columns
+                            .iter()
+                            .find(|t| t.id == c.column_id)
+                            .map_or_else(|| format!("#{}", c.column_id), |t| t.name.clone())
+                    })
+                    .collect();
+                let line = format!(
+                    "TableScan table={} columns={}{}",
+                    table.name,
+                    cols.join(","),
+                    if scan.desc { " desc" } else { "" }
+                );
+                names = cols;
+                line
+            }
+            Some(ExecType::Selection) => {
+                let conds = e.selection.clone().unwrap_or_default().conditions;
+                let parts: Vec<String> = conds
+                    .iter()
+                    .map(|c| {
+                        let t = expr_text(c, &names);
+                        if conds.len() > 1 && is_logic(c) {
+                            format!("({t})")
+                        } else {
+                            t
+                        }
+                    })
+                    .collect();
+                format!("Selection {}", parts.join(" AND "))
+            }
+            Some(tp @ (ExecType::HashAgg | ExecType::SimpleAgg)) => {
+                let agg = e.aggregation.clone().unwrap_or_default();
+                let aggs: Vec<String> = agg.agg_func.iter().map(|a| expr_text(a, &names)).collect();
+                let groups: Vec<String> =
+                    agg.group_by.iter().map(|g| expr_text(g, &names)).collect();
+                let line = if tp == ExecType::HashAgg {
+                    format!(
+                        "HashAgg group_by={} aggs={}",
+                        groups.join(","),
+                        aggs.join(",")
+                    )
+                } else {
+                    format!("SimpleAgg aggs={}", aggs.join(","))
+                };
+                names = aggs.into_iter().chain(groups).collect();
+                line
+            }
+            Some(ExecType::TopN) => {
+                let top = e.top_n.clone().unwrap_or_default();
+                let by: Vec<String> = top
+                    .order_by
+                    .iter()
+                    .map(|b| {
+                        let x = b
+                            .expr
+                            .as_ref()
+                            .map_or_else(|| "?".into(), |x| expr_text(x, &names));
+                        if b.desc { format!("{x} desc") } else { x }
+                    })
+                    .collect();
+                format!("TopN order_by={} limit={}", by.join(","), top.limit)
+            }
+            Some(ExecType::Limit) => {
+                format!("Limit {}", e.limit.clone().unwrap_or_default().limit)
+            }
+            Some(other) => format!("{other:?}"),
+            None => format!("executor type {}", e.tp),
+        };
+        out.push(line);
+    }
+    out
+}
+
+fn le_bytes<const N: usize>(v: &[u8]) -> Option<[u8; N]> {
+    v.get(..N).and_then(|b| b.try_into().ok())
+}
+
+fn is_sig(e: &Expr, sigs: &[ScalarFuncSig]) -> bool {
+    e.tp == ExprType::ScalarFunc as i32 && sigs.iter().any(|s| *s as i32 == e.sig)
+}
+
+fn is_logic(e: &Expr) -> bool {
+    is_sig(e, &[ScalarFuncSig::And, ScalarFuncSig::Or])
+}
+
+/// Whether `e` prints as `left op right`.
+fn is_infix(e: &Expr) -> bool {
+    e.tp == ExprType::ScalarFunc as i32
+        && !is_sig(
+            e,
+            &[
+                ScalarFuncSig::UnaryMinus,
+                ScalarFuncSig::Not,
+                ScalarFuncSig::IsNull,
+                ScalarFuncSig::In,
+            ],
+        )
+}
+
+/// `e` as SQL-like text over input columns `names`, without outer parentheses; an operand
+/// that is itself an infix operation is parenthesized unless it is a comparison under
+/// AND / OR.
+fn expr_text(e: &Expr, names: &[String]) -> String {
+    let child = |i: usize| {
+        e.children.get(i).map_or_else(
+            || "?".to_string(),
+            |c| {
+                let t = expr_text(c, names);
+                if is_infix(c) && (is_logic(c) || !is_logic(e)) {
+                    format!("({t})")
+                } else {
+                    t
+                }
+            },
+        )
+    };
+    let agg = |f: &str| match e.children.first() {
+        Some(c) if c.tp != ExprType::ColumnRef as i32 => format!("{f}(*)"),
+        _ => format!("{f}({})", child(0)),
+    };
+    match ExprType::from_i32(e.tp) {
+        Some(ExprType::ColumnRef) => names
+            .get(e.column_offset as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("#{}", e.column_offset)),
+        Some(ExprType::Null) => "NULL".into(),
+        Some(ExprType::Int64) => {
+            le_bytes::<8>(&e.val).map_or("?".into(), |b| i64::from_le_bytes(b).to_string())
+        }
+        Some(ExprType::UInt64) => {
+            le_bytes::<8>(&e.val).map_or("?".into(), |b| u64::from_le_bytes(b).to_string())
+        }
+        Some(ExprType::Float64) => le_bytes::<8>(&e.val).map_or("?".into(), |b| {
+            format!("{:?}", f64::from_bits(u64::from_le_bytes(b)))
+        }),
+        Some(ExprType::Bytes) => format!("'{}'", String::from_utf8_lossy(&e.val)),
+        Some(ExprType::Count) => agg("count"),
+        Some(ExprType::Sum) => agg("sum"),
+        Some(ExprType::Min) => agg("min"),
+        Some(ExprType::Max) => agg("max"),
+        Some(ExprType::Avg) => agg("avg"),
+        Some(ExprType::ScalarFunc) => {
+            let Some(sig) = ScalarFuncSig::from_i32(e.sig) else {
+                return format!("func{}", e.sig);
+            };
+            let infix = match sig {
+                ScalarFuncSig::Lt => "<",
+                ScalarFuncSig::Le => "<=",
+                ScalarFuncSig::Gt => ">",
+                ScalarFuncSig::Ge => ">=",
+                ScalarFuncSig::Eq => "=",
+                ScalarFuncSig::Ne => "<>",
+                ScalarFuncSig::Plus => "+",
+                ScalarFuncSig::Minus => "-",
+                ScalarFuncSig::Multiply => "*",
+                ScalarFuncSig::Divide => "/",
+                ScalarFuncSig::IntDiv => "DIV",
+                ScalarFuncSig::Mod => "%",
+                ScalarFuncSig::And => "AND",
+                ScalarFuncSig::Or => "OR",
+                ScalarFuncSig::Like => "LIKE",
+                ScalarFuncSig::UnaryMinus => return format!("-{}", child(0)),
+                ScalarFuncSig::Not => return format!("NOT {}", child(0)),
+                ScalarFuncSig::IsNull => return format!("{} IS NULL", child(0)),
+                ScalarFuncSig::In => {
+                    let list: Vec<String> = (1..e.children.len()).map(child).collect();
+                    return format!("{} IN ({})", child(0), list.join(", "));
+                }
+            };
+            format!("{} {infix} {}", child(0), child(1))
+        }
+        None => format!("expr{}", e.tp),
+    }
+}
+
+/// `(id, task, detail)` per region of `pages` (in their order, each region once).
+pub fn describe_regions(pages: &[PageRows]) -> Vec<(String, String, String)> {
+    let mut order: Vec<u64> = Vec::new();
+    for p in pages {
+        if !order.contains(&p.region_id) {
+            order.push(p.region_id);
+        }
+    }
+    order
+        .into_iter()
+        .map(|region| {
+            let mine: Vec<&PageRows> = pages.iter().filter(|p| p.region_id == region).collect();
+            let mut places: Vec<String> = Vec::new();
+            let mut reasons: Vec<String> = Vec::new();
+            for p in &mine {
+                let node = match &p.served_by {
+                    ServedBy::Server => format!("server {}", p.server),
+                    ServedBy::Worker { addr, .. } => format!("worker {addr}"),
+                };
+                let place = match p.location.as_str() {
+                    "" => node,
+                    "remote" => format!("{node} remote {}", p.remote_addr),
+                    other => format!("{node} {other}"),
+                };
+                if !places.contains(&place) {
+                    places.push(place);
+                }
+                if !p.reason.is_empty() && !reasons.contains(&p.reason) {
+                    reasons.push(p.reason.clone());
+                }
+            }
+            let rows: usize = mine.iter().map(|p| p.rows.len()).sum();
+            let cache_hit = mine.iter().any(|p| p.from_cache);
+            (
+                format!("region {region}"),
+                places.join(","),
+                format!(
+                    "reason={} pages={} rows={rows} cache_hit={cache_hit}",
+                    reasons.join(","),
+                    mine.len()
+                ),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::select::tests::select;
+
+    #[test]
+    fn each_executor_is_described_with_column_names() {
+        let p = select(
+            "select g, count(*), sum(v) from t where v > 3 and (s = 'x' or id in (1, 2)) group by g",
+        )
+        .unwrap();
+        assert_eq!(
+            describe_dag(&p.dag, &p.table),
+            vec![
+                "TableScan table=t columns=id,g,v,s",
+                "Selection v > 3 AND (s = 'x' OR id IN (1, 2))",
+                "HashAgg group_by=g aggs=count(*),sum(v)",
+            ]
+        );
+        let p = select("select id from t where s is null order by v desc, id limit 10").unwrap();
+        assert_eq!(
+            describe_dag(&p.dag, &p.table)[1..],
+            ["Selection s IS NULL", "TopN order_by=v desc,id limit=10"]
+        );
+        let p = select("select min(s) from t limit 3").unwrap();
+        assert_eq!(describe_dag(&p.dag, &p.table)[1], "SimpleAgg aggs=min(s)");
+        let p = select("select * from t where not g <= -2.5 limit 7").unwrap();
+        assert_eq!(
+            describe_dag(&p.dag, &p.table)[1..],
+            ["Selection NOT (g <= -2.5)", "Limit 7"]
+        );
+    }
+
+    fn page(
+        region_id: u64,
+        served_by: ServedBy,
+        location: &str,
+        reason: &str,
+        rows: usize,
+    ) -> PageRows {
+        PageRows {
+            region_id,
+            served_by,
+            page_index: 0,
+            from_cache: false,
+            resumed: false,
+            rows: vec![Vec::new(); rows],
+            server: "http://s1".into(),
+            location: location.into(),
+            remote_addr: if location == "remote" {
+                "http://w1".into()
+            } else {
+                String::new()
+            },
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn regions_show_where_they_ran_and_why() {
+        let pages = vec![
+            page(3, ServedBy::Server, "remote", "blocks_size", 2),
+            page(3, ServedBy::Server, "remote", "blocks_size", 5),
+            page(8, ServedBy::Server, "local", "small", 1),
+            page(
+                9,
+                ServedBy::Worker {
+                    id: 0,
+                    addr: "http://w0".into(),
+                },
+                "",
+                "",
+                4,
+            ),
+        ];
+        assert_eq!(
+            describe_regions(&pages),
+            vec![
+                (
+                    "region 3".to_string(),
+                    "server http://s1 remote http://w1".to_string(),
+                    "reason=blocks_size pages=2 rows=7 cache_hit=false".to_string()
+                ),
+                (
+                    "region 8".to_string(),
+                    "server http://s1 local".to_string(),
+                    "reason=small pages=1 rows=1 cache_hit=false".to_string()
+                ),
+                (
+                    "region 9".to_string(),
+                    "worker http://w0".to_string(),
+                    "reason= pages=1 rows=4 cache_hit=false".to_string()
+                ),
+            ]
+        );
+    }
+}
