@@ -1,18 +1,28 @@
-//! The `stratus` command line.
-//!
-//! This slice has one command, `stratus sql`, which runs SQL against a cluster through the
-//! client library's SQL front ([`client::sql::Engine`]):
+//! The `stratus` command line: one executable for the whole product.
 //!
 //! ```text
-//! stratus sql --cluster cluster.toml -e "SELECT id, name FROM t WHERE id < 10"
-//! stratus sql --cluster cluster.toml --format csv -e "SELECT * FROM t"
-//! stratus sql --cluster cluster.toml < statements.sql
+//! stratus up                                   # a local cluster in the foreground (Ctrl-C stops it)
+//! stratus load --table t --rows 200000         # the sample table, with a progress bar
+//! stratus sql                                  # interactive prompt
+//! stratus sql -e "SELECT grp, COUNT(*) FROM t GROUP BY grp"
+//! stratus sql --cluster cluster.toml --format csv < statements.sql
+//! stratus demo | stratus bench                 # the guided tour and the SQL benchmark
+//! stratus server --config server.toml          # exactly `stratus-server`
+//! stratus worker --config worker.toml          # exactly `stratus-worker`
 //! ```
 //!
-//! * `-e SQL` runs one statement. Without `-e`, statements are read from stdin: a statement
-//!   ends at a line whose last non-blank character is `;` (text after the last such line is one
-//!   more statement). The first failing statement stops the run. There is no interactive
-//!   prompt or history yet.
+//! Modules, in the order a user meets them: [`state_dir`] (where state lives, which cluster
+//! `sql` and `load` use), [`local_cluster`] (the nodes of `up`, `demo` and `bench`, with
+//! [`node_http`]) and [`up_command`]; [`sample_table`] and [`load_command`]; [`sql_command`]
+//! with [`statement_input`] (stdin) and [`sql_prompt`] (the terminal), printing through
+//! [`output_format`]; [`demo`] and [`bench`].
+//!
+//! `stratus sql`:
+//!
+//! * `-e SQL` runs one statement. Without `-e` and with stdin a terminal, an interactive
+//!   prompt ([`sql_prompt`]). Without `-e` and stdin not a terminal, statements are read from
+//!   stdin: a statement ends at a line whose last non-blank character is `;` (text after the
+//!   last such line is one more statement). The first failing statement stops the run.
 //! * `--format table` (default): aligned columns under a header, a column of numbers
 //!   right-aligned, NULL shown as `NULL`, and a `(N rows)` footer. `--format csv`: RFC 4180 with a header line;
 //!   NULL is an empty unquoted field and the empty string is `""`, so the two stay
@@ -23,7 +33,8 @@
 //! * Exit codes: 0 success, 1 an error (printed on stderr as `Error: ...`, including a cluster
 //!   file that is missing, unreadable or invalid), 2 a usage error.
 //!
-//! The cluster file (`--cluster FILE`) is a TOML [`client::ClientConfig`] (kebab-case keys,
+//! The cluster file (`--cluster FILE`, else `$STRATUS_CLUSTER`, else the one `stratus up` wrote in
+//! the state dir: see [`state_dir`]) is a TOML [`client::ClientConfig`] (kebab-case keys,
 //! every key optional except that `servers` must not be empty), for example:
 //!
 //! ```toml
@@ -32,10 +43,19 @@
 //! labels = { zone = "a" }
 //! ```
 
+pub mod bench;
 pub mod cluster_file;
 pub mod csv_format;
+pub mod demo;
 pub mod json_format;
+pub mod load_command;
+pub mod local_cluster;
+pub mod node_http;
 pub mod output_format;
+pub mod sample_table;
 pub mod sql_command;
+pub mod sql_prompt;
+pub mod state_dir;
 pub mod statement_input;
 pub mod table_format;
+pub mod up_command;

@@ -1,13 +1,16 @@
-//! `stratus`: the Stratus command line. See the `cli` crate docs for the formats and the
-//! cluster file.
+//! `stratus`: the Stratus command line. See the `cli` crate docs for the commands, the formats
+//! and the cluster file.
 
-use std::io::Read;
+use std::fmt::Display;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use cli::output_format::Format;
 use cli::sql_command::{self, SqlCommandError};
+use cli::state_dir;
+use cli::up_command::{self, UpOptions};
 
 #[derive(Debug, Parser)]
 #[command(name = "stratus", version, about = "The Stratus command line")]
@@ -20,27 +23,107 @@ struct Cli {
 enum Command {
     /// Run SQL against a cluster.
     ///
-    /// With -e, runs one statement. Without it, reads statements from stdin: a statement ends
-    /// at a line whose last non-blank character is `;`; the first failing statement stops the
-    /// run. There is no interactive prompt or history yet.
+    /// With -e, runs one statement. Without it and with stdin a terminal, an interactive
+    /// prompt: statements end at `;`, `exit`, `quit` or Ctrl-D leave, history is kept in the
+    /// state dir. Without -e and stdin not a terminal, reads statements from stdin: a statement
+    /// ends at a line whose last non-blank character is `;`; the first failing statement stops
+    /// the run.
     ///
     /// Statements without a result set print `OK, N row(s) affected`; warnings go to stderr as
     /// `Warning: ...`; errors go to stderr as `Error: ...` with exit code 1 (usage errors: 2).
     #[command(after_help = CLUSTER_FILE_HELP)]
     Sql {
-        /// The statement to run (otherwise statements are read from stdin).
+        /// The statement to run (otherwise statements are read from stdin or the prompt).
         #[arg(short = 'e', long = "execute", value_name = "SQL")]
         execute: Option<String>,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
-        /// The cluster file (TOML client config).
+        /// The cluster file (TOML client config); default: $STRATUS_CLUSTER, else the one
+        /// `stratus up` wrote.
         #[arg(long, value_name = "FILE")]
-        cluster: PathBuf,
+        cluster: Option<PathBuf>,
+    },
+    /// Create the sample table if it is missing and load rows into it.
+    ///
+    /// Columns: id BIGINT PRIMARY KEY, k INT, grp INT, v DOUBLE, s VARCHAR(16). Row i has
+    /// id = i - N/2, k = i % 1000, grp = i % 16, v = (i % 10007) / 10, s = 's{i % 97}'.
+    #[command(after_help = CLUSTER_FILE_HELP)]
+    Load {
+        /// The table to load.
+        #[arg(long)]
+        table: String,
+        /// How many rows.
+        #[arg(long)]
+        rows: u64,
+        /// Rows per transaction.
+        #[arg(long, default_value_t = cli::load_command::DEFAULT_BATCH,
+              value_parser = clap::value_parser!(usize))]
+        batch: usize,
+        /// The cluster file; default: $STRATUS_CLUSTER, else the one `stratus up` wrote.
+        #[arg(long, value_name = "FILE")]
+        cluster: Option<PathBuf>,
+    },
+    /// Start a local cluster (two servers, four workers, zones a and b) in the foreground.
+    ///
+    /// Prints the nodes and writes the cluster file to the state dir ($STRATUS_HOME, else
+    /// ~/.stratus), where `stratus sql` and `stratus load` find it. Ctrl-C or SIGTERM stops
+    /// every node and removes the cluster file.
+    Up {
+        /// Where the nodes keep their data and logs (default: <state dir>/data).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// An S3 endpoint for the object store (credentials from the AWS_* variables);
+        /// default: a local directory under the data dir.
+        #[arg(long, value_name = "ENDPOINT")]
+        s3: Option<String>,
+        /// The S3 bucket.
+        #[arg(long, value_name = "BUCKET", default_value = "stratus")]
+        s3_bucket: String,
+        /// server-a listens on P, server-b on P+1, the workers on P+2..=P+5; 0 = free ports.
+        #[arg(long, value_name = "P", default_value_t = up_command::DEFAULT_BASE_PORT)]
+        base_port: u16,
+    },
+    /// The guided tour: a local cluster, the sample table, and what runs where and why.
+    Demo {
+        /// Rows of the sample table.
+        #[arg(long)]
+        rows: Option<u64>,
+    },
+    /// The end-to-end SQL benchmark on a local cluster.
+    Bench {
+        /// Rows of the sample table.
+        #[arg(long)]
+        rows: Option<u64>,
+        /// Repeats of each query per configuration.
+        #[arg(long)]
+        runs: Option<u32>,
+        /// Also write the markdown report to this file.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Run a storage server in the foreground: exactly `stratus-server` (same arguments,
+    /// output and exit codes).
+    #[command(disable_help_flag = true)]
+    Server {
+        /// Passed to the server: `--config FILE`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run a worker in the foreground: exactly `stratus-worker` (same arguments, output and
+    /// exit codes).
+    #[command(disable_help_flag = true)]
+    Worker {
+        /// Passed to the worker: `--config FILE`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
 const CLUSTER_FILE_HELP: &str = "\
+Without --cluster, the cluster file is $STRATUS_CLUSTER, else the one `stratus up` wrote
+(<state dir>/cluster.toml; the state dir is $STRATUS_HOME, else ~/.stratus).
+
 The cluster file is a TOML client config (kebab-case keys); `servers` is required:
 
     servers = [\"http://127.0.0.1:7000\"]
@@ -54,28 +137,96 @@ fn main() -> ExitCode {
             execute,
             format,
             cluster,
+        } => sql(execute, format, cluster),
+        Command::Load {
+            table,
+            rows,
+            batch,
+            cluster,
         } => {
-            let statements = match execute {
-                Some(sql) => vec![sql],
-                None => {
-                    let mut input = String::new();
-                    if let Err(e) = std::io::stdin().read_to_string(&mut input) {
-                        return fail(SqlCommandError::Stdin(e));
-                    }
-                    cli::statement_input::split(&input)
-                }
+            let cluster = match state_dir::find_cluster_file(cluster.as_deref()) {
+                Ok(path) => path,
+                Err(e) => return fail(e),
             };
             let mut out = std::io::stdout().lock();
-            let mut err = std::io::stderr();
-            match sql_command::run(&cluster, &statements, format, &mut out, &mut err) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(e),
-            }
+            exit(cli::load_command::run(
+                &cluster, &table, rows, batch, &mut out,
+            ))
         }
+        Command::Up {
+            data_dir,
+            s3,
+            s3_bucket,
+            base_port,
+        } => {
+            let mut out = std::io::stdout();
+            exit(up_command::run(
+                UpOptions {
+                    data_dir,
+                    s3,
+                    s3_bucket,
+                    base_port,
+                },
+                &mut out,
+            ))
+        }
+        Command::Demo { rows } => {
+            let mut opts = cli::demo::DemoOptions::default();
+            opts.rows = rows.unwrap_or(opts.rows);
+            exit(cli::demo::run(opts))
+        }
+        Command::Bench { rows, runs, output } => {
+            let mut opts = cli::bench::BenchOptions::default();
+            opts.rows = rows.unwrap_or(opts.rows);
+            opts.runs = runs.unwrap_or(opts.runs);
+            opts.output = output;
+            exit(cli::bench::run(opts))
+        }
+        Command::Server { args } => server::launch::main(args.into_iter()),
+        Command::Worker { args } => worker::launch::main(args.into_iter()),
     }
 }
 
-fn fail(e: SqlCommandError) -> ExitCode {
+fn sql(execute: Option<String>, format: Format, cluster: Option<PathBuf>) -> ExitCode {
+    let cluster = match state_dir::find_cluster_file(cluster.as_deref()) {
+        Ok(path) => path,
+        Err(e) => return fail(SqlCommandError::from(e)),
+    };
+    let statements = match execute {
+        Some(sql) => vec![sql],
+        None if std::io::stdin().is_terminal() => {
+            let history = state_dir::state_dir()
+                .ok()
+                .map(|d| state_dir::history_file_in(&d));
+            return exit(cli::sql_prompt::run(&cluster, format, history.as_deref()));
+        }
+        None => {
+            let mut input = String::new();
+            if let Err(e) = std::io::stdin().read_to_string(&mut input) {
+                return fail(SqlCommandError::Stdin(e));
+            }
+            cli::statement_input::split(&input)
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr();
+    exit(sql_command::run(
+        &cluster,
+        &statements,
+        format,
+        &mut out,
+        &mut err,
+    ))
+}
+
+fn exit<E: Display>(result: Result<(), E>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(e: impl Display) -> ExitCode {
     eprintln!("Error: {e}");
     ExitCode::FAILURE
 }

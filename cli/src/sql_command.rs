@@ -5,6 +5,7 @@ use std::path::Path;
 
 use client::Client;
 use client::sql::Engine;
+use tokio::runtime::Runtime;
 
 use crate::output_format::{Format, render};
 
@@ -21,6 +22,10 @@ pub enum SqlCommandError {
     Stdin(std::io::Error),
     #[error("cannot write output: {0}")]
     Output(std::io::Error),
+    #[error(transparent)]
+    NoCluster(#[from] crate::state_dir::StateDirError),
+    #[error("interactive prompt: {0}")]
+    Prompt(String),
 }
 
 /// Runs `statements` in order against the cluster of `cluster_file`, printing each result to
@@ -32,6 +37,16 @@ pub fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), SqlCommandError> {
+    let (rt, client) = connect(cluster_file)?;
+    let engine = &mut Engine::new(&client);
+    for sql in statements {
+        execute(&rt, engine, sql, format, out, err)?;
+    }
+    Ok(())
+}
+
+/// A runtime and a client of the cluster of `cluster_file` (the client lives on the runtime).
+pub fn connect(cluster_file: &Path) -> Result<(Runtime, Client), SqlCommandError> {
     let cfg = crate::cluster_file::load(cluster_file)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -41,17 +56,25 @@ pub fn run(
         let _guard = rt.enter();
         Client::new(cfg).map_err(|e| SqlCommandError::Client(service::error_chain(&e)))?
     };
-    let engine = Engine::new(&client);
-    for sql in statements {
-        let result = rt
-            .block_on(engine.execute(sql))
-            .map_err(|e| SqlCommandError::Statement(service::error_chain(&e)))?;
-        for w in &result.warnings {
-            writeln!(err, "Warning: {w}").map_err(SqlCommandError::Output)?;
-        }
-        out.write_all(render(&result, format).as_bytes())
-            .and_then(|()| out.flush())
-            .map_err(SqlCommandError::Output)?;
+    Ok((rt, client))
+}
+
+/// Runs one statement on `engine`, printing its result to `out` and its warnings to `err`.
+pub fn execute(
+    rt: &Runtime,
+    engine: &mut Engine<'_>,
+    sql: &str,
+    format: Format,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), SqlCommandError> {
+    let result = rt
+        .block_on(engine.execute(sql))
+        .map_err(|e| SqlCommandError::Statement(service::error_chain(&e)))?;
+    for w in &result.warnings {
+        writeln!(err, "Warning: {w}").map_err(SqlCommandError::Output)?;
     }
-    Ok(())
+    out.write_all(render(&result, format).as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(SqlCommandError::Output)
 }

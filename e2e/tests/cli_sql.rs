@@ -191,6 +191,6 @@ fn an_invalid_cluster_file_exits_1_naming_the_file_and_the_problem() {
 fn a_usage_error_exits_2() {
     let out = stratus(&["sql", "--format", "xml", "--cluster", "x.toml"], "");
     assert_eq!(out.status.code(), Some(2));
-    let out = stratus(&["sql", "-e", "SELECT 1"], "");
-    assert_eq!(out.status.code(), Some(2), "--cluster is required");
+    let out = stratus(&["load", "--rows", "1"], "");
+    assert_eq!(out.status.code(), Some(2), "--table is required");
 }

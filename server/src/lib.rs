@@ -19,6 +19,7 @@ pub mod cpu_load;
 pub mod delegate;
 pub mod dispatcher;
 pub mod latches;
+pub mod launch;
 pub mod metrics;
 pub mod node;
 pub mod offload_policy;

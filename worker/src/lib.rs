@@ -19,6 +19,7 @@ pub mod config;
 pub mod cop_limiter;
 pub mod coprocessor;
 pub mod delegate;
+pub mod launch;
 pub mod metrics;
 pub mod service;
 pub mod state;

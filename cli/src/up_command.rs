@@ -1,0 +1,183 @@
+//! `stratus up`: the local cluster ([`crate::local_cluster`]) in the foreground.
+//!
+//! Starts the six nodes, prints a table of them (name, zone, URL, log), writes the cluster file
+//! (`<state dir>/cluster.toml`, which `stratus sql` and `stratus load` then find by themselves)
+//! and waits. Ctrl-C (SIGINT) or SIGTERM removes the cluster file, stops every node with
+//! SIGTERM (servers first) and exits 0. A node that dies meanwhile is named on stderr; the
+//! others are stopped and `up` exits 1.
+//!
+//! The signal handlers are installed before the first node starts, so a Ctrl-C during the
+//! start stops the cluster as soon as it is up instead of leaving nodes behind.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::local_cluster::{ClusterError, ClusterOptions, LocalCluster, NodeInfo, S3Target};
+use crate::state_dir::{self, StateDirError};
+
+/// The default `--base-port`: server-a 7000, server-b 7001, workers 7002..=7005.
+pub const DEFAULT_BASE_PORT: u16 = 7000;
+
+/// `stratus up`'s options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpOptions {
+    /// None: `<state dir>/data`.
+    pub data_dir: Option<PathBuf>,
+    /// An S3 endpoint instead of the local object store.
+    pub s3: Option<String>,
+    pub s3_bucket: String,
+    pub base_port: u16,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpError {
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error("cannot wait for signals: {0}")]
+    Signals(std::io::Error),
+    #[error("cannot remove the cluster file: path={} reason={reason}", path.display())]
+    RemoveClusterFile { path: PathBuf, reason: String },
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// Runs the cluster until SIGINT or SIGTERM; progress goes to `out`.
+pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
+    let state = state_dir::state_dir()?;
+    let data_dir = opts.data_dir.unwrap_or_else(|| state.join("data"));
+    let cluster_file = state_dir::cluster_file_in(&state);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(UpError::Signals)?;
+    let (mut interrupt, mut terminate) = {
+        let _guard = rt.enter();
+        (
+            signal(SignalKind::interrupt()).map_err(UpError::Signals)?,
+            signal(SignalKind::terminate()).map_err(UpError::Signals)?,
+        )
+    };
+    if cluster_file.exists() {
+        eprintln!(
+            "Warning: replacing the cluster file of an earlier `stratus up` that did not stop \
+             cleanly: path={}",
+            cluster_file.display()
+        );
+    }
+    writeln!(out, "starting a local cluster in {}", data_dir.display())?;
+    out.flush()?;
+    let mut cluster = LocalCluster::start(ClusterOptions {
+        data_dir,
+        s3: opts.s3.map(|endpoint| S3Target {
+            endpoint,
+            bucket: opts.s3_bucket,
+        }),
+        base_port: opts.base_port,
+        cpu_load_file: false,
+    })?;
+    write_nodes(out, cluster.servers(), cluster.workers())?;
+    cluster.write_cluster_file(&cluster_file)?;
+    writeln!(out, "\ncluster file: {}", cluster_file.display())?;
+    writeln!(
+        out,
+        "try: stratus load --table t --rows 100000 && stratus sql\nCtrl-C stops the cluster."
+    )?;
+    out.flush()?;
+    let died = rt.block_on(async {
+        loop {
+            tokio::select! {
+                _ = interrupt.recv() => return None,
+                _ = terminate.recv() => return None,
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {
+                    if let Err(e) = cluster.check_running() {
+                        return Some(e);
+                    }
+                }
+            }
+        }
+    });
+    let removed = remove_cluster_file(&cluster_file);
+    match died {
+        None => {
+            writeln!(out, "stopping the cluster")?;
+            out.flush()?;
+            cluster.stop()?;
+            removed?;
+            writeln!(out, "stopped")?;
+            Ok(())
+        }
+        Some(e) => {
+            eprintln!("Error: {e}\nstopping the other nodes");
+            // The dead node makes `stop` fail too; the death is what to report.
+            let _ = cluster.stop();
+            Err(e.into())
+        }
+    }
+}
+
+fn remove_cluster_file(path: &Path) -> Result<(), UpError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(UpError::RemoveClusterFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// The table of nodes.
+pub fn write_nodes(
+    out: &mut dyn Write,
+    servers: &[NodeInfo],
+    workers: &[NodeInfo],
+) -> std::io::Result<()> {
+    let nodes: Vec<&NodeInfo> = servers.iter().chain(workers).collect();
+    let name_w = nodes.iter().map(|n| n.name.len()).max().unwrap_or(0).max(4);
+    let url_w = nodes.iter().map(|n| n.url.len()).max().unwrap_or(0).max(3);
+    writeln!(out, "{:<name_w$}  ZONE  {:<url_w$}  LOG", "NODE", "URL")?;
+    for n in nodes {
+        writeln!(
+            out,
+            "{:<name_w$}  {:<4}  {:<url_w$}  {}",
+            n.name,
+            n.zone,
+            n.url,
+            n.log.display()
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_node_table_aligns_its_columns() {
+        let node = |name: &str, zone: &str, url: &str| NodeInfo {
+            name: name.into(),
+            zone: zone.into(),
+            url: url.into(),
+            log: PathBuf::from(format!("/d/logs/{name}.log")),
+        };
+        let mut out = Vec::new();
+        write_nodes(
+            &mut out,
+            &[node("server-a", "a", "http://127.0.0.1:7000")],
+            &[node("worker-b2", "b", "http://127.0.0.1:7005")],
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "NODE       ZONE  URL                    LOG\n\
+             server-a   a     http://127.0.0.1:7000  /d/logs/server-a.log\n\
+             worker-b2  b     http://127.0.0.1:7005  /d/logs/worker-b2.log\n"
+        );
+    }
+}

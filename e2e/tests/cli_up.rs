@@ -1,0 +1,220 @@
+//! `stratus up` as a process: it writes the cluster file to the state dir, `stratus load` and
+//! `stratus sql` find the cluster there without `--cluster`, the answer matches the sample
+//! table's formula, and SIGINT stops every node, removes the cluster file and exits 0. Without
+//! any cluster, `stratus sql` says how to get one.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use e2e::binaries::{self, STRATUS};
+
+/// How long `stratus up` may take to start six nodes (a cold debug build is slow to start).
+const UP_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long `stratus up` may take to stop them.
+const STOP_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// `stratus` with `home` as its state dir and no cluster from the environment.
+fn stratus(home: &Path) -> Command {
+    let mut cmd = Command::new(binaries::binary(STRATUS));
+    cmd.env("STRATUS_HOME", home)
+        .env_remove("STRATUS_CLUSTER")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn output(mut cmd: Command) -> Output {
+    cmd.output().expect("run stratus")
+}
+
+fn stdout_of_success(out: Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The running `stratus up` and the node processes it started; every one is SIGKILLed on drop
+/// (a failing test leaves nothing behind).
+struct Up {
+    child: Child,
+    nodes: Vec<u32>,
+    log: PathBuf,
+}
+
+impl Up {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for pid in &self.nodes {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- stratus up output ---\n{}", self.log());
+        }
+    }
+}
+
+/// The parent pid of `pid` (`None` once it is gone).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The live children of `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| parent_of(pid) == Some(parent))
+        .collect()
+}
+
+/// Whether `pid` still exists (a zombie counts: nobody reaped it).
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The last line of CSV output as numbers.
+fn last_csv_row(stdout: &str) -> Vec<f64> {
+    let line = stdout.lines().last().expect("a result row");
+    line.split(',')
+        .map(|f| {
+            f.parse()
+                .unwrap_or_else(|_| panic!("not a number: {f:?} in {stdout:?}"))
+        })
+        .collect()
+}
+
+#[test]
+fn up_serves_load_and_sql_found_through_the_state_dir_and_stops_cleanly_on_sigint() {
+    let home = tempfile::Builder::new()
+        .prefix("stratus-up-")
+        .tempdir()
+        .expect("tempdir");
+    let data = home.path().join("data");
+    let log = home.path().join("up.log");
+    let out = File::create(&log).expect("up log");
+    let mut cmd = stratus(home.path());
+    cmd.args(["up", "--base-port", "0", "--data-dir"])
+        .arg(&data)
+        .stdout(out.try_clone().expect("clone log"))
+        .stderr(out);
+    let child = cmd.spawn().expect("spawn stratus up");
+    let mut up = Up {
+        child,
+        nodes: Vec::new(),
+        log,
+    };
+    let cluster_file = home.path().join("cluster.toml");
+    let deadline = Instant::now() + UP_TIMEOUT;
+    while !cluster_file.exists() {
+        if let Some(status) = up.child.try_wait().expect("wait") {
+            panic!("stratus up exited before writing the cluster file: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no cluster file within {UP_TIMEOUT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    up.nodes = children_of(up.child.id());
+    assert_eq!(
+        up.nodes.len(),
+        6,
+        "two servers and four workers: {:?}",
+        up.nodes
+    );
+    let printed = up.log();
+    for node in [
+        "server-a",
+        "server-b",
+        "worker-a1",
+        "worker-a2",
+        "worker-b1",
+        "worker-b2",
+    ] {
+        assert!(printed.contains(node), "{node} missing from:\n{printed}");
+    }
+
+    let rows: u64 = 3000;
+    let mut load = stratus(home.path());
+    load.args(["load", "--table", "t", "--rows", &rows.to_string()]);
+    let loaded = stdout_of_success(output(load));
+    assert!(loaded.contains("loaded 3000 rows into t in "), "{loaded}");
+
+    let mut sql = stratus(home.path());
+    sql.args([
+        "sql",
+        "--format",
+        "csv",
+        "-e",
+        "select count(*), sum(k) from t",
+    ]);
+    let answer = last_csv_row(&stdout_of_success(output(sql)));
+    let want_sum: u64 = (0..rows).map(|i| i % 1000).sum();
+    assert_eq!(answer, vec![rows as f64, want_sum as f64]);
+
+    let sent = Command::new("kill")
+        .args(["-INT", &up.child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    let status = loop {
+        if let Some(status) = up.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stratus up still running {STOP_TIMEOUT:?} after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "stratus up: {status}\n{}", up.log());
+    let left: Vec<u32> = up.nodes.iter().copied().filter(|&p| alive(p)).collect();
+    assert!(
+        left.is_empty(),
+        "nodes still running after up stopped: {left:?}"
+    );
+    assert!(
+        !cluster_file.exists(),
+        "the cluster file outlived the cluster"
+    );
+}
+
+#[test]
+fn sql_without_any_cluster_exits_non_zero_saying_how_to_get_one() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut sql = stratus(home.path());
+    sql.args(["sql", "-e", "select 1"]);
+    let out = output(sql);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no cluster: start one with `stratus up` or pass --cluster FILE"),
+        "{stderr}"
+    );
+    let looked_for = home.path().join("cluster.toml");
+    assert!(
+        stderr.contains(&looked_for.display().to_string()),
+        "{stderr}"
+    );
+}

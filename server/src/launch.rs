@@ -1,0 +1,94 @@
+//! `stratus-server --config server.toml` (and `stratus server --config server.toml`): a storage
+//! server (see [`crate::config`] for every key). The `stratus-server` binary and the `stratus`
+//! command line both call [`main`], so the two behave exactly alike.
+//!
+//! Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT), 1 when the server fails at start or
+//! while running, 2 for a bad command line or config.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::api::{AppState, router, split_checker};
+use crate::config::ServerConfig;
+use crate::node::Node;
+use service::config::{config_path_from_args, load, render};
+
+/// Runs a server with the command line `args` (without the program name) until SIGTERM or
+/// SIGINT; the exit code of `stratus-server`.
+pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
+    init_logging();
+    let config: ServerConfig = match config_path_from_args(args)
+        .and_then(|p| load(p.as_deref()))
+        .and_then(|c: ServerConfig| c.validate().map(|()| c))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("stratus-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config_text = render(&config);
+    println!("# stratus-server effective config\n{config_text}");
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("stratus-server")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("stratus-server: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(config, config_text)) {
+        Ok(()) => {
+            println!("stratus-server stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("stratus-server: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
+    let handle = tokio::runtime::Handle::current();
+    let grace = config.server.shutdown_grace.duration();
+    let split_every = config.server.split_check_interval.duration();
+    let addr = config.server.addr.clone();
+    let node = tokio::task::spawn_blocking(move || Node::open(config, handle))
+        .await
+        .map_err(|e| format!("start-up task failed: {e}"))?
+        .map_err(|e| crate::api::error_chain(&e))?;
+    let node = Arc::new(node);
+    // Handlers first: the "listening" line tells supervisors they may signal us.
+    let shutdown = service::http::shutdown_signal();
+    let (listener, local) = service::http::bind("stratus-server", &addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let state = Arc::new(AppState {
+        node: node.clone(),
+        addr: local.to_string(),
+        config_text,
+    });
+    let checker = tokio::spawn(split_checker(node.clone(), split_every));
+    let served = service::http::serve_until(listener, router(state), shutdown, grace).await;
+    checker.abort();
+    // Flush memtables and stop background threads whether or not serving ended cleanly.
+    let closing = node.clone();
+    let closed = tokio::task::spawn_blocking(move || closing.close())
+        .await
+        .map_err(|e| format!("shutdown task failed: {e}"))?;
+    served.map_err(|e| format!("serving failed: {e}"))?;
+    closed.map_err(|e| format!("closing the engine failed: {}", crate::api::error_chain(&e)))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRATUS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
