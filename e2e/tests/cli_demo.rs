@@ -1,0 +1,125 @@
+//! `stratus demo` and `stratus bench` as processes, with few rows: each starts its own local
+//! cluster, exits 0, and prints what it promises — the demo a region offloaded because the
+//! server was busy, one kept local because it was idle, a cache hit, the three node selection
+//! policies and the decision counts; the benchmark a table of 5 queries × 4 configurations.
+
+use std::process::{Command, Output, Stdio};
+
+use e2e::binaries::{self, STRATUS};
+
+fn stratus(args: &[&str]) -> Output {
+    Command::new(binaries::binary(STRATUS))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run stratus")
+}
+
+/// stdout of a run that must exit 0.
+fn ok(out: Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The table rows (`| ...` lines, rule excluded) under the header line starting with `header`.
+fn markdown_rows<'a>(text: &'a str, header: &str) -> Vec<&'a str> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(header))
+        .skip(2)
+        .take_while(|l| l.starts_with("| "))
+        .collect()
+}
+
+#[test]
+fn demo_shows_offload_reasons_cache_hits_policies_and_decision_counts() {
+    let stdout = ok(stratus(&["demo", "--rows", "20000"]));
+    let has_line = |f: &dyn Fn(&str) -> bool| stdout.lines().any(f);
+    assert!(
+        has_line(&|l| l.contains(" remote ") && l.contains("reason=cpu_busy")),
+        "no region offloaded with cpu_busy:\n{stdout}"
+    );
+    assert!(
+        has_line(&|l| l.contains(" local") && l.contains("reason=cpu_idle")),
+        "no region kept local with cpu_idle:\n{stdout}"
+    );
+    assert!(stdout.contains("cache_hit=true"), "no cache hit:\n{stdout}");
+    for policy in [
+        "all_nodes",
+        "priority_local_zone_nodes",
+        "only_local_zone_nodes",
+    ] {
+        assert!(
+            has_line(&|l| l.starts_with(&format!("{policy} ("))),
+            "policy {policy} not shown:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("can not be accessed by TiFlash in the zone [a]"),
+        "no node selection warning:\n{stdout}"
+    );
+    // The decision table: a header, then at least one remote/cpu_busy and one local/cpu_idle
+    // count on some server.
+    assert!(
+        has_line(&|l| l.split('|').map(str::trim).collect::<Vec<_>>()
+            == ["server", "result", "reason", "count"]),
+        "no decision table:\n{stdout}"
+    );
+    let counted = |result: &str, reason: &str| {
+        has_line(&|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            cells.len() == 4
+                && cells[0].starts_with("server-")
+                && cells[1] == result
+                && cells[2] == reason
+                && cells[3].parse::<u64>().is_ok_and(|n| n > 0)
+        })
+    };
+    assert!(counted("remote", "cpu_busy"), "no remote count:\n{stdout}");
+    assert!(counted("local", "cpu_idle"), "no local count:\n{stdout}");
+    let last = stdout.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("demo finished in ") && last.ends_with(" s"),
+        "last line: {last:?}"
+    );
+}
+
+#[test]
+fn bench_prints_a_row_per_query_and_configuration_and_writes_the_report_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("bench.md");
+    let stdout = ok(stratus(&[
+        "bench",
+        "--rows",
+        "20000",
+        "--runs",
+        "2",
+        "--output",
+        report.to_str().unwrap(),
+    ]));
+    let rows = markdown_rows(&stdout, "| query | offload | cache |");
+    assert_eq!(rows.len(), 20, "{stdout}");
+    for offload in ["off", "on"] {
+        for cache in ["off", "on"] {
+            let n = rows
+                .iter()
+                .filter(|r| {
+                    r.starts_with("| ") && r.contains(&format!(" | {offload} | {cache} | "))
+                })
+                .count();
+            assert_eq!(n, 5, "offload={offload} cache={cache}:\n{stdout}");
+        }
+    }
+    assert!(
+        stdout.contains("| on | off | remote/cpu_busy="),
+        "offload on made no remote decision:\n{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), stdout);
+}
