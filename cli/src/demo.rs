@@ -103,6 +103,8 @@ pub enum StepError {
     Statement { sql: String, message: String },
     #[error("flush failed: server={server} reason={reason}")]
     Flush { server: String, reason: String },
+    #[error("regions did not settle: server={server} reason={reason}")]
+    Regions { server: String, reason: String },
     #[error("EXPLAIN answered no column {column:?}: sql={sql:?}")]
     ExplainColumns { sql: String, column: &'static str },
     #[error("cannot write output: {0}")]
@@ -380,6 +382,18 @@ impl LoadedCluster {
              estimate counts",
             t.elapsed().as_secs_f64()
         )?;
+        let t = Instant::now();
+        let regions = settle_regions(self.cluster.servers())?;
+        writeln!(
+            log,
+            "regions settled in {:.1} s: {}",
+            t.elapsed().as_secs_f64(),
+            regions
+                .iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
         Ok(schema)
     }
 
@@ -411,6 +425,51 @@ fn progress_bar(rows: u64) -> indicatif::ProgressBar {
         bar.set_style(style);
     }
     bar
+}
+
+/// How long the servers' region splitting may take to settle after a load.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Region counts unchanged over this many polls a second apart (the servers check splits
+/// every second) count as settled.
+const SETTLED_POLLS: usize = 3;
+
+/// Waits until no server splits regions any more (a split changes a region's version and
+/// so invalidates cached results and moves work between requests: measuring while it goes on
+/// measures the splitting), and returns each server's region count.
+fn settle_regions(servers: &[NodeInfo]) -> Result<Vec<(String, usize)>, StepError> {
+    let started = Instant::now();
+    let mut last: Vec<(String, usize)> = Vec::new();
+    let mut same = 0;
+    loop {
+        let mut now = Vec::with_capacity(servers.len());
+        for s in servers {
+            let err = |reason: String| StepError::Regions {
+                server: s.name.clone(),
+                reason,
+            };
+            let reply = crate::node_http::get(&s.url, kvproto::paths::REGIONS, FLUSH_TIMEOUT)
+                .map_err(err)?;
+            if reply.status != 200 {
+                return Err(err(format!("expected status 200, found {}", reply.status)));
+            }
+            let regions: kvproto::region::RegionsResponse =
+                prost::Message::decode(reply.body.as_slice())
+                    .map_err(|e| err(format!("undecodable /regions answer: {e}")))?;
+            now.push((s.name.clone(), regions.regions.len()));
+        }
+        same = if now == last { same + 1 } else { 0 };
+        if same + 1 >= SETTLED_POLLS {
+            return Ok(now);
+        }
+        if started.elapsed() > SETTLE_TIMEOUT {
+            return Err(StepError::Regions {
+                server: "all".into(),
+                reason: format!("still splitting after {SETTLE_TIMEOUT:?}: {now:?}"),
+            });
+        }
+        last = now;
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// `POST /admin/flush` on every server: memtables to L0 SST files.

@@ -695,6 +695,9 @@ fn server_config(
         server.insert("tso-addr".into(), url.into());
     }
     server.insert("region-split-size".into(), "2MiB".into());
+    // Check every second (default 10 s): a freshly loaded table reaches its regions within
+    // seconds, and the demo and bench wait for that before they measure.
+    server.insert("split-check-interval".into(), "1s".into());
     server.insert("shutdown-grace".into(), "5s".into());
 
     let mut kv = toml::Table::new();
