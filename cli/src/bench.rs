@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 use client::sql::QueryResult;
 use cop::datum::Datum;
 
-use crate::demo::{
-    DecisionCount, LoadedCluster, Session, StepError, decision_counts, decision_delta, ratio,
-};
+use crate::decision_metrics::{DecisionCount, decision_counts, decision_delta};
+use crate::demo::ratio;
+use crate::explain_rows::Session;
+use crate::loaded_cluster::{LoadedCluster, StepError};
 
 /// `stratus bench` options.
 #[derive(Debug, Clone, PartialEq, Eq)]

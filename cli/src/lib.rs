@@ -15,7 +15,9 @@
 //! `sql` and `load` use), [`local_cluster`] (the nodes of `up`, `demo` and `bench`, with
 //! [`node_http`]) and [`up_command`]; [`sample_table`] and [`load_command`]; [`sql_command`]
 //! with [`statement_input`] (stdin) and [`sql_prompt`] (the terminal), printing through
-//! [`output_format`]; [`demo`] and [`bench`].
+//! [`output_format`]; [`demo`] and [`bench`], which share [`loaded_cluster`] (a started
+//! cluster with the sample table loaded), [`explain_rows`] (where each region ran, from
+//! EXPLAIN) and [`decision_metrics`] (the servers' offload decision counters).
 //!
 //! `stratus sql`:
 //!
@@ -46,9 +48,12 @@
 pub mod bench;
 pub mod cluster_file;
 pub mod csv_format;
+pub mod decision_metrics;
 pub mod demo;
+pub mod explain_rows;
 pub mod json_format;
 pub mod load_command;
+pub mod loaded_cluster;
 pub mod local_cluster;
 pub mod node_http;
 pub mod output_format;

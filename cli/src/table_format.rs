@@ -17,6 +17,16 @@ use cop::datum::Datum;
 
 use crate::output_format::{is_number, rows_word, text};
 
+/// A text cell for [`render`].
+pub(crate) fn text_cell(s: &str) -> Datum {
+    Datum::Bytes(s.as_bytes().to_vec())
+}
+
+/// Column names for [`render`].
+pub(crate) fn column_names(names: &[&str]) -> Vec<String> {
+    names.iter().map(|c| c.to_string()).collect()
+}
+
 pub fn render(columns: &[String], rows: &[Vec<Datum>]) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()

@@ -1,0 +1,309 @@
+//! A local cluster started in a temporary directory and loaded with the sample table: the
+//! setup `stratus demo` and `stratus bench` share, so that both measure a cluster prepared the
+//! same way (rows flushed to SST files, region splits settled) before their first query.
+//!
+//! [`LoadedCluster`] owns the cluster, the tokio runtime its clients run on and the
+//! [`TempDir`] holding its data; [`StepError`] is what any of these steps (and a statement run
+//! on the cluster) fails with.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use client::sql::TableSchema;
+use client::{Client, ClientConfig};
+use cop::datum::Datum;
+
+use crate::local_cluster::{ClusterError, ClusterOptions, LocalCluster, NodeInfo};
+use crate::sample_table::{self, LoadError};
+use crate::table_format::{self, column_names, text_cell};
+
+/// The sample table's name in the demo and the benchmark.
+pub const TABLE: &str = "t";
+
+/// Rows per load transaction (the `stratus load` default).
+const LOAD_BATCH: usize = 5000;
+
+/// How long a flush of one server may take.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A step shared by `demo` and `bench` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("local cluster: {0}")]
+    Cluster(#[from] ClusterError),
+    #[error("loading the sample table: {0}")]
+    Load(#[from] LoadError),
+    #[error("cannot create the temporary data directory: path={path}: {source}")]
+    TempDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start the tokio runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot start the client: {0}")]
+    Client(String),
+    #[error("statement failed: sql={sql:?} error={message}")]
+    Statement { sql: String, message: String },
+    #[error("flush failed: server={server} reason={reason}")]
+    Flush { server: String, reason: String },
+    #[error("regions did not settle: server={server} reason={reason}")]
+    Regions { server: String, reason: String },
+    #[error("EXPLAIN answered no column {column:?}: sql={sql:?}")]
+    ExplainColumns { sql: String, column: &'static str },
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// A started local cluster, its temporary data directory, and the runtime clients run on.
+pub struct LoadedCluster {
+    /// Declared before `dir`: dropped (children killed) before the directory is removed.
+    pub cluster: LocalCluster,
+    pub rt: tokio::runtime::Runtime,
+    dir: TempDir,
+}
+
+impl LoadedCluster {
+    /// Starts a local cluster (ephemeral ports, CPU load from the `cpu-load` file) in a new
+    /// temporary directory and prints its nodes to `log`.
+    pub fn start(log: &mut dyn Write) -> Result<LoadedCluster, StepError> {
+        let dir = TempDir::new()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(StepError::Runtime)?;
+        let t = Instant::now();
+        let cluster = LocalCluster::start(ClusterOptions {
+            data_dir: dir.path().to_path_buf(),
+            s3: None,
+            base_port: 0,
+            cpu_load_file: true,
+        })?;
+        writeln!(
+            log,
+            "started {} servers and {} workers in {:.1} s (data in {}):",
+            cluster.servers().len(),
+            cluster.workers().len(),
+            t.elapsed().as_secs_f64(),
+            dir.path().display()
+        )?;
+        log.write_all(render_nodes(&cluster).as_bytes())?;
+        Ok(LoadedCluster { cluster, rt, dir })
+    }
+
+    /// Creates [`TABLE`], loads `rows` rows with a progress bar on stderr, prints the load rate
+    /// to `log`, then flushes every server so that the rows are in SST files.
+    pub fn load(&self, rows: u64, log: &mut dyn Write) -> Result<TableSchema, StepError> {
+        self.load_table(TABLE, rows, log)
+    }
+
+    /// [`LoadedCluster::load`] into the sample table `name`.
+    pub fn load_table(
+        &self,
+        name: &str,
+        rows: u64,
+        log: &mut dyn Write,
+    ) -> Result<TableSchema, StepError> {
+        let client = self.client(self.cluster.client_config())?;
+        let schema = self
+            .rt
+            .block_on(sample_table::ensure_table(&client, name))?;
+        let bar = progress_bar(rows);
+        let t = Instant::now();
+        self.rt.block_on(sample_table::load(
+            &client,
+            &schema,
+            rows,
+            LOAD_BATCH,
+            &mut |done| bar.set_position(done),
+        ))?;
+        bar.finish_and_clear();
+        let secs = t.elapsed().as_secs_f64();
+        writeln!(
+            log,
+            "loaded {rows} rows into {name} in {secs:.1} s ({:.0} rows/s)",
+            rows as f64 / secs.max(1e-6)
+        )?;
+        let t = Instant::now();
+        flush_servers(self.cluster.servers())?;
+        writeln!(
+            log,
+            "flushed every server in {:.1} s: the rows are in SST files, which the offload \
+             estimate counts",
+            t.elapsed().as_secs_f64()
+        )?;
+        let t = Instant::now();
+        let regions = settle_regions(self.cluster.servers())?;
+        writeln!(
+            log,
+            "regions settled in {:.1} s: {}",
+            t.elapsed().as_secs_f64(),
+            regions
+                .iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+        Ok(schema)
+    }
+
+    /// A new client (with its own, empty coprocessor cache) for `config`.
+    pub fn client(&self, config: ClientConfig) -> Result<Client, StepError> {
+        client_for(&self.rt, config)
+    }
+
+    /// Stops every node (an error if one exits badly), then removes the data directory.
+    pub fn stop(self) -> Result<(), StepError> {
+        let LoadedCluster { cluster, dir, .. } = self;
+        cluster.stop()?;
+        drop(dir);
+        Ok(())
+    }
+}
+
+fn client_for(rt: &tokio::runtime::Runtime, config: ClientConfig) -> Result<Client, StepError> {
+    let _guard = rt.enter();
+    Client::new(config).map_err(|e| StepError::Client(service::error_chain(&e)))
+}
+
+/// A bar on stderr (hidden when stderr is not a terminal).
+fn progress_bar(rows: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(rows);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {human_pos}/{human_len} rows, {per_sec}, {eta} left",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// How long the servers' region splitting may take to settle after a load.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Region counts unchanged over this many polls a second apart (the servers check splits
+/// every second) count as settled.
+const SETTLED_POLLS: usize = 3;
+
+/// Waits until no server splits regions any more (a split changes a region's version and
+/// so invalidates cached results and moves work between requests: measuring while it goes on
+/// measures the splitting), and returns each server's region count.
+fn settle_regions(servers: &[NodeInfo]) -> Result<Vec<(String, usize)>, StepError> {
+    let started = Instant::now();
+    let mut last: Vec<(String, usize)> = Vec::new();
+    let mut same = 0;
+    loop {
+        let mut now = Vec::with_capacity(servers.len());
+        for s in servers {
+            let err = |reason: String| StepError::Regions {
+                server: s.name.clone(),
+                reason,
+            };
+            let reply = crate::node_http::get(&s.url, kvproto::paths::REGIONS, FLUSH_TIMEOUT)
+                .map_err(err)?;
+            if reply.status != 200 {
+                return Err(err(format!("expected status 200, found {}", reply.status)));
+            }
+            let regions: kvproto::region::RegionsResponse =
+                prost::Message::decode(reply.body.as_slice())
+                    .map_err(|e| err(format!("undecodable /regions answer: {e}")))?;
+            now.push((s.name.clone(), regions.regions.len()));
+        }
+        same = if now == last { same + 1 } else { 0 };
+        if same + 1 >= SETTLED_POLLS {
+            return Ok(now);
+        }
+        if started.elapsed() > SETTLE_TIMEOUT {
+            return Err(StepError::Regions {
+                server: "all".into(),
+                reason: format!("still splitting after {SETTLE_TIMEOUT:?}: {now:?}"),
+            });
+        }
+        last = now;
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// `POST /admin/flush` on every server: memtables to L0 SST files.
+fn flush_servers(servers: &[NodeInfo]) -> Result<(), StepError> {
+    for s in servers {
+        let flush_err = |reason: String| StepError::Flush {
+            server: s.name.clone(),
+            reason,
+        };
+        let reply =
+            crate::node_http::post_empty(&s.url, kvproto::paths::ADMIN_FLUSH, FLUSH_TIMEOUT)
+                .map_err(flush_err)?;
+        if reply.status != 200 {
+            return Err(flush_err(format!(
+                "expected status 200, found {}: {}",
+                reply.status,
+                reply.text().trim()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// name | zone | role | url.
+fn render_nodes(cluster: &LocalCluster) -> String {
+    let row = |n: &NodeInfo, role: &str| {
+        vec![
+            text_cell(&n.name),
+            text_cell(&n.zone),
+            text_cell(role),
+            text_cell(&n.url),
+        ]
+    };
+    let rows: Vec<Vec<Datum>> = cluster
+        .servers()
+        .iter()
+        .map(|n| row(n, "server"))
+        .chain(cluster.workers().iter().map(|n| row(n, "worker")))
+        .collect();
+    table_format::render(&column_names(&["name", "zone", "role", "url"]), &rows)
+}
+
+/// A directory under the system temp dir, removed (with its content) on drop. (The `tempfile`
+/// crate is a dev-dependency of this crate only.)
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    fn new() -> Result<TempDir, StepError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path =
+            std::env::temp_dir().join(format!("stratus-demo-{}-{nanos:09}", std::process::id()));
+        std::fs::create_dir(&path).map_err(|source| StepError::TempDir {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(TempDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // Best effort: a leftover directory in /tmp is not worth failing the run for.
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_temp_dir_is_removed_on_drop() {
+        let dir = TempDir::new().unwrap();
+        let path = dir.path().to_path_buf();
+        std::fs::write(path.join("f"), b"x").unwrap();
+        drop(dir);
+        assert!(!path.exists());
+    }
+}
