@@ -230,8 +230,9 @@ impl LocalCluster {
         }
         let data_dir = absolute(&opts.data_dir)?;
         let opts = ClusterOptions { data_dir, ..opts };
-        for dir in [opts.data_dir.join("logs"), opts.data_dir.join("objects")] {
-            create_dir(&dir)?;
+        create_dir(&opts.data_dir.join("logs"))?;
+        if opts.s3.is_none() {
+            create_dir(&opts.data_dir.join("objects"))?;
         }
         if opts.cpu_load_file {
             write_atomically(&cpu_load_path(&opts.data_dir), "0\n")?;

@@ -9,6 +9,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use e2e::binaries::{self, STRATUS};
+use e2e::http_client::post;
+use e2e::s3_proc::{BUCKET, S3Faults, S3Proc, s3_env};
 
 /// How long `stratus up` may take to start six nodes (a cold debug build is slow to start).
 const UP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -103,27 +105,26 @@ fn last_csv_row(stdout: &str) -> Vec<f64> {
         .collect()
 }
 
-#[test]
-fn up_serves_load_and_sql_found_through_the_state_dir_and_stops_cleanly_on_sigint() {
-    let home = tempfile::Builder::new()
-        .prefix("stratus-up-")
-        .tempdir()
-        .expect("tempdir");
-    let data = home.path().join("data");
-    let log = home.path().join("up.log");
+/// Starts `stratus up --base-port 0 --data-dir <home>/data [extra]` with `home` as its state
+/// dir, waits for the cluster file, and checks that it started six nodes and printed them.
+fn start_up(home: &Path, extra: &[&str], env: impl FnOnce(&mut Command)) -> Up {
+    let data = home.join("data");
+    let log = home.join("up.log");
     let out = File::create(&log).expect("up log");
-    let mut cmd = stratus(home.path());
+    let mut cmd = stratus(home);
     cmd.args(["up", "--base-port", "0", "--data-dir"])
         .arg(&data)
+        .args(extra)
         .stdout(out.try_clone().expect("clone log"))
         .stderr(out);
+    env(&mut cmd);
     let child = cmd.spawn().expect("spawn stratus up");
     let mut up = Up {
         child,
         nodes: Vec::new(),
         log,
     };
-    let cluster_file = home.path().join("cluster.toml");
+    let cluster_file = home.join("cluster.toml");
     let deadline = Instant::now() + UP_TIMEOUT;
     while !cluster_file.exists() {
         if let Some(status) = up.child.try_wait().expect("wait") {
@@ -153,25 +154,25 @@ fn up_serves_load_and_sql_found_through_the_state_dir_and_stops_cleanly_on_sigin
     ] {
         assert!(printed.contains(node), "{node} missing from:\n{printed}");
     }
+    up
+}
 
-    let rows: u64 = 3000;
-    let mut load = stratus(home.path());
+/// Loads `rows` sample rows with `stratus load` and checks them with [`check_sum`], both
+/// finding the cluster through the state dir.
+fn load_and_check_sum(home: &Path, rows: u64) {
+    let mut load = stratus(home);
     load.args(["load", "--table", "t", "--rows", &rows.to_string()]);
     let loaded = stdout_of_success(output(load));
-    assert!(loaded.contains("loaded 3000 rows into t in "), "{loaded}");
+    assert!(
+        loaded.contains(&format!("loaded {rows} rows into t in ")),
+        "{loaded}"
+    );
+    check_sum(home, rows);
+}
 
-    let mut sql = stratus(home.path());
-    sql.args([
-        "sql",
-        "--format",
-        "csv",
-        "-e",
-        "select count(*), sum(k) from t",
-    ]);
-    let answer = last_csv_row(&stdout_of_success(output(sql)));
-    let want_sum: u64 = (0..rows).map(|i| i % 1000).sum();
-    assert_eq!(answer, vec![rows as f64, want_sum as f64]);
-
+/// SIGINTs `up` and checks that it exits 0, leaves no node running and removes the cluster
+/// file.
+fn stop_with_sigint(mut up: Up, home: &Path) {
     let sent = Command::new("kill")
         .args(["-INT", &up.child.id().to_string()])
         .status()
@@ -195,9 +196,90 @@ fn up_serves_load_and_sql_found_through_the_state_dir_and_stops_cleanly_on_sigin
         "nodes still running after up stopped: {left:?}"
     );
     assert!(
-        !cluster_file.exists(),
+        !home.join("cluster.toml").exists(),
         "the cluster file outlived the cluster"
     );
+}
+
+#[test]
+fn up_serves_load_and_sql_found_through_the_state_dir_and_stops_cleanly_on_sigint() {
+    let home = tempfile::Builder::new()
+        .prefix("stratus-up-")
+        .tempdir()
+        .expect("tempdir");
+    let up = start_up(home.path(), &[], |_| {});
+    load_and_check_sum(home.path(), 3000);
+    stop_with_sigint(up, home.path());
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn up_with_s3_keeps_the_sst_files_in_the_bucket() {
+    let home = tempfile::Builder::new()
+        .prefix("stratus-up-s3-")
+        .tempdir()
+        .expect("tempdir");
+    let s3 = S3Proc::start(&home.path().join("s3"), S3Faults::default());
+    let up = start_up(
+        home.path(),
+        &["--s3", s3.endpoint(), "--s3-bucket", BUCKET],
+        s3_env,
+    );
+    load_and_check_sum(home.path(), 3000);
+    // Flush every server: the rows become SST files, which must land in the bucket.
+    let cluster: toml::Table = std::fs::read_to_string(home.path().join("cluster.toml"))
+        .expect("cluster file")
+        .parse()
+        .expect("cluster file is TOML");
+    let servers = cluster["servers"].as_array().expect("servers");
+    assert_eq!(servers.len(), 2);
+    for s in servers {
+        let url = s.as_str().expect("server url").trim_end_matches('/');
+        let reply = post(&format!("{url}{}", kvproto::paths::ADMIN_FLUSH), Vec::new());
+        assert_eq!(reply.status, 200, "flush {url}");
+    }
+    let ssts: Vec<PathBuf> = files_under(&s3.dir().join(BUCKET))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .collect();
+    assert!(!ssts.is_empty(), "no SST object in the bucket");
+    assert!(
+        !home.path().join("data").join("objects").exists(),
+        "with --s3 there is no local-directory store"
+    );
+    check_sum(home.path(), 3000);
+    stop_with_sigint(up, home.path());
+}
+
+/// `count(*), sum(k)` of the sample table `t` of `rows` rows, through `stratus sql`.
+fn check_sum(home: &Path, rows: u64) {
+    let mut sql = stratus(home);
+    sql.args([
+        "sql",
+        "--format",
+        "csv",
+        "-e",
+        "select count(*), sum(k) from t",
+    ]);
+    let answer = last_csv_row(&stdout_of_success(output(sql)));
+    let want_sum: u64 = (0..rows).map(|i| i % 1000).sum();
+    assert_eq!(answer, vec![rows as f64, want_sum as f64]);
 }
 
 #[test]
