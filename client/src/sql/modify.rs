@@ -113,12 +113,18 @@ pub fn plan_delete(d: &ast::Delete, table: TableSchema) -> Result<ModifyPlan> {
     if !d.optimizer_hints.is_empty() || d.on_cluster.is_some() || d.settings.is_some() {
         return Err(unsupported("DELETE hints / ON CLUSTER / SETTINGS"));
     }
-    let conditions = select::where_conditions(&table, d.selection.as_ref())?;
-    let ranges = handle_ranges(
-        table.id,
-        &table.columns[table.pk].name,
-        d.selection.as_ref(),
-    );
+    reading(table, d.selection.as_ref(), Change::Delete)
+}
+
+/// The plan that reads the rows `selection` matches (the `WHERE` as SELECT plans it, over the
+/// key ranges its primary-key bounds allow) and applies `change` to them.
+fn reading(
+    table: TableSchema,
+    selection: Option<&ast::Expr>,
+    change: Change,
+) -> Result<ModifyPlan> {
+    let conditions = select::where_conditions(&table, selection)?;
+    let ranges = handle_ranges(table.id, &table.columns[table.pk].name, selection);
     Ok(ModifyPlan {
         ranges,
         dag: DagRequest {
@@ -126,7 +132,7 @@ pub fn plan_delete(d: &ast::Delete, table: TableSchema) -> Result<ModifyPlan> {
             ..DagRequest::default()
         },
         table,
-        change: Change::Delete,
+        change,
     })
 }
 
@@ -162,21 +168,7 @@ pub fn plan_update(u: &ast::Update, table: TableSchema) -> Result<ModifyPlan> {
         let value = value_expr(&table, &a.value, col.ty, &col.name)?;
         assignments.push(Assignment { column, value });
     }
-    let conditions = select::where_conditions(&table, u.selection.as_ref())?;
-    let ranges = handle_ranges(
-        table.id,
-        &table.columns[table.pk].name,
-        u.selection.as_ref(),
-    );
-    Ok(ModifyPlan {
-        ranges,
-        dag: DagRequest {
-            executors: select::scan_executors(&table, conditions),
-            ..DagRequest::default()
-        },
-        table,
-        change: Change::Update(assignments),
-    })
+    reading(table, u.selection.as_ref(), Change::Update(assignments))
 }
 
 fn column_of(table: &TableSchema, name: &ast::ObjectName) -> Result<usize> {
