@@ -15,7 +15,7 @@
 //! `sql` and `load` use), [`local_cluster`] (the nodes of `up`, `demo` and `bench`, with
 //! [`node_http`]) and [`up_command`]; [`sample_table`] and [`load_command`]; [`sql_command`]
 //! with [`statement_input`] (stdin) and [`sql_prompt`] (the terminal), printing through
-//! [`output_format`]; [`demo`] and [`bench`], which share [`loaded_cluster`] (a started
+//! [`output_format`]; [`demo`] and [`bench`](mod@bench), which share [`loaded_cluster`] (a started
 //! cluster with the sample table loaded), [`explain_rows`] (where each region ran, from
 //! EXPLAIN) and [`decision_metrics`] (the servers' offload decision counters).
 //!

@@ -79,7 +79,7 @@ pub fn create_statement(name: &str) -> String {
     format!("CREATE TABLE {name} ({})", cols.join(", "))
 }
 
-/// CREATE TABLE <name> (id BIGINT PRIMARY KEY, k INT, grp INT, v DOUBLE, s VARCHAR(16)); existing
+/// `CREATE TABLE <name> (id BIGINT PRIMARY KEY, k INT, grp INT, v DOUBLE, s VARCHAR(16))`; existing
 /// table with the same columns is reused, a different one is an error.
 pub async fn ensure_table(client: &Client, name: &str) -> Result<TableSchema, LoadError> {
     // A `&mut` binding: `Engine::execute` takes `&mut self` (the session's variables).

@@ -19,6 +19,7 @@ use e2e::http_client::post_proto;
 use e2e::server_proc::ServerProc;
 use kvproto::paths;
 use kvproto::region::{SplitRequest, SplitResponse};
+use kvproto::txn::{Mutation, Op, PrewriteRequest};
 
 const ROWS: i64 = 400;
 
@@ -806,4 +807,68 @@ fn a_write_at_a_start_ts_older_than_a_rows_last_commit_is_a_write_conflict_and_w
             vec![Datum::Int(2), Datum::Int(20)]
         ]
     );
+}
+
+/// Prewrites a delete of `key` as a transaction started at `start_ts` that then dies (never
+/// commits or rolls back), with `ttl_ms` of lock TTL.
+fn abandoned_lock(server: &ServerProc, key: Vec<u8>, start_ts: u64, ttl_ms: u64) {
+    let resp = server.prewrite(&PrewriteRequest {
+        mutations: vec![Mutation {
+            op: Op::Delete as i32,
+            key: key.clone(),
+            value: Vec::new(),
+        }],
+        primary: key,
+        start_ts,
+        lock_ttl_ms: ttl_ms,
+        txn_size: 1,
+        use_async_commit: false,
+        secondaries: Vec::new(),
+        try_one_pc: false,
+    });
+    assert!(resp.error.is_none(), "{:?}", resp.error);
+}
+
+#[test]
+fn a_write_statement_waits_out_an_abandoned_lock_and_gives_up_on_a_live_one() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let server = ServerProc::start(&cluster.server_config("server"));
+    let c = EntryClient::new(&[&server], |_| {});
+    let mut engine = Engine::new(&c.client);
+    let e = &mut engine;
+    exec(&c, e, "CREATE TABLE items (id BIGINT PRIMARY KEY, g INT)");
+    exec(&c, e, "INSERT INTO items VALUES (1, 1), (2, 2)");
+    let schema = c.block_on(e.table("items")).unwrap().unwrap();
+
+    // A client died between prewrite and commit: its lock expires after 200 ms; the UPDATE
+    // meets it, rolls it back once expired (its primary is the key itself), and goes on.
+    abandoned_lock(&server, record_key(schema.id, 1), server.tso(), 200);
+    let r = exec(&c, e, "UPDATE items SET g = g + 10 WHERE id = 1");
+    assert_eq!(r.affected_rows, 1);
+    assert_eq!(
+        exec(&c, e, "SELECT id, g FROM items ORDER BY id").rows,
+        vec![
+            vec![Datum::Int(1), Datum::Int(11)],
+            vec![Datum::Int(2), Datum::Int(2)]
+        ],
+        "the dead transaction's delete never happened; the update did"
+    );
+
+    // A live lock the statement's reads do not see (its transaction started after every
+    // attempt's read timestamp: 20 s ahead) but every prewrite runs into: each attempt
+    // resolves it, finds it alive, reruns; the last one fails with a retryable error naming
+    // the lock, and nothing is written.
+    let ahead = server.tso() + (20_000 << 18);
+    abandoned_lock(&server, record_key(schema.id, 2), ahead, 60_000);
+    let err = c
+        .block_on(e.execute("UPDATE items SET g = 0 WHERE id = 2"))
+        .unwrap_err();
+    assert!(
+        matches!(&err, SqlError::KeyLocked { lock_ts, resolution, .. }
+            if *lock_ts == ahead && resolution == "alive"),
+        "{err}"
+    );
+    assert_eq!(err.kind(), client::ErrorKind::Locked);
+    let r = exec(&c, e, "SELECT g FROM items WHERE id = 2");
+    assert_eq!(r.rows, vec![vec![Datum::Int(2)]], "nothing written");
 }

@@ -97,6 +97,18 @@ pub enum SqlError {
         start_ts: u64,
         conflict_commit_ts: u64,
     },
+    /// Another transaction's lock was in the way: nothing was written, the lock was resolved
+    /// if it could be (`resolution`: `resolved`, `alive` — its transaction may still commit —
+    /// or why not); run the statement again.
+    #[error(
+        "a lock is in the way, nothing written; retry the statement: statement={statement} \
+         lock_ts={lock_ts} resolution={resolution}"
+    )]
+    KeyLocked {
+        statement: &'static str,
+        lock_ts: u64,
+        resolution: String,
+    },
     /// A server refused the prewrite for now (e.g. the region is splitting): every key was
     /// rolled back and nothing was written; run the statement again shortly.
     #[error(
@@ -123,7 +135,7 @@ impl SqlError {
     pub fn kind(&self) -> crate::ErrorKind {
         match self {
             SqlError::Client(e) => e.kind(),
-            SqlError::WriteConflict { .. } => crate::ErrorKind::Locked,
+            SqlError::WriteConflict { .. } | SqlError::KeyLocked { .. } => crate::ErrorKind::Locked,
             SqlError::ServerBusy { .. } => crate::ErrorKind::Busy,
             _ => crate::ErrorKind::Invalid,
         }
@@ -377,7 +389,7 @@ impl<'a> Engine<'a> {
                 QueryResult::default()
             }
             Plan::Insert(p) => {
-                let out = insert::write(client, &p).await?;
+                let out = retrying_write(|| insert::write(client, &p)).await?;
                 QueryResult {
                     affected_rows: out.rows,
                     warnings: out.warnings,
@@ -385,7 +397,10 @@ impl<'a> Engine<'a> {
                 }
             }
             Plan::Select(p) => finish::run(session, &p).await?,
-            Plan::Update(p) | Plan::Delete(p) => modify::run(session, &p).await?,
+            Plan::Update(p) | Plan::Delete(p) => {
+                let session = &*session;
+                retrying_write(|| modify::run(session, &p)).await?
+            }
             Plan::Explain(p) => explain::run(session, &p).await?,
             Plan::Set { scope, name, value } => {
                 session.set(scope, &name, &value).await?;
@@ -443,6 +458,40 @@ impl<'a> Engine<'a> {
 
 fn text(s: &str) -> Datum {
     Datum::Bytes(s.as_bytes().to_vec())
+}
+
+/// How many times a write statement runs before a retryable refusal is returned.
+const WRITE_ATTEMPTS: u32 = 10;
+
+/// The pause before attempt `n` (1-based) of a write statement: 20 ms doubling up to 1 s, so
+/// ten attempts wait about 4 s in all, past an abandoned lock's TTL (3 s).
+fn write_backoff(attempt: u32) -> std::time::Duration {
+    std::time::Duration::from_millis((20u64 << attempt.min(7).saturating_sub(1)).min(1000))
+}
+
+/// Runs a write statement (INSERT, UPDATE, DELETE) again from the start while it is refused
+/// in a way a rerun can cure: a write conflict, a lock in the way (resolved by the refused
+/// attempt), a busy server. Each attempt is a whole statement: it reads (UPDATE, DELETE) and
+/// checks duplicates (INSERT) at its own fresh timestamp, so a rerun sees what the conflicting
+/// transaction did, as an autocommit statement that had waited for it would.
+async fn retrying_write<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut n = 1;
+    loop {
+        match attempt().await {
+            Err(e)
+                if n < WRITE_ATTEMPTS
+                    && matches!(e.kind(), crate::ErrorKind::Locked | crate::ErrorKind::Busy) =>
+            {
+                tokio::time::sleep(write_backoff(n)).await;
+                n += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Lowercase name of a one-part object name (`t`, not `db.t`).
@@ -602,6 +651,63 @@ mod tests {
         );
         let e = SqlError::from(crate::Error::NoRegion { key: vec![1] });
         assert_eq!(e.kind(), crate::ErrorKind::Region);
+    }
+
+    #[test]
+    fn write_backoff_doubles_from_20_ms_to_a_1_s_cap() {
+        let ms: Vec<u128> = (1..=WRITE_ATTEMPTS)
+            .map(|n| write_backoff(n).as_millis())
+            .collect();
+        assert_eq!(ms, [20, 40, 80, 160, 320, 640, 1000, 1000, 1000, 1000]);
+        let waited: u128 = ms[..ms.len() - 1].iter().sum();
+        assert!(waited > 3000, "past an abandoned lock's TTL: {waited} ms");
+    }
+
+    fn locked() -> SqlError {
+        SqlError::KeyLocked {
+            statement: "update",
+            lock_ts: 1,
+            resolution: "alive".into(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_statement_reruns_while_locked_or_busy_and_stops_on_anything_else() {
+        let mut runs = 0;
+        let r = retrying_write(|| {
+            runs += 1;
+            let n = runs;
+            async move {
+                match n {
+                    1 => Err(locked()),
+                    2 => Err(SqlError::ServerBusy {
+                        statement: "update",
+                        reason: "splitting".into(),
+                    }),
+                    _ => Ok(n),
+                }
+            }
+        })
+        .await;
+        assert_eq!(r.unwrap(), 3);
+
+        let mut runs = 0;
+        let r: Result<()> = retrying_write(|| {
+            runs += 1;
+            async { Err(SqlError::UnknownTable { table: "t".into() }) }
+        })
+        .await;
+        assert!(matches!(r, Err(SqlError::UnknownTable { .. })));
+        assert_eq!(runs, 1, "a statement fault is not retried");
+
+        let mut runs = 0;
+        let r: Result<()> = retrying_write(|| {
+            runs += 1;
+            async { Err(locked()) }
+        })
+        .await;
+        assert!(matches!(r, Err(SqlError::KeyLocked { .. })));
+        assert_eq!(runs, WRITE_ATTEMPTS, "gives up after the last attempt");
     }
 
     #[test]

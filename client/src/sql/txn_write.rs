@@ -8,8 +8,11 @@
 //! row committed by someone else after that read makes the prewrite fail with a write
 //! conflict ([`SqlError::WriteConflict`]) instead of being overwritten unseen.
 //!
-//! Not built yet: resolving a lock in the way of the prewrite (the statement fails with the
-//! server's `Locked` error; retrying it after the lock TTL is safe).
+//! A lock of another transaction in the way of the prewrite is resolved as a reader resolves
+//! one ([`crate::lock_resolver`]: rolled back once its TTL passed or its primary rolled back,
+//! committed when its primary committed, left alone while alive) after this write rolled its
+//! own keys back; the write then fails with [`SqlError::KeyLocked`], which the [`super::Engine`]
+//! answers by running the whole statement again from a fresh timestamp.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +24,7 @@ use kvproto::txn::{
 
 use super::{Result, SqlError};
 use crate::error::Error;
+use crate::lock_resolver::ResolveOutcome;
 use crate::paging::Client;
 
 /// Lock TTL of a statement's prewrite: how long a reader waits before it may roll back the
@@ -128,6 +132,18 @@ pub async fn write(
                     statement,
                     start_ts,
                     conflict_commit_ts: e.conflict_commit_ts,
+                });
+            }
+            if let (true, Some(lock)) = (e.kind == ErrorKind::Locked as i32, &e.locked) {
+                let resolution = match client.lock_resolver().resolve(lock, start_ts).await {
+                    Ok(ResolveOutcome::Resolved) => "resolved".to_string(),
+                    Ok(ResolveOutcome::Alive) => "alive".to_string(),
+                    Err(e) => format!("not resolved: {e}"),
+                };
+                return Err(SqlError::KeyLocked {
+                    statement,
+                    lock_ts: lock.lock_version,
+                    resolution,
                 });
             }
             if e.kind == ErrorKind::Busy as i32 {
