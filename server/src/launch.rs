@@ -16,7 +16,7 @@ use service::config::{config_path_from_args, load, render};
 /// Runs a server with the command line `args` (without the program name) until SIGTERM or
 /// SIGINT; the exit code of `stratus-server`.
 pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
-    init_logging();
+    service::logging::init();
     let config: ServerConfig = match config_path_from_args(args)
         .and_then(|p| load(p.as_deref()))
         .and_then(|c: ServerConfig| c.validate().map(|()| c))
@@ -82,13 +82,4 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
         .map_err(|e| format!("shutdown task failed: {e}"))?;
     served.map_err(|e| format!("serving failed: {e}"))?;
     closed.map_err(|e| format!("closing the engine failed: {}", crate::api::error_chain(&e)))
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("STRATUS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }

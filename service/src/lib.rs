@@ -6,12 +6,14 @@
 //! * [`units`]: sizes (`"32MiB"`) and durations (`"100ms"`) as config values;
 //! * [`dfs`]: the `[dfs]` section (local directory or S3, optional file cache);
 //! * [`http`]: binding, serving until SIGTERM with a grace period, protobuf bodies, `/metrics`;
-//! * [`client`]: the HTTP client (http and https) processes use to call each other.
+//! * [`client`]: the HTTP client (http and https) processes use to call each other;
+//! * [`logging`]: `tracing` events to stderr, filtered by `STRATUS_LOG`.
 
 pub mod client;
 pub mod config;
 pub mod dfs;
 pub mod http;
+pub mod logging;
 pub mod units;
 
 pub use client::{ClientError, HttpClient, HttpReply};

@@ -16,7 +16,7 @@ use crate::{WorkerConfig, WorkerState, error_chain};
 /// Runs a worker with the command line `args` (without the program name) until SIGTERM or
 /// SIGINT; the exit code of `stratus-worker`.
 pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
-    init_logging();
+    service::logging::init();
     let config = match ::service::config::config_path_from_args(args)
         .and_then(|path| WorkerConfig::load(path.as_deref()))
     {
@@ -64,13 +64,4 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("STRATUS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }
