@@ -25,6 +25,34 @@ pub fn response_data_version(snap: &SnapAccess) -> u64 {
     snap.data_version().unwrap_or(0)
 }
 
+/// Makes `resp`, computed on a snapshot rebuilt from the origin's shipment (offload or
+/// delegate path), answer as the origin would: never a cache hit, valid for the origin's data
+/// version `origin_version`, not cacheable when the origin saw newer versions or locks
+/// (`uncacheable`), and its exec details saying where and why it ran. Returns whether it
+/// turned a cacheable result uncacheable.
+pub fn stamp_remote_answer(
+    resp: &mut Response,
+    origin_version: u64,
+    uncacheable: bool,
+    location: &str,
+    remote_addr: &str,
+    reason: &str,
+) -> bool {
+    let vetoed = uncacheable && resp.can_be_cached;
+    if uncacheable {
+        resp.can_be_cached = false;
+    }
+    resp.cache_last_version = origin_version;
+    resp.is_cache_hit = false;
+    let d = resp
+        .exec_details
+        .get_or_insert_with(crate::proto::ExecDetails::default);
+    d.location = location.to_string();
+    d.remote_addr = remote_addr.to_string();
+    d.reason = reason.to_string();
+    vetoed
+}
+
 /// The cache-hit response, if the request may be answered from the client's cache: the cache
 /// is enabled, the client has an entry (`cache_if_match_version > 0`), hits are allowed here,
 /// and the snapshot's data version equals the entry's.

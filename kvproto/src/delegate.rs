@@ -69,7 +69,27 @@ pub struct DelegateResponse {
 impl DelegateResponse {
     /// Whether the server answered with an error instead of a snapshot.
     pub fn is_error(&self) -> bool {
-        self.region_error.is_some() || self.locked.is_some() || !self.other_error.is_empty()
+        self.result_label() != "ok"
+    }
+
+    /// What the answer is, as a metric label: `region_error`, `locked`, `error` or `ok` (the
+    /// first that applies).
+    pub fn result_label(&self) -> &'static str {
+        if self.region_error.is_some() {
+            "region_error"
+        } else if self.locked.is_some() {
+            "locked"
+        } else if !self.other_error.is_empty() {
+            "error"
+        } else {
+            "ok"
+        }
+    }
+
+    /// Whether a result computed from this snapshot must not be cached: the origin saw
+    /// versions newer than the read or locks in the ranges.
+    pub fn uncacheable(&self) -> bool {
+        self.newer_versions_seen || self.locks_seen
     }
 }
 

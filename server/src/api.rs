@@ -258,24 +258,16 @@ async fn delegate(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let resp =
         blocking(move || crate::delegate::answer(&node.coprocessor, &req, node.config.zone()))
             .await?;
-    let encoded = prost::Message::encode_to_vec(&resp);
     metrics::DELEGATE_REQUESTS
-        .with_label_values(&[crate::delegate::result_label(&resp)])
+        .with_label_values(&[resp.result_label()])
         .inc();
     metrics::DELEGATE_BYTES
         .with_label_values(&[kvproto::delegate::zone_relation(
             st.node.config.zone(),
             &worker_zone,
         )])
-        .inc_by(encoded.len() as u64);
-    Ok((
-        [(
-            axum::http::header::CONTENT_TYPE,
-            kvproto::PROTOBUF_CONTENT_TYPE,
-        )],
-        encoded,
-    )
-        .into_response())
+        .inc_by(prost::Message::encoded_len(&resp) as u64);
+    Ok(proto_response(&resp))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,19 +21,6 @@ use kvproto::delegate::{DelegateRequest, DelegateResponse};
 use crate::coprocessor::Coprocessor;
 use crate::remote_snapshot::{ShipError, ship};
 
-/// The label of `stratus_server_delegate_requests_total{result}` for `resp`.
-pub fn result_label(resp: &DelegateResponse) -> &'static str {
-    if resp.region_error.is_some() {
-        "region_error"
-    } else if resp.locked.is_some() {
-        "locked"
-    } else if !resp.other_error.is_empty() {
-        "error"
-    } else {
-        "ok"
-    }
-}
-
 /// Answers `req` for a server in `server_zone` (see the module docs). Blocking.
 pub fn answer(cop: &Coprocessor, req: &DelegateRequest, server_zone: &str) -> DelegateResponse {
     let mut resp = match &req.request {

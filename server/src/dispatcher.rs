@@ -20,7 +20,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use cop::proto::{ExecDetails, Request, Response};
+use cop::proto::{Request, Response};
 use kvengine::SnapAccess;
 use prost::Message;
 use service::{ClientError, HttpClient};
@@ -58,6 +58,8 @@ struct Prepared {
     body: Bytes,
     /// Newer memtable versions were filtered out, or locks sit in range.
     uncacheable: bool,
+    /// The origin snapshot's data version (what the result is valid for).
+    data_version: u64,
 }
 
 impl RemoteDagDispatcher {
@@ -124,16 +126,17 @@ impl RemoteDagDispatcher {
                 ),
             };
         }
-        if prepared.uncacheable && resp.can_be_cached {
+        let vetoed = cop::cache::stamp_remote_answer(
+            &mut resp,
+            prepared.data_version,
+            prepared.uncacheable,
+            "remote",
+            addr,
+            reason,
+        );
+        if vetoed {
             metrics::OFFLOAD_LOCKS_SEEN.inc();
-            resp.can_be_cached = false;
         }
-        resp.cache_last_version = cop::cache::response_data_version(snap);
-        resp.is_cache_hit = false;
-        let details = resp.exec_details.get_or_insert_with(ExecDetails::default);
-        details.location = "remote".into();
-        details.remote_addr = addr.to_string();
-        details.reason = reason.to_string();
         Dispatched::Remote(Box::new(resp))
     }
 
@@ -263,6 +266,7 @@ fn prepare(
     Ok(Prepared {
         body: Bytes::from(body),
         uncacheable: shipment.uncacheable(),
+        data_version: shipment.data_version,
     })
 }
 

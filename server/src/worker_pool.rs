@@ -92,10 +92,6 @@ impl WorkerPool {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.workers.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.workers.is_empty()
     }

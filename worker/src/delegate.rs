@@ -8,7 +8,8 @@
 //! e.g. `http://10.0.0.7:20160`.
 //!
 //! 1. the body is read (at most `worker.max-request-size`) and decoded; its
-//!    `cache_if_match_version` is dropped: a worker never answers a cache hit;
+//!    `cache_if_match_version` is dropped: a worker never answers a cache hit; the worker's
+//!    TopN paging policy (`cop-topn-max-pushdown-rows`) applies as on `POST /coprocessor`;
 //! 2. the cop-limiter admits it (as on `POST /coprocessor`: wait or 503 while memory is high);
 //! 3. `POST {server}/delegate` with a `DelegateRequest` (the request and this worker's zone),
 //!    within `worker.delegate-timeout` and the request's deadline. The answer's bytes are
@@ -34,7 +35,7 @@ use std::time::Instant;
 use ::service::http::HttpError;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use cop::proto::{ExecDetails, Request};
 use kvproto::delegate::{DelegateRequest, DelegateResponse, REGION_SERVER_HEADER, zone_relation};
@@ -42,8 +43,11 @@ use prost::Message;
 
 use crate::coprocessor::{Offload, OffloadError};
 use crate::metrics::{self, RequestResult};
-use crate::service::read_body;
+use crate::service::{apply_topn_paging, encoded, execute, read_body};
 use crate::state::WorkerState;
+
+/// `ExecDetails.location` of an answer on the delegate path (`remote_addr` = the owning server).
+const DELEGATE_LOCATION: &str = "delegate";
 
 pub async fn delegate_handler(
     State(state): State<Arc<WorkerState>>,
@@ -110,6 +114,7 @@ async fn delegate_answer(
         }
     };
     request.cache_if_match_version = 0;
+    apply_topn_paging(state, &mut request);
     let (keyspace, deadline_ms) = request
         .context
         .as_ref()
@@ -166,18 +171,17 @@ async fn delegate_answer(
         .inc_by(reply.body.len() as u64);
 
     // 4. The origin's refusal is the answer.
-    let details = |reason: &str| ExecDetails {
-        location: "delegate".into(),
-        remote_addr: server.clone(),
-        reason: reason.into(),
-        ..ExecDetails::default()
-    };
     if origin.is_error() {
         let resp = cop::proto::Response {
             region_error: origin.region_error,
             locked: origin.locked,
             other_error: origin.other_error,
-            exec_details: Some(details("refused by the owning server")),
+            exec_details: Some(ExecDetails {
+                location: DELEGATE_LOCATION.into(),
+                remote_addr: server.clone(),
+                reason: "refused by the owning server".into(),
+                ..ExecDetails::default()
+            }),
             ..cop::proto::Response::default()
         };
         return (RequestResult::Ok, encoded(state, keyspace, &resp));
@@ -198,23 +202,16 @@ async fn delegate_answer(
         changeset,
         memtable_data: origin.memtable_data.clone(),
     };
-    let worker = Arc::clone(state);
-    let executed =
-        tokio::task::spawn_blocking(move || offload.execute(worker.dfs(), worker.block_cache()))
-            .await;
-    match executed {
-        Ok(Ok(done)) => {
-            let mut resp = done.response;
-            resp.is_cache_hit = false;
-            if origin.newer_versions_seen || origin.locks_seen {
-                resp.can_be_cached = false;
-            }
-            resp.cache_last_version = origin.data_version;
-            let d = resp.exec_details.get_or_insert_with(ExecDetails::default);
-            let own = details("delegated by the client");
-            d.location = own.location;
-            d.remote_addr = own.remote_addr;
-            d.reason = own.reason;
+    match execute(state, offload).await {
+        Ok(Ok(mut resp)) => {
+            cop::cache::stamp_remote_answer(
+                &mut resp,
+                origin.data_version,
+                origin.uncacheable(),
+                DELEGATE_LOCATION,
+                &server,
+                "delegated by the client",
+            );
             (RequestResult::Ok, encoded(state, keyspace, &resp))
         }
         Ok(Err(e @ OffloadError::Store(_))) => {
@@ -226,30 +223,8 @@ async fn delegate_answer(
             "the owning server's snapshot was rejected: {}: server={server}",
             e.reason()
         )),
-        Err(join) => {
-            tracing::error!("delegated coprocessor handler failed: {join}");
-            fail(
-                RequestResult::Internal,
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("coprocessor handler failed: {join}"),
-            )
-        }
+        Err(failed) => failed,
     }
-}
-
-/// The 200 answer carrying `resp`, counted in the response bytes and the keyspace's
-/// throughput.
-fn encoded(state: &WorkerState, keyspace: u32, resp: &cop::proto::Response) -> Response {
-    let encoded = resp.encode_to_vec();
-    metrics::RESPONSE_BYTES.inc_by(encoded.len() as u64);
-    state
-        .limiter()
-        .record_response(keyspace, encoded.len() as u64, Instant::now());
-    (
-        [(header::CONTENT_TYPE, kvproto::PROTOBUF_CONTENT_TYPE)],
-        encoded,
-    )
-        .into_response()
 }
 
 #[cfg(test)]

@@ -109,14 +109,7 @@ async fn coprocessor_answer(
         Ok(offload) => offload,
         Err(e) => return offload_error_answer(e),
     };
-    let config = state.config();
-    if let Some(action) =
-        topn_paging::apply(&mut offload.request, config.cop_topn_max_pushdown_rows)
-    {
-        metrics::TOPN_PAGING
-            .with_label_values(&[action.as_str()])
-            .inc();
-    }
+    apply_topn_paging(state, &mut offload.request);
     let (keyspace, deadline_ms) = offload
         .request
         .context
@@ -125,32 +118,57 @@ async fn coprocessor_answer(
     if let Err(rejected) = admit(state, deadline_ms).await {
         return rejected;
     }
-    let worker = Arc::clone(state);
-    let executed =
-        tokio::task::spawn_blocking(move || offload.execute(worker.dfs(), worker.block_cache()))
-            .await;
-    match executed {
-        Ok(Ok(done)) => {
-            let encoded = done.response.encode_to_vec();
-            metrics::RESPONSE_BYTES.inc_by(encoded.len() as u64);
-            state
-                .limiter()
-                .record_response(keyspace, encoded.len() as u64, Instant::now());
-            let answer = (
-                [(header::CONTENT_TYPE, kvproto::PROTOBUF_CONTENT_TYPE)],
-                encoded,
-            )
-                .into_response();
-            (RequestResult::Ok, answer)
-        }
+    match execute(state, offload).await {
+        Ok(Ok(resp)) => (RequestResult::Ok, encoded(state, keyspace, &resp)),
         Ok(Err(e)) => offload_error_answer(e),
+        Err(failed) => failed,
+    }
+}
+
+/// The worker's TopN paging policy (`cop-topn-max-pushdown-rows`, [`topn_paging`]) applied
+/// to `request`, counted by what it did. Both endpoints run it before executing.
+pub(crate) fn apply_topn_paging(state: &WorkerState, request: &mut cop::proto::Request) {
+    let max_rows = state.config().cop_topn_max_pushdown_rows;
+    if let Some(action) = topn_paging::apply(request, max_rows) {
+        metrics::TOPN_PAGING
+            .with_label_values(&[action.as_str()])
+            .inc();
+    }
+}
+
+/// Runs `offload` on the blocking pool: its response or its error; `Err` is the 500 answer
+/// when the task itself failed.
+pub(crate) async fn execute(
+    state: &Arc<WorkerState>,
+    offload: Offload,
+) -> Result<Result<cop::proto::Response, OffloadError>, (RequestResult, Response)> {
+    let worker = Arc::clone(state);
+    match tokio::task::spawn_blocking(move || offload.execute(worker.dfs(), worker.block_cache()))
+        .await
+    {
+        Ok(done) => Ok(done.map(|d| d.response)),
         Err(join) => {
             tracing::error!("coprocessor handler failed: {join}");
             let answer =
                 HttpError::internal(format!("coprocessor handler failed: {join}")).into_response();
-            (RequestResult::Internal, answer)
+            Err((RequestResult::Internal, answer))
         }
     }
+}
+
+/// The 200 answer carrying `resp`, counted in the response bytes and the keyspace's
+/// throughput.
+pub(crate) fn encoded(state: &WorkerState, keyspace: u32, resp: &cop::proto::Response) -> Response {
+    let encoded = resp.encode_to_vec();
+    metrics::RESPONSE_BYTES.inc_by(encoded.len() as u64);
+    state
+        .limiter()
+        .record_response(keyspace, encoded.len() as u64, Instant::now());
+    (
+        [(header::CONTENT_TYPE, kvproto::PROTOBUF_CONTENT_TYPE)],
+        encoded,
+    )
+        .into_response()
 }
 
 /// 400 when the body is at fault, 502 when the object store is.
