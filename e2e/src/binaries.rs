@@ -39,50 +39,31 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// The outcome of the one build per process: `Err(output)` when cargo failed.
+/// The outcome of the one server-and-worker build per process: `Err(output)` when cargo
+/// failed.
 static BUILD: OnceLock<Result<(), String>> = OnceLock::new();
+/// The outcome of the one `stratus` build per process.
+static BUILD_CLI: OnceLock<Result<(), String>> = OnceLock::new();
 
-fn build_server_and_worker() -> Result<(), String> {
+/// `cargo build -p <each package> --bins`, in the profile the caller runs in (a release
+/// example or benchmark runs release binaries).
+fn cargo_build(packages: &[&str]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let workspace = workspace_root();
-    // Build the profile the caller runs in: a release example or benchmark runs release binaries.
     let release = target_dir().file_name().is_some_and(|n| n == "release");
-    let mut args = vec!["build", "-p", "server", "-p", "worker", "--bins"];
+    let mut args = vec!["build"];
+    for p in packages {
+        args.extend(["-p", p]);
+    }
+    args.push("--bins");
     if release {
         args.push("--release");
     }
     // A cold build takes minutes: say what the wait is for.
     eprintln!(
-        "building stratus-server and stratus-worker: {cargo} {}",
+        "building {}: {cargo} {}",
+        packages.join(", "),
         args.join(" ")
     );
-    let out = Command::new(&cargo)
-        .args(&args)
-        .current_dir(&workspace)
-        .output()
-        .map_err(|e| format!("cannot run {cargo}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{cargo} build -p server -p worker --bins` failed ({}):\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
-
-/// The outcome of the one `stratus` build per process: `Err(output)` when cargo failed.
-static BUILD_CLI: OnceLock<Result<(), String>> = OnceLock::new();
-
-fn build_cli() -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let release = target_dir().file_name().is_some_and(|n| n == "release");
-    let mut args = vec!["build", "-p", "cli", "--bins"];
-    if release {
-        args.push("--release");
-    }
-    eprintln!("building stratus: {cargo} {}", args.join(" "));
     let out = Command::new(&cargo)
         .args(&args)
         .current_dir(workspace_root())
@@ -92,7 +73,8 @@ fn build_cli() -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "`{cargo} build -p cli --bins` failed ({}):\n{}",
+            "`{cargo} {}` failed ({}):\n{}",
+            args.join(" "),
             out.status,
             String::from_utf8_lossy(&out.stderr)
         ))
@@ -196,25 +178,19 @@ pub fn binary(name: &str) -> PathBuf {
     } else {
         needs_build(&path)
     };
-    if (name == SERVER || name == WORKER) && wanted {
-        let built = BUILD.get_or_init(build_server_and_worker);
-        match built {
-            Ok(()) => {}
-            // A failed build with binaries present: run them, but say so.
-            Err(e) if path.exists() => {
-                eprintln!("warning: running a possibly stale {name}: {e}");
-            }
-            Err(e) => panic!("{name} is missing from {}: {e}", path.display()),
+    let build = match name {
+        _ if !wanted => None,
+        SERVER | WORKER => Some(BUILD.get_or_init(|| cargo_build(&["server", "worker"]))),
+        STRATUS => Some(BUILD_CLI.get_or_init(|| cargo_build(&["cli"]))),
+        _ => None,
+    };
+    match build {
+        None | Some(Ok(())) => {}
+        // A failed build with binaries present: run them, but say so.
+        Some(Err(e)) if path.exists() => {
+            eprintln!("warning: running a possibly stale {name}: {e}");
         }
-    }
-    if name == STRATUS && wanted {
-        match BUILD_CLI.get_or_init(build_cli) {
-            Ok(()) => {}
-            Err(e) if path.exists() => {
-                eprintln!("warning: running a possibly stale {name}: {e}");
-            }
-            Err(e) => panic!("{name} is missing from {}: {e}", path.display()),
-        }
+        Some(Err(e)) => panic!("{name} is missing from {}: {e}", path.display()),
     }
     assert!(
         path.exists(),

@@ -33,6 +33,16 @@ pub fn try_post(url: &str, body: impl Into<Bytes>) -> Result<HttpReply, service:
     runtime().block_on(client().post(url, body, CALL_TIMEOUT))
 }
 
+/// POSTs `body` with extra `headers`; transport errors are `Err`.
+pub fn try_post_with_headers(
+    url: &str,
+    body: impl Into<Bytes>,
+    headers: &[(&str, &str)],
+) -> Result<HttpReply, service::ClientError> {
+    let body = body.into();
+    runtime().block_on(client().post_with_headers(url, body, headers, CALL_TIMEOUT))
+}
+
 pub fn post(url: &str, body: impl Into<Bytes>) -> HttpReply {
     try_post(url, body).unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }

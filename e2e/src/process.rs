@@ -242,3 +242,16 @@ pub fn proc_status_bytes(pid: u32, field: &str) -> Option<u64> {
         .ok()?;
     Some(kib * 1024)
 }
+
+/// The stdout of a finished command that must have exited 0; otherwise a panic showing its
+/// status, stdout and stderr.
+pub fn stdout_of_success(out: std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

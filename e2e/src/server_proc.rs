@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use cop::proto::{Request, Response};
 use kvproto::paths;
-use kvproto::region::{KvPair, RawLoadRequest, RawLoadResponse, Region, RegionsResponse};
+use kvproto::region::{
+    KvPair, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
+};
 use kvproto::region::{TsoRequest, TsoResponse};
 use kvproto::txn::{
     CommandResponse, CommitRequest, GetRequest, GetResponse, PrewriteRequest, PrewriteResponse,
@@ -83,6 +85,18 @@ impl ServerConfig {
             })
             .collect();
         self.set("server", "ranges", array)
+    }
+
+    /// Initial regions cut at `cuts` (ascending keys): `["", c1), [c1, c2), ..., [cn, "")`.
+    pub fn regions_cut_at(&mut self, cuts: &[Vec<u8>]) -> &mut ServerConfig {
+        let mut bounds = vec![Vec::new()];
+        bounds.extend(cuts.iter().cloned());
+        bounds.push(Vec::new());
+        let ranges: Vec<(Vec<u8>, Vec<u8>)> = bounds
+            .windows(2)
+            .map(|w| (w[0].clone(), w[1].clone()))
+            .collect();
+        self.ranges(&ranges)
     }
 
     /// Offload every coprocessor request (threshold 0) to `worker_url` (a full URL ending in
@@ -193,6 +207,27 @@ impl ServerProc {
             .into_iter()
             .find(|r| r.start.as_slice() <= key && (r.end.is_empty() || key < r.end.as_slice()))
             .unwrap_or_else(|| panic!("no region holds {key:?}"))
+    }
+
+    /// Splits the region holding `key` at `key`; false (and nothing done) when `key` already
+    /// starts a region.
+    pub fn split_at(&self, key: Vec<u8>) -> bool {
+        let region = self.region_of(&key);
+        if region.start == key {
+            return false;
+        }
+        let resp: SplitResponse = post_proto(
+            &self.url(paths::SPLIT),
+            &SplitRequest {
+                region_id: region.id,
+                split_key: key,
+            },
+        );
+        assert!(
+            resp.error.is_empty() && resp.region_error.is_none(),
+            "{resp:?}"
+        );
+        true
     }
 
     /// Loads `pairs` at one fresh commit ts; that ts.

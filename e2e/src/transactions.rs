@@ -56,6 +56,28 @@ pub fn prewrite(tso: &ServerProc, servers: &[&ServerProc], mutations: &[Mutation
     (start_ts, min_commit_ts)
 }
 
+/// Prewrites `mutations` (primary: the first) at `start_ts` on `server` with a lock TTL of
+/// `ttl_ms`, as a client that then dies (no commit, no rollback) would; the response, checked
+/// to carry no error.
+pub fn abandoned_prewrite(
+    server: &ServerProc,
+    mutations: Vec<Mutation>,
+    start_ts: u64,
+    ttl_ms: u64,
+) -> kvproto::txn::PrewriteResponse {
+    assert!(!mutations.is_empty(), "a transaction needs a mutation");
+    let r = server.prewrite(&PrewriteRequest {
+        primary: mutations[0].key.clone(),
+        txn_size: mutations.len() as u64,
+        mutations,
+        start_ts,
+        lock_ttl_ms: ttl_ms,
+        ..PrewriteRequest::default()
+    });
+    assert!(r.error.is_none(), "prewrite at {start_ts}: {r:?}");
+    r
+}
+
 /// The timestamps of a committed transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Committed {

@@ -2,10 +2,6 @@
 //! to several zoned workers, and coprocessor requests sent to a worker's
 //! `POST /delegate/coprocessor` on behalf of the server owning the region.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
 use cop::proto::{Request, Response};
 use kvproto::delegate::REGION_SERVER_HEADER;
 use prost::Message;
@@ -55,74 +51,23 @@ pub struct RawReply {
     pub body: Vec<u8>,
 }
 
-/// POSTs `body` to `path` on `worker` with the region server header set to `server` (any
-/// string: tests send bad ones), over a fresh HTTP/1.1 connection.
+/// POSTs `body` to `worker`'s delegate endpoint with the region server header set to
+/// `server` (or without it), whatever the answer.
 pub fn post_delegate_raw(worker: &WorkerProc, server: Option<&str>, body: &[u8]) -> RawReply {
-    let host = worker
-        .base_url()
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
-    let mut stream = TcpStream::connect(&host).unwrap_or_else(|e| panic!("connect {host}: {e}"));
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .expect("read timeout");
-    let mut head = format!(
-        "POST {} HTTP/1.1\r\nhost: {host}\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n",
-        kvproto::paths::DELEGATE_COPROCESSOR,
-        kvproto::PROTOBUF_CONTENT_TYPE,
-        body.len()
+    let url = format!(
+        "{}{}",
+        worker.base_url().trim_end_matches('/'),
+        kvproto::paths::DELEGATE_COPROCESSOR
     );
-    if let Some(server) = server {
-        head.push_str(&format!("{REGION_SERVER_HEADER}: {server}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).expect("write head");
-    stream.write_all(body).expect("write body");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read answer");
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    let mut body = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    RawReply { status, body }
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = data
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("chunk size line");
-        let size = usize::from_str_radix(
-            String::from_utf8_lossy(&data[..line_end])
-                .split(';')
-                .next()
-                .unwrap()
-                .trim(),
-            16,
-        )
-        .expect("chunk size");
-        data = &data[line_end + 2..];
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
+    let headers: Vec<(&str, &str)> = server
+        .map(|s| (REGION_SERVER_HEADER, s))
+        .into_iter()
+        .collect();
+    let reply = crate::http_client::try_post_with_headers(&url, body.to_vec(), &headers)
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    RawReply {
+        status: reply.status.as_u16(),
+        body: reply.body.to_vec(),
     }
 }
 

@@ -6,6 +6,7 @@
 use std::process::{Command, Output, Stdio};
 
 use e2e::binaries::{self, STRATUS};
+use e2e::process::stdout_of_success;
 
 fn stratus(args: &[&str]) -> Output {
     Command::new(binaries::binary(STRATUS))
@@ -15,18 +16,6 @@ fn stratus(args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .output()
         .expect("run stratus")
-}
-
-/// stdout of a run that must exit 0.
-fn ok(out: Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{:?}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// The table rows (`| ...` lines, rule excluded) under the header line starting with `header`.
@@ -40,7 +29,7 @@ fn markdown_rows<'a>(text: &'a str, header: &str) -> Vec<&'a str> {
 
 #[test]
 fn demo_shows_offload_reasons_cache_hits_policies_and_decision_counts() {
-    let stdout = ok(stratus(&["demo", "--rows", "20000"]));
+    let stdout = stdout_of_success(stratus(&["demo", "--rows", "20000"]));
     let has_line = |f: &dyn Fn(&str) -> bool| stdout.lines().any(f);
     assert!(
         has_line(&|l| l.contains(" remote ") && l.contains("reason=cpu_busy")),
@@ -95,7 +84,7 @@ fn demo_shows_offload_reasons_cache_hits_policies_and_decision_counts() {
 fn bench_prints_a_row_per_query_and_configuration_and_writes_the_report_file() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("bench.md");
-    let stdout = ok(stratus(&[
+    let stdout = stdout_of_success(stratus(&[
         "bench",
         "--rows",
         "20000",

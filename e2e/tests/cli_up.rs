@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use e2e::binaries::{self, STRATUS};
 use e2e::http_client::post;
+use e2e::process::stdout_of_success;
 use e2e::s3_proc::{BUCKET, S3Faults, S3Proc, s3_env};
 
 /// How long `stratus up` may take to start six nodes (a cold debug build is slow to start).
@@ -28,17 +29,6 @@ fn stratus(home: &Path) -> Command {
 
 fn output(mut cmd: Command) -> Output {
     cmd.output().expect("run stratus")
-}
-
-fn stdout_of_success(out: Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{:?}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// The running `stratus up` and the node processes it started; every one is SIGKILLed on drop

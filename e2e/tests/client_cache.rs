@@ -35,14 +35,7 @@ struct Fixture {
 fn start(cuts: &[i64]) -> Fixture {
     let cluster = Cluster::new(StoreKind::Local);
     let mut cfg = cluster.server_config("server");
-    let mut bounds = vec![Vec::new()];
-    bounds.extend(cuts.iter().map(|&h| T.key(h)));
-    bounds.push(Vec::new());
-    let ranges: Vec<(Vec<u8>, Vec<u8>)> = bounds
-        .windows(2)
-        .map(|w| (w[0].clone(), w[1].clone()))
-        .collect();
-    cfg.ranges(&ranges);
+    cfg.regions_cut_at(&cuts.iter().map(|&h| T.key(h)).collect::<Vec<_>>());
     let server = ServerProc::start(&cfg);
     T.load(&server, 0..ROWS, 8, v_of);
     Fixture {

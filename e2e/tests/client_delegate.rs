@@ -289,18 +289,24 @@ fn table_b_follows_each_policy_and_only_local_reads_zone_b_regions_across_zones(
     let start_ts = z.server_a.tso();
     let zone_of = |w: &u64| WORKER_ZONES[*w as usize];
 
+    // Runs the handle/v DAG under `policy` (a GLOBAL value, so a fresh session picks it up),
+    // checks the rows and that the workers chosen are the ones node selection predicts.
+    let run_policy = |policy: &str| {
+        let r =
+            run_with_global_policy(&admin, &entry, policy, B, &handle_v_dag(B, false), start_ts)
+                .expect(policy);
+        assert_rows(&r, b_value);
+        assert_eq!(
+            r.regions_by_worker(),
+            expected(policy, Some("a"), &regions).regions_by_worker(),
+            "{policy}"
+        );
+        r
+    };
+
     // all_nodes: each region to a worker of its server's zone; nothing crosses zones.
     let cross = z.cross_bytes();
-    let r = run_with_global_policy(
-        &admin,
-        &entry,
-        "all_nodes",
-        B,
-        &handle_v_dag(B, false),
-        start_ts,
-    )
-    .expect("all_nodes");
-    assert_rows(&r, b_value);
+    let r = run_policy("all_nodes");
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     let served = worker_of_region(&r);
     assert_eq!(
@@ -311,25 +317,12 @@ fn table_b_follows_each_policy_and_only_local_reads_zone_b_regions_across_zones(
         ],
         ["a", "b", "b"]
     );
-    assert_eq!(
-        r.regions_by_worker(),
-        expected("all_nodes", Some("a"), &regions).regions_by_worker()
-    );
     assert_eq!(z.cross_bytes() - cross, 0.0);
 
     // priority_local_zone_nodes: the zone-a region to a zone-a worker, the others to zone b,
     // with the warning naming them.
     let cross = z.cross_bytes();
-    let r = run_with_global_policy(
-        &admin,
-        &entry,
-        "priority_local_zone_nodes",
-        B,
-        &handle_v_dag(B, false),
-        start_ts,
-    )
-    .expect("priority_local_zone_nodes");
-    assert_rows(&r, b_value);
+    let r = run_policy("priority_local_zone_nodes");
     assert_eq!(r.warnings, std::slice::from_ref(&total_warning));
     let served = worker_of_region(&r);
     assert_eq!(
@@ -340,34 +333,17 @@ fn table_b_follows_each_policy_and_only_local_reads_zone_b_regions_across_zones(
         ],
         ["a", "b", "b"]
     );
-    assert_eq!(
-        r.regions_by_worker(),
-        expected("priority_local_zone_nodes", Some("a"), &regions).regions_by_worker()
-    );
     assert_eq!(z.cross_bytes() - cross, 0.0);
 
     // only_local_zone_nodes: zone-a workers read the zone-b regions remotely (2 <= 3 x 2), with
     // the same warning, and those bytes cross zones, counted on both sides.
     let cross = z.cross_bytes();
     let server_b_cross = e2e::zones::server_delegate_bytes(&z.server_b, "cross");
-    let r = run_with_global_policy(
-        &admin,
-        &entry,
-        "only_local_zone_nodes",
-        B,
-        &handle_v_dag(B, false),
-        start_ts,
-    )
-    .expect("only_local_zone_nodes");
-    assert_rows(&r, b_value);
+    let r = run_policy("only_local_zone_nodes");
     assert_eq!(r.warnings, std::slice::from_ref(&total_warning));
     let served = worker_of_region(&r);
     assert!(served.values().all(|w| zone_of(w) == "a"), "{served:?}");
     assert_eq!(served.len(), 3);
-    assert_eq!(
-        r.regions_by_worker(),
-        expected("only_local_zone_nodes", Some("a"), &regions).regions_by_worker()
-    );
     assert!(
         z.cross_bytes() > cross,
         "zone-a workers read zone-b regions"

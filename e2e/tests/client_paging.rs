@@ -8,12 +8,9 @@ use std::collections::BTreeSet;
 use cop::proto::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag, handles, outside_runtime};
-use e2e::http_client::post_proto;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
-use kvproto::paths;
-use kvproto::region::{SplitRequest, SplitResponse};
-use kvproto::txn::{CommitRequest, PrewriteRequest};
+use kvproto::txn::CommitRequest;
 
 const T: SampleTable = SampleTable { id: 11 };
 const ROWS: i64 = 3000;
@@ -25,14 +22,7 @@ fn v_of(h: i64) -> i64 {
 /// One server whose key space starts as regions cut at the given handles of `T`.
 fn server_with_regions(cluster: &Cluster, cuts: &[i64]) -> ServerProc {
     let mut cfg = cluster.server_config("server");
-    let mut bounds = vec![Vec::new()];
-    bounds.extend(cuts.iter().map(|&h| T.key(h)));
-    bounds.push(Vec::new());
-    let ranges: Vec<(Vec<u8>, Vec<u8>)> = bounds
-        .windows(2)
-        .map(|w| (w[0].clone(), w[1].clone()))
-        .collect();
-    cfg.ranges(&ranges);
+    cfg.regions_cut_at(&cuts.iter().map(|&h| T.key(h)).collect::<Vec<_>>());
     ServerProc::start(&cfg)
 }
 
@@ -115,26 +105,6 @@ fn a_table_over_two_servers_is_read_from_both() {
     assert_eq!(agg.rows, SampleTable::count_sum_rows((0..ROWS).map(v_of)));
 }
 
-/// Splits the region of `server` holding `key` at `key`; false if `key` is a region start.
-fn split_at(server: &ServerProc, key: Vec<u8>) -> bool {
-    let region = server.region_of(&key);
-    if region.start == key {
-        return false;
-    }
-    let resp: SplitResponse = post_proto(
-        &server.url(paths::SPLIT),
-        &SplitRequest {
-            region_id: region.id,
-            split_key: key,
-        },
-    );
-    assert!(
-        resp.error.is_empty() && resp.region_error.is_none(),
-        "{resp:?}"
-    );
-    true
-}
-
 #[test]
 fn regions_split_between_pages_lose_and_duplicate_no_rows() {
     let cluster = Cluster::new(StoreKind::Local);
@@ -155,7 +125,7 @@ fn regions_split_between_pages_lose_and_duplicate_no_rows() {
         // Split the region being read just ahead of the next page, and one further on.
         for ahead in [10, 600] {
             if last + ahead < ROWS {
-                splits += usize::from(outside_runtime(|| split_at(&server, T.key(last + ahead))));
+                splits += usize::from(outside_runtime(|| server.split_at(T.key(last + ahead))));
             }
         }
     };
@@ -183,18 +153,15 @@ fn a_scan_meeting_an_abandoned_lock_resolves_it_and_returns_committed_data() {
     T.load(&server, 0..ROWS, 8, v_of);
     // A transaction prewrites two rows with a short TTL and is never heard of again.
     let start_ts = server.tso();
-    let prewrite = server.prewrite(&PrewriteRequest {
-        mutations: vec![
+    e2e::transactions::abandoned_prewrite(
+        &server,
+        vec![
             e2e::transactions::put(&T.key(5), &SampleTable::value(-1, 8)),
             e2e::transactions::put(&T.key(1500), &SampleTable::value(-1, 8)),
         ],
-        primary: T.key(5),
         start_ts,
-        lock_ttl_ms: 300,
-        txn_size: 2,
-        ..PrewriteRequest::default()
-    });
-    assert!(prewrite.error.is_none(), "{prewrite:?}");
+        300,
+    );
     let c = EntryClient::new(&[&server], small_pages);
     let r = c.coprocessor(&handle_v_dag(T, false), vec![T.range()], server.tso());
     assert!(r.stats.locks_resolved >= 2, "{:?}", r.stats);
@@ -212,18 +179,15 @@ fn a_lock_whose_primary_committed_is_committed_by_the_reader() {
     let server = server_with_regions(&cluster, &[1000]);
     T.load(&server, 0..ROWS, 8, v_of);
     let start_ts = server.tso();
-    let prewrite = server.prewrite(&PrewriteRequest {
-        mutations: vec![
+    let prewrite = e2e::transactions::abandoned_prewrite(
+        &server,
+        vec![
             e2e::transactions::put(&T.key(1), &SampleTable::value(-10, 8)),
             e2e::transactions::put(&T.key(1700), &SampleTable::value(-17, 8)),
         ],
-        primary: T.key(1),
         start_ts,
-        lock_ttl_ms: 60_000,
-        txn_size: 2,
-        ..PrewriteRequest::default()
-    });
-    assert!(prewrite.error.is_none(), "{prewrite:?}");
+        60_000,
+    );
     // The coordinator commits the primary, then dies before the secondary.
     let commit_ts = server.tso().max(prewrite.min_commit_ts);
     let commit = server.commit(&CommitRequest {

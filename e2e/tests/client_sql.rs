@@ -15,11 +15,8 @@ use cop::codec::table::record_key;
 use cop::datum::Datum;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::EntryClient;
-use e2e::http_client::post_proto;
 use e2e::server_proc::ServerProc;
-use kvproto::paths;
-use kvproto::region::{SplitRequest, SplitResponse};
-use kvproto::txn::{Mutation, Op, PrewriteRequest};
+use e2e::transactions::{abandoned_prewrite, delete};
 
 const ROWS: i64 = 400;
 
@@ -69,21 +66,6 @@ fn real(x: Option<f64>) -> Datum {
 fn bytes(x: &Option<String>) -> Datum {
     x.as_ref()
         .map_or(Datum::Null, |s| Datum::Bytes(s.clone().into_bytes()))
-}
-
-fn split_at(server: &ServerProc, key: Vec<u8>) {
-    let region = server.region_of(&key);
-    let resp: SplitResponse = post_proto(
-        &server.url(paths::SPLIT),
-        &SplitRequest {
-            region_id: region.id,
-            split_key: key,
-        },
-    );
-    assert!(
-        resp.error.is_empty() && resp.region_error.is_none(),
-        "{resp:?}"
-    );
 }
 
 fn run(c: &EntryClient, sql: &str) -> QueryResult {
@@ -147,8 +129,8 @@ fn create_insert_and_select_with_every_clause_match_a_reference_evaluation() {
         SqlError::TableExists { .. }
     ));
     // The table spans three regions.
-    split_at(&server, record_key(schema.id, 100));
-    split_at(&server, record_key(schema.id, 250));
+    assert!(server.split_at(record_key(schema.id, 100)));
+    assert!(server.split_at(record_key(schema.id, 250)));
     assert_eq!(server.regions().regions.len(), 3);
 
     let rows: Vec<Row> = (0..ROWS).map(Row::of).collect();
@@ -394,8 +376,8 @@ fn an_insert_commits_in_one_phase_in_one_region_and_in_two_across_regions() {
         .block_on(Engine::new(&c.client).table("items"))
         .unwrap()
         .unwrap();
-    split_at(&server, record_key(schema.id, 50));
-    split_at(&server, record_key(schema.id, 70));
+    assert!(server.split_at(record_key(schema.id, 50)));
+    assert!(server.split_at(record_key(schema.id, 70)));
 
     let one = c
         .block_on(insert::write(&c.client, &insert_plan(&schema, 0..50)))
@@ -558,8 +540,8 @@ fn update_and_delete_change_exactly_the_matching_rows_and_session_statements_ste
         "CREATE TABLE items (id BIGINT PRIMARY KEY, g INT, v DOUBLE, s VARCHAR(16))",
     );
     let schema = c.block_on(e.table("items")).unwrap().unwrap();
-    split_at(&server, record_key(schema.id, 100));
-    split_at(&server, record_key(schema.id, 200));
+    assert!(server.split_at(record_key(schema.id, 100)));
+    assert!(server.split_at(record_key(schema.id, 200)));
     let mut model: Vec<Row> = (0..300).map(Row::of).collect();
     let values: Vec<String> = model.iter().map(Row::sql_values).collect();
     let r = exec(
@@ -809,26 +791,6 @@ fn a_write_at_a_start_ts_older_than_a_rows_last_commit_is_a_write_conflict_and_w
     );
 }
 
-/// Prewrites a delete of `key` as a transaction started at `start_ts` that then dies (never
-/// commits or rolls back), with `ttl_ms` of lock TTL.
-fn abandoned_lock(server: &ServerProc, key: Vec<u8>, start_ts: u64, ttl_ms: u64) {
-    let resp = server.prewrite(&PrewriteRequest {
-        mutations: vec![Mutation {
-            op: Op::Delete as i32,
-            key: key.clone(),
-            value: Vec::new(),
-        }],
-        primary: key,
-        start_ts,
-        lock_ttl_ms: ttl_ms,
-        txn_size: 1,
-        use_async_commit: false,
-        secondaries: Vec::new(),
-        try_one_pc: false,
-    });
-    assert!(resp.error.is_none(), "{:?}", resp.error);
-}
-
 #[test]
 fn a_write_statement_waits_out_an_abandoned_lock_and_gives_up_on_a_live_one() {
     let cluster = Cluster::new(StoreKind::Local);
@@ -842,7 +804,8 @@ fn a_write_statement_waits_out_an_abandoned_lock_and_gives_up_on_a_live_one() {
 
     // A client died between prewrite and commit: its lock expires after 200 ms; the UPDATE
     // meets it, rolls it back once expired (its primary is the key itself), and goes on.
-    abandoned_lock(&server, record_key(schema.id, 1), server.tso(), 200);
+    let dead = vec![delete(&record_key(schema.id, 1))];
+    abandoned_prewrite(&server, dead, server.tso(), 200);
     let r = exec(&c, e, "UPDATE items SET g = g + 10 WHERE id = 1");
     assert_eq!(r.affected_rows, 1);
     assert_eq!(
@@ -859,7 +822,12 @@ fn a_write_statement_waits_out_an_abandoned_lock_and_gives_up_on_a_live_one() {
     // resolves it, finds it alive, reruns; the last one fails with a retryable error naming
     // the lock, and nothing is written.
     let ahead = server.tso() + (20_000 << 18);
-    abandoned_lock(&server, record_key(schema.id, 2), ahead, 60_000);
+    abandoned_prewrite(
+        &server,
+        vec![delete(&record_key(schema.id, 2))],
+        ahead,
+        60_000,
+    );
     let err = c
         .block_on(e.execute("UPDATE items SET g = 0 WHERE id = 2"))
         .unwrap_err();
