@@ -3,11 +3,11 @@
 //! same way (rows flushed to SST files, region splits settled) before their first query.
 //!
 //! [`LoadedCluster`] owns the cluster, the tokio runtime its clients run on and the
-//! [`TempDir`] holding its data; [`StepError`] is what any of these steps (and a statement run
+//! temporary directory holding its data; [`StepError`] is what any of these steps (and a statement run
 //! on the cluster) fails with.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use client::sql::TableSchema;
@@ -34,7 +34,7 @@ pub enum StepError {
     Cluster(#[from] ClusterError),
     #[error("loading the sample table: {0}")]
     Load(#[from] LoadError),
-    #[error("cannot create the temporary data directory: path={path}: {source}")]
+    #[error("cannot create the temporary data directory: under={path}: {source}")]
     TempDir {
         path: PathBuf,
         source: std::io::Error,
@@ -60,14 +60,14 @@ pub struct LoadedCluster {
     /// Declared before `dir`: dropped (children killed) before the directory is removed.
     pub cluster: LocalCluster,
     pub rt: tokio::runtime::Runtime,
-    dir: TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl LoadedCluster {
     /// Starts a local cluster (ephemeral ports, CPU load from the `cpu-load` file) in a new
     /// temporary directory and prints its nodes to `log`.
     pub fn start(log: &mut dyn Write) -> Result<LoadedCluster, StepError> {
-        let dir = TempDir::new()?;
+        let dir = new_data_dir()?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -262,36 +262,16 @@ fn render_nodes(cluster: &LocalCluster) -> String {
     table_format::render(&column_names(&["name", "zone", "role", "url"]), &rows)
 }
 
-/// A directory under the system temp dir, removed (with its content) on drop. (The `tempfile`
-/// crate is a dev-dependency of this crate only.)
-pub struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    fn new() -> Result<TempDir, StepError> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path =
-            std::env::temp_dir().join(format!("stratus-demo-{}-{nanos:09}", std::process::id()));
-        std::fs::create_dir(&path).map_err(|source| StepError::TempDir {
-            path: path.clone(),
+/// A fresh directory under the system temp dir for the cluster's data, removed (with its
+/// content) when dropped.
+fn new_data_dir() -> Result<tempfile::TempDir, StepError> {
+    tempfile::Builder::new()
+        .prefix("stratus-demo-")
+        .tempdir()
+        .map_err(|source| StepError::TempDir {
+            path: std::env::temp_dir(),
             source,
-        })?;
-        Ok(TempDir { path })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        // Best effort: a leftover directory in /tmp is not worth failing the run for.
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
+        })
 }
 
 #[cfg(test)]
@@ -300,7 +280,7 @@ mod tests {
 
     #[test]
     fn the_temp_dir_is_removed_on_drop() {
-        let dir = TempDir::new().unwrap();
+        let dir = new_data_dir().unwrap();
         let path = dir.path().to_path_buf();
         std::fs::write(path.join("f"), b"x").unwrap();
         drop(dir);

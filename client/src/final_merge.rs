@@ -192,7 +192,9 @@ impl FinalMerge {
     }
 }
 
-fn compare(a: &[Datum], b: &[Datum], order_by: &[(usize, bool)]) -> Ordering {
+/// SQL order of two rows by `order_by` ((column, descending) pairs; a missing column is
+/// NULL).
+pub(crate) fn compare(a: &[Datum], b: &[Datum], order_by: &[(usize, bool)]) -> Ordering {
     for &(col, desc) in order_by {
         let (x, y) = (
             a.get(col).unwrap_or(&Datum::Null),

@@ -63,10 +63,6 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> Lru<K, V, S> {
         self.used
     }
 
-    pub fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
     fn tick(&mut self) -> u64 {
         self.next_tick += 1;
         self.next_tick

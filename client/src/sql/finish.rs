@@ -80,16 +80,7 @@ pub fn finish_rows(plan: &SelectPlan, rows: Vec<Vec<Datum>>) -> Result<Vec<Vec<D
         }
     };
     if !plan.order_by.is_empty() {
-        slots.sort_by(|a, b| {
-            for &(c, desc) in &plan.order_by {
-                let o = a[c].sql_cmp(&b[c]);
-                let o = if desc { o.reverse() } else { o };
-                if o.is_ne() {
-                    return o;
-                }
-            }
-            std::cmp::Ordering::Equal
-        });
+        slots.sort_by(|a, b| crate::final_merge::compare(a, b, &plan.order_by));
     }
     if let Some(n) = plan.limit {
         slots.truncate(usize::try_from(n).unwrap_or(usize::MAX));

@@ -307,6 +307,11 @@ pub struct Engine<'a> {
     /// Started on the first statement (from the GLOBAL values at that time).
     session: Option<Session<'a>>,
     warnings: Vec<Warning>,
+    /// Schemas read or created by this engine, by lowercase name. A stored schema never
+    /// changes (there is no DROP or ALTER), so each table's catalog row is read once per
+    /// engine instead of once per statement (a TSO call and a GET each time); a table not
+    /// found is asked for again, since another client may create it.
+    schemas: parking_lot::Mutex<std::collections::HashMap<String, TableSchema>>,
 }
 
 impl<'a> Engine<'a> {
@@ -315,12 +320,21 @@ impl<'a> Engine<'a> {
             client,
             session: None,
             warnings: Vec::new(),
+            schemas: Default::default(),
         }
     }
 
     /// The stored schema of `name`, if the table exists.
     pub async fn table(&self, name: &str) -> Result<Option<TableSchema>> {
-        catalog::load(self.client, name).await
+        let key = name.to_ascii_lowercase();
+        if let Some(s) = self.schemas.lock().get(&key) {
+            return Ok(Some(s.clone()));
+        }
+        let found = catalog::load(self.client, name).await?;
+        if let Some(s) = &found {
+            self.schemas.lock().insert(key, s.clone());
+        }
+        Ok(found)
     }
 
     /// The previous statement's warnings (what `SHOW WARNINGS` returns).
