@@ -21,7 +21,7 @@ use cop::proto::{
     ScalarFuncSig, SelectResponse,
 };
 use kvengine::mvcc::{WriteKind, WriteMeta};
-use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 use prost::Message;
 use rand::Rng;
 
@@ -80,7 +80,13 @@ fn fill(e: &Engine, n: usize) -> Vec<Vec<u8>> {
         let mut b = WriteBatch::new();
         for h in chunk_start..(chunk_start + 1000).min(n) {
             let v = row_value(&mut r);
-            b.put(Cf::Write, &record_key(TABLE, h as i64), 10, &meta, &v);
+            b.put(
+                ColumnFamily::Write,
+                &record_key(TABLE, h as i64),
+                10,
+                &meta,
+                &v,
+            );
             values.push(v);
         }
         e.write(1, &b).expect("write");

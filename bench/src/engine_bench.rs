@@ -6,7 +6,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 
 use crate::report::{rate, row, table_header};
 use crate::workload::{key, rng, value};
@@ -44,7 +44,7 @@ fn write_rate(e: &Engine, threads: usize, window: Duration) -> f64 {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let mut b = WriteBatch::new();
                     b.put(
-                        Cf::Write,
+                        ColumnFamily::Write,
                         &key(t * 100_000_000 + n as usize),
                         n + 1,
                         b"",
@@ -131,7 +131,7 @@ pub fn run(_entries: usize) {
         let n = mb * 1024 * 1024 / per;
         for i in 0..n {
             let mut b = WriteBatch::new();
-            b.put(Cf::Write, &key(i), i as u64 + 1, b"", &v);
+            b.put(ColumnFamily::Write, &key(i), i as u64 + 1, b"", &v);
             e.write(1, &b).expect("write");
         }
         e.close(false).expect("close");

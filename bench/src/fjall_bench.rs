@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 
 use crate::report::{row, table_header};
 use crate::workload::{key, rng, value};
@@ -98,9 +98,9 @@ impl Kv for Stratus {
         for (i, k) in keys.iter().enumerate() {
             self.version += 1;
             if delete {
-                b.delete(Cf::Write, k, self.version, b"");
+                b.delete(ColumnFamily::Write, k, self.version, b"");
             } else {
-                b.put(Cf::Write, k, self.version, b"", &vals[i]);
+                b.put(ColumnFamily::Write, k, self.version, b"", &vals[i]);
             }
         }
         self.e().write(1, &b).expect("write");
@@ -113,11 +113,15 @@ impl Kv for Stratus {
     }
     fn get(&self, key: &[u8]) -> bool {
         let s = self.e().snapshot(1).expect("snapshot");
-        s.get(Cf::Write, key, u64::MAX).expect("get").is_some()
+        s.get(ColumnFamily::Write, key, u64::MAX)
+            .expect("get")
+            .is_some()
     }
     fn range(&self, key: &[u8], n: usize) -> usize {
         let s = self.e().snapshot(1).expect("snapshot");
-        let mut it = s.iter(Cf::Write, key, b"", u64::MAX, false).expect("iter");
+        let mut it = s
+            .iter(ColumnFamily::Write, key, b"", u64::MAX, false)
+            .expect("iter");
         let mut got = 0;
         while got < n && it.valid() {
             std::hint::black_box((it.key(), it.value()));

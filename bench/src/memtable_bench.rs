@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use memtable::{Cf, Memtable};
+use memtable::{ColumnFamily, Memtable};
 use rand::Rng;
 
 use crate::report::{rate, row, table_header};
@@ -26,7 +26,7 @@ pub fn run(n: usize) {
     let mem = Memtable::new();
     let t0 = Instant::now();
     for (k, v) in keys.iter().zip(&values) {
-        mem.put(Cf::Write, k, 1, b"", v);
+        mem.put(ColumnFamily::Write, k, 1, b"", v);
     }
     let ours = rate(n as f64, t0.elapsed());
     let map: Locked = RwLock::new(BTreeMap::new());
@@ -47,7 +47,11 @@ pub fn run(n: usize) {
     let probe = shuffled(n, 9);
     let t0 = Instant::now();
     for &i in &probe {
-        black_box(mem.cf(Cf::Write).get(&keys[i], u64::MAX).expect("present"));
+        black_box(
+            mem.cf(ColumnFamily::Write)
+                .get(&keys[i], u64::MAX)
+                .expect("present"),
+        );
     }
     let ours = rate(n as f64, t0.elapsed());
     let t0 = Instant::now();
@@ -73,12 +77,12 @@ pub fn run(n: usize) {
         window,
         {
             let mem = mem.clone();
-            move |k| mem.cf(Cf::Write).get(k, u64::MAX).is_some()
+            move |k| mem.cf(ColumnFamily::Write).get(k, u64::MAX).is_some()
         },
         {
             let mem = mem.clone();
             move |k, v, ver| {
-                mem.put(Cf::Write, k, ver, b"", v);
+                mem.put(ColumnFamily::Write, k, ver, b"", v);
             }
         },
     );

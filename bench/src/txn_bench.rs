@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 use server::tso::Tso;
 use server::txn::{Mode, Storage, TxnClient};
 
@@ -75,8 +75,14 @@ fn engine_run(sync: SyncPolicy, txns: usize, threads: usize) -> Duration {
                 let v = value(&mut rng(t as u64));
                 for i in t * per_thread..(t + 1) * per_thread {
                     let mut b = WriteBatch::new();
-                    b.put(Cf::Write, &key(2 * i), 2 * i as u64 + 2, b"", &v);
-                    b.put(Cf::Write, &key(2 * i + 1), 2 * i as u64 + 2, b"", &v);
+                    b.put(ColumnFamily::Write, &key(2 * i), 2 * i as u64 + 2, b"", &v);
+                    b.put(
+                        ColumnFamily::Write,
+                        &key(2 * i + 1),
+                        2 * i as u64 + 2,
+                        b"",
+                        &v,
+                    );
                     e.write(1, &b).expect("write");
                 }
             });

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
-use kvengine::{Cf, Dfs, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch};
+use kvengine::{
+    ColumnFamily, Dfs, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch,
+};
 
 use crate::report::{rate, row, table_header};
 use crate::workload::{key, rng, shuffled};
@@ -51,7 +53,7 @@ fn fill(e: &Engine) {
         for &i in chunk {
             rand::Rng::fill(&mut r, &mut v[..VALUE_LEN / 2]);
             let ts = 2 * i as u64 + 2;
-            b.put(Cf::Write, &key(i), ts, &meta(ts), &v);
+            b.put(ColumnFamily::Write, &key(i), ts, &meta(ts), &v);
         }
         e.write(1, &b).expect("write");
     }

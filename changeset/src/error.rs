@@ -6,7 +6,7 @@
 
 use thiserror::Error;
 
-use crate::column_family::ColumnFamily;
+use types::ColumnFamily;
 
 /// A ChangeSet could not be decoded.
 #[derive(Debug, Error)]

@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::column_family::ColumnFamily;
 use crate::memtable_data::{self, MemRow, MemtableDataWriter};
 use crate::messages::{
     Change, ChangeSet, Compaction, Flush, Ingest, L0Create, ShardSplitInfo, Snapshot, Split,
     TableCreate, decode_changeset, encode_changeset,
 };
 use crate::shard_files::{Applied, ShardFiles};
+use types::ColumnFamily;
 
 /// Decodes a ChangeSet. For an accepted input: re-encoding decodes to the same value; applying
 /// it to an empty shard either fails cleanly or leaves a file list that survives a snapshot

@@ -8,7 +8,6 @@
 //!
 //! This crate holds only pure metadata logic, in the order data flows through it:
 //!
-//! * [`column_family`]: the three column families and their wire numbers.
 //! * [`messages`]: the protobuf messages (prost derive, no protoc) and their encode/decode helpers.
 //! * [`shard_files`]: a shard's file list and the pure, idempotent [`ShardFiles::apply`].
 //! * [`memtable_data`]: the versioned, CRC-checked codec that ships memtable rows to a worker.
@@ -17,14 +16,12 @@
 //!
 //! Nothing here performs I/O, so every rule can be tested without an object store.
 
-pub mod column_family;
 pub mod error;
 pub mod fuzzing;
 pub mod memtable_data;
 pub mod messages;
 pub mod shard_files;
 
-pub use column_family::ColumnFamily;
 pub use error::{ApplyError, ChangeSetDecodeError, MalformedReason, MemtableDataError};
 pub use memtable_data::{MemRow, MemRowRef, MemtableDataWriter, RowIter};
 pub use messages::{
@@ -32,3 +29,4 @@ pub use messages::{
     TableCreate, decode_changeset, encode_changeset,
 };
 pub use shard_files::{Applied, FileMeta, MAX_LEVEL, ShardFiles};
+pub use types::ColumnFamily;

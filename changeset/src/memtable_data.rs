@@ -14,8 +14,8 @@
 
 use bytes::Bytes;
 
-use crate::column_family::ColumnFamily;
 use crate::error::MemtableDataError;
+use types::ColumnFamily;
 
 /// First four bytes of every memtable-data blob: `SMTD` (Stratus MemTable Data).
 pub const MAGIC: u32 = u32::from_le_bytes(*b"SMTD");

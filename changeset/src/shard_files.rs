@@ -18,11 +18,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
-use crate::column_family::ColumnFamily;
 use crate::error::{ApplyError, MalformedReason};
 use crate::messages::{
     Change, ChangeSet, Compaction, Flush, Ingest, L0Create, Snapshot, Split, TableCreate,
 };
+use types::ColumnFamily;
 
 /// Deepest level a file may live at (levels are 1..=MAX_LEVEL below L0). RocksDB's default of
 /// seven levels holds far more data than one shard ever will; the bound keeps a corrupt level

@@ -14,7 +14,7 @@
 //! key's oldest kept version is dropped when no deeper level of the column family overlaps the
 //! compaction (nothing older remains for it to hide).
 
-use memtable::{CF_COUNT, Cf};
+use memtable::ColumnFamily;
 use sst::{BuilderOptions, BuiltTable, Table, TableBuilder, Version};
 
 use crate::error::Result;
@@ -36,15 +36,15 @@ pub struct Plan {
     /// Upper level: 0 for L0 → L1.
     pub level: u32,
     /// The column family of an Ln → Ln+1 compaction; `None` for L0 (every CF).
-    pub cf: Option<Cf>,
+    pub cf: Option<ColumnFamily>,
     /// Input file ids of the upper level.
     pub top: Vec<u64>,
     /// Input file ids of the lower level.
     pub bottom: Vec<u64>,
     /// Per column family: the input tables, newest data first.
-    pub inputs: [Vec<Table>; CF_COUNT],
+    pub inputs: [Vec<Table>; ColumnFamily::COUNT],
     /// Per column family: whether tombstones may be dropped (no deeper overlapping level).
-    pub bottommost: [bool; CF_COUNT],
+    pub bottommost: [bool; ColumnFamily::COUNT],
     pub score: f64,
     /// The shard's range: inputs shared with a split sibling hold keys outside it, which the
     /// merge drops.
@@ -77,7 +77,7 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
     if l0_score >= 1.0 || (force_l0 && !d.l0s.is_empty()) {
         best = Some((l0_score.max(1.0), 0, None));
     }
-    for cf in 0..CF_COUNT {
+    for cf in 0..ColumnFamily::COUNT {
         for (i, lvl) in d.levels[cf].iter().enumerate() {
             let level = i as u32 + 1;
             if level >= cfg.max_level || lvl.is_empty() {
@@ -96,11 +96,11 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
     let (score, level, cf) = best?;
     let mut plan = Plan {
         level,
-        cf: cf.map(|c| Cf::ALL[c]),
+        cf: cf.map(|c| ColumnFamily::ALL[c]),
         top: Vec::new(),
         bottom: Vec::new(),
         inputs: Default::default(),
-        bottommost: [false; CF_COUNT],
+        bottommost: [false; ColumnFamily::COUNT],
         score,
         start: d.start.clone(),
         end: d.end.clone(),
@@ -108,8 +108,12 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
     match cf {
         None => {
             plan.top = d.l0s.iter().map(|f| f.file_id()).collect();
-            for c in 0..CF_COUNT {
-                let sections: Vec<Table> = d.l0s.iter().filter_map(|f| f.cf(c).cloned()).collect();
+            for c in 0..ColumnFamily::COUNT {
+                let sections: Vec<Table> = d
+                    .l0s
+                    .iter()
+                    .filter_map(|f| f.cf(ColumnFamily::ALL[c]).cloned())
+                    .collect();
                 let Some(smallest) = sections
                     .iter()
                     .map(|t| t.properties().smallest.clone())
@@ -163,20 +167,20 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
 /// first; equal version numbers keep the first (newest source).
 pub fn gc_versions(
     mut versions: Vec<Version>,
-    cf: Cf,
+    cf: ColumnFamily,
     safe_point: u64,
     bottommost: bool,
 ) -> Vec<Version> {
     versions.sort_by_key(|v| std::cmp::Reverse(v.version));
     versions.dedup_by(|later, earlier| later.version == earlier.version);
-    if cf == Cf::Lock {
+    if cf == ColumnFamily::Lock {
         versions.truncate(1);
     } else if let Some(first_old) = versions.iter().position(|v| v.version <= safe_point) {
         versions.truncate(first_old + 1);
     }
     if bottommost
         && versions.last().is_some_and(|v| v.tombstone)
-        && (cf == Cf::Lock || versions.last().is_some_and(|v| v.version <= safe_point))
+        && (cf == ColumnFamily::Lock || versions.last().is_some_and(|v| v.version <= safe_point))
     {
         versions.pop();
     }
@@ -189,7 +193,7 @@ pub fn gc_versions(
 pub fn merge(
     inputs: &[Table],
     range: (&[u8], &[u8]),
-    cf: Cf,
+    cf: ColumnFamily,
     safe_point: u64,
     bottommost: bool,
     opts: &BuilderOptions,
@@ -267,7 +271,7 @@ mod tests {
     fn gc_keeps_everything_above_the_safe_point_and_the_newest_below() {
         let got = gc_versions(
             vec![v(9, false), v(7, false), v(4, false), v(2, false)],
-            Cf::Write,
+            ColumnFamily::Write,
             5,
             false,
         );
@@ -276,26 +280,26 @@ mod tests {
 
     #[test]
     fn gc_drops_a_bottom_tombstone_only_below_the_safe_point() {
-        let got = gc_versions(vec![v(4, true), v(2, false)], Cf::Write, 5, true);
+        let got = gc_versions(vec![v(4, true), v(2, false)], ColumnFamily::Write, 5, true);
         assert!(got.is_empty());
-        let got = gc_versions(vec![v(4, true), v(2, false)], Cf::Write, 5, false);
+        let got = gc_versions(vec![v(4, true), v(2, false)], ColumnFamily::Write, 5, false);
         assert_eq!(nums(&got), vec![(4, true)]);
-        let got = gc_versions(vec![v(8, true), v(2, false)], Cf::Write, 5, true);
+        let got = gc_versions(vec![v(8, true), v(2, false)], ColumnFamily::Write, 5, true);
         assert_eq!(nums(&got), vec![(8, true), (2, false)]);
     }
 
     #[test]
     fn gc_keeps_only_the_newest_lock() {
-        let got = gc_versions(vec![v(3, false), v(9, false)], Cf::Lock, 0, false);
+        let got = gc_versions(vec![v(3, false), v(9, false)], ColumnFamily::Lock, 0, false);
         assert_eq!(nums(&got), vec![(9, false)]);
-        assert!(gc_versions(vec![v(9, true), v(3, false)], Cf::Lock, 0, true).is_empty());
+        assert!(gc_versions(vec![v(9, true), v(3, false)], ColumnFamily::Lock, 0, true).is_empty());
     }
 
     #[test]
     fn gc_prefers_the_newer_source_on_equal_versions() {
         let mut newer = v(5, false);
         newer.value = Bytes::from_static(b"new");
-        let got = gc_versions(vec![newer, v(5, false)], Cf::Write, 0, false);
+        let got = gc_versions(vec![newer, v(5, false)], ColumnFamily::Write, 0, false);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].value.as_ref(), b"new");
     }

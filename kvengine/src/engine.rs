@@ -23,7 +23,7 @@ use bytes::Bytes;
 use changeset::{
     Change, ChangeSet, ColumnFamily, Compaction, Flush, L0Create, ShardFiles, TableCreate,
 };
-use memtable::{CF_COUNT, Cf, Memtable};
+use memtable::Memtable;
 use parking_lot::{Condvar, Mutex, RwLock};
 use sst::{BuilderOptions, L0Table, Table};
 
@@ -470,7 +470,7 @@ impl Engine {
                     .filter(|t| files.l0s().iter().any(|f| f.id == t.file_id()))
                     .cloned()
                     .collect();
-                let mut levels: [Vec<Vec<Table>>; CF_COUNT] = Default::default();
+                let mut levels: [Vec<Vec<Table>>; ColumnFamily::COUNT] = Default::default();
                 for (c, cf) in [ColumnFamily::Write, ColumnFamily::Lock, ColumnFamily::Extra]
                     .into_iter()
                     .enumerate()
@@ -596,10 +596,10 @@ fn frozen_state(cur: &ShardData, seq: u64) -> ShardData {
 fn apply_batch(mem: &Memtable, batch: &WriteBatch, snap_version: u64) {
     let ops = batch.ops();
     for (i, op) in ops.iter().enumerate() {
-        let version = if op.cf == Cf::Lock {
+        let version = if op.cf == ColumnFamily::Lock {
             if ops[i + 1..]
                 .iter()
-                .any(|o| o.cf == Cf::Lock && o.key == op.key)
+                .any(|o| o.cf == ColumnFamily::Lock && o.key == op.key)
             {
                 continue;
             }
@@ -676,7 +676,7 @@ pub(crate) fn open_shard_files(
     for f in files.l0s() {
         l0s.push(L0Table::open_with(f.id, dfs.get(f.id)?, cache.cloned())?);
     }
-    let mut levels: [Vec<Vec<Table>>; CF_COUNT] = Default::default();
+    let mut levels: [Vec<Vec<Table>>; ColumnFamily::COUNT] = Default::default();
     for cf in [ColumnFamily::Write, ColumnFamily::Lock, ColumnFamily::Extra] {
         for level in 1..=changeset::MAX_LEVEL {
             let metas = files.level(cf, level);
@@ -761,8 +761,8 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
         filter_bits_per_key: 10,
     };
     let mut creates = Vec::new();
-    let mut outputs: [Vec<Table>; CF_COUNT] = Default::default();
-    for cf in Cf::ALL {
+    let mut outputs: [Vec<Table>; ColumnFamily::COUNT] = Default::default();
+    for cf in ColumnFamily::ALL {
         let c = cf.index();
         if plan.inputs[c].is_empty() {
             continue;

@@ -4,7 +4,7 @@
 //! only each key's newest record, tombstone or not (a tombstone must still hide a lock in an
 //! older L0 file).
 
-use memtable::{Cf, Memtable};
+use memtable::{ColumnFamily, Memtable};
 use sst::{BuilderOptions, BuiltTable, TableBuilder};
 
 use crate::error::Result;
@@ -18,10 +18,10 @@ pub struct BuiltL0 {
 
 /// Returns `None` when the memtable holds nothing.
 pub fn build_l0(mem: &Memtable, opts: &BuilderOptions) -> Result<Option<BuiltL0>> {
-    let mut sections: [Option<BuiltTable>; sst::L0_CF_COUNT] = Default::default();
+    let mut sections: [Option<BuiltTable>; ColumnFamily::COUNT] = Default::default();
     let mut smallest: Option<Vec<u8>> = None;
     let mut biggest: Option<Vec<u8>> = None;
-    for cf in Cf::ALL {
+    for cf in ColumnFamily::ALL {
         let table = mem.cf(cf);
         if table.is_empty() {
             continue;
@@ -36,7 +36,7 @@ pub fn build_l0(mem: &Memtable, opts: &BuilderOptions) -> Result<Option<BuiltL0>
                     v.value(),
                     v.is_tombstone(),
                 )?;
-                if cf == Cf::Lock {
+                if cf == ColumnFamily::Lock {
                     break;
                 }
             }

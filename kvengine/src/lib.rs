@@ -37,7 +37,7 @@ pub use dfs_config::{CacheConfig, DfsConfig};
 pub use engine::{Engine, ShardInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use fault_dfs::{DfsOp, FaultDfs};
-pub use memtable::Cf;
+pub use memtable::ColumnFamily;
 pub use options::EngineOptions;
 pub use remote::RemoteSnapshot;
 pub use s3_dfs::{S3Credentials, S3Dfs, S3Options};

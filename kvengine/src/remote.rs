@@ -41,7 +41,7 @@ use changeset::{
     Change, ChangeSet, ColumnFamily, L0Create, MemRowRef, MemtableDataWriter, ShardFiles, Snapshot,
     TableCreate,
 };
-use memtable::{AllVersionsIter, BorrowedVersion, Cf, CfTable, KeyVersions};
+use memtable::{AllVersionsIter, BorrowedVersion, CfTable, KeyVersions};
 
 use crate::dfs::Dfs;
 use crate::engine::open_shard_files;
@@ -222,15 +222,17 @@ fn overlaps_any(ranges: &[(&[u8], &[u8])], smallest: &[u8], biggest: &[u8]) -> b
 /// The L0 files whose WRITE section overlaps a range (newest first, bounds over every section,
 /// as a flush records them) and the WRITE-CF level files that overlap one.
 fn write_files(d: &ShardData, ranges: &[(&[u8], &[u8])]) -> (Vec<L0Create>, Vec<TableCreate>) {
-    let write = Cf::Write.index();
+    let write = ColumnFamily::Write.index();
     let mut l0s = Vec::new();
     for l0 in &d.l0s {
-        let Some(t) = l0.cf(write) else { continue };
+        let Some(t) = l0.cf(ColumnFamily::Write) else {
+            continue;
+        };
         let p = t.properties();
         if !overlaps_any(ranges, &p.smallest, &p.biggest) {
             continue;
         }
-        let sections = (0..sst::L0_CF_COUNT).filter_map(|cf| l0.cf(cf));
+        let sections = ColumnFamily::ALL.into_iter().filter_map(|cf| l0.cf(cf));
         let (mut smallest, mut biggest) = (p.smallest.as_slice(), p.biggest.as_slice());
         for s in sections {
             smallest = smallest.min(s.properties().smallest.as_slice());
@@ -291,7 +293,7 @@ impl<'a> MemRows<'a> {
     fn new(shard_id: u64, d: &'a ShardData, start_ts: u64) -> MemRows<'a> {
         let tables: Vec<&CfTable> = d
             .memtables()
-            .map(|m| m.cf(Cf::Write))
+            .map(|m| m.cf(ColumnFamily::Write))
             .filter(|t| !t.is_empty())
             .collect();
         // The tables' charged size (or the size of the rows a rebuilt snapshot received)

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicU64;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use memtable::{CF_COUNT, Memtable};
+use memtable::{ColumnFamily, Memtable};
 use parking_lot::Mutex;
 use sst::{L0Table, Table};
 
@@ -44,7 +44,7 @@ pub struct ShardData {
     /// L0 files, newest first.
     pub l0s: Vec<L0Table>,
     /// `levels[cf][level - 1]`: tables sorted by smallest key, not overlapping.
-    pub levels: [Vec<Vec<Table>>; CF_COUNT],
+    pub levels: [Vec<Vec<Table>>; ColumnFamily::COUNT],
     /// Only on a snapshot rebuilt by `SnapAccess::from_remote`: the shipped WRITE rows, read in
     /// place. They take the place of the origin's memtables (the rebuilt snapshot's memtable
     /// stays empty) and are the newest source of its WRITE CF.
@@ -57,7 +57,7 @@ impl ShardData {
     pub fn from_files(
         files: &changeset::ShardFiles,
         l0s: Vec<L0Table>,
-        levels: [Vec<Vec<Table>>; CF_COUNT],
+        levels: [Vec<Vec<Table>>; ColumnFamily::COUNT],
     ) -> ShardData {
         ShardData {
             ver: files.ver(),

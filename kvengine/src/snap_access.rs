@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use memtable::Cf;
+use memtable::ColumnFamily;
 
 use crate::error::Result;
 use crate::shard::ShardData;
@@ -94,7 +94,7 @@ impl SnapAccess {
 
     /// The version of `key` visible at `ts`, or `None` if absent or deleted. A key outside the
     /// shard's range is an error.
-    pub fn get(&self, cf: Cf, key: &[u8], ts: u64) -> Result<Option<Item>> {
+    pub fn get(&self, cf: ColumnFamily, key: &[u8], ts: u64) -> Result<Option<Item>> {
         Ok(self.get_raw(cf, key, ts)?.and_then(|v| {
             (!v.tombstone).then_some(Item {
                 version: v.version,
@@ -106,7 +106,7 @@ impl SnapAccess {
 
     /// The version of `key` a read at `ts` lands on, tombstone or not. A key outside the
     /// shard's range is an error.
-    pub fn get_raw(&self, cf: Cf, key: &[u8], ts: u64) -> Result<Option<RawVersion>> {
+    pub fn get_raw(&self, cf: ColumnFamily, key: &[u8], ts: u64) -> Result<Option<RawVersion>> {
         let d = &*self.data;
         // Files shared with a split sibling hold keys of its range too.
         if !d.contains_key(key) {
@@ -129,7 +129,7 @@ impl SnapAccess {
                 ));
             }
         }
-        if cf == Cf::Write
+        if cf == ColumnFamily::Write
             && let Some(remote) = &d.remote
             && let Some(v) = remote.get(key, ts)
             && best.as_ref().is_none_or(|b| v.version() > b.0)
@@ -158,7 +158,7 @@ impl SnapAccess {
                 Ok(())
             };
         for l0 in &d.l0s {
-            if let Some(t) = l0.cf(cf.index()) {
+            if let Some(t) = l0.cf(cf) {
                 consider(t, &mut best)?;
             }
         }
@@ -180,14 +180,14 @@ impl SnapAccess {
 
     /// The lock on `key` in this snapshot (LOCK CF, read at the snapshot's SnapVersion).
     pub fn get_lock(&self, key: &[u8]) -> Result<Option<Item>> {
-        self.get(Cf::Lock, key, self.snap_version())
+        self.get(ColumnFamily::Lock, key, self.snap_version())
     }
 
     /// An iterator over `[start, end)` (empty `end` = unbounded, clipped to the shard's range)
     /// at `ts`, ascending or descending, positioned on the first visible key.
     pub fn iter(
         &self,
-        cf: Cf,
+        cf: ColumnFamily,
         start: &[u8],
         end: &[u8],
         ts: u64,
@@ -213,14 +213,14 @@ impl SnapAccess {
                 sources.push(Source::Mem(mem.cf(cf).iter(ts)));
             }
         }
-        if cf == Cf::Write
+        if cf == ColumnFamily::Write
             && let Some(remote) = &d.remote
             && !remote.is_empty()
         {
             sources.push(Source::Remote(remote.iter(ts)));
         }
         for l0 in &d.l0s {
-            if let Some(t) = l0.cf(cf.index())
+            if let Some(t) = l0.cf(cf)
                 && overlaps(t.properties())
             {
                 sources.push(Source::Table(t.iter(ts)));
@@ -269,10 +269,10 @@ impl SnapAccess {
         if clipped.is_empty() {
             return 0;
         }
-        let write = Cf::Write.index();
+        let write = ColumnFamily::Write.index();
         let mut total = 0;
         for l0 in &d.l0s {
-            if let Some(t) = l0.cf(write) {
+            if let Some(t) = l0.cf(ColumnFamily::Write) {
                 total += t.estimate_blocks_size(&clipped);
             }
         }

@@ -13,13 +13,13 @@
 //! versions again and, in a memtable, the newest lock of a key is the one written last.
 
 use bytes::{Buf, BufMut};
-use memtable::Cf;
+use memtable::ColumnFamily;
 
 pub const BATCH_FORMAT_VERSION: u8 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Op {
-    pub cf: Cf,
+    pub cf: ColumnFamily,
     pub key: Vec<u8>,
     pub version: u64,
     pub user_meta: Vec<u8>,
@@ -41,7 +41,7 @@ impl WriteBatch {
     /// A versioned put (WRITE and EXTRA CFs).
     pub fn put(
         &mut self,
-        cf: Cf,
+        cf: ColumnFamily,
         key: &[u8],
         version: u64,
         user_meta: &[u8],
@@ -57,7 +57,13 @@ impl WriteBatch {
     }
 
     /// A versioned delete: a tombstone that hides older versions.
-    pub fn delete(&mut self, cf: Cf, key: &[u8], version: u64, user_meta: &[u8]) -> &mut Self {
+    pub fn delete(
+        &mut self,
+        cf: ColumnFamily,
+        key: &[u8],
+        version: u64,
+        user_meta: &[u8],
+    ) -> &mut Self {
         self.push(Op {
             cf,
             key: key.to_vec(),
@@ -69,12 +75,12 @@ impl WriteBatch {
 
     /// Writes a lock record (LOCK CF); its version is assigned when the batch is applied.
     pub fn put_lock(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
-        self.put(Cf::Lock, key, 0, b"", value)
+        self.put(ColumnFamily::Lock, key, 0, b"", value)
     }
 
     /// Removes a lock (LOCK CF tombstone).
     pub fn delete_lock(&mut self, key: &[u8]) -> &mut Self {
-        self.delete(Cf::Lock, key, 0, b"")
+        self.delete(ColumnFamily::Lock, key, 0, b"")
     }
 
     fn push(&mut self, op: Op) -> &mut Self {
@@ -145,7 +151,7 @@ impl WriteBatch {
             if data.remaining() < 10 {
                 return Err(format!("op truncated: op={i}"));
             }
-            let cf = Cf::try_from(data.get_u8()).map_err(|e| format!("op={i}: {e}"))?;
+            let cf = ColumnFamily::try_from(data.get_u8()).map_err(|e| format!("op={i}: {e}"))?;
             let kind = data.get_u8();
             if kind > 1 {
                 return Err(format!("unknown op kind: op={i} kind={kind}"));
@@ -218,7 +224,7 @@ mod tests {
         fn batch_round_trips_and_every_truncation_fails(ops in prop::collection::vec(op_strategy(), 0..8)) {
             let mut b = WriteBatch::new();
             for (cf, k, v, m, val) in ops {
-                let cf = Cf::try_from(cf).unwrap();
+                let cf = ColumnFamily::try_from(cf).unwrap();
                 match val {
                     Some(val) => b.put(cf, &k, v, &m, &val),
                     None => b.delete(cf, &k, v, &m),

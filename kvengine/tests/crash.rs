@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SyncPolicy};
+use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy};
 use rand::Rng;
 
 const KEYS_PER_BATCH: usize = 3;
@@ -73,7 +73,9 @@ fn sigkill_never_loses_an_acknowledged_write_or_half_applies_one() {
         );
         let snap = engine.snapshot(1).unwrap();
         // Batches 1..=seq are whole; nothing after seq exists.
-        let mut it = snap.iter(Cf::Write, b"", b"", u64::MAX, false).unwrap();
+        let mut it = snap
+            .iter(ColumnFamily::Write, b"", b"", u64::MAX, false)
+            .unwrap();
         let mut count = 0u64;
         while it.valid() {
             let k = String::from_utf8(it.key().to_vec()).unwrap();

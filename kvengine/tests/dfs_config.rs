@@ -5,7 +5,9 @@ mod s3_server;
 
 use std::sync::Arc;
 
-use kvengine::{CacheConfig, Cf, DfsConfig, Engine, EngineOptions, SyncPolicy, WriteBatch};
+use kvengine::{
+    CacheConfig, ColumnFamily, DfsConfig, Engine, EngineOptions, SyncPolicy, WriteBatch,
+};
 use s3_server::S3Server;
 
 fn roundtrip(dir: &std::path::Path, cfg: &DfsConfig) -> Vec<u64> {
@@ -15,14 +17,24 @@ fn roundtrip(dir: &std::path::Path, cfg: &DfsConfig) -> Vec<u64> {
     engine.create_shard(1, b"", b"").unwrap();
     for i in 0..100u64 {
         let mut b = WriteBatch::new();
-        b.put(Cf::Write, format!("k{i:03}").as_bytes(), i + 1, b"", b"v");
+        b.put(
+            ColumnFamily::Write,
+            format!("k{i:03}").as_bytes(),
+            i + 1,
+            b"",
+            b"v",
+        );
         engine.write(1, &b).unwrap();
     }
     engine.close(true).unwrap();
     drop(engine);
     let engine = Engine::open(o, cfg.open().unwrap()).unwrap();
     let snap = engine.snapshot(1).unwrap();
-    assert!(snap.get(Cf::Write, b"k042", u64::MAX).unwrap().is_some());
+    assert!(
+        snap.get(ColumnFamily::Write, b"k042", u64::MAX)
+            .unwrap()
+            .is_some()
+    );
     engine.live_file_ids().into_iter().collect()
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kvengine::{Cf, Dfs, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Dfs, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 
 fn open(dir: &std::path::Path) -> (Engine, Arc<LocalDfs>) {
     let mut o = EngineOptions::new(dir.join("engine"));
@@ -33,10 +33,10 @@ fn load(e: &Engine) {
         for i in 0..300u64 {
             let mut b = WriteBatch::new();
             if round == 3 && i % 7 == 0 {
-                b.delete(Cf::Write, &key(i), round * 10, b"");
+                b.delete(ColumnFamily::Write, &key(i), round * 10, b"");
             } else {
                 b.put(
-                    Cf::Write,
+                    ColumnFamily::Write,
                     &key(i),
                     round * 10,
                     b"",
@@ -60,7 +60,7 @@ fn expected(i: u64, ts: u64) -> Option<Vec<u8>> {
 fn check_reads(e: &Engine, timestamps: &[u64]) {
     let snap = e.snapshot(1).unwrap();
     for &ts in timestamps {
-        let mut it = snap.iter(Cf::Write, b"", b"", ts, false).unwrap();
+        let mut it = snap.iter(ColumnFamily::Write, b"", b"", ts, false).unwrap();
         let mut got = Vec::new();
         while it.valid() {
             got.push((it.key().to_vec(), it.value().to_vec()));
@@ -72,7 +72,7 @@ fn check_reads(e: &Engine, timestamps: &[u64]) {
         assert_eq!(got, want, "scan at ts={ts}");
         for i in (0..300).step_by(13) {
             let got = snap
-                .get(Cf::Write, &key(i), ts)
+                .get(ColumnFamily::Write, &key(i), ts)
                 .unwrap()
                 .map(|it| it.value.to_vec());
             assert_eq!(got, expected(i, ts), "get key={i} ts={ts}");
@@ -92,7 +92,7 @@ fn compaction_moves_l0_into_levels_without_changing_any_read() {
     let after = e.shard_info(1).unwrap();
     assert_eq!(after.l0_files, 0);
     assert!(
-        after.level_files[Cf::Write.index()][0] >= 2,
+        after.level_files[ColumnFamily::Write.index()][0] >= 2,
         "outputs are cut by target size"
     );
     assert_eq!(
@@ -151,7 +151,7 @@ fn a_snapshot_from_before_a_compaction_still_reads_and_holds_its_files() {
     assert!(e.pending_deletes() > 0);
     for i in (0..300u64).step_by(11) {
         let got = snap
-            .get(Cf::Write, &key(i), 15)
+            .get(ColumnFamily::Write, &key(i), 15)
             .unwrap()
             .map(|it| it.value.to_vec());
         assert_eq!(got, expected(i, 15), "old snapshot get key={i}");

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kvengine::{Cf, Engine, EngineOptions, ErrorKind, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Engine, EngineOptions, ErrorKind, LocalDfs, SyncPolicy, WriteBatch};
 
 fn open(dir: &std::path::Path) -> kvengine::Result<Engine> {
     let mut opts = EngineOptions::new(dir.join("engine"));
@@ -21,7 +21,7 @@ fn flipped_byte_in_an_sst_is_corruption_on_open_or_read() {
         for i in 0..200u64 {
             let mut b = WriteBatch::new();
             b.put(
-                Cf::Write,
+                ColumnFamily::Write,
                 format!("k{i:04}").as_bytes(),
                 i + 1,
                 b"",
@@ -55,7 +55,7 @@ fn flipped_byte_in_an_sst_is_corruption_on_open_or_read() {
             Ok(e) => e,
         };
         let snap = engine.snapshot(1).unwrap();
-        let mut it = match snap.iter(Cf::Write, b"", b"", u64::MAX, false) {
+        let mut it = match snap.iter(ColumnFamily::Write, b"", b"", u64::MAX, false) {
             Ok(it) => it,
             Err(e) => {
                 assert_eq!(e.kind(), ErrorKind::Corruption, "flip at {i}: {e}");

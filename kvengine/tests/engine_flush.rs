@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kvengine::{Cf, Dfs, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Dfs, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 use parking_lot::{Condvar, Mutex};
 
 /// An object store whose puts wait until the test opens the gate (fault injection).
@@ -58,7 +58,7 @@ fn opts(dir: &std::path::Path) -> EngineOptions {
 fn put(engine: &Engine, i: u64) {
     let mut b = WriteBatch::new();
     b.put(
-        Cf::Write,
+        ColumnFamily::Write,
         format!("k{i:06}").as_bytes(),
         i,
         b"",
@@ -107,7 +107,7 @@ fn writes_stall_while_the_flush_queue_is_full_and_resume_after_flush() {
     let snap = engine.snapshot(1).unwrap();
     for i in 1..=40 {
         assert!(
-            snap.get(Cf::Write, format!("k{i:06}").as_bytes(), u64::MAX)
+            snap.get(ColumnFamily::Write, format!("k{i:06}").as_bytes(), u64::MAX)
                 .unwrap()
                 .is_some()
         );
@@ -184,7 +184,7 @@ fn flush_keeps_only_the_newest_lock_and_reopen_sees_it() {
     let ids = dfs.list().unwrap();
     assert_eq!(ids.len(), 1);
     let l0 = sst::L0Table::open(ids[0], dfs.get(ids[0]).unwrap()).unwrap();
-    let lock = l0.cf(Cf::Lock.index()).unwrap();
+    let lock = l0.cf(ColumnFamily::Lock).unwrap();
     assert_eq!(lock.properties().entries, 2);
     assert_eq!(lock.properties().old_entries, 0);
     engine.close(false).unwrap();

@@ -10,7 +10,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use kvengine::{Cf, Dfs, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch};
+use kvengine::{
+    ColumnFamily, Dfs, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch,
+};
 use proptest::prelude::*;
 use s3_server::S3Server;
 
@@ -117,7 +119,7 @@ fn open(dir: &Path, dfs: &DfsFactory) -> Engine {
 }
 
 fn scan(snap: &SnapAccess, a: &[u8], b: &[u8], ts: u64, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut it = snap.iter(Cf::Write, a, b, ts, reverse).unwrap();
+    let mut it = snap.iter(ColumnFamily::Write, a, b, ts, reverse).unwrap();
     let mut out = Vec::new();
     while it.valid() {
         out.push((it.key().to_vec(), it.value().to_vec()));
@@ -201,7 +203,7 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
             Op::Put(k, v) => {
                 version += 1;
                 write(&engine, &map, k, &|b| {
-                    b.put(Cf::Write, &key(k), version, b"m", &[v; 3]);
+                    b.put(ColumnFamily::Write, &key(k), version, b"m", &[v; 3]);
                 });
                 oracle
                     .data
@@ -212,7 +214,7 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
             Op::Delete(k) => {
                 version += 1;
                 write(&engine, &map, k, &|b| {
-                    b.delete(Cf::Write, &key(k), version, b"");
+                    b.delete(ColumnFamily::Write, &key(k), version, b"");
                 });
                 oracle.data.entry(key(k)).or_default().insert(version, None);
             }
@@ -232,7 +234,7 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
                 let ts = ts.max(safe_point);
                 let snap = engine.snapshot(map.route(&key(k))).unwrap();
                 let got = snap
-                    .get(Cf::Write, &key(k), ts)
+                    .get(ColumnFamily::Write, &key(k), ts)
                     .unwrap()
                     .map(|i| i.value.to_vec());
                 prop_assert_eq!(got, oracle.get(&key(k), ts), "get key={} ts={}", k, ts);
@@ -270,7 +272,7 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
                     }
                     let one = snap_for(snap, &key(k));
                     let got = one
-                        .get(Cf::Write, &key(k), ts)
+                        .get(ColumnFamily::Write, &key(k), ts)
                         .unwrap()
                         .map(|i| i.value.to_vec());
                     prop_assert_eq!(got, old.get(&key(k), ts));
@@ -378,13 +380,13 @@ fn writes_outside_the_shard_range_are_rejected() {
     let engine = open(dir.path(), &local_dfs(dir.path()));
     engine.create_shard(2, b"b", b"d").unwrap();
     let mut b = WriteBatch::new();
-    b.put(Cf::Write, b"a", 1, b"", b"v");
+    b.put(ColumnFamily::Write, b"a", 1, b"", b"v");
     assert!(matches!(
         engine.write(2, &b),
         Err(kvengine::Error::KeyNotInShard { .. })
     ));
     let mut b = WriteBatch::new();
-    b.put(Cf::Write, b"d", 1, b"", b"v");
+    b.put(ColumnFamily::Write, b"d", 1, b"", b"v");
     assert!(matches!(
         engine.write(2, &b),
         Err(kvengine::Error::KeyNotInShard { .. })

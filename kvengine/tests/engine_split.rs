@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kvengine::{Cf, Dfs, Engine, EngineOptions, Error, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Dfs, Engine, EngineOptions, Error, LocalDfs, SyncPolicy, WriteBatch};
 
 fn open(dir: &std::path::Path) -> (Engine, Arc<LocalDfs>) {
     let mut o = EngineOptions::new(dir.join("engine"));
@@ -28,7 +28,7 @@ fn key(i: u64) -> Vec<u8> {
 fn put(e: &Engine, shard: u64, i: u64, version: u64) -> kvengine::Result<u64> {
     let mut b = WriteBatch::new();
     b.put(
-        Cf::Write,
+        ColumnFamily::Write,
         &key(i),
         version,
         b"",
@@ -39,7 +39,9 @@ fn put(e: &Engine, shard: u64, i: u64, version: u64) -> kvengine::Result<u64> {
 
 fn scan_keys(e: &Engine, shard: u64) -> Vec<Vec<u8>> {
     let snap = e.snapshot(shard).unwrap();
-    let mut it = snap.iter(Cf::Write, b"", b"", u64::MAX, false).unwrap();
+    let mut it = snap
+        .iter(ColumnFamily::Write, b"", b"", u64::MAX, false)
+        .unwrap();
     let mut out = Vec::new();
     while it.valid() {
         out.push(it.key().to_vec());
@@ -82,11 +84,11 @@ fn split_children_share_files_and_each_reads_only_its_range() {
     }
     let snap = e.snapshot(2).unwrap();
     assert!(matches!(
-        snap.get(Cf::Write, &key(200), u64::MAX),
+        snap.get(ColumnFamily::Write, &key(200), u64::MAX),
         Err(Error::KeyNotInShard { .. })
     ));
     assert_eq!(
-        snap.get(Cf::Write, &key(10), u64::MAX)
+        snap.get(ColumnFamily::Write, &key(10), u64::MAX)
             .unwrap()
             .unwrap()
             .value
@@ -94,7 +96,7 @@ fn split_children_share_files_and_each_reads_only_its_range() {
         b"v3-10"
     );
     assert_eq!(
-        snap.get(Cf::Write, &key(10), 2)
+        snap.get(ColumnFamily::Write, &key(10), 2)
             .unwrap()
             .unwrap()
             .value
@@ -114,7 +116,7 @@ fn split_children_share_files_and_each_reads_only_its_range() {
     assert_eq!(scan_keys(&e, 2), (0..150).map(key).collect::<Vec<_>>());
     let snap = e.snapshot(3).unwrap();
     assert_eq!(
-        snap.get(Cf::Write, &key(299), u64::MAX)
+        snap.get(ColumnFamily::Write, &key(299), u64::MAX)
             .unwrap()
             .unwrap()
             .value
@@ -181,7 +183,7 @@ fn acknowledged_writes_racing_a_split_land_in_a_child() {
         let got = e
             .snapshot(shard)
             .unwrap()
-            .get(Cf::Write, &key(k), u64::MAX)
+            .get(ColumnFamily::Write, &key(k), u64::MAX)
             .unwrap();
         assert!(
             got.is_some(),

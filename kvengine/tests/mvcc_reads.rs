@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
-use kvengine::{Cf, Engine, EngineOptions, ErrorKind, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Engine, EngineOptions, ErrorKind, LocalDfs, SyncPolicy, WriteBatch};
 use proptest::prelude::*;
 
 fn open(dir: &std::path::Path) -> Engine {
@@ -35,7 +35,7 @@ fn meta(kind: WriteKind, start_ts: u64, commit_ts: u64) -> [u8; 17] {
 fn commit_put(e: &Engine, key: &[u8], commit_ts: u64, value: &[u8]) {
     let mut b = WriteBatch::new();
     b.put(
-        Cf::Write,
+        ColumnFamily::Write,
         key,
         commit_ts,
         &meta(WriteKind::Put, commit_ts - 1, commit_ts),
@@ -47,7 +47,7 @@ fn commit_put(e: &Engine, key: &[u8], commit_ts: u64, value: &[u8]) {
 fn commit_delete(e: &Engine, key: &[u8], commit_ts: u64) {
     let mut b = WriteBatch::new();
     b.delete(
-        Cf::Write,
+        ColumnFamily::Write,
         key,
         commit_ts,
         &meta(WriteKind::Delete, commit_ts - 1, commit_ts),
@@ -58,7 +58,7 @@ fn commit_delete(e: &Engine, key: &[u8], commit_ts: u64) {
 fn rollback(e: &Engine, key: &[u8], start_ts: u64) {
     let mut b = WriteBatch::new();
     b.put(
-        Cf::Write,
+        ColumnFamily::Write,
         key,
         start_ts,
         &meta(WriteKind::Rollback, start_ts, start_ts),
@@ -174,7 +174,13 @@ fn rollback_and_lock_records_are_skipped_even_when_they_shadow_sst_versions() {
     e.flush_shard(1).unwrap();
     rollback(&e, b"a", 15);
     let mut b = WriteBatch::new();
-    b.put(Cf::Write, b"b", 16, &meta(WriteKind::Lock, 14, 16), b"");
+    b.put(
+        ColumnFamily::Write,
+        b"b",
+        16,
+        &meta(WriteKind::Lock, 14, 16),
+        b"",
+    );
     e.write(1, &b).unwrap();
     // Only a rollback record: the key does not exist.
     rollback(&e, b"c", 12);
@@ -282,7 +288,13 @@ fn data_version_changes_on_writes_only_and_never_repeats_across_split() {
         seen.push(cv);
     }
     let mut b = WriteBatch::new();
-    b.put(Cf::Write, b"x", 20, &meta(WriteKind::Put, 19, 20), b"v");
+    b.put(
+        ColumnFamily::Write,
+        b"x",
+        20,
+        &meta(WriteKind::Put, 19, 20),
+        b"v",
+    );
     e.write(3, &b).unwrap();
     seen.push(e.snapshot(3).unwrap().data_version().unwrap());
     // Every version recorded after a change is new for its shard lineage.
@@ -367,9 +379,9 @@ proptest! {
             let mut b = WriteBatch::new();
             let m = meta(kind, v.saturating_sub(1), v);
             match kind {
-                WriteKind::Delete => { b.delete(Cf::Write, &key(k), v, &m); }
-                WriteKind::Put => { b.put(Cf::Write, &key(k), v, &m, &value); }
-                _ => { b.put(Cf::Write, &key(k), v, &m, b""); }
+                WriteKind::Delete => { b.delete(ColumnFamily::Write, &key(k), v, &m); }
+                WriteKind::Put => { b.put(ColumnFamily::Write, &key(k), v, &m, &value); }
+                _ => { b.put(ColumnFamily::Write, &key(k), v, &m, b""); }
             }
             e.write(1, &b).unwrap();
             versions.insert(v, (kind, value));
@@ -418,7 +430,7 @@ proptest! {
                         versions.keys().all(|v| *v <= ts),
                         "met_newer_ts_data false but {:?} has {:?} > {}", k, versions.keys(), ts
                     );
-                    prop_assert!(snap.get_raw(Cf::Write, k, u64::MAX).unwrap().is_none_or(|v| v.version <= ts));
+                    prop_assert!(snap.get_raw(ColumnFamily::Write, k, u64::MAX).unwrap().is_none_or(|v| v.version <= ts));
                 }
             }
             for k in locks.keys() {

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use changeset::{Change, ChangeSet, ColumnFamily, MemRowRef, MemtableDataWriter};
 use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
 use kvengine::{
-    Cf, Dfs, DfsOp, Engine, EngineOptions, Error, ErrorKind, FaultDfs, LocalDfs, RemoteSnapshot,
+    Dfs, DfsOp, Engine, EngineOptions, Error, ErrorKind, FaultDfs, LocalDfs, RemoteSnapshot,
     SnapAccess, SyncPolicy, WriteBatch,
 };
 use proptest::prelude::*;
@@ -73,27 +73,27 @@ impl Fixture {
         let k = key(rec.key);
         match rec.kind {
             RecKind::Put(fill) => b.put(
-                Cf::Write,
+                ColumnFamily::Write,
                 &k,
                 rec.version,
                 &meta(WriteKind::Put, rec.version - 1, rec.version),
                 &value(rec.key, rec.version, fill),
             ),
             RecKind::Delete => b.delete(
-                Cf::Write,
+                ColumnFamily::Write,
                 &k,
                 rec.version,
                 &meta(WriteKind::Delete, rec.version - 1, rec.version),
             ),
             RecKind::Rollback => b.put(
-                Cf::Write,
+                ColumnFamily::Write,
                 &k,
                 rec.version,
                 &meta(WriteKind::Rollback, rec.version, rec.version),
                 b"",
             ),
             RecKind::LockRecord => b.put(
-                Cf::Write,
+                ColumnFamily::Write,
                 &k,
                 rec.version,
                 &meta(WriteKind::Lock, rec.version - 1, rec.version),
@@ -320,7 +320,7 @@ proptest! {
 fn put(f: &Fixture, k: &[u8], version: u64, v: &[u8]) {
     let mut b = WriteBatch::new();
     b.put(
-        Cf::Write,
+        ColumnFamily::Write,
         k,
         version,
         &meta(WriteKind::Put, version - 1, version),
@@ -331,7 +331,13 @@ fn put(f: &Fixture, k: &[u8], version: u64, v: &[u8]) {
 
 fn put_kind(f: &Fixture, k: &[u8], version: u64, kind: WriteKind) {
     let mut b = WriteBatch::new();
-    b.put(Cf::Write, k, version, &meta(kind, version, version), b"");
+    b.put(
+        ColumnFamily::Write,
+        k,
+        version,
+        &meta(kind, version, version),
+        b"",
+    );
     f.engine.write(SHARD, &b).unwrap();
 }
 
@@ -463,7 +469,7 @@ fn memtable_delete_and_rollback_shadow_sst_versions_remotely() {
     f.engine.flush_shard(SHARD).unwrap();
     f.engine.compact_shard(SHARD, true).unwrap();
     let mut b = WriteBatch::new();
-    b.delete(Cf::Write, b"d", 7, &meta(WriteKind::Delete, 6, 7));
+    b.delete(ColumnFamily::Write, b"d", 7, &meta(WriteKind::Delete, 6, 7));
     f.engine.write(SHARD, &b).unwrap();
     // The rollback sits above r@6 in the memtable; the read skips it and lands on the SST.
     put_kind(&f, b"r", 8, WriteKind::Rollback);

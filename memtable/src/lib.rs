@@ -6,7 +6,7 @@
 //! A put is accepted only if its version is newer than the key's newest one.
 //!
 //! Modules, in the order data flows:
-//! * [`cf`]: the column families;
+//! * the column families are `types::ColumnFamily`, re-exported here;
 //! * `arena_skiplist` (private, the only `unsafe` code): the arena, nodes and version records;
 //! * [`version_chain`]: one key's versions and the [`VersionRef`] handles readers get;
 //! * [`size_estimate`]: what each put is charged, for the memtable switch threshold;
@@ -22,7 +22,6 @@
 pub mod all_versions_iter;
 #[allow(unsafe_code)]
 mod arena_skiplist;
-pub mod cf;
 pub mod cf_table;
 pub mod iter;
 pub mod memtable;
@@ -30,9 +29,9 @@ pub mod size_estimate;
 pub mod version_chain;
 
 pub use all_versions_iter::{AllVersionsIter, KeyVersions};
-pub use cf::{CF_COUNT, Cf, UnknownCf};
 pub use cf_table::CfTable;
 pub use iter::CfIter;
 pub use memtable::Memtable;
 pub use size_estimate::{KEY_OVERHEAD, VERSION_OVERHEAD};
+pub use types::{ColumnFamily, UnknownColumnFamily};
 pub use version_chain::{BorrowedVersion, BorrowedVersions, VersionRef, Versions};

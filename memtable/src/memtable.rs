@@ -2,8 +2,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::cf::{CF_COUNT, Cf};
 use crate::cf_table::CfTable;
+use types::ColumnFamily;
 
 /// A shard's in-memory write buffer: one skiplist per column family.
 ///
@@ -12,7 +12,7 @@ use crate::cf_table::CfTable;
 /// section per column family.
 #[derive(Default)]
 pub struct Memtable {
-    cfs: [CfTable; CF_COUNT],
+    cfs: [CfTable; ColumnFamily::COUNT],
     /// The shard's SnapVersion when this memtable was frozen; 0 while it is active.
     version: AtomicU64,
 }
@@ -24,19 +24,26 @@ impl Memtable {
     }
 
     /// The table of one column family.
-    pub fn cf(&self, cf: Cf) -> &CfTable {
+    pub fn cf(&self, cf: ColumnFamily) -> &CfTable {
         &self.cfs[cf.index()]
     }
 
     /// Adds a value version of `key` in `cf`. Returns `false`, and changes nothing, if the key
     /// already has a version `>= version` there. Panics as [`CfTable::put`] does.
-    pub fn put(&self, cf: Cf, key: &[u8], version: u64, user_meta: &[u8], value: &[u8]) -> bool {
+    pub fn put(
+        &self,
+        cf: ColumnFamily,
+        key: &[u8],
+        version: u64,
+        user_meta: &[u8],
+        value: &[u8],
+    ) -> bool {
         self.cf(cf).put(key, version, user_meta, value)
     }
 
     /// Adds a tombstone version of `key` in `cf`. Returns `false`, and changes nothing, if the
     /// key already has a version `>= version` there. Panics as [`CfTable::delete`] does.
-    pub fn delete(&self, cf: Cf, key: &[u8], version: u64, user_meta: &[u8]) -> bool {
+    pub fn delete(&self, cf: ColumnFamily, key: &[u8], version: u64, user_meta: &[u8]) -> bool {
         self.cf(cf).delete(key, version, user_meta)
     }
 
@@ -69,20 +76,24 @@ mod tests {
     #[test]
     fn column_families_are_independent() {
         let mt = Memtable::new();
-        assert!(mt.put(Cf::Write, b"k", 5, b"", b"w"));
+        assert!(mt.put(ColumnFamily::Write, b"k", 5, b"", b"w"));
         assert!(
-            mt.put(Cf::Lock, b"k", 1, b"", b"l"),
+            mt.put(ColumnFamily::Lock, b"k", 1, b"", b"l"),
             "version 5 in WRITE does not shadow LOCK"
         );
         assert_eq!(
-            mt.cf(Cf::Write).get(b"k", 9).map(|v| v.value().to_vec()),
+            mt.cf(ColumnFamily::Write)
+                .get(b"k", 9)
+                .map(|v| v.value().to_vec()),
             Some(b"w".to_vec())
         );
         assert_eq!(
-            mt.cf(Cf::Lock).get(b"k", 9).map(|v| v.value().to_vec()),
+            mt.cf(ColumnFamily::Lock)
+                .get(b"k", 9)
+                .map(|v| v.value().to_vec()),
             Some(b"l".to_vec())
         );
-        assert!(mt.cf(Cf::Extra).get(b"k", 9).is_none());
+        assert!(mt.cf(ColumnFamily::Extra).get(b"k", 9).is_none());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use memtable::size_estimate::{key_charge, version_charge};
-use memtable::{Cf, CfTable, Memtable, VersionRef};
+use memtable::{CfTable, ColumnFamily, Memtable, VersionRef};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -245,7 +245,13 @@ fn readers_see_a_consistent_prefix_while_one_writer_inserts() {
                     // Read `done` first: a pass that starts after it saw the final ts.
                     let finished = done.load(Ordering::Acquire);
                     let ts = published.load(Ordering::Acquire);
-                    check_at(mt.cf(Cf::Write), &schedule, ts, &mut rng, &mut newest);
+                    check_at(
+                        mt.cf(ColumnFamily::Write),
+                        &schedule,
+                        ts,
+                        &mut rng,
+                        &mut newest,
+                    );
                     if finished {
                         return passes_while_writing;
                     }
@@ -258,7 +264,7 @@ fn readers_see_a_consistent_prefix_while_one_writer_inserts() {
     start.wait();
     // Readers stop once `done` is set, also if an assertion below fails: no hang on failure.
     let _stop_readers = SetOnDrop(&done);
-    let table = mt.cf(Cf::Write);
+    let table = mt.cf(ColumnFamily::Write);
     let mut last_of_key = vec![None; KEYS as usize];
     for v in 1..=VERSIONS {
         let k = key_of(v);
@@ -316,7 +322,7 @@ fn racing_writers_lose_no_accepted_version_and_charge_each_key_once() {
                     let key = format!("k{:05}", i / 2).into_bytes();
                     let version = i * WRITERS + w + 1;
                     let value = format!("w{w}v{version}").into_bytes();
-                    if mt.put(Cf::Lock, &key, version, b"m", &value) {
+                    if mt.put(ColumnFamily::Lock, &key, version, b"m", &value) {
                         accepted.push((key, version, value.len()));
                     }
                 }
@@ -331,7 +337,7 @@ fn racing_writers_lose_no_accepted_version_and_charge_each_key_once() {
         .collect();
     accepted.sort();
 
-    let table = mt.cf(Cf::Lock);
+    let table = mt.cf(ColumnFamily::Lock);
     let mut expected_size = 0;
     for group in accepted.chunk_by(|a, b| a.0 == b.0) {
         let key = &group[0].0;

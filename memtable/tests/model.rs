@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use memtable::size_estimate::{key_charge, version_charge};
-use memtable::{CF_COUNT, Cf, CfIter, Memtable, VersionRef};
+use memtable::{CfIter, ColumnFamily, Memtable, VersionRef};
 use proptest::prelude::*;
 
 /// One version in the oracle.
@@ -42,12 +42,12 @@ fn seen_model(version: u64, m: &ModelVersion) -> Seen {
 /// The oracle: per column family, key → version → data.
 #[derive(Default)]
 struct Model {
-    cfs: [BTreeMap<Vec<u8>, BTreeMap<u64, ModelVersion>>; CF_COUNT],
+    cfs: [BTreeMap<Vec<u8>, BTreeMap<u64, ModelVersion>>; ColumnFamily::COUNT],
     size: usize,
 }
 
 impl Model {
-    fn insert(&mut self, cf: Cf, key: &[u8], version: u64, m: ModelVersion) -> bool {
+    fn insert(&mut self, cf: ColumnFamily, key: &[u8], version: u64, m: ModelVersion) -> bool {
         let versions = self.cfs[cf.index()].entry(key.to_vec()).or_default();
         if versions
             .keys()
@@ -64,20 +64,20 @@ impl Model {
         true
     }
 
-    fn get(&self, cf: Cf, key: &[u8], ts: u64) -> Option<Seen> {
+    fn get(&self, cf: ColumnFamily, key: &[u8], ts: u64) -> Option<Seen> {
         let (v, m) = self.cfs[cf.index()].get(key)?.range(..=ts).next_back()?;
         Some(seen_model(*v, m))
     }
 
     /// Keys visible at `ts`, ascending, each with its visible version.
-    fn visible(&self, cf: Cf, ts: u64) -> Vec<(String, Seen)> {
+    fn visible(&self, cf: ColumnFamily, ts: u64) -> Vec<(String, Seen)> {
         self.cfs[cf.index()]
             .keys()
             .filter_map(|k| Some((text(k), self.get(cf, k, ts)?)))
             .collect()
     }
 
-    fn len(&self, cf: Cf) -> usize {
+    fn len(&self, cf: ColumnFamily) -> usize {
         self.cfs[cf.index()]
             .values()
             .filter(|v| !v.is_empty())
@@ -103,54 +103,54 @@ enum Move {
 #[derive(Debug, Clone)]
 enum Op {
     Put {
-        cf: Cf,
+        cf: ColumnFamily,
         key: String,
         version: u64,
         meta: String,
         value: String,
     },
     Delete {
-        cf: Cf,
+        cf: ColumnFamily,
         key: String,
         version: u64,
         meta: String,
     },
     Get {
-        cf: Cf,
+        cf: ColumnFamily,
         key: String,
         ts: u64,
     },
     GetNewest {
-        cf: Cf,
+        cf: ColumnFamily,
         key: String,
     },
     Versions {
-        cf: Cf,
+        cf: ColumnFamily,
         key: String,
     },
     /// Seek (or seek_to_first) then `next` to the end.
     ScanForward {
-        cf: Cf,
+        cf: ColumnFamily,
         from: Option<String>,
         ts: u64,
     },
     /// Seek_for_prev (or seek_to_last) then `prev` to the start.
     ScanBackward {
-        cf: Cf,
+        cf: ColumnFamily,
         from: Option<String>,
         ts: u64,
     },
     /// A start then mixed `next`/`prev`, checking the position after every move.
     Walk {
-        cf: Cf,
+        cf: ColumnFamily,
         start: Start,
         ts: u64,
         moves: Vec<Move>,
     },
 }
 
-fn cf() -> impl Strategy<Value = Cf> {
-    prop::sample::select(Cf::ALL.to_vec())
+fn cf() -> impl Strategy<Value = ColumnFamily> {
+    prop::sample::select(ColumnFamily::ALL.to_vec())
 }
 
 /// Up to two letters out of three: 13 keys including the empty key, with prefixes of each other.
@@ -386,15 +386,18 @@ fn check(mt: &Memtable, model: &mut Model, op: &Op) -> Result<(), TestCaseError>
 /// Size, key counts and emptiness after every operation; the full flush walk at the end.
 fn check_totals(mt: &Memtable, model: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(mt.size(), model.size, "size");
-    for cf in Cf::ALL {
+    for cf in ColumnFamily::ALL {
         prop_assert_eq!(mt.cf(cf).len(), model.len(cf), "len of {}", cf);
     }
-    prop_assert_eq!(mt.is_empty(), Cf::ALL.iter().all(|&cf| model.len(cf) == 0));
+    prop_assert_eq!(
+        mt.is_empty(),
+        ColumnFamily::ALL.iter().all(|&cf| model.len(cf) == 0)
+    );
     Ok(())
 }
 
 fn check_flush_walk(mt: &Memtable, model: &Model) -> Result<(), TestCaseError> {
-    for cf in Cf::ALL {
+    for cf in ColumnFamily::ALL {
         let got: Vec<(String, Vec<Seen>)> = mt
             .cf(cf)
             .iter_all()

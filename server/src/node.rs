@@ -191,7 +191,7 @@ impl Node {
     pub fn middle_key(&self, region_id: u64) -> Result<Option<Vec<u8>>, NodeError> {
         let snap = self.engine().snapshot(region_id)?;
         let mut it = snap.iter(
-            kvengine::Cf::Write,
+            kvengine::ColumnFamily::Write,
             snap.start(),
             snap.end(),
             u64::MAX,

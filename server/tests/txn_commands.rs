@@ -5,7 +5,7 @@
 mod common;
 
 use common::{cluster, one_shard, two_shards};
-use kvengine::Cf;
+use kvengine::ColumnFamily;
 use kvengine::mvcc::{LockType, WriteKind, WriteMeta};
 use server::tso::compose_ts;
 use server::txn::{
@@ -317,7 +317,7 @@ fn commit_over_an_existing_record_at_commit_ts_is_detected() {
         start_ts: 15,
         commit_ts: 20,
     };
-    b.put(Cf::Write, b"k", 20, &meta.encode(), b"other");
+    b.put(ColumnFamily::Write, b"k", 20, &meta.encode(), b"other");
     s.engine().write(1, &b).unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         s.commit(&keys(&[b"k"]), 10, 20)

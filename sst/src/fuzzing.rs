@@ -40,7 +40,7 @@ pub fn table(data: &[u8]) {
         exercise(&t);
     }
     if let Ok(l0) = L0Table::open(2, bytes) {
-        for cf in 0..crate::L0_CF_COUNT {
+        for cf in types::ColumnFamily::ALL {
             if let Some(t) = l0.cf(cf) {
                 exercise(t);
             }

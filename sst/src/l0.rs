@@ -21,17 +21,17 @@ use crate::builder::BuiltTable;
 use crate::error::{Corrupt, Error, Result};
 use crate::table::Table;
 use crate::varint;
+use types::ColumnFamily;
 
-pub const L0_CF_COUNT: usize = 3;
 pub const L0_MAGIC: u64 = 0x304c_5355_5441_5254; // "TRATUSL0" little-endian
 pub const L0_FORMAT_VERSION: u16 = 1;
-pub const L0_FOOTER_LEN: usize = 16 * L0_CF_COUNT + 4 + 2 + 2 + 4 + 8;
+pub const L0_FOOTER_LEN: usize = 16 * ColumnFamily::COUNT + 4 + 2 + 2 + 4 + 8;
 
 /// Concatenates per-CF sections into an L0 file. `None` (or an empty table) means the CF has
 /// no entries.
-pub fn build_l0(sections: [Option<BuiltTable>; L0_CF_COUNT]) -> Vec<u8> {
+pub fn build_l0(sections: [Option<BuiltTable>; ColumnFamily::COUNT]) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut handles = [(0u64, 0u64); L0_CF_COUNT];
+    let mut handles = [(0u64, 0u64); ColumnFamily::COUNT];
     for (cf, section) in sections.into_iter().enumerate() {
         if let Some(t) = section
             && t.properties.entries > 0
@@ -45,7 +45,7 @@ pub fn build_l0(sections: [Option<BuiltTable>; L0_CF_COUNT]) -> Vec<u8> {
         out.extend_from_slice(&off.to_le_bytes());
         out.extend_from_slice(&len.to_le_bytes());
     }
-    out.extend_from_slice(&(L0_CF_COUNT as u32).to_le_bytes());
+    out.extend_from_slice(&(ColumnFamily::COUNT as u32).to_le_bytes());
     out.extend_from_slice(&L0_FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&0u16.to_le_bytes());
     let crc = crc32fast::hash(&out[footer_start..]);
@@ -59,7 +59,7 @@ pub fn build_l0(sections: [Option<BuiltTable>; L0_CF_COUNT]) -> Vec<u8> {
 pub struct L0Table {
     file_id: u64,
     size: u64,
-    sections: [Option<Table>; L0_CF_COUNT],
+    sections: [Option<Table>; ColumnFamily::COUNT],
 }
 
 impl L0Table {
@@ -95,7 +95,7 @@ impl L0Table {
             return Err(corrupt("l0 footer checksum mismatch"));
         }
         let mut pos = 0;
-        let mut handles = [(0u64, 0u64); L0_CF_COUNT];
+        let mut handles = [(0u64, 0u64); ColumnFamily::COUNT];
         for h in &mut handles {
             h.0 = varint::get_fixed_u64(f, &mut pos)
                 .ok_or(Corrupt("l0 footer"))
@@ -116,12 +116,12 @@ impl L0Table {
                 found: version,
             });
         }
-        if cf_count as usize != L0_CF_COUNT {
+        if cf_count as usize != ColumnFamily::COUNT {
             return Err(corrupt("l0 column family count"));
         }
         // Sections are back to back, in CF order, ending at the footer.
         let mut next = 0u64;
-        let mut sections: [Option<Table>; L0_CF_COUNT] = Default::default();
+        let mut sections: [Option<Table>; ColumnFamily::COUNT] = Default::default();
         for (cf, (off, slen)) in handles.into_iter().enumerate() {
             if slen == 0 {
                 continue;
@@ -161,8 +161,8 @@ impl L0Table {
             .unwrap_or(1)
     }
 
-    /// The table of column family `cf` (0 = WRITE, 1 = LOCK, 2 = EXTRA), if it has entries.
-    pub fn cf(&self, cf: usize) -> Option<&Table> {
-        self.sections.get(cf).and_then(|s| s.as_ref())
+    /// The table of column family `cf`, if it has entries.
+    pub fn cf(&self, cf: ColumnFamily) -> Option<&Table> {
+        self.sections[cf.index()].as_ref()
     }
 }

@@ -34,7 +34,7 @@ pub use block::{Block, Version};
 pub use block_cache::BlockCache;
 pub use builder::{BuiltTable, TableBuilder};
 pub use error::{Error, Result};
-pub use l0::{L0_CF_COUNT, L0Table, build_l0};
+pub use l0::{L0Table, build_l0};
 pub use options::{BuilderOptions, Compression, DEFAULT_BLOCK_SIZE};
 pub use properties::Properties;
 pub use table::Table;

@@ -6,6 +6,7 @@ mod common;
 use bytes::Bytes;
 use common::*;
 use sst::{BuilderOptions, Compression, L0Table, Table};
+use types::ColumnFamily;
 
 /// Every read the table supports; Err if any read failed, Ok(results) otherwise.
 fn read_everything(t: &Table, oracle: &Oracle) -> sst::Result<Vec<String>> {
@@ -107,10 +108,10 @@ fn every_flipped_byte_of_an_l0_file_is_caught() {
         &l0,
         |b| {
             let f = L0Table::open(11, b)?;
-            assert!(f.cf(1).is_none());
-            let mut out = read_everything(f.cf(0).expect("write cf"), &oracle)?;
+            assert!(f.cf(ColumnFamily::Lock).is_none());
+            let mut out = read_everything(f.cf(ColumnFamily::Write).expect("write cf"), &oracle)?;
             out.extend(read_everything(
-                f.cf(2).expect("extra cf"),
+                f.cf(ColumnFamily::Extra).expect("extra cf"),
                 &multi_block_oracle(5),
             )?);
             Ok(out)

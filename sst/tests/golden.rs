@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use common::*;
 use sst::{BuilderOptions, Compression, L0Table, Table};
+use types::ColumnFamily;
 
 fn golden(name: &str, fresh: &[u8]) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -86,9 +87,9 @@ fn golden_v1_l0_file_decodes_and_the_builder_still_writes_it() {
     ]);
     let stored = golden("l0_v1.sst", &fresh);
     let f = L0Table::open(2, Bytes::from(stored.clone())).unwrap();
-    assert_reads_like_oracle(f.cf(0).unwrap(), &oracle);
-    assert_reads_like_oracle(f.cf(1).unwrap(), &lock);
-    assert!(f.cf(2).is_none());
+    assert_reads_like_oracle(f.cf(ColumnFamily::Write).unwrap(), &oracle);
+    assert_reads_like_oracle(f.cf(ColumnFamily::Lock).unwrap(), &lock);
+    assert!(f.cf(ColumnFamily::Extra).is_none());
     assert!(
         fresh == stored,
         "builder output drifted from the v1 golden L0 file"

@@ -20,7 +20,7 @@ use cop::proto::{
     ScalarFuncSig,
 };
 use kvengine::mvcc::{WriteKind, WriteMeta};
-use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch};
 use prost::Message;
 use service::{HttpClient, HttpReply, ReadableSize};
 use tokio::sync::oneshot;
@@ -66,7 +66,7 @@ impl Origin {
         .encode();
         let mut b = WriteBatch::new();
         b.put(
-            Cf::Write,
+            ColumnFamily::Write,
             &record_key(TABLE, handle),
             commit_ts,
             &meta,
@@ -83,7 +83,12 @@ impl Origin {
         }
         .encode();
         let mut b = WriteBatch::new();
-        b.delete(Cf::Write, &record_key(TABLE, handle), commit_ts, &meta);
+        b.delete(
+            ColumnFamily::Write,
+            &record_key(TABLE, handle),
+            commit_ts,
+            &meta,
+        );
         self.engine.write(SHARD, &b).unwrap();
     }
 

@@ -14,7 +14,7 @@ use cop::proto::{
     self, ColumnInfo, DagRequest, ExecType, Executor, KeyRange, Request, Response, SelectResponse,
 };
 use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
-use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 use prost::Message;
 
 pub const SHARD: u64 = 1;
@@ -66,7 +66,7 @@ impl TestEngine {
     pub fn put(&self, key: &[u8], commit_ts: u64, value: &[u8]) {
         let mut b = WriteBatch::new();
         b.put(
-            Cf::Write,
+            ColumnFamily::Write,
             key,
             commit_ts,
             &meta(WriteKind::Put, commit_ts - 1, commit_ts),
@@ -78,7 +78,7 @@ impl TestEngine {
     pub fn delete(&self, key: &[u8], commit_ts: u64) {
         let mut b = WriteBatch::new();
         b.delete(
-            Cf::Write,
+            ColumnFamily::Write,
             key,
             commit_ts,
             &meta(WriteKind::Delete, commit_ts - 1, commit_ts),
@@ -89,7 +89,13 @@ impl TestEngine {
     /// A Rollback record (readers skip it).
     pub fn rollback(&self, key: &[u8], ts: u64) {
         let mut b = WriteBatch::new();
-        b.put(Cf::Write, key, ts, &meta(WriteKind::Rollback, ts, ts), b"");
+        b.put(
+            ColumnFamily::Write,
+            key,
+            ts,
+            &meta(WriteKind::Rollback, ts, ts),
+            b"",
+        );
         self.engine.write(SHARD, &b).unwrap();
     }
 

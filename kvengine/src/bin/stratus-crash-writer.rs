@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use kvengine::{Cf, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 
 /// Keys written per batch: a batch survives whole or not at all.
 pub const KEYS_PER_BATCH: usize = 3;
@@ -38,7 +38,7 @@ fn run(dir: &std::path::Path) -> kvengine::Result<()> {
         let mut b = WriteBatch::new();
         for j in 0..KEYS_PER_BATCH {
             b.put(
-                Cf::Write,
+                ColumnFamily::Write,
                 format!("r{next:08}_{j}").as_bytes(),
                 next,
                 b"",

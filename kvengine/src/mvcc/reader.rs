@@ -1,7 +1,7 @@
 //! Point reads at a start_ts: the lock check and the WRITE-CF walk that skips Lock and
 //! Rollback records.
 
-use memtable::Cf;
+use memtable::ColumnFamily;
 
 use super::records::{Lock, WriteKind, WriteMeta};
 use crate::error::{Error, Result};
@@ -41,9 +41,9 @@ impl SnapAccess {
             return false;
         }
         let d = &*self.data;
-        let lock = Cf::Lock.index();
-        d.memtables().any(|m| !m.cf(Cf::Lock).is_empty())
-            || d.l0s.iter().any(|l0| l0.cf(lock).is_some())
+        let lock = ColumnFamily::Lock.index();
+        d.memtables().any(|m| !m.cf(ColumnFamily::Lock).is_empty())
+            || d.l0s.iter().any(|l0| l0.cf(ColumnFamily::Lock).is_some())
             || d.levels[lock].iter().any(|level| !level.is_empty())
     }
 
@@ -90,7 +90,7 @@ impl SnapAccess {
         if !self.may_have_locks() {
             return Ok(false);
         }
-        let mut it = self.iter(Cf::Lock, start, end, self.snap_version(), false)?;
+        let mut it = self.iter(ColumnFamily::Lock, start, end, self.snap_version(), false)?;
         let mut any = false;
         while it.valid() {
             let lock = decode_lock(it.key(), it.value())?;
@@ -117,7 +117,7 @@ impl SnapAccess {
     pub fn committed_value(&self, key: &[u8], ts: u64) -> Result<Option<Item>> {
         let mut ts = ts;
         loop {
-            let Some(v) = self.get_raw(Cf::Write, key, ts)? else {
+            let Some(v) = self.get_raw(ColumnFamily::Write, key, ts)? else {
                 return Ok(None);
             };
             if v.tombstone {
@@ -144,7 +144,7 @@ impl SnapAccess {
     pub fn write_versions_since(&self, key: &[u8], min_ts: u64) -> Result<Vec<RawVersion>> {
         let mut out = Vec::new();
         let mut ts = u64::MAX;
-        while let Some(v) = self.get_raw(Cf::Write, key, ts)? {
+        while let Some(v) = self.get_raw(ColumnFamily::Write, key, ts)? {
             if v.version < min_ts {
                 break;
             }
@@ -161,6 +161,6 @@ impl SnapAccess {
     /// The newest WRITE version of `key` (any kind), the version a conflict check compares
     /// with a prewrite's start_ts.
     pub fn newest_write(&self, key: &[u8]) -> Result<Option<RawVersion>> {
-        self.get_raw(Cf::Write, key, u64::MAX)
+        self.get_raw(ColumnFamily::Write, key, u64::MAX)
     }
 }

@@ -11,7 +11,7 @@
 //! a newer Rollback record or by a lock anywhere in the scanned ranges.
 
 use bytes::Bytes;
-use memtable::Cf;
+use memtable::ColumnFamily;
 
 use super::reader::write_kind;
 use crate::error::Result;
@@ -49,7 +49,7 @@ impl SnapAccess {
         bypass: &[u64],
     ) -> Result<MvccScanner<'_>> {
         let saw_lock = self.check_locks_in_range(start, end, start_ts, bypass)?;
-        let iter = self.iter(Cf::Write, start, end, start_ts, reverse)?;
+        let iter = self.iter(ColumnFamily::Write, start, end, start_ts, reverse)?;
         let (lower, upper) = self.clip(start, end);
         let mut s = MvccScanner {
             snap: self,
@@ -90,7 +90,7 @@ impl SnapAccess {
         let below_upper = |k: &[u8]| upper.is_empty() || k < upper.as_slice();
         let d = &*self.data;
         for mem in d.memtables() {
-            let cf = mem.cf(Cf::Write);
+            let cf = mem.cf(ColumnFamily::Write);
             if cf.max_version() <= start_ts {
                 continue;
             }
@@ -118,11 +118,11 @@ impl SnapAccess {
                 }
             }
         }
-        let write = Cf::Write.index();
+        let write = ColumnFamily::Write.index();
         let tables = d
             .l0s
             .iter()
-            .filter_map(|l0| l0.cf(write))
+            .filter_map(|l0| l0.cf(ColumnFamily::Write))
             .chain(d.levels[write].iter().flatten());
         for t in tables {
             let p = t.properties();
@@ -142,7 +142,13 @@ impl SnapAccess {
             }
         }
         if self.may_have_locks() {
-            let it = self.iter(Cf::Lock, &lower, &upper, self.snap_version(), false)?;
+            let it = self.iter(
+                ColumnFamily::Lock,
+                &lower,
+                &upper,
+                self.snap_version(),
+                false,
+            )?;
             if it.valid() {
                 return Ok(true);
             }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kvengine::manifest::{Manifest, ManifestOptions};
-use kvengine::{Cf, Dfs, Engine, EngineOptions, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Dfs, Engine, EngineOptions, SyncPolicy, WriteBatch};
 
 pub const SHARD: u64 = 1;
 
@@ -35,7 +35,7 @@ pub fn value(i: u64) -> Vec<u8> {
 pub fn write(engine: &Engine, range: std::ops::Range<u64>) {
     for i in range {
         let mut b = WriteBatch::new();
-        b.put(Cf::Write, &key(i), i + 1, b"", &value(i));
+        b.put(ColumnFamily::Write, &key(i), i + 1, b"", &value(i));
         engine.write(SHARD, &b).unwrap();
     }
 }
@@ -44,10 +44,12 @@ pub fn write(engine: &Engine, range: std::ops::Range<u64>) {
 pub fn assert_holds(engine: &Engine, n: u64) {
     let snap = engine.snapshot(SHARD).unwrap();
     for i in 0..n {
-        let got = snap.get(Cf::Write, &key(i), u64::MAX).unwrap();
+        let got = snap.get(ColumnFamily::Write, &key(i), u64::MAX).unwrap();
         assert_eq!(got.map(|it| it.value.to_vec()), Some(value(i)), "key={i}");
     }
-    let mut it = snap.iter(Cf::Write, b"", b"", u64::MAX, false).unwrap();
+    let mut it = snap
+        .iter(ColumnFamily::Write, b"", b"", u64::MAX, false)
+        .unwrap();
     let mut count = 0;
     while it.valid() {
         assert_eq!(it.key(), key(count).as_slice());

@@ -14,7 +14,7 @@
 //! (`commit_ts > 0`) or roll back (`commit_ts == 0`) each of the given keys that still holds
 //! that transaction's lock; keys without it are skipped (resolved already).
 
-use kvengine::Cf;
+use kvengine::ColumnFamily;
 use kvengine::mvcc::{Lock, LockInfo};
 
 use super::error::{Result, TxnError};
@@ -162,7 +162,7 @@ impl Storage {
         let mut out = Vec::new();
         for shard in self.shards_in_range(start, end)? {
             let snap = self.snapshot(shard.id)?;
-            let mut it = snap.iter(Cf::Lock, start, end, snap.snap_version(), false)?;
+            let mut it = snap.iter(ColumnFamily::Lock, start, end, snap.snap_version(), false)?;
             while it.valid() {
                 let lock = Lock::decode(it.value()).map_err(|source| {
                     TxnError::Engine(kvengine::Error::Record {

@@ -35,7 +35,7 @@
 //! the safe point, of rollback records and markers alike; a transaction older than the safe
 //! point must not be prewritten any more (the usual GC contract).
 
-use kvengine::{Cf, SnapAccess, WriteBatch};
+use kvengine::{ColumnFamily, SnapAccess, WriteBatch};
 
 use super::error::{Result, TxnError};
 use super::write_records::{PlacedRollback, decode_write_meta};
@@ -85,7 +85,7 @@ fn decode_marker(key: &[u8], version: u64, value: &[u8]) -> Result<u64> {
 /// Whether the EXTRA CF holds a rollback marker of `start_ts` for `key`.
 pub(crate) fn marker_exists(snap: &SnapAccess, key: &[u8], start_ts: u64) -> Result<bool> {
     let mut ts = u64::MAX;
-    while let Some(v) = snap.get_raw(Cf::Extra, key, ts)? {
+    while let Some(v) = snap.get_raw(ColumnFamily::Extra, key, ts)? {
         if v.version < start_ts {
             break;
         }
@@ -118,14 +118,16 @@ pub(crate) fn put_rollback(
             start_ts,
             commit_ts: start_ts,
         };
-        batch.put(Cf::Write, key, start_ts, &meta.encode(), b"");
+        batch.put(ColumnFamily::Write, key, start_ts, &meta.encode(), b"");
         return Ok(PlacedRollback::WriteRecord);
     }
     if let Some(v) = &newest_write {
         // Validates the record we are working around (a corrupt one must not be hidden).
         decode_write_meta(key, &v.user_meta)?;
     }
-    let newest_extra = snap.get_raw(Cf::Extra, key, u64::MAX)?.map(|v| v.version);
+    let newest_extra = snap
+        .get_raw(ColumnFamily::Extra, key, u64::MAX)?
+        .map(|v| v.version);
     let version = match newest_extra {
         Some(n) if n >= start_ts => {
             n.checked_add(1)
@@ -137,7 +139,13 @@ pub(crate) fn put_rollback(
         }
         _ => start_ts,
     };
-    batch.put(Cf::Extra, key, version, b"", &encode_marker(start_ts));
+    batch.put(
+        ColumnFamily::Extra,
+        key,
+        version,
+        b"",
+        &encode_marker(start_ts),
+    );
     Ok(PlacedRollback::ExtraMarker { version })
 }
 

@@ -3,7 +3,7 @@
 //! commit_ts}` as user meta) and "what became of transaction `start_ts` on this key".
 
 use kvengine::mvcc::{LockType, WriteKind, WriteMeta};
-use kvengine::{Cf, SnapAccess, WriteBatch};
+use kvengine::{ColumnFamily, SnapAccess, WriteBatch};
 
 use super::error::{Result, TxnError};
 use super::rollback_marker::marker_exists;
@@ -86,13 +86,13 @@ pub(crate) fn put_commit_record(
     .encode();
     match kind {
         WriteKind::Delete => {
-            batch.delete(Cf::Write, key, commit_ts, &meta);
+            batch.delete(ColumnFamily::Write, key, commit_ts, &meta);
         }
         WriteKind::Put => {
-            batch.put(Cf::Write, key, commit_ts, &meta, value);
+            batch.put(ColumnFamily::Write, key, commit_ts, &meta, value);
         }
         WriteKind::Lock | WriteKind::Rollback => {
-            batch.put(Cf::Write, key, commit_ts, &meta, b"");
+            batch.put(ColumnFamily::Write, key, commit_ts, &meta, b"");
         }
     }
 }

@@ -1,0 +1,14 @@
+//! The vocabulary every Stratus crate shares, at the bottom of the crate graph: nothing here
+//! depends on another Stratus crate, performs I/O, or knows a wire format beyond the numbers a
+//! type is written as.
+//!
+//! * [`column_family`]: the three key spaces of a shard, defined once for the table format,
+//!   the memtable, the ChangeSets and the wire.
+//! * [`ids`]: region (shard) ids, file ids and timestamps as distinct types, so that a file id
+//!   cannot be passed where a region id is expected.
+
+pub mod column_family;
+pub mod ids;
+
+pub use column_family::{ColumnFamily, UnknownColumnFamily};
+pub use ids::{FileId, RegionId, Ts};
