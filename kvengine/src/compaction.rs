@@ -18,7 +18,7 @@ use memtable::ColumnFamily;
 use sst::{BuilderOptions, BuiltTable, Table, TableBuilder, Version};
 
 use crate::error::Result;
-use crate::shard::ShardData;
+use crate::shard_data::ShardData;
 
 /// Compaction knobs, copied from the engine options.
 #[derive(Debug, Clone)]
@@ -102,8 +102,8 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
         inputs: Default::default(),
         bottommost: [false; ColumnFamily::COUNT],
         score,
-        start: d.start.clone(),
-        end: d.end.clone(),
+        start: d.start().clone(),
+        end: d.end().clone(),
     };
     match cf {
         None => {

@@ -1,13 +1,155 @@
-//! Building an L0 file from a frozen memtable: one table section per column family.
+//! Flush: a frozen memtable becomes an L0 file in the object store and a Flush ChangeSet.
 //!
-//! WRITE and EXTRA keep every version (the GC of old versions is compaction's job); LOCK keeps
-//! only each key's newest record, tombstone or not (a tombstone must still hide a lock in an
-//! older L0 file).
+//! A flush thread takes the oldest frozen memtable of a queued shard, builds an L0 file from it
+//! ([`build_l0`]: one table section per column family), puts it to the object store, opens it,
+//! and proposes a Flush ChangeSet (the new L0 file and `data_sequence` = the memtable's last
+//! sequence) through the one apply path (`apply`): the derived state holds the new L0 file and
+//! no longer the frozen memtable, whose writes `data_sequence` now covers. Then WAL segments
+//! that every shard has flushed past are purged.
+//!
+//! A failed flush changes nothing: the frozen memtable and its WAL records stay, and the flush
+//! is retried with backoff.
+//!
+//! In the L0 file, WRITE and EXTRA keep every version (the GC of old versions is compaction's
+//! job); LOCK keeps only each key's newest record, tombstone or not (a tombstone must still
+//! hide a lock in an older L0 file).
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use changeset::{Change, Flush, L0Create};
 use memtable::{ColumnFamily, Memtable};
 use sst::{BuilderOptions, BuiltTable, TableBuilder};
 
+use crate::apply;
+use crate::engine::{Engine, Inner};
 use crate::error::Result;
+use crate::metrics;
+use crate::shard_data::OpenTables;
+use crate::write_path::freeze_locked;
+
+impl Engine {
+    /// Freezes the shard's active memtable (if not empty) and waits until every frozen memtable
+    /// of the shard is flushed.
+    pub fn flush_shard(&self, shard_id: u64) -> Result<()> {
+        self.check_open()?;
+        let shard = self.shard(shard_id)?;
+        {
+            let _w = shard.write.lock();
+            let seq = shard.write_sequence.load(Ordering::Relaxed);
+            freeze_locked(&self.inner, &shard, seq);
+        }
+        let mut g = self.inner.flushed.lock();
+        while !shard.data.load().frozen.is_empty() {
+            self.check_open()?;
+            self.inner
+                .flushed_cv
+                .wait_for(&mut g, Duration::from_millis(50));
+        }
+        Ok(())
+    }
+}
+
+/// A flush thread: takes queued shards and flushes their oldest frozen memtable, retrying a
+/// failed flush with backoff until it succeeds or the engine closes.
+pub(crate) fn flush_loop(inner: &Arc<Inner>) {
+    loop {
+        let shard_id = {
+            let mut q = inner.queue.lock();
+            loop {
+                if inner.is_closed() {
+                    return;
+                }
+                if let Some(id) = q.pop_front() {
+                    break id;
+                }
+                inner.queue_cv.wait_for(&mut q, Duration::from_millis(200));
+            }
+        };
+        let mut attempt = 0u32;
+        loop {
+            match flush_one(inner, shard_id) {
+                Ok(()) => {
+                    // One queue entry flushes one memtable; WAL replay can freeze several
+                    // without queueing each, so requeue while any is left.
+                    let more = inner
+                        .shards
+                        .read()
+                        .get(&shard_id)
+                        .is_some_and(|s| !s.data.load().frozen.is_empty());
+                    if more {
+                        inner.queue.lock().push_back(shard_id);
+                    }
+                    break;
+                }
+                Err(e) => {
+                    // The frozen memtable and its WAL records stay; retry with backoff.
+                    attempt += 1;
+                    tracing::warn!(shard_id, attempt, error = %e, "flush failed, retrying");
+                    if inner.is_closed() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50 * u64::from(attempt.min(20))));
+                }
+            }
+        }
+        inner.notify_flushed();
+    }
+}
+
+/// Flushes the oldest frozen memtable of a shard (if any).
+fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
+    let Some(shard) = inner.shards.read().get(&shard_id).cloned() else {
+        return Ok(());
+    };
+    let _f = shard.flushing.lock();
+    let data = shard.data.load_full();
+    let Some(frozen) = data.frozen.last().cloned() else {
+        return Ok(());
+    };
+    let opts = BuilderOptions {
+        block_size: inner.opts.block_size,
+        compression: inner.opts.l0_compression,
+        filter_bits_per_key: 10,
+    };
+    let mut outputs = OpenTables::default();
+    let l0_create = match build_l0(&frozen.mem, &opts)? {
+        Some(b) => {
+            let id = inner.ids.next()?;
+            let size = b.data.len() as u64;
+            inner.dfs.put(id, Bytes::from(b.data))?;
+            metrics::FLUSH_BYTES.inc_by(size);
+            outputs.add_l0(inner.table_source().open_l0(id)?);
+            Some(L0Create {
+                id,
+                smallest: Bytes::from(b.smallest),
+                biggest: Bytes::from(b.biggest),
+                size,
+            })
+        }
+        None => None,
+    };
+    let change = Change::Flush(Flush {
+        l0_create,
+        data_sequence: frozen.last_sequence,
+        version: frozen.mem.version(),
+    });
+    apply::propose(inner, &shard, change, outputs)?;
+    metrics::FLUSHES.inc();
+    let shards = inner.shards.read();
+    // A shard that no longer exists was retired by a split after a full flush: covered.
+    let covered = |sid: u64| {
+        shards
+            .get(&sid)
+            .map_or(u64::MAX, |s| s.data.load().data_sequence())
+    };
+    if let Err(e) = inner.wal.purge(&covered) {
+        tracing::warn!(error = %e, "wal purge failed");
+    }
+    Ok(())
+}
 
 /// An encoded L0 file and its key bounds.
 pub struct BuiltL0 {

@@ -7,29 +7,37 @@
 //! transaction records at a start_ts; [`remote`] ships a snapshot to another process, which
 //! reads the shipped memtable rows in place (`remote_rows`).
 
+mod apply;
 pub mod block_cache;
 pub mod cachefs;
 pub mod compaction;
+mod compaction_job;
 pub mod dfs;
 pub mod dfs_config;
 pub mod durable_file;
 pub mod engine;
 pub mod error;
 pub mod fault_dfs;
+mod file_gc;
 pub mod flush;
 pub mod manifest;
 pub mod metrics;
 pub mod mvcc;
 pub mod options;
+mod recovery;
 pub mod remote;
 mod remote_rows;
 pub mod s3_dfs;
 pub mod shard;
+pub mod shard_data;
 pub mod snap_access;
 mod source_iter;
+mod split;
 pub mod wal;
 pub mod write_batch;
+mod write_path;
 
+pub use apply::ApplyOutcome;
 pub use block_cache::{BlockCacheStats, MokaBlockCache};
 pub use cachefs::{CacheFs, CacheFsStats};
 pub use dfs::{Dfs, LocalDfs};

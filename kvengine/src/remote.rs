@@ -44,11 +44,10 @@ use changeset::{
 use memtable::{AllVersionsIter, BorrowedVersion, CfTable, KeyVersions};
 
 use crate::dfs::Dfs;
-use crate::engine::open_shard_files;
 use crate::error::{Error, Result};
 use crate::mvcc::reader::write_kind;
 use crate::remote_rows::RemoteRows;
-use crate::shard::ShardData;
+use crate::shard_data::{OpenTables, ShardData, TableSource};
 use crate::snap_access::SnapAccess;
 
 /// What [`SnapAccess::to_remote`] produces: everything a worker needs besides the object
@@ -83,14 +82,14 @@ impl SnapAccess {
         let (l0_creates, table_creates) = write_files(d, &ranges);
         let changeset = ChangeSet {
             shard_id: self.shard_id,
-            shard_ver: d.ver,
-            sequence: d.meta_seq,
+            shard_ver: d.ver(),
+            sequence: d.meta_seq(),
             properties: Default::default(),
             change: Some(Change::Snapshot(Snapshot {
-                start: d.start.clone(),
-                end: d.end.clone(),
-                base_version: d.base_version,
-                data_sequence: d.data_sequence,
+                start: d.start().clone(),
+                end: d.end().clone(),
+                base_version: d.base_version(),
+                data_sequence: d.data_sequence(),
                 l0_creates,
                 table_creates,
             })),
@@ -149,7 +148,11 @@ impl SnapAccess {
         let files = ShardFiles::from_changeset(changeset)?;
         // The rows first: a corrupt transfer fails before any object store read.
         let rows = RemoteRows::decode(shard_id, files.start(), files.end(), memtable_data)?;
-        let mut data = open_shard_files(&files, dfs.as_ref(), block_cache.as_ref())?;
+        let source = TableSource {
+            dfs: dfs.as_ref(),
+            block_cache: block_cache.as_ref(),
+        };
+        let mut data = ShardData::derive(files, &OpenTables::default(), source)?;
         data.remote = Some(Arc::new(rows));
         Ok(SnapAccess {
             shard_id,
@@ -182,11 +185,11 @@ fn normalize_ranges<'a, S: AsRef<[u8]>, E: AsRef<[u8]>>(
         .iter()
         .filter_map(|(s, e)| {
             let (s, e) = (s.as_ref(), e.as_ref());
-            let s = s.max(d.start.as_ref());
-            let e = match (e.is_empty(), d.end.is_empty()) {
-                (true, _) => d.end.as_ref(),
+            let s = s.max(d.start().as_ref());
+            let e = match (e.is_empty(), d.end().is_empty()) {
+                (true, _) => d.end().as_ref(),
                 (false, true) => e,
-                (false, false) => e.min(d.end.as_ref()),
+                (false, false) => e.min(d.end().as_ref()),
             };
             (e.is_empty() || s < e).then_some((s, e))
         })

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use memtable::ColumnFamily;
 
 use crate::error::Result;
-use crate::shard::ShardData;
+use crate::shard_data::ShardData;
 use crate::source_iter::{LevelIter, Source};
 
 /// One visible version (never a tombstone).
@@ -71,15 +71,15 @@ impl SnapAccess {
     }
 
     pub fn ver(&self) -> u64 {
-        self.data.ver
+        self.data.ver()
     }
 
     pub fn start(&self) -> &[u8] {
-        &self.data.start
+        self.data.start()
     }
 
     pub fn end(&self) -> &[u8] {
-        &self.data.end
+        self.data.end()
     }
 
     /// Sequence of the last write batch this snapshot contains.
@@ -89,7 +89,7 @@ impl SnapAccess {
 
     /// `base_version + write_sequence`: never decreases for a shard.
     pub fn snap_version(&self) -> u64 {
-        self.data.base_version + self.write_sequence
+        self.data.base_version() + self.write_sequence
     }
 
     /// The version of `key` visible at `ts`, or `None` if absent or deleted. A key outside the
@@ -194,15 +194,15 @@ impl SnapAccess {
         reverse: bool,
     ) -> Result<SnapIter<'_>> {
         let d = &*self.data;
-        let lower = if start < d.start.as_ref() {
-            d.start.as_ref()
+        let lower = if start < d.start().as_ref() {
+            d.start().as_ref()
         } else {
             start
         };
-        let upper = match (end.is_empty(), d.end.is_empty()) {
-            (true, _) => d.end.as_ref(),
+        let upper = match (end.is_empty(), d.end().is_empty()) {
+            (true, _) => d.end().as_ref(),
             (false, true) => end,
-            (false, false) => std::cmp::min(end, d.end.as_ref()),
+            (false, false) => std::cmp::min(end, d.end().as_ref()),
         };
         let overlaps = |p: &sst::Properties| {
             p.biggest.as_slice() >= lower && (upper.is_empty() || p.smallest.as_slice() < upper)
@@ -257,11 +257,11 @@ impl SnapAccess {
             .iter()
             .filter_map(|(s, e)| {
                 let (s, e) = (s.as_ref(), e.as_ref());
-                let s = s.max(d.start.as_ref());
-                let e = match (e.is_empty(), d.end.is_empty()) {
-                    (true, _) => d.end.as_ref(),
+                let s = s.max(d.start().as_ref());
+                let e = match (e.is_empty(), d.end().is_empty()) {
+                    (true, _) => d.end().as_ref(),
                     (false, true) => e,
-                    (false, false) => e.min(d.end.as_ref()),
+                    (false, false) => e.min(d.end().as_ref()),
                 };
                 (e.is_empty() || s < e).then_some((s, e))
             })

@@ -103,6 +103,7 @@ impl Harness {
         self.manifest
             .record(cs)
             .unwrap_or_else(|e| panic!("{e:?} for {cs:?}"))
+            .applied
     }
 
     fn run(&mut self, op: &Op) -> Result<(), TestCaseError> {

@@ -52,7 +52,7 @@ fn flush(m: &Manifest, shard_id: u64, file_id: u64, lo: u16, hi: u16) -> Applied
             version: shard.base_version() + data_sequence,
         }),
     );
-    m.record(&cs).unwrap()
+    m.record(&cs).unwrap().applied
 }
 
 /// Compacts the given L0 files into one WRITE file at L1.
@@ -103,20 +103,25 @@ fn populate(m: &Manifest) {
     let shard = m.shard(1).unwrap();
     assert_eq!(
         m.record(&compaction(&shard, &[101, 102], 103, 10, 500))
-            .unwrap(),
+            .unwrap()
+            .applied,
         Applied::Applied
     );
     // The inputs are gone now: recorded, but conflicted.
     let shard = m.shard(1).unwrap();
     let stale = compaction(&shard, &[101], 104, 10, 200);
-    assert!(matches!(m.record(&stale).unwrap(), Applied::Conflicted(_)));
+    assert!(matches!(
+        m.record(&stale).unwrap().applied,
+        Applied::Conflicted(_)
+    ));
     let shard = m.shard(2).unwrap();
     let applied = m
         .record(&split(
             &shard,
             &[(2, key(1000), key(2000)), (3, key(2000), Bytes::new())],
         ))
-        .unwrap();
+        .unwrap()
+        .applied;
     assert!(matches!(applied, Applied::Split(ref children) if children.len() == 2));
     flush(m, 3, 301, 2500, 2600);
 }
@@ -152,7 +157,10 @@ fn a_conflicted_compaction_replays_as_conflicted() {
     flush(&m, 1, 11, 0, 10);
     let shard = m.shard(1).unwrap();
     let stale = compaction(&shard, &[99], 12, 0, 10);
-    assert!(matches!(m.record(&stale).unwrap(), Applied::Conflicted(_)));
+    assert!(matches!(
+        m.record(&stale).unwrap().applied,
+        Applied::Conflicted(_)
+    ));
     // Now make the input exist; replay must not apply the compaction after all.
     flush(&m, 1, 99, 20, 30);
     let before = m.shard(1).unwrap();
@@ -253,10 +261,10 @@ fn a_changeset_already_applied_is_skipped_without_writing() {
             version: 5,
         }),
     );
-    assert_eq!(m.record(&cs).unwrap(), Applied::Applied);
+    assert_eq!(m.record(&cs).unwrap().applied, Applied::Applied);
     let len = file_len(dir.path());
     assert!(matches!(
-        m.record(&cs).unwrap(),
+        m.record(&cs).unwrap().applied,
         Applied::Skipped { meta_seq: 1 }
     ));
     assert_eq!(file_len(dir.path()), len);

@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use crate::durable_file::write_atomically;
 use crate::error::{Error, Result};
 use crate::manifest::file_format::{self, encode_snapshot_file};
-use crate::manifest::shard_map::{Prepared, ShardMap, ShardMapError};
+use crate::manifest::shard_map::{Prepared, ShardMap, ShardMapError, Update};
 
 /// The manifest file's name in its directory.
 pub const MANIFEST_FILE_NAME: &str = "MANIFEST";
@@ -57,6 +57,39 @@ struct Inner {
     records_since_rewrite: usize,
     /// Set by a failed append or rewrite.
     failed: bool,
+}
+
+/// What [`Manifest::record`] did: what [`changeset::ShardFiles::apply`] said, and the file
+/// lists that now stand where the ChangeSet's shard stood. This is what the engine derives the
+/// live state from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    /// What the apply said.
+    pub applied: Applied,
+    /// The shard's file list after the ChangeSet (unchanged when it was skipped), or the
+    /// children of a split, in key order.
+    pub shards: Vec<ShardFiles>,
+}
+
+/// A ChangeSet checked against the manifest and not yet durable ([`Manifest::stage`]).
+#[derive(Clone, Debug)]
+pub struct Staged {
+    cs: ChangeSet,
+    prepared: Prepared,
+    shards: Vec<ShardFiles>,
+}
+
+impl Staged {
+    /// What the apply says the ChangeSet does.
+    pub fn applied(&self) -> &Applied {
+        &self.prepared.applied
+    }
+
+    /// The file lists that will stand where the ChangeSet's shard stands: the shard's own
+    /// (unchanged when the ChangeSet is skipped), or a split's children in key order.
+    pub fn shards(&self) -> &[ShardFiles] {
+        &self.shards
+    }
 }
 
 /// The shards' file lists and their durable ChangeSet log. `Send + Sync`.
@@ -154,12 +187,60 @@ impl Manifest {
     /// [`Error::ChangeSet`] otherwise). A skipped one (already applied) writes nothing either.
     /// A conflicted compaction is recorded in its conflicted form. The new state is visible
     /// only once the record is fdatasync'd. A split replaces the parent with its children.
-    pub fn record(&self, cs: &ChangeSet) -> Result<Applied> {
+    pub fn record(&self, cs: &ChangeSet) -> Result<Recorded> {
         let mut inner = self.inner.lock();
         self.check_usable(&inner)?;
         let prepared = inner.shards.prepare(cs).map_err(map_error)?;
         self.rewrite_if_due(&mut inner)?;
-        self.commit(&mut inner, prepared)
+        let applied = self.commit_prepared(&mut inner, prepared)?;
+        let shards = match &applied {
+            Applied::Split(children) => children.clone(),
+            _ => inner.shards.get(cs.shard_id).cloned().into_iter().collect(),
+        };
+        Ok(Recorded { applied, shards })
+    }
+
+    /// Checks `cs` against the current state without recording it: what [`Manifest::commit`]
+    /// would make of it. Rejected ChangeSets fail here as they would in [`Manifest::record`].
+    ///
+    /// The engine stages a ChangeSet, opens the tables the staged file lists name, and only
+    /// then commits, so a table that cannot be read leaves the manifest and the live state as
+    /// they were.
+    pub fn stage(&self, cs: &ChangeSet) -> Result<Staged> {
+        let inner = self.inner.lock();
+        self.check_usable(&inner)?;
+        let prepared = inner.shards.prepare(cs).map_err(map_error)?;
+        let shards = match &prepared.update {
+            Update::Nothing => inner.shards.get(cs.shard_id).cloned().into_iter().collect(),
+            Update::Put(files) => vec![(**files).clone()],
+            Update::Split { children, .. } => children.clone(),
+        };
+        Ok(Staged {
+            cs: cs.clone(),
+            prepared,
+            shards,
+        })
+    }
+
+    /// Records a staged ChangeSet durably (see [`Manifest::record`]). Fails with
+    /// [`Error::ShardBusy`], recording nothing, if the state changed since it was staged in a
+    /// way that changes what the ChangeSet does.
+    pub fn commit(&self, staged: Staged) -> Result<Recorded> {
+        let mut inner = self.inner.lock();
+        self.check_usable(&inner)?;
+        let fresh = inner.shards.prepare(&staged.cs).map_err(map_error)?;
+        if fresh != staged.prepared {
+            return Err(Error::ShardBusy {
+                shard_id: staged.cs.shard_id,
+                reason: "file list changed since the changeset was staged",
+            });
+        }
+        self.rewrite_if_due(&mut inner)?;
+        let applied = self.commit_prepared(&mut inner, fresh)?;
+        Ok(Recorded {
+            applied,
+            shards: staged.shards,
+        })
     }
 
     /// Creates a shard with the given file list (recorded as a Snapshot ChangeSet). Fails when
@@ -169,7 +250,7 @@ impl Manifest {
         self.check_usable(&inner)?;
         let prepared = inner.shards.prepare_create(files).map_err(map_error)?;
         self.rewrite_if_due(&mut inner)?;
-        self.commit(&mut inner, prepared).map(|_| ())
+        self.commit_prepared(&mut inner, prepared).map(|_| ())
     }
 
     /// Rewrites the file as one snapshot per shard now.
@@ -199,7 +280,7 @@ impl Manifest {
         Ok(())
     }
 
-    fn commit(&self, inner: &mut Inner, prepared: Prepared) -> Result<Applied> {
+    fn commit_prepared(&self, inner: &mut Inner, prepared: Prepared) -> Result<Applied> {
         if let Some(cs) = &prepared.to_record {
             self.append(inner, cs)?;
         }

@@ -21,4 +21,6 @@ mod shard_map;
 
 pub use file_ids::{COUNTER_BITS, ID_BATCH, IdAllocator, NEXT_FILE_ID_FILE_NAME};
 pub use fuzzing::fuzz_check;
-pub use manifest_file::{DEFAULT_REWRITE_AFTER, MANIFEST_FILE_NAME, Manifest, ManifestOptions};
+pub use manifest_file::{
+    DEFAULT_REWRITE_AFTER, MANIFEST_FILE_NAME, Manifest, ManifestOptions, Recorded, Staged,
+};

@@ -32,7 +32,7 @@ pub(crate) enum ShardMapError {
 }
 
 /// How the map changes when a prepared ChangeSet is committed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Update {
     /// Nothing (the ChangeSet was already applied).
     Nothing,
@@ -46,7 +46,7 @@ pub(crate) enum Update {
 }
 
 /// A ChangeSet checked against the map, ready to commit.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Prepared {
     /// What [`ShardFiles::apply`] said.
     pub(crate) applied: Applied,

@@ -71,11 +71,11 @@ impl SnapAccess {
     /// `[start, end)` clipped to the shard's range (empty end = unbounded).
     pub(crate) fn clip(&self, start: &[u8], end: &[u8]) -> (Vec<u8>, Vec<u8>) {
         let d = &*self.data;
-        let lower = start.max(d.start.as_ref());
-        let upper = match (end.is_empty(), d.end.is_empty()) {
-            (true, _) => d.end.as_ref(),
+        let lower = start.max(d.start().as_ref());
+        let upper = match (end.is_empty(), d.end().is_empty()) {
+            (true, _) => d.end().as_ref(),
             (false, true) => end,
-            (false, false) => end.min(d.end.as_ref()),
+            (false, false) => end.min(d.end().as_ref()),
         };
         (lower.to_vec(), upper.to_vec())
     }

@@ -1,0 +1,150 @@
+//! The compaction job: running what `compaction` picks, and proposing its result.
+//!
+//! A compaction thread walks the shards; for each, [`compaction::pick`] chooses the most urgent
+//! merge, [`compaction::merge`] writes the outputs, each output is put to the object store and
+//! opened, and a Compaction ChangeSet (inputs to delete, outputs to create) is proposed through
+//! the one apply path (`apply`). If a change that landed meanwhile removed an input (a split
+//! handed the files to children, say), the apply reports the compaction conflicted, nothing
+//! changes, and the outputs, which nobody references, go to file GC with everything else the
+//! apply left unused.
+//!
+//! One compaction runs per shard at a time (`Shard::compacting`). The inputs it read stay
+//! readable until file GC deletes them after the swap, when no snapshot holds them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use changeset::{Change, Compaction, TableCreate};
+use memtable::ColumnFamily;
+use sst::BuilderOptions;
+
+use crate::apply::{self, ApplyOutcome};
+use crate::compaction::{self, CompactionConfig};
+use crate::engine::{Engine, Inner};
+use crate::error::Result;
+use crate::file_gc;
+use crate::metrics;
+use crate::options::EngineOptions;
+use crate::shard::Shard;
+use crate::shard_data::OpenTables;
+
+impl Engine {
+    /// Compacts the shard on the calling thread until no level needs it; with `force_l0`, the
+    /// first round merges L0 into L1 even below its trigger. Returns the number of compactions.
+    pub fn compact_shard(&self, shard_id: u64, force_l0: bool) -> Result<usize> {
+        self.check_open()?;
+        let shard = self.shard(shard_id)?;
+        let mut n = 0;
+        while compact_once(&self.inner, &shard, force_l0 && n == 0)? {
+            n += 1;
+        }
+        file_gc::collect(&self.inner);
+        Ok(n)
+    }
+}
+
+/// A compaction thread: compacts every shard that needs it, collects garbage, and sleeps until
+/// a flush finishes (which is what usually makes a compaction due) when nothing was due.
+pub(crate) fn compaction_loop(inner: &Arc<Inner>) {
+    while !inner.is_closed() {
+        let shards: Vec<Arc<Shard>> = inner.shards.read().values().cloned().collect();
+        let mut worked = false;
+        for shard in shards {
+            if inner.is_closed() {
+                return;
+            }
+            match compact_once(inner, &shard, false) {
+                Ok(did) => worked |= did,
+                Err(e) => tracing::warn!(shard_id = shard.id, error = %e, "compaction failed"),
+            }
+        }
+        file_gc::collect(inner);
+        if !worked {
+            let mut g = inner.flushed.lock();
+            inner
+                .flushed_cv
+                .wait_for(&mut g, Duration::from_millis(200));
+        }
+    }
+}
+
+fn compaction_config(o: &EngineOptions) -> CompactionConfig {
+    CompactionConfig {
+        l0_compaction_files: o.l0_compaction_files,
+        l0_compaction_bytes: o.l0_compaction_bytes,
+        base_level_size: o.base_level_size,
+        target_file_size: o.target_file_size,
+        max_level: o.max_level,
+    }
+}
+
+/// Runs one compaction of the shard if one is due. Returns whether it compacted.
+fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
+    let _c = shard.compacting.lock();
+    let data = shard.data.load_full();
+    let Some(plan) = compaction::pick(&data, &compaction_config(&inner.opts), force_l0) else {
+        return Ok(false);
+    };
+    let safe_point = inner
+        .gc_safe_point
+        .load(std::sync::atomic::Ordering::Acquire);
+    let out_level = plan.level + 1;
+    let opts = BuilderOptions {
+        block_size: inner.opts.block_size,
+        compression: inner.opts.level_compression,
+        filter_bits_per_key: 10,
+    };
+    let mut creates = Vec::new();
+    let mut outputs = OpenTables::default();
+    for cf in ColumnFamily::ALL {
+        let c = cf.index();
+        if plan.inputs[c].is_empty() {
+            continue;
+        }
+        let built = compaction::merge(
+            &plan.inputs[c],
+            (&plan.start, &plan.end),
+            cf,
+            safe_point,
+            plan.bottommost[c],
+            &opts,
+            inner.opts.target_file_size,
+        )?;
+        for b in built {
+            let id = inner.ids.next()?;
+            let size = b.data.len() as u64;
+            let (smallest, biggest) = (b.properties.smallest.clone(), b.properties.biggest.clone());
+            inner.dfs.put(id, Bytes::from(b.data))?;
+            outputs.add_table(inner.table_source().open_table(id)?);
+            creates.push(TableCreate {
+                id,
+                level: out_level,
+                cf: cf.as_u32(),
+                smallest: Bytes::from(smallest),
+                biggest: Bytes::from(biggest),
+                size,
+            });
+        }
+    }
+    let change = Change::Compaction(Compaction {
+        cf: plan.cf.map_or(0, ColumnFamily::as_u32),
+        level: plan.level,
+        top_deletes: plan.top.clone(),
+        bottom_deletes: plan.bottom.clone(),
+        table_creates: creates,
+        conflicted: false,
+    });
+    match apply::propose(inner, shard, change, outputs)? {
+        ApplyOutcome::Applied => {
+            metrics::COMPACTIONS.inc();
+            Ok(true)
+        }
+        outcome => {
+            // Another change replaced the inputs first. The apply handed the outputs, which
+            // nothing references, to file GC.
+            tracing::debug!(shard_id = shard.id, ?outcome, "compaction not applied");
+            Ok(false)
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The write path: a batch gets the next sequence of its shard, is appended to the WAL
+//! (durable per the sync policy), applied to the active memtable, and only then acknowledged.
+//!
+//! The shard's write lock covers exactly that; writers of different shards share only the WAL
+//! append (and, with group commit, an fsync). A memtable over the size threshold is frozen
+//! (its version = the SnapVersion at that moment) and queued for the flush threads; if frozen
+//! memtables pile up past the limit, writers stall until a flush finishes.
+//!
+//! Nothing here touches a shard's file list: a write only ever adds to memtables.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use memtable::{ColumnFamily, Memtable};
+
+use crate::engine::{Engine, Inner};
+use crate::error::{Error, Result};
+use crate::metrics;
+use crate::shard::Shard;
+use crate::shard_data::{FrozenMem, ShardData};
+use crate::write_batch::WriteBatch;
+
+impl Engine {
+    /// Applies `batch` to shard `shard_id` durably; returns its sequence.
+    pub fn write(&self, shard_id: u64, batch: &WriteBatch) -> Result<u64> {
+        self.check_open()?;
+        let shard = self.shard(shard_id)?;
+        {
+            let data = shard.data.load();
+            if let Some(op) = batch.ops().iter().find(|op| !data.contains_key(&op.key)) {
+                return Err(Error::KeyNotInShard {
+                    shard_id,
+                    key: op.key.clone(),
+                });
+            }
+        }
+        self.wait_for_flush_room(&shard)?;
+        let payload = batch.encode();
+        let _w = shard.write.lock();
+        if shard.splitting.load(Ordering::Acquire) {
+            return Err(Error::ShardBusy {
+                shard_id,
+                reason: "splitting",
+            });
+        }
+        let seq = shard.write_sequence.load(Ordering::Relaxed) + 1;
+        if let Err(e) = self.inner.wal.append(shard_id, seq, &payload) {
+            // The WAL's state is unknown: refuse every later write rather than risk a gap.
+            *self.inner.failure.lock() = Some(format!("wal append failed: {e}"));
+            return Err(e);
+        }
+        let data = shard.data.load_full();
+        apply_batch(&data.mem, batch, data.base_version() + seq);
+        shard.write_sequence.store(seq, Ordering::Release);
+        metrics::WRITES.inc();
+        metrics::WRITE_BYTES.inc_by(payload.len() as u64);
+        if data.mem.size() >= self.inner.opts.memtable_size {
+            freeze_locked(&self.inner, &shard, seq);
+        }
+        Ok(seq)
+    }
+
+    /// Waits while the shard's frozen-memtable queue is full.
+    fn wait_for_flush_room(&self, shard: &Shard) -> Result<()> {
+        let limit = self.inner.opts.max_frozen_memtables;
+        if shard.data.load().frozen.len() < limit {
+            return Ok(());
+        }
+        metrics::STALLS.inc();
+        let mut g = self.inner.flushed.lock();
+        while shard.data.load().frozen.len() >= limit {
+            self.check_open()?;
+            self.inner
+                .flushed_cv
+                .wait_for(&mut g, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+}
+
+/// Freezes the active memtable (if not empty) and queues the shard for a flush. Caller holds
+/// the shard's write lock; `seq` is the shard's write sequence.
+pub(crate) fn freeze_locked(inner: &Inner, shard: &Shard, seq: u64) {
+    let cur = shard.data.load_full();
+    if cur.mem.is_empty() {
+        return;
+    }
+    shard.data.store(Arc::new(frozen_state(&cur, seq)));
+    // Later records go to a new segment, so this memtable's segment can be purged after its
+    // flush. A failed roll only delays the purge.
+    if let Err(e) = inner.wal.roll() {
+        tracing::warn!(error = %e, "wal roll failed");
+    }
+    inner.queue.lock().push_back(shard.id);
+    inner.queue_cv.notify_one();
+}
+
+/// The state after freezing `cur`'s active memtable, whose last write has sequence `seq`: the
+/// memtable's version becomes the SnapVersion at that moment (the version of the L0 file it
+/// will become) and a new empty memtable takes writes.
+pub(crate) fn frozen_state(cur: &ShardData, seq: u64) -> ShardData {
+    cur.mem.set_version(cur.base_version() + seq);
+    let mut next = cur.clone();
+    next.frozen.insert(
+        0,
+        FrozenMem {
+            mem: cur.mem.clone(),
+            last_sequence: seq,
+        },
+    );
+    next.mem = Arc::new(Memtable::new());
+    next
+}
+
+/// Applies a batch to a memtable. LOCK-CF ops get `snap_version`; if a batch writes one lock
+/// key twice, the last op wins.
+pub(crate) fn apply_batch(mem: &Memtable, batch: &WriteBatch, snap_version: u64) {
+    let ops = batch.ops();
+    for (i, op) in ops.iter().enumerate() {
+        let version = if op.cf == ColumnFamily::Lock {
+            if ops[i + 1..]
+                .iter()
+                .any(|o| o.cf == ColumnFamily::Lock && o.key == op.key)
+            {
+                continue;
+            }
+            snap_version
+        } else {
+            op.version
+        };
+        match &op.value {
+            Some(v) => mem.put(op.cf, &op.key, version, &op.user_meta, v),
+            None => mem.delete(op.cf, &op.key, version, &op.user_meta),
+        };
+    }
+}
