@@ -1,6 +1,10 @@
 //! Model test: random writes, deletes, lock writes, reads and scans at random timestamps,
-//! interleaved with flushes, snapshots read later, and close/reopen, against a BTreeMap oracle.
-//! It runs on a local-directory object store and (fewer cases) on S3 (s3s-fs in process).
+//! interleaved with flushes, compactions, splits, snapshots read later, and close/reopen,
+//! against a BTreeMap oracle. After every step, the live state of every shard must be exactly
+//! what the manifest on disk describes: the file list each live state was derived from equals
+//! the one replaying the manifest file alone rebuilds, and the tables it has open are exactly
+//! that list's files. It runs on a local-directory object store and (fewer cases) on S3
+//! (s3s-fs in process).
 
 #[path = "common/s3_server.rs"]
 mod s3_server;
@@ -10,6 +14,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use kvengine::manifest::Manifest;
 use kvengine::{
     ColumnFamily, Dfs, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch,
 };
@@ -180,6 +185,52 @@ fn snap_for<'a>(snaps: &'a [SnapAccess], k: &[u8]) -> &'a SnapAccess {
         .expect("snapshots tile the key space")
 }
 
+/// How long background flushes and compactions may take to settle before a live state that
+/// differs from the manifest is a failure.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Checks that every live shard was derived from exactly the file list the manifest on disk
+/// describes, and has exactly that list's tables open.
+///
+/// Background flushes and compactions commit to the manifest just before they swap the live
+/// state, so a moment can show the manifest one change ahead: the check passes at the first
+/// moment where the live lists read before and after the manifest agree with it, and fails if
+/// none comes within [`SETTLE`].
+fn live_state_matches_manifest(engine: &Engine, dir: &Path) -> Result<(), TestCaseError> {
+    let manifest_dir = dir.join("engine").join("manifest");
+    let live = || -> Vec<_> {
+        engine
+            .shard_ids()
+            .into_iter()
+            .filter_map(|id| engine.shard_files(id).ok())
+            .collect()
+    };
+    let open_tables = |lists: &[changeset::ShardFiles]| -> Vec<_> {
+        lists
+            .iter()
+            .map(|f| (engine.shard_table_ids(f.id()).ok(), Some(f.file_ids())))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        let before = live();
+        let on_disk = Manifest::read_file_lists(&manifest_dir).unwrap();
+        let after = live();
+        let tables = open_tables(&on_disk);
+        let tables_match = tables.iter().all(|(open, listed)| open == listed);
+        if before == on_disk && after == on_disk && tables_match {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            prop_assert_eq!(after, on_disk, "live file lists vs the manifest on disk");
+            for (open, listed) in tables {
+                prop_assert_eq!(open, listed, "open tables vs the file list");
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let local = local_dfs(dir.path());
@@ -199,6 +250,7 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
         engine.write(map.route(&key(k)), &b).unwrap();
     };
     for op in ops {
+        live_state_matches_manifest(&engine, dir.path())?;
         match op {
             Op::Put(k, v) => {
                 version += 1;
@@ -341,6 +393,7 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
             }
         }
     }
+    live_state_matches_manifest(&engine, dir.path())?;
     // Everything, at every timestamp, at the end.
     let all = snapshot_all(&engine, &map);
     for ts in [safe_point, version / 2, version] {

@@ -165,6 +165,21 @@ impl Manifest {
         Ok(manifest)
     }
 
+    /// The file lists the MANIFEST in `dir` describes, read without changing anything (a torn
+    /// tail is ignored, not truncated): what opening the engine would rebuild from the
+    /// manifest alone. For tests and tools that check the live state against it.
+    pub fn read_file_lists(dir: &Path) -> Result<Vec<ShardFiles>> {
+        let path = dir.join(MANIFEST_FILE_NAME);
+        let data = fs::read(&path).map_err(Error::io("read", &path))?;
+        let replayed = file_format::replay(&data).map_err(|e| Error::Corruption {
+            what: "manifest",
+            detail: e.detail,
+            path: path.clone(),
+            offset: e.offset,
+        })?;
+        Ok(replayed.shards.iter().cloned().collect())
+    }
+
     /// The current file lists, by shard id.
     pub fn shards(&self) -> Vec<ShardFiles> {
         self.inner.lock().shards.iter().cloned().collect()
