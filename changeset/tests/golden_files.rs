@@ -1,9 +1,9 @@
 //! Golden files pin the encodings: a committed blob must decode to known values and re-encode to
 //! the same bytes, so neither format can drift silently.
 //!
-//! Each file is written by the helper below only when it is missing (the first run after adding
-//! a format version); from then on it is committed and only read. A deliberate format change
-//! adds a new `_v2` file and keeps the `_v1` one decoding.
+//! The files are committed and only read: a missing one fails the test. When a deliberate format
+//! change adds a new `_v2` file (and keeps the `_v1` one decoding), run once with
+//! `STRATUS_WRITE_GOLDEN=1` to write the files that are missing, and commit them.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,11 +24,16 @@ fn golden(name: &str, generate: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name);
-    if !path.exists() {
+    if !path.exists() && std::env::var_os("STRATUS_WRITE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, generate()).unwrap();
     }
-    std::fs::read(&path).unwrap()
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "golden file {} missing ({e}); it is committed with the format it pins (see the module docs)",
+            path.display()
+        )
+    })
 }
 
 fn changeset_v1() -> ChangeSet {

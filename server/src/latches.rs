@@ -93,9 +93,42 @@ mod tests {
     }
 
     #[test]
-    fn keys_sharing_a_slot_do_not_deadlock() {
+    fn keys_sharing_a_slot_do_not_deadlock_and_still_exclude_others() {
+        use std::sync::mpsc;
+        use std::time::Duration;
         // One slot: every key collides, and a command naming a key twice takes it once.
-        let latches = Latches::new(1);
-        let _g = latches.acquire([b"a".as_slice(), b"b".as_slice(), b"a".as_slice()]);
+        let latches = Arc::new(Latches::new(1));
+        let (held_tx, held_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let holder = {
+            let latches = latches.clone();
+            std::thread::spawn(move || {
+                let _g = latches.acquire([b"a".as_slice(), b"b".as_slice(), b"a".as_slice()]);
+                held_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+            })
+        };
+        held_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("a command naming colliding keys deadlocked on itself");
+        // Another command on a colliding key waits until the holder is done.
+        let (got_tx, got_rx) = mpsc::channel();
+        let other = {
+            let latches = latches.clone();
+            std::thread::spawn(move || {
+                let _g = latches.acquire([b"c".as_slice()]);
+                got_tx.send(()).unwrap();
+            })
+        };
+        assert!(
+            got_rx.recv_timeout(Duration::from_millis(100)).is_err(),
+            "a colliding command ran while the slot was held"
+        );
+        release_tx.send(()).unwrap();
+        got_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the waiting command never got the slot");
+        holder.join().unwrap();
+        other.join().unwrap();
     }
 }
