@@ -5,7 +5,8 @@
 //!
 //! **Candidate reason**, checked in this order, the first that holds wins:
 //! 1. `num_ranges`: at least `remote-coprocessor-num-ranges` ranges (the block estimate is
-//!    skipped: with that many ranges it costs more than it tells);
+//!    skipped here: with that many ranges it costs more than it tells; load-aware routing
+//!    still makes it when its force threshold needs it, below);
 //! 2. `blocks_size`: `range_blocks_size(ranges)` reaches `remote-coprocessor-min-blocks-size`;
 //! 3. `long_query_blocks_size`: the query is old (now minus the physical time of its start_ts)
 //!    and the estimate reaches the threshold lowered for its age: halved once it is older than
@@ -21,7 +22,8 @@
 //!
 //! **Load-aware routing** (`remote-coprocessor-load-aware`, on by default): a candidate goes
 //! remote with `load_aware_force_blocks_size` (estimate at least the force blocks size, 4× the
-//! min by default), `load_aware_force_num_ranges` (4× num-ranges by default), `no_cpu_signal`
+//! min by default; made now if the candidate reason skipped it, so that a huge multi-range scan
+//! is forced remote like a huge single-range one), `load_aware_force_num_ranges` (4× num-ranges by default), `no_cpu_signal`
 //! (no fresh CPU sample: fail open), `cpu_busy` (a busy sample within the hold time), or stays
 //! local with `cpu_idle`. Without load-aware routing a candidate goes remote with its candidate
 //! reason. Exactly one reason is counted per decision, when it is made; a later lock or
@@ -124,55 +126,47 @@ impl OffloadPolicy {
         H: FnOnce() -> Option<PatternStats>,
         C: FnOnce() -> CpuState,
     {
-        let (candidate, blocks) = self.candidate(
-            inputs.num_ranges,
-            inputs.age,
-            inputs.estimate,
-            inputs.history,
-        );
+        let mut estimate = LazyEstimate::new(inputs.estimate);
+        let candidate =
+            self.candidate(inputs.num_ranges, inputs.age, &mut estimate, inputs.history);
         let Some(candidate) = candidate else {
             return Decision {
                 remote: false,
                 reason: reason::BELOW_MIN_BLOCKS_SIZE,
                 counted: false,
-                blocks_size: blocks,
+                blocks_size: estimate.made(),
             };
         };
-        let decided = |remote, reason| Decision {
-            remote,
-            reason,
-            counted: true,
-            blocks_size: blocks,
-        };
         let Some(la) = &self.load_aware else {
-            return decided(true, candidate);
+            return Decision::counted(true, candidate, estimate.made());
         };
-        if blocks.is_some_and(|b| b >= la.force_blocks_size) {
-            return decided(true, reason::LOAD_AWARE_FORCE_BLOCKS_SIZE);
+        if estimate.get() >= la.force_blocks_size {
+            return Decision::counted(true, reason::LOAD_AWARE_FORCE_BLOCKS_SIZE, estimate.made());
         }
+        let blocks = estimate.made();
         if la.force_num_ranges > 0 && inputs.num_ranges >= la.force_num_ranges {
-            return decided(true, reason::LOAD_AWARE_FORCE_NUM_RANGES);
+            return Decision::counted(true, reason::LOAD_AWARE_FORCE_NUM_RANGES, blocks);
         }
         match (inputs.cpu)() {
-            CpuState::NoSignal => decided(true, reason::NO_CPU_SIGNAL),
-            CpuState::Busy => decided(true, reason::CPU_BUSY),
-            CpuState::Idle => decided(false, reason::CPU_IDLE),
+            CpuState::NoSignal => Decision::counted(true, reason::NO_CPU_SIGNAL, blocks),
+            CpuState::Busy => Decision::counted(true, reason::CPU_BUSY, blocks),
+            CpuState::Idle => Decision::counted(false, reason::CPU_IDLE, blocks),
         }
     }
 
-    /// The candidate reason, if any, and the blocks estimate if it was made.
-    fn candidate(
+    /// The candidate reason, if any.
+    fn candidate<E: FnOnce() -> u64>(
         &self,
         num_ranges: usize,
         age: Duration,
-        estimate: impl FnOnce() -> u64,
+        estimate: &mut LazyEstimate<E>,
         history: impl FnOnce() -> Option<PatternStats>,
-    ) -> (Option<&'static str>, Option<u64>) {
+    ) -> Option<&'static str> {
         if self.num_ranges > 0 && num_ranges >= self.num_ranges {
-            return (Some(reason::NUM_RANGES), None);
+            return Some(reason::NUM_RANGES);
         }
-        let blocks = estimate();
-        let found = if blocks >= self.min_blocks_size {
+        let blocks = estimate.get();
+        if blocks >= self.min_blocks_size {
             Some(reason::BLOCKS_SIZE)
         } else if blocks >= self.long_query_threshold(age) {
             Some(reason::LONG_QUERY_BLOCKS_SIZE)
@@ -188,14 +182,53 @@ impl OffloadPolicy {
                     None
                 }
             })
-        };
-        (found, Some(blocks))
+        }
     }
 
     /// The blocks-size threshold for a query `age` old.
     pub fn long_query_threshold(&self, age: Duration) -> u64 {
         let steps = self.long_query_after.iter().filter(|&&a| age > a).count() as u32;
         self.min_blocks_size >> steps.min(63)
+    }
+}
+
+impl Decision {
+    fn counted(remote: bool, reason: &'static str, blocks_size: Option<u64>) -> Decision {
+        Decision {
+            remote,
+            reason,
+            counted: true,
+            blocks_size,
+        }
+    }
+}
+
+/// The blocks estimate, made at most once and only when a rule asks for it.
+struct LazyEstimate<E> {
+    make: Option<E>,
+    value: Option<u64>,
+}
+
+impl<E: FnOnce() -> u64> LazyEstimate<E> {
+    fn new(make: E) -> Self {
+        LazyEstimate {
+            make: Some(make),
+            value: None,
+        }
+    }
+
+    fn get(&mut self) -> u64 {
+        if let Some(v) = self.value {
+            return v;
+        }
+        let v = self.make.take().map_or(0, |make| make());
+        self.value = Some(v);
+        v
+    }
+
+    /// The estimate, if a rule made it.
+    fn made(&self) -> Option<u64> {
+        self.value
     }
 }
 
@@ -327,7 +360,7 @@ mod tests {
         let d = p.decide(Inputs {
             num_ranges: 8192,
             age: Duration::ZERO,
-            estimate: || unreachable!(),
+            estimate: || 0,
             history: || unreachable!(),
             cpu: || panic!("forced: the CPU is not asked"),
         });
@@ -348,6 +381,38 @@ mod tests {
         // No candidate: the CPU is not asked and nothing is counted.
         let d = decide(&p, 1, 0, 0, None, None);
         assert_eq!(reason_of(d), (false, reason::BELOW_MIN_BLOCKS_SIZE, false));
+    }
+
+    #[test]
+    fn a_many_range_candidate_is_forced_remote_by_its_blocks_estimate() {
+        // 2048 ranges: a `num_ranges` candidate, below the force range count (8192). Its
+        // estimate reaches the force blocks size, so it goes remote on an idle server too.
+        let p = load_aware();
+        let d = p.decide(Inputs {
+            num_ranges: 2048,
+            age: Duration::ZERO,
+            estimate: || 128 * MIB,
+            history: || panic!("the history is not asked for a num_ranges candidate"),
+            cpu: || panic!("forced: the CPU is not asked"),
+        });
+        assert_eq!(
+            reason_of(d),
+            (true, reason::LOAD_AWARE_FORCE_BLOCKS_SIZE, true)
+        );
+        assert_eq!(d.blocks_size, Some(128 * MIB));
+        // Below the force size it is up to the CPU, and the estimate is reported.
+        let d = decide(&p, 2048, 0, 128 * MIB - 1, None, Some(CpuState::Idle));
+        assert_eq!(reason_of(d), (false, reason::CPU_IDLE, true));
+        assert_eq!(d.blocks_size, Some(128 * MIB - 1));
+        // Without load-aware routing nothing needs the estimate: it is not made.
+        let d = policy().decide(Inputs {
+            num_ranges: 2048,
+            age: Duration::ZERO,
+            estimate: || panic!("no force threshold: the estimate is skipped"),
+            history: || unreachable!(),
+            cpu: || unreachable!(),
+        });
+        assert_eq!(reason_of(d), (true, reason::NUM_RANGES, true));
     }
 
     #[test]
