@@ -214,12 +214,20 @@ mod tests {
 
     #[test]
     fn worker_configs_load_back_equal_through_the_workers_loader() {
-        let mut unusual = WorkerConfig::default();
-        unusual.cop_topn_max_pushdown_rows = 7;
-        unusual.worker.labels = [("zone".to_string(), "a".to_string())].into();
-        unusual.worker.max_request_size = ReadableSize(123 << 20);
-        unusual.cop_limiter.high_mem_ratio = 1.0 / 3.0;
-        unusual.cop_limiter.memory_limit = ReadableSize(1);
+        let unusual = WorkerConfig {
+            cop_topn_max_pushdown_rows: 7,
+            worker: worker::WorkerSection {
+                labels: [("zone".to_string(), "a".to_string())].into(),
+                max_request_size: ReadableSize(123 << 20),
+                ..worker::WorkerSection::default()
+            },
+            cop_limiter: worker::CopLimiterSection {
+                high_mem_ratio: 1.0 / 3.0,
+                memory_limit: ReadableSize(1),
+                ..worker::CopLimiterSection::default()
+            },
+            ..WorkerConfig::default()
+        };
         for config in [WorkerConfig::default(), unusual] {
             let text = render(&config).unwrap();
             assert_eq!(WorkerConfig::parse(&text, "t").unwrap(), config);
