@@ -11,7 +11,7 @@ use harness::NodeConfig;
 use harness::config_file;
 use harness::http::HttpReply;
 use harness::metrics::Metrics;
-use harness::supervisor::Launch;
+use harness::supervisor::{Launch, Signal};
 use kvproto::paths;
 use kvproto::region::{
     KvPair, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
@@ -224,6 +224,11 @@ impl ServerProc {
     /// SIGKILL.
     pub fn kill(&mut self) {
         self.node.kill()
+    }
+
+    /// Sends `signal` (fault injection: SIGSTOP freezes the server, SIGCONT resumes it).
+    pub fn signal(&mut self, signal: Signal) {
+        self.node.signal(signal)
     }
 
     // -- cluster ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ use harness::NodeConfig;
 use harness::config_file;
 use harness::http::HttpReply;
 use harness::metrics::Metrics;
-use harness::supervisor::Launch;
+use harness::supervisor::{Launch, Signal};
 use service::ReadableDuration;
 use worker::{WorkerConfig, WorkerSection};
 
@@ -174,6 +174,11 @@ impl WorkerProc {
 
     pub fn kill(&mut self) {
         self.node.kill()
+    }
+
+    /// Sends `signal` (fault injection: SIGSTOP freezes the worker, SIGCONT resumes it).
+    pub fn signal(&mut self, signal: Signal) {
+        self.node.signal(signal)
     }
 
     pub fn metrics_text(&self) -> String {

@@ -529,6 +529,39 @@ mod tests {
         ));
     }
 
+    /// The state letter of `/proc/PID/stat` (`T` stopped, `S` sleeping, ...).
+    fn proc_state(pid: u32) -> char {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let (_, rest) = stat.rsplit_once(')').unwrap();
+        rest.trim_start().chars().next().unwrap()
+    }
+
+    fn wait_for_state(pid: u32, want: impl Fn(char) -> bool) -> char {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let state = proc_state(pid);
+            if want(state) || Instant::now() > deadline {
+                return state;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    #[test]
+    fn sigstop_freezes_a_node_and_sigcont_resumes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = NodeProcess::start(launch(
+            dir.path(),
+            "echo 'fake listening on http://h:1'; exec sleep 30",
+        ))
+        .unwrap();
+        let pid = node.pid().unwrap();
+        node.signal(Signal::SIGSTOP).unwrap();
+        assert_eq!(wait_for_state(pid, |s| s == 'T'), 'T');
+        node.signal(Signal::SIGCONT).unwrap();
+        assert_ne!(wait_for_state(pid, |s| s != 'T'), 'T');
+    }
+
     #[test]
     fn a_node_ignoring_sigterm_is_killed_at_the_deadline() {
         let dir = tempfile::tempdir().unwrap();
