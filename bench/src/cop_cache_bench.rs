@@ -13,6 +13,8 @@ use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
+use server::config::WalSync;
+use service::ReadableSize;
 
 use crate::offload_bench::load_rows;
 
@@ -34,8 +36,8 @@ fn timed(c: &EntryClient, dag: &DagRequest, range: &KeyRange, ts: u64) -> (Durat
 pub fn run() {
     let cluster = Cluster::new(StoreKind::Local);
     let mut cfg = cluster.server_config("server");
-    cfg.set("kvengine", "wal-sync", "off")
-        .set("kvengine", "memtable-size", "512MiB");
+    cfg.kvengine.wal_sync = WalSync::Off;
+    cfg.kvengine.memtable_size = ReadableSize::mib(512);
     let server = ServerProc::start(&cfg);
     load_rows(TABLE, &[&server], 0..ROWS);
     server.flush();

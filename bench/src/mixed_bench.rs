@@ -26,9 +26,11 @@ use cop::proto::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::SampleTable;
-use e2e::server_proc::{ServerConfig, ServerProc};
+use e2e::server_proc::{ServerProc, ServerSetup};
 use e2e::worker_proc::WorkerProc;
 use rand::Rng;
+use server::config::WalSync;
+use service::{ReadableDuration, ReadableSize};
 
 use crate::offload_bench::load_rows;
 use crate::workload::rng;
@@ -141,12 +143,12 @@ fn phase(server: &ServerProc, ts: u64, heavy_clients: usize) -> Phase {
     }
 }
 
-fn server_config(cluster: &Cluster, name: &str, node_id: i64) -> ServerConfig {
+fn server_config(cluster: &Cluster, name: &str, node_id: u16) -> ServerSetup {
     let mut c = cluster.server_config(name);
-    c.set("server", "node-id", node_id)
-        .set("kvengine", "block-size", "64KiB")
-        .set("kvengine", "memtable-size", "512MiB")
-        .set("kvengine", "wal-sync", "off");
+    c.server.node_id = node_id;
+    c.kvengine.block_size = ReadableSize::kib(64);
+    c.kvengine.memtable_size = ReadableSize::mib(512);
+    c.kvengine.wal_sync = WalSync::Off;
     c
 }
 
@@ -154,15 +156,10 @@ pub fn run() {
     let cluster = Cluster::new(StoreKind::Local);
     let worker = WorkerProc::start(&cluster.worker_config("worker"));
     let mut on_cfg = server_config(&cluster, "offload", 1);
-    on_cfg
-        .set(
-            "kvengine",
-            "remote-coprocessor-addr",
-            worker.coprocessor_url(),
-        )
-        .set("kvengine", "remote-coprocessor-min-blocks-size", "1MiB")
-        .set("kvengine", "remote-coprocessor-load-aware", false)
-        .set("kvengine", "remote-coprocessor-timeout", "60s");
+    on_cfg.kvengine.remote_coprocessor_addr = worker.coprocessor_url();
+    on_cfg.kvengine.remote_coprocessor_min_blocks_size = ReadableSize::mib(1);
+    on_cfg.kvengine.remote_coprocessor_load_aware = false;
+    on_cfg.kvengine.remote_coprocessor_timeout = ReadableDuration::secs(60);
     let on = ServerProc::start(&on_cfg);
     let mut off_cfg = server_config(&cluster, "local", 2);
     off_cfg.tso_from(&on);

@@ -20,6 +20,8 @@ use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::{PAD_COLUMN, SampleTable, V_COLUMN};
 use e2e::server_proc::ServerProc;
 use rand::Rng;
+use server::config::WalSync;
+use service::{ReadableDuration, ReadableSize};
 
 use crate::workload::rng;
 
@@ -84,10 +86,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 pub fn run(_entries: usize) {
     let pair = OffloadPair::start(StoreKind::Local, |c| {
-        c.set("kvengine", "block-size", "64KiB")
-            .set("kvengine", "memtable-size", "512MiB")
-            .set("kvengine", "wal-sync", "off")
-            .set("kvengine", "remote-coprocessor-timeout", "60s");
+        c.kvengine.block_size = ReadableSize::kib(64);
+        c.kvengine.memtable_size = ReadableSize::mib(512);
+        c.kvengine.wal_sync = WalSync::Off;
+        c.kvengine.remote_coprocessor_timeout = ReadableDuration::secs(60);
     });
     let both = pair.both();
     let t0 = Instant::now();

@@ -271,17 +271,20 @@ fn measure(
         config,
         first,
         repeats,
-        decisions: delta(&before, &after),
+        decisions: delta(&before, &after)?,
     })
 }
 
 /// `after - before` per (result, reason), summed over the servers; zero deltas left out.
-fn delta(before: &[DecisionCount], after: &[DecisionCount]) -> BTreeMap<(String, String), u64> {
+fn delta(
+    before: &[DecisionCount],
+    after: &[DecisionCount],
+) -> Result<BTreeMap<(String, String), u64>, StepError> {
     let mut d: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for c in decision_delta(before, after) {
+    for c in decision_delta(before, after)? {
         *d.entry((c.result, c.reason)).or_default() += c.count;
     }
-    d
+    Ok(d)
 }
 
 /// Offload off: some local decisions and no remote one; on: some remote and no local one.
@@ -510,7 +513,7 @@ mod tests {
             decision_count("local", "cpu_idle", 3),
             decision_count("remote", "cpu_busy", 4),
         ];
-        let d = delta(&before, &after);
+        let d = delta(&before, &after).unwrap();
         assert_eq!(d.len(), 1);
         assert_eq!(d[&("remote".to_string(), "cpu_busy".to_string())], 4);
     }

@@ -2,8 +2,13 @@
 //! server's `/metrics`): read, subtracted and printed. `stratus demo` shows what the servers
 //! decided during its steps; `stratus bench` checks that each configuration made the decisions
 //! it is named after.
+//!
+//! Read strictly ([`harness::metrics`]): a page that does not parse, or a decision series
+//! without its `result` or `reason` label, is an error, never a count of 0 that would make a
+//! step look as if nothing had been decided.
 
 use cop::datum::Datum;
+use harness::metrics::{Metrics, MetricsError};
 
 use crate::loaded_cluster::StepError;
 use crate::local_cluster::LocalCluster;
@@ -25,53 +30,67 @@ pub const DECISION_METRIC: &str = "tikv_coprocessor_remote_decision_total";
 pub fn decision_counts(cluster: &LocalCluster) -> Result<Vec<DecisionCount>, StepError> {
     let mut all = Vec::new();
     for (server, text) in cluster.server_metrics()? {
-        all.extend(parse_decisions(&server, &text));
+        let counts = parse_decisions(&server, &text).map_err(|e| StepError::Metrics {
+            server: server.clone(),
+            reason: e.to_string(),
+        })?;
+        all.extend(counts);
     }
     all.sort_by(|a, b| (&a.server, &a.result, &a.reason).cmp(&(&b.server, &b.result, &b.reason)));
     Ok(all)
 }
 
-/// The decision series in one `/metrics` text (Prometheus exposition). The label values are a
-/// closed set of plain words, so no escapes are handled.
-pub fn parse_decisions(server: &str, metrics: &str) -> Vec<DecisionCount> {
-    metrics
-        .lines()
-        .filter_map(|line| {
-            let rest = line
-                .trim()
-                .strip_prefix(DECISION_METRIC)?
-                .strip_prefix('{')?;
-            let (labels, value) = rest.split_once('}')?;
-            let value: f64 = value.split_whitespace().next()?.parse().ok()?;
-            let label = |key: &str| {
-                labels.split(',').find_map(|kv| {
-                    let (k, v) = kv.split_once('=')?;
-                    (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
-                })
-            };
-            Some(DecisionCount {
+/// The decision series in one `/metrics` page.
+pub fn parse_decisions(server: &str, metrics: &str) -> Result<Vec<DecisionCount>, MetricsError> {
+    Metrics::parse(metrics)?
+        .matching(DECISION_METRIC, &[])
+        .map(|s| {
+            Ok(DecisionCount {
                 server: server.to_string(),
-                result: label("result")?,
-                reason: label("reason")?,
-                count: value as u64,
+                result: s.required_label("result")?.to_string(),
+                reason: s.required_label("reason")?.to_string(),
+                count: s.value as u64,
             })
         })
         .collect()
 }
 
 /// `after - before` per server, result and reason; series that did not grow are left out.
-pub fn decision_delta(before: &[DecisionCount], after: &[DecisionCount]) -> Vec<DecisionCount> {
-    after
+///
+/// A series of `after` missing from `before` counts from 0, on purpose: today a server creates
+/// the series of a (result, reason) pair at its first such decision, so "no series yet" is
+/// "none decided yet". (Once the servers export every pair from their start, this can become
+/// an error too.) A series of `before` missing from `after` is an error: counters never
+/// vanish, unless the server restarted and the delta would mean nothing.
+pub fn decision_delta(
+    before: &[DecisionCount],
+    after: &[DecisionCount],
+) -> Result<Vec<DecisionCount>, StepError> {
+    let key = |c: &DecisionCount| (c.server.clone(), c.result.clone(), c.reason.clone());
+    if let Some(gone) = before
+        .iter()
+        .find(|b| !after.iter().any(|a| key(a) == key(b)))
+    {
+        return Err(StepError::Metrics {
+            server: gone.server.clone(),
+            reason: format!(
+                "the series of {DECISION_METRIC} with result={} reason={} vanished (did the \
+                 server restart?)",
+                gone.result, gone.reason
+            ),
+        });
+    }
+    Ok(after
         .iter()
         .filter_map(|a| {
             let old = before
                 .iter()
-                .find(|b| (&b.server, &b.result, &b.reason) == (&a.server, &a.result, &a.reason))
+                .find(|b| key(b) == key(a))
                 .map_or(0, |b| b.count);
             let count = a.count.saturating_sub(old);
             (count > 0).then(|| DecisionCount { count, ..a.clone() })
         })
-        .collect()
+        .collect())
 }
 
 /// server | result | reason | count.
@@ -106,21 +125,28 @@ mod tests {
                        tikv_coprocessor_remote_decision_totals{result=\"x\",reason=\"y\"} 9\n\
                        other_total 1\n";
         assert_eq!(
-            parse_decisions("server-a", metrics),
+            parse_decisions("server-a", metrics).unwrap(),
             [
-                DecisionCount {
-                    server: "server-a".into(),
-                    result: "remote".into(),
-                    reason: "cpu_busy".into(),
-                    count: 4
-                },
-                DecisionCount {
-                    server: "server-a".into(),
-                    result: "local".into(),
-                    reason: "cpu_idle".into(),
-                    count: 2
-                },
+                count("server-a", "remote", "cpu_busy", 4),
+                count("server-a", "local", "cpu_idle", 2),
             ]
+        );
+    }
+
+    #[test]
+    fn a_decision_series_without_its_reason_or_an_unreadable_page_is_an_error() {
+        let e = parse_decisions(
+            "server-a",
+            "tikv_coprocessor_remote_decision_total{result=\"remote\"} 4\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("no label reason"), "{e}");
+        assert!(
+            parse_decisions(
+                "server-a",
+                "tikv_coprocessor_remote_decision_total{result=remote} 4\n"
+            )
+            .is_err()
         );
     }
 
@@ -145,11 +171,18 @@ mod tests {
             count("server-b", "local", "cpu_idle", 5),
         ];
         assert_eq!(
-            decision_delta(&before, &after),
+            decision_delta(&before, &after).unwrap(),
             [
                 count("server-a", "remote", "cpu_busy", 4),
                 count("server-b", "local", "cpu_idle", 3),
             ]
         );
+    }
+
+    #[test]
+    fn a_series_that_vanished_between_two_reads_is_an_error() {
+        let before = [count("server-b", "local", "cpu_idle", 2)];
+        let e = decision_delta(&before, &[]).unwrap_err();
+        assert!(e.to_string().contains("reason=cpu_idle vanished"), "{e}");
     }
 }

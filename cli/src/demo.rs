@@ -237,7 +237,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
          requests below the size threshold and delegated ones are not decisions):\n"
     )?;
     let after = decision_counts(&lab.cluster)?;
-    out.write_all(render_decisions(&decision_delta(&before, &after)).as_bytes())?;
+    out.write_all(render_decisions(&decision_delta(&before, &after)?).as_bytes())?;
 
     // 7. Stop.
     drop(session);

@@ -12,10 +12,10 @@
 //! ```
 //!
 //! Modules, in the order a user meets them: [`state_dir`] (where state lives, which cluster
-//! `sql` and `load` use), [`local_cluster`] (the nodes of `up`, `demo` and `bench`, with
-//! [`node_http`]) and [`up_command`]; [`sample_table`] and [`load_command`]; [`sql_command`]
-//! with [`statement_input`] (stdin) and [`sql_prompt`] (the terminal), printing through
-//! [`output_format`]; [`demo`] and [`bench`](mod@bench), which share [`loaded_cluster`] (a started
+//! `sql` and `load` use), [`local_cluster`] (the nodes of `up`, `demo` and `bench`, run by the
+//! `harness` crate's supervisor, as the end-to-end tests run theirs) and [`up_command`];
+//! [`sample_table`] and [`load_command`]; [`sql_command`] with [`statement_input`] (stdin) and
+//! [`sql_prompt`] (the terminal), printing through [`output_format`]; [`demo`] and [`bench`](mod@bench), which share [`loaded_cluster`] (a started
 //! cluster with the sample table loaded), [`explain_rows`] (where each region ran, from
 //! EXPLAIN) and [`decision_metrics`] (the servers' offload decision counters).
 //!
@@ -55,7 +55,6 @@ pub mod json_format;
 pub mod load_command;
 pub mod loaded_cluster;
 pub mod local_cluster;
-pub mod node_http;
 pub mod output_format;
 pub mod sample_table;
 pub mod sql_command;

@@ -47,6 +47,8 @@ pub enum StepError {
     Statement { sql: String, message: String },
     #[error("flush failed: server={server} reason={reason}")]
     Flush { server: String, reason: String },
+    #[error("cannot read the metrics: server={server} reason={reason}")]
+    Metrics { server: String, reason: String },
     #[error("regions did not settle: server={server} reason={reason}")]
     Regions { server: String, reason: String },
     #[error("EXPLAIN answered no column {column:?}: sql={sql:?}")]
@@ -197,13 +199,11 @@ fn settle_regions(servers: &[NodeInfo]) -> Result<Vec<(String, usize)>, StepErro
                 server: s.name.clone(),
                 reason,
             };
-            let reply = crate::node_http::get(&s.url, kvproto::paths::REGIONS, FLUSH_TIMEOUT)
-                .map_err(err)?;
-            if reply.status != 200 {
-                return Err(err(format!("expected status 200, found {}", reply.status)));
-            }
+            let url = format!("{}{}", s.url, kvproto::paths::REGIONS);
+            let reply =
+                harness::http::get_ok(&url, FLUSH_TIMEOUT).map_err(|e| err(e.to_string()))?;
             let regions: kvproto::region::RegionsResponse =
-                prost::Message::decode(reply.body.as_slice())
+                prost::Message::decode(reply.body.as_ref())
                     .map_err(|e| err(format!("undecodable /regions answer: {e}")))?;
             now.push((s.name.clone(), regions.regions.len()));
         }
@@ -229,16 +229,9 @@ fn flush_servers(servers: &[NodeInfo]) -> Result<(), StepError> {
             server: s.name.clone(),
             reason,
         };
-        let reply =
-            crate::node_http::post_empty(&s.url, kvproto::paths::ADMIN_FLUSH, FLUSH_TIMEOUT)
-                .map_err(flush_err)?;
-        if reply.status != 200 {
-            return Err(flush_err(format!(
-                "expected status 200, found {}: {}",
-                reply.status,
-                reply.text().trim()
-            )));
-        }
+        let url = format!("{}{}", s.url, kvproto::paths::ADMIN_FLUSH);
+        harness::http::post_ok(&url, Vec::new(), FLUSH_TIMEOUT)
+            .map_err(|e| flush_err(e.to_string()))?;
     }
     Ok(())
 }

@@ -29,21 +29,28 @@
 //! `<name>/` (each node's own directory), `logs/<name>.log` (stdout and stderr of each node,
 //! appended), `objects/` (the shared local object store, unless S3), `cpu-load`.
 //!
-//! Every child runs in its own process group, so the terminal's Ctrl-C reaches only the
-//! supervising `stratus`, which then stops the nodes in order ([`LocalCluster::stop`]).
-//! Dropping a [`LocalCluster`] without `stop` SIGKILLs every node; a supervisor killed with
-//! SIGKILL leaves its nodes running (the kernel tells nobody).
+//! Each node's config is its program's config struct, built from the defaults with the settings
+//! above and written by [`harness::config_file`]; each node runs under
+//! [`harness::supervisor`], as the end-to-end tests' nodes do. Every child runs in its own
+//! process group, so the terminal's Ctrl-C reaches only the supervising `stratus`, which then
+//! stops the nodes in order ([`LocalCluster::stop`]). Dropping a [`LocalCluster`] without `stop`
+//! SIGKILLs every node; a supervisor killed with SIGKILL leaves its nodes running (the kernel
+//! tells nobody).
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom};
+use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use client::ClientConfig;
-
-use crate::node_http;
+use harness::NodeConfig;
+use harness::config_file::{self, ConfigFileError, write_atomically};
+use harness::http::HttpError;
+use harness::supervisor::{Launch, NodeError, NodeProcess};
+use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection, WorkerEndpoint};
+use service::{DfsSection, ReadableDuration, ReadableSize};
+use worker::{WorkerConfig, WorkerSection};
 
 /// How long a node may take to print its listening line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -55,6 +62,9 @@ const CPU_SAMPLE_TIMEOUT: Duration = Duration::from_secs(10);
 const CPU_BUSY_THRESHOLD: f64 = 0.8;
 /// Timeout of one HTTP call to a node.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long every node may take to finish in-flight requests after SIGTERM: `stratus up` stops
+/// quickly on Ctrl-C.
+const SHUTDOWN_GRACE: ReadableDuration = ReadableDuration::secs(5);
 
 pub struct ClusterOptions {
     pub data_dir: PathBuf,
@@ -93,45 +103,24 @@ pub struct NodeInfo {
 pub enum ClusterError {
     #[error("cannot prepare the cluster files: path={} reason={reason}", path.display())]
     Files { path: PathBuf, reason: String },
+    #[error(transparent)]
+    ConfigFile(#[from] ConfigFileError),
     #[error("bad cluster options: {0}")]
     Options(String),
-    #[error("cannot start {node}: {reason}")]
-    Spawn { node: String, reason: String },
-    #[error("{node} did not print its listening line: {reason}; log={}\n{tail}", log.display())]
-    NotListening {
-        node: String,
-        reason: String,
-        log: PathBuf,
-        tail: String,
-    },
-    #[error("{node} exited: status={status} log={}\n{tail}", log.display())]
-    Exited {
-        node: String,
-        status: String,
-        log: PathBuf,
-        tail: String,
-    },
-    #[error("{node} did not exit within {timeout:?} of SIGTERM and was killed: log={}", log.display())]
-    StopTimeout {
-        node: String,
-        timeout: Duration,
-        log: PathBuf,
-    },
+    #[error("cannot find the stratus executable: cause={0}")]
+    Exe(std::io::Error),
+    /// A node did not start, died, or did not stop in time (with the tail of its log).
+    #[error(transparent)]
+    Node(#[from] NodeError),
     #[error("cannot set the cpu load: {0}")]
     CpuLoad(String),
-    #[error("{node}: {reason}")]
-    Http { node: String, reason: String },
+    #[error("{node}: {cause}")]
+    Http { node: String, cause: HttpError },
 }
 
 /// The split key between `server-a` and `server-b`: the record key of table 1, handle 0.
 pub fn split_key() -> Vec<u8> {
     cop::codec::table::record_key(1, 0)
-}
-
-/// A running node process.
-struct NodeProcess {
-    info: NodeInfo,
-    child: Child,
 }
 
 /// The running cluster (see the module docs).
@@ -140,7 +129,7 @@ pub struct LocalCluster {
     cpu_load_file: bool,
     servers: Vec<NodeInfo>,
     workers: Vec<NodeInfo>,
-    /// In start order: workers, then `server-a`, then `server-b`.
+    /// In start order: workers, then `server-a`, then `server-b`. Dropping one SIGKILLs it.
     nodes: Vec<NodeProcess>,
 }
 
@@ -148,56 +137,29 @@ pub struct LocalCluster {
 struct NodeSpec {
     name: &'static str,
     zone: &'static str,
-    kind: Kind,
     /// Offset from the base port.
     port_offset: u16,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Server,
-    Worker,
-}
-
-impl Kind {
-    fn subcommand(self) -> &'static str {
-        match self {
-            Kind::Server => "server",
-            Kind::Worker => "worker",
-        }
-    }
-
-    fn listening_prefix(self) -> &'static str {
-        match self {
-            Kind::Server => "stratus-server listening on ",
-            Kind::Worker => "stratus-worker listening on ",
-        }
-    }
 }
 
 const WORKERS: [NodeSpec; 4] = [
     NodeSpec {
         name: "worker-a1",
         zone: "a",
-        kind: Kind::Worker,
         port_offset: 2,
     },
     NodeSpec {
         name: "worker-a2",
         zone: "a",
-        kind: Kind::Worker,
         port_offset: 3,
     },
     NodeSpec {
         name: "worker-b1",
         zone: "b",
-        kind: Kind::Worker,
         port_offset: 4,
     },
     NodeSpec {
         name: "worker-b2",
         zone: "b",
-        kind: Kind::Worker,
         port_offset: 5,
     },
 ];
@@ -205,14 +167,12 @@ const WORKERS: [NodeSpec; 4] = [
 const SERVER_A: NodeSpec = NodeSpec {
     name: "server-a",
     zone: "a",
-    kind: Kind::Server,
     port_offset: 0,
 };
 
 const SERVER_B: NodeSpec = NodeSpec {
     name: "server-b",
     zone: "b",
-    kind: Kind::Server,
     port_offset: 1,
 };
 
@@ -237,10 +197,7 @@ impl LocalCluster {
         if opts.cpu_load_file {
             write_atomically(&cpu_load_path(&opts.data_dir), "0\n")?;
         }
-        let exe = std::env::current_exe().map_err(|e| ClusterError::Spawn {
-            node: "any node".into(),
-            reason: format!("cannot find the stratus executable: {e}"),
-        })?;
+        let exe = std::env::current_exe().map_err(ClusterError::Exe)?;
         let mut cluster = LocalCluster {
             data_dir: opts.data_dir.clone(),
             cpu_load_file: opts.cpu_load_file,
@@ -249,87 +206,66 @@ impl LocalCluster {
             nodes: Vec::new(),
         };
         for spec in &WORKERS {
-            let config = worker_config(&opts, spec);
-            let info = cluster.launch(&exe, &opts, spec, &config)?;
+            let info = cluster.launch(&exe, &opts, spec, &worker_config(&opts, spec))?;
             cluster.workers.push(info);
         }
-        let zone_workers = |zone: &str| -> Vec<(String, String)> {
+        let zone_workers = |zone: &str| -> Vec<WorkerEndpoint> {
             cluster
                 .workers
                 .iter()
                 .filter(|w| w.zone == zone)
-                .map(|w| (format!("{}/coprocessor", w.url), w.zone.clone()))
+                .map(|w| WorkerEndpoint {
+                    addr: format!("{}/coprocessor", w.url),
+                    zone: w.zone.clone(),
+                })
                 .collect()
         };
         let (a_workers, b_workers) = (zone_workers("a"), zone_workers("b"));
         let key = split_key();
-        let config = server_config(&opts, &SERVER_A, 1, (&[], &key), &a_workers, None);
+        let config = server_config(&opts, &SERVER_A, 1, (&[], &key), a_workers, None);
         let a = cluster.launch(&exe, &opts, &SERVER_A, &config)?;
-        let config = server_config(&opts, &SERVER_B, 2, (&key, &[]), &b_workers, Some(&a.url));
+        let config = server_config(&opts, &SERVER_B, 2, (&key, &[]), b_workers, Some(&a.url));
         cluster.servers.push(a);
         let b = cluster.launch(&exe, &opts, &SERVER_B, &config)?;
         cluster.servers.push(b);
         Ok(cluster)
     }
 
-    /// Writes `<data>/<name>.toml`, spawns the node with its output appended to its log, and
-    /// waits for its listening line.
-    fn launch(
+    /// Writes `<data>/<name>.toml`, creates `<data>/<name>/`, and starts the node (`stratus
+    /// server` or `stratus worker`, after the config's type) in its own process group, with its
+    /// output appended to `<data>/logs/<name>.log`.
+    fn launch<C: NodeConfig>(
         &mut self,
         exe: &Path,
         opts: &ClusterOptions,
         spec: &NodeSpec,
-        config: &toml::Table,
+        config: &C,
     ) -> Result<NodeInfo, ClusterError> {
         create_dir(&opts.data_dir.join(spec.name))?;
         let config_path = opts.data_dir.join(format!("{}.toml", spec.name));
-        let text = toml::to_string(config).map_err(|e| ClusterError::Files {
-            path: config_path.clone(),
-            reason: format!("cannot render the config: {e}"),
-        })?;
-        write_atomically(&config_path, &text)?;
+        config_file::write(&config_path, config)?;
         let log = opts
             .data_dir
             .join("logs")
             .join(format!("{}.log", spec.name));
-        let files_err = |e: std::io::Error| ClusterError::Files {
-            path: log.clone(),
-            reason: e.to_string(),
-        };
-        let out = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(files_err)?;
-        let offset = out.metadata().map_err(files_err)?.len();
-        let err = out.try_clone().map_err(files_err)?;
-        let child = Command::new(exe)
-            .arg(spec.kind.subcommand())
+        let mut command = Command::new(exe);
+        command
+            .arg(C::SUBCOMMAND)
             .arg("--config")
             .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
             // Its own process group: the terminal's Ctrl-C goes to the supervisor only.
-            .process_group(0)
-            .spawn()
-            .map_err(|e| ClusterError::Spawn {
-                node: spec.name.into(),
-                reason: format!("{}: {e}", exe.display()),
-            })?;
-        self.nodes.push(NodeProcess {
-            info: NodeInfo {
-                name: spec.name.into(),
-                zone: spec.zone.into(),
-                url: String::new(),
-                log: log.clone(),
-            },
-            child,
-        });
-        let node = self.nodes.last_mut().expect("just pushed");
-        let url = wait_listening(node, spec.kind.listening_prefix(), offset)?;
-        node.info.url = url;
-        Ok(node.info.clone())
+            .process_group(0);
+        let mut launch = Launch::new(spec.name, command, C::PROGRAM, &log);
+        launch.start_timeout = START_TIMEOUT;
+        let process = NodeProcess::start(launch)?;
+        let info = NodeInfo {
+            name: spec.name.into(),
+            zone: spec.zone.into(),
+            url: process.url().to_string(),
+            log,
+        };
+        self.nodes.push(process);
+        Ok(info)
     }
 
     pub fn servers(&self) -> &[NodeInfo] {
@@ -357,25 +293,15 @@ impl LocalCluster {
 
     /// Writes the cluster file (`servers`, `workers`, `labels`) `sql` and `load` read.
     pub fn write_cluster_file(&self, path: &Path) -> Result<(), ClusterError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            create_dir(dir)?;
-        }
-        let cfg = self.client_config();
-        let mut t = toml::Table::new();
-        t.insert("servers".into(), strings(&cfg.servers));
-        t.insert("workers".into(), strings(&cfg.workers));
-        let mut labels = toml::Table::new();
-        labels.insert("zone".into(), "a".into());
-        t.insert("labels".into(), labels.into());
         let text = format!(
             "# The local cluster of `stratus up` (data: {}); removed when it stops.\n{}",
             self.data_dir.display(),
-            toml::to_string(&t).map_err(|e| ClusterError::Files {
+            render_cluster_file(&self.client_config()).map_err(|e| ClusterError::Files {
                 path: path.to_path_buf(),
                 reason: format!("cannot render the cluster file: {e}"),
             })?
         );
-        write_atomically(path, &text)
+        Ok(write_atomically(path, &text)?)
     }
 
     /// Sets the CPU load (a fraction of all cores, in [0, 1]) both servers read from
@@ -403,11 +329,9 @@ impl LocalCluster {
         for server in &self.servers {
             loop {
                 let status = self.get(server, kvproto::paths::STATUS)?;
-                let json: serde_json::Value =
-                    serde_json::from_str(&status).map_err(|e| ClusterError::Http {
-                        node: server.name.clone(),
-                        reason: format!("GET /status is not JSON: {e}"),
-                    })?;
+                let json: serde_json::Value = serde_json::from_str(&status).map_err(|e| {
+                    ClusterError::CpuLoad(format!("{}: GET /status is not JSON: {e}", server.name))
+                })?;
                 let cpu = &json["cpu"];
                 let sampled = cpu["last_sample"]
                     .as_f64()
@@ -439,26 +363,20 @@ impl LocalCluster {
 
     /// The body of a 200 answer to `GET path` on `node`.
     fn get(&self, node: &NodeInfo, path: &str) -> Result<String, ClusterError> {
-        let http = |reason: String| ClusterError::Http {
-            node: node.name.clone(),
-            reason,
-        };
-        let reply = node_http::get(&node.url, path, HTTP_TIMEOUT).map_err(http)?;
-        if reply.status != 200 {
-            return Err(http(format!(
-                "GET {path}: expected status 200, found {}: {}",
-                reply.status,
-                reply.text().trim()
-            )));
-        }
-        Ok(reply.text())
+        let reply = harness::http::get_ok(&format!("{}{path}", node.url), HTTP_TIMEOUT).map_err(
+            |cause| ClusterError::Http {
+                node: node.name.clone(),
+                cause,
+            },
+        )?;
+        Ok(harness::http::text(&reply))
     }
 
     /// An error naming the first node that has exited (the cluster should be stopped then).
     pub fn check_running(&mut self) -> Result<(), ClusterError> {
         for node in &mut self.nodes {
-            if let Ok(Some(status)) = node.child.try_wait() {
-                return Err(exited(&node.info, status, 0));
+            if let Some(status) = node.try_exit()? {
+                return Err(node.exited(status).into());
             }
         }
         Ok(())
@@ -480,104 +398,34 @@ impl LocalCluster {
     }
 }
 
-impl Drop for LocalCluster {
-    /// SIGKILL every node still running (never leaves processes behind).
-    fn drop(&mut self) {
-        for node in &mut self.nodes {
-            let _ = node.child.kill();
-            let _ = node.child.wait();
-        }
+/// SIGTERM and wait; an error unless the node was running and exits 0 in time.
+fn terminate(process: &mut NodeProcess) -> Result<(), ClusterError> {
+    if let Some(status) = process.try_exit()? {
+        return Err(process.exited(status).into());
+    }
+    let status = process.stop(STOP_TIMEOUT)?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(process.exited(status).into())
     }
 }
 
-/// SIGTERM and wait; an error unless the node exits 0 in time.
-fn terminate(node: &mut NodeProcess) -> Result<(), ClusterError> {
-    if let Ok(Some(status)) = node.child.try_wait() {
-        return Err(exited(&node.info, status, 0));
-    }
-    let pid = i32::try_from(node.child.id()).map_err(|_| ClusterError::Spawn {
-        node: node.info.name.clone(),
-        reason: format!("a process id out of range: {}", node.child.id()),
-    })?;
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let deadline = Instant::now() + STOP_TIMEOUT;
-    loop {
-        match node.child.try_wait() {
-            Ok(Some(status)) if status.success() => return Ok(()),
-            Ok(Some(status)) => return Err(exited(&node.info, status, 0)),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = node.child.kill();
-                let _ = node.child.wait();
-                return Err(ClusterError::StopTimeout {
-                    node: node.info.name.clone(),
-                    timeout: STOP_TIMEOUT,
-                    log: node.info.log.clone(),
-                });
-            }
-        }
-    }
+/// The cluster file: the part of a [`ClientConfig`] that names a cluster. The other client
+/// settings keep their defaults, so the file stays short enough to read.
+#[derive(serde::Serialize)]
+struct ClusterFile<'a> {
+    servers: &'a [String],
+    workers: &'a [String],
+    labels: &'a BTreeMap<String, String>,
 }
 
-/// Waits for `prefix` followed by the node's URL in its log past `offset` (this start's
-/// output); an error with the log's tail when the node exits first or stays silent.
-fn wait_listening(
-    node: &mut NodeProcess,
-    prefix: &str,
-    offset: u64,
-) -> Result<String, ClusterError> {
-    let deadline = Instant::now() + START_TIMEOUT;
-    loop {
-        let text = read_from(&node.info.log, offset);
-        if let Some(url) = text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(prefix))
-            .map(|u| u.trim().trim_end_matches('/').to_string())
-        {
-            return Ok(url);
-        }
-        if let Ok(Some(status)) = node.child.try_wait() {
-            return Err(exited(&node.info, status, offset));
-        }
-        if Instant::now() > deadline {
-            return Err(ClusterError::NotListening {
-                node: node.info.name.clone(),
-                reason: format!("nothing within {START_TIMEOUT:?}"),
-                log: node.info.log.clone(),
-                tail: tail(&text, 40),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-fn exited(info: &NodeInfo, status: ExitStatus, offset: u64) -> ClusterError {
-    ClusterError::Exited {
-        node: info.name.clone(),
-        status: status.to_string(),
-        log: info.log.clone(),
-        tail: tail(&read_from(&info.log, offset), 40),
-    }
-}
-
-/// The file's text from byte `offset` ("" when unreadable: only used in messages and polls).
-fn read_from(path: &Path, offset: u64) -> String {
-    let mut text = Vec::new();
-    if let Ok(mut f) = File::open(path)
-        && f.seek(SeekFrom::Start(offset)).is_ok()
-    {
-        let _ = f.read_to_end(&mut text);
-    }
-    String::from_utf8_lossy(&text).into_owned()
-}
-
-/// The last `lines` lines of `text`.
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+fn render_cluster_file(cfg: &ClientConfig) -> Result<String, toml::ser::Error> {
+    toml::to_string(&ClusterFile {
+        servers: &cfg.servers,
+        workers: &cfg.workers,
+        labels: &cfg.labels,
+    })
 }
 
 fn cpu_load_path(data_dir: &Path) -> PathBuf {
@@ -598,24 +446,6 @@ fn create_dir(dir: &Path) -> Result<(), ClusterError> {
     })
 }
 
-/// Writes to a temporary name and renames, so a reader (a server sampling `cpu-load`, a
-/// `stratus sql` reading the cluster file) never sees half a file.
-fn write_atomically(path: &Path, text: &str) -> Result<(), ClusterError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| ClusterError::Files {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })
-}
-
-fn strings(items: &[String]) -> toml::Value {
-    toml::Value::Array(items.iter().map(|s| s.clone().into()).collect())
-}
-
 fn listen_addr(opts: &ClusterOptions, spec: &NodeSpec) -> String {
     let port = if opts.base_port == 0 {
         0
@@ -625,132 +455,101 @@ fn listen_addr(opts: &ClusterOptions, spec: &NodeSpec) -> String {
     format!("127.0.0.1:{port}")
 }
 
-fn zone_labels(zone: &str) -> toml::Value {
-    let mut labels = toml::Table::new();
-    labels.insert("zone".into(), zone.into());
-    labels.into()
+fn zone_labels(zone: &str) -> BTreeMap<String, String> {
+    [("zone".to_string(), zone.to_string())].into()
 }
 
 /// The `[dfs]` section every node shares.
-fn dfs_table(opts: &ClusterOptions) -> toml::Table {
-    let mut t = toml::Table::new();
+fn dfs_section(opts: &ClusterOptions) -> DfsSection {
     match &opts.s3 {
-        None => {
-            let dir = opts.data_dir.join("objects");
-            t.insert("local-dir".into(), dir.display().to_string().into());
-        }
-        Some(s3) => {
-            let region = std::env::var("AWS_REGION")
+        None => DfsSection {
+            local_dir: opts.data_dir.join("objects"),
+            ..DfsSection::default()
+        },
+        Some(s3) => DfsSection {
+            s3_bucket: s3.bucket.clone(),
+            s3_endpoint: s3.endpoint.clone(),
+            s3_region: std::env::var("AWS_REGION")
                 .ok()
                 .filter(|r| !r.is_empty())
-                .unwrap_or_else(|| "us-east-1".into());
-            t.insert("s3-bucket".into(), s3.bucket.clone().into());
-            t.insert("s3-endpoint".into(), s3.endpoint.clone().into());
-            t.insert("s3-region".into(), region.into());
-            t.insert("s3-path-style".into(), true.into());
-        }
+                .unwrap_or_else(|| "us-east-1".into()),
+            s3_path_style: true,
+            ..DfsSection::default()
+        },
     }
-    t
 }
 
-fn worker_config(opts: &ClusterOptions, spec: &NodeSpec) -> toml::Table {
-    let dir = opts.data_dir.join(spec.name);
-    let mut worker = toml::Table::new();
-    worker.insert("addr".into(), listen_addr(opts, spec).into());
-    worker.insert("labels".into(), zone_labels(spec.zone));
-    worker.insert(
-        "cache-dir".into(),
-        dir.join("cache").display().to_string().into(),
-    );
-    worker.insert("shutdown-grace".into(), "5s".into());
-    let mut t = toml::Table::new();
-    t.insert("worker".into(), worker.into());
-    t.insert("dfs".into(), dfs_table(opts).into());
-    t
+fn worker_config(opts: &ClusterOptions, spec: &NodeSpec) -> WorkerConfig {
+    WorkerConfig {
+        worker: WorkerSection {
+            addr: listen_addr(opts, spec),
+            labels: zone_labels(spec.zone),
+            cache_dir: opts.data_dir.join(spec.name).join("cache"),
+            shutdown_grace: SHUTDOWN_GRACE,
+            ..WorkerSection::default()
+        },
+        dfs: dfs_section(opts),
+        ..WorkerConfig::default()
+    }
 }
 
-/// A server's config: `range` is `(start, end)` (empty end = unbounded), `workers` the
-/// `(coprocessor URL, zone)` it offloads to, `tso` the URL of the TSO server (None: runs it).
+/// A server's config: `range` is `(start, end)` (empty end = unbounded), `workers` those it
+/// offloads to, `tso` the URL of the TSO server (None: runs it).
 fn server_config(
     opts: &ClusterOptions,
     spec: &NodeSpec,
     node_id: u16,
     range: (&[u8], &[u8]),
-    workers: &[(String, String)],
+    workers: Vec<WorkerEndpoint>,
     tso: Option<&str>,
-) -> toml::Table {
-    let mut server = toml::Table::new();
-    server.insert("addr".into(), listen_addr(opts, spec).into());
-    server.insert(
-        "data-dir".into(),
-        opts.data_dir.join(spec.name).display().to_string().into(),
-    );
-    server.insert("node-id".into(), i64::from(node_id).into());
-    server.insert("labels".into(), zone_labels(spec.zone));
-    let mut r = toml::Table::new();
-    r.insert("start".into(), service::config::escape_key(range.0).into());
-    r.insert("end".into(), service::config::escape_key(range.1).into());
-    server.insert("ranges".into(), toml::Value::Array(vec![r.into()]));
-    server.insert("tso".into(), tso.is_none().into());
-    if let Some(url) = tso {
-        server.insert("tso-addr".into(), url.into());
-    }
-    server.insert("region-split-size".into(), "2MiB".into());
-    // Check every second (default 10 s): a freshly loaded table reaches its regions within
-    // seconds, and the demo and bench wait for that before they measure.
-    server.insert("split-check-interval".into(), "1s".into());
-    server.insert("shutdown-grace".into(), "5s".into());
-
-    let mut kv = toml::Table::new();
-    let list = workers
-        .iter()
-        .map(|(addr, zone)| {
-            let mut w = toml::Table::new();
-            w.insert("addr".into(), addr.clone().into());
-            w.insert("zone".into(), zone.clone().into());
-            w.into()
-        })
-        .collect();
-    kv.insert(
-        "remote-coprocessor-workers".into(),
-        toml::Value::Array(list),
-    );
-    kv.insert("remote-coprocessor-min-blocks-size".into(), "32KiB".into());
-    if opts.cpu_load_file {
-        let source = format!("file:{}", cpu_load_path(&opts.data_dir).display());
-        kv.insert(
-            "remote-coprocessor-load-aware-cpu-source".into(),
-            source.into(),
-        );
-        kv.insert(
-            "remote-coprocessor-load-aware-sample-interval".into(),
-            "100ms".into(),
-        );
-        kv.insert(
-            "remote-coprocessor-load-aware-hold-time".into(),
-            "200ms".into(),
-        );
-        // Never forced: the file alone decides between cpu_idle and cpu_busy.
-        kv.insert(
-            "remote-coprocessor-load-aware-force-blocks-size".into(),
-            "1024TiB".into(),
-        );
-        kv.insert(
-            "remote-coprocessor-load-aware-force-num-ranges".into(),
-            (1i64 << 40).into(),
-        );
+) -> ServerConfig {
+    let server = ServerSection {
+        addr: listen_addr(opts, spec),
+        data_dir: opts.data_dir.join(spec.name),
+        node_id,
+        labels: zone_labels(spec.zone),
+        ranges: vec![RangeConfig {
+            start: service::config::escape_key(range.0),
+            end: service::config::escape_key(range.1),
+        }],
+        tso: tso.is_none(),
+        tso_addr: tso.unwrap_or_default().to_string(),
+        region_split_size: ReadableSize::mib(2),
+        // Check every second (default 10 s): a freshly loaded table reaches its regions within
+        // seconds, and the demo and bench wait for that before they measure.
+        split_check_interval: ReadableDuration::secs(1),
+        shutdown_grace: SHUTDOWN_GRACE,
+    };
+    let kvengine = KvEngineSection {
+        remote_coprocessor_workers: workers,
+        remote_coprocessor_min_blocks_size: ReadableSize::kib(32),
+        ..KvEngineSection::default()
+    };
+    let kvengine = if opts.cpu_load_file {
+        KvEngineSection {
+            remote_coprocessor_load_aware_cpu_source: format!(
+                "file:{}",
+                cpu_load_path(&opts.data_dir).display()
+            ),
+            remote_coprocessor_load_aware_sample_interval: ReadableDuration::millis(100),
+            remote_coprocessor_load_aware_hold_time: ReadableDuration::millis(200),
+            // Never forced: the file alone decides between cpu_idle and cpu_busy.
+            remote_coprocessor_load_aware_force_blocks_size: ReadableSize(1 << 50),
+            remote_coprocessor_load_aware_force_num_ranges: 1 << 40,
+            ..kvengine
+        }
     } else {
-        // An idle demo server would keep every candidate local: force them remote.
-        kv.insert(
-            "remote-coprocessor-load-aware-force-blocks-size".into(),
-            "32KiB".into(),
-        );
+        KvEngineSection {
+            // An idle demo server would keep every candidate local: force them remote.
+            remote_coprocessor_load_aware_force_blocks_size: ReadableSize::kib(32),
+            ..kvengine
+        }
+    };
+    ServerConfig {
+        server,
+        kvengine,
+        dfs: dfs_section(opts),
     }
-    let mut t = toml::Table::new();
-    t.insert("server".into(), server.into());
-    t.insert("kvengine".into(), kv.into());
-    t.insert("dfs".into(), dfs_table(opts).into());
-    t
 }
 
 #[cfg(test)]
@@ -766,31 +565,39 @@ mod tests {
         }
     }
 
-    fn parse_server(t: &toml::Table) -> server::config::ServerConfig {
-        let text = toml::to_string(t).unwrap();
-        let cfg: server::config::ServerConfig = service::config::parse(&text, "generated").unwrap();
-        cfg.validate().unwrap();
-        cfg
+    /// What the server loads from the file the harness writes for `cfg` (checked to load back
+    /// equal) after its own validation.
+    fn written_server(cfg: &ServerConfig) -> ServerConfig {
+        let text = config_file::render(cfg).unwrap();
+        let loaded: ServerConfig = service::config::parse(&text, "generated").unwrap();
+        loaded.validate().unwrap();
+        loaded
+    }
+
+    fn workers(zone: &str) -> Vec<WorkerEndpoint> {
+        vec![WorkerEndpoint {
+            addr: "http://127.0.0.1:1/coprocessor".into(),
+            zone: zone.into(),
+        }]
     }
 
     #[test]
     fn the_servers_split_the_key_space_at_table_one_handle_zero() {
         let key = split_key();
-        let workers = vec![("http://127.0.0.1:1/coprocessor".into(), "a".into())];
-        let a = parse_server(&server_config(
+        let a = written_server(&server_config(
             &opts(false, 0),
             &SERVER_A,
             1,
             (&[], &key),
-            &workers,
+            workers("a"),
             None,
         ));
-        let b = parse_server(&server_config(
+        let b = written_server(&server_config(
             &opts(false, 0),
             &SERVER_B,
             2,
             (&key, &[]),
-            &workers,
+            workers("b"),
             Some("http://127.0.0.1:9"),
         ));
         assert_eq!(a.initial_ranges().unwrap(), vec![(vec![], key.clone())]);
@@ -806,12 +613,12 @@ mod tests {
     #[test]
     fn the_cpu_load_file_replaces_the_process_cpu_and_the_force_thresholds() {
         let key = split_key();
-        let cfg = parse_server(&server_config(
+        let cfg = written_server(&server_config(
             &opts(true, 0),
             &SERVER_A,
             1,
             (&[], &key),
-            &[],
+            Vec::new(),
             None,
         ));
         assert_eq!(
@@ -820,12 +627,12 @@ mod tests {
         );
         let la = cfg.offload_policy().load_aware.unwrap();
         assert!(la.force_blocks_size >= 1 << 50);
-        let cfg = parse_server(&server_config(
+        let cfg = written_server(&server_config(
             &opts(false, 0),
             &SERVER_A,
             1,
             (&[], &key),
-            &[],
+            Vec::new(),
             None,
         ));
         assert_eq!(
@@ -837,12 +644,12 @@ mod tests {
 
     #[test]
     fn workers_get_their_zone_the_shared_store_and_consecutive_ports() {
-        let t = worker_config(&opts(false, 7000), &WORKERS[3]);
-        let text = toml::to_string(&t).unwrap();
-        let cfg: worker::WorkerConfig = service::config::parse(&text, "generated").unwrap();
+        let text = config_file::render(&worker_config(&opts(false, 7000), &WORKERS[3])).unwrap();
+        let cfg = WorkerConfig::parse(&text, "generated").unwrap();
         assert_eq!(cfg.worker.addr, "127.0.0.1:7005");
         assert_eq!(cfg.worker.labels.get("zone").map(String::as_str), Some("b"));
         assert_eq!(cfg.dfs.local_dir, PathBuf::from("/d/objects"));
+        assert_eq!(cfg.worker.cache_dir, PathBuf::from("/d/worker-b2/cache"));
     }
 
     #[test]
@@ -852,9 +659,27 @@ mod tests {
             endpoint: "http://127.0.0.1:9000".into(),
             bucket: "stratus".into(),
         });
-        let t = dfs_table(&o);
-        assert_eq!(t["s3-bucket"].as_str(), Some("stratus"));
-        assert_eq!(t["s3-endpoint"].as_str(), Some("http://127.0.0.1:9000"));
-        assert!(!t.contains_key("local-dir"));
+        let dfs = dfs_section(&o);
+        assert_eq!(dfs.s3_bucket, "stratus");
+        assert_eq!(dfs.s3_endpoint, "http://127.0.0.1:9000");
+        assert!(dfs.s3_path_style);
+        assert!(dfs.to_dfs_config().is_ok());
+    }
+
+    #[test]
+    fn the_cluster_file_loads_back_as_the_clusters_client_config() {
+        let cfg = ClientConfig {
+            servers: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
+            workers: vec!["http://127.0.0.1:3".into()],
+            labels: zone_labels("a"),
+            ..ClientConfig::default()
+        };
+        let text = render_cluster_file(&cfg).unwrap();
+        assert_eq!(crate::cluster_file::parse(&text).unwrap(), cfg);
+        assert_eq!(
+            text,
+            "servers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\"]\n\
+             workers = [\"http://127.0.0.1:3\"]\n\n[labels]\nzone = \"a\"\n"
+        );
     }
 }

@@ -22,6 +22,7 @@ use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
+use service::ReadableSize;
 
 const TABLE: SampleTable = SampleTable { id: 42 };
 const PAD: usize = 48;
@@ -45,21 +46,14 @@ fn main() -> ExitCode {
     let mut worker = WorkerProc::start(&cluster.worker_config("worker"));
     let mut cfg = cluster.server_config("server");
     // The embedded defaults, but for ports, directories and the offload thresholds.
-    cfg.set("kvengine", "block-size", "64KiB")
-        .set("kvengine", "memtable-size", "64MiB")
-        .set(
-            "kvengine",
-            "remote-coprocessor-addr",
-            worker.coprocessor_url(),
-        )
-        .set("kvengine", "remote-coprocessor-min-blocks-size", "32KiB")
-        // Load-aware routing (on by default) keeps candidates local while the server's CPU is
-        // idle, which a demo server always is: force the offload at the same size.
-        .set(
-            "kvengine",
-            "remote-coprocessor-load-aware-force-blocks-size",
-            "32KiB",
-        );
+    let kv = &mut cfg.kvengine;
+    kv.block_size = ReadableSize::kib(64);
+    kv.memtable_size = ReadableSize::mib(64);
+    kv.remote_coprocessor_addr = worker.coprocessor_url();
+    kv.remote_coprocessor_min_blocks_size = ReadableSize::kib(32);
+    // Load-aware routing (on by default) keeps candidates local while the server's CPU is
+    // idle, which a demo server always is: force the offload at the same size.
+    kv.remote_coprocessor_load_aware_force_blocks_size = ReadableSize::kib(32);
     let mut server = ServerProc::start(&cfg);
     println!(
         "server  {}\nworker  {}",

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use crate::s3_proc::{S3Faults, S3Proc, Store};
-use crate::server_proc::{ServerConfig, ServerProc};
-use crate::worker_proc::{WorkerConfig, WorkerProc};
+use crate::server_proc::{ServerProc, ServerSetup};
+use crate::worker_proc::{WorkerProc, WorkerSetup};
 
 /// Which object store the cluster's servers and workers share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,13 +58,14 @@ impl Cluster {
         s3.store("e2e/")
     }
 
-    /// A server config in `dir/name`, on the cluster's store.
-    pub fn server_config(&self, name: &str) -> ServerConfig {
-        ServerConfig::new(&self.path(name), &self.store)
+    /// A server setup in `dir/name`, on the cluster's store.
+    pub fn server_config(&self, name: &str) -> ServerSetup {
+        ServerSetup::new(&self.path(name), &self.store)
     }
 
-    pub fn worker_config(&self, name: &str) -> WorkerConfig {
-        WorkerConfig::new(&self.path(name), &self.store)
+    /// A worker setup in `dir/name`, on the cluster's store.
+    pub fn worker_config(&self, name: &str) -> WorkerSetup {
+        WorkerSetup::new(&self.path(name), &self.store)
     }
 }
 
@@ -80,18 +81,18 @@ pub struct OffloadPair {
 
 impl OffloadPair {
     /// `tweak` adjusts both servers' configs (before the offload and TSO settings).
-    pub fn start(kind: StoreKind, tweak: impl Fn(&mut ServerConfig)) -> OffloadPair {
+    pub fn start(kind: StoreKind, tweak: impl Fn(&mut ServerSetup)) -> OffloadPair {
         let cluster = Cluster::new(kind);
         let worker = WorkerProc::start(&cluster.worker_config("worker"));
         let mut remote_cfg = cluster.server_config("remote");
         tweak(&mut remote_cfg);
-        remote_cfg
-            .set("server", "node-id", 1)
-            .offload_all_to_worker(&worker);
+        remote_cfg.server.node_id = 1;
+        remote_cfg.offload_all_to_worker(&worker);
         let remote = ServerProc::start(&remote_cfg);
         let mut local_cfg = cluster.server_config("local");
         tweak(&mut local_cfg);
-        local_cfg.set("server", "node-id", 2).tso_from(&remote);
+        local_cfg.server.node_id = 2;
+        local_cfg.tso_from(&remote);
         let local = ServerProc::start(&local_cfg);
         OffloadPair {
             remote,

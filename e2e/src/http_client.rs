@@ -1,36 +1,16 @@
-//! A blocking HTTP client for tests: `service::HttpClient` on a runtime this module owns.
-
-use std::sync::OnceLock;
-use std::time::Duration;
+//! The tests' HTTP calls: [`harness::http`] (the harness's one blocking client) with the
+//! assertions tests make on every call, so that a test reads as what it checks.
 
 use bytes::Bytes;
+use harness::http::{self, HttpError, HttpReply};
 use prost::Message;
-use service::{HttpClient, HttpReply};
 
 /// Per-call timeout: generous, a test that hangs fails here instead of at the suite's limit.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("e2e-http")
-            .enable_all()
-            .build()
-            .expect("tokio runtime")
-    })
-}
-
-fn client() -> &'static HttpClient {
-    static CLIENT: OnceLock<HttpClient> = OnceLock::new();
-    CLIENT.get_or_init(|| HttpClient::new(1 << 30))
-}
+pub const CALL_TIMEOUT: std::time::Duration = http::DEFAULT_TIMEOUT;
 
 /// POSTs `body`; transport errors are `Err` (a test may expect them, e.g. a killed process).
-pub fn try_post(url: &str, body: impl Into<Bytes>) -> Result<HttpReply, service::ClientError> {
-    let body = body.into();
-    runtime().block_on(client().post(url, body, CALL_TIMEOUT))
+pub fn try_post(url: &str, body: impl Into<Bytes>) -> Result<HttpReply, HttpError> {
+    http::post(url, body, CALL_TIMEOUT)
 }
 
 /// POSTs `body` with extra `headers`; transport errors are `Err`.
@@ -38,17 +18,16 @@ pub fn try_post_with_headers(
     url: &str,
     body: impl Into<Bytes>,
     headers: &[(&str, &str)],
-) -> Result<HttpReply, service::ClientError> {
-    let body = body.into();
-    runtime().block_on(client().post_with_headers(url, body, headers, CALL_TIMEOUT))
+) -> Result<HttpReply, HttpError> {
+    http::post_with_headers(url, body, headers, CALL_TIMEOUT)
 }
 
 pub fn post(url: &str, body: impl Into<Bytes>) -> HttpReply {
     try_post(url, body).unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }
 
-pub fn try_get(url: &str) -> Result<HttpReply, service::ClientError> {
-    runtime().block_on(client().get(url, CALL_TIMEOUT))
+pub fn try_get(url: &str) -> Result<HttpReply, HttpError> {
+    http::get(url, CALL_TIMEOUT)
 }
 
 pub fn get(url: &str) -> HttpReply {
@@ -57,25 +36,14 @@ pub fn get(url: &str) -> HttpReply {
 
 /// GET, expecting 200; the body as text.
 pub fn get_text(url: &str) -> String {
-    let reply = get(url);
-    assert_eq!(
-        reply.status.as_u16(),
-        200,
-        "GET {url}: {}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    String::from_utf8_lossy(&reply.body).into_owned()
+    let reply = http::get_ok(url, CALL_TIMEOUT).unwrap_or_else(|e| panic!("{e}"));
+    http::text(&reply)
 }
 
 /// POSTs a protobuf message, expecting 200 and a `Resp` body.
 pub fn post_proto<Req: Message, Resp: Message + Default>(url: &str, req: &Req) -> Resp {
-    let reply = post(url, req.encode_to_vec());
-    assert_eq!(
-        reply.status.as_u16(),
-        200,
-        "POST {url}: {}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    let reply =
+        http::post_ok(url, req.encode_to_vec(), CALL_TIMEOUT).unwrap_or_else(|e| panic!("{e}"));
     Resp::decode(reply.body.as_ref())
         .unwrap_or_else(|e| panic!("POST {url}: the 200 body does not decode: {e}"))
 }

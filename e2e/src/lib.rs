@@ -1,11 +1,17 @@
 //! End-to-end test harness: real `stratus-server`, `stratus-worker` and `stratus-test-s3`
 //! processes on 127.0.0.1 with ephemeral ports, always stopped (SIGKILL on drop).
 //!
+//! The processes run under the `harness` crate, as `stratus up`'s nodes do: one supervisor
+//! ([`harness::supervisor`]), configs that are the programs' own config structs
+//! ([`harness::config_file`]), one blocking HTTP client ([`harness::http`]) and strict metric
+//! reads ([`harness::metrics`]). What this crate adds is what tests need on top:
+//!
 //! * [`binaries`]: locating (and building once) the binaries under test;
-//! * [`process`]: a child process, its listening line, SIGTERM / SIGKILL;
-//! * [`server_proc`], [`worker_proc`], [`s3_proc`]: the three processes, their configs and
-//!   typed HTTP calls; [`cluster`]: a temporary directory, a store, common topologies;
-//! * [`http_client`]: blocking HTTP with protobuf bodies; [`metrics`]: Prometheus text;
+//! * [`process`]: a node whose failures panic and whose log is shown when its test fails;
+//! * [`server_proc`], [`worker_proc`], [`s3_proc`]: the three processes, their setups (a
+//!   directory and a typed config) and typed HTTP calls; [`cluster`]: a temporary directory, a
+//!   store, common topologies;
+//! * [`http_client`]: the HTTP calls with a test's assertions (protobuf bodies, 200 expected);
 //! * [`transactions`]: identical two-phase commits on several servers sharing a TSO;
 //! * [`coprocessor`]: requests with region context, paging, row decoding;
 //! * [`entry_client`]: the entry node's library (`client::Client`) on its own runtime;
@@ -20,7 +26,6 @@ pub mod coprocessor;
 pub mod entry_client;
 pub mod fake_worker;
 pub mod http_client;
-pub mod metrics;
 pub mod offload_body;
 pub mod process;
 pub mod s3_proc;

@@ -4,12 +4,12 @@
 
 use bytes::Bytes;
 use cop::proto::{Request, Response};
+use harness::http::HttpReply;
 use prost::Message;
-use service::HttpReply;
 
 use crate::cluster::Cluster;
 use crate::fake_worker::FakeWorker;
-use crate::server_proc::{ServerConfig, ServerProc};
+use crate::server_proc::{ServerProc, ServerSetup};
 use crate::worker_proc::WorkerProc;
 
 /// The three sections of an offload body, the request decoded.
@@ -59,14 +59,11 @@ pub struct BodyCapture {
 
 impl BodyCapture {
     /// A server in `cluster/name`; `tweak` adjusts its config after the offload settings.
-    pub fn start(cluster: &Cluster, name: &str, tweak: impl FnOnce(&mut ServerConfig)) -> Self {
+    pub fn start(cluster: &Cluster, name: &str, tweak: impl FnOnce(&mut ServerSetup)) -> Self {
         let fake = FakeWorker::start(503, b"capturing");
         let mut cfg = cluster.server_config(name);
-        cfg.offload_all_to(&fake.coprocessor_url()).set(
-            "kvengine",
-            "remote-coprocessor-max-retries",
-            0,
-        );
+        cfg.offload_all_to(&fake.coprocessor_url());
+        cfg.kvengine.remote_coprocessor_max_retries = 0;
         tweak(&mut cfg);
         let server = ServerProc::start(&cfg);
         BodyCapture { server, fake }

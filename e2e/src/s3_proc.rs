@@ -3,8 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use harness::supervisor::Launch;
+use service::{DfsSection, ReadableDuration};
+
 use crate::binaries;
-use crate::process::{Proc, next_id};
+use crate::process::{TestNode, log_path};
 
 /// The credentials `stratus-test-s3` accepts; the harness passes them to servers and workers
 /// through the standard AWS environment variables.
@@ -23,7 +26,7 @@ pub struct S3Faults {
 
 /// A running `stratus-test-s3` over a directory.
 pub struct S3Proc {
-    proc: Proc,
+    node: TestNode,
     dir: PathBuf,
 }
 
@@ -38,20 +41,17 @@ impl S3Proc {
             .args(["--addr", "127.0.0.1:0", "--bucket", BUCKET])
             .args(["--fail-gets", &faults.fail_gets.to_string()])
             .args(["--get-delay-ms", &faults.get_delay_ms.to_string()]);
-        let stderr = dir
-            .parent()
-            .unwrap_or(dir)
-            .join(format!("s3-{}.stderr", next_id()));
-        let proc = Proc::spawn("stratus-test-s3", cmd, "s3 listening on ", &stderr);
+        let log = log_path(dir.parent().unwrap_or(dir), "s3");
+        let node = TestNode::start(Launch::new("stratus-test-s3", cmd, "s3", log));
         S3Proc {
-            proc,
+            node,
             dir: dir.to_path_buf(),
         }
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> &str {
-        self.proc.base_url()
+        self.node.base_url()
     }
 
     pub fn dir(&self) -> &Path {
@@ -69,7 +69,7 @@ impl S3Proc {
 
     /// (GetObject requests seen, GetObject requests failed on purpose).
     pub fn get_stats(&self) -> (u64, u64) {
-        let text = crate::http_client::get_text(&self.proc.url("/-/stats"));
+        let text = crate::http_client::get_text(&self.node.url("/-/stats"));
         let field = |name: &str| -> u64 {
             text.split_whitespace()
                 .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
@@ -79,7 +79,7 @@ impl S3Proc {
     }
 
     pub fn kill(&mut self) {
-        self.proc.kill();
+        self.node.kill();
     }
 }
 
@@ -96,31 +96,32 @@ pub enum Store {
 }
 
 impl Store {
-    /// The `[dfs]` table.
-    pub fn dfs_table(&self) -> toml::Table {
-        let mut t = toml::Table::new();
+    /// The `[dfs]` section of a server or worker on this store.
+    pub fn dfs_section(&self) -> DfsSection {
         match self {
-            Store::Local(dir) => {
-                t.insert("local-dir".into(), dir.display().to_string().into());
-            }
+            Store::Local(dir) => DfsSection {
+                local_dir: dir.clone(),
+                ..DfsSection::default()
+            },
             Store::S3 {
                 endpoint,
                 prefix,
                 max_attempts,
             } => {
-                t.insert("s3-bucket".into(), BUCKET.into());
-                t.insert("s3-endpoint".into(), endpoint.clone().into());
-                t.insert("s3-region".into(), "us-east-1".into());
-                t.insert("s3-prefix".into(), prefix.clone().into());
-                t.insert("s3-path-style".into(), true.into());
-                t.insert("s3-timeout".into(), "5s".into());
-                t.insert("s3-initial-backoff".into(), "20ms".into());
-                if let Some(n) = max_attempts {
-                    t.insert("s3-max-attempts".into(), i64::from(*n).into());
+                let defaults = DfsSection::default();
+                DfsSection {
+                    s3_bucket: BUCKET.into(),
+                    s3_endpoint: endpoint.clone(),
+                    s3_region: "us-east-1".into(),
+                    s3_prefix: prefix.clone(),
+                    s3_path_style: true,
+                    s3_timeout: ReadableDuration::secs(5),
+                    s3_initial_backoff: ReadableDuration::millis(20),
+                    s3_max_attempts: max_attempts.unwrap_or(defaults.s3_max_attempts),
+                    ..defaults
                 }
             }
         }
-        t
     }
 
     /// The same store with `s3-max-attempts = n` (S3 only).

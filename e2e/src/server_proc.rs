@@ -1,10 +1,17 @@
-//! `stratus-server` processes: their config and their HTTP API, typed.
+//! `stratus-server` processes: their config (the server's own config struct, written by
+//! [`harness::config_file`]) and their HTTP API, typed.
 
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 use cop::proto::{Request, Response};
+use harness::NodeConfig;
+use harness::config_file;
+use harness::http::HttpReply;
+use harness::metrics::Metrics;
+use harness::supervisor::{Launch, Signal};
 use kvproto::paths;
 use kvproto::region::{
     KvPair, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
@@ -14,81 +21,83 @@ use kvproto::txn::{
     CommandResponse, CommitRequest, GetRequest, GetResponse, PrewriteRequest, PrewriteResponse,
     RollbackRequest, ScanRequest, ScanResponse,
 };
-use service::HttpReply;
+use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection};
+use service::{ReadableDuration, ReadableSize};
 
 use crate::binaries;
 use crate::http_client::{get, get_text, post, post_proto};
-use crate::metrics;
-use crate::process::{Proc, next_id};
+use crate::process::{TestNode, log_path};
 use crate::s3_proc::{Store, s3_env};
 use crate::worker_proc::WorkerProc;
 
-/// A server's config file, as TOML sections; tests change keys with [`ServerConfig::set`].
+/// A server to start: its directory (config file, data dir, log) and its config (the server's
+/// own [`ServerConfig`], which tests change field by field through `Deref`:
+/// `setup.kvengine.block_size = ReadableSize::kib(4)`).
 #[derive(Clone, Debug)]
-pub struct ServerConfig {
-    /// The server's own directory: config file, data dir, stderr.
+pub struct ServerSetup {
+    /// The server's own directory: config file, data dir, log.
     pub dir: PathBuf,
-    pub toml: toml::Table,
+    pub config: ServerConfig,
 }
 
-impl ServerConfig {
-    /// A one-server cluster (runs the TSO) on an ephemeral port, data in `dir/data`, SSTs in
-    /// `store`; never offloads; small blocks (so a few thousand rows span many); no split by
-    /// size (a split mid-test would change region epochs); fsync per batch.
-    pub fn new(dir: &Path, store: &Store) -> ServerConfig {
+impl Deref for ServerSetup {
+    type Target = ServerConfig;
+    fn deref(&self) -> &ServerConfig {
+        &self.config
+    }
+}
+
+impl DerefMut for ServerSetup {
+    fn deref_mut(&mut self) -> &mut ServerConfig {
+        &mut self.config
+    }
+}
+
+impl ServerSetup {
+    /// A one-server cluster in zone `a` (runs the TSO) on an ephemeral port, data in
+    /// `dir/data`, SSTs in `store`; never offloads; small blocks (so a few thousand rows span
+    /// many); no split by size (a split mid-test would change region epochs); fsync per batch.
+    pub fn new(dir: &Path, store: &Store) -> ServerSetup {
         std::fs::create_dir_all(dir).expect("server dir");
-        let mut cfg = ServerConfig {
+        ServerSetup {
             dir: dir.to_path_buf(),
-            toml: toml::Table::new(),
-        };
-        cfg.set("server", "addr", "127.0.0.1:0")
-            .set("server", "data-dir", dir.join("data").display().to_string())
-            .set("server", "node-id", 1)
-            .set("server", "tso", true)
-            .set("server", "region-split-size", 0)
-            .set("server", "shutdown-grace", "5s")
-            .set("kvengine", "block-size", "1KiB")
-            .set("kvengine", "memtable-size", "16MiB")
-            .set("kvengine", "remote-coprocessor-timeout", "10s")
-            .set("kvengine", "remote-coprocessor-retry-backoff", "20ms");
-        let mut labels = toml::Table::new();
-        labels.insert("zone".into(), "a".into());
-        cfg.set("server", "labels", labels);
-        cfg.toml.insert("dfs".into(), store.dfs_table().into());
-        cfg
+            config: ServerConfig {
+                server: ServerSection {
+                    addr: "127.0.0.1:0".into(),
+                    data_dir: dir.join("data"),
+                    node_id: 1,
+                    labels: [("zone".to_string(), "a".to_string())].into(),
+                    tso: true,
+                    region_split_size: ReadableSize(0),
+                    shutdown_grace: ReadableDuration::secs(5),
+                    ..ServerSection::default()
+                },
+                kvengine: KvEngineSection {
+                    block_size: ReadableSize::kib(1),
+                    memtable_size: ReadableSize::mib(16),
+                    remote_coprocessor_timeout: ReadableDuration::secs(10),
+                    remote_coprocessor_retry_backoff: ReadableDuration::millis(20),
+                    ..KvEngineSection::default()
+                },
+                dfs: store.dfs_section(),
+            },
+        }
     }
 
-    pub fn set(
-        &mut self,
-        section: &str,
-        key: &str,
-        value: impl Into<toml::Value>,
-    ) -> &mut ServerConfig {
-        self.toml
-            .entry(section)
-            .or_insert_with(|| toml::Table::new().into())
-            .as_table_mut()
-            .expect("a section is a table")
-            .insert(key.into(), value.into());
+    /// The initial regions (`[start, end)`, empty end = unbounded).
+    pub fn ranges(&mut self, ranges: &[(Vec<u8>, Vec<u8>)]) -> &mut ServerSetup {
+        self.config.server.ranges = ranges
+            .iter()
+            .map(|(start, end)| RangeConfig {
+                start: service::config::escape_key(start),
+                end: service::config::escape_key(end),
+            })
+            .collect();
         self
     }
 
-    /// The initial regions (`[start, end)`, empty end = unbounded), keys escaped for the file.
-    pub fn ranges(&mut self, ranges: &[(Vec<u8>, Vec<u8>)]) -> &mut ServerConfig {
-        let array: Vec<toml::Value> = ranges
-            .iter()
-            .map(|(start, end)| {
-                let mut t = toml::Table::new();
-                t.insert("start".into(), service::config::escape_key(start).into());
-                t.insert("end".into(), service::config::escape_key(end).into());
-                t.into()
-            })
-            .collect();
-        self.set("server", "ranges", array)
-    }
-
     /// Initial regions cut at `cuts` (ascending keys): `["", c1), [c1, c2), ..., [cn, "")`.
-    pub fn regions_cut_at(&mut self, cuts: &[Vec<u8>]) -> &mut ServerConfig {
+    pub fn regions_cut_at(&mut self, cuts: &[Vec<u8>]) -> &mut ServerSetup {
         let mut bounds = vec![Vec::new()];
         bounds.extend(cuts.iter().cloned());
         bounds.push(Vec::new());
@@ -101,32 +110,59 @@ impl ServerConfig {
 
     /// Offload every coprocessor request (threshold 0) to `worker_url` (a full URL ending in
     /// `/coprocessor`).
-    pub fn offload_all_to(&mut self, worker_url: &str) -> &mut ServerConfig {
-        self.set("kvengine", "remote-coprocessor-addr", worker_url)
-            .set("kvengine", "remote-coprocessor-min-blocks-size", 0)
+    pub fn offload_all_to(&mut self, worker_url: &str) -> &mut ServerSetup {
+        self.config.kvengine.remote_coprocessor_addr = worker_url.to_string();
+        self.config.kvengine.remote_coprocessor_min_blocks_size = ReadableSize(0);
+        self
     }
 
-    pub fn offload_all_to_worker(&mut self, worker: &WorkerProc) -> &mut ServerConfig {
+    pub fn offload_all_to_worker(&mut self, worker: &WorkerProc) -> &mut ServerSetup {
         let url = worker.coprocessor_url();
         self.offload_all_to(&url)
     }
 
     /// Take timestamps from `tso` instead of running a TSO.
-    pub fn tso_from(&mut self, tso: &ServerProc) -> &mut ServerConfig {
-        self.set("server", "tso", false)
-            .set("server", "tso-addr", tso.base_url().to_string())
+    pub fn tso_from(&mut self, tso: &ServerProc) -> &mut ServerSetup {
+        self.config.server.tso = false;
+        self.config.server.tso_addr = tso.base_url().to_string();
+        self
     }
 
-    /// Writes the file; its path.
+    fn config_path(&self) -> PathBuf {
+        self.dir.join("server.toml")
+    }
+
+    /// Writes the config file; its path.
     pub fn write(&self) -> PathBuf {
-        let path = self.dir.join("server.toml");
-        std::fs::write(&path, toml::to_string(&self.toml).expect("render toml")).expect("write");
+        let path = self.config_path();
+        config_file::write(&path, &self.config).unwrap_or_else(|e| panic!("{e}"));
         path
     }
 
+    /// The command running this server.
     pub fn command(&self) -> Command {
+        self.command_for(&self.write())
+    }
+
+    /// The command running this server with one key the config struct cannot express (an
+    /// unknown key, a value of the wrong type) set in `[section]`: for tests proving that the
+    /// server refuses it.
+    pub fn command_with_raw_key(
+        &self,
+        section: &str,
+        key: &str,
+        value: impl Into<toml::Value>,
+    ) -> Command {
+        let text = config_file::render_with_raw_key(&self.config, Some(section), key, value.into())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let path = self.config_path();
+        config_file::write_atomically(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+        self.command_for(&path)
+    }
+
+    fn command_for(&self, config: &Path) -> Command {
         let mut cmd = Command::new(binaries::binary(binaries::SERVER));
-        cmd.arg("--config").arg(self.write());
+        cmd.arg("--config").arg(config);
         s3_env(&mut cmd);
         cmd
     }
@@ -134,55 +170,65 @@ impl ServerConfig {
 
 /// A running `stratus-server`.
 pub struct ServerProc {
-    proc: Proc,
-    pub config: ServerConfig,
+    node: TestNode,
+    pub config: ServerSetup,
 }
 
 impl ServerProc {
-    pub fn start(config: &ServerConfig) -> ServerProc {
-        let stderr = config.dir.join(format!("server-{}.stderr", next_id()));
-        let proc = Proc::spawn(
-            "stratus-server",
-            config.command(),
-            "stratus-server listening on ",
-            &stderr,
+    pub fn start(setup: &ServerSetup) -> ServerProc {
+        let name = format!(
+            "{} {}",
+            ServerConfig::PROGRAM,
+            setup.dir.file_name().unwrap_or_default().to_string_lossy()
+        );
+        let launch = Launch::new(
+            name,
+            setup.command(),
+            ServerConfig::PROGRAM,
+            log_path(&setup.dir, "server"),
         );
         ServerProc {
-            proc,
-            config: config.clone(),
+            node: TestNode::start(launch),
+            config: setup.clone(),
         }
     }
 
-    /// `http://127.0.0.1:PORT`.
     /// The process id (None once it exited and was reaped).
     pub fn pid(&self) -> Option<u32> {
-        self.proc.pid()
+        self.node.pid()
     }
 
+    /// `http://127.0.0.1:PORT`.
     pub fn base_url(&self) -> &str {
-        self.proc.base_url()
+        self.node.base_url()
     }
 
     pub fn url(&self, path: &str) -> String {
-        self.proc.url(path)
+        self.node.url(path)
     }
 
     pub fn output_report(&self) -> String {
-        self.proc.output_report()
+        self.node.output_report()
     }
 
-    pub fn stdout(&self) -> String {
-        self.proc.stdout()
+    /// What the server wrote (stdout and stderr) since it started.
+    pub fn output(&self) -> String {
+        self.node.output()
     }
 
     /// SIGTERM; the exit status.
     pub fn terminate(&mut self) -> ExitStatus {
-        self.proc.terminate(Duration::from_secs(30))
+        self.node.terminate(Duration::from_secs(30))
     }
 
     /// SIGKILL.
     pub fn kill(&mut self) {
-        self.proc.kill()
+        self.node.kill()
+    }
+
+    /// Sends `signal` (fault injection: SIGSTOP freezes the server, SIGCONT resumes it).
+    pub fn signal(&mut self, signal: Signal) {
+        self.node.signal(signal)
     }
 
     // -- cluster ---------------------------------------------------------------------------
@@ -301,9 +347,24 @@ impl ServerProc {
         get_text(&self.url(paths::METRICS))
     }
 
-    /// The sum of the series of `name` matching `labels` (0 when absent).
+    /// `GET /metrics`, parsed (a page that does not parse fails the test).
+    pub fn metrics(&self) -> Metrics {
+        Metrics::parse(&self.metrics_text())
+            .unwrap_or_else(|e| panic!("{}: GET /metrics: {e}", self.node.name()))
+    }
+
+    /// The sum of the series of `name` matching `labels`; fails the test when there is none.
     pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        metrics::sum(&self.metrics_text(), name, labels)
+        self.metrics()
+            .sum(name, labels)
+            .unwrap_or_else(|e| panic!("{}: {e}", self.node.name()))
+    }
+
+    /// [`ServerProc::metric`], 0 when no series matches. Only for a labelled counter the server
+    /// creates at its first increment (decisions, requests by location, fallbacks by cause,
+    /// splits by trigger), read when nothing may have been counted yet.
+    pub fn metric_or_zero(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.metrics().sum_or_zero(name, labels)
     }
 
     pub fn config_text(&self) -> String {
@@ -334,9 +395,12 @@ pub struct ServerCopCounters {
 }
 
 impl ServerCopCounters {
+    /// The counters now. The server creates a series of decisions, requests and fallbacks at
+    /// its first increment, so these read 0 until then; the retries counter has no labels and
+    /// always exists, so it is read strictly.
     pub fn read(server: &ServerProc) -> ServerCopCounters {
-        let text = server.metrics_text();
-        let s = |name: &str, labels: &[(&str, &str)]| metrics::sum(&text, name, labels);
+        let page = server.metrics();
+        let s = |name: &str, labels: &[(&str, &str)]| page.sum_or_zero(name, labels);
         let requests = "stratus_server_coprocessor_requests_total";
         ServerCopCounters {
             decided_remote: s(
@@ -348,7 +412,9 @@ impl ServerCopCounters {
                 &[("result", "local")],
             ),
             fallbacks: s("stratus_server_offload_fallbacks_total", &[]),
-            retries: s("stratus_server_offload_retries_total", &[]),
+            retries: page
+                .sum("stratus_server_offload_retries_total", &[])
+                .unwrap_or_else(|e| panic!("{e}")),
             remote: s(requests, &[("location", "remote")]),
             local: s(requests, &[("location", "local")]),
             fallback: s(requests, &[("location", "fallback")]),
@@ -367,6 +433,31 @@ impl ServerCopCounters {
             local: self.local - before.local,
             fallback: self.fallback - before.fallback,
             cache_hit: self.cache_hit - before.cache_hit,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setups_tests_start_from_load_back_equal_and_valid_through_the_servers_loader() {
+        let dir = tempfile::tempdir().unwrap();
+        let s3 = Store::S3 {
+            endpoint: "http://127.0.0.1:9".into(),
+            prefix: "e2e/".into(),
+            max_attempts: Some(1),
+        };
+        for store in [Store::Local(dir.path().join("dfs")), s3] {
+            let mut setup = ServerSetup::new(&dir.path().join("server"), &store);
+            setup.regions_cut_at(&[b"t\x80\x00".to_vec(), b"t\x81".to_vec()]);
+            setup.offload_all_to("http://127.0.0.1:1/coprocessor");
+            let text = std::fs::read_to_string(setup.write()).unwrap();
+            let loaded: ServerConfig = service::config::parse(&text, "server.toml").unwrap();
+            loaded.validate().unwrap();
+            assert_eq!(loaded, setup.config);
+            assert_eq!(loaded.initial_ranges().unwrap().len(), 3);
         }
     }
 }

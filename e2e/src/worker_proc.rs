@@ -1,85 +1,110 @@
 //! `stratus-worker` processes: their config and what tests read from them.
 
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use service::HttpReply;
+use harness::NodeConfig;
+use harness::config_file;
+use harness::http::HttpReply;
+use harness::metrics::Metrics;
+use harness::supervisor::{Launch, Signal};
+use service::ReadableDuration;
+use worker::{WorkerConfig, WorkerSection};
 
 use crate::binaries;
 use crate::http_client::{get_text, post};
-use crate::metrics;
-use crate::process::{Proc, next_id};
+use crate::process::{TestNode, log_path};
 use crate::s3_proc::{Store, s3_env};
 
-/// A worker's config file, as TOML sections, and the environment it starts with.
+/// A worker to start: its directory (config file, file cache, log), its config (the worker's
+/// own [`WorkerConfig`], which tests change field by field through `Deref`) and the
+/// environment it starts with.
 #[derive(Clone, Debug)]
-pub struct WorkerConfig {
+pub struct WorkerSetup {
     pub dir: PathBuf,
-    pub toml: toml::Table,
+    pub config: WorkerConfig,
     /// Extra environment variables of the process.
     pub env: Vec<(String, String)>,
 }
 
-impl WorkerConfig {
-    /// A worker on an ephemeral port reading SSTs from `store`, with a file cache in `dir`.
-    pub fn new(dir: &Path, store: &Store) -> WorkerConfig {
+impl Deref for WorkerSetup {
+    type Target = WorkerConfig;
+    fn deref(&self) -> &WorkerConfig {
+        &self.config
+    }
+}
+
+impl DerefMut for WorkerSetup {
+    fn deref_mut(&mut self) -> &mut WorkerConfig {
+        &mut self.config
+    }
+}
+
+impl WorkerSetup {
+    /// A worker in zone `a` on an ephemeral port reading SSTs from `store`, with a file cache
+    /// in `dir`.
+    pub fn new(dir: &Path, store: &Store) -> WorkerSetup {
         std::fs::create_dir_all(dir).expect("worker dir");
-        let mut cfg = WorkerConfig {
+        WorkerSetup {
             dir: dir.to_path_buf(),
-            toml: toml::Table::new(),
+            config: WorkerConfig {
+                worker: WorkerSection {
+                    addr: "127.0.0.1:0".into(),
+                    labels: [("zone".to_string(), "a".to_string())].into(),
+                    cache_dir: dir.join("cache"),
+                    shutdown_grace: ReadableDuration::secs(5),
+                    ..WorkerSection::default()
+                },
+                dfs: store.dfs_section(),
+                ..WorkerConfig::default()
+            },
             env: Vec::new(),
-        };
-        cfg.set("worker", "addr", "127.0.0.1:0")
-            .set(
-                "worker",
-                "cache-dir",
-                dir.join("cache").display().to_string(),
-            )
-            .set("worker", "shutdown-grace", "5s");
-        let mut labels = toml::Table::new();
-        labels.insert("zone".into(), "a".into());
-        cfg.set("worker", "labels", labels);
-        cfg.toml.insert("dfs".into(), store.dfs_table().into());
-        cfg
-    }
-
-    pub fn set(
-        &mut self,
-        section: &str,
-        key: &str,
-        value: impl Into<toml::Value>,
-    ) -> &mut WorkerConfig {
-        self.toml
-            .entry(section)
-            .or_insert_with(|| toml::Table::new().into())
-            .as_table_mut()
-            .expect("a section is a table")
-            .insert(key.into(), value.into());
-        self
-    }
-
-    /// A top-level key (`cop-topn-max-pushdown-rows`); the file lists it before the sections.
-    pub fn set_top(&mut self, key: &str, value: impl Into<toml::Value>) -> &mut WorkerConfig {
-        self.toml.insert(key.into(), value.into());
-        self
+        }
     }
 
     /// An environment variable of the process.
-    pub fn env(&mut self, key: &str, value: &str) -> &mut WorkerConfig {
+    pub fn env(&mut self, key: &str, value: &str) -> &mut WorkerSetup {
         self.env.push((key.into(), value.into()));
         self
     }
 
+    fn config_path(&self) -> PathBuf {
+        self.dir.join("worker.toml")
+    }
+
+    /// Writes the config file; its path.
     pub fn write(&self) -> PathBuf {
-        let path = self.dir.join("worker.toml");
-        std::fs::write(&path, toml::to_string(&self.toml).expect("render toml")).expect("write");
+        let path = self.config_path();
+        config_file::write(&path, &self.config).unwrap_or_else(|e| panic!("{e}"));
         path
     }
 
+    /// The command running this worker.
     pub fn command(&self) -> Command {
+        self.command_for(&self.write())
+    }
+
+    /// The command running this worker with one key the config struct cannot express (an
+    /// unknown key, a value of the wrong type) set in `[section]`: for tests proving that the
+    /// worker refuses it.
+    pub fn command_with_raw_key(
+        &self,
+        section: Option<&str>,
+        key: &str,
+        value: impl Into<toml::Value>,
+    ) -> Command {
+        let text = config_file::render_with_raw_key(&self.config, section, key, value.into())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let path = self.config_path();
+        config_file::write_atomically(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+        self.command_for(&path)
+    }
+
+    fn command_for(&self, config: &Path) -> Command {
         let mut cmd = Command::new(binaries::binary(binaries::WORKER));
-        cmd.arg("--config").arg(self.write());
+        cmd.arg("--config").arg(config);
         s3_env(&mut cmd);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
@@ -88,28 +113,34 @@ impl WorkerConfig {
 
 /// A running `stratus-worker`.
 pub struct WorkerProc {
-    proc: Proc,
+    node: TestNode,
 }
 
 impl WorkerProc {
-    pub fn start(config: &WorkerConfig) -> WorkerProc {
-        let stderr = config.dir.join(format!("worker-{}.stderr", next_id()));
-        let proc = Proc::spawn(
-            "stratus-worker",
-            config.command(),
-            "stratus-worker listening on ",
-            &stderr,
+    pub fn start(setup: &WorkerSetup) -> WorkerProc {
+        let name = format!(
+            "{} {}",
+            WorkerConfig::PROGRAM,
+            setup.dir.file_name().unwrap_or_default().to_string_lossy()
         );
-        WorkerProc { proc }
+        let launch = Launch::new(
+            name,
+            setup.command(),
+            WorkerConfig::PROGRAM,
+            log_path(&setup.dir, "worker"),
+        );
+        WorkerProc {
+            node: TestNode::start(launch),
+        }
     }
 
     pub fn base_url(&self) -> &str {
-        self.proc.base_url()
+        self.node.base_url()
     }
 
     /// The process id (None once it exited and was reaped).
     pub fn pid(&self) -> Option<u32> {
-        self.proc.pid()
+        self.node.pid()
     }
 
     /// A `VmRSS:`-style line of `/proc/PID/status` (`VmRSS`, `VmHWM`), in bytes.
@@ -120,7 +151,7 @@ impl WorkerProc {
     }
 
     pub fn url(&self, path: &str) -> String {
-        self.proc.url(path)
+        self.node.url(path)
     }
 
     /// The URL a server offloads to.
@@ -134,19 +165,30 @@ impl WorkerProc {
     }
 
     pub fn output_report(&self) -> String {
-        self.proc.output_report()
+        self.node.output_report()
     }
 
     pub fn terminate(&mut self) -> ExitStatus {
-        self.proc.terminate(Duration::from_secs(30))
+        self.node.terminate(Duration::from_secs(30))
     }
 
     pub fn kill(&mut self) {
-        self.proc.kill()
+        self.node.kill()
+    }
+
+    /// Sends `signal` (fault injection: SIGSTOP freezes the worker, SIGCONT resumes it).
+    pub fn signal(&mut self, signal: Signal) {
+        self.node.signal(signal)
     }
 
     pub fn metrics_text(&self) -> String {
         get_text(&self.url("/metrics"))
+    }
+
+    /// `GET /metrics`, parsed (a page that does not parse fails the test).
+    pub fn metrics(&self) -> Metrics {
+        Metrics::parse(&self.metrics_text())
+            .unwrap_or_else(|e| panic!("{}: GET /metrics: {e}", self.node.name()))
     }
 
     /// Resets the process's peak resident set (`VmHWM`) to its current one (`echo 5 >
@@ -162,8 +204,12 @@ impl WorkerProc {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET /status: {e}: {text}"))
     }
 
+    /// The sum of the series of `name` matching `labels`; fails the test when there is none
+    /// (the worker exports every series of its metrics from its start).
     pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        metrics::sum(&self.metrics_text(), name, labels)
+        self.metrics()
+            .sum(name, labels)
+            .unwrap_or_else(|e| panic!("{}: {e}", self.node.name()))
     }
 
     /// `stratus_worker_coprocessor_requests_total{result}`.
@@ -177,5 +223,26 @@ impl WorkerProc {
     /// `stratus_worker_in_flight_requests`.
     pub fn in_flight(&self) -> f64 {
         self.metric("stratus_worker_in_flight_requests", &[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setups_tests_start_from_load_back_equal_and_valid_through_the_workers_loader() {
+        let dir = tempfile::tempdir().unwrap();
+        let s3 = Store::S3 {
+            endpoint: "http://127.0.0.1:9".into(),
+            prefix: "e2e/".into(),
+            max_attempts: None,
+        };
+        for store in [Store::Local(dir.path().join("dfs")), s3] {
+            let mut setup = WorkerSetup::new(&dir.path().join("worker"), &store);
+            setup.cop_topn_max_pushdown_rows = 100;
+            let loaded = WorkerConfig::load(Some(&setup.write())).unwrap();
+            assert_eq!(loaded, setup.config);
+        }
     }
 }

@@ -2,46 +2,44 @@
 //! to several zoned workers, and coprocessor requests sent to a worker's
 //! `POST /delegate/coprocessor` on behalf of the server owning the region.
 
+use std::collections::BTreeMap;
+
 use cop::proto::{Request, Response};
 use kvproto::delegate::REGION_SERVER_HEADER;
 use prost::Message;
 
-use crate::server_proc::{ServerConfig, ServerProc};
-use crate::worker_proc::{WorkerConfig, WorkerProc};
+use server::config::WorkerEndpoint;
+use service::ReadableSize;
 
-fn zone_labels(zone: &str) -> toml::Table {
-    let mut labels = toml::Table::new();
-    labels.insert("zone".into(), zone.into());
-    labels
+use crate::server_proc::{ServerProc, ServerSetup};
+use crate::worker_proc::{WorkerProc, WorkerSetup};
+
+/// Labels holding one `zone`.
+pub fn zone_labels(zone: &str) -> BTreeMap<String, String> {
+    [("zone".to_string(), zone.to_string())].into()
 }
 
 /// Sets the server's `zone` label.
-pub fn server_zone(cfg: &mut ServerConfig, zone: &str) {
-    cfg.set("server", "labels", zone_labels(zone));
+pub fn server_zone(cfg: &mut ServerSetup, zone: &str) {
+    cfg.server.labels = zone_labels(zone);
 }
 
 /// Sets the worker's `zone` label.
-pub fn worker_zone(cfg: &mut WorkerConfig, zone: &str) {
-    cfg.set("worker", "labels", zone_labels(zone));
+pub fn worker_zone(cfg: &mut WorkerSetup, zone: &str) {
+    cfg.worker.labels = zone_labels(zone);
 }
 
 /// Offload every coprocessor request (threshold 0) to `workers` (`remote-coprocessor-workers`,
 /// each with its zone).
-pub fn offload_all_to_workers(cfg: &mut ServerConfig, workers: &[(&WorkerProc, &str)]) {
-    let list: Vec<toml::Value> = workers
+pub fn offload_all_to_workers(cfg: &mut ServerSetup, workers: &[(&WorkerProc, &str)]) {
+    cfg.kvengine.remote_coprocessor_workers = workers
         .iter()
-        .map(|(w, zone)| {
-            let mut t = toml::Table::new();
-            t.insert("addr".into(), w.coprocessor_url().into());
-            t.insert("zone".into(), (*zone).into());
-            t.into()
+        .map(|(w, zone)| WorkerEndpoint {
+            addr: w.coprocessor_url(),
+            zone: zone.to_string(),
         })
         .collect();
-    cfg.set("kvengine", "remote-coprocessor-workers", list).set(
-        "kvengine",
-        "remote-coprocessor-min-blocks-size",
-        0,
-    );
+    cfg.kvengine.remote_coprocessor_min_blocks_size = ReadableSize(0);
 }
 
 /// The status and body of one HTTP answer.

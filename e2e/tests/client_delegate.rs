@@ -59,9 +59,9 @@ impl Zoned {
         let server_a = ServerProc::start(&a_cfg);
         let mut b_cfg = cluster.server_config("server-b");
         server_zone(&mut b_cfg, "b");
+        b_cfg.server.node_id = 2;
         b_cfg
             .ranges(&[(B.key(100), B.key(200)), (B.key(200), Vec::new())])
-            .set("server", "node-id", 2)
             .tso_from(&server_a);
         let server_b = ServerProc::start(&b_cfg);
         let workers = WORKER_ZONES

@@ -81,10 +81,8 @@ fn a_table_over_two_servers_is_read_from_both() {
     a_cfg.ranges(&[(Vec::new(), T.key(1500))]);
     let a = ServerProc::start(&a_cfg);
     let mut b_cfg = cluster.server_config("b");
-    b_cfg
-        .ranges(&[(T.key(1500), Vec::new())])
-        .set("server", "node-id", 2)
-        .tso_from(&a);
+    b_cfg.server.node_id = 2;
+    b_cfg.ranges(&[(T.key(1500), Vec::new())]).tso_from(&a);
     let b = ServerProc::start(&b_cfg);
     T.load(&a, 0..1500, 8, v_of);
     T.load(&b, 1500..ROWS, 8, v_of);

@@ -9,15 +9,10 @@ use e2e::entry_client::EntryClient;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
+use e2e::zones::{server_zone, worker_zone};
 use service::ReadableDuration;
 
 const T: SampleTable = SampleTable { id: 17 };
-
-fn zone(z: &str) -> toml::Value {
-    let mut labels = toml::Table::new();
-    labels.insert("zone".into(), z.into());
-    labels.into()
-}
 
 #[test]
 fn regions_and_their_zones_come_from_each_servers_region_list() {
@@ -26,11 +21,9 @@ fn regions_and_their_zones_come_from_each_servers_region_list() {
     a_cfg.ranges(&[(Vec::new(), T.key(100))]);
     let a = ServerProc::start(&a_cfg);
     let mut b_cfg = cluster.server_config("b");
-    b_cfg
-        .ranges(&[(T.key(100), Vec::new())])
-        .set("server", "node-id", 2)
-        .set("server", "labels", zone("b"))
-        .tso_from(&a);
+    b_cfg.server.node_id = 2;
+    server_zone(&mut b_cfg, "b");
+    b_cfg.ranges(&[(T.key(100), Vec::new())]).tso_from(&a);
     let b = ServerProc::start(&b_cfg);
     let c = EntryClient::new(&[&a, &b], |_| {});
     c.block_on(c.client.refresh_regions()).expect("regions");
@@ -54,7 +47,7 @@ fn a_worker_that_fails_its_probe_is_dead_for_the_ttl() {
     let cluster = Cluster::new(StoreKind::Local);
     let server = ServerProc::start(&cluster.server_config("server"));
     let mut w_cfg = cluster.worker_config("worker");
-    w_cfg.set("worker", "labels", zone("b"));
+    worker_zone(&mut w_cfg, "b");
     let mut worker = WorkerProc::start(&w_cfg);
     // A port nothing listens on: bind one, then free it.
     let dead_addr = {

@@ -29,6 +29,7 @@ use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::transactions;
 use kvproto::txn::Mutation;
 use rand::Rng;
+use server::config::WalSync;
 
 const TABLES: i64 = 5;
 const COLUMNS: usize = 5;
@@ -280,7 +281,8 @@ fn offloaded_dags_equal_local_dags_case(kind: StoreKind, seed: u64) {
     println!("E2E_SEED={seed}");
     let boundary = table_start(3);
     let pair = OffloadPair::start(kind, |cfg| {
-        cfg.set("kvengine", "wal-sync", "off").ranges(&[
+        cfg.kvengine.wal_sync = WalSync::Off;
+        cfg.ranges(&[
             (Vec::new(), boundary.clone()),
             (boundary.clone(), Vec::new()),
         ]);

@@ -20,8 +20,9 @@ use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request};
 use e2e::fake_worker::FakeWorker;
 use e2e::sample_table::SampleTable;
-use e2e::server_proc::{ServerConfig, ServerProc};
+use e2e::server_proc::{ServerProc, ServerSetup};
 use e2e::worker_proc::WorkerProc;
+use service::{ReadableDuration, ReadableSize};
 
 const T: SampleTable = SampleTable { id: 11 };
 /// Another table: another pattern.
@@ -42,12 +43,15 @@ const REASONS: [(&str, &str); 10] = [
     ("local", "cpu_idle"),
 ];
 
-/// The counter's value per label pair, in [`REASONS`] order.
+/// The counter's value per label pair, in [`REASONS`] order. The server creates the series
+/// of a pair at its first such decision, so a pair not decided yet reads 0 here; every phase
+/// predicts at least one decision, so a misspelt metric or label fails [`Tally::check`].
 fn counts(server: &ServerProc) -> Vec<f64> {
+    let page = server.metrics();
     REASONS
         .iter()
         .map(|&(result, reason)| {
-            server.metric(
+            page.sum_or_zero(
                 "tikv_coprocessor_remote_decision_total",
                 &[("result", result), ("reason", reason)],
             )
@@ -55,9 +59,9 @@ fn counts(server: &ServerProc) -> Vec<f64> {
         .collect()
 }
 
-/// Everything the counter holds, whatever the labels.
+/// Everything the counter holds, whatever the labels (0 before the first decision).
 fn total(server: &ServerProc) -> f64 {
-    server.metric("tikv_coprocessor_remote_decision_total", &[])
+    server.metric_or_zero("tikv_coprocessor_remote_decision_total", &[])
 }
 
 /// Counts decisions between two snapshots and compares them with the test's prediction.
@@ -142,7 +146,7 @@ fn half() -> KeyRange {
 
 /// Loads `T` into a server of `cfg` and flushes it; the table's blocks as the estimate sees
 /// them.
-fn load_and_measure(cfg: &ServerConfig) -> u64 {
+fn load_and_measure(cfg: &ServerSetup) -> u64 {
     let mut server = ServerProc::start(cfg);
     T.load(&server, 0..ROWS, 64, |h| h);
     server.flush();
@@ -161,18 +165,10 @@ fn size_count_and_age_reasons_are_counted_under_exactly_their_conditions() {
 
     // Threshold 1.5× the table: a fresh full scan stays local (not counted), one 20 s old
     // (threshold /2) goes remote; 8 ranges go remote by count, 7 small ones stay local.
-    cfg.set(
-        "kvengine",
-        "remote-coprocessor-addr",
-        worker.coprocessor_url(),
-    )
-    .set("kvengine", "remote-coprocessor-load-aware", false)
-    .set(
-        "kvengine",
-        "remote-coprocessor-min-blocks-size",
-        (size * 3 / 2) as i64,
-    )
-    .set("kvengine", "remote-coprocessor-num-ranges", 8);
+    cfg.kvengine.remote_coprocessor_addr = worker.coprocessor_url();
+    cfg.kvengine.remote_coprocessor_load_aware = false;
+    cfg.kvengine.remote_coprocessor_min_blocks_size = ReadableSize(size * 3 / 2);
+    cfg.kvengine.remote_coprocessor_num_ranges = 8;
     let mut server = ServerProc::start(&cfg);
     let mut tally = Tally::start(&server);
     assert_eq!(send(&server, vec![T.range()]), "local");
@@ -185,11 +181,7 @@ fn size_count_and_age_reasons_are_counted_under_exactly_their_conditions() {
     server.terminate();
 
     // Threshold half the table: a fresh full scan goes remote by blocks size.
-    cfg.set(
-        "kvengine",
-        "remote-coprocessor-min-blocks-size",
-        (size / 2) as i64,
-    );
+    cfg.kvengine.remote_coprocessor_min_blocks_size = ReadableSize(size / 2);
     let server = ServerProc::start(&cfg);
     let mut tally = Tally::start(&server);
     assert_eq!(send(&server, vec![T.range()]), "remote");
@@ -202,19 +194,11 @@ fn a_pattern_slow_in_its_local_runs_goes_remote() {
     let cluster = Cluster::new(StoreKind::Local);
     let worker = WorkerProc::start(&cluster.worker_config("worker"));
     let mut cfg = cluster.server_config("server");
-    cfg.set(
-        "kvengine",
-        "remote-coprocessor-addr",
-        worker.coprocessor_url(),
-    )
-    .set("kvengine", "remote-coprocessor-load-aware", false)
-    .set("kvengine", "remote-coprocessor-min-blocks-size", "1GiB")
+    cfg.kvengine.remote_coprocessor_addr = worker.coprocessor_url();
+    cfg.kvengine.remote_coprocessor_load_aware = false;
+    cfg.kvengine.remote_coprocessor_min_blocks_size = ReadableSize::gib(1);
     // Any local run of a few thousand rows takes this long.
-    .set(
-        "kvengine",
-        "remote-coprocessor-lazy-pattern-duration",
-        "1ms",
-    );
+    cfg.kvengine.remote_coprocessor_lazy_pattern_duration = ReadableDuration::millis(1);
     let server = ServerProc::start(&cfg);
     // In the memtable only: the blocks estimate sees nothing, the runs still cost.
     T.load(&server, 0..ROWS, 64, |h| h);
@@ -242,20 +226,12 @@ fn a_pattern_that_covered_many_blocks_locally_goes_remote_over_a_small_range() {
     // history records (it is what the pattern costs here).
     let failing = FakeWorker::start(500, b"worker exploded");
     let mut cfg = cluster.server_config("server");
-    cfg.set("kvengine", "block-size", "1KiB");
+    cfg.kvengine.block_size = ReadableSize::kib(1);
     let size = load_and_measure(&cfg);
-    cfg.set(
-        "kvengine",
-        "remote-coprocessor-addr",
-        failing.coprocessor_url(),
-    )
-    .set("kvengine", "remote-coprocessor-load-aware", false)
-    .set("kvengine", "remote-coprocessor-lazy-pattern-duration", "0s")
-    .set(
-        "kvengine",
-        "remote-coprocessor-min-blocks-size",
-        (size / 2) as i64,
-    );
+    cfg.kvengine.remote_coprocessor_addr = failing.coprocessor_url();
+    cfg.kvengine.remote_coprocessor_load_aware = false;
+    cfg.kvengine.remote_coprocessor_lazy_pattern_duration = ReadableDuration::millis(0);
+    cfg.kvengine.remote_coprocessor_min_blocks_size = ReadableSize(size / 2);
     let server = ServerProc::start(&cfg);
     let mut tally = Tally::start(&server);
     assert_eq!(
@@ -301,50 +277,23 @@ fn load_aware_routing_follows_the_injected_cpu_signal_and_the_force_thresholds()
     let worker = WorkerProc::start(&cluster.worker_config("worker"));
     let mut cfg = cluster.server_config("server");
     // Small blocks: half the table estimates close to half its size.
-    cfg.set("kvengine", "block-size", "4KiB");
+    cfg.kvengine.block_size = ReadableSize::kib(4);
     let size = load_and_measure(&cfg);
     let cpu_file = cluster.path("cpu");
     // Candidates: half the table or more (blocks_size), 8 ranges or more (num_ranges).
     // Forced: the whole table, 16 ranges or more.
-    cfg.set(
-        "kvengine",
-        "remote-coprocessor-addr",
-        worker.coprocessor_url(),
-    )
-    .set(
-        "kvengine",
-        "remote-coprocessor-min-blocks-size",
-        (size / 4) as i64,
-    )
-    .set(
-        "kvengine",
-        "remote-coprocessor-load-aware-force-blocks-size",
-        (size * 9 / 10) as i64,
-    )
-    .set("kvengine", "remote-coprocessor-num-ranges", 8)
-    .set(
-        "kvengine",
-        "remote-coprocessor-load-aware-force-num-ranges",
-        16,
-    )
-    .set(
-        "kvengine",
-        "remote-coprocessor-load-aware-cpu-source",
-        format!("file:{}", cpu_file.display()),
-    )
-    .set(
-        "kvengine",
-        "remote-coprocessor-load-aware-sample-interval",
-        // Stale after three periods: long enough for a loaded test machine.
-        "200ms",
-    )
-    .set(
-        "kvengine",
-        "remote-coprocessor-load-aware-hold-time",
-        "400ms",
-    )
+    let kv = &mut cfg.kvengine;
+    kv.remote_coprocessor_addr = worker.coprocessor_url();
+    kv.remote_coprocessor_min_blocks_size = ReadableSize(size / 4);
+    kv.remote_coprocessor_load_aware_force_blocks_size = ReadableSize(size * 9 / 10);
+    kv.remote_coprocessor_num_ranges = 8;
+    kv.remote_coprocessor_load_aware_force_num_ranges = 16;
+    kv.remote_coprocessor_load_aware_cpu_source = format!("file:{}", cpu_file.display());
+    // Stale after three periods: long enough for a loaded test machine.
+    kv.remote_coprocessor_load_aware_sample_interval = ReadableDuration::millis(200);
+    kv.remote_coprocessor_load_aware_hold_time = ReadableDuration::millis(400);
     // Local runs would make the pattern a lazy candidate; that has its own tests.
-    .set("kvengine", "remote-coprocessor-lazy-pattern-duration", "0s");
+    kv.remote_coprocessor_lazy_pattern_duration = ReadableDuration::millis(0);
     let server = ServerProc::start(&cfg);
     let mut tally = Tally::start(&server);
 

@@ -13,6 +13,7 @@ use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::worker_proc::WorkerProc;
 use rand::{Rng, SeedableRng};
+use service::ReadableDuration;
 
 const T: SampleTable = SampleTable { id: 3 };
 const ROWS: i64 = 400;
@@ -58,7 +59,7 @@ fn killing_the_worker_mid_request_falls_back_to_the_local_answer() {
         ..S3Faults::default()
     });
     let worker_cfg =
-        e2e::worker_proc::WorkerConfig::new(&cluster.path("worker"), &cluster.store_at(&slow_s3));
+        e2e::worker_proc::WorkerSetup::new(&cluster.path("worker"), &cluster.store_at(&slow_s3));
     let mut worker = WorkerProc::start(&worker_cfg);
     let mut cfg = cluster.server_config("server");
     cfg.offload_all_to_worker(&worker);
@@ -96,13 +97,17 @@ fn a_worker_answering_503_is_retried_then_the_server_falls_back() {
     let cluster = Cluster::new(StoreKind::Local);
     let fake = FakeWorker::start(503, b"busy");
     let mut cfg = cluster.server_config("server");
-    cfg.offload_all_to(&fake.coprocessor_url())
-        .set("kvengine", "remote-coprocessor-max-retries", 2)
-        .set("kvengine", "remote-coprocessor-retry-backoff", "10ms");
+    cfg.offload_all_to(&fake.coprocessor_url());
+    cfg.kvengine.remote_coprocessor_max_retries = 2;
+    cfg.kvengine.remote_coprocessor_retry_backoff = ReadableDuration::millis(10);
     let server = ServerProc::start(&cfg);
     load(&server, false);
     let before = ServerCopCounters::read(&server);
-    let unavailable_before = fallbacks(&server, "unavailable");
+    // No fallback yet: the server creates the series at the first one.
+    let unavailable_before = server.metric_or_zero(
+        "stratus_server_offload_fallbacks_total",
+        &[("cause", "unavailable")],
+    );
 
     let resp = count_sum(&server);
     assert_eq!(location(&resp), "fallback", "{:?}", resp.exec_details);
@@ -212,7 +217,7 @@ fn a_failing_object_store_get_on_the_worker_is_retried() {
         ..S3Faults::default()
     });
     let worker_cfg =
-        e2e::worker_proc::WorkerConfig::new(&cluster.path("worker"), &cluster.store_at(&flaky_s3));
+        e2e::worker_proc::WorkerSetup::new(&cluster.path("worker"), &cluster.store_at(&flaky_s3));
     let worker = WorkerProc::start(&worker_cfg);
     let mut cfg = cluster.server_config("server");
     cfg.offload_all_to_worker(&worker);
@@ -236,7 +241,7 @@ fn a_failing_object_store_get_on_the_worker_is_retried() {
 fn a_worker_that_cannot_reach_the_object_store_falls_back() {
     let cluster = Cluster::new(StoreKind::S3);
     let mut worker_s3 = cluster.s3_endpoint_with(S3Faults::default());
-    let worker_cfg = e2e::worker_proc::WorkerConfig::new(
+    let worker_cfg = e2e::worker_proc::WorkerSetup::new(
         &cluster.path("worker"),
         &cluster.store_at(&worker_s3).with_max_attempts(1),
     );

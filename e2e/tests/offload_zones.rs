@@ -9,6 +9,7 @@ use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::worker_proc::WorkerProc;
 use e2e::zones::{dispatches, offload_all_to_workers, server_zone, worker_zone};
+use service::ReadableDuration;
 
 const T: SampleTable = SampleTable { id: 5 };
 const ROWS: i64 = 300;
@@ -45,7 +46,7 @@ fn offloads_stay_in_the_own_zone_and_cross_only_when_it_has_no_alive_worker() {
     let mut cfg = cluster.server_config("server");
     server_zone(&mut cfg, "a");
     offload_all_to_workers(&mut cfg, &[(&worker_a, "a"), (&worker_b, "b")]);
-    cfg.set("kvengine", "remote-coprocessor-worker-dead-ttl", "60s");
+    cfg.kvengine.remote_coprocessor_worker_dead_ttl = ReadableDuration::secs(60);
     let server = ServerProc::start(&cfg);
     T.load(&server, 0..ROWS, 16, |h| 3 * h);
     server.flush();

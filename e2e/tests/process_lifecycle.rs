@@ -10,9 +10,11 @@ use e2e::coprocessor;
 use e2e::http_client::get;
 use e2e::process::run_to_exit;
 use e2e::sample_table::SampleTable;
-use e2e::server_proc::{ServerConfig, ServerProc};
+use e2e::server_proc::{ServerProc, ServerSetup};
 use e2e::transactions;
 use e2e::worker_proc::WorkerProc;
+use server::config::WalSync;
+use service::ReadableSize;
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -38,29 +40,28 @@ fn assert_refused_naming(status: ExitStatus, stderr: &str, key: &str) {
     );
 }
 
-fn server_config(cluster: &Cluster) -> ServerConfig {
+fn server_config(cluster: &Cluster) -> ServerSetup {
     cluster.server_config("server")
 }
 
 #[test]
 fn server_rejects_an_unknown_key_naming_it() {
     let cluster = Cluster::new(StoreKind::Local);
-    let mut cfg = server_config(&cluster);
-    cfg.set(
+    let cfg = server_config(&cluster);
+    let (status, stderr) = refused(cfg.command_with_raw_key(
         "kvengine",
         "remote-coprocessor-adress",
         "http://127.0.0.1:1/coprocessor",
-    );
-    let (status, stderr) = refused(cfg.command());
+    ));
     assert_refused_naming(status, &stderr, "remote-coprocessor-adress");
 }
 
 #[test]
 fn server_rejects_a_bad_value_naming_it() {
     let cluster = Cluster::new(StoreKind::Local);
-    let mut cfg = server_config(&cluster);
-    cfg.set("kvengine", "remote-coprocessor-min-blocks-size", "lots");
-    let (status, stderr) = refused(cfg.command());
+    let cfg = server_config(&cluster);
+    let (status, stderr) =
+        refused(cfg.command_with_raw_key("kvengine", "remote-coprocessor-min-blocks-size", "lots"));
     assert_refused_naming(status, &stderr, "remote-coprocessor-min-blocks-size");
 }
 
@@ -68,11 +69,7 @@ fn server_rejects_a_bad_value_naming_it() {
 fn server_rejects_a_value_that_cannot_work_naming_it() {
     let cluster = Cluster::new(StoreKind::Local);
     let mut cfg = server_config(&cluster);
-    cfg.set(
-        "kvengine",
-        "remote-coprocessor-addr",
-        "ftp://127.0.0.1:1/coprocessor",
-    );
+    cfg.kvengine.remote_coprocessor_addr = "ftp://127.0.0.1:1/coprocessor".into();
     let (status, stderr) = refused(cfg.command());
     assert_refused_naming(status, &stderr, "remote-coprocessor-addr");
 }
@@ -80,18 +77,18 @@ fn server_rejects_a_value_that_cannot_work_naming_it() {
 #[test]
 fn worker_rejects_an_unknown_key_naming_it() {
     let cluster = Cluster::new(StoreKind::Local);
-    let mut cfg = cluster.worker_config("worker");
-    cfg.set("worker", "max-request-sise", "1GiB");
-    let (status, stderr) = refused(cfg.command());
+    let cfg = cluster.worker_config("worker");
+    let (status, stderr) =
+        refused(cfg.command_with_raw_key(Some("worker"), "max-request-sise", "1GiB"));
     assert_refused_naming(status, &stderr, "max-request-sise");
 }
 
 #[test]
 fn worker_rejects_a_bad_value_naming_it() {
     let cluster = Cluster::new(StoreKind::Local);
-    let mut cfg = cluster.worker_config("worker");
-    cfg.set("worker", "max-request-size", "huge");
-    let (status, stderr) = refused(cfg.command());
+    let cfg = cluster.worker_config("worker");
+    let (status, stderr) =
+        refused(cfg.command_with_raw_key(Some("worker"), "max-request-size", "huge"));
     assert_refused_naming(status, &stderr, "max-request-size");
 }
 
@@ -99,10 +96,10 @@ fn worker_rejects_a_bad_value_naming_it() {
 fn both_binaries_print_and_serve_their_effective_config() {
     let cluster = Cluster::new(StoreKind::Local);
     let mut wcfg = cluster.worker_config("worker");
-    wcfg.set("worker", "max-request-size", "123MiB");
+    wcfg.worker.max_request_size = ReadableSize::mib(123);
     let worker = WorkerProc::start(&wcfg);
     let mut cfg = server_config(&cluster);
-    cfg.set("kvengine", "remote-coprocessor-max-retries", 7);
+    cfg.kvengine.remote_coprocessor_max_retries = 7;
     let server = ServerProc::start(&cfg);
 
     let served = server.config_text();
@@ -116,10 +113,10 @@ fn both_binaries_print_and_serve_their_effective_config() {
     );
     assert!(
         server
-            .stdout()
+            .output()
             .contains("remote-coprocessor-max-retries = 7"),
         "printed at start:\n{}",
-        server.stdout()
+        server.output()
     );
     let status = server.status_text();
     assert!(
@@ -230,7 +227,7 @@ fn server_exits_zero_on_sigterm_and_keeps_its_data_across_a_restart() {
 fn server_keeps_acknowledged_writes_after_sigkill() {
     let cluster = Cluster::new(StoreKind::Local);
     let mut cfg = server_config(&cluster);
-    cfg.set("kvengine", "wal-sync", "every-batch");
+    cfg.kvengine.wal_sync = WalSync::EveryBatch;
     let mut server = ServerProc::start(&cfg);
     let values = write_some(&server);
     let last_ts = server.tso();

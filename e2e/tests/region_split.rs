@@ -14,6 +14,7 @@ use kvproto::paths;
 use kvproto::region::{KvPair, RawLoadRequest, RawLoadResponse, SplitRequest, SplitResponse};
 use kvproto::txn::ErrorKind;
 use kvproto::txn::ScanRequest;
+use service::{ReadableDuration, ReadableSize};
 
 const TABLE: SampleTable = SampleTable { id: 5 };
 
@@ -117,8 +118,8 @@ fn a_split_request_gives_two_children_and_stales_the_old_epoch() {
 fn a_region_above_the_split_size_splits_by_itself_and_keeps_every_row() {
     let cluster = Cluster::new(StoreKind::Local);
     let mut cfg = cluster.server_config("server");
-    cfg.set("server", "region-split-size", "512KiB")
-        .set("server", "split-check-interval", "200ms");
+    cfg.server.region_split_size = ReadableSize::kib(512);
+    cfg.server.split_check_interval = ReadableDuration::millis(200);
     let server = ServerProc::start(&cfg);
     // The checker may split while rows arrive: a write to a splitting region answers Busy,
     // which a loader retries.

@@ -11,6 +11,7 @@ use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::EntryClient;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
+use service::ReadableSize;
 
 const ROWS: i64 = 3000;
 const BATCH: i64 = 500;
@@ -95,17 +96,9 @@ fn explain_shows_the_dag_and_where_each_region_ran_and_why() {
 
     // Offload by blocks size above half the table; load-aware routing off, so the reason is
     // exactly the blocks size.
-    cfg.set(
-        "kvengine",
-        "remote-coprocessor-addr",
-        worker.coprocessor_url(),
-    )
-    .set("kvengine", "remote-coprocessor-load-aware", false)
-    .set(
-        "kvengine",
-        "remote-coprocessor-min-blocks-size",
-        (size / 2) as i64,
-    );
+    cfg.kvengine.remote_coprocessor_addr = worker.coprocessor_url();
+    cfg.kvengine.remote_coprocessor_load_aware = false;
+    cfg.kvengine.remote_coprocessor_min_blocks_size = ReadableSize(size / 2);
     let server = ServerProc::start(&cfg);
     let c = EntryClient::new(&[&server], |cfg| {
         cfg.workers = vec![worker.base_url().to_string()];

@@ -18,7 +18,7 @@ use e2e::worker_proc::WorkerProc;
 
 const T: SampleTable = SampleTable { id: 9 };
 const ROWS: i64 = 3000;
-const THRESHOLD: i64 = 100;
+const THRESHOLD: u64 = 100;
 
 fn v_of(h: i64) -> i64 {
     h * 7919 % 5003
@@ -73,11 +73,7 @@ fn final_top_n(rows: Vec<Vec<Datum>>, limit: usize) -> Vec<i64> {
 
 fn start() -> OffloadPair {
     let pair = OffloadPair::start(StoreKind::Local, |c| {
-        c.set(
-            "kvengine",
-            "remote-coprocessor-topn-max-pushdown-rows",
-            THRESHOLD,
-        );
+        c.kvengine.remote_coprocessor_topn_max_pushdown_rows = THRESHOLD;
     });
     for s in pair.both() {
         T.load(s, 0..ROWS, 8, v_of);
@@ -148,7 +144,7 @@ fn a_topn_above_the_threshold_comes_back_in_resumable_pages_that_merge_to_the_lo
 #[test]
 fn a_topn_within_the_threshold_is_one_heap_answer_from_the_worker() {
     let pair = start();
-    let limit = (THRESHOLD / 2) as u64;
+    let limit = THRESHOLD / 2;
     let dag = top_n_dag(limit);
     let before = pair
         .remote
@@ -200,10 +196,10 @@ impl OlderServer {
     fn start() -> OlderServer {
         let cluster = Cluster::new(StoreKind::Local);
         let mut worker_cfg = cluster.worker_config("worker");
-        worker_cfg.set_top("cop-topn-max-pushdown-rows", THRESHOLD);
+        worker_cfg.cop_topn_max_pushdown_rows = THRESHOLD;
         let worker = WorkerProc::start(&worker_cfg);
         let capture = BodyCapture::start(&cluster, "older-server", |c| {
-            c.set("kvengine", "remote-coprocessor-topn-max-pushdown-rows", 0);
+            c.kvengine.remote_coprocessor_topn_max_pushdown_rows = 0;
         });
         T.load(&capture.server, 0..ROWS, 8, v_of);
         capture.server.flush();
@@ -291,7 +287,7 @@ fn a_worker_with_the_topn_setting_passes_through_requests_that_already_page() {
         "the request's own page of 64 rows"
     );
     // A TopN within the threshold, without paging: one heap answer.
-    let small = (THRESHOLD / 2) as u64;
+    let small = THRESHOLD / 2;
     let (local_small, small_body) = setup.capture(&top_n_dag(small));
     let heap = offload_body::run(&setup.worker, &small_body);
     assert!(heap.range.is_none(), "one answer, no resume range");
