@@ -28,6 +28,83 @@ fn table(keys: u32, versions: u64, block_size: usize, compression: Compression) 
     b.finish()
 }
 
+/// Footers that each stop at a different check of `Footer::decode` (with a valid checksum where
+/// the check comes after it), so the fuzzer starts past the magic and the CRC.
+fn footer_variants() -> Vec<(&'static str, Vec<u8>)> {
+    use sst::footer::{CHECKSUM_CRC32, FOOTER_LEN, FORMAT_VERSION, Footer};
+    use sst::index::BlockHandle;
+    let handle = |offset, len| BlockHandle { offset, len };
+    let good = Footer {
+        old_blocks_offset: 4096,
+        index: handle(4096, 64),
+        old_index: handle(4160, 16),
+        filter: handle(4176, 128),
+        properties: handle(4304, 200),
+        compression: 0,
+        checksum: CHECKSUM_CRC32,
+        format_version: FORMAT_VERSION,
+    };
+    // Re-seals the CRC after an edit of the bytes it covers.
+    let seal = |mut f: [u8; FOOTER_LEN]| {
+        let crc = crc32fast::hash(&f[..FOOTER_LEN - 12]);
+        f[FOOTER_LEN - 12..FOOTER_LEN - 8].copy_from_slice(&crc.to_le_bytes());
+        f.to_vec()
+    };
+    let mut bad_magic = good.encode();
+    bad_magic[FOOTER_LEN - 1] ^= 0xff;
+    let mut bad_crc = good.encode();
+    bad_crc[3] ^= 1;
+    let mut reserved = good.encode();
+    reserved[60] = 1;
+    let mut prefixed = vec![0xab; 37];
+    prefixed.extend_from_slice(&good.encode());
+    vec![
+        ("crafted_valid", good.encode().to_vec()),
+        (
+            "crafted_zstd",
+            Footer {
+                compression: 1,
+                ..good
+            }
+            .encode()
+            .to_vec(),
+        ),
+        ("crafted_bad_magic", bad_magic.to_vec()),
+        ("crafted_bad_crc", bad_crc.to_vec()),
+        ("crafted_reserved_not_zero", seal(reserved)),
+        (
+            "crafted_version_2",
+            Footer {
+                format_version: 2,
+                ..good
+            }
+            .encode()
+            .to_vec(),
+        ),
+        (
+            "crafted_unknown_checksum",
+            Footer {
+                checksum: 7,
+                ..good
+            }
+            .encode()
+            .to_vec(),
+        ),
+        ("crafted_short", good.encode()[..FOOTER_LEN - 1].to_vec()),
+        ("crafted_behind_data", prefixed),
+        (
+            "crafted_handles_past_u32",
+            Footer {
+                old_blocks_offset: u64::MAX,
+                index: handle(u64::MAX - 3, u32::MAX),
+                ..good
+            }
+            .encode()
+            .to_vec(),
+        ),
+    ]
+}
+
 fn main() -> std::io::Result<()> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
     let write = |target: &str, name: &str, data: &[u8]| -> std::io::Result<()> {
@@ -62,6 +139,9 @@ fn main() -> std::io::Result<()> {
         "l0.sst",
         &sst::build_l0([Some(a), Some(b), Some(d)]),
     )?;
+    for (name, data) in footer_variants() {
+        write("sst_footer", &format!("{name}.footer"), &data)?;
+    }
     println!("seeds written under {}", root.display());
     Ok(())
 }
