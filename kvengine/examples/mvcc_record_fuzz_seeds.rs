@@ -172,6 +172,16 @@ fn meta_seeds() -> Vec<(String, Vec<u8>)> {
     let mut bad = put.to_vec();
     bad[0] = 9;
     out.push(("unknown_kind.meta".into(), bad));
+    out.push(("empty.meta".into(), Vec::new()));
+    // Boundary timestamps: a put at the largest ts, and a rollback whose commit_ts is below
+    // its start_ts (the decoder takes any pair; readers order by commit_ts).
+    let mut max = put.to_vec();
+    max[1..17].fill(0xff);
+    out.push(("max_ts.meta".into(), max));
+    let mut inverted = metas()[2].1.encode().to_vec();
+    inverted[1..9].copy_from_slice(&u64::MAX.to_le_bytes());
+    inverted[9..17].copy_from_slice(&1u64.to_le_bytes());
+    out.push(("commit_below_start.meta".into(), inverted));
     out
 }
 
