@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use cop::proto::{DagRequest, KeyRange};
+use wire::coprocessor::{DagRequest, KeyRange};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag};
 use e2e::sample_table::SampleTable;

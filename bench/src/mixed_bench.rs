@@ -21,8 +21,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cop::datum::Datum;
-use cop::proto::KeyRange;
+use wire::datum::Datum;
+use wire::coprocessor::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::SampleTable;

@@ -13,8 +13,8 @@
 
 use std::time::{Duration, Instant};
 
-use cop::codec::row::encode_row;
-use cop::datum::Datum;
+use wire::codec::row::encode_row;
+use wire::datum::Datum;
 use e2e::cluster::{OffloadPair, StoreKind};
 use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::{PAD_COLUMN, SampleTable, V_COLUMN};

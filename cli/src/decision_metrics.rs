@@ -3,7 +3,7 @@
 //! decided during its steps; `stratus bench` checks that each configuration made the decisions
 //! it is named after.
 
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 use crate::loaded_cluster::StepError;
 use crate::local_cluster::LocalCluster;

@@ -12,7 +12,7 @@
 //! bytes are a JSON string (invalid UTF-8 replaced). With two columns of the same name the
 //! object has that key twice; name them apart with `AS`.
 
-use cop::datum::Datum;
+use wire::datum::Datum;
 use serde_json::Value;
 
 use crate::output_format::text;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use client::sql::TableSchema;
 use client::{Client, ClientConfig};
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 use crate::local_cluster::{ClusterError, ClusterOptions, LocalCluster, NodeInfo};
 use crate::sample_table::{self, LoadError};
@@ -163,7 +163,7 @@ impl LoadedCluster {
 
 fn client_for(rt: &tokio::runtime::Runtime, config: ClientConfig) -> Result<Client, StepError> {
     let _guard = rt.enter();
-    Client::new(config).map_err(|e| StepError::Client(service::error_chain(&e)))
+    Client::new(config).map_err(|e| StepError::Client(node::error_chain(&e)))
 }
 
 /// A bar on stderr (hidden when stderr is not a terminal).
@@ -197,12 +197,12 @@ fn settle_regions(servers: &[NodeInfo]) -> Result<Vec<(String, usize)>, StepErro
                 server: s.name.clone(),
                 reason,
             };
-            let reply = crate::node_http::get(&s.url, kvproto::paths::REGIONS, FLUSH_TIMEOUT)
+            let reply = crate::node_http::get(&s.url, wire::paths::REGIONS, FLUSH_TIMEOUT)
                 .map_err(err)?;
             if reply.status != 200 {
                 return Err(err(format!("expected status 200, found {}", reply.status)));
             }
-            let regions: kvproto::region::RegionsResponse =
+            let regions: wire::region::RegionsResponse =
                 prost::Message::decode(reply.body.as_slice())
                     .map_err(|e| err(format!("undecodable /regions answer: {e}")))?;
             now.push((s.name.clone(), regions.regions.len()));
@@ -230,7 +230,7 @@ fn flush_servers(servers: &[NodeInfo]) -> Result<(), StepError> {
             reason,
         };
         let reply =
-            crate::node_http::post_empty(&s.url, kvproto::paths::ADMIN_FLUSH, FLUSH_TIMEOUT)
+            crate::node_http::post_empty(&s.url, wire::paths::ADMIN_FLUSH, FLUSH_TIMEOUT)
                 .map_err(flush_err)?;
         if reply.status != 200 {
             return Err(flush_err(format!(

@@ -125,7 +125,7 @@ pub enum ClusterError {
 
 /// The split key between `server-a` and `server-b`: the record key of table 1, handle 0.
 pub fn split_key() -> Vec<u8> {
-    cop::codec::table::record_key(1, 0)
+    wire::codec::table::record_key(1, 0)
 }
 
 /// A running node process.
@@ -402,7 +402,7 @@ impl LocalCluster {
         let deadline = Instant::now() + CPU_SAMPLE_TIMEOUT;
         for server in &self.servers {
             loop {
-                let status = self.get(server, kvproto::paths::STATUS)?;
+                let status = self.get(server, wire::paths::STATUS)?;
                 let json: serde_json::Value =
                     serde_json::from_str(&status).map_err(|e| ClusterError::Http {
                         node: server.name.clone(),
@@ -433,7 +433,7 @@ impl LocalCluster {
     pub fn server_metrics(&self) -> Result<Vec<(String, String)>, ClusterError> {
         self.servers
             .iter()
-            .map(|s| Ok((s.name.clone(), self.get(s, kvproto::paths::METRICS)?)))
+            .map(|s| Ok((s.name.clone(), self.get(s, wire::paths::METRICS)?)))
             .collect()
     }
 
@@ -688,8 +688,8 @@ fn server_config(
     server.insert("node-id".into(), i64::from(node_id).into());
     server.insert("labels".into(), zone_labels(spec.zone));
     let mut r = toml::Table::new();
-    r.insert("start".into(), service::config::escape_key(range.0).into());
-    r.insert("end".into(), service::config::escape_key(range.1).into());
+    r.insert("start".into(), node::config::escape_key(range.0).into());
+    r.insert("end".into(), node::config::escape_key(range.1).into());
     server.insert("ranges".into(), toml::Value::Array(vec![r.into()]));
     server.insert("tso".into(), tso.is_none().into());
     if let Some(url) = tso {
@@ -768,7 +768,7 @@ mod tests {
 
     fn parse_server(t: &toml::Table) -> server::config::ServerConfig {
         let text = toml::to_string(t).unwrap();
-        let cfg: server::config::ServerConfig = service::config::parse(&text, "generated").unwrap();
+        let cfg: server::config::ServerConfig = node::config::parse(&text, "generated").unwrap();
         cfg.validate().unwrap();
         cfg
     }
@@ -799,8 +799,8 @@ mod tests {
         assert_eq!(b.server.tso_addr, "http://127.0.0.1:9");
         assert_eq!((a.zone(), b.zone()), ("a", "b"));
         assert_ne!(a.server.node_id, b.server.node_id);
-        assert!(cop::codec::table::record_key(1, -1) < key);
-        assert!(cop::codec::table::record_key(1, 1) > key);
+        assert!(wire::codec::table::record_key(1, -1) < key);
+        assert!(wire::codec::table::record_key(1, 1) > key);
     }
 
     #[test]
@@ -839,7 +839,7 @@ mod tests {
     fn workers_get_their_zone_the_shared_store_and_consecutive_ports() {
         let t = worker_config(&opts(false, 7000), &WORKERS[3]);
         let text = toml::to_string(&t).unwrap();
-        let cfg: worker::WorkerConfig = service::config::parse(&text, "generated").unwrap();
+        let cfg: worker::WorkerConfig = node::config::parse(&text, "generated").unwrap();
         assert_eq!(cfg.worker.addr, "127.0.0.1:7005");
         assert_eq!(cfg.worker.labels.get("zone").map(String::as_str), Some("b"));
         assert_eq!(cfg.dfs.local_dir, PathBuf::from("/d/objects"));

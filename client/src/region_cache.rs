@@ -9,9 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use cop::proto::KeyRange;
-use kvproto::paths;
-use kvproto::region::{Region, RegionsResponse};
+use wire::coprocessor::KeyRange;
+use wire::paths;
+use wire::region::{Region, RegionsResponse};
 use parking_lot::RwLock;
 
 use crate::error::{Error, Result};

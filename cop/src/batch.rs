@@ -4,7 +4,7 @@
 //! alive: a selection shrinks `logical_rows` instead of copying columns (TiKV's design), and
 //! only executors that must materialize (aggregation, TopN, projection output) read through it.
 
-use crate::datum::{Datum, EvalType};
+use wire::datum::{Datum, EvalType};
 
 /// One column of values, NULL as `None`.
 #[derive(Debug, Clone, PartialEq)]

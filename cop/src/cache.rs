@@ -18,7 +18,7 @@
 
 use kvengine::SnapAccess;
 
-use crate::proto::{Request, Response};
+use wire::coprocessor::{Request, Response};
 
 /// The data version a response reports: the snapshot's, or 0 when it has none (a worker's).
 pub fn response_data_version(snap: &SnapAccess) -> u64 {
@@ -46,7 +46,7 @@ pub fn stamp_remote_answer(
     resp.is_cache_hit = false;
     let d = resp
         .exec_details
-        .get_or_insert_with(crate::proto::ExecDetails::default);
+        .get_or_insert_with(wire::coprocessor::ExecDetails::default);
     d.location = location.to_string();
     d.remote_addr = remote_addr.to_string();
     d.reason = reason.to_string();

@@ -2,7 +2,7 @@
 //!
 //! Two kinds travel differently: an [`EvalError`] (overflow, a bad value in a row, a type the
 //! expression cannot take) is a property of the query on this data and goes back inside the
-//! response data ([`crate::proto::SelectResponse::error`]); an [`Error`] means the request
+//! response data ([`wire::coprocessor::SelectResponse::error`]); an [`Error`] means the request
 //! itself could not be served (malformed DAG, a lock, a storage failure) and goes into the
 //! response's error fields.
 

@@ -8,12 +8,12 @@
 
 use prost::Message;
 
-use super::datum::{decode_datum, decode_datums, decode_default, encode_datum};
-use super::row::{ColumnValue, RowView, decode_value, encode_row};
-use super::table::{decode_index_key, decode_record_key};
+use wire::codec::datum::{decode_datum, decode_datums, decode_default, encode_datum};
+use wire::codec::row::{ColumnValue, RowView, decode_value, encode_row};
+use wire::codec::table::{decode_index_key, decode_record_key};
 use crate::batch::Column;
-use crate::datum::{Datum, FieldType};
-use crate::proto::{DagRequest, Request};
+use wire::datum::{Datum, FieldType};
+use wire::coprocessor::{DagRequest, Request};
 
 const FIELD_TYPES: [FieldType; 5] = [
     FieldType::Int64,

@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
-use cop::codec::table::record_key;
-use cop::datum::{Datum, FieldType};
+use wire::codec::table::record_key;
+use wire::datum::{Datum, FieldType};
 use cop::handler::{HandlerOptions, handle};
-use cop::proto::{DagRequest, Expr, KeyRange, Request, ScalarFuncSig};
+use wire::coprocessor::{DagRequest, Expr, KeyRange, Request, ScalarFuncSig};
 
 const T: i64 = 3;
 
@@ -214,8 +214,8 @@ fn a_rebuilt_snapshot_never_answers_a_cache_hit_and_reports_version_zero() {
 
 #[test]
 fn a_remote_answer_is_stamped_with_the_origin_version_and_loses_cacheability_only_when_told() {
-    use cop::cache::stamp_remote_answer;
-    use cop::proto::Response;
+    use node::remote_answer::stamp_remote_answer;
+    use wire::coprocessor::Response;
     let computed = Response {
         can_be_cached: true,
         is_cache_hit: true,

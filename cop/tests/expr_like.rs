@@ -1,9 +1,9 @@
 //! LIKE: `%`, `_`, `\` escapes, constant and per-row patterns, and NULL.
 
 use cop::batch::Column;
-use cop::datum::{Datum, EvalType};
+use wire::datum::{Datum, EvalType};
 use cop::expr::{CompiledExpr, LikePattern};
-use cop::proto::{Expr as P, ScalarFuncSig as S};
+use wire::coprocessor::{Expr as P, ScalarFuncSig as S};
 use proptest::prelude::*;
 
 fn like(value: &[u8], pattern: &[u8]) -> bool {

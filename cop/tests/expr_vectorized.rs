@@ -3,9 +3,9 @@
 //! broadcasts and the logical-row gathers never mix rows up.
 
 use cop::batch::Column;
-use cop::datum::{Datum, EvalType};
+use wire::datum::{Datum, EvalType};
 use cop::expr::Expr;
-use cop::proto::{Expr as P, ScalarFuncSig as S};
+use wire::coprocessor::{Expr as P, ScalarFuncSig as S};
 use proptest::prelude::*;
 
 /// Input columns: Int, UInt, Real, Bytes.

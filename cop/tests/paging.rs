@@ -8,10 +8,10 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use cop::codec::table::record_key;
-use cop::datum::{Datum, FieldType};
+use wire::codec::table::record_key;
+use wire::datum::{Datum, FieldType};
 use cop::handler::{HandlerOptions, handle};
-use cop::proto::{
+use wire::coprocessor::{
     DagRequest, Executor, Expr, ExprType, KeyRange, Request, Response, ScalarFuncSig,
 };
 use proptest::prelude::*;

@@ -15,8 +15,8 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use cop::datum::Datum;
-use cop::proto::{KeyRange, Request, Response};
+use wire::datum::Datum;
+use wire::coprocessor::{KeyRange, Request, Response};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::SampleTable;

@@ -1,11 +1,11 @@
-//! A blocking HTTP client for tests: `service::HttpClient` on a runtime this module owns.
+//! A blocking HTTP client for tests: `node::HttpClient` on a runtime this module owns.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
 use prost::Message;
-use service::{HttpClient, HttpReply};
+use node::{HttpClient, HttpReply};
 
 /// Per-call timeout: generous, a test that hangs fails here instead of at the suite's limit.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,7 +28,7 @@ fn client() -> &'static HttpClient {
 }
 
 /// POSTs `body`; transport errors are `Err` (a test may expect them, e.g. a killed process).
-pub fn try_post(url: &str, body: impl Into<Bytes>) -> Result<HttpReply, service::ClientError> {
+pub fn try_post(url: &str, body: impl Into<Bytes>) -> Result<HttpReply, node::ClientError> {
     let body = body.into();
     runtime().block_on(client().post(url, body, CALL_TIMEOUT))
 }
@@ -38,7 +38,7 @@ pub fn try_post_with_headers(
     url: &str,
     body: impl Into<Bytes>,
     headers: &[(&str, &str)],
-) -> Result<HttpReply, service::ClientError> {
+) -> Result<HttpReply, node::ClientError> {
     let body = body.into();
     runtime().block_on(client().post_with_headers(url, body, headers, CALL_TIMEOUT))
 }
@@ -47,7 +47,7 @@ pub fn post(url: &str, body: impl Into<Bytes>) -> HttpReply {
     try_post(url, body).unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }
 
-pub fn try_get(url: &str) -> Result<HttpReply, service::ClientError> {
+pub fn try_get(url: &str) -> Result<HttpReply, node::ClientError> {
     runtime().block_on(client().get(url, CALL_TIMEOUT))
 }
 

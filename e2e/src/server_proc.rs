@@ -4,17 +4,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use cop::proto::{Request, Response};
-use kvproto::paths;
-use kvproto::region::{
+use wire::coprocessor::{Request, Response};
+use wire::paths;
+use wire::region::{
     KvPair, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
 };
-use kvproto::region::{TsoRequest, TsoResponse};
-use kvproto::txn::{
+use wire::region::{TsoRequest, TsoResponse};
+use wire::txn::{
     CommandResponse, CommitRequest, GetRequest, GetResponse, PrewriteRequest, PrewriteResponse,
     RollbackRequest, ScanRequest, ScanResponse,
 };
-use service::HttpReply;
+use node::HttpReply;
 
 use crate::binaries;
 use crate::http_client::{get, get_text, post, post_proto};
@@ -79,8 +79,8 @@ impl ServerConfig {
             .iter()
             .map(|(start, end)| {
                 let mut t = toml::Table::new();
-                t.insert("start".into(), service::config::escape_key(start).into());
-                t.insert("end".into(), service::config::escape_key(end).into());
+                t.insert("start".into(), node::config::escape_key(start).into());
+                t.insert("end".into(), node::config::escape_key(end).into());
                 t.into()
             })
             .collect();

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use service::HttpReply;
+use node::HttpReply;
 
 use crate::binaries;
 use crate::http_client::{get_text, post};

@@ -2,8 +2,8 @@
 //! to several zoned workers, and coprocessor requests sent to a worker's
 //! `POST /delegate/coprocessor` on behalf of the server owning the region.
 
-use cop::proto::{Request, Response};
-use kvproto::delegate::REGION_SERVER_HEADER;
+use wire::coprocessor::{Request, Response};
+use wire::delegate::REGION_SERVER_HEADER;
 use prost::Message;
 
 use crate::server_proc::{ServerConfig, ServerProc};
@@ -57,7 +57,7 @@ pub fn post_delegate_raw(worker: &WorkerProc, server: Option<&str>, body: &[u8])
     let url = format!(
         "{}{}",
         worker.base_url().trim_end_matches('/'),
-        kvproto::paths::DELEGATE_COPROCESSOR
+        wire::paths::DELEGATE_COPROCESSOR
     );
     let headers: Vec<(&str, &str)> = server
         .map(|s| (REGION_SERVER_HEADER, s))

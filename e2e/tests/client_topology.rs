@@ -9,7 +9,7 @@ use e2e::entry_client::EntryClient;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
-use service::ReadableDuration;
+use types::ReadableDuration;
 
 const T: SampleTable = SampleTable { id: 17 };
 

@@ -26,8 +26,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cop::datum::{Datum, FieldType};
-use cop::proto::{self, ColumnInfo, Context, DagRequest, ExecType, Executor, Request};
+use wire::datum::{Datum, FieldType};
+use wire::coprocessor::{self as proto, ColumnInfo, Context, DagRequest, ExecType, Executor, Request};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location, rows};
 use e2e::offload_body::{self, BodyCapture, OffloadBody};
@@ -149,7 +149,7 @@ fn idle_and_budget(worker: &WorkerProc, body: &OffloadBody) -> (u64, u64) {
 }
 
 /// Posts every body at once; the replies in order.
-fn flood(worker: &WorkerProc, bodies: &[OffloadBody]) -> Vec<service::HttpReply> {
+fn flood(worker: &WorkerProc, bodies: &[OffloadBody]) -> Vec<node::HttpReply> {
     std::thread::scope(|s| {
         let threads: Vec<_> = bodies
             .iter()

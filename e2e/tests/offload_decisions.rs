@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cop::proto::KeyRange;
+use wire::coprocessor::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request};
 use e2e::fake_worker::FakeWorker;

@@ -2,7 +2,7 @@
 //! shares the load between them, and crosses to zone b only when none of zone a is alive; every
 //! answer stays exactly the local one.
 
-use cop::proto::Response;
+use wire::coprocessor::Response;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::sample_table::SampleTable;

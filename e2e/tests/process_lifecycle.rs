@@ -252,7 +252,7 @@ fn the_region_data_version_is_unchanged_by_a_restart() {
     drop(server);
     let server = ServerProc::start(&cfg);
     let after = server.regions();
-    let versions = |r: &kvproto::region::RegionsResponse| {
+    let versions = |r: &wire::region::RegionsResponse| {
         r.regions
             .iter()
             .map(|r| (r.id, r.ver, r.data_version))

@@ -24,7 +24,7 @@ use kvengine::{CacheConfig, DfsConfig, S3Options};
 use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
-use crate::units::{ReadableDuration, ReadableSize};
+use types::units::{ReadableDuration, ReadableSize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]

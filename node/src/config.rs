@@ -142,7 +142,7 @@ mod tests {
     #[derive(Debug, Default, Deserialize, Serialize, PartialEq)]
     #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
     struct Section {
-        block_size: crate::ReadableSize,
+        block_size: types::ReadableSize,
         name: String,
     }
 

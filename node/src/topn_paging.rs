@@ -17,7 +17,7 @@
 //!
 //! This is a row-count heuristic, not a memory limit: wide rows want a lower threshold.
 
-use crate::proto::{DagRequest, ExecType, Request};
+use wire::coprocessor::{DagRequest, ExecType, Request};
 use prost::Message;
 
 /// Whether `paging_size` asks for pages of a bounded number of rows: `0 < paging_size <
@@ -48,7 +48,7 @@ pub fn worker_paging_size(req: &Request, max_pushdown_rows: u64) -> Option<u64> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{ByItem, Executor, Expr, Limit, TopN};
+    use wire::coprocessor::{ByItem, Executor, Expr, Limit, TopN};
 
     fn request(executors: Vec<Executor>, paging_size: u64) -> Request {
         Request {

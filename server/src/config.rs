@@ -40,15 +40,16 @@
 //! flush-threads = 1
 //! compaction-threads = 1
 //!
-//! [dfs]                                # see service::dfs
+//! [dfs]                                # see kvengine::dfs_section
 //! ```
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use service::config::{ConfigError, parse_escaped_key};
-use service::{DfsSection, ReadableDuration, ReadableSize};
+use node::config::{ConfigError, parse_escaped_key};
+use kvengine::DfsSection;
+use types::{ReadableDuration, ReadableSize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -431,7 +432,7 @@ fn is_http_url(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use service::config::{parse, render};
+    use node::config::{parse, render};
 
     #[test]
     fn defaults_are_valid_and_render_back() {

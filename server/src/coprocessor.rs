@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cop::handler::HandlerOptions;
-use cop::proto::{ExecDetails, RegionError, RegionErrorKind, Request, Response};
+use wire::coprocessor::{ExecDetails, RegionError, RegionErrorKind, Request, Response};
 use kvengine::SnapAccess;
 
 use crate::cpu_load::{CpuMonitor, CpuState};
@@ -30,7 +30,7 @@ use crate::dispatcher::{Dispatched, RemoteDagDispatcher};
 use crate::metrics;
 use crate::offload_policy::{Inputs, OffloadPolicy, query_age};
 use crate::pattern_history::{self, PatternHistory, Run};
-use crate::topn_paging;
+use node::topn_paging;
 use crate::txn::Storage;
 
 pub use crate::offload_policy::reason;

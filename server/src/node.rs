@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kvengine::{Engine, EngineOptions, SyncPolicy};
-use service::HttpClient;
+use node::HttpClient;
 
 use crate::config::{ServerConfig, WalSync};
 use crate::coprocessor::Coprocessor;
@@ -21,7 +21,7 @@ use crate::worker_pool::WorkerPool;
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     #[error(transparent)]
-    Config(#[from] service::ConfigError),
+    Config(#[from] node::ConfigError),
     #[error("cannot create the data directory {path}")]
     DataDir {
         path: std::path::PathBuf,

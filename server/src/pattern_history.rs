@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use cop::proto::{DagRequest, ExecType, Expr, ExprType};
+use wire::coprocessor::{DagRequest, ExecType, Expr, ExprType};
 use parking_lot::Mutex;
 
 /// Local runs remembered per pattern.
@@ -187,7 +187,7 @@ impl PatternHistory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cop::proto::{ColumnInfo, Executor, Limit, Selection, TableScan};
+    use wire::coprocessor::{ColumnInfo, Executor, Limit, Selection, TableScan};
     use proptest::prelude::*;
 
     fn scan(table_id: i64, columns: &[i64]) -> Executor {

@@ -148,7 +148,7 @@ pub struct Response {
     /// "scanned range"). Ascending: `[start of the first range, last scanned key + 0x00)`, so
     /// the next page starts at `range.end`; descending: `[last scanned key, end of the last
     /// range)`, so the next page ends at `range.start`. The client's next request asks for its
-    /// ranges minus this span (`cop::paging::remaining_ranges`). Absent: the region is done.
+    /// ranges minus this span (`crate::paging::remaining_ranges`). Absent: the region is done.
     #[prost(message, optional, tag = "5")]
     pub range: Option<KeyRange>,
     #[prost(bool, tag = "6")]

@@ -7,12 +7,12 @@
 //!
 //! ```text
 //! DelegateRequest                          worker → server, POST /delegate
-//!   1 request       cop::proto::Request    region context (id, ver), ranges, start_ts, DAG
+//!   1 request       crate::coprocessor::Request    region context (id, ver), ranges, start_ts, DAG
 //!   2 worker_zone   string                 the asking worker's `zone` label ("" = none)
 //!
 //! DelegateResponse                         server → worker
-//!   1 region_error  cop::proto::RegionError   set: nothing else is (the client refreshes)
-//!   2 locked        cop::proto::LockInfo      set: a lock blocks the read (the client resolves)
+//!   1 region_error  crate::coprocessor::RegionError   set: nothing else is (the client refreshes)
+//!   2 locked        crate::coprocessor::LockInfo      set: a lock blocks the read (the client resolves)
 //!   3 other_error   string                    set: the server failed (or the request is bad)
 //!   4 memtable_data bytes    the memtable WRITE rows a read at start_ts needs, in the layout
 //!                            of `changeset::memtable_data` (the offload body's second section)
@@ -37,7 +37,7 @@ use prost::Message;
 pub struct DelegateRequest {
     /// The client's request; its cache fields are ignored.
     #[prost(message, optional, tag = "1")]
-    pub request: Option<cop::proto::Request>,
+    pub request: Option<crate::coprocessor::Request>,
     /// The worker's zone, so the server can count bytes that cross zones.
     #[prost(string, tag = "2")]
     pub worker_zone: String,
@@ -47,9 +47,9 @@ pub struct DelegateRequest {
 #[derive(Clone, PartialEq, Message)]
 pub struct DelegateResponse {
     #[prost(message, optional, tag = "1")]
-    pub region_error: Option<cop::proto::RegionError>,
+    pub region_error: Option<crate::coprocessor::RegionError>,
     #[prost(message, optional, tag = "2")]
-    pub locked: Option<cop::proto::LockInfo>,
+    pub locked: Option<crate::coprocessor::LockInfo>,
     #[prost(string, tag = "3")]
     pub other_error: String,
     #[prost(bytes = "bytes", tag = "4")]
@@ -116,18 +116,18 @@ pub const ZONE_RELATIONS: [&str; 3] = ["same", "cross", "unknown"];
 mod tests {
     use super::*;
 
-    fn request() -> cop::proto::Request {
-        cop::proto::Request {
-            context: Some(cop::proto::Context {
+    fn request() -> crate::coprocessor::Request {
+        crate::coprocessor::Request {
+            context: Some(crate::coprocessor::Context {
                 region_id: 7,
                 region_ver: 3,
                 keyspace_id: 1,
                 deadline_ms: 99,
             }),
-            tp: cop::proto::REQ_TYPE_DAG,
+            tp: crate::coprocessor::REQ_TYPE_DAG,
             data: vec![1, 2, 3],
             start_ts: 42,
-            ranges: vec![cop::proto::KeyRange::new(b"t1".to_vec(), b"t2".to_vec())],
+            ranges: vec![crate::coprocessor::KeyRange::new(b"t1".to_vec(), b"t2".to_vec())],
             is_cache_enabled: true,
             cache_if_match_version: 5,
             paging_size: 128,
@@ -164,20 +164,20 @@ mod tests {
     fn error_answers_round_trip_and_are_errors() {
         let answers = [
             DelegateResponse {
-                region_error: Some(cop::proto::RegionError {
+                region_error: Some(crate::coprocessor::RegionError {
                     message: "epoch not match".into(),
-                    kind: cop::proto::RegionErrorKind::EpochNotMatch as i32,
+                    kind: crate::coprocessor::RegionErrorKind::EpochNotMatch as i32,
                     region_id: 7,
                     current_ver: 4,
                 }),
                 ..DelegateResponse::default()
             },
             DelegateResponse {
-                locked: Some(cop::proto::LockInfo {
+                locked: Some(crate::coprocessor::LockInfo {
                     key: b"k".to_vec(),
                     primary_lock: b"p".to_vec(),
                     lock_version: 40,
-                    ..cop::proto::LockInfo::default()
+                    ..crate::coprocessor::LockInfo::default()
                 }),
                 ..DelegateResponse::default()
             },

@@ -10,16 +10,16 @@ pub fn offload_body(data: &[u8]) {
     if let Ok(body) = crate::offload::decode(&bytes) {
         let again = crate::offload::encode(&body.request, &body.memtable_data, &body.changeset);
         assert_eq!(again, data, "offload body re-encodes to the same bytes");
-        let _ = cop::proto::Request::decode(body.request.as_ref());
+        let _ = crate::coprocessor::Request::decode(body.request.as_ref());
     }
 }
 
 /// Seeds for the corpus: real bodies around a real cop request.
 pub fn offload_body_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    let req = cop::proto::Request {
-        tp: cop::proto::REQ_TYPE_DAG,
+    let req = crate::coprocessor::Request {
+        tp: crate::coprocessor::REQ_TYPE_DAG,
         start_ts: 42,
-        ranges: vec![cop::proto::KeyRange::new(b"t1".to_vec(), b"t2".to_vec())],
+        ranges: vec![crate::coprocessor::KeyRange::new(b"t1".to_vec(), b"t2".to_vec())],
         is_cache_enabled: true,
         ..Default::default()
     }
@@ -61,8 +61,8 @@ pub fn server_request(data: &[u8]) {
         9 => check::<txn::ScanLockRequest>(body),
         10 => check::<txn::GetRequest>(body),
         11 => check::<txn::ScanRequest>(body),
-        12 => check::<cop::proto::Request>(body),
-        13 => check::<cop::proto::Response>(body),
+        12 => check::<crate::coprocessor::Request>(body),
+        13 => check::<crate::coprocessor::Response>(body),
         14 => check::<delegate::DelegateRequest>(body),
         _ => check::<delegate::DelegateResponse>(body),
     }
@@ -206,17 +206,17 @@ pub fn server_request_seeds() -> Vec<(String, Vec<u8>)> {
         (
             "cop_request",
             12,
-            cop::proto::Request {
-                context: Some(cop::proto::Context {
+            crate::coprocessor::Request {
+                context: Some(crate::coprocessor::Context {
                     region_id: 7,
                     region_ver: 2,
                     keyspace_id: 0,
                     deadline_ms: 1,
                 }),
-                tp: cop::proto::REQ_TYPE_DAG,
+                tp: crate::coprocessor::REQ_TYPE_DAG,
                 data: vec![0x0a, 0x02, 0x08, 0x01],
                 start_ts: 300,
-                ranges: vec![cop::proto::KeyRange::new(b"a".to_vec(), b"z".to_vec())],
+                ranges: vec![crate::coprocessor::KeyRange::new(b"a".to_vec(), b"z".to_vec())],
                 is_cache_enabled: true,
                 cache_if_match_version: 9,
                 paging_size: 128,
@@ -226,11 +226,11 @@ pub fn server_request_seeds() -> Vec<(String, Vec<u8>)> {
         (
             "cop_response",
             13,
-            cop::proto::Response {
+            crate::coprocessor::Response {
                 data: vec![1, 2, 3],
                 can_be_cached: true,
                 cache_last_version: 9,
-                range: Some(cop::proto::KeyRange::new(b"a".to_vec(), b"m".to_vec())),
+                range: Some(crate::coprocessor::KeyRange::new(b"a".to_vec(), b"m".to_vec())),
                 ..Default::default()
             }
             .encode_to_vec(),
@@ -239,10 +239,10 @@ pub fn server_request_seeds() -> Vec<(String, Vec<u8>)> {
             "delegate_request",
             14,
             delegate::DelegateRequest {
-                request: Some(cop::proto::Request {
-                    tp: cop::proto::REQ_TYPE_DAG,
+                request: Some(crate::coprocessor::Request {
+                    tp: crate::coprocessor::REQ_TYPE_DAG,
                     start_ts: 300,
-                    ranges: vec![cop::proto::KeyRange::new(b"a".to_vec(), b"z".to_vec())],
+                    ranges: vec![crate::coprocessor::KeyRange::new(b"a".to_vec(), b"z".to_vec())],
                     ..Default::default()
                 }),
                 worker_zone: "b".into(),

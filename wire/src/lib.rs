@@ -6,7 +6,7 @@
 //! * [`delegate`]: what a worker asks the owning server for on the delegate path, and the answer.
 //! * [`fuzzing`]: entry points shared by the cargo-fuzz targets and the corpus replay test.
 //!
-//! The coprocessor request and response themselves are `cop::proto`. Rolling upgrades: a tag is
+//! The coprocessor request and response themselves are `crate::coprocessor`. Rolling upgrades: a tag is
 //! never renumbered or reused, a new field gets a new tag, decoders ignore unknown tags.
 
 pub mod delegate;
@@ -22,10 +22,10 @@ pub mod paths {
     pub const SPLIT: &str = "/split";
     pub const RAW_LOAD: &str = "/raw/load";
     pub const COPROCESSOR: &str = "/coprocessor";
-    /// Server: a worker's `DelegateRequest` in, a `DelegateResponse` out (`kvproto::delegate`).
+    /// Server: a worker's `DelegateRequest` in, a `DelegateResponse` out (`wire::delegate`).
     pub const DELEGATE: &str = "/delegate";
-    /// Worker: a client's `cop::proto::Request` in, a `cop::proto::Response` out; the header
-    /// `kvproto::delegate::REGION_SERVER_HEADER` names the owning server's base URL.
+    /// Worker: a client's `crate::coprocessor::Request` in, a `crate::coprocessor::Response` out; the header
+    /// `wire::delegate::REGION_SERVER_HEADER` names the owning server's base URL.
     pub const DELEGATE_COPROCESSOR: &str = "/delegate/coprocessor";
     pub const PREWRITE: &str = "/txn/prewrite";
     pub const COMMIT: &str = "/txn/commit";

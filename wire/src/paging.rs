@@ -14,7 +14,7 @@
 //! ascending, what lies at or after `range.end`; descending, what lies before `range.start`.
 //! A response without `range` covered everything that was left: the region is done.
 
-use crate::proto::KeyRange;
+use crate::coprocessor::KeyRange;
 
 /// The span covered by a scan whose first range (in scan order) is `first` and whose last
 /// scanned key is `last_key`.

@@ -79,7 +79,7 @@ pub struct SplitResponse {
     #[prost(message, optional, tag = "2")]
     pub right: Option<Region>,
     #[prost(message, optional, tag = "3")]
-    pub region_error: Option<cop::proto::RegionError>,
+    pub region_error: Option<crate::coprocessor::RegionError>,
     #[prost(string, tag = "4")]
     pub error: String,
 }

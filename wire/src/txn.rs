@@ -2,7 +2,7 @@
 //! resolution, MVCC reads). Every response carries an optional [`KeyError`]; transport-level
 //! failures (a body that does not decode) are HTTP 400.
 
-use cop::proto::LockInfo;
+use crate::coprocessor::LockInfo;
 use prost::Message;
 
 /// What a caller can do about a [`KeyError`] (`KeyError.kind`).

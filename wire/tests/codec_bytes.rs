@@ -1,7 +1,7 @@
 //! Memcomparable and compact bytes: order (prefixes and zero bytes included), round trips,
 //! and truncated input.
 
-use cop::codec::bytes::{
+use wire::codec::bytes::{
     decode_bytes_comparable, decode_compact_bytes, encode_bytes_comparable, encode_compact_bytes,
 };
 use proptest::prelude::*;

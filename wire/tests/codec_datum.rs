@@ -3,10 +3,10 @@
 
 use std::cmp::Ordering;
 
-use cop::codec::datum::{
+use wire::codec::datum::{
     decode_datum, decode_datums, decode_default, encode_datum, encode_row_datums,
 };
-use cop::datum::{Datum, FieldType};
+use wire::datum::{Datum, FieldType};
 use proptest::prelude::*;
 
 fn datum() -> impl Strategy<Value = Datum> {

@@ -10,10 +10,10 @@
 
 use std::path::PathBuf;
 
-use cop::codec::datum::{decode_datums, encode_datum};
-use cop::codec::row::{ColumnValue, RowView, decode_value, encode_row};
-use cop::codec::table::{decode_index_key, decode_record_key, index_key, record_key};
-use cop::datum::{Datum, FieldType};
+use wire::codec::datum::{decode_datums, encode_datum};
+use wire::codec::row::{ColumnValue, RowView, decode_value, encode_row};
+use wire::codec::table::{decode_index_key, decode_record_key, index_key, record_key};
+use wire::datum::{Datum, FieldType};
 
 fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data")

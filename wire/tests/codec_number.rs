@@ -1,6 +1,6 @@
 //! Memcomparable and varint numbers: order, round trips, and truncated input.
 
-use cop::codec::number::{
+use wire::codec::number::{
     decode_f64, decode_i64, decode_u64, decode_var_i64, decode_var_u64, encode_f64, encode_i64,
     encode_u64, encode_var_i64, encode_var_u64,
 };

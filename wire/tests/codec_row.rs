@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use cop::batch::Column;
-use cop::codec::row::{
+use wire::codec::row::{
     ColumnValue, RowView, decode_f64, decode_int, decode_uint, decode_value, encode_row,
     encode_row_into,
 };
-use cop::datum::{Datum, FieldType};
+use wire::datum::{Datum, FieldType};
 use proptest::prelude::*;
 
 const TYPES: [FieldType; 5] = [

@@ -36,7 +36,9 @@ use std::time::Duration;
 
 use kvengine::{CacheConfig, DfsConfig};
 use serde::{Deserialize, Serialize};
-use service::{ConfigError, DfsSection, ReadableDuration, ReadableSize};
+use node::ConfigError;
+use kvengine::DfsSection;
+use types::{ReadableDuration, ReadableSize};
 
 /// The whole config file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -46,7 +48,7 @@ pub struct WorkerConfig {
     /// 0 = off). When non-zero, a request that arrives without finite paging (`0 < paging_size
     /// < u32::MAX`) and whose DAG ends in a TopN with a limit above this many rows runs with
     /// `paging_size = limit - 1`: the worker answers resumable pages of source rows instead of
-    /// holding the whole heap (see [`cop::topn_paging`]). Requests with finite paging pass
+    /// holding the whole heap (see [`node::topn_paging`]). Requests with finite paging pass
     /// through untouched. Meant for rolling upgrades: set it on the workers, upgrade the
     /// servers (which then apply `remote-coprocessor-topn-max-pushdown-rows` themselves), then
     /// set it back to 0. A row-count heuristic, not a memory limit: wide rows want a lower one.
@@ -187,21 +189,21 @@ impl CopLimiterSection {
 impl WorkerConfig {
     /// Reads `path` (or takes the defaults when `None`) and checks the values.
     pub fn load(path: Option<&Path>) -> Result<WorkerConfig, ConfigError> {
-        let config: WorkerConfig = service::config::load(path)?;
+        let config: WorkerConfig = node::config::load(path)?;
         config.validate()?;
         Ok(config)
     }
 
     /// Parses config text (`origin` names it in errors) and checks the values.
     pub fn parse(text: &str, origin: &str) -> Result<WorkerConfig, ConfigError> {
-        let config: WorkerConfig = service::config::parse(text, origin)?;
+        let config: WorkerConfig = node::config::parse(text, origin)?;
         config.validate()?;
         Ok(config)
     }
 
     /// The effective config as TOML (the start-up banner and `GET /config`).
     pub fn render(&self) -> String {
-        service::config::render(self)
+        node::config::render(self)
     }
 
     /// Checks what parsing cannot: values that parse but cannot work.

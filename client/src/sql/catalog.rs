@@ -14,10 +14,10 @@
 //! name is never stored twice. Sequential ids make key placement predictable: `stratus up`
 //! splits the key space between its two servers inside table 1.
 
-use cop::datum::FieldType;
-use cop::proto::ColumnInfo;
-use kvproto::paths;
-use kvproto::txn::{GetRequest, GetResponse};
+use wire::datum::FieldType;
+use wire::coprocessor::ColumnInfo;
+use wire::paths;
+use wire::txn::{GetRequest, GetResponse};
 use sqlparser::ast::{self, ColumnOption, DataType, TableConstraint};
 
 use super::txn_write::{self, RowWrite};

@@ -14,10 +14,10 @@
 
 use std::collections::HashSet;
 
-use cop::codec::row::encode_row;
-use cop::codec::table::record_key;
-use cop::datum::Datum;
-use cop::proto::{self, DagRequest, ExecType, Executor, KeyRange};
+use wire::codec::row::encode_row;
+use wire::codec::table::record_key;
+use wire::datum::Datum;
+use wire::coprocessor::{self as proto, DagRequest, ExecType, Executor, KeyRange};
 use sqlparser::ast::{self, SetExpr, TableObject, UnaryOperator, Value};
 
 use super::catalog::{SqlType, TableSchema};

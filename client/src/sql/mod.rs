@@ -45,7 +45,7 @@ pub mod select;
 pub mod set_show;
 pub mod txn_write;
 
-use cop::datum::Datum;
+use wire::datum::Datum;
 use sqlparser::ast::Statement;
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;

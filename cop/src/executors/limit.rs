@@ -1,7 +1,7 @@
 //! Limit: the first `limit` rows, then drained (the scan below stops reading).
 
 use crate::batch::Batch;
-use crate::datum::EvalType;
+use wire::datum::EvalType;
 use crate::error::Result;
 use crate::executors::{BatchExecutor, BatchResult};
 

@@ -7,7 +7,7 @@
 use super::ArithOp;
 use super::operand::{Ctx, IntNum, Num, NumVals, Operand, Vals};
 use crate::batch::Column;
-use crate::datum::EvalType;
+use wire::datum::EvalType;
 use crate::error::EvalError;
 
 impl ArithOp {

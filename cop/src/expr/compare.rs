@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use super::CmpOp;
 use super::operand::{Ctx, Operand, Vals, with_num2};
 use crate::batch::Column;
-use crate::datum::EvalType;
+use wire::datum::EvalType;
 use crate::error::EvalError;
 
 impl CmpOp {

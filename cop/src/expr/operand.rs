@@ -8,7 +8,7 @@
 use std::fmt::Display;
 
 use crate::batch::Column;
-use crate::datum::EvalType;
+use wire::datum::EvalType;
 use crate::error::EvalError;
 
 /// The batch being evaluated: the input columns and the logical rows to evaluate.

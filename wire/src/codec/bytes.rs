@@ -6,7 +6,7 @@
 //! * **Compact** (varint length + bytes), for row values and results: shorter, no order.
 
 use super::number::{decode_var_i64, encode_var_i64};
-use crate::error::CodecError;
+use crate::codec::CodecError;
 
 const GROUP_SIZE: usize = 8;
 const MARKER: u8 = 0xff;

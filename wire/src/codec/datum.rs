@@ -25,7 +25,7 @@ use super::number::{
     encode_u64, encode_var_i64, encode_var_u64,
 };
 use crate::datum::{Datum, FieldType};
-use crate::error::CodecError;
+use crate::codec::CodecError;
 
 pub const NIL_FLAG: u8 = 0;
 pub const BYTES_FLAG: u8 = 1;

@@ -2,7 +2,7 @@
 //! datums ([`datum`]), record and index keys ([`table`]), and row values ([`row`]).
 //!
 //! Every decoder takes bytes that came from disk or the network: it returns a
-//! [`CodecError`](crate::error::CodecError) instead of panicking, and never allocates more than
+//! [`CodecError`](crate::codec::CodecError) instead of panicking, and never allocates more than
 //! the input it has already read justifies.
 
 pub mod bytes;

@@ -9,7 +9,7 @@
 //! Decoders advance the `&mut &[u8]` cursor past what they read, so a caller reads a sequence
 //! of values by calling them in turn; on error the cursor position is unspecified.
 
-use crate::error::CodecError;
+use crate::codec::CodecError;
 
 const SIGN_MASK: u64 = 0x8000_0000_0000_0000;
 

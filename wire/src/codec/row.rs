@@ -12,7 +12,7 @@
 use super::number::{f64_from_comparable_bits, f64_to_comparable_bits};
 use crate::batch::Column;
 use crate::datum::{Datum, FieldType};
-use crate::error::CodecError;
+use crate::codec::CodecError;
 
 /// The version byte of the layout documented on [`encode_row`].
 pub const ROW_VERSION: u8 = 128;

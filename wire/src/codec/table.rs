@@ -14,7 +14,7 @@
 use super::datum::{INT_FLAG, decode_datum, encode_datum};
 use super::number::{decode_i64, encode_i64};
 use crate::datum::Datum;
-use crate::error::CodecError;
+use crate::codec::CodecError;
 
 pub const TABLE_PREFIX: u8 = b't';
 pub const RECORD_SEP: &[u8; 2] = b"_r";
@@ -192,7 +192,7 @@ pub fn decode_unique_index_value(value: &[u8]) -> Result<i64, CodecError> {
 /// `0xff` bytes dropped and the last remaining byte incremented (`"ab\xff"` → `"ac"`).
 ///
 /// When no such key exists (`key` is empty or all `0xff`) the result is empty, which a
-/// [`crate::proto::KeyRange`] end reads as unbounded: still the right end of "all keys with
+/// [`crate::coprocessor::KeyRange`] end reads as unbounded: still the right end of "all keys with
 /// this prefix".
 pub fn prefix_next(key: &[u8]) -> Vec<u8> {
     match key.iter().rposition(|&b| b != 0xff) {
