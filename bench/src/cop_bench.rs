@@ -12,18 +12,18 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wire::codec::row::{ColumnValue, RowView, decode_int, encode_row};
-use wire::codec::table::{record_key, record_range};
-use wire::datum::{Datum, FieldType};
 use cop::handler::{HandlerOptions, handle};
-use wire::coprocessor::{
-    self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
-    ScalarFuncSig, SelectResponse,
-};
 use kvengine::mvcc::{WriteKind, WriteMeta};
 use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 use prost::Message;
 use rand::Rng;
+use wire::codec::row::{ColumnValue, RowView, decode_int, encode_row};
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
+    ScalarFuncSig, SelectResponse,
+};
+use wire::datum::{Datum, FieldType};
 
 use crate::report::{rate, row, table_header};
 use crate::workload::rng;

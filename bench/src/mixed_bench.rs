@@ -21,14 +21,14 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use wire::datum::Datum;
-use wire::coprocessor::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerConfig, ServerProc};
 use e2e::worker_proc::WorkerProc;
 use rand::Rng;
+use wire::coprocessor::KeyRange;
+use wire::datum::Datum;
 
 use crate::offload_bench::load_rows;
 use crate::workload::rng;

@@ -13,13 +13,13 @@
 
 use std::time::{Duration, Instant};
 
-use wire::codec::row::encode_row;
-use wire::datum::Datum;
 use e2e::cluster::{OffloadPair, StoreKind};
 use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::{PAD_COLUMN, SampleTable, V_COLUMN};
 use e2e::server_proc::ServerProc;
 use rand::Rng;
+use wire::codec::row::encode_row;
+use wire::datum::Datum;
 
 use crate::workload::rng;
 

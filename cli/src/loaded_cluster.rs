@@ -197,8 +197,8 @@ fn settle_regions(servers: &[NodeInfo]) -> Result<Vec<(String, usize)>, StepErro
                 server: s.name.clone(),
                 reason,
             };
-            let reply = crate::node_http::get(&s.url, wire::paths::REGIONS, FLUSH_TIMEOUT)
-                .map_err(err)?;
+            let reply =
+                crate::node_http::get(&s.url, wire::paths::REGIONS, FLUSH_TIMEOUT).map_err(err)?;
             if reply.status != 200 {
                 return Err(err(format!("expected status 200, found {}", reply.status)));
             }
@@ -229,9 +229,8 @@ fn flush_servers(servers: &[NodeInfo]) -> Result<(), StepError> {
             server: s.name.clone(),
             reason,
         };
-        let reply =
-            crate::node_http::post_empty(&s.url, wire::paths::ADMIN_FLUSH, FLUSH_TIMEOUT)
-                .map_err(flush_err)?;
+        let reply = crate::node_http::post_empty(&s.url, wire::paths::ADMIN_FLUSH, FLUSH_TIMEOUT)
+            .map_err(flush_err)?;
         if reply.status != 200 {
             return Err(flush_err(format!(
                 "expected status 200, found {}: {}",

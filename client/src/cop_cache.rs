@@ -34,8 +34,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use wire::coprocessor::KeyRange;
 use parking_lot::Mutex;
+use wire::coprocessor::KeyRange;
 
 pub use key::CacheKey;
 use lru::Lru;

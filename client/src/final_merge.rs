@@ -23,8 +23,8 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use wire::codec::datum::encode_datum;
-use wire::datum::Datum;
 use wire::coprocessor::{DagRequest, ExecType, Executor, ExprType};
+use wire::datum::Datum;
 
 use crate::error::{Error, Result};
 

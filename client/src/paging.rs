@@ -42,16 +42,16 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use parking_lot::Mutex;
+use prost::Message;
 use wire::codec::datum::decode_datums;
-use wire::datum::Datum;
 use wire::coprocessor::{
     self as proto, Context, DagRequest, ExecType, KeyRange, RegionErrorKind, Request, Response,
     SelectResponse,
 };
+use wire::datum::Datum;
 use wire::delegate::REGION_SERVER_HEADER;
 use wire::paths;
-use parking_lot::Mutex;
-use prost::Message;
 
 use crate::config::{ClientConfig, base_url};
 use crate::cop_cache::{CacheEntry, CacheKey, Candidate, CopCache};

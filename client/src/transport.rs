@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use prost::Message;
 use node::HttpClient;
+use prost::Message;
 
 use crate::error::{Error, Result};
 

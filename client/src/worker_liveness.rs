@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use wire::paths;
 use parking_lot::Mutex;
+use wire::paths;
 
 use crate::node_selection::WorkerNode;
 use crate::transport::Transport;

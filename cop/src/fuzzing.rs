@@ -1,19 +1,24 @@
 //! Entry points of the codec fuzz targets (`fuzz/fuzz_targets/cop_row.rs`,
 //! `cop_request.rs`), kept in the library so that the committed corpora replay as ordinary
-//! tests (`cop/tests/fuzz_corpus_replay.rs`) through the very same code.
+//! tests (`cop/tests/fuzz_corpus_replay.rs`) through the very same code. (`cop_dag` is
+//! [`crate::expr::fuzzing`].)
+//!
+//! The decoders they exercise are the `wire` crate's, but the targets also check what
+//! execution does with their output (a row read into columns, a request's DAG built into
+//! expressions), so they live here, above both.
 //!
 //! Each function must never panic, whatever the input; errors are expected and ignored.
 //! Where a decode succeeds they also check what must then hold (a re-encoding decodes to the
 //! same value), so the fuzzer finds wrong answers as well as crashes.
 
 use prost::Message;
-
 use wire::codec::datum::{decode_datum, decode_datums, decode_default, encode_datum};
 use wire::codec::row::{ColumnValue, RowView, decode_value, encode_row};
 use wire::codec::table::{decode_index_key, decode_record_key};
-use crate::batch::Column;
-use wire::datum::{Datum, FieldType};
 use wire::coprocessor::{DagRequest, Request};
+use wire::datum::{Datum, FieldType};
+
+use crate::batch::Column;
 
 const FIELD_TYPES: [FieldType; 5] = [
     FieldType::Int64,
@@ -33,7 +38,7 @@ pub fn row(data: &[u8]) {
             let value = view.find(id);
             for tp in FIELD_TYPES {
                 let mut out = Column::with_capacity(tp.eval_type(), 1);
-                let r = view.decode_into(id, tp, &Datum::Null, &mut out);
+                let r = out.push_from_row(&view, id, tp, &Datum::Null);
                 assert_eq!(r.is_ok(), out.len() == 1, "id {id} {tp:?}");
                 if let ColumnValue::Value(b) = value {
                     assert_eq!(r.is_ok(), decode_value(b, tp).is_ok(), "id {id} {tp:?}");

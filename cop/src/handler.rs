@@ -25,14 +25,14 @@ use prost::Message;
 
 use crate::batch::{Batch, Column};
 use crate::cache;
-use wire::codec::datum::encode_datum;
-use wire::datum::Datum;
 use crate::error::{Error, Result};
 use crate::executors::{self, BatchExecutor, BatchSize, BuildContext};
+use wire::codec::datum::encode_datum;
 use wire::coprocessor::{
-    self as proto, DagRequest, ExecDetails, KeyRange, RegionError, RegionErrorKind, Request, Response,
-    SelectResponse,
+    self as proto, DagRequest, ExecDetails, KeyRange, RegionError, RegionErrorKind, Request,
+    Response, SelectResponse,
 };
+use wire::datum::Datum;
 
 /// How the handler runs a request.
 #[derive(Debug, Clone)]

@@ -30,12 +30,12 @@ use std::cmp::Ordering;
 use std::fmt::Write as _;
 
 use common::*;
-use wire::codec::table::record_key;
-use wire::datum::{Datum, EvalType};
 use cop::handler::{HandlerOptions, handle};
-use wire::coprocessor::{Expr, ExprType, ScalarFuncSig};
 use dag_gen::*;
 use proptest::prelude::*;
+use wire::codec::table::record_key;
+use wire::coprocessor::{Expr, ExprType, ScalarFuncSig};
+use wire::datum::{Datum, EvalType};
 
 /// Tables per engine: opening, compacting and closing an engine costs far more than a query,
 /// so each case shares one engine among several tables (whose keys interleave in its files).

@@ -1,10 +1,10 @@
 //! Three-valued logic (AND, OR, NOT), IS NULL and IN with NULLs.
 
-use wire::datum::Datum;
 use cop::error::EvalError;
-use wire::coprocessor::eval_error_code as code;
 use cop::expr::CompiledExpr;
+use wire::coprocessor::eval_error_code as code;
 use wire::coprocessor::{Expr as P, ScalarFuncSig as S};
+use wire::datum::Datum;
 
 fn eval(e: P) -> Result<Datum, EvalError> {
     let c = CompiledExpr::build(&e, &[])?;

@@ -6,16 +6,16 @@
 mod common;
 
 use common::*;
+use cop::handler::{HandlerOptions, handle, handle_bytes};
+use prost::Message;
 use wire::codec::datum::encode_datum;
 use wire::codec::row::encode_row;
 use wire::codec::table::{index_key, index_range, record_key, unique_index_value};
-use wire::datum::{Datum, FieldType};
-use cop::handler::{HandlerOptions, handle, handle_bytes};
 use wire::coprocessor::{
-    self as proto, ColumnInfo, Context, ExecType, Executor, Expr, ExprType, KeyRange, RegionErrorKind,
-    Response, ScalarFuncSig,
+    self as proto, ColumnInfo, Context, ExecType, Executor, Expr, ExprType, KeyRange,
+    RegionErrorKind, Response, ScalarFuncSig,
 };
-use prost::Message;
+use wire::datum::{Datum, FieldType};
 
 const T: i64 = 7;
 
@@ -194,7 +194,11 @@ fn a_key_that_is_not_a_record_key_of_the_table_is_a_corrupt_data_error() {
         &opts(),
     );
     let err = rows(&resp).unwrap_err();
-    assert_eq!(err.code, wire::coprocessor::eval_error_code::CORRUPT_DATA, "{err:?}");
+    assert_eq!(
+        err.code,
+        wire::coprocessor::eval_error_code::CORRUPT_DATA,
+        "{err:?}"
+    );
 }
 
 #[test]

@@ -82,13 +82,14 @@ fn cargo_build(packages: &[&str]) -> Result<(), String> {
 }
 
 /// The crates `stratus` is built from (its sources decide staleness).
-const CLI_SOURCE_CRATES: [&str; 11] = [
+const CLI_SOURCE_CRATES: [&str; 12] = [
+    "types",
+    "wire",
     "sst",
     "memtable",
     "changeset",
     "kvengine",
     "cop",
-    "wire",
     "node",
     "client",
     "server",
@@ -97,13 +98,14 @@ const CLI_SOURCE_CRATES: [&str; 11] = [
 ];
 
 /// The crates the server and worker are built from (their sources decide staleness).
-const SOURCE_CRATES: [&str; 9] = [
+const SOURCE_CRATES: [&str; 10] = [
+    "types",
+    "wire",
     "sst",
     "memtable",
     "changeset",
     "kvengine",
     "cop",
-    "wire",
     "node",
     "server",
     "worker",

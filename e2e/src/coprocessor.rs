@@ -1,11 +1,13 @@
 //! Coprocessor requests through a server: building them with the region's context, driving
 //! paging until the region is done, decoding rows.
 
-use wire::codec::datum::decode_datums;
-use wire::datum::Datum;
-use wire::coprocessor::{self as proto, Context, DagRequest, EvalError, KeyRange, Request, Response};
-use wire::region::Region;
 use prost::Message;
+use wire::codec::datum::decode_datums;
+use wire::coprocessor::{
+    self as proto, Context, DagRequest, EvalError, KeyRange, Request, Response,
+};
+use wire::datum::Datum;
+use wire::region::Region;
 
 use crate::server_proc::ServerProc;
 

@@ -3,8 +3,10 @@
 //! (so a test can check that every row arrives exactly once).
 
 use client::{Client, ClientConfig, CopResult};
+use wire::coprocessor::{
+    self as proto, ByItem, ColumnInfo, DagRequest, ExecType, Executor, Expr, KeyRange,
+};
 use wire::datum::{Datum, FieldType};
-use wire::coprocessor::{self as proto, ByItem, ColumnInfo, DagRequest, ExecType, Executor, Expr, KeyRange};
 
 use crate::sample_table::{SampleTable, V_COLUMN};
 use crate::server_proc::ServerProc;

@@ -4,8 +4,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
-use prost::Message;
 use node::{HttpClient, HttpReply};
+use prost::Message;
 
 /// Per-call timeout: generous, a test that hangs fails here instead of at the suite's limit.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);

@@ -3,9 +3,9 @@
 //! keyspace, a deadline), and posted to a `stratus-worker`.
 
 use bytes::Bytes;
-use wire::coprocessor::{Request, Response};
-use prost::Message;
 use node::HttpReply;
+use prost::Message;
+use wire::coprocessor::{Request, Response};
 
 use crate::cluster::Cluster;
 use crate::fake_worker::FakeWorker;

@@ -4,8 +4,10 @@
 
 use wire::codec::row::encode_row;
 use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange,
+};
 use wire::datum::{Datum, FieldType};
-use wire::coprocessor::{self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange};
 
 use crate::server_proc::ServerProc;
 

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
+use node::HttpReply;
 use wire::coprocessor::{Request, Response};
 use wire::paths;
 use wire::region::{
@@ -14,7 +15,6 @@ use wire::txn::{
     CommandResponse, CommitRequest, GetRequest, GetResponse, PrewriteRequest, PrewriteResponse,
     RollbackRequest, ScanRequest, ScanResponse,
 };
-use node::HttpReply;
 
 use crate::binaries;
 use crate::http_client::{get, get_text, post, post_proto};

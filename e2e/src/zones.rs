@@ -2,9 +2,9 @@
 //! to several zoned workers, and coprocessor requests sent to a worker's
 //! `POST /delegate/coprocessor` on behalf of the server owning the region.
 
+use prost::Message;
 use wire::coprocessor::{Request, Response};
 use wire::delegate::REGION_SERVER_HEADER;
-use prost::Message;
 
 use crate::server_proc::{ServerConfig, ServerProc};
 use crate::worker_proc::{WorkerConfig, WorkerProc};

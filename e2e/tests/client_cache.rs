@@ -7,16 +7,16 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use client::{CacheStats, ClientConfig, CopCache, CopCacheConfig};
-use wire::datum::Datum;
-use wire::coprocessor::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag, handles, top_v_dag};
 use e2e::http_client::post_proto;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerCopCounters, ServerProc};
+use types::{ReadableDuration, ReadableSize};
+use wire::coprocessor::KeyRange;
+use wire::datum::Datum;
 use wire::paths;
 use wire::region::{SplitRequest, SplitResponse};
-use types::{ReadableDuration, ReadableSize};
 
 const T: SampleTable = SampleTable { id: 13 };
 const ROWS: i64 = 2000;

@@ -10,14 +10,14 @@ use std::collections::BTreeMap;
 
 use client::node_selection::{RegionReplicas, WorkerNode, select_nodes};
 use client::{CopResult, ErrorKind, NodeSelectionPolicy, Scope, ServedBy};
-use wire::datum::Datum;
-use wire::coprocessor::DagRequest;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag, handles};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
 use e2e::zones::{server_zone, worker_zone, workers_delegate_bytes};
+use wire::coprocessor::DagRequest;
+use wire::datum::Datum;
 
 const A: SampleTable = SampleTable { id: 41 };
 const B: SampleTable = SampleTable { id: 42 };

@@ -5,11 +5,11 @@
 
 use std::collections::BTreeSet;
 
-use wire::coprocessor::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag, handles, outside_runtime};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
+use wire::coprocessor::KeyRange;
 use wire::txn::CommitRequest;
 
 const T: SampleTable = SampleTable { id: 11 };

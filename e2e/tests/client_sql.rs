@@ -11,12 +11,12 @@ use std::cmp::Ordering;
 use client::sql::{
     self, Engine, InsertPlan, Plan, QueryResult, RowWrite, SqlError, TableSchema, insert,
 };
-use wire::codec::table::record_key;
-use wire::datum::Datum;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::EntryClient;
 use e2e::server_proc::ServerProc;
 use e2e::transactions::{abandoned_prewrite, delete};
+use wire::codec::table::record_key;
+use wire::datum::Datum;
 
 const ROWS: i64 = 400;
 

@@ -26,8 +26,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use wire::datum::{Datum, FieldType};
-use wire::coprocessor::{self as proto, ColumnInfo, Context, DagRequest, ExecType, Executor, Request};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location, rows};
 use e2e::offload_body::{self, BodyCapture, OffloadBody};
@@ -35,6 +33,10 @@ use e2e::sample_table::{PAD_COLUMN, SampleTable, V_COLUMN};
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::{WorkerConfig, WorkerProc};
 use prost::Message;
+use wire::coprocessor::{
+    self as proto, ColumnInfo, Context, DagRequest, ExecType, Executor, Request,
+};
+use wire::datum::{Datum, FieldType};
 
 const T: SampleTable = SampleTable { id: 11 };
 /// 6000 rows of 4 KiB: a full scan answers ~24 MiB.

@@ -18,17 +18,17 @@
 #[path = "../../cop/tests/common/dag_gen.rs"]
 mod dag_gen;
 
-use wire::codec::row::encode_row;
-use wire::codec::table::record_key;
-use wire::datum::Datum;
-use wire::coprocessor::Response;
 use dag_gen::*;
 use e2e::cluster::{OffloadPair, StoreKind};
 use e2e::coprocessor::{self, location, run_pages};
 use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::transactions;
-use wire::txn::Mutation;
 use rand::Rng;
+use wire::codec::row::encode_row;
+use wire::codec::table::record_key;
+use wire::coprocessor::Response;
+use wire::datum::Datum;
+use wire::txn::Mutation;
 
 const TABLES: i64 = 5;
 const COLUMNS: usize = 5;

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use wire::coprocessor::Response;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::fake_worker::FakeWorker;
@@ -13,6 +12,7 @@ use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::worker_proc::WorkerProc;
 use rand::{Rng, SeedableRng};
+use wire::coprocessor::Response;
 
 const T: SampleTable = SampleTable { id: 3 };
 const ROWS: i64 = 400;

@@ -4,12 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use wire::coprocessor::RegionErrorKind;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{request, rows};
 use e2e::http_client::post_proto;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
+use wire::coprocessor::RegionErrorKind;
 use wire::paths;
 use wire::region::{KvPair, RawLoadRequest, RawLoadResponse, SplitRequest, SplitResponse};
 use wire::txn::ErrorKind;

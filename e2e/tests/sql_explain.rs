@@ -5,12 +5,12 @@
 //! path the region rows name the worker the client sent the pages to.
 
 use client::sql::{Engine, QueryResult};
-use wire::codec::table::record_key;
-use wire::datum::Datum;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::EntryClient;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
+use wire::codec::table::record_key;
+use wire::datum::Datum;
 
 const ROWS: i64 = 3000;
 const BATCH: i64 = 500;

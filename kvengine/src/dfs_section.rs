@@ -1,5 +1,7 @@
-//! The `[dfs]` section shared by servers and workers: where SST files live. A worker must
-//! point at the same store as the servers it serves.
+//! The `[dfs]` section of a process's config file: where SST files live, as people write it.
+//! Servers and workers both read it (a worker must point at the same store as the servers it
+//! serves); it lives beside [`DfsConfig`], the engine's view of the same choice, so that the
+//! node plumbing (`node`) and the client need no engine to load configs.
 //!
 //! ```toml
 //! [dfs]
@@ -20,11 +22,31 @@
 
 use std::path::PathBuf;
 
-use kvengine::{CacheConfig, DfsConfig, S3Options};
 use serde::{Deserialize, Serialize};
-
-use crate::config::ConfigError;
 use types::units::{ReadableDuration, ReadableSize};
+
+use crate::s3_dfs::S3Options;
+use crate::{CacheConfig, DfsConfig};
+
+/// A `[dfs]` value that parses but cannot work. Its text is the one every config error of a
+/// node has (`invalid config value <key>: <message>`); a node maps it onto its own config
+/// error with the same key and message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid config value {key}: {message}")]
+pub struct InvalidDfsSection {
+    /// The full key, e.g. `dfs.s3-bucket`.
+    pub key: &'static str,
+    pub message: String,
+}
+
+impl InvalidDfsSection {
+    fn new(key: &'static str, message: impl Into<String>) -> InvalidDfsSection {
+        InvalidDfsSection {
+            key,
+            message: message.into(),
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -62,10 +84,10 @@ impl Default for DfsSection {
 
 impl DfsSection {
     /// The store this section describes.
-    pub fn to_dfs_config(&self) -> Result<DfsConfig, ConfigError> {
+    pub fn to_dfs_config(&self) -> Result<DfsConfig, InvalidDfsSection> {
         if self.s3_bucket.is_empty() {
             if self.local_dir.as_os_str().is_empty() {
-                return Err(ConfigError::invalid(
+                return Err(InvalidDfsSection::new(
                     "dfs.local-dir",
                     "expected a directory (or set dfs.s3-bucket), found an empty path",
                 ));
@@ -75,7 +97,7 @@ impl DfsSection {
             });
         }
         if self.s3_bucket.len() < 3 {
-            return Err(ConfigError::invalid(
+            return Err(InvalidDfsSection::new(
                 "dfs.s3-bucket",
                 format!(
                     "expected a bucket name of at least 3 characters, found {:?}",
@@ -84,7 +106,7 @@ impl DfsSection {
             ));
         }
         if self.s3_max_attempts == 0 {
-            return Err(ConfigError::invalid(
+            return Err(InvalidDfsSection::new(
                 "dfs.s3-max-attempts",
                 "expected at least 1, found 0",
             ));
@@ -92,7 +114,7 @@ impl DfsSection {
         let is_url =
             self.s3_endpoint.starts_with("http://") || self.s3_endpoint.starts_with("https://");
         if !self.s3_endpoint.is_empty() && !is_url {
-            return Err(ConfigError::invalid(
+            return Err(InvalidDfsSection::new(
                 "dfs.s3-endpoint",
                 format!(
                     "expected an http:// or https:// URL, found {:?}",

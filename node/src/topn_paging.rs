@@ -9,16 +9,18 @@
 //! applies the final TopN over them (the resume range reaches the client unchanged). A smaller
 //! TopN keeps the request's paging.
 //!
-//! Two places apply the same policy ([`worker_paging_size`]):
-//! * the server, before it ships a request, with `remote-coprocessor-topn-max-pushdown-rows`;
+//! Two places apply the same policy ([`worker_paging_size`]), which is why it lives here, in
+//! the crate both ends of an offload share, and not in the coprocessor that executes it:
+//! * the server, before it ships a request, with `remote-coprocessor-topn-max-pushdown-rows`
+//!   (`server::coprocessor`);
 //! * the worker, with `cop-topn-max-pushdown-rows`, on requests that arrive without finite
 //!   paging (`0 < paging_size < u32::MAX`), as a server older than the policy sends them: set
-//!   it on the workers before upgrading the servers, then back to 0.
+//!   it on the workers before upgrading the servers, then back to 0 (`worker::topn_paging`).
 //!
 //! This is a row-count heuristic, not a memory limit: wide rows want a lower threshold.
 
-use wire::coprocessor::{DagRequest, ExecType, Request};
 use prost::Message;
+use wire::coprocessor::{DagRequest, ExecType, Request};
 
 /// Whether `paging_size` asks for pages of a bounded number of rows: `0 < paging_size <
 /// u32::MAX`. 0 means no paging, and a page of `u32::MAX` rows or more is as good as none.

@@ -11,19 +11,19 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wire::codec::datum::decode_datums;
-use wire::codec::row::encode_row;
-use wire::codec::table::{record_key, record_range};
-use wire::datum::{Datum, FieldType};
 use cop::handler::{HandlerOptions, handle};
-use wire::coprocessor::{
-    Aggregation, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
-    Response, ScalarFuncSig, SelectResponse, Selection, TableScan,
-};
 use kvengine::{Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy};
 use prost::Message;
 use server::Tso;
 use server::txn::{Mode, Storage, TxnClient};
+use wire::codec::datum::decode_datums;
+use wire::codec::row::encode_row;
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    Aggregation, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
+    Response, ScalarFuncSig, SelectResponse, Selection, TableScan,
+};
+use wire::datum::{Datum, FieldType};
 
 const TABLE: i64 = 1;
 type BoxError = Box<dyn std::error::Error>;

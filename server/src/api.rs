@@ -11,13 +11,13 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use node::http::{HttpError, decode_proto, proto_response};
 use wire::paths;
 use wire::region::{
     Label, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
     TsoRequest, TsoResponse,
 };
 use wire::txn::{self as txn_wire, ErrorKind, KeyError};
-use node::http::{HttpError, decode_proto, proto_response};
 
 use crate::metrics;
 use crate::node::{Node, NodeError};

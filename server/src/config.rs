@@ -46,9 +46,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use kvengine::{DfsConfig, DfsSection};
 use node::config::{ConfigError, parse_escaped_key};
-use kvengine::DfsSection;
+use serde::{Deserialize, Serialize};
 use types::{ReadableDuration, ReadableSize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -385,8 +385,15 @@ impl ServerConfig {
             ));
         }
         self.initial_ranges()?;
-        self.dfs.to_dfs_config()?;
+        self.dfs_config()?;
         Ok(())
+    }
+
+    /// The object store to open: `[dfs]`.
+    pub fn dfs_config(&self) -> Result<DfsConfig, ConfigError> {
+        self.dfs
+            .to_dfs_config()
+            .map_err(|e| ConfigError::invalid(e.key, e.message))
     }
 
     /// `[server] ranges` as bytes, sorted, checked for overlaps and empty ranges.
@@ -476,6 +483,16 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("server.tso-addr")
+        );
+    }
+
+    #[test]
+    fn a_bad_dfs_section_fails_validation_with_its_key_and_reason() {
+        let c: ServerConfig = parse("[dfs]\ns3-bucket = \"ab\"\n", "s.toml").unwrap();
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "invalid config value dfs.s3-bucket: expected a bucket name of at least 3 \
+             characters, found \"ab\""
         );
     }
 

@@ -20,10 +20,10 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use wire::coprocessor::{Request, Response};
 use kvengine::SnapAccess;
-use prost::Message;
 use node::{ClientError, HttpClient};
+use prost::Message;
+use wire::coprocessor::{Request, Response};
 
 use crate::metrics;
 use crate::remote_snapshot::{ShipError, ship};

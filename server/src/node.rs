@@ -81,7 +81,7 @@ impl Node {
         opts.flush_threads = kv.flush_threads;
         opts.compaction_threads = kv.compaction_threads;
         opts.node_id = s.node_id;
-        let dfs = config.dfs.to_dfs_config()?.open()?;
+        let dfs = config.dfs_config()?.open()?;
         let engine = Engine::open(opts, dfs)?;
 
         let client = HttpClient::new(kv.remote_coprocessor_max_response_size.bytes() as usize);

@@ -14,8 +14,8 @@
 //! [`crate::coprocessor::Coprocessor`] runs them when it takes the snapshot).
 
 use bytes::Bytes;
-use wire::coprocessor::Request;
 use kvengine::SnapAccess;
+use wire::coprocessor::Request;
 
 /// A snapshot description ready to ship, and what the origin learned while building it.
 #[derive(Debug, Clone)]

@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use wire::region::{TsoRequest, TsoResponse};
-use prost::Message;
 use node::HttpClient;
+use prost::Message;
+use wire::region::{TsoRequest, TsoResponse};
 
 use crate::tso::{TimestampSource, TsoError};
 

@@ -1,5 +1,8 @@
-//! Wire types (protobuf via prost derive, no protoc): the coprocessor request and response,
-//! the DAG a request carries, and the DAG's result.
+//! The coprocessor's messages (protobuf via prost derive, no protoc): the request and response,
+//! the DAG a request carries (executors and expressions), the DAG's result, and what a response
+//! reports instead of one (region errors, lock info). A client builds requests and reads
+//! responses with these alone; `cop` executes them on an engine snapshot, the server and the
+//! worker carry them.
 //!
 //! Rolling upgrades: a tag is never renumbered or reused; a new field gets a new tag; decoders
 //! ignore tags they do not know. Enumerations travel as `i32` and are checked when a request is
@@ -524,6 +527,19 @@ pub struct SelectResponse {
     pub execution_summaries: Vec<ExecutionSummary>,
 }
 
+/// Codes of [`EvalError`], stable on the wire: they reach clients inside responses (the client's
+/// own final merge reports an overflow with the same code), so a code is never changed or
+/// reused.
+pub mod eval_error_code {
+    /// A value out of range (an overflow in arithmetic or an aggregate).
+    pub const OVERFLOW: i32 = 1690;
+    /// A type an expression cannot take.
+    pub const TYPE: i32 = 1105;
+    /// A stored row or key that does not decode.
+    pub const CORRUPT_DATA: i32 = 1300;
+}
+
+/// An evaluation error: a property of the query on this data (codes in [`eval_error_code`]).
 #[derive(Clone, PartialEq, Message)]
 pub struct EvalError {
     #[prost(int32, tag = "1")]

@@ -1,8 +1,9 @@
-//! Values and their types.
+//! Values and their types: plain data, no engine and no execution, so that a client reads and
+//! writes the same values the coprocessor computes with.
 //!
-//! A [`Datum`] is one SQL value, NULL included. Executors work on columns of one
-//! [`EvalType`]; a datum is the row-at-a-time form used at the edges (row decode defaults,
-//! constants, results, reference evaluators).
+//! A [`Datum`] is one SQL value, NULL included. The coprocessor's executors work on columns of
+//! one [`EvalType`]; a datum is the row-at-a-time form used at the edges (rows a client writes
+//! and reads, row decode defaults, constants, results, reference evaluators).
 
 use std::cmp::Ordering;
 

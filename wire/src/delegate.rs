@@ -7,12 +7,12 @@
 //!
 //! ```text
 //! DelegateRequest                          worker → server, POST /delegate
-//!   1 request       crate::coprocessor::Request    region context (id, ver), ranges, start_ts, DAG
+//!   1 request       coprocessor::Request   region context (id, ver), ranges, start_ts, DAG
 //!   2 worker_zone   string                 the asking worker's `zone` label ("" = none)
 //!
 //! DelegateResponse                         server → worker
-//!   1 region_error  crate::coprocessor::RegionError   set: nothing else is (the client refreshes)
-//!   2 locked        crate::coprocessor::LockInfo      set: a lock blocks the read (the client resolves)
+//!   1 region_error  coprocessor::RegionError  set: nothing else is (the client refreshes)
+//!   2 locked        coprocessor::LockInfo     set: a lock blocks the read (the client resolves)
 //!   3 other_error   string                    set: the server failed (or the request is bad)
 //!   4 memtable_data bytes    the memtable WRITE rows a read at start_ts needs, in the layout
 //!                            of `changeset::memtable_data` (the offload body's second section)
@@ -127,7 +127,10 @@ mod tests {
             tp: crate::coprocessor::REQ_TYPE_DAG,
             data: vec![1, 2, 3],
             start_ts: 42,
-            ranges: vec![crate::coprocessor::KeyRange::new(b"t1".to_vec(), b"t2".to_vec())],
+            ranges: vec![crate::coprocessor::KeyRange::new(
+                b"t1".to_vec(),
+                b"t2".to_vec(),
+            )],
             is_cache_enabled: true,
             cache_if_match_version: 5,
             paging_size: 128,

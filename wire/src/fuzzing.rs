@@ -19,7 +19,10 @@ pub fn offload_body_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let req = crate::coprocessor::Request {
         tp: crate::coprocessor::REQ_TYPE_DAG,
         start_ts: 42,
-        ranges: vec![crate::coprocessor::KeyRange::new(b"t1".to_vec(), b"t2".to_vec())],
+        ranges: vec![crate::coprocessor::KeyRange::new(
+            b"t1".to_vec(),
+            b"t2".to_vec(),
+        )],
         is_cache_enabled: true,
         ..Default::default()
     }
@@ -216,7 +219,10 @@ pub fn server_request_seeds() -> Vec<(String, Vec<u8>)> {
                 tp: crate::coprocessor::REQ_TYPE_DAG,
                 data: vec![0x0a, 0x02, 0x08, 0x01],
                 start_ts: 300,
-                ranges: vec![crate::coprocessor::KeyRange::new(b"a".to_vec(), b"z".to_vec())],
+                ranges: vec![crate::coprocessor::KeyRange::new(
+                    b"a".to_vec(),
+                    b"z".to_vec(),
+                )],
                 is_cache_enabled: true,
                 cache_if_match_version: 9,
                 paging_size: 128,
@@ -230,7 +236,10 @@ pub fn server_request_seeds() -> Vec<(String, Vec<u8>)> {
                 data: vec![1, 2, 3],
                 can_be_cached: true,
                 cache_last_version: 9,
-                range: Some(crate::coprocessor::KeyRange::new(b"a".to_vec(), b"m".to_vec())),
+                range: Some(crate::coprocessor::KeyRange::new(
+                    b"a".to_vec(),
+                    b"m".to_vec(),
+                )),
                 ..Default::default()
             }
             .encode_to_vec(),
@@ -242,7 +251,10 @@ pub fn server_request_seeds() -> Vec<(String, Vec<u8>)> {
                 request: Some(crate::coprocessor::Request {
                     tp: crate::coprocessor::REQ_TYPE_DAG,
                     start_ts: 300,
-                    ranges: vec![crate::coprocessor::KeyRange::new(b"a".to_vec(), b"z".to_vec())],
+                    ranges: vec![crate::coprocessor::KeyRange::new(
+                        b"a".to_vec(),
+                        b"z".to_vec(),
+                    )],
                     ..Default::default()
                 }),
                 worker_zone: "b".into(),

@@ -1,17 +1,45 @@
-//! Stratus wire types between processes (protobuf via prost derive, no protoc).
+//! The Stratus wire: everything that crosses a process boundary, and the values and byte
+//! formats a client needs to fill and read it. Protobuf via prost derive (no protoc).
 //!
-//! * [`txn`]: the transaction commands a server serves over HTTP, and their errors.
-//! * [`region`]: TSO, region listing, split, raw bulk load.
-//! * [`offload`]: the body a storage server POSTs to a worker (framing of three sections).
-//! * [`delegate`]: what a worker asks the owning server for on the delegate path, and the answer.
+//! This crate sits at the bottom of the crate graph, beside `types`: it depends on no engine
+//! crate (no `kvengine`, `sst`, `memtable`) and on nothing of AWS, so an entry node (the
+//! `client` crate) links the protocol without the engine. Executing a request is the `cop`
+//! crate's job, storing data the engine's; what a request *is* lives here. `.ci/run` fails when
+//! `cargo tree -p client -e normal` lists an engine crate or `aws-sdk-s3`.
+//!
+//! Modules in the order a client's data flows through them:
+//!
+//! * [`datum`]: SQL values ([`datum::Datum`]) and the column types a table declares;
+//! * [`codec`]: their byte formats: memcomparable numbers, bytes and datums, record and index
+//!   keys, row values (a client encodes keys and rows to write them, and decodes result rows);
+//! * [`region`]: the TSO, the regions a server owns (how a client routes a key), split, raw
+//!   bulk load;
+//! * [`txn`]: the transaction commands (prewrite, commit, lock resolution, MVCC reads) and
+//!   their errors;
+//! * [`coprocessor`]: the coprocessor request and response, the DAG a request carries
+//!   (executors, expressions) and its result, region errors, lock info, exec details;
+//! * [`paging`]: how a page reports the keys it covered and which ranges the next page asks
+//!   for;
+//! * [`offload`]: the body a storage server POSTs to a worker (framing of three sections);
+//! * [`delegate`]: what a worker asks the owning server for on the delegate path, and the
+//!   answer;
+//! * [`paths`] and [`PROTOBUF_CONTENT_TYPE`]: where each message is POSTed;
 //! * [`fuzzing`]: entry points shared by the cargo-fuzz targets and the corpus replay test.
 //!
-//! The coprocessor request and response themselves are `crate::coprocessor`. Rolling upgrades: a tag is
-//! never renumbered or reused, a new field gets a new tag, decoders ignore unknown tags.
+//! **Rolling upgrades.** Old and new servers, workers and clients talk to each other while a
+//! cluster is upgraded, so a protobuf tag is never renumbered or reused: a new field gets a new
+//! tag, a removed field's tag is retired, and decoders ignore tags they do not know.
+//! Enumerations travel as `i32` and are checked by their user, so an unknown value is a clear
+//! error instead of a decode failure. Byte formats (the codecs, the offload framing) carry a
+//! version, documented beside their encoder; a change bumps it and keeps the old one decoding.
 
+pub mod codec;
+pub mod coprocessor;
+pub mod datum;
 pub mod delegate;
 pub mod fuzzing;
 pub mod offload;
+pub mod paging;
 pub mod region;
 pub mod txn;
 
@@ -22,10 +50,10 @@ pub mod paths {
     pub const SPLIT: &str = "/split";
     pub const RAW_LOAD: &str = "/raw/load";
     pub const COPROCESSOR: &str = "/coprocessor";
-    /// Server: a worker's `DelegateRequest` in, a `DelegateResponse` out (`wire::delegate`).
+    /// Server: a worker's `DelegateRequest` in, a `DelegateResponse` out ([`crate::delegate`]).
     pub const DELEGATE: &str = "/delegate";
-    /// Worker: a client's `crate::coprocessor::Request` in, a `crate::coprocessor::Response` out; the header
-    /// `wire::delegate::REGION_SERVER_HEADER` names the owning server's base URL.
+    /// Worker: a client's [`crate::coprocessor::Request`] in, a `Response` out; the header
+    /// [`crate::delegate::REGION_SERVER_HEADER`] names the owning server's base URL.
     pub const DELEGATE_COPROCESSOR: &str = "/delegate/coprocessor";
     pub const PREWRITE: &str = "/txn/prewrite";
     pub const COMMIT: &str = "/txn/commit";

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! u32 format version (= 1)
-//! u32 len | len bytes   the crate::coprocessor::Request (protobuf), cache fields cleared but is_cache_enabled
+//! u32 len | len bytes   the coprocessor::Request (protobuf), cache fields cleared but is_cache_enabled
 //! u32 len | len bytes   the memtable rows (changeset::memtable_data layout)
 //! u32 len | len bytes   the snapshot ChangeSet (protobuf)
 //! ```

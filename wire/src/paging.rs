@@ -1,8 +1,10 @@
 //! Paging: how a response that stopped early says what it covered, and how the client asks for
-//! the rest.
+//! the rest. Both halves of that contract are pure functions of key ranges, here on the wire
+//! where both ends use them: the coprocessor reports [`scanned_range`], a client continues
+//! with [`remaining_ranges`].
 //!
 //! A page ends once the rows returned reach the request's `paging_size` (an aggregation: once
-//! its groups do; see [`crate::executors::hash_agg`]), or once the encoded rows reach the
+//! its groups do; see `cop::executors::hash_agg`), or once the encoded rows reach the
 //! handler's byte limit, and only where the chain is resumable (the rows returned are exactly
 //! the result of the keys scanned). The response's `range` is then the **scanned range**, the
 //! span of keys this page covered:

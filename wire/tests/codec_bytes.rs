@@ -1,10 +1,10 @@
 //! Memcomparable and compact bytes: order (prefixes and zero bytes included), round trips,
 //! and truncated input.
 
+use proptest::prelude::*;
 use wire::codec::bytes::{
     decode_bytes_comparable, decode_compact_bytes, encode_bytes_comparable, encode_compact_bytes,
 };
-use proptest::prelude::*;
 
 /// Byte strings over a tiny alphabet so that prefixes, zero bytes, 0xff and group boundaries
 /// (lengths around 8 and 16) are common.

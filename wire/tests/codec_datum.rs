@@ -3,11 +3,11 @@
 
 use std::cmp::Ordering;
 
+use proptest::prelude::*;
 use wire::codec::datum::{
     decode_datum, decode_datums, decode_default, encode_datum, encode_row_datums,
 };
 use wire::datum::{Datum, FieldType};
-use proptest::prelude::*;
 
 fn datum() -> impl Strategy<Value = Datum> {
     prop_oneof![

@@ -1,11 +1,11 @@
-//! Golden bytes: rows, keys and datums as committed under `cop/tests/data/`, so the formats
+//! Golden bytes: rows, keys and datums as committed under `wire/tests/data/`, so the formats
 //! cannot drift silently.
 //!
 //! Two tests per file set: the encoders must reproduce the committed bytes exactly, and the
 //! committed bytes must decode to the listed values with the decoders alone (they double as
 //! fixtures of format version 128: a format change bumps the version and keeps these files).
 //!
-//! To (re)write the files after an intended change: `STRATUS_BLESS=1 cargo test -p cop --test
+//! To (re)write the files after an intended change: `STRATUS_BLESS=1 cargo test -p wire --test
 //! codec_golden`, then review the diff.
 
 use std::path::PathBuf;

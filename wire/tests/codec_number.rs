@@ -1,10 +1,10 @@
 //! Memcomparable and varint numbers: order, round trips, and truncated input.
 
+use proptest::prelude::*;
 use wire::codec::number::{
     decode_f64, decode_i64, decode_u64, decode_var_i64, decode_var_u64, encode_f64, encode_i64,
     encode_u64, encode_var_i64, encode_var_u64,
 };
-use proptest::prelude::*;
 
 fn enc<T: Copy>(f: fn(&mut Vec<u8>, T), v: T) -> Vec<u8> {
     let mut buf = Vec::new();

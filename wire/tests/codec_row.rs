@@ -1,15 +1,15 @@
-//! Row values: round trips with NULLs and absent columns in both layouts, typed decoding into
-//! columns, rejection of malformed rows, and truncated input.
+//! Row values: round trips with NULLs and absent columns in both layouts, typed decoding,
+//! rejection of malformed rows, and truncated input. (Reading rows into the coprocessor's
+//! columns is tested in `cop/tests/row_into_column.rs`.)
 
 use std::collections::BTreeMap;
 
-use cop::batch::Column;
+use proptest::prelude::*;
 use wire::codec::row::{
     ColumnValue, RowView, decode_f64, decode_int, decode_uint, decode_value, encode_row,
     encode_row_into,
 };
 use wire::datum::{Datum, FieldType};
-use proptest::prelude::*;
 
 const TYPES: [FieldType; 5] = [
     FieldType::Int64,
@@ -77,20 +77,9 @@ fn check_round_trip(
     let view = RowView::parse(&bytes).unwrap();
     for (&id, &tp) in schema {
         let stored = row.iter().find(|(i, _)| *i == id).map(|(_, d)| d);
-        let default = Datum::Bytes(b"default".to_vec());
-        let mut out = Column::with_capacity(tp.eval_type(), 1);
-        let default_for_tp = match tp {
-            FieldType::Bytes => default.clone(),
-            _ => Datum::Null,
-        };
-        view.decode_into(id, tp, &default_for_tp, &mut out).unwrap();
         match (stored, view.find(id)) {
-            (None, ColumnValue::Absent) => prop_assert_eq!(out.datum(0), default_for_tp),
-            (Some(Datum::Null), ColumnValue::Null) => prop_assert_eq!(out.datum(0), Datum::Null),
-            (Some(d), ColumnValue::Value(b)) => {
-                prop_assert_eq!(&decode_value(b, tp).unwrap(), d);
-                prop_assert_eq!(&out.datum(0), d);
-            }
+            (None, ColumnValue::Absent) | (Some(Datum::Null), ColumnValue::Null) => {}
+            (Some(d), ColumnValue::Value(b)) => prop_assert_eq!(&decode_value(b, tp).unwrap(), d),
             (stored, found) => {
                 prop_assert!(false, "id {}: stored {:?}, found {:?}", id, stored, found)
             }
@@ -255,46 +244,6 @@ fn offsets_past_the_data_are_rejected() {
         err.detail,
         "expected the values to end at 9, found 1 bytes of data"
     );
-}
-
-#[test]
-fn decode_into_pushes_default_for_absent_and_none_for_null() {
-    let bytes = encode_row(&[(1, Datum::Null), (2, Datum::Int(-3))]).unwrap();
-    let view = RowView::parse(&bytes).unwrap();
-    let mut out = Column::with_capacity(FieldType::Int64.eval_type(), 3);
-    for id in [1, 2, 3] {
-        view.decode_into(id, FieldType::Int64, &Datum::Int(42), &mut out)
-            .unwrap();
-    }
-    assert_eq!(out, Column::Int(vec![None, Some(-3), Some(42)]));
-}
-
-#[test]
-fn decode_into_rejects_an_output_column_of_another_type() {
-    let bytes = encode_row(&[(1, Datum::Int(1))]).unwrap();
-    let view = RowView::parse(&bytes).unwrap();
-    let mut out = Column::with_capacity(FieldType::Bytes.eval_type(), 1);
-    for id in [1, 2] {
-        let err = view
-            .decode_into(id, FieldType::Int64, &Datum::Null, &mut out)
-            .unwrap_err();
-        assert!(
-            err.detail.contains("expected an output column of Int"),
-            "{err}"
-        );
-    }
-    assert!(out.is_empty());
-}
-
-#[test]
-fn decode_into_rejects_a_default_of_another_type() {
-    let bytes = encode_row(&[]).unwrap();
-    let view = RowView::parse(&bytes).unwrap();
-    let mut out = Column::with_capacity(FieldType::Int64.eval_type(), 1);
-    let err = view
-        .decode_into(1, FieldType::Int64, &Datum::Bytes(b"x".to_vec()), &mut out)
-        .unwrap_err();
-    assert!(err.detail.contains("column 1"), "{err}");
 }
 
 #[test]

@@ -1,12 +1,12 @@
 //! Record and index keys: round trips, ordering by handle and by index values, ranges, and
 //! malformed keys.
 
+use proptest::prelude::*;
 use wire::codec::table::{
     RECORD_KEY_LEN, decode_index_key, decode_record_key, decode_unique_index_value, index_key,
     index_range, prefix_next, record_key, record_prefix, record_range, unique_index_value,
 };
 use wire::datum::Datum;
-use proptest::prelude::*;
 
 fn value_of_type(tp: u8) -> BoxedStrategy<Datum> {
     let v = match tp {

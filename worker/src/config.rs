@@ -34,10 +34,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kvengine::{CacheConfig, DfsConfig};
-use serde::{Deserialize, Serialize};
+use kvengine::{CacheConfig, DfsConfig, DfsSection};
 use node::ConfigError;
-use kvengine::DfsSection;
+use serde::{Deserialize, Serialize};
 use types::{ReadableDuration, ReadableSize};
 
 /// The whole config file.
@@ -248,7 +247,10 @@ impl WorkerConfig {
     /// The object store to open: `[dfs]`, with the worker's own file cache in front of S3 when
     /// `[dfs]` names none (a worker reads the same files over and over; a server rarely does).
     pub fn dfs_config(&self) -> Result<DfsConfig, ConfigError> {
-        let mut config = self.dfs.to_dfs_config()?;
+        let mut config = self
+            .dfs
+            .to_dfs_config()
+            .map_err(|e| ConfigError::invalid(e.key, e.message))?;
         if let DfsConfig::S3 { cache, .. } = &mut config
             && cache.is_none()
             && !self.worker.cache_dir.as_os_str().is_empty()

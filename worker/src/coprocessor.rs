@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use changeset::{ChangeSet, ChangeSetDecodeError};
 use cop::handler::HandlerOptions;
-use wire::coprocessor::{Request, Response};
 use kvengine::{Dfs, SnapAccess};
-use wire::offload::OffloadDecodeError;
 use prost::Message;
+use wire::coprocessor::{Request, Response};
+use wire::offload::OffloadDecodeError;
 
 /// Why an offload body could not be turned into a snapshot and a request.
 #[derive(Debug, thiserror::Error)]

@@ -37,9 +37,9 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use prost::Message;
 use wire::coprocessor::{ExecDetails, Request};
 use wire::delegate::{DelegateRequest, DelegateResponse, REGION_SERVER_HEADER, zone_relation};
-use prost::Message;
 
 use crate::coprocessor::{Offload, OffloadError};
 use crate::metrics::{self, RequestResult};

@@ -32,9 +32,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use wire::paths;
 use prost::Message;
 use tokio::net::TcpListener;
+use wire::paths;
 
 use crate::cop_limiter::{self, Admission, TokioClock};
 use crate::coprocessor::{Offload, OffloadError};
@@ -158,7 +158,11 @@ pub(crate) async fn execute(
 
 /// The 200 answer carrying `resp`, counted in the response bytes and the keyspace's
 /// throughput.
-pub(crate) fn encoded(state: &WorkerState, keyspace: u32, resp: &wire::coprocessor::Response) -> Response {
+pub(crate) fn encoded(
+    state: &WorkerState,
+    keyspace: u32,
+    resp: &wire::coprocessor::Response,
+) -> Response {
     let encoded = resp.encode_to_vec();
     metrics::RESPONSE_BYTES.inc_by(encoded.len() as u64);
     state

@@ -14,8 +14,8 @@
 //! * `not_applicable`: no finite paging, and the policy does not apply (the root is no TopN,
 //!   its limit is within the setting, or the DAG does not decode: the handler reports that).
 
-use wire::coprocessor::Request;
 use node::topn_paging::{is_finite_paging, worker_paging_size};
+use wire::coprocessor::Request;
 
 /// What the worker did with one request's paging: the closed label set of
 /// `stratus_worker_topn_paging_total{action}`.
@@ -63,8 +63,8 @@ pub fn apply(request: &mut Request, max_pushdown_rows: u64) -> Option<TopnPaging
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wire::coprocessor::{ByItem, DagRequest, ExecType, Executor, Expr, TopN};
     use prost::Message;
+    use wire::coprocessor::{ByItem, DagRequest, ExecType, Executor, Expr, TopN};
 
     fn top_n_request(limit: u64, paging_size: u64) -> Request {
         let scan = Executor {

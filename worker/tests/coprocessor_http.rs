@@ -11,20 +11,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use changeset::{Change, ChangeSet, encode_changeset};
-use wire::codec::row::encode_row;
-use wire::codec::table::{record_key, record_range};
-use wire::datum::{Datum, FieldType};
 use cop::handler::HandlerOptions;
-use wire::coprocessor::{
-    self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request, Response,
-    ScalarFuncSig,
-};
 use kvengine::mvcc::{WriteKind, WriteMeta};
 use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch};
-use prost::Message;
 use node::{HttpClient, HttpReply};
-use types::ReadableSize;
+use prost::Message;
 use tokio::sync::oneshot;
+use types::ReadableSize;
+use wire::codec::row::encode_row;
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
+    Response, ScalarFuncSig,
+};
+use wire::datum::{Datum, FieldType};
 use worker::cop_limiter::{LimitSource, MemorySource, MemoryUse};
 use worker::{WorkerConfig, WorkerState};
 
@@ -694,8 +694,7 @@ async fn memory_high_until_the_deadline_is_answered_503_with_the_ratio() {
         "slept while the deadline allowed: {took:?}"
     );
 
-    let metrics =
-        String::from_utf8(worker.get(wire::paths::METRICS).await.body.to_vec()).unwrap();
+    let metrics = String::from_utf8(worker.get(wire::paths::METRICS).await.body.to_vec()).unwrap();
     for needle in [
         "stratus_worker_coprocessor_requests_total{result=\"throttled\"}",
         "stratus_worker_cop_limiter_rejections_total",
@@ -764,8 +763,7 @@ async fn status_shows_response_bytes_per_keyspace_over_the_sample_window() {
     assert!(["physical", "cgroup"].contains(&source), "{source}");
     assert!(status["cop_limiter"]["memory_ratio"].as_f64().unwrap() > 0.0);
 
-    let metrics =
-        String::from_utf8(worker.get(wire::paths::METRICS).await.body.to_vec()).unwrap();
+    let metrics = String::from_utf8(worker.get(wire::paths::METRICS).await.body.to_vec()).unwrap();
     assert!(
         metrics.contains("stratus_worker_keyspace_throughput_bytes_per_second{keyspace=\"9\"}"),
         "{metrics}"

@@ -12,13 +12,13 @@
 //! UPDATE). Only rows whose values change are written and counted (`affected_rows`).
 //! Changing the primary key (moving a row to another key) is not supported.
 
-use wire::codec::row::encode_row;
-use wire::codec::table::record_key;
-use wire::datum::Datum;
-use wire::coprocessor::{DagRequest, KeyRange};
 use sqlparser::ast::{
     self, AssignmentTarget, BinaryOperator, FromTable, TableFactor, UnaryOperator,
 };
+use wire::codec::row::encode_row;
+use wire::codec::table::record_key;
+use wire::coprocessor::{DagRequest, KeyRange};
+use wire::datum::Datum;
 
 use super::catalog::{SqlType, TableSchema};
 use super::handle_ranges::handle_ranges;

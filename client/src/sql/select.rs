@@ -14,12 +14,12 @@
 //! then the group-by columns for an aggregate query. `ORDER BY` and the output columns refer
 //! to slots.
 
-use wire::coprocessor::{
-    self as proto, ByItem, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, ScalarFuncSig,
-};
 use sqlparser::ast::{
     self, BinaryOperator, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, InTarget,
     LimitClause, OrderByKind, OrderBySort, SelectItem, SetExpr, TableFactor, UnaryOperator, Value,
+};
+use wire::coprocessor::{
+    self as proto, ByItem, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, ScalarFuncSig,
 };
 
 use super::catalog::{SqlType, TableSchema};

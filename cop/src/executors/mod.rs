@@ -32,10 +32,10 @@ pub mod top_n;
 use kvengine::SnapAccess;
 
 use crate::batch::{Batch, Column};
-use wire::datum::{EvalType, FieldType};
 use crate::error::{Error, EvalError, Result};
 use crate::expr::{CompiledExpr, Expr};
 use wire::coprocessor::{self as proto, ExecType, KeyRange};
+use wire::datum::{EvalType, FieldType};
 
 pub use range_scanner::is_point_range;
 

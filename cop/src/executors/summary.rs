@@ -3,10 +3,10 @@
 
 use std::time::Instant;
 
-use wire::datum::EvalType;
 use crate::error::Result;
 use crate::executors::{BatchExecutor, BatchResult, ScanProgress};
 use wire::coprocessor::ExecutionSummary;
+use wire::datum::EvalType;
 
 pub struct Summarized<'a> {
     inner: Box<dyn BatchExecutor + 'a>,

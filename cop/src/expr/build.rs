@@ -2,9 +2,9 @@
 
 use super::{ArithOp, CmpOp, CompiledExpr, Func, LikePattern, Node};
 use crate::batch::Column;
-use wire::datum::EvalType;
 use crate::error::EvalError;
 use wire::coprocessor::{self as proto, ExprType, ScalarFuncSig};
+use wire::datum::EvalType;
 
 /// Deeper expressions are rejected: evaluation recurses once per level. (Decoded DAGs are
 /// already limited by prost's recursion limit; this also bounds hand-built ones.)

@@ -50,9 +50,9 @@ mod logic;
 mod operand;
 
 use crate::batch::Column;
-use wire::datum::{Datum, EvalType};
 use crate::error::EvalError;
 use wire::coprocessor as proto;
+use wire::datum::{Datum, EvalType};
 
 pub use like::{LikePattern, LikeToken};
 

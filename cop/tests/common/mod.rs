@@ -6,16 +6,17 @@
 
 use std::sync::Arc;
 
-use wire::codec::datum::decode_datums;
-use wire::codec::row::encode_row;
-use wire::codec::table::{record_key, record_range};
-use wire::datum::{Datum, FieldType};
-use wire::coprocessor::{
-    self as proto, ColumnInfo, DagRequest, ExecType, Executor, KeyRange, Request, Response, SelectResponse,
-};
 use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
 use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 use prost::Message;
+use wire::codec::datum::decode_datums;
+use wire::codec::row::encode_row;
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, KeyRange, Request, Response,
+    SelectResponse,
+};
+use wire::datum::{Datum, FieldType};
 
 pub const SHARD: u64 = 1;
 

@@ -24,8 +24,8 @@ use super::number::{
     decode_f64, decode_i64, decode_u64, decode_var_i64, decode_var_u64, encode_f64, encode_i64,
     encode_u64, encode_var_i64, encode_var_u64,
 };
-use crate::datum::{Datum, FieldType};
 use crate::codec::CodecError;
+use crate::datum::{Datum, FieldType};
 
 pub const NIL_FLAG: u8 = 0;
 pub const BYTES_FLAG: u8 = 1;

@@ -8,11 +8,15 @@
 //! The byte layout is documented on [`encode_row`], the encoder that produces it.
 //!
 //! NaN is rejected by the writer: SQL has no place for it in comparisons or ordering.
+//!
+//! Reading is per value: [`RowView::find`] locates a column's bytes and [`decode_value`] (or
+//! [`decode_int`], [`decode_uint`], [`decode_f64`]) reads them with the schema's type. Filling
+//! the coprocessor's column batches from rows is execution and lives there
+//! (`cop::batch::Column::push_from_row`), built on these.
 
 use super::number::{f64_from_comparable_bits, f64_to_comparable_bits};
-use crate::batch::Column;
-use crate::datum::{Datum, FieldType};
 use crate::codec::CodecError;
+use crate::datum::{Datum, FieldType};
 
 /// The version byte of the layout documented on [`encode_row`].
 pub const ROW_VERSION: u8 = 128;
@@ -462,48 +466,6 @@ impl<'a> RowView<'a> {
         }
     }
 
-    /// Decodes column `col_id` of type `tp` and appends it to `out`: the value, `None` for a
-    /// NULL, or `default` when the row lacks the column. The scan executor's per-cell path.
-    ///
-    /// `out` must be a column of `tp.eval_type()`; another column type is an error, as is a
-    /// value of the wrong size for `tp`.
-    #[inline]
-    pub fn decode_into(
-        &self,
-        col_id: i64,
-        tp: FieldType,
-        default: &Datum,
-        out: &mut Column,
-    ) -> Result<(), CodecError> {
-        match self.find(col_id) {
-            ColumnValue::Value(b) => match (tp, out) {
-                (FieldType::Int64, Column::Int(v)) => v.push(Some(decode_int(b)?)),
-                (FieldType::UInt64 | FieldType::DateTime, Column::UInt(v)) => {
-                    v.push(Some(decode_uint(b)?))
-                }
-                (FieldType::Float64, Column::Real(v)) => v.push(Some(decode_f64(b)?)),
-                (FieldType::Bytes, Column::Bytes(v)) => v.push(Some(b.to_vec())),
-                (tp, out) => return Err(column_type_error(col_id, tp, out)),
-            },
-            ColumnValue::Null => match (tp.eval_type() == out.eval_type(), out) {
-                (true, Column::Int(v)) => v.push(None),
-                (true, Column::UInt(v)) => v.push(None),
-                (true, Column::Real(v)) => v.push(None),
-                (true, Column::Bytes(v)) => v.push(None),
-                (false, out) => return Err(column_type_error(col_id, tp, out)),
-            },
-            ColumnValue::Absent => {
-                if tp.eval_type() != out.eval_type() {
-                    return Err(column_type_error(col_id, tp, out));
-                }
-                out.push_datum(default).map_err(|msg| {
-                    CodecError::new("column default", format!("column {col_id}: {msg}"))
-                })?;
-            }
-        }
-        Ok(())
-    }
-
     /// Whether the row uses the large layout (u32 ids and offsets).
     pub fn is_large(&self) -> bool {
         self.large
@@ -518,18 +480,6 @@ impl<'a> RowView<'a> {
     pub fn null_ids(&self) -> impl Iterator<Item = i64> + '_ {
         (0..self.null_count).map(|i| i64::from(self.id_at(self.null_ids, i)))
     }
-}
-
-#[cold]
-fn column_type_error(col_id: i64, tp: FieldType, out: &Column) -> CodecError {
-    CodecError::new(
-        "row column",
-        format!(
-            "column {col_id}: expected an output column of {:?} for field type {tp:?}, found {:?}",
-            tp.eval_type(),
-            out.eval_type()
-        ),
-    )
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@
 
 use super::datum::{INT_FLAG, decode_datum, encode_datum};
 use super::number::{decode_i64, encode_i64};
-use crate::datum::Datum;
 use crate::codec::CodecError;
+use crate::datum::Datum;
 
 pub const TABLE_PREFIX: u8 = b't';
 pub const RECORD_SEP: &[u8; 2] = b"_r";
