@@ -121,7 +121,7 @@ impl HttpClient {
         let mut builder = Request::builder()
             .method(method)
             .uri(uri)
-            .header(hyper::header::CONTENT_TYPE, "application/x-protobuf");
+            .header(hyper::header::CONTENT_TYPE, wire::PROTOBUF_CONTENT_TYPE);
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }

@@ -66,14 +66,10 @@ fn short_type_name<M>() -> &'static str {
 /// A 200 answer carrying `msg`.
 pub fn proto_response<M: Message>(msg: &M) -> Response {
     (
-        [(header::CONTENT_TYPE, kvproto_content_type())],
+        [(header::CONTENT_TYPE, wire::PROTOBUF_CONTENT_TYPE)],
         msg.encode_to_vec(),
     )
         .into_response()
-}
-
-fn kvproto_content_type() -> &'static str {
-    "application/x-protobuf"
 }
 
 /// Every metric of the default registry in the Prometheus text format.
