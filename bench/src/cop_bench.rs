@@ -12,18 +12,18 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cop::codec::row::{ColumnValue, RowView, decode_int, encode_row};
-use cop::codec::table::{record_key, record_range};
-use cop::datum::{Datum, FieldType};
 use cop::handler::{HandlerOptions, handle};
-use cop::proto::{
-    self, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
-    ScalarFuncSig, SelectResponse,
-};
 use kvengine::mvcc::{WriteKind, WriteMeta};
 use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 use prost::Message;
 use rand::Rng;
+use wire::codec::row::{ColumnValue, RowView, decode_int, encode_row};
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
+    ScalarFuncSig, SelectResponse,
+};
+use wire::datum::{Datum, FieldType};
 
 use crate::report::{rate, row, table_header};
 use crate::workload::rng;
@@ -190,7 +190,7 @@ fn run_once(e: &Engine, req: &Request) -> (Duration, Vec<Datum>) {
     let sel = SelectResponse::decode(resp.data.as_slice()).expect("select response");
     assert!(sel.error.is_none(), "{:?}", sel.error);
     let n = (sel.row_count * u64::from(sel.column_count)) as usize;
-    let datums = cop::codec::datum::decode_datums(&sel.rows_data, n).expect("rows");
+    let datums = wire::codec::datum::decode_datums(&sel.rows_data, n).expect("rows");
     (d, datums)
 }
 

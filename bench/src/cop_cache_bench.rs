@@ -8,13 +8,13 @@
 
 use std::time::{Duration, Instant};
 
-use cop::proto::{DagRequest, KeyRange};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
 use server::config::WalSync;
-use service::ReadableSize;
+use types::ReadableSize;
+use wire::coprocessor::{DagRequest, KeyRange};
 
 use crate::offload_bench::load_rows;
 

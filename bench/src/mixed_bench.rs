@@ -21,8 +21,6 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cop::datum::Datum;
-use cop::proto::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::SampleTable;
@@ -30,7 +28,9 @@ use e2e::server_proc::{ServerProc, ServerSetup};
 use e2e::worker_proc::WorkerProc;
 use rand::Rng;
 use server::config::WalSync;
-use service::{ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
+use wire::coprocessor::KeyRange;
+use wire::datum::Datum;
 
 use crate::offload_bench::load_rows;
 use crate::workload::rng;

@@ -13,15 +13,15 @@
 
 use std::time::{Duration, Instant};
 
-use cop::codec::row::encode_row;
-use cop::datum::Datum;
 use e2e::cluster::{OffloadPair, StoreKind};
 use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::{PAD_COLUMN, SampleTable, V_COLUMN};
 use e2e::server_proc::ServerProc;
 use rand::Rng;
 use server::config::WalSync;
-use service::{ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
+use wire::codec::row::encode_row;
+use wire::datum::Datum;
 
 use crate::workload::rng;
 

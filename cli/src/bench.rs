@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use client::sql::QueryResult;
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 use crate::decision_metrics::{DecisionCount, decision_counts, decision_delta};
 use crate::demo::ratio;
@@ -229,13 +229,13 @@ fn measure(
     reference: &mut BTreeMap<&'static str, QueryResult>,
 ) -> Result<Measured, BenchError> {
     let mut client_config = lab.cluster.client_config();
-    client_config.cop_cache.admission_min_process_time = service::ReadableDuration::millis(0);
+    client_config.cop_cache.admission_min_process_time = types::ReadableDuration::millis(0);
     let client = lab.client(client_config)?;
     // Regions and worker liveness are loaded before the clock starts: the first run is cold
     // for the cache, not for the client's topology.
     lab.rt
         .block_on(client.refresh_regions())
-        .map_err(|e| StepError::Client(service::error_chain(&e)))?;
+        .map_err(|e| StepError::Client(node::error_chain(&e)))?;
     lab.rt.block_on(client.probe_workers());
     let mut session = Session::new(lab, &client);
     session.execute(&format!(

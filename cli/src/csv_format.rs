@@ -5,7 +5,7 @@
 //! inside), or when it is the empty string: NULL is an empty unquoted field and `''` is `""`,
 //! so a reader can tell them apart.
 
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 use crate::output_format::text;
 

@@ -7,8 +7,8 @@
 //! without its `result` or `reason` label, is an error, never a count of 0 that would make a
 //! step look as if nothing had been decided.
 
-use cop::datum::Datum;
 use harness::metrics::{Metrics, MetricsError};
+use wire::datum::Datum;
 
 use crate::loaded_cluster::StepError;
 use crate::local_cluster::LocalCluster;

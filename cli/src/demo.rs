@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 use crate::decision_metrics::{decision_counts, decision_delta, render_decisions};
 use crate::explain_rows::{Explained, NodeNames, Place, RegionRow, Session};
@@ -114,7 +114,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     lab.load(opts.rows, out)?;
     let names = NodeNames::of(&lab.cluster);
     let mut client_config = lab.cluster.client_config();
-    client_config.cop_cache.admission_min_process_time = service::ReadableDuration::millis(0);
+    client_config.cop_cache.admission_min_process_time = types::ReadableDuration::millis(0);
     let client = lab.client(client_config)?;
     let mut session = Session::new(&lab, &client);
 

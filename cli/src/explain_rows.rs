@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use client::Client;
 use client::sql::{Engine, QueryResult};
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 use crate::loaded_cluster::{LoadedCluster, StepError};
 use crate::local_cluster::LocalCluster;
@@ -41,7 +41,7 @@ impl<'a> Session<'a> {
             .block_on(self.engine.execute(sql))
             .map_err(|e| StepError::Statement {
                 sql: sql.to_string(),
-                message: service::error_chain(&e),
+                message: node::error_chain(&e),
             })
     }
 

@@ -12,8 +12,8 @@
 //! bytes are a JSON string (invalid UTF-8 replaced). With two columns of the same name the
 //! object has that key twice; name them apart with `AS`.
 
-use cop::datum::Datum;
 use serde_json::Value;
+use wire::datum::Datum;
 
 use crate::output_format::text;
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use client::sql::TableSchema;
 use client::{Client, ClientConfig};
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 use crate::local_cluster::{ClusterError, ClusterOptions, LocalCluster, NodeInfo};
 use crate::sample_table::{self, LoadError};
@@ -165,7 +165,7 @@ impl LoadedCluster {
 
 fn client_for(rt: &tokio::runtime::Runtime, config: ClientConfig) -> Result<Client, StepError> {
     let _guard = rt.enter();
-    Client::new(config).map_err(|e| StepError::Client(service::error_chain(&e)))
+    Client::new(config).map_err(|e| StepError::Client(node::error_chain(&e)))
 }
 
 /// A bar on stderr (hidden when stderr is not a terminal).
@@ -199,10 +199,10 @@ fn settle_regions(servers: &[NodeInfo]) -> Result<Vec<(String, usize)>, StepErro
                 server: s.name.clone(),
                 reason,
             };
-            let url = format!("{}{}", s.url, kvproto::paths::REGIONS);
+            let url = format!("{}{}", s.url, wire::paths::REGIONS);
             let reply =
                 harness::http::get_ok(&url, FLUSH_TIMEOUT).map_err(|e| err(e.to_string()))?;
-            let regions: kvproto::region::RegionsResponse =
+            let regions: wire::region::RegionsResponse =
                 prost::Message::decode(reply.body.as_ref())
                     .map_err(|e| err(format!("undecodable /regions answer: {e}")))?;
             now.push((s.name.clone(), regions.regions.len()));
@@ -229,7 +229,7 @@ fn flush_servers(servers: &[NodeInfo]) -> Result<(), StepError> {
             server: s.name.clone(),
             reason,
         };
-        let url = format!("{}{}", s.url, kvproto::paths::ADMIN_FLUSH);
+        let url = format!("{}{}", s.url, wire::paths::ADMIN_FLUSH);
         harness::http::post_ok(&url, Vec::new(), FLUSH_TIMEOUT)
             .map_err(|e| flush_err(e.to_string()))?;
     }

@@ -48,8 +48,9 @@ use harness::NodeConfig;
 use harness::config_file::{self, ConfigFileError, write_atomically};
 use harness::http::HttpError;
 use harness::supervisor::{Launch, NodeError, NodeProcess};
+use kvengine::DfsSection;
 use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection, WorkerEndpoint};
-use service::{DfsSection, ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
 use worker::{WorkerConfig, WorkerSection};
 
 /// How long a node may take to print its listening line.
@@ -120,7 +121,7 @@ pub enum ClusterError {
 
 /// The split key between `server-a` and `server-b`: the record key of table 1, handle 0.
 pub fn split_key() -> Vec<u8> {
-    cop::codec::table::record_key(1, 0)
+    wire::codec::table::record_key(1, 0)
 }
 
 /// The running cluster (see the module docs).
@@ -328,7 +329,7 @@ impl LocalCluster {
         let deadline = Instant::now() + CPU_SAMPLE_TIMEOUT;
         for server in &self.servers {
             loop {
-                let status = self.get(server, kvproto::paths::STATUS)?;
+                let status = self.get(server, wire::paths::STATUS)?;
                 let json: serde_json::Value = serde_json::from_str(&status).map_err(|e| {
                     ClusterError::CpuLoad(format!("{}: GET /status is not JSON: {e}", server.name))
                 })?;
@@ -357,7 +358,7 @@ impl LocalCluster {
     pub fn server_metrics(&self) -> Result<Vec<(String, String)>, ClusterError> {
         self.servers
             .iter()
-            .map(|s| Ok((s.name.clone(), self.get(s, kvproto::paths::METRICS)?)))
+            .map(|s| Ok((s.name.clone(), self.get(s, wire::paths::METRICS)?)))
             .collect()
     }
 
@@ -509,8 +510,8 @@ fn server_config(
         node_id,
         labels: zone_labels(spec.zone),
         ranges: vec![RangeConfig {
-            start: service::config::escape_key(range.0),
-            end: service::config::escape_key(range.1),
+            start: node::config::escape_key(range.0),
+            end: node::config::escape_key(range.1),
         }],
         tso: tso.is_none(),
         tso_addr: tso.unwrap_or_default().to_string(),
@@ -569,7 +570,7 @@ mod tests {
     /// equal) after its own validation.
     fn written_server(cfg: &ServerConfig) -> ServerConfig {
         let text = config_file::render(cfg).unwrap();
-        let loaded: ServerConfig = service::config::parse(&text, "generated").unwrap();
+        let loaded: ServerConfig = node::config::parse(&text, "generated").unwrap();
         loaded.validate().unwrap();
         loaded
     }
@@ -606,8 +607,8 @@ mod tests {
         assert_eq!(b.server.tso_addr, "http://127.0.0.1:9");
         assert_eq!((a.zone(), b.zone()), ("a", "b"));
         assert_ne!(a.server.node_id, b.server.node_id);
-        assert!(cop::codec::table::record_key(1, -1) < key);
-        assert!(cop::codec::table::record_key(1, 1) > key);
+        assert!(wire::codec::table::record_key(1, -1) < key);
+        assert!(wire::codec::table::record_key(1, 1) > key);
     }
 
     #[test]

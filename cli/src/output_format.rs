@@ -1,7 +1,7 @@
 //! How a result set is printed: the `--format` choice and the text of one value.
 
 use client::sql::QueryResult;
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {

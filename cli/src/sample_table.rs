@@ -19,9 +19,9 @@
 
 use std::time::Duration;
 
-use cop::codec::row::encode_row;
-use cop::codec::table::record_key;
-use cop::datum::Datum;
+use wire::codec::row::encode_row;
+use wire::codec::table::record_key;
+use wire::datum::Datum;
 
 use client::Client;
 use client::sql::insert::{InsertPlan, write};
@@ -58,7 +58,7 @@ pub enum LoadError {
 
 impl From<SqlError> for LoadError {
     fn from(e: SqlError) -> LoadError {
-        LoadError::Sql(service::error_chain(&e))
+        LoadError::Sql(node::error_chain(&e))
     }
 }
 

@@ -54,7 +54,7 @@ pub fn connect(cluster_file: &Path) -> Result<(Runtime, Client), SqlCommandError
         .map_err(|e| SqlCommandError::Client(format!("tokio runtime: {e}")))?;
     let client = {
         let _guard = rt.enter();
-        Client::new(cfg).map_err(|e| SqlCommandError::Client(service::error_chain(&e)))?
+        Client::new(cfg).map_err(|e| SqlCommandError::Client(node::error_chain(&e)))?
     };
     Ok((rt, client))
 }
@@ -70,7 +70,7 @@ pub fn execute(
 ) -> Result<(), SqlCommandError> {
     let result = rt
         .block_on(engine.execute(sql))
-        .map_err(|e| SqlCommandError::Statement(service::error_chain(&e)))?;
+        .map_err(|e| SqlCommandError::Statement(node::error_chain(&e)))?;
     for w in &result.warnings {
         writeln!(err, "Warning: {w}").map_err(SqlCommandError::Output)?;
     }

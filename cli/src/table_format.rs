@@ -13,7 +13,7 @@
 //! Tabs, newlines, carriage returns and backslashes inside a value are shown escaped (`\t`,
 //! `\n`, `\r`, `\\`) so that a row stays on one line.
 
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 use crate::output_format::{is_number, rows_word, text};
 

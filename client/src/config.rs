@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use service::{ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
 
 use crate::error::ConfigError;
 

@@ -34,8 +34,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use cop::proto::KeyRange;
 use parking_lot::Mutex;
+use wire::coprocessor::KeyRange;
 
 pub use key::CacheKey;
 use lru::Lru;
@@ -250,7 +250,7 @@ impl CopCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use service::{ReadableDuration, ReadableSize};
+    use types::{ReadableDuration, ReadableSize};
 
     fn cfg() -> CopCacheConfig {
         CopCacheConfig::default()
@@ -423,7 +423,7 @@ mod tests {
             #[test]
             fn lookups_follow_the_reuse_rules(ops in proptest::collection::vec(op(), 0..40)) {
                 let cache = CopCache::new(CopCacheConfig {
-                    admission_min_process_time: service::ReadableDuration::millis(0),
+                    admission_min_process_time: types::ReadableDuration::millis(0),
                     ..cfg()
                 });
                 let mut model: BTreeMap<u8, (u64, u64)> = BTreeMap::new();

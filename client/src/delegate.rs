@@ -34,7 +34,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use cop::proto::{DagRequest, KeyRange};
+use wire::coprocessor::{DagRequest, KeyRange};
 
 use crate::error::Result;
 use crate::node_selection::{NodeSelectionPolicy, RegionReplicas, select_nodes};
@@ -145,7 +145,7 @@ mod tests {
     use super::*;
     use crate::config::ClientConfig;
     use crate::node_selection::NodeSelectionError;
-    use kvproto::region::Region;
+    use wire::region::Region;
 
     fn split_of(client: &Client, zones: &[Option<&str>]) -> Vec<RegionRanges> {
         let cache = client.region_cache();

@@ -27,7 +27,7 @@ pub enum Error {
     Transport {
         url: String,
         #[source]
-        source: service::ClientError,
+        source: node::ClientError,
     },
     #[error("unexpected answer from a cluster node: url={url} status={status} body={body}")]
     BadStatus {
@@ -83,7 +83,7 @@ pub enum Error {
     Rows {
         region_id: u64,
         #[source]
-        source: cop::CodecError,
+        source: wire::codec::CodecError,
     },
     /// The delegate path could not choose workers (no alive worker, none in the entry node's
     /// zone, or too many regions without a local replica under `only_local_zone_nodes`). The

@@ -22,9 +22,9 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use cop::codec::datum::encode_datum;
-use cop::datum::Datum;
-use cop::proto::{DagRequest, ExecType, Executor, ExprType};
+use wire::codec::datum::encode_datum;
+use wire::coprocessor::{DagRequest, ExecType, Executor, ExprType};
+use wire::datum::Datum;
 
 use crate::error::{Error, Result};
 
@@ -313,7 +313,7 @@ fn add(acc: &SumAcc, d: Datum) -> Result<SumAcc> {
 
 fn finish_sum(acc: &SumAcc) -> Result<Datum> {
     let overflow = |s: String| Error::Eval {
-        code: cop::error::code::OVERFLOW,
+        code: wire::coprocessor::eval_error_code::OVERFLOW,
         message: format!("value out of range: sum={s}"),
     };
     Ok(match acc {
@@ -327,7 +327,7 @@ fn finish_sum(acc: &SumAcc) -> Result<Datum> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cop::proto::{Aggregation, ByItem, Expr, Limit, TopN};
+    use wire::coprocessor::{Aggregation, ByItem, Expr, Limit, TopN};
 
     fn exec(tp: ExecType) -> Executor {
         Executor {

@@ -1,6 +1,10 @@
 //! Stratus client: the library of the entry node, the process that receives an analytic query
 //! and fans it out over the cluster (issue 9).
 //!
+//! It speaks the protocol of the `wire` crate (requests, responses, datums, key and row codecs,
+//! paging ranges) over the HTTP plumbing of `node`, and links no engine: `.ci/run` fails when
+//! `cargo tree -p client -e normal` reaches `kvengine`, `sst`, `memtable` or `aws-sdk-s3`.
+//!
 //! Modules in the order a request uses them:
 //!
 //! * [`config`]: [`ClientConfig`] (servers, workers, own labels, paging, cache, TTLs), validated

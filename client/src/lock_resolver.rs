@@ -18,10 +18,10 @@
 
 use std::collections::BTreeMap;
 
-use cop::proto::LockInfo;
-use kvproto::paths;
-use kvproto::region::{TsoRequest, TsoResponse};
-use kvproto::txn::{
+use wire::coprocessor::LockInfo;
+use wire::paths;
+use wire::region::{TsoRequest, TsoResponse};
+use wire::txn::{
     CheckSecondaryLocksRequest, CheckSecondaryLocksResponse, CheckTxnStatusRequest,
     CheckTxnStatusResponse, KeyError, ResolveLockRequest, ResolveLockResponse, TxnState,
 };

@@ -6,7 +6,7 @@
 //!    order); the answer lists pages in key order whatever order they arrived in.
 //! 2. A task sends its ranges with `paging_size` = `paging.initial-size` (128), doubling after
 //!    every page up to `paging.max-size` (50,000). A response with a resume range (the span
-//!    it covered, see `cop::paging`) continues with the task's ranges minus that span; a
+//!    it covered, see `wire::paging`) continues with the task's ranges minus that span; a
 //!    response without one ends the task.
 //! 3. A region error (epoch changed, region split, region gone, key not in region) reloads the
 //!    regions of the server that answered and re-splits **what the task has left**: rows of
@@ -42,16 +42,16 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use cop::codec::datum::decode_datums;
-use cop::datum::Datum;
-use cop::proto::{
-    self, Context, DagRequest, ExecType, KeyRange, RegionErrorKind, Request, Response,
-    SelectResponse,
-};
-use kvproto::delegate::REGION_SERVER_HEADER;
-use kvproto::paths;
 use parking_lot::Mutex;
 use prost::Message;
+use wire::codec::datum::decode_datums;
+use wire::coprocessor::{
+    self as proto, Context, DagRequest, ExecType, KeyRange, RegionErrorKind, Request, Response,
+    SelectResponse,
+};
+use wire::datum::Datum;
+use wire::delegate::REGION_SERVER_HEADER;
+use wire::paths;
 
 use crate::config::{ClientConfig, base_url};
 use crate::cop_cache::{CacheEntry, CacheKey, Candidate, CopCache};
@@ -654,7 +654,7 @@ impl Client {
             let done = match range {
                 None => true,
                 Some(scanned) => {
-                    task.ranges = cop::paging::remaining_ranges(&task.ranges, &scanned, desc);
+                    task.ranges = wire::paging::remaining_ranges(&task.ranges, &scanned, desc);
                     task.ranges.is_empty() || limit.is_some_and(|n| task.rows >= n)
                 }
             };
@@ -706,7 +706,7 @@ pub fn decode_rows(data: &[u8], region_id: u64) -> Result<Vec<Vec<Datum>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cop::codec::datum::encode_datum;
+    use wire::codec::datum::encode_datum;
 
     #[test]
     fn rows_decode_by_column_count() {

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use cop::proto::KeyRange;
-use kvproto::paths;
-use kvproto::region::{Region, RegionsResponse};
 use parking_lot::RwLock;
+use wire::coprocessor::KeyRange;
+use wire::paths;
+use wire::region::{Region, RegionsResponse};
 
 use crate::error::{Error, Result};
 use crate::transport::Transport;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use node::HttpClient;
 use prost::Message;
-use service::HttpClient;
 
 use crate::error::{Error, Result};
 
@@ -101,7 +101,7 @@ impl Transport {
 
 fn decode<Resp: Message + Default>(
     url: String,
-    reply: service::HttpReply,
+    reply: node::HttpReply,
     what: &'static str,
 ) -> Result<Resp> {
     if reply.status.as_u16() != 200 {
@@ -110,7 +110,7 @@ fn decode<Resp: Message + Default>(
     Resp::decode(reply.body.as_ref()).map_err(|source| Error::Decode { url, what, source })
 }
 
-fn bad_status(url: String, reply: &service::HttpReply) -> Error {
+fn bad_status(url: String, reply: &node::HttpReply) -> Error {
     let mut body = String::from_utf8_lossy(&reply.body).into_owned();
     body.truncate(512);
     Error::BadStatus {

@@ -25,9 +25,9 @@
 
 use std::fmt;
 
-use kvproto::paths;
-use kvproto::region::{KvPair, RawLoadRequest, RawLoadResponse};
-use kvproto::txn::{GetRequest, GetResponse};
+use wire::paths;
+use wire::region::{KvPair, RawLoadRequest, RawLoadResponse};
+use wire::txn::{GetRequest, GetResponse};
 
 use crate::config::{ClientConfig, PagingConfig};
 use crate::error::{Error, Result};

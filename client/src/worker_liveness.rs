@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use kvproto::paths;
 use parking_lot::Mutex;
+use wire::paths;
 
 use crate::node_selection::WorkerNode;
 use crate::transport::Transport;
@@ -108,7 +108,7 @@ impl WorkerLiveness {
             match probe(transport, &w.addr).await {
                 Ok(zone) => self.mark_alive(w.id, zone),
                 Err(e) => {
-                    tracing::warn!(worker = %w.addr, error = %service::error_chain(&e), ttl = ?self.ttl, "worker probe failed; marked dead");
+                    tracing::warn!(worker = %w.addr, error = %node::error_chain(&e), ttl = ?self.ttl, "worker probe failed; marked dead");
                     self.mark_dead(w.id, Instant::now());
                 }
             }

@@ -3,8 +3,13 @@
 //! A [`Batch`] holds columns of equal length plus `logical_rows`, the indexes of the rows still
 //! alive: a selection shrinks `logical_rows` instead of copying columns (TiKV's design), and
 //! only executors that must materialize (aggregation, TopN, projection output) read through it.
+//!
+//! A scan fills its columns straight from stored rows ([`Column::push_from_row`]), one cell at
+//! a time, over the row codec of `wire::codec::row`.
 
-use crate::datum::{Datum, EvalType};
+use wire::codec::CodecError;
+use wire::codec::row::{ColumnValue, RowView, decode_f64, decode_int, decode_uint};
+use wire::datum::{Datum, EvalType, FieldType};
 
 /// One column of values, NULL as `None`.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +107,62 @@ impl Column {
         }
         Ok(())
     }
+}
+
+impl Column {
+    /// Decodes column `col_id` of type `tp` from `row` and appends it: the value, `None` for a
+    /// NULL, or `default` when the row lacks the column. The scan executor's per-cell path.
+    ///
+    /// `self` must be a column of `tp.eval_type()`; another column type is an error, as is a
+    /// value of the wrong size for `tp`. On error nothing is appended.
+    #[inline]
+    pub fn push_from_row(
+        &mut self,
+        row: &RowView<'_>,
+        col_id: i64,
+        tp: FieldType,
+        default: &Datum,
+    ) -> Result<(), CodecError> {
+        match row.find(col_id) {
+            ColumnValue::Value(b) => match (tp, self) {
+                (FieldType::Int64, Column::Int(v)) => v.push(Some(decode_int(b)?)),
+                (FieldType::UInt64 | FieldType::DateTime, Column::UInt(v)) => {
+                    v.push(Some(decode_uint(b)?))
+                }
+                (FieldType::Float64, Column::Real(v)) => v.push(Some(decode_f64(b)?)),
+                (FieldType::Bytes, Column::Bytes(v)) => v.push(Some(b.to_vec())),
+                (tp, out) => return Err(column_type_error(col_id, tp, out)),
+            },
+            ColumnValue::Null => match (tp.eval_type() == self.eval_type(), self) {
+                (true, Column::Int(v)) => v.push(None),
+                (true, Column::UInt(v)) => v.push(None),
+                (true, Column::Real(v)) => v.push(None),
+                (true, Column::Bytes(v)) => v.push(None),
+                (false, out) => return Err(column_type_error(col_id, tp, out)),
+            },
+            ColumnValue::Absent => {
+                if tp.eval_type() != self.eval_type() {
+                    return Err(column_type_error(col_id, tp, self));
+                }
+                self.push_datum(default).map_err(|msg| {
+                    CodecError::new("column default", format!("column {col_id}: {msg}"))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cold]
+fn column_type_error(col_id: i64, tp: FieldType, out: &Column) -> CodecError {
+    CodecError::new(
+        "row column",
+        format!(
+            "column {col_id}: expected an output column of {:?} for field type {tp:?}, found {:?}",
+            tp.eval_type(),
+            out.eval_type()
+        ),
+    )
 }
 
 /// Columns of equal physical length and the physical indexes of the live rows, in order.

@@ -15,42 +15,17 @@
 //! finished without error, and the scanned span held no version newer than the read's
 //! start_ts and no lock: a later reader at the same data version but a higher start_ts would
 //! otherwise see other rows.
+//!
+//! A result computed on a worker's rebuilt snapshot is stamped with the origin's version and
+//! cacheability by whichever end returns it (`node::remote_answer`), not here: that is a rule
+//! of the offload protocol between server and worker, not of execution.
 
 use kvengine::SnapAccess;
-
-use crate::proto::{Request, Response};
+use wire::coprocessor::{Request, Response};
 
 /// The data version a response reports: the snapshot's, or 0 when it has none (a worker's).
 pub fn response_data_version(snap: &SnapAccess) -> u64 {
     snap.data_version().unwrap_or(0)
-}
-
-/// Makes `resp`, computed on a snapshot rebuilt from the origin's shipment (offload or
-/// delegate path), answer as the origin would: never a cache hit, valid for the origin's data
-/// version `origin_version`, not cacheable when the origin saw newer versions or locks
-/// (`uncacheable`), and its exec details saying where and why it ran. Returns whether it
-/// turned a cacheable result uncacheable.
-pub fn stamp_remote_answer(
-    resp: &mut Response,
-    origin_version: u64,
-    uncacheable: bool,
-    location: &str,
-    remote_addr: &str,
-    reason: &str,
-) -> bool {
-    let vetoed = uncacheable && resp.can_be_cached;
-    if uncacheable {
-        resp.can_be_cached = false;
-    }
-    resp.cache_last_version = origin_version;
-    resp.is_cache_hit = false;
-    let d = resp
-        .exec_details
-        .get_or_insert_with(crate::proto::ExecDetails::default);
-    d.location = location.to_string();
-    d.remote_addr = remote_addr.to_string();
-    d.reason = reason.to_string();
-    vetoed
 }
 
 /// The cache-hit response, if the request may be answered from the client's cache: the cache

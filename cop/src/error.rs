@@ -2,16 +2,13 @@
 //!
 //! Two kinds travel differently: an [`EvalError`] (overflow, a bad value in a row, a type the
 //! expression cannot take) is a property of the query on this data and goes back inside the
-//! response data ([`crate::proto::SelectResponse::error`]); an [`Error`] means the request
-//! itself could not be served (malformed DAG, a lock, a storage failure) and goes into the
-//! response's error fields.
+//! response data ([`wire::coprocessor::SelectResponse::error`], its code one of
+//! [`wire::coprocessor::eval_error_code`]); an [`Error`] means the request itself could not be
+//! served (malformed DAG, a lock, a storage failure) and goes into the response's error fields.
+//! A decoder's [`CodecError`] met during execution (a corrupt stored row) is an [`EvalError`].
 
-/// Codes of [`EvalError`], stable on the wire.
-pub mod code {
-    pub const OVERFLOW: i32 = 1690;
-    pub const TYPE: i32 = 1105;
-    pub const CORRUPT_DATA: i32 = 1300;
-}
+use wire::codec::CodecError;
+use wire::coprocessor::eval_error_code as code;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{msg}")]
@@ -39,23 +36,6 @@ impl EvalError {
         EvalError {
             code: code::CORRUPT_DATA,
             msg: msg.into(),
-        }
-    }
-}
-
-/// A decoder of keys, rows or datums met bytes it cannot read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("corrupt {what}: {detail}")]
-pub struct CodecError {
-    pub what: &'static str,
-    pub detail: String,
-}
-
-impl CodecError {
-    pub fn new(what: &'static str, detail: impl Into<String>) -> CodecError {
-        CodecError {
-            what,
-            detail: detail.into(),
         }
     }
 }

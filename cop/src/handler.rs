@@ -5,7 +5,7 @@
 //! Order of work: check the request (type, ranges inside the snapshot's region), answer a cache
 //! hit if allowed ([`crate::cache`]), build the executor chain ([`crate::executors::build`]),
 //! pull batches (growing 32 → 1024 rows) until the chain is drained or the page is full
-//! ([`crate::paging`]), and encode the rows.
+//! ([`wire::paging`]), and encode the rows.
 //!
 //! Where failures go:
 //! * an evaluation error (overflow, corrupt row, a type an expression cannot take) →
@@ -25,14 +25,14 @@ use prost::Message;
 
 use crate::batch::{Batch, Column};
 use crate::cache;
-use crate::codec::datum::encode_datum;
-use crate::datum::Datum;
 use crate::error::{Error, Result};
 use crate::executors::{self, BatchExecutor, BatchSize, BuildContext};
-use crate::proto::{
-    self, DagRequest, ExecDetails, KeyRange, RegionError, RegionErrorKind, Request, Response,
-    SelectResponse,
+use wire::codec::datum::encode_datum;
+use wire::coprocessor::{
+    self as proto, DagRequest, ExecDetails, KeyRange, RegionError, RegionErrorKind, Request,
+    Response, SelectResponse,
 };
+use wire::datum::Datum;
 
 /// How the handler runs a request.
 #[derive(Debug, Clone)]

@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
-use cop::codec::table::record_key;
-use cop::datum::{Datum, FieldType};
 use cop::handler::{HandlerOptions, handle};
-use cop::proto::{DagRequest, Expr, KeyRange, Request, ScalarFuncSig};
+use wire::codec::table::record_key;
+use wire::coprocessor::{DagRequest, Expr, KeyRange, Request, ScalarFuncSig};
+use wire::datum::{Datum, FieldType};
 
 const T: i64 = 3;
 
@@ -210,51 +210,4 @@ fn a_rebuilt_snapshot_never_answers_a_cache_hit_and_reports_version_zero() {
     assert_eq!(resp.cache_last_version, 0);
     assert_eq!(rows(&resp).unwrap().len(), 6);
     assert!(resp.can_be_cached);
-}
-
-#[test]
-fn a_remote_answer_is_stamped_with_the_origin_version_and_loses_cacheability_only_when_told() {
-    use cop::cache::stamp_remote_answer;
-    use cop::proto::Response;
-    let computed = Response {
-        can_be_cached: true,
-        is_cache_hit: true,
-        cache_last_version: 0,
-        ..Response::default()
-    };
-    let mut clean = computed.clone();
-    assert!(!stamp_remote_answer(
-        &mut clean,
-        42,
-        false,
-        "remote",
-        "w:1",
-        "blocks_size"
-    ));
-    assert!(clean.can_be_cached && !clean.is_cache_hit);
-    assert_eq!(clean.cache_last_version, 42);
-    let d = clean.exec_details.expect("exec details");
-    assert_eq!(
-        (
-            d.location.as_str(),
-            d.remote_addr.as_str(),
-            d.reason.as_str()
-        ),
-        ("remote", "w:1", "blocks_size")
-    );
-    let mut locked = computed.clone();
-    assert!(stamp_remote_answer(
-        &mut locked,
-        42,
-        true,
-        "delegate",
-        "s:1",
-        "x"
-    ));
-    assert!(!locked.can_be_cached);
-    let mut already = Response::default();
-    assert!(
-        !stamp_remote_answer(&mut already, 42, true, "delegate", "s:1", "x"),
-        "an uncacheable result is not counted as vetoed"
-    );
 }

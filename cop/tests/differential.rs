@@ -30,12 +30,12 @@ use std::cmp::Ordering;
 use std::fmt::Write as _;
 
 use common::*;
-use cop::codec::table::record_key;
-use cop::datum::{Datum, EvalType};
 use cop::handler::{HandlerOptions, handle};
-use cop::proto::{Expr, ExprType, ScalarFuncSig};
 use dag_gen::*;
 use proptest::prelude::*;
+use wire::codec::table::record_key;
+use wire::coprocessor::{Expr, ExprType, ScalarFuncSig};
+use wire::datum::{Datum, EvalType};
 
 /// Tables per engine: opening, compacting and closing an engine costs far more than a query,
 /// so each case shares one engine among several tables (whose keys interleave in its files).
@@ -74,7 +74,7 @@ fn write_tables(e: &TestEngine, tables: &[TableCase]) {
                             .filter(|(c, _)| !c.pk)
                             .filter_map(|(c, v)| v.clone().map(|v| (c.id, v)))
                             .collect();
-                        e.put(&key, *ts, &cop::codec::row::encode_row(&row).unwrap());
+                        e.put(&key, *ts, &wire::codec::row::encode_row(&row).unwrap());
                     }
                     Op::Delete(_) => e.delete(&key, *ts),
                     Op::Rollback(_) => e.rollback(&key, *ts),

@@ -1,10 +1,11 @@
 //! Arithmetic: result types, overflow errors at the exact boundaries, division by zero, and
 //! NULL propagation.
 
-use cop::datum::{Datum, EvalType};
-use cop::error::{EvalError, code};
+use cop::error::EvalError;
 use cop::expr::CompiledExpr;
-use cop::proto::{Expr as P, ScalarFuncSig as S};
+use wire::coprocessor::eval_error_code as code;
+use wire::coprocessor::{Expr as P, ScalarFuncSig as S};
+use wire::datum::{Datum, EvalType};
 
 fn eval(e: P) -> Result<Datum, EvalError> {
     let c = CompiledExpr::build(&e, &[])?;

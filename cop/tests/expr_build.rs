@@ -2,10 +2,10 @@
 //! and constants evaluate over logical rows.
 
 use cop::batch::Column;
-use cop::datum::{Datum, EvalType};
-use cop::error::code;
 use cop::expr::{CompiledExpr, Expr};
-use cop::proto::{Expr as P, ExprType, ScalarFuncSig as S};
+use wire::coprocessor::eval_error_code as code;
+use wire::coprocessor::{Expr as P, ExprType, ScalarFuncSig as S};
+use wire::datum::{Datum, EvalType};
 
 fn build_err(e: &P, input: &[EvalType]) -> String {
     let err = Expr::build(e, input).unwrap_err();

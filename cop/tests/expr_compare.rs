@@ -1,10 +1,11 @@
 //! Comparisons: mixed numeric types by value, bytes bytewise, NULL, and type errors.
 
 use cop::batch::Column;
-use cop::datum::{Datum, EvalType};
-use cop::error::{EvalError, code};
+use cop::error::EvalError;
 use cop::expr::CompiledExpr;
-use cop::proto::{Expr as P, ScalarFuncSig as S};
+use wire::coprocessor::eval_error_code as code;
+use wire::coprocessor::{Expr as P, ScalarFuncSig as S};
+use wire::datum::{Datum, EvalType};
 
 const OPS: [S; 6] = [S::Lt, S::Le, S::Gt, S::Ge, S::Eq, S::Ne];
 

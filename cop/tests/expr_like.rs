@@ -1,10 +1,10 @@
 //! LIKE: `%`, `_`, `\` escapes, constant and per-row patterns, and NULL.
 
 use cop::batch::Column;
-use cop::datum::{Datum, EvalType};
 use cop::expr::{CompiledExpr, LikePattern};
-use cop::proto::{Expr as P, ScalarFuncSig as S};
 use proptest::prelude::*;
+use wire::coprocessor::{Expr as P, ScalarFuncSig as S};
+use wire::datum::{Datum, EvalType};
 
 fn like(value: &[u8], pattern: &[u8]) -> bool {
     let e = P::func(S::Like, vec![P::bytes(value), P::bytes(pattern)]);

@@ -1,9 +1,10 @@
 //! Three-valued logic (AND, OR, NOT), IS NULL and IN with NULLs.
 
-use cop::datum::Datum;
-use cop::error::{EvalError, code};
+use cop::error::EvalError;
 use cop::expr::CompiledExpr;
-use cop::proto::{Expr as P, ScalarFuncSig as S};
+use wire::coprocessor::eval_error_code as code;
+use wire::coprocessor::{Expr as P, ScalarFuncSig as S};
+use wire::datum::Datum;
 
 fn eval(e: P) -> Result<Datum, EvalError> {
     let c = CompiledExpr::build(&e, &[])?;

@@ -3,10 +3,10 @@
 //! broadcasts and the logical-row gathers never mix rows up.
 
 use cop::batch::Column;
-use cop::datum::{Datum, EvalType};
 use cop::expr::Expr;
-use cop::proto::{Expr as P, ScalarFuncSig as S};
 use proptest::prelude::*;
+use wire::coprocessor::{Expr as P, ScalarFuncSig as S};
+use wire::datum::{Datum, EvalType};
 
 /// Input columns: Int, UInt, Real, Bytes.
 const INPUT: [EvalType; 4] = [

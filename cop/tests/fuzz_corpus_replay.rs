@@ -4,18 +4,18 @@
 //! after an intended format change: `STRATUS_BLESS=1 cargo test -p cop --test
 //! fuzz_corpus_replay`.
 
-use cop::codec::datum::encode_datum;
-use cop::codec::fuzzing::{request, row};
-use cop::codec::row::encode_row;
-use cop::codec::table::{index_key, record_key, record_range};
-use cop::datum::{Datum, FieldType};
 use cop::expr::fuzzing::dag;
-use cop::proto::{
+use cop::fuzzing::{request, row};
+use proptest::prelude::*;
+use wire::codec::datum::encode_datum;
+use wire::codec::row::encode_row;
+use wire::codec::table::{index_key, record_key, record_range};
+use wire::coprocessor::{
     Aggregation, ByItem, ColumnInfo, Context, DagRequest, ExecType, Executor, Expr, ExprType,
     KeyRange, Limit, Projection, REQ_TYPE_DAG, Request, ScalarFuncSig as S, Selection, TableScan,
     TopN,
 };
-use proptest::prelude::*;
+use wire::datum::{Datum, FieldType};
 
 #[path = "../../fuzz/replay_support.rs"]
 mod replay_support;

@@ -6,16 +6,16 @@
 mod common;
 
 use common::*;
-use cop::codec::datum::encode_datum;
-use cop::codec::row::encode_row;
-use cop::codec::table::{index_key, index_range, record_key, unique_index_value};
-use cop::datum::{Datum, FieldType};
 use cop::handler::{HandlerOptions, handle, handle_bytes};
-use cop::proto::{
-    self, ColumnInfo, Context, ExecType, Executor, Expr, ExprType, KeyRange, RegionErrorKind,
-    Response, ScalarFuncSig,
-};
 use prost::Message;
+use wire::codec::datum::encode_datum;
+use wire::codec::row::encode_row;
+use wire::codec::table::{index_key, index_range, record_key, unique_index_value};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, Context, ExecType, Executor, Expr, ExprType, KeyRange,
+    RegionErrorKind, Response, ScalarFuncSig,
+};
+use wire::datum::{Datum, FieldType};
 
 const T: i64 = 7;
 
@@ -194,7 +194,11 @@ fn a_key_that_is_not_a_record_key_of_the_table_is_a_corrupt_data_error() {
         &opts(),
     );
     let err = rows(&resp).unwrap_err();
-    assert_eq!(err.code, cop::error::code::CORRUPT_DATA, "{err:?}");
+    assert_eq!(
+        err.code,
+        wire::coprocessor::eval_error_code::CORRUPT_DATA,
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -415,7 +419,7 @@ fn evaluation_errors_travel_inside_the_response_data() {
     assert!(resp.other_error.is_empty() && resp.region_error.is_none());
     assert!(!resp.can_be_cached);
     let err = rows(&resp).unwrap_err();
-    assert_eq!(err.code, cop::error::code::OVERFLOW);
+    assert_eq!(err.code, wire::coprocessor::eval_error_code::OVERFLOW);
     // An expression the input types do not fit goes the same way.
     let bad = Expr::func(ScalarFuncSig::Plus, vec![Expr::column(0), Expr::bytes("x")]);
     let d = dag(vec![scan_c1(false), projection(vec![bad])]);
@@ -590,7 +594,7 @@ fn an_integer_sum_beyond_64_bits_is_an_overflow_error() {
     };
     assert_eq!(
         sum(table_range(T)).unwrap_err().code,
-        cop::error::code::OVERFLOW
+        wire::coprocessor::eval_error_code::OVERFLOW
     );
     // The accumulator is wider than the result: MAX + (-10) fits.
     assert_eq!(

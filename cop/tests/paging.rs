@@ -8,13 +8,13 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use cop::codec::table::record_key;
-use cop::datum::{Datum, FieldType};
 use cop::handler::{HandlerOptions, handle};
-use cop::proto::{
+use proptest::prelude::*;
+use wire::codec::table::record_key;
+use wire::coprocessor::{
     DagRequest, Executor, Expr, ExprType, KeyRange, Request, Response, ScalarFuncSig,
 };
-use proptest::prelude::*;
+use wire::datum::{Datum, FieldType};
 
 const T: i64 = 11;
 

@@ -15,14 +15,14 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use cop::datum::Datum;
-use cop::proto::{KeyRange, Request, Response};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request, rows};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
-use service::ReadableSize;
+use types::ReadableSize;
+use wire::coprocessor::{KeyRange, Request, Response};
+use wire::datum::Datum;
 
 const TABLE: SampleTable = SampleTable { id: 42 };
 const PAD: usize = 48;

@@ -1,11 +1,13 @@
 //! Coprocessor requests through a server: building them with the region's context, driving
 //! paging until the region is done, decoding rows.
 
-use cop::codec::datum::decode_datums;
-use cop::datum::Datum;
-use cop::proto::{self, Context, DagRequest, EvalError, KeyRange, Request, Response};
-use kvproto::region::Region;
 use prost::Message;
+use wire::codec::datum::decode_datums;
+use wire::coprocessor::{
+    self as proto, Context, DagRequest, EvalError, KeyRange, Request, Response,
+};
+use wire::datum::Datum;
+use wire::region::Region;
 
 use crate::server_proc::ServerProc;
 
@@ -64,7 +66,7 @@ pub fn run_pages(server: &ServerProc, req: &Request, desc: bool) -> Vec<Response
         let next = resp.range.clone();
         out.push(resp);
         let Some(scanned) = next else { break };
-        req.ranges = cop::paging::remaining_ranges(&req.ranges, &scanned, desc);
+        req.ranges = wire::paging::remaining_ranges(&req.ranges, &scanned, desc);
         assert!(
             out.len() < 10_000,
             "paging does not terminate: last scanned range {scanned:?}"

@@ -3,8 +3,10 @@
 //! (so a test can check that every row arrives exactly once).
 
 use client::{Client, ClientConfig, CopResult};
-use cop::datum::{Datum, FieldType};
-use cop::proto::{self, ByItem, ColumnInfo, DagRequest, ExecType, Executor, Expr, KeyRange};
+use wire::coprocessor::{
+    self as proto, ByItem, ColumnInfo, DagRequest, ExecType, Executor, Expr, KeyRange,
+};
+use wire::datum::{Datum, FieldType};
 
 use crate::sample_table::{SampleTable, V_COLUMN};
 use crate::server_proc::ServerProc;
@@ -21,7 +23,7 @@ impl EntryClient {
     /// tables are small and answer in well under the default 5 ms.
     pub fn new(servers: &[&ServerProc], tweak: impl FnOnce(&mut ClientConfig)) -> EntryClient {
         let mut cfg = ClientConfig::new(servers.iter().map(|s| s.base_url().to_string()));
-        cfg.cop_cache.admission_min_process_time = service::ReadableDuration::millis(0);
+        cfg.cop_cache.admission_min_process_time = types::ReadableDuration::millis(0);
         tweak(&mut cfg);
         EntryClient::with_config(cfg)
     }
@@ -52,7 +54,7 @@ impl EntryClient {
 
     pub fn coprocessor(&self, dag: &DagRequest, ranges: Vec<KeyRange>, start_ts: u64) -> CopResult {
         self.try_coprocessor(dag, ranges, start_ts)
-            .unwrap_or_else(|e| panic!("client coprocessor: {}", service::error_chain(&e)))
+            .unwrap_or_else(|e| panic!("client coprocessor: {}", node::error_chain(&e)))
     }
 }
 
@@ -125,7 +127,7 @@ impl EntryClient {
                 self.client
                     .coprocessor_observed(dag, ranges, start_ts, on_page),
             )
-            .unwrap_or_else(|e| panic!("client coprocessor: {}", service::error_chain(&e)))
+            .unwrap_or_else(|e| panic!("client coprocessor: {}", node::error_chain(&e)))
     }
 }
 

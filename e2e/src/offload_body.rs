@@ -3,9 +3,9 @@
 //! keyspace, a deadline), and posted to a `stratus-worker`.
 
 use bytes::Bytes;
-use cop::proto::{Request, Response};
 use harness::http::HttpReply;
 use prost::Message;
+use wire::coprocessor::{Request, Response};
 
 use crate::cluster::Cluster;
 use crate::fake_worker::FakeWorker;
@@ -22,7 +22,7 @@ pub struct OffloadBody {
 
 impl OffloadBody {
     pub fn decode(body: &[u8]) -> OffloadBody {
-        let sections = kvproto::offload::decode(&Bytes::copy_from_slice(body))
+        let sections = wire::offload::decode(&Bytes::copy_from_slice(body))
             .unwrap_or_else(|e| panic!("not an offload body: {e}"));
         OffloadBody {
             request: Request::decode(sections.request.as_ref()).expect("a cop request"),
@@ -32,7 +32,7 @@ impl OffloadBody {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        kvproto::offload::encode(
+        wire::offload::encode(
             &self.request.encode_to_vec(),
             &self.memtable_data,
             &self.changeset,
@@ -116,7 +116,7 @@ pub fn run_pages(worker: &WorkerProc, body: &OffloadBody, desc: bool) -> Vec<Res
         let next = resp.range.clone();
         out.push(resp);
         let Some(scanned) = next else { break };
-        body.request.ranges = cop::paging::remaining_ranges(&body.request.ranges, &scanned, desc);
+        body.request.ranges = wire::paging::remaining_ranges(&body.request.ranges, &scanned, desc);
         assert!(
             out.len() < 10_000,
             "paging does not terminate: last scanned range {scanned:?}"

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use harness::supervisor::Launch;
-use service::{DfsSection, ReadableDuration};
+use kvengine::DfsSection;
+use types::ReadableDuration;
 
 use crate::binaries;
 use crate::process::{TestNode, log_path};

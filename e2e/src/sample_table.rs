@@ -2,10 +2,12 @@
 //! Int64 column `v` (id 2) and a Bytes column `pad` (id 3), and a `count(1), sum(v)` DAG
 //! whose answer is computed here.
 
-use cop::codec::row::encode_row;
-use cop::codec::table::{record_key, record_range};
-use cop::datum::{Datum, FieldType};
-use cop::proto::{self, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange};
+use wire::codec::row::encode_row;
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange,
+};
+use wire::datum::{Datum, FieldType};
 
 use crate::server_proc::ServerProc;
 

@@ -6,23 +6,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use cop::proto::{Request, Response};
 use harness::NodeConfig;
 use harness::config_file;
 use harness::http::HttpReply;
 use harness::metrics::Metrics;
 use harness::supervisor::{Launch, Signal};
-use kvproto::paths;
-use kvproto::region::{
+use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection};
+use types::{ReadableDuration, ReadableSize};
+use wire::coprocessor::{Request, Response};
+use wire::paths;
+use wire::region::{
     KvPair, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
 };
-use kvproto::region::{TsoRequest, TsoResponse};
-use kvproto::txn::{
+use wire::region::{TsoRequest, TsoResponse};
+use wire::txn::{
     CommandResponse, CommitRequest, GetRequest, GetResponse, PrewriteRequest, PrewriteResponse,
     RollbackRequest, ScanRequest, ScanResponse,
 };
-use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection};
-use service::{ReadableDuration, ReadableSize};
 
 use crate::binaries;
 use crate::http_client::{get, get_text, post, post_proto};
@@ -89,8 +89,8 @@ impl ServerSetup {
         self.config.server.ranges = ranges
             .iter()
             .map(|(start, end)| RangeConfig {
-                start: service::config::escape_key(start),
-                end: service::config::escape_key(end),
+                start: node::config::escape_key(start),
+                end: node::config::escape_key(end),
             })
             .collect();
         self
@@ -454,7 +454,7 @@ mod tests {
             setup.regions_cut_at(&[b"t\x80\x00".to_vec(), b"t\x81".to_vec()]);
             setup.offload_all_to("http://127.0.0.1:1/coprocessor");
             let text = std::fs::read_to_string(setup.write()).unwrap();
-            let loaded: ServerConfig = service::config::parse(&text, "server.toml").unwrap();
+            let loaded: ServerConfig = node::config::parse(&text, "server.toml").unwrap();
             loaded.validate().unwrap();
             assert_eq!(loaded, setup.config);
             assert_eq!(loaded.initial_ranges().unwrap().len(), 3);

@@ -1,7 +1,7 @@
 //! Two-phase commits through the txn API, applied identically to several servers that share
 //! one TSO (so that every server holds the same versions at the same timestamps).
 
-use kvproto::txn::{CommitRequest, Mutation, Op, PrewriteRequest, RollbackRequest};
+use wire::txn::{CommitRequest, Mutation, Op, PrewriteRequest, RollbackRequest};
 
 use crate::server_proc::ServerProc;
 
@@ -64,7 +64,7 @@ pub fn abandoned_prewrite(
     mutations: Vec<Mutation>,
     start_ts: u64,
     ttl_ms: u64,
-) -> kvproto::txn::PrewriteResponse {
+) -> wire::txn::PrewriteResponse {
     assert!(!mutations.is_empty(), "a transaction needs a mutation");
     let r = server.prewrite(&PrewriteRequest {
         primary: mutations[0].key.clone(),

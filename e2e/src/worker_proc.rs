@@ -10,7 +10,7 @@ use harness::config_file;
 use harness::http::HttpReply;
 use harness::metrics::Metrics;
 use harness::supervisor::{Launch, Signal};
-use service::ReadableDuration;
+use types::ReadableDuration;
 use worker::{WorkerConfig, WorkerSection};
 
 use crate::binaries;

@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use cop::proto::{Request, Response};
-use kvproto::delegate::REGION_SERVER_HEADER;
 use prost::Message;
+use wire::coprocessor::{Request, Response};
+use wire::delegate::REGION_SERVER_HEADER;
 
 use server::config::WorkerEndpoint;
-use service::ReadableSize;
+use types::ReadableSize;
 
 use crate::server_proc::{ServerProc, ServerSetup};
 use crate::worker_proc::{WorkerProc, WorkerSetup};
@@ -55,7 +55,7 @@ pub fn post_delegate_raw(worker: &WorkerProc, server: Option<&str>, body: &[u8])
     let url = format!(
         "{}{}",
         worker.base_url().trim_end_matches('/'),
-        kvproto::paths::DELEGATE_COPROCESSOR
+        wire::paths::DELEGATE_COPROCESSOR
     );
     let headers: Vec<(&str, &str)> = server
         .map(|s| (REGION_SERVER_HEADER, s))

@@ -241,7 +241,7 @@ fn up_with_s3_keeps_the_sst_files_in_the_bucket() {
     assert_eq!(servers.len(), 2);
     for s in servers {
         let url = s.as_str().expect("server url").trim_end_matches('/');
-        let reply = post(&format!("{url}{}", kvproto::paths::ADMIN_FLUSH), Vec::new());
+        let reply = post(&format!("{url}{}", wire::paths::ADMIN_FLUSH), Vec::new());
         assert_eq!(reply.status, 200, "flush {url}");
     }
     let ssts: Vec<PathBuf> = files_under(&s3.dir().join(BUCKET))

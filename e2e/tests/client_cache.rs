@@ -7,16 +7,16 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use client::{CacheStats, ClientConfig, CopCache, CopCacheConfig};
-use cop::datum::Datum;
-use cop::proto::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag, handles, top_v_dag};
 use e2e::http_client::post_proto;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerCopCounters, ServerProc};
-use kvproto::paths;
-use kvproto::region::{SplitRequest, SplitResponse};
-use service::{ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
+use wire::coprocessor::KeyRange;
+use wire::datum::Datum;
+use wire::paths;
+use wire::region::{SplitRequest, SplitResponse};
 
 const T: SampleTable = SampleTable { id: 13 };
 const ROWS: i64 = 2000;
@@ -331,10 +331,10 @@ fn top_n_pass_through_pages_and_heap_results_share_a_key_and_stay_correct() {
 fn a_cache_hit_for_a_request_without_a_local_entry_is_an_error() {
     use e2e::fake_worker::FakeWorker;
     use prost::Message;
-    let hit = cop::proto::Response {
+    let hit = wire::coprocessor::Response {
         is_cache_hit: true,
         cache_last_version: 5,
-        ..cop::proto::Response::default()
+        ..wire::coprocessor::Response::default()
     };
     let fake = FakeWorker::start(200, &hit.encode_to_vec());
     let base = fake
@@ -346,7 +346,7 @@ fn a_cache_hit_for_a_request_without_a_local_entry_is_an_error() {
     c.client.region_cache().replace_server(
         &base,
         None,
-        vec![kvproto::region::Region {
+        vec![wire::region::Region {
             id: 1,
             ver: 1,
             ..Default::default()
@@ -364,7 +364,7 @@ fn a_cache_hit_for_a_request_without_a_local_entry_is_an_error() {
     // page's size.
     let sent = fake.received();
     assert_eq!(sent.len(), 1);
-    let req = cop::proto::Request::decode(sent[0].body.as_slice()).expect("a cop request");
+    let req = wire::coprocessor::Request::decode(sent[0].body.as_slice()).expect("a cop request");
     assert!(req.is_cache_enabled);
     assert_eq!(req.cache_if_match_version, 0);
     assert_eq!(req.paging_size, 128);

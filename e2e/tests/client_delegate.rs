@@ -10,14 +10,14 @@ use std::collections::BTreeMap;
 
 use client::node_selection::{RegionReplicas, WorkerNode, select_nodes};
 use client::{CopResult, ErrorKind, NodeSelectionPolicy, Scope, ServedBy};
-use cop::datum::Datum;
-use cop::proto::DagRequest;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag, handles};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
 use e2e::zones::{server_zone, worker_zone, workers_delegate_bytes};
+use wire::coprocessor::DagRequest;
+use wire::datum::Datum;
 
 const A: SampleTable = SampleTable { id: 41 };
 const B: SampleTable = SampleTable { id: 42 };
@@ -233,7 +233,7 @@ fn table_a_is_read_by_zone_a_workers_under_every_policy_without_crossing_zones()
         let (cross, same) = (z.cross_bytes(), z.same_bytes());
         let r =
             run_with_global_policy(&admin, &entry, policy, A, &handle_v_dag(A, false), start_ts)
-                .unwrap_or_else(|e| panic!("{policy}: {}", service::error_chain(&e)));
+                .unwrap_or_else(|e| panic!("{policy}: {}", node::error_chain(&e)));
         assert_rows(&r, a_value);
         assert!(r.warnings.is_empty(), "{policy}: {:?}", r.warnings);
         let served = worker_of_region(&r);
@@ -462,9 +462,9 @@ fn a_region_split_behind_the_clients_back_is_resplit_and_its_children_keep_the_p
     let before = run(z.server_a.tso()).expect("delegated");
     let parent = z.server_a.region_of(&A.key(150));
     let parent_worker = worker_of_region(&before)[&parent.id];
-    let split: kvproto::region::SplitResponse = e2e::http_client::post_proto(
-        &z.server_a.url(kvproto::paths::SPLIT),
-        &kvproto::region::SplitRequest {
+    let split: wire::region::SplitResponse = e2e::http_client::post_proto(
+        &z.server_a.url(wire::paths::SPLIT),
+        &wire::region::SplitRequest {
             region_id: parent.id,
             split_key: A.key(150),
         },

@@ -5,12 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use cop::proto::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag, handles, outside_runtime};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
-use kvproto::txn::CommitRequest;
+use wire::coprocessor::KeyRange;
+use wire::txn::CommitRequest;
 
 const T: SampleTable = SampleTable { id: 11 };
 const ROWS: i64 = 3000;
@@ -163,8 +163,8 @@ fn a_scan_meeting_an_abandoned_lock_resolves_it_and_returns_committed_data() {
     let c = EntryClient::new(&[&server], small_pages);
     let r = c.coprocessor(&handle_v_dag(T, false), vec![T.range()], server.tso());
     assert!(r.stats.locks_resolved >= 2, "{:?}", r.stats);
-    let want: Vec<Vec<cop::datum::Datum>> = (0..ROWS)
-        .map(|h| vec![cop::datum::Datum::Int(h), cop::datum::Datum::Int(v_of(h))])
+    let want: Vec<Vec<wire::datum::Datum>> = (0..ROWS)
+        .map(|h| vec![wire::datum::Datum::Int(h), wire::datum::Datum::Int(v_of(h))])
         .collect();
     assert_eq!(r.rows, want, "the abandoned writes are rolled back");
     let get = server.get(&T.key(5), server.tso());

@@ -11,12 +11,12 @@ use std::cmp::Ordering;
 use client::sql::{
     self, Engine, InsertPlan, Plan, QueryResult, RowWrite, SqlError, TableSchema, insert,
 };
-use cop::codec::table::record_key;
-use cop::datum::Datum;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::EntryClient;
 use e2e::server_proc::ServerProc;
 use e2e::transactions::{abandoned_prewrite, delete};
+use wire::codec::table::record_key;
+use wire::datum::Datum;
 
 const ROWS: i64 = 400;
 
@@ -70,7 +70,7 @@ fn bytes(x: &Option<String>) -> Datum {
 
 fn run(c: &EntryClient, sql: &str) -> QueryResult {
     c.block_on(Engine::new(&c.client).execute(sql))
-        .unwrap_or_else(|e| panic!("{sql}: {}", service::error_chain(&e)))
+        .unwrap_or_else(|e| panic!("{sql}: {}", node::error_chain(&e)))
 }
 
 fn fails(c: &EntryClient, sql: &str) -> SqlError {
@@ -411,7 +411,7 @@ fn text(s: &str) -> Datum {
 /// Runs `sql` on `engine` (one session: its variables and warnings carry over).
 fn exec(c: &EntryClient, engine: &mut Engine<'_>, sql: &str) -> QueryResult {
     c.block_on(engine.execute(sql))
-        .unwrap_or_else(|e| panic!("{sql}: {}", service::error_chain(&e)))
+        .unwrap_or_else(|e| panic!("{sql}: {}", node::error_chain(&e)))
 }
 
 fn exec_err(c: &EntryClient, engine: &mut Engine<'_>, sql: &str) -> SqlError {

@@ -10,7 +10,7 @@ use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
 use e2e::zones::{server_zone, worker_zone};
-use service::ReadableDuration;
+use types::ReadableDuration;
 
 const T: SampleTable = SampleTable { id: 17 };
 

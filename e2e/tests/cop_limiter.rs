@@ -26,8 +26,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cop::datum::{Datum, FieldType};
-use cop::proto::{self, ColumnInfo, Context, DagRequest, ExecType, Executor, Request};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location, rows};
 use e2e::offload_body::{self, BodyCapture, OffloadBody};
@@ -35,7 +33,11 @@ use e2e::sample_table::{PAD_COLUMN, SampleTable, V_COLUMN};
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::{WorkerProc, WorkerSetup};
 use prost::Message;
-use service::{ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, Context, DagRequest, ExecType, Executor, Request,
+};
+use wire::datum::{Datum, FieldType};
 use worker::CopLimiterSection;
 
 const T: SampleTable = SampleTable { id: 11 };
@@ -152,7 +154,7 @@ fn idle_and_budget(worker: &WorkerProc, body: &OffloadBody) -> (u64, u64) {
 }
 
 /// Posts every body at once; the replies in order.
-fn flood(worker: &WorkerProc, bodies: &[OffloadBody]) -> Vec<service::HttpReply> {
+fn flood(worker: &WorkerProc, bodies: &[OffloadBody]) -> Vec<node::HttpReply> {
     std::thread::scope(|s| {
         let threads: Vec<_> = bodies
             .iter()

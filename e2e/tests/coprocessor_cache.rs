@@ -3,15 +3,15 @@
 //! the region invalidates it, and a remote result that a newer version or a lock could change
 //! is never declared cacheable. `cache_last_version` is the region's data version.
 
-use cop::datum::Datum;
-use cop::proto::{Request, Response};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::transactions;
 use e2e::worker_proc::WorkerProc;
-use kvproto::txn::RollbackRequest;
+use wire::coprocessor::{Request, Response};
+use wire::datum::Datum;
+use wire::txn::RollbackRequest;
 
 const T: SampleTable = SampleTable { id: 7 };
 const ROWS: i64 = 300;

@@ -4,8 +4,6 @@
 //! back as the server would give them; delegate bytes are counted by zone relation on both
 //! sides.
 
-use cop::datum::FieldType;
-use cop::proto::{self, ColumnInfo, DagRequest, ExecType, Executor, RegionErrorKind, Request};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::http_client::post_proto;
@@ -17,8 +15,12 @@ use e2e::zones::{
     delegate, post_delegate_raw, server_delegate_bytes, server_zone, worker_delegate_bytes,
     worker_zone,
 };
-use kvproto::paths;
-use kvproto::region::{SplitRequest, SplitResponse};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, RegionErrorKind, Request,
+};
+use wire::datum::FieldType;
+use wire::paths;
+use wire::region::{SplitRequest, SplitResponse};
 
 const T: SampleTable = SampleTable { id: 9 };
 

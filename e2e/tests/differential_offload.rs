@@ -18,18 +18,18 @@
 #[path = "../../cop/tests/common/dag_gen.rs"]
 mod dag_gen;
 
-use cop::codec::row::encode_row;
-use cop::codec::table::record_key;
-use cop::datum::Datum;
-use cop::proto::Response;
 use dag_gen::*;
 use e2e::cluster::{OffloadPair, StoreKind};
 use e2e::coprocessor::{self, location, run_pages};
 use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::transactions;
-use kvproto::txn::Mutation;
 use rand::Rng;
 use server::config::WalSync;
+use wire::codec::row::encode_row;
+use wire::codec::table::record_key;
+use wire::coprocessor::Response;
+use wire::datum::Datum;
+use wire::txn::Mutation;
 
 const TABLES: i64 = 5;
 const COLUMNS: usize = 5;
@@ -54,7 +54,7 @@ fn seeds() -> Vec<u64> {
 
 /// The first key of table `id` (the region boundary between tables `id - 1` and `id`).
 fn table_start(id: i64) -> Vec<u8> {
-    let mut k = cop::codec::table::record_prefix(id);
+    let mut k = wire::codec::table::record_prefix(id);
     k.truncate(9); // 't' + the memcomparable table id, without "_r"
     k
 }
@@ -169,7 +169,7 @@ fn push_index_writes(mutations: &mut Vec<Mutation>, writes: &[IndexWrite]) {
 }
 
 /// The answer of one server: its pages.
-fn answer(server: &ServerProc, req: &cop::proto::Request, desc: bool) -> Vec<Response> {
+fn answer(server: &ServerProc, req: &wire::coprocessor::Request, desc: bool) -> Vec<Response> {
     let region = server.region_of(&req.ranges[0].start);
     run_pages(server, &coprocessor::for_region(req, &region), desc)
 }

@@ -143,13 +143,13 @@ fn s3_variant(name: &str, text: &str) -> String {
 #[test]
 fn the_server_example_loads_validates_and_documents_every_key() {
     let path = example("server.toml");
-    let config: ServerConfig = service::config::load(Some(&path)).unwrap();
+    let config: ServerConfig = node::config::load(Some(&path)).unwrap();
     config.validate().unwrap();
     assert_eq!(config.zone(), "a");
     assert_eq!(config.offload_workers().len(), 1);
     let text = read("server.toml");
-    let effective = service::config::render(&config);
-    let defaults = service::config::render(&ServerConfig::default());
+    let effective = node::config::render(&config);
+    let defaults = node::config::render(&ServerConfig::default());
     assert_same_keys("server.toml", &text, &effective, &defaults);
     assert_defaults_except(
         "server.toml",
@@ -175,7 +175,7 @@ fn the_worker_example_loads_validates_and_documents_every_key() {
 
 #[test]
 fn the_server_and_the_worker_examples_share_one_object_store() {
-    let server: ServerConfig = service::config::load(Some(&example("server.toml"))).unwrap();
+    let server: ServerConfig = node::config::load(Some(&example("server.toml"))).unwrap();
     let worker = WorkerConfig::load(Some(&example("worker.toml"))).unwrap();
     assert_eq!(server.dfs, worker.dfs);
     let offload = server.offload_workers();
@@ -195,10 +195,10 @@ fn the_cluster_example_loads_like_a_cluster_file_and_documents_every_key() {
     assert!(!config.servers.is_empty());
     config.validate().unwrap();
     assert_eq!(config.zone(), Some("a"));
-    let server: ServerConfig = service::config::load(Some(&example("server.toml"))).unwrap();
+    let server: ServerConfig = node::config::load(Some(&example("server.toml"))).unwrap();
     assert_eq!(config.servers, [format!("http://{}", server.server.addr)]);
-    let effective = service::config::render(&config);
-    let defaults = service::config::render(&ClientConfig::default());
+    let effective = node::config::render(&config);
+    let defaults = node::config::render(&ClientConfig::default());
     assert_same_keys("cluster.toml", &text, &effective, &defaults);
     assert_defaults_except(
         "cluster.toml",
@@ -212,7 +212,7 @@ fn the_cluster_example_loads_like_a_cluster_file_and_documents_every_key() {
 #[test]
 fn the_commented_s3_variants_select_s3_and_validate() {
     let server_text = s3_variant("server.toml", &read("server.toml"));
-    let server: ServerConfig = service::config::parse(&server_text, "server.toml S3").unwrap();
+    let server: ServerConfig = node::config::parse(&server_text, "server.toml S3").unwrap();
     server.validate().unwrap();
     assert_eq!(server.dfs.s3_bucket, "stratus");
     let worker_text = s3_variant("worker.toml", &read("worker.toml"));

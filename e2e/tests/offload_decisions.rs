@@ -15,14 +15,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cop::proto::KeyRange;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{location, request};
 use e2e::fake_worker::FakeWorker;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerProc, ServerSetup};
 use e2e::worker_proc::WorkerProc;
-use service::{ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
+use wire::coprocessor::KeyRange;
 
 const T: SampleTable = SampleTable { id: 11 };
 /// Another table: another pattern.

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use cop::proto::Response;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::fake_worker::FakeWorker;
@@ -13,7 +12,8 @@ use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::worker_proc::WorkerProc;
 use rand::{Rng, SeedableRng};
-use service::ReadableDuration;
+use types::ReadableDuration;
+use wire::coprocessor::Response;
 
 const T: SampleTable = SampleTable { id: 3 };
 const ROWS: i64 = 400;
@@ -179,7 +179,7 @@ fn garbage_and_truncated_bodies_to_the_worker_are_rejected_with_400() {
     // Valid framing around a request section that is not protobuf.
     bad.push((
         "a request section that does not decode".into(),
-        kvproto::offload::encode(&[0xff; 16], &[], &[]),
+        wire::offload::encode(&[0xff; 16], &[], &[]),
     ));
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     for i in 0..5 {

@@ -2,14 +2,14 @@
 //! shares the load between them, and crosses to zone b only when none of zone a is alive; every
 //! answer stays exactly the local one.
 
-use cop::proto::Response;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::worker_proc::WorkerProc;
 use e2e::zones::{dispatches, offload_all_to_workers, server_zone, worker_zone};
-use service::ReadableDuration;
+use types::ReadableDuration;
+use wire::coprocessor::Response;
 
 const T: SampleTable = SampleTable { id: 5 };
 const ROWS: i64 = 300;

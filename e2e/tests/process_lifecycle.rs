@@ -14,7 +14,7 @@ use e2e::server_proc::{ServerProc, ServerSetup};
 use e2e::transactions;
 use e2e::worker_proc::WorkerProc;
 use server::config::WalSync;
-use service::ReadableSize;
+use types::ReadableSize;
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -249,7 +249,7 @@ fn the_region_data_version_is_unchanged_by_a_restart() {
     drop(server);
     let server = ServerProc::start(&cfg);
     let after = server.regions();
-    let versions = |r: &kvproto::region::RegionsResponse| {
+    let versions = |r: &wire::region::RegionsResponse| {
         r.regions
             .iter()
             .map(|r| (r.id, r.ver, r.data_version))

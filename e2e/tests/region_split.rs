@@ -4,17 +4,17 @@
 
 use std::time::{Duration, Instant};
 
-use cop::proto::RegionErrorKind;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{request, rows};
 use e2e::http_client::post_proto;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
-use kvproto::paths;
-use kvproto::region::{KvPair, RawLoadRequest, RawLoadResponse, SplitRequest, SplitResponse};
-use kvproto::txn::ErrorKind;
-use kvproto::txn::ScanRequest;
-use service::{ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
+use wire::coprocessor::RegionErrorKind;
+use wire::paths;
+use wire::region::{KvPair, RawLoadRequest, RawLoadResponse, SplitRequest, SplitResponse};
+use wire::txn::ErrorKind;
+use wire::txn::ScanRequest;
 
 const TABLE: SampleTable = SampleTable { id: 5 };
 
@@ -39,13 +39,13 @@ fn count_sum(server: &ServerProc) -> (i64, i64) {
         }
         let resp = server.coprocessor(&request(
             &TABLE.count_sum_dag(),
-            vec![cop::proto::KeyRange::new(start, end)],
+            vec![wire::coprocessor::KeyRange::new(start, end)],
             ts,
             &region,
         ));
         for row in rows(&resp).expect("answer") {
             match (&row[0], &row[1]) {
-                (cop::datum::Datum::Int(c), cop::datum::Datum::Int(s)) => {
+                (wire::datum::Datum::Int(c), wire::datum::Datum::Int(s)) => {
                     count += c;
                     sum += s;
                 }

@@ -5,20 +5,20 @@
 //! path the region rows name the worker the client sent the pages to.
 
 use client::sql::{Engine, QueryResult};
-use cop::codec::table::record_key;
-use cop::datum::Datum;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::EntryClient;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
-use service::ReadableSize;
+use types::ReadableSize;
+use wire::codec::table::record_key;
+use wire::datum::Datum;
 
 const ROWS: i64 = 3000;
 const BATCH: i64 = 500;
 
 fn exec(c: &EntryClient, engine: &mut Engine<'_>, sql: &str) -> QueryResult {
     c.block_on(engine.execute(sql))
-        .unwrap_or_else(|e| panic!("{sql}: {}", service::error_chain(&e)))
+        .unwrap_or_else(|e| panic!("{sql}: {}", node::error_chain(&e)))
 }
 
 fn text(d: &Datum) -> String {

@@ -8,13 +8,15 @@
 //! server's (paging_size 0), sent straight to a real worker, and leaves requests that already
 //! page alone.
 
-use cop::datum::{Datum, FieldType};
-use cop::proto::{self, ByItem, ColumnInfo, DagRequest, ExecType, Executor, Expr, Request};
 use e2e::cluster::{Cluster, OffloadPair, StoreKind};
 use e2e::coprocessor::{location, page_rows, request, rows, run_pages};
 use e2e::offload_body::{self, BodyCapture};
 use e2e::sample_table::{SampleTable, V_COLUMN};
 use e2e::worker_proc::WorkerProc;
+use wire::coprocessor::{
+    self as proto, ByItem, ColumnInfo, DagRequest, ExecType, Executor, Expr, Request,
+};
+use wire::datum::{Datum, FieldType};
 
 const T: SampleTable = SampleTable { id: 9 };
 const ROWS: i64 = 3000;

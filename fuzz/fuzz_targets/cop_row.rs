@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| cop::codec::fuzzing::row(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cop::fuzzing::row(data));

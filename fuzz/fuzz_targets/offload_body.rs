@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| kvproto::fuzzing::offload_body(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| wire::fuzzing::offload_body(data));

@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| kvproto::fuzzing::server_request(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| wire::fuzzing::server_request(data));

@@ -8,7 +8,7 @@
 //! key that does not exist, and the compiler follows every rename.
 //!
 //! Serializing is not enough on its own: the file must load back, through the loader the node
-//! uses ([`service::config::parse`], which refuses unknown keys), into the same struct. A
+//! uses ([`node::config::parse`], which refuses unknown keys), into the same struct. A
 //! serializer that renders a value its deserializer reads differently (a size, a duration, an
 //! escaped key, a float) would make the node run with something else than what its caller
 //! built. So [`render`] loads what it rendered and refuses it unless it is equal, every time,
@@ -83,8 +83,8 @@ pub fn render<T: NodeConfig>(config: &T) -> Result<String, ConfigFileError> {
         cause,
         text: text.clone(),
     };
-    let loaded: T = service::config::parse(&text, "the rendered config")
-        .map_err(|e| round_trip(e.to_string()))?;
+    let loaded: T =
+        node::config::parse(&text, "the rendered config").map_err(|e| round_trip(e.to_string()))?;
     if &loaded != config {
         return Err(round_trip(format!(
             "loaded {loaded:?}, expected {config:?}"
@@ -149,8 +149,9 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), ConfigFileError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kvengine::DfsSection;
     use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection, WalSync};
-    use service::{DfsSection, ReadableDuration, ReadableSize};
+    use types::{ReadableDuration, ReadableSize};
     use worker::WorkerConfig;
 
     /// A server config away from the defaults wherever serialization could go wrong: escaped
@@ -166,10 +167,10 @@ mod tests {
                 ranges: vec![
                     RangeConfig {
                         start: String::new(),
-                        end: service::config::escape_key(b"t\x80\x00\\'\""),
+                        end: node::config::escape_key(b"t\x80\x00\\'\""),
                     },
                     RangeConfig {
-                        start: service::config::escape_key(b"t\x80\x00\\'\""),
+                        start: node::config::escape_key(b"t\x80\x00\\'\""),
                         end: String::new(),
                     },
                 ],
@@ -206,7 +207,7 @@ mod tests {
     fn server_configs_load_back_equal_through_the_servers_loader() {
         for config in [ServerConfig::default(), unusual_server()] {
             let text = render(&config).unwrap();
-            let loaded: ServerConfig = service::config::parse(&text, "t").unwrap();
+            let loaded: ServerConfig = node::config::parse(&text, "t").unwrap();
             assert_eq!(loaded, config);
         }
         unusual_server().validate().unwrap();
@@ -255,7 +256,7 @@ mod tests {
             "x".into(),
         )
         .unwrap();
-        let e = service::config::parse::<ServerConfig>(&text, "t").unwrap_err();
+        let e = node::config::parse::<ServerConfig>(&text, "t").unwrap_err();
         assert!(e.to_string().contains("remote-coprocessor-adress"), "{e}");
         let text = render_with_raw_key(
             &WorkerConfig::default(),
@@ -282,7 +283,7 @@ mod tests {
         write(&path, &ServerConfig::default()).unwrap();
         write(&path, &unusual_server()).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        let loaded: ServerConfig = service::config::parse(&text, "t").unwrap();
+        let loaded: ServerConfig = node::config::parse(&text, "t").unwrap();
         assert_eq!(loaded, unusual_server());
         assert!(!dir.path().join("nodes/server-a.toml.tmp").exists());
     }

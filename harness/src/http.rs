@@ -2,7 +2,7 @@
 //! `/status`, `/metrics` and `/regions` and ask it to flush with it, and the end-to-end tests
 //! make every call of theirs with it (protobuf bodies, headers, raw replies).
 //!
-//! It is the nodes' own client ([`service::HttpClient`]: hyper, pooled connections, a timeout
+//! It is the nodes' own client ([`node::HttpClient`]: hyper, pooled connections, a timeout
 //! per call, a cap on the body) run on a small runtime this module owns. Callers are plain
 //! threads, and some of them are already inside another Tokio runtime (a test driving the entry
 //! node's client, `stratus demo` between two `block_on`s), where starting or blocking on a
@@ -15,8 +15,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use service::HttpClient;
-pub use service::{ClientError, HttpReply};
+use node::HttpClient;
+pub use node::{ClientError, HttpReply};
 
 /// A generous per-call timeout: a call to a hung node fails here instead of hanging its caller.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

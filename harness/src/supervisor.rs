@@ -3,7 +3,7 @@
 //! (servers, workers and the test S3 server).
 //!
 //! A node is a child process that announces itself on stdout with `{NAME} listening on
-//! http://ADDR` ([`service::http::bind`] prints it once the socket is bound, so the port is
+//! http://ADDR` ([`node::http::bind`] prints it once the socket is bound, so the port is
 //! known even when the config asked for port 0). The supervisor:
 //!
 //! * appends the node's stdout **and** stderr to one log file. A file, not a pipe: a chatty

@@ -11,19 +11,19 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cop::codec::datum::decode_datums;
-use cop::codec::row::encode_row;
-use cop::codec::table::{record_key, record_range};
-use cop::datum::{Datum, FieldType};
 use cop::handler::{HandlerOptions, handle};
-use cop::proto::{
-    Aggregation, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
-    Response, ScalarFuncSig, SelectResponse, Selection, TableScan,
-};
 use kvengine::{Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy};
 use prost::Message;
 use server::Tso;
 use server::txn::{Mode, Storage, TxnClient};
+use wire::codec::datum::decode_datums;
+use wire::codec::row::encode_row;
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    Aggregation, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
+    Response, ScalarFuncSig, SelectResponse, Selection, TableScan,
+};
+use wire::datum::{Datum, FieldType};
 
 const TABLE: i64 = 1;
 type BoxError = Box<dyn std::error::Error>;
@@ -247,7 +247,7 @@ fn run(
 ) -> Result<Response, BoxError> {
     let (start, end) = shard_range(snap);
     let req = Request {
-        tp: cop::proto::REQ_TYPE_DAG,
+        tp: wire::coprocessor::REQ_TYPE_DAG,
         data: dag.encode_to_vec(),
         start_ts,
         ranges: vec![KeyRange::new(start, end)],

@@ -1,5 +1,5 @@
-//! The server's HTTP API: protobuf bodies in and out (messages in `kvproto` and
-//! `cop::proto`), paths in `kvproto::paths`. Command failures travel inside the response
+//! The server's HTTP API: protobuf bodies in and out (messages in `wire` and
+//! `wire::coprocessor`), paths in `wire::paths`. Command failures travel inside the response
 //! (`KeyError`, region errors); a body that does not decode is a 400; a failure of the server
 //! itself (a panicked task) is a 500.
 
@@ -11,13 +11,13 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use kvproto::paths;
-use kvproto::region::{
+use node::http::{HttpError, decode_proto, proto_response};
+use wire::paths;
+use wire::region::{
     Label, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
     TsoRequest, TsoResponse,
 };
-use kvproto::txn::{self as wire, ErrorKind, KeyError};
-use service::http::{HttpError, decode_proto, proto_response};
+use wire::txn::{self as txn_wire, ErrorKind, KeyError};
 
 use crate::metrics;
 use crate::node::{Node, NodeError};
@@ -37,7 +37,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route(paths::CONFIG, get(config))
         .route(paths::STATUS, get(status))
-        .route(paths::METRICS, get(service::http::metrics_handler))
+        .route(paths::METRICS, get(node::http::metrics_handler))
         .route(paths::TSO, post(tso))
         .route(paths::REGIONS, get(regions))
         .route(paths::SPLIT, post(split))
@@ -171,9 +171,9 @@ async fn split(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         if let Err(e) = node.engine().shard_info(req.region_id) {
             {
                 return SplitResponse {
-                    region_error: Some(cop::proto::RegionError {
+                    region_error: Some(wire::coprocessor::RegionError {
                         message: error_chain(&e),
-                        kind: cop::proto::RegionErrorKind::RegionNotFound as i32,
+                        kind: wire::coprocessor::RegionErrorKind::RegionNotFound as i32,
                         region_id: req.region_id,
                         current_ver: 0,
                     }),
@@ -244,7 +244,7 @@ async fn admin_compact(State(st): State<Arc<AppState>>) -> AppResult {
 }
 
 async fn coprocessor(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: cop::proto::Request = decode_proto(&body)?;
+    let req: wire::coprocessor::Request = decode_proto(&body)?;
     let resp = st.node.coprocessor.handle(req).await;
     Ok(proto_response(&resp))
 }
@@ -252,7 +252,7 @@ async fn coprocessor(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult 
 /// `POST /delegate` (`crate::delegate`): the encoded answer's bytes are counted by the zone
 /// relation of the asking worker (from the request) and this server.
 async fn delegate(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: kvproto::delegate::DelegateRequest = decode_proto(&body)?;
+    let req: wire::delegate::DelegateRequest = decode_proto(&body)?;
     let node = st.node.clone();
     let worker_zone = req.worker_zone.clone();
     let resp =
@@ -262,7 +262,7 @@ async fn delegate(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         .with_label_values(&[resp.result_label()])
         .inc();
     metrics::DELEGATE_BYTES
-        .with_label_values(&[kvproto::delegate::zone_relation(
+        .with_label_values(&[wire::delegate::zone_relation(
             st.node.config.zone(),
             &worker_zone,
         )])
@@ -303,11 +303,11 @@ pub fn key_error(e: &TxnError) -> KeyError {
     }
 }
 
-fn mutation(m: wire::Mutation) -> Result<Mutation, HttpError> {
-    let op = match wire::Op::try_from(m.op) {
-        Ok(wire::Op::Put) => MutationOp::Put,
-        Ok(wire::Op::Delete) => MutationOp::Delete,
-        Ok(wire::Op::Lock) => MutationOp::Lock,
+fn mutation(m: txn_wire::Mutation) -> Result<Mutation, HttpError> {
+    let op = match txn_wire::Op::try_from(m.op) {
+        Ok(txn_wire::Op::Put) => MutationOp::Put,
+        Ok(txn_wire::Op::Delete) => MutationOp::Delete,
+        Ok(txn_wire::Op::Lock) => MutationOp::Lock,
         Err(_) => {
             return Err(HttpError::bad_request(format!(
                 "expected a mutation op 0 (put), 1 (delete) or 2 (lock), found {}",
@@ -323,7 +323,7 @@ fn mutation(m: wire::Mutation) -> Result<Mutation, HttpError> {
 }
 
 async fn prewrite(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: wire::PrewriteRequest = decode_proto(&body)?;
+    let req: txn_wire::PrewriteRequest = decode_proto(&body)?;
     let mutations = req
         .mutations
         .into_iter()
@@ -341,12 +341,12 @@ async fn prewrite(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     };
     let storage = st.node.storage.clone();
     let resp = match blocking(move || storage.prewrite(&preq)).await? {
-        Ok(r) => wire::PrewriteResponse {
+        Ok(r) => txn_wire::PrewriteResponse {
             min_commit_ts: r.min_commit_ts,
             one_pc_commit_ts: r.one_pc_commit_ts.unwrap_or(0),
             error: None,
         },
-        Err(e) => wire::PrewriteResponse {
+        Err(e) => txn_wire::PrewriteResponse {
             error: Some(key_error(&e)),
             ..Default::default()
         },
@@ -356,14 +356,14 @@ async fn prewrite(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
 }
 
 async fn commit(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: wire::CommitRequest = decode_proto(&body)?;
+    let req: txn_wire::CommitRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || storage.commit(&req.keys, req.start_ts, req.commit_ts)).await?;
     command_response("commit", r.err())
 }
 
 async fn rollback(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: wire::RollbackRequest = decode_proto(&body)?;
+    let req: txn_wire::RollbackRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || storage.rollback(&req.keys, req.start_ts)).await?;
     command_response("rollback", r.err())
@@ -371,13 +371,13 @@ async fn rollback(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
 
 fn command_response(command: &str, err: Option<TxnError>) -> AppResult {
     count(command, err.is_none());
-    Ok(proto_response(&wire::CommandResponse {
+    Ok(proto_response(&txn_wire::CommandResponse {
         error: err.as_ref().map(key_error),
     }))
 }
 
 async fn check_txn_status(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: wire::CheckTxnStatusRequest = decode_proto(&body)?;
+    let req: txn_wire::CheckTxnStatusRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let primary = req.primary.clone();
     let r = blocking(move || {
@@ -390,23 +390,23 @@ async fn check_txn_status(State(st): State<Arc<AppState>>, body: Bytes) -> AppRe
         )
     })
     .await?;
-    let mut resp = wire::CheckTxnStatusResponse::default();
+    let mut resp = txn_wire::CheckTxnStatusResponse::default();
     match r {
         Ok(TxnStatus::Committed { commit_ts }) => {
-            resp.state = wire::TxnState::Committed as i32;
+            resp.state = txn_wire::TxnState::Committed as i32;
             resp.commit_ts = commit_ts;
         }
-        Ok(TxnStatus::RolledBack) => resp.state = wire::TxnState::RolledBack as i32,
+        Ok(TxnStatus::RolledBack) => resp.state = txn_wire::TxnState::RolledBack as i32,
         Ok(TxnStatus::Locked { lock, ttl_expired }) => {
-            resp.state = wire::TxnState::Locked as i32;
+            resp.state = txn_wire::TxnState::Locked as i32;
             resp.lock = Some(cop::handler::lock_info(&lock.info(&primary)));
             resp.ttl_expired = ttl_expired;
             resp.secondaries = lock.secondaries.clone().unwrap_or_default();
         }
         Ok(TxnStatus::LockNotExistRolledBack) => {
-            resp.state = wire::TxnState::LockNotExistRolledBack as i32
+            resp.state = txn_wire::TxnState::LockNotExistRolledBack as i32
         }
-        Ok(TxnStatus::LockNotExist) => resp.state = wire::TxnState::LockNotExist as i32,
+        Ok(TxnStatus::LockNotExist) => resp.state = txn_wire::TxnState::LockNotExist as i32,
         Err(e) => resp.error = Some(key_error(&e)),
     }
     count("check_txn_status", resp.error.is_none());
@@ -414,17 +414,17 @@ async fn check_txn_status(State(st): State<Arc<AppState>>, body: Bytes) -> AppRe
 }
 
 async fn check_secondary_locks(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: wire::CheckSecondaryLocksRequest = decode_proto(&body)?;
+    let req: txn_wire::CheckSecondaryLocksRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || storage.check_secondary_locks(&req.keys, req.start_ts)).await?;
     let resp = match r {
-        Ok(s) => wire::CheckSecondaryLocksResponse {
+        Ok(s) => txn_wire::CheckSecondaryLocksResponse {
             all_locked: s.all_locked,
             commit_ts: s.commit_ts.unwrap_or(0),
             min_commit_ts: s.min_commit_ts,
             error: None,
         },
-        Err(e) => wire::CheckSecondaryLocksResponse {
+        Err(e) => txn_wire::CheckSecondaryLocksResponse {
             error: Some(key_error(&e)),
             ..Default::default()
         },
@@ -434,7 +434,7 @@ async fn check_secondary_locks(State(st): State<Arc<AppState>>, body: Bytes) -> 
 }
 
 async fn resolve_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: wire::ResolveLockRequest = decode_proto(&body)?;
+    let req: txn_wire::ResolveLockRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || {
         if req.keys.is_empty() {
@@ -445,11 +445,11 @@ async fn resolve_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult
     })
     .await?;
     let resp = match r {
-        Ok(n) => wire::ResolveLockResponse {
+        Ok(n) => txn_wire::ResolveLockResponse {
             resolved: n as u64,
             error: None,
         },
-        Err(e) => wire::ResolveLockResponse {
+        Err(e) => txn_wire::ResolveLockResponse {
             resolved: 0,
             error: Some(key_error(&e)),
         },
@@ -459,17 +459,17 @@ async fn resolve_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult
 }
 
 async fn scan_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: wire::ScanLockRequest = decode_proto(&body)?;
+    let req: txn_wire::ScanLockRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r =
         blocking(move || storage.scan_locks(&req.start, &req.end, req.max_ts, req.limit as usize))
             .await?;
     let resp = match r {
-        Ok(locks) => wire::ScanLockResponse {
+        Ok(locks) => txn_wire::ScanLockResponse {
             locks: locks.iter().map(cop::handler::lock_info).collect(),
             error: None,
         },
-        Err(e) => wire::ScanLockResponse {
+        Err(e) => txn_wire::ScanLockResponse {
             locks: Vec::new(),
             error: Some(key_error(&e)),
         },
@@ -479,18 +479,18 @@ async fn scan_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
 }
 
 async fn kv_get(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: wire::GetRequest = decode_proto(&body)?;
+    let req: txn_wire::GetRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || storage.get(&req.key, req.start_ts, &req.bypass_locks)).await?;
     let resp = match r {
-        Ok(Some(e)) => wire::GetResponse {
+        Ok(Some(e)) => txn_wire::GetResponse {
             found: true,
             value: e.value,
             commit_ts: e.commit_ts,
             error: None,
         },
-        Ok(None) => wire::GetResponse::default(),
-        Err(e) => wire::GetResponse {
+        Ok(None) => txn_wire::GetResponse::default(),
+        Err(e) => txn_wire::GetResponse {
             error: Some(key_error(&e)),
             ..Default::default()
         },
@@ -500,7 +500,7 @@ async fn kv_get(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
 }
 
 async fn kv_scan(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
-    let req: wire::ScanRequest = decode_proto(&body)?;
+    let req: txn_wire::ScanRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || {
         storage.scan(
@@ -513,10 +513,10 @@ async fn kv_scan(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     })
     .await?;
     let resp = match r {
-        Ok(entries) => wire::ScanResponse {
+        Ok(entries) => txn_wire::ScanResponse {
             entries: entries
                 .into_iter()
-                .map(|e| wire::ScanEntry {
+                .map(|e| txn_wire::ScanEntry {
                     key: e.key,
                     value: e.value,
                     commit_ts: e.commit_ts,
@@ -524,7 +524,7 @@ async fn kv_scan(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
                 .collect(),
             error: None,
         },
-        Err(e) => wire::ScanResponse {
+        Err(e) => txn_wire::ScanResponse {
             entries: Vec::new(),
             error: Some(key_error(&e)),
         },
@@ -533,7 +533,7 @@ async fn kv_scan(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     Ok(proto_response(&resp))
 }
 
-pub use service::error_chain;
+pub use node::error_chain;
 
 /// How often the size checker runs is configured; this is its loop.
 pub async fn split_checker(node: Arc<Node>, every: Duration) {

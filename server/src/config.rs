@@ -40,15 +40,16 @@
 //! flush-threads = 1
 //! compaction-threads = 1
 //!
-//! [dfs]                                # see service::dfs
+//! [dfs]                                # see kvengine::dfs_section
 //! ```
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use kvengine::{DfsConfig, DfsSection};
+use node::config::{ConfigError, parse_escaped_key};
 use serde::{Deserialize, Serialize};
-use service::config::{ConfigError, parse_escaped_key};
-use service::{DfsSection, ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -384,8 +385,15 @@ impl ServerConfig {
             ));
         }
         self.initial_ranges()?;
-        self.dfs.to_dfs_config()?;
+        self.dfs_config()?;
         Ok(())
+    }
+
+    /// The object store to open: `[dfs]`.
+    pub fn dfs_config(&self) -> Result<DfsConfig, ConfigError> {
+        self.dfs
+            .to_dfs_config()
+            .map_err(|e| ConfigError::invalid(e.key, e.message))
     }
 
     /// `[server] ranges` as bytes, sorted, checked for overlaps and empty ranges.
@@ -431,7 +439,7 @@ fn is_http_url(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use service::config::{parse, render};
+    use node::config::{parse, render};
 
     #[test]
     fn defaults_are_valid_and_render_back() {
@@ -475,6 +483,16 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("server.tso-addr")
+        );
+    }
+
+    #[test]
+    fn a_bad_dfs_section_fails_validation_with_its_key_and_reason() {
+        let c: ServerConfig = parse("[dfs]\ns3-bucket = \"ab\"\n", "s.toml").unwrap();
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "invalid config value dfs.s3-bucket: expected a bucket name of at least 3 \
+             characters, found \"ab\""
         );
     }
 

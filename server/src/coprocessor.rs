@@ -22,16 +22,16 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cop::handler::HandlerOptions;
-use cop::proto::{ExecDetails, RegionError, RegionErrorKind, Request, Response};
 use kvengine::SnapAccess;
+use wire::coprocessor::{ExecDetails, RegionError, RegionErrorKind, Request, Response};
 
 use crate::cpu_load::{CpuMonitor, CpuState};
 use crate::dispatcher::{Dispatched, RemoteDagDispatcher};
 use crate::metrics;
 use crate::offload_policy::{Inputs, OffloadPolicy, query_age};
 use crate::pattern_history::{self, PatternHistory, Run};
-use crate::topn_paging;
 use crate::txn::Storage;
+use node::topn_paging;
 
 pub use crate::offload_policy::reason;
 

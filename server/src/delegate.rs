@@ -1,7 +1,7 @@
 //! `POST /delegate`: the server's half of the delegate path ("first way"). A worker that a
 //! client sent a coprocessor request to asks the server owning the region for what a read
 //! needs; the server runs the checks it runs before an offload and answers a
-//! [`DelegateResponse`] (`kvproto::delegate` documents the fields):
+//! [`DelegateResponse`] (`wire::delegate` documents the fields):
 //!
 //! 1. region and epoch, memory locks (raising max_ts), the snapshot, the request's own checks
 //!    ([`Coprocessor::checked_snapshot`], as for `POST /coprocessor`): a region error or
@@ -15,8 +15,8 @@
 //! snapshot is not kept alive past the answer, so a compaction may delete a listed file
 //! before the worker opens it; the worker then fails (502) and the client retries.
 
-use cop::proto::Request;
-use kvproto::delegate::{DelegateRequest, DelegateResponse};
+use wire::coprocessor::Request;
+use wire::delegate::{DelegateRequest, DelegateResponse};
 
 use crate::coprocessor::Coprocessor;
 use crate::remote_snapshot::{ShipError, ship};

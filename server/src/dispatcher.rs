@@ -4,7 +4,7 @@
 //! 1. take what a worker needs from the origin snapshot ([`crate::remote_snapshot::ship`]: the
 //!    LOCK CF scan, where a blocking lock answers `locked` here and nothing is sent, then the
 //!    WRITE files and memtable rows a read at start_ts needs) and frame the body
-//!    (`kvproto::offload`): the request keeps only `is_cache_enabled` of the cache fields;
+//!    (`wire::offload`): the request keeps only `is_cache_enabled` of the cache fields;
 //! 2. POST it, keeping the origin snapshot alive until the answer (its files must not be
 //!    deleted by a compaction while the worker reads them). The workers are tried in the
 //!    order of [`crate::worker_pool`] (alive ones of this server's zone first, least busy,
@@ -20,10 +20,10 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use cop::proto::{Request, Response};
 use kvengine::SnapAccess;
+use node::{ClientError, HttpClient};
 use prost::Message;
-use service::{ClientError, HttpClient};
+use wire::coprocessor::{Request, Response};
 
 use crate::metrics;
 use crate::remote_snapshot::{ShipError, ship};
@@ -83,7 +83,7 @@ impl RemoteDagDispatcher {
 
     /// Runs `req` on the worker (see the module docs). `reason` is the offload decision's
     /// reason, recorded in the exec details; `paging_size` replaces the request's own in what
-    /// the worker receives (TopN paging, `crate::topn_paging`).
+    /// the worker receives (TopN paging, `node::topn_paging`).
     pub async fn dispatch(
         &self,
         req: &Request,
@@ -126,7 +126,7 @@ impl RemoteDagDispatcher {
                 ),
             };
         }
-        let vetoed = cop::cache::stamp_remote_answer(
+        let vetoed = node::remote_answer::stamp_remote_answer(
             &mut resp,
             prepared.data_version,
             prepared.uncacheable,
@@ -253,7 +253,7 @@ fn prepare(
         ..req.clone()
     };
     let request = worker_req.encode_to_vec();
-    let body = kvproto::offload::encode(&request, &shipment.memtable_data, &shipment.changeset);
+    let body = wire::offload::encode(&request, &shipment.memtable_data, &shipment.changeset);
     for (section, len) in [
         ("request", request.len()),
         ("memtable", shipment.memtable_data.len()),

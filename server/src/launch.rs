@@ -11,12 +11,12 @@ use std::sync::Arc;
 use crate::api::{AppState, router, split_checker};
 use crate::config::ServerConfig;
 use crate::node::Node;
-use service::config::{config_path_from_args, load, render};
+use node::config::{config_path_from_args, load, render};
 
 /// Runs a server with the command line `args` (without the program name) until SIGTERM or
 /// SIGINT; the exit code of `stratus-server`.
 pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
-    service::logging::init();
+    node::logging::init();
     let config: ServerConfig = match config_path_from_args(args)
         .and_then(|p| load(p.as_deref()))
         .and_then(|c: ServerConfig| c.validate().map(|()| c))
@@ -63,8 +63,8 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
         .map_err(|e| crate::api::error_chain(&e))?;
     let node = Arc::new(node);
     // Handlers first: the "listening" line tells supervisors they may signal us.
-    let shutdown = service::http::shutdown_signal();
-    let (listener, local) = service::http::bind("stratus-server", &addr)
+    let shutdown = node::http::shutdown_signal();
+    let (listener, local) = node::http::bind("stratus-server", &addr)
         .await
         .map_err(|e| e.to_string())?;
     let state = Arc::new(AppState {
@@ -73,7 +73,7 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
         config_text,
     });
     let checker = tokio::spawn(split_checker(node.clone(), split_every));
-    let served = service::http::serve_until(listener, router(state), shutdown, grace).await;
+    let served = node::http::serve_until(listener, router(state), shutdown, grace).await;
     checker.abort();
     // Flush memtables and stop background threads whether or not serving ended cleanly.
     let closing = node.clone();

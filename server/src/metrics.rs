@@ -90,7 +90,7 @@ pub static OFFLOAD_DISPATCHES: LazyLock<IntCounterVec> = LazyLock::new(|| {
         "Offload attempts sent to workers, by the worker's zone relative to this server's.",
         &["zone_relation"],
     );
-    for r in kvproto::delegate::ZONE_RELATIONS {
+    for r in wire::delegate::ZONE_RELATIONS {
         c.with_label_values(&[r]);
     }
     c
@@ -114,7 +114,7 @@ pub static DELEGATE_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
         "Bytes of delegate responses sent to workers, by zone relation.",
         &["zone_relation"],
     );
-    for r in kvproto::delegate::ZONE_RELATIONS {
+    for r in wire::delegate::ZONE_RELATIONS {
         c.with_label_values(&[r]);
     }
     c

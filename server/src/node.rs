@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kvengine::{Engine, EngineOptions, SyncPolicy};
-use service::HttpClient;
+use node::HttpClient;
 
 use crate::config::{ServerConfig, WalSync};
 use crate::coprocessor::Coprocessor;
@@ -21,7 +21,7 @@ use crate::worker_pool::WorkerPool;
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     #[error(transparent)]
-    Config(#[from] service::ConfigError),
+    Config(#[from] node::ConfigError),
     #[error("cannot create the data directory {path}")]
     DataDir {
         path: std::path::PathBuf,
@@ -81,7 +81,7 @@ impl Node {
         opts.flush_threads = kv.flush_threads;
         opts.compaction_threads = kv.compaction_threads;
         opts.node_id = s.node_id;
-        let dfs = config.dfs.to_dfs_config()?.open()?;
+        let dfs = config.dfs_config()?.open()?;
         let engine = Engine::open(opts, dfs)?;
 
         let client = HttpClient::new(kv.remote_coprocessor_max_response_size.bytes() as usize);

@@ -19,8 +19,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use cop::proto::{DagRequest, ExecType, Expr, ExprType};
 use parking_lot::Mutex;
+use wire::coprocessor::{DagRequest, ExecType, Expr, ExprType};
 
 /// Local runs remembered per pattern.
 pub const RUNS_KEPT: usize = 5;
@@ -187,8 +187,8 @@ impl PatternHistory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cop::proto::{ColumnInfo, Executor, Limit, Selection, TableScan};
     use proptest::prelude::*;
+    use wire::coprocessor::{ColumnInfo, Executor, Limit, Selection, TableScan};
 
     fn scan(table_id: i64, columns: &[i64]) -> Executor {
         Executor {

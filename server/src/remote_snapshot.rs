@@ -1,5 +1,5 @@
 //! What a server hands out so that another process can run a request on its data: shared by
-//! the offload path ([`crate::dispatcher`], which frames it into `kvproto::offload` and POSTs
+//! the offload path ([`crate::dispatcher`], which frames it into `wire::offload` and POSTs
 //! it to a worker) and the delegate path ([`crate::delegate`], which answers a worker's
 //! `POST /delegate` with it).
 //!
@@ -14,8 +14,8 @@
 //! [`crate::coprocessor::Coprocessor`] runs them when it takes the snapshot).
 
 use bytes::Bytes;
-use cop::proto::Request;
 use kvengine::SnapAccess;
+use wire::coprocessor::Request;
 
 /// A snapshot description ready to ship, and what the origin learned while building it.
 #[derive(Debug, Clone)]

@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use kvproto::region::{TsoRequest, TsoResponse};
+use node::HttpClient;
 use prost::Message;
-use service::HttpClient;
+use wire::region::{TsoRequest, TsoResponse};
 
 use crate::tso::{TimestampSource, TsoError};
 
@@ -24,7 +24,7 @@ impl RemoteTso {
     /// A client of the TSO at `base` (`http://host:port`); blocking calls run on `runtime`.
     pub fn new(base: &str, client: HttpClient, runtime: tokio::runtime::Handle) -> RemoteTso {
         RemoteTso {
-            url: format!("{}{}", base.trim_end_matches('/'), kvproto::paths::TSO),
+            url: format!("{}{}", base.trim_end_matches('/'), wire::paths::TSO),
             client,
             runtime,
             timeout: Duration::from_secs(5),

@@ -60,7 +60,7 @@ pub fn preference(candidates: &[Candidate], turn: usize) -> Vec<usize> {
 struct PooledWorker {
     endpoint: WorkerEndpoint,
     local: bool,
-    /// `kvproto::delegate::zone_relation` of this server's zone and the worker's.
+    /// `wire::delegate::zone_relation` of this server's zone and the worker's.
     relation: &'static str,
     dead_until: Mutex<Option<Instant>>,
     in_flight: AtomicUsize,
@@ -79,7 +79,7 @@ impl WorkerPool {
             .into_iter()
             .map(|endpoint| PooledWorker {
                 local: server_zone.is_empty() || endpoint.zone == server_zone,
-                relation: kvproto::delegate::zone_relation(server_zone, &endpoint.zone),
+                relation: wire::delegate::zone_relation(server_zone, &endpoint.zone),
                 endpoint,
                 dead_until: Mutex::new(None),
                 in_flight: AtomicUsize::new(0),

@@ -6,9 +6,14 @@
 //!   the memtable, the ChangeSets and the wire.
 //! * [`ids`]: region (shard) ids, file ids and timestamps as distinct types, so that a file id
 //!   cannot be passed where a region id is expected.
+//! * [`units`]: sizes (`"32MiB"`) and durations (`"100ms"`) as people write them in config
+//!   files, for every process's settings: the engine's `[dfs]` section, the server's, the
+//!   worker's and the client's (serde is the only dependency they bring).
 
 pub mod column_family;
 pub mod ids;
+pub mod units;
 
 pub use column_family::{ColumnFamily, UnknownColumnFamily};
 pub use ids::{FileId, RegionId, Ts};
+pub use units::{ReadableDuration, ReadableSize};

@@ -34,9 +34,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kvengine::{CacheConfig, DfsConfig};
+use kvengine::{CacheConfig, DfsConfig, DfsSection};
+use node::ConfigError;
 use serde::{Deserialize, Serialize};
-use service::{ConfigError, DfsSection, ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize};
 
 /// The whole config file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -46,7 +47,7 @@ pub struct WorkerConfig {
     /// 0 = off). When non-zero, a request that arrives without finite paging (`0 < paging_size
     /// < u32::MAX`) and whose DAG ends in a TopN with a limit above this many rows runs with
     /// `paging_size = limit - 1`: the worker answers resumable pages of source rows instead of
-    /// holding the whole heap (see [`cop::topn_paging`]). Requests with finite paging pass
+    /// holding the whole heap (see [`node::topn_paging`]). Requests with finite paging pass
     /// through untouched. Meant for rolling upgrades: set it on the workers, upgrade the
     /// servers (which then apply `remote-coprocessor-topn-max-pushdown-rows` themselves), then
     /// set it back to 0. A row-count heuristic, not a memory limit: wide rows want a lower one.
@@ -187,21 +188,21 @@ impl CopLimiterSection {
 impl WorkerConfig {
     /// Reads `path` (or takes the defaults when `None`) and checks the values.
     pub fn load(path: Option<&Path>) -> Result<WorkerConfig, ConfigError> {
-        let config: WorkerConfig = service::config::load(path)?;
+        let config: WorkerConfig = node::config::load(path)?;
         config.validate()?;
         Ok(config)
     }
 
     /// Parses config text (`origin` names it in errors) and checks the values.
     pub fn parse(text: &str, origin: &str) -> Result<WorkerConfig, ConfigError> {
-        let config: WorkerConfig = service::config::parse(text, origin)?;
+        let config: WorkerConfig = node::config::parse(text, origin)?;
         config.validate()?;
         Ok(config)
     }
 
     /// The effective config as TOML (the start-up banner and `GET /config`).
     pub fn render(&self) -> String {
-        service::config::render(self)
+        node::config::render(self)
     }
 
     /// Checks what parsing cannot: values that parse but cannot work.
@@ -246,7 +247,10 @@ impl WorkerConfig {
     /// The object store to open: `[dfs]`, with the worker's own file cache in front of S3 when
     /// `[dfs]` names none (a worker reads the same files over and over; a server rarely does).
     pub fn dfs_config(&self) -> Result<DfsConfig, ConfigError> {
-        let mut config = self.dfs.to_dfs_config()?;
+        let mut config = self
+            .dfs
+            .to_dfs_config()
+            .map_err(|e| ConfigError::invalid(e.key, e.message))?;
         if let DfsConfig::S3 { cache, .. } = &mut config
             && cache.is_none()
             && !self.worker.cache_dir.as_os_str().is_empty()

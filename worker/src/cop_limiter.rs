@@ -716,8 +716,8 @@ mod tests {
     fn settings(min_ms: u64, max_ms: u64) -> CopLimiterSection {
         CopLimiterSection {
             high_mem_ratio: 0.8,
-            wait_min_duration: service::ReadableDuration::millis(min_ms),
-            wait_max_duration: service::ReadableDuration::millis(max_ms),
+            wait_min_duration: types::ReadableDuration::millis(min_ms),
+            wait_max_duration: types::ReadableDuration::millis(max_ms),
             ..CopLimiterSection::default()
         }
     }

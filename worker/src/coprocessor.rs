@@ -1,5 +1,5 @@
 //! One offloaded coprocessor request, from body bytes to a cop response: split the offload
-//! body into its sections (`kvproto::offload`), decode the cop request and the snapshot
+//! body into its sections (`wire::offload`), decode the cop request and the snapshot
 //! ChangeSet, rebuild the read-only snapshot ([`SnapAccess::from_remote`]) and run the handler
 //! on it with the worker's options (never a cache hit).
 //!
@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use changeset::{ChangeSet, ChangeSetDecodeError};
 use cop::handler::HandlerOptions;
-use cop::proto::{Request, Response};
 use kvengine::{Dfs, SnapAccess};
-use kvproto::offload::OffloadDecodeError;
 use prost::Message;
+use wire::coprocessor::{Request, Response};
+use wire::offload::OffloadDecodeError;
 
 /// Why an offload body could not be turned into a snapshot and a request.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +90,7 @@ pub struct Offload {
 impl Offload {
     /// Splits and decodes `body`; the ChangeSet's keys stay slices of it.
     pub fn decode(body: &Bytes) -> Result<Offload, OffloadError> {
-        let sections = kvproto::offload::decode(body).map_err(OffloadError::Framing)?;
+        let sections = wire::offload::decode(body).map_err(OffloadError::Framing)?;
         let request =
             Request::decode(sections.request.as_ref()).map_err(|source| OffloadError::Request {
                 len: sections.request.len(),

@@ -2,9 +2,9 @@
 //! client sends a plain coprocessor request here instead of to the server owning its region;
 //! the worker asks that server for what a read needs and executes the request itself.
 //!
-//! The request: a `cop::proto::Request` (protobuf body, routed like one sent to a server:
+//! The request: a `wire::coprocessor::Request` (protobuf body, routed like one sent to a server:
 //! `context.region_id` and `region_ver` set), and the header `x-stratus-region-server`
-//! ([`kvproto::delegate::REGION_SERVER_HEADER`]) with the base URL of the owning server,
+//! ([`wire::delegate::REGION_SERVER_HEADER`]) with the base URL of the owning server,
 //! e.g. `http://10.0.0.7:20160`.
 //!
 //! 1. the body is read (at most `worker.max-request-size`) and decoded; its
@@ -32,14 +32,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ::service::http::HttpError;
+use ::node::http::HttpError;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use cop::proto::{ExecDetails, Request};
-use kvproto::delegate::{DelegateRequest, DelegateResponse, REGION_SERVER_HEADER, zone_relation};
 use prost::Message;
+use wire::coprocessor::{ExecDetails, Request};
+use wire::delegate::{DelegateRequest, DelegateResponse, REGION_SERVER_HEADER, zone_relation};
 
 use crate::coprocessor::{Offload, OffloadError};
 use crate::metrics::{self, RequestResult};
@@ -137,7 +137,7 @@ async fn delegate_answer(
     if deadline_ms > 0 {
         timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
     }
-    let url = format!("{server}{}", kvproto::paths::DELEGATE);
+    let url = format!("{server}{}", wire::paths::DELEGATE);
     let origin_error = |message: String| {
         tracing::warn!("delegate request failed at the origin: {message}");
         fail(RequestResult::OriginError, StatusCode::BAD_GATEWAY, message)
@@ -172,7 +172,7 @@ async fn delegate_answer(
 
     // 4. The origin's refusal is the answer.
     if origin.is_error() {
-        let resp = cop::proto::Response {
+        let resp = wire::coprocessor::Response {
             region_error: origin.region_error,
             locked: origin.locked,
             other_error: origin.other_error,
@@ -182,7 +182,7 @@ async fn delegate_answer(
                 reason: "refused by the owning server".into(),
                 ..ExecDetails::default()
             }),
-            ..cop::proto::Response::default()
+            ..wire::coprocessor::Response::default()
         };
         return (RequestResult::Ok, encoded(state, keyspace, &resp));
     }
@@ -204,7 +204,7 @@ async fn delegate_answer(
     };
     match execute(state, offload).await {
         Ok(Ok(mut resp)) => {
-            cop::cache::stamp_remote_answer(
+            node::remote_answer::stamp_remote_answer(
                 &mut resp,
                 origin.data_version,
                 origin.uncacheable(),

@@ -16,8 +16,8 @@ use crate::{WorkerConfig, WorkerState, error_chain};
 /// Runs a worker with the command line `args` (without the program name) until SIGTERM or
 /// SIGINT; the exit code of `stratus-worker`.
 pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
-    service::logging::init();
-    let config = match ::service::config::config_path_from_args(args)
+    node::logging::init();
+    let config = match ::node::config::config_path_from_args(args)
         .and_then(|path| WorkerConfig::load(path.as_deref()))
     {
         Ok(config) => config,
@@ -50,8 +50,8 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
     };
     let served = runtime.block_on(async move {
         // Handlers first: the "listening" line tells supervisors they may signal us.
-        let shutdown = ::service::http::shutdown_signal();
-        let (listener, _) = ::service::http::bind("stratus-worker", &addr).await?;
+        let shutdown = ::node::http::shutdown_signal();
+        let (listener, _) = ::node::http::bind("stratus-worker", &addr).await?;
         crate::service::serve(state, listener, shutdown).await
     });
     // A request still executing on a blocking thread after the grace period is abandoned

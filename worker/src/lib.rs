@@ -28,4 +28,4 @@ pub mod topn_paging;
 pub use config::{CopLimiterSection, WorkerConfig, WorkerSection};
 pub use state::{StartError, WorkerState};
 
-pub use ::service::error_chain;
+pub use ::node::error_chain;

@@ -115,7 +115,7 @@ pub static DELEGATE_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
         )
         .expect("valid metric"),
     );
-    for r in kvproto::delegate::ZONE_RELATIONS {
+    for r in wire::delegate::ZONE_RELATIONS {
         c.with_label_values(&[r]);
     }
     c

@@ -1,14 +1,14 @@
 //! The worker's HTTP API:
 //!
-//! * `POST /coprocessor`: an offload body in, an encoded `cop::proto::Response` out (200).
+//! * `POST /coprocessor`: an offload body in, an encoded `wire::coprocessor::Response` out (200).
 //!   413 when the body exceeds `worker.max-request-size` (read no further than the limit),
 //!   400 when the body is malformed, 502 when the object store fails during the rebuild, 500
 //!   if the handler panics, 503 when memory stayed above `cop-limiter.high-mem-ratio` until
 //!   the request's deadline ([`crate::cop_limiter`]). Error answers carry a one-line reason.
 //!   Between decoding and running, `cop-topn-max-pushdown-rows` may set the request's paging
 //!   ([`crate::topn_paging`]) and the cop-limiter may make it wait.
-//! * `POST /delegate/coprocessor`: the delegate path, a client's `cop::proto::Request` in, a
-//!   `cop::proto::Response` out; the `x-stratus-region-server` header names the base URL of
+//! * `POST /delegate/coprocessor`: the delegate path, a client's `wire::coprocessor::Request` in, a
+//!   `wire::coprocessor::Response` out; the `x-stratus-region-server` header names the base URL of
 //!   the server owning the region (see [`crate::delegate`] for the answers).
 //! * `GET /config`: the effective config (TOML).
 //! * `GET /status`: JSON `{"role":"worker","addr","labels","uptime_secs","requests",
@@ -23,7 +23,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use ::service::http::HttpError;
+use ::node::http::HttpError;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -32,9 +32,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use kvproto::paths;
 use prost::Message;
 use tokio::net::TcpListener;
+use wire::paths;
 
 use crate::cop_limiter::{self, Admission, TokioClock};
 use crate::coprocessor::{Offload, OffloadError};
@@ -52,7 +52,7 @@ pub fn router(state: Arc<WorkerState>) -> Router {
         )
         .route(paths::CONFIG, get(config_handler))
         .route(paths::STATUS, get(status_handler))
-        .route(paths::METRICS, get(::service::http::metrics_handler))
+        .route(paths::METRICS, get(::node::http::metrics_handler))
         .with_state(state)
 }
 
@@ -66,7 +66,7 @@ pub async fn serve(
     let grace = state.config().worker.shutdown_grace.duration();
     state.set_bound_addr(listener.local_addr()?);
     let refresher = tokio::spawn(refresh_gauges(Arc::clone(&state)));
-    let served = ::service::http::serve_until(listener, router(state), shutdown, grace).await;
+    let served = ::node::http::serve_until(listener, router(state), shutdown, grace).await;
     refresher.abort();
     served
 }
@@ -127,7 +127,7 @@ async fn coprocessor_answer(
 
 /// The worker's TopN paging policy (`cop-topn-max-pushdown-rows`, [`topn_paging`]) applied
 /// to `request`, counted by what it did. Both endpoints run it before executing.
-pub(crate) fn apply_topn_paging(state: &WorkerState, request: &mut cop::proto::Request) {
+pub(crate) fn apply_topn_paging(state: &WorkerState, request: &mut wire::coprocessor::Request) {
     let max_rows = state.config().cop_topn_max_pushdown_rows;
     if let Some(action) = topn_paging::apply(request, max_rows) {
         metrics::TOPN_PAGING
@@ -141,7 +141,7 @@ pub(crate) fn apply_topn_paging(state: &WorkerState, request: &mut cop::proto::R
 pub(crate) async fn execute(
     state: &Arc<WorkerState>,
     offload: Offload,
-) -> Result<Result<cop::proto::Response, OffloadError>, (RequestResult, Response)> {
+) -> Result<Result<wire::coprocessor::Response, OffloadError>, (RequestResult, Response)> {
     let worker = Arc::clone(state);
     match tokio::task::spawn_blocking(move || offload.execute(worker.dfs(), worker.block_cache()))
         .await
@@ -158,14 +158,18 @@ pub(crate) async fn execute(
 
 /// The 200 answer carrying `resp`, counted in the response bytes and the keyspace's
 /// throughput.
-pub(crate) fn encoded(state: &WorkerState, keyspace: u32, resp: &cop::proto::Response) -> Response {
+pub(crate) fn encoded(
+    state: &WorkerState,
+    keyspace: u32,
+    resp: &wire::coprocessor::Response,
+) -> Response {
     let encoded = resp.encode_to_vec();
     metrics::RESPONSE_BYTES.inc_by(encoded.len() as u64);
     state
         .limiter()
         .record_response(keyspace, encoded.len() as u64, Instant::now());
     (
-        [(header::CONTENT_TYPE, kvproto::PROTOBUF_CONTENT_TYPE)],
+        [(header::CONTENT_TYPE, wire::PROTOBUF_CONTENT_TYPE)],
         encoded,
     )
         .into_response()

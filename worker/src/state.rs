@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use kvengine::{Dfs, MokaBlockCache};
-use service::{ConfigError, HttpClient};
+use node::{ConfigError, HttpClient};
 
 use crate::config::WorkerConfig;
 use crate::cop_limiter::{CopLimiter, MemorySource, SystemMemory};

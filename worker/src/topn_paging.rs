@@ -1,4 +1,4 @@
-//! `cop-topn-max-pushdown-rows`: the server's TopN paging policy ([`cop::topn_paging`]) applied
+//! `cop-topn-max-pushdown-rows`: the server's TopN paging policy ([`node::topn_paging`]) applied
 //! on the worker to requests from servers that predate it.
 //!
 //! A server that applies the policy itself sends a large TopN with finite paging
@@ -14,8 +14,8 @@
 //! * `not_applicable`: no finite paging, and the policy does not apply (the root is no TopN,
 //!   its limit is within the setting, or the DAG does not decode: the handler reports that).
 
-use cop::proto::Request;
-use cop::topn_paging::{is_finite_paging, worker_paging_size};
+use node::topn_paging::{is_finite_paging, worker_paging_size};
+use wire::coprocessor::Request;
 
 /// What the worker did with one request's paging: the closed label set of
 /// `stratus_worker_topn_paging_total{action}`.
@@ -63,8 +63,8 @@ pub fn apply(request: &mut Request, max_pushdown_rows: u64) -> Option<TopnPaging
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cop::proto::{ByItem, DagRequest, ExecType, Executor, Expr, TopN};
     use prost::Message;
+    use wire::coprocessor::{ByItem, DagRequest, ExecType, Executor, Expr, TopN};
 
     fn top_n_request(limit: u64, paging_size: u64) -> Request {
         let scan = Executor {

@@ -11,19 +11,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use changeset::{Change, ChangeSet, encode_changeset};
-use cop::codec::row::encode_row;
-use cop::codec::table::{record_key, record_range};
-use cop::datum::{Datum, FieldType};
 use cop::handler::HandlerOptions;
-use cop::proto::{
-    self, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request, Response,
-    ScalarFuncSig,
-};
 use kvengine::mvcc::{WriteKind, WriteMeta};
 use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch};
+use node::{HttpClient, HttpReply};
 use prost::Message;
-use service::{HttpClient, HttpReply, ReadableSize};
 use tokio::sync::oneshot;
+use types::ReadableSize;
+use wire::codec::row::encode_row;
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, Request,
+    Response, ScalarFuncSig,
+};
+use wire::datum::{Datum, FieldType};
 use worker::cop_limiter::{LimitSource, MemorySource, MemoryUse};
 use worker::{WorkerConfig, WorkerState};
 
@@ -142,7 +143,7 @@ impl Origin {
 
     fn body(&self, req: &Request) -> Vec<u8> {
         let (request, rows, cs) = self.ship(req);
-        kvproto::offload::encode(&request, &rows, &encode_changeset(&cs))
+        wire::offload::encode(&request, &rows, &encode_changeset(&cs))
     }
 }
 
@@ -161,7 +162,7 @@ impl RunningWorker {
 
     async fn serve(state: WorkerState) -> RunningWorker {
         let state = Arc::new(state);
-        let (listener, addr) = service::http::bind("stratus-worker", "127.0.0.1:0")
+        let (listener, addr) = node::http::bind("stratus-worker", "127.0.0.1:0")
             .await
             .unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -183,7 +184,7 @@ impl RunningWorker {
     async fn post(&self, body: impl Into<Bytes>) -> HttpReply {
         self.client
             .post(
-                &format!("{}{}", self.url, kvproto::paths::COPROCESSOR),
+                &format!("{}{}", self.url, wire::paths::COPROCESSOR),
                 body.into(),
                 TIMEOUT,
             )
@@ -234,7 +235,7 @@ fn config_for(origin: &Origin) -> WorkerConfig {
     let mut c = WorkerConfig::default();
     c.worker.addr = "127.0.0.1:0".into();
     c.worker.block_cache_size = ReadableSize::mib(8);
-    c.worker.shutdown_grace = service::ReadableDuration::secs(5);
+    c.worker.shutdown_grace = types::ReadableDuration::secs(5);
     c.dfs.local_dir = origin.dfs_dir();
     c
 }
@@ -370,7 +371,7 @@ async fn paged_selection_with_limit_matches_the_origin_page_by_page() {
         assert_same_result(&remote, &local);
         pages += 1;
         let Some(scanned) = remote.range else { break };
-        req.ranges = cop::paging::remaining_ranges(&req.ranges, &scanned, false);
+        req.ranges = wire::paging::remaining_ranges(&req.ranges, &scanned, false);
         if req.ranges.is_empty() {
             break;
         }
@@ -461,13 +462,13 @@ async fn undecodable_sections_are_bad_requests_naming_the_section() {
     let cs = encode_changeset(&cs);
 
     let reply = worker
-        .post(kvproto::offload::encode(b"\xff\xff\xff", &rows, &cs))
+        .post(wire::offload::encode(b"\xff\xff\xff", &rows, &cs))
         .await;
     assert_eq!(reply.status, 400, "{}", reason(&reply));
     assert!(reason(&reply).contains("cop request"), "{}", reason(&reply));
 
     let reply = worker
-        .post(kvproto::offload::encode(&request, &rows, b"\xff\xff\xff"))
+        .post(wire::offload::encode(&request, &rows, b"\xff\xff\xff"))
         .await;
     assert_eq!(reply.status, 400, "{}", reason(&reply));
     assert!(reason(&reply).contains("changeset"), "{}", reason(&reply));
@@ -477,7 +478,7 @@ async fn undecodable_sections_are_bad_requests_naming_the_section() {
     let mid = corrupt.len() / 2;
     corrupt[mid] ^= 0x5a;
     let reply = worker
-        .post(kvproto::offload::encode(&request, &corrupt, &cs))
+        .post(wire::offload::encode(&request, &corrupt, &cs))
         .await;
     assert_eq!(reply.status, 400, "{}", reason(&reply));
     assert!(
@@ -496,7 +497,7 @@ async fn a_changeset_that_is_not_a_snapshot_is_a_bad_request() {
     let (request, rows, mut cs) = origin.ship(&req);
     cs.change = Some(Change::Flush(Default::default()));
     let reply = worker
-        .post(kvproto::offload::encode(
+        .post(wire::offload::encode(
             &request,
             &rows,
             &encode_changeset(&cs),
@@ -522,7 +523,7 @@ async fn a_changeset_naming_a_missing_file_is_a_store_error() {
         None => panic!("expected an L0 file in {snapshot:?}"),
     }
     let reply = worker
-        .post(kvproto::offload::encode(
+        .post(wire::offload::encode(
             &request,
             &rows,
             &encode_changeset(&cs),
@@ -573,7 +574,7 @@ async fn status_config_and_metrics_describe_the_worker() {
     let reply = worker.post(&b"junk"[..]).await;
     assert_eq!(reply.status, 400);
 
-    let status = worker.get(kvproto::paths::STATUS).await;
+    let status = worker.get(wire::paths::STATUS).await;
     assert_eq!(status.status, 200);
     let status: serde_json::Value = serde_json::from_slice(&status.body).unwrap();
     assert_eq!(status["role"], "worker");
@@ -586,12 +587,12 @@ async fn status_config_and_metrics_describe_the_worker() {
         worker.url.trim_start_matches("http://")
     );
 
-    let text = worker.get(kvproto::paths::CONFIG).await;
+    let text = worker.get(wire::paths::CONFIG).await;
     assert_eq!(text.status, 200);
     let served = WorkerConfig::parse(std::str::from_utf8(&text.body).unwrap(), "GET /config");
     assert_eq!(served.unwrap(), config);
 
-    let metrics = worker.get(kvproto::paths::METRICS).await;
+    let metrics = worker.get(wire::paths::METRICS).await;
     let metrics = String::from_utf8(metrics.body.to_vec()).unwrap();
     for needle in [
         "stratus_worker_coprocessor_requests_total{result=\"ok\"}",
@@ -636,8 +637,8 @@ impl MemorySource for ScriptedMemory {
 fn limiter_config(origin: &Origin) -> WorkerConfig {
     let mut config = config_for(origin);
     config.cop_limiter.high_mem_ratio = 0.8;
-    config.cop_limiter.wait_min_duration = service::ReadableDuration::millis(20);
-    config.cop_limiter.wait_max_duration = service::ReadableDuration::millis(60);
+    config.cop_limiter.wait_min_duration = types::ReadableDuration::millis(20);
+    config.cop_limiter.wait_max_duration = types::ReadableDuration::millis(60);
     config
 }
 
@@ -693,8 +694,7 @@ async fn memory_high_until_the_deadline_is_answered_503_with_the_ratio() {
         "slept while the deadline allowed: {took:?}"
     );
 
-    let metrics =
-        String::from_utf8(worker.get(kvproto::paths::METRICS).await.body.to_vec()).unwrap();
+    let metrics = String::from_utf8(worker.get(wire::paths::METRICS).await.body.to_vec()).unwrap();
     for needle in [
         "stratus_worker_coprocessor_requests_total{result=\"throttled\"}",
         "stratus_worker_cop_limiter_rejections_total",
@@ -729,7 +729,7 @@ async fn a_request_waiting_for_memory_runs_once_it_drops() {
 async fn status_shows_response_bytes_per_keyspace_over_the_sample_window() {
     let origin = Origin::with_table();
     let mut config = config_for(&origin);
-    config.cop_limiter.sample_ttl = service::ReadableDuration::secs(100);
+    config.cop_limiter.sample_ttl = types::ReadableDuration::secs(100);
     let worker = RunningWorker::start(config).await;
     let mut sent = std::collections::BTreeMap::<u32, u64>::new();
     for (keyspace, req) in [
@@ -747,7 +747,7 @@ async fn status_shows_response_bytes_per_keyspace_over_the_sample_window() {
         assert_eq!(reply.status, 200, "{}", reason(&reply));
         *sent.entry(keyspace).or_default() += reply.body.len() as u64;
     }
-    let status = worker.get(kvproto::paths::STATUS).await;
+    let status = worker.get(wire::paths::STATUS).await;
     let status: serde_json::Value = serde_json::from_slice(&status.body).unwrap();
     let throughput = status["keyspace_throughput"].as_object().unwrap();
     assert_eq!(throughput.len(), sent.len(), "{throughput:?}");
@@ -763,8 +763,7 @@ async fn status_shows_response_bytes_per_keyspace_over_the_sample_window() {
     assert!(["physical", "cgroup"].contains(&source), "{source}");
     assert!(status["cop_limiter"]["memory_ratio"].as_f64().unwrap() > 0.0);
 
-    let metrics =
-        String::from_utf8(worker.get(kvproto::paths::METRICS).await.body.to_vec()).unwrap();
+    let metrics = String::from_utf8(worker.get(wire::paths::METRICS).await.body.to_vec()).unwrap();
     assert!(
         metrics.contains("stratus_worker_keyspace_throughput_bytes_per_second{keyspace=\"9\"}"),
         "{metrics}"

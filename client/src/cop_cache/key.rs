@@ -16,7 +16,7 @@
 //! paging marker keeps a paged result (which may stop early with a resume range) apart from an
 //! unpaged one.
 
-use cop::proto::KeyRange;
+use wire::coprocessor::KeyRange;
 
 const KEY_FORMAT_VERSION: u8 = 1;
 

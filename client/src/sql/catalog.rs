@@ -14,11 +14,11 @@
 //! name is never stored twice. Sequential ids make key placement predictable: `stratus up`
 //! splits the key space between its two servers inside table 1.
 
-use cop::datum::FieldType;
-use cop::proto::ColumnInfo;
-use kvproto::paths;
-use kvproto::txn::{GetRequest, GetResponse};
 use sqlparser::ast::{self, ColumnOption, DataType, TableConstraint};
+use wire::coprocessor::ColumnInfo;
+use wire::datum::FieldType;
+use wire::paths;
+use wire::txn::{GetRequest, GetResponse};
 
 use super::txn_write::{self, RowWrite};
 use super::{Result, SqlError, simple_name, unsupported};

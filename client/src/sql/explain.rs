@@ -12,8 +12,8 @@
 //!   cache_hit=<whether a page was a cache hit>`). A region whose pages ran in different places
 //!   lists each place once, comma-separated.
 
-use cop::datum::Datum;
-use cop::proto::{DagRequest, ExecType, Expr, ExprType, ScalarFuncSig};
+use wire::coprocessor::{DagRequest, ExecType, Expr, ExprType, ScalarFuncSig};
+use wire::datum::Datum;
 
 use super::catalog::TableSchema;
 use super::select::SelectPlan;

@@ -4,7 +4,7 @@
 //! (AVG = sum / count), sorts them by `ORDER BY` (NULL first ascending, as MySQL), cuts at
 //! `LIMIT` and projects the output columns in select-list order.
 
-use cop::datum::Datum;
+use wire::datum::Datum;
 
 use super::select::{AggKind, SelectPlan, Slots};
 use super::{QueryResult, Result, SqlError};

@@ -14,9 +14,9 @@
 //! their intersection. An empty intersection still yields one range (of the single handle
 //! `0`): the request stays well-formed, and the Selection rejects that row.
 
-use cop::codec::table::{record_key, record_range};
-use cop::proto::KeyRange;
 use sqlparser::ast::{self, BinaryOperator, InTarget, UnaryOperator, Value};
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::KeyRange;
 
 /// At most this many `IN` values become point ranges; a longer list does not narrow.
 const MAX_IN_POINTS: usize = 1024;

@@ -14,11 +14,11 @@
 
 use std::collections::HashSet;
 
-use cop::codec::row::encode_row;
-use cop::codec::table::record_key;
-use cop::datum::Datum;
-use cop::proto::{self, DagRequest, ExecType, Executor, KeyRange};
 use sqlparser::ast::{self, SetExpr, TableObject, UnaryOperator, Value};
+use wire::codec::row::encode_row;
+use wire::codec::table::record_key;
+use wire::coprocessor::{self as proto, DagRequest, ExecType, Executor, KeyRange};
+use wire::datum::Datum;
 
 use super::catalog::{SqlType, TableSchema};
 pub use super::txn_write::WriteOutcome;

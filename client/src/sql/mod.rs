@@ -45,10 +45,10 @@ pub mod select;
 pub mod set_show;
 pub mod txn_write;
 
-use cop::datum::Datum;
 use sqlparser::ast::Statement;
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
+use wire::datum::Datum;
 
 use crate::paging::Client;
 use crate::variables::{Scope, Session};

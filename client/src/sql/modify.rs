@@ -12,13 +12,13 @@
 //! UPDATE). Only rows whose values change are written and counted (`affected_rows`).
 //! Changing the primary key (moving a row to another key) is not supported.
 
-use cop::codec::row::encode_row;
-use cop::codec::table::record_key;
-use cop::datum::Datum;
-use cop::proto::{DagRequest, KeyRange};
 use sqlparser::ast::{
     self, AssignmentTarget, BinaryOperator, FromTable, TableFactor, UnaryOperator,
 };
+use wire::codec::row::encode_row;
+use wire::codec::table::record_key;
+use wire::coprocessor::{DagRequest, KeyRange};
+use wire::datum::Datum;
 
 use super::catalog::{SqlType, TableSchema};
 use super::handle_ranges::handle_ranges;
@@ -479,7 +479,7 @@ mod tests {
     use super::*;
     use crate::sql::select::tests::schema;
     use crate::sql::{Plan, parse, plan};
-    use cop::proto::{ExecType, ScalarFuncSig};
+    use wire::coprocessor::{ExecType, ScalarFuncSig};
 
     fn modify(sql: &str) -> Result<ModifyPlan> {
         let s = schema();

@@ -14,12 +14,12 @@
 //! then the group-by columns for an aggregate query. `ORDER BY` and the output columns refer
 //! to slots.
 
-use cop::proto::{
-    self, ByItem, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, ScalarFuncSig,
-};
 use sqlparser::ast::{
     self, BinaryOperator, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, InTarget,
     LimitClause, OrderByKind, OrderBySort, SelectItem, SetExpr, TableFactor, UnaryOperator, Value,
+};
+use wire::coprocessor::{
+    self as proto, ByItem, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, ScalarFuncSig,
 };
 
 use super::catalog::{SqlType, TableSchema};
@@ -816,14 +816,14 @@ pub(crate) mod tests {
         assert_eq!(p.ranges.len(), 1);
         assert_eq!(
             p.ranges[0].start,
-            cop::codec::table::record_key(p.table.id, 10)
+            wire::codec::table::record_key(p.table.id, 10)
         );
         let p = select("select id from t where id not between 10 and 19").unwrap();
         let conds = &p.dag.executors[1].selection.as_ref().unwrap().conditions;
         assert_eq!(conds[0].sig, ScalarFuncSig::Not as i32);
         assert_eq!(
             p.ranges[0].start,
-            cop::codec::table::record_key(p.table.id, i64::MIN),
+            wire::codec::table::record_key(p.table.id, i64::MIN),
             "NOT BETWEEN does not narrow"
         );
     }

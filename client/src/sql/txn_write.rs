@@ -16,8 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use kvproto::paths;
-use kvproto::txn::{
+use wire::paths;
+use wire::txn::{
     CommandResponse, CommitRequest, ErrorKind, Mutation, Op, PrewriteRequest, PrewriteResponse,
     RollbackRequest,
 };
@@ -73,7 +73,7 @@ pub struct WriteOutcome {
     pub warnings: Vec<String>,
 }
 
-fn txn_err(command: &'static str, e: &kvproto::txn::KeyError) -> SqlError {
+fn txn_err(command: &'static str, e: &wire::txn::KeyError) -> SqlError {
     SqlError::Client(Error::TxnCommand {
         command,
         message: format!("kind={} {}", e.kind, e.message),

@@ -21,10 +21,10 @@
 use std::cmp::Ordering;
 
 use crate::batch::{Batch, Column};
-use crate::datum::EvalType;
 use crate::error::{EvalError, Result};
 use crate::executors::{Evaluated, Operand, ensure_identity};
-use crate::proto::{self, ExprType};
+use wire::coprocessor::{self as proto, ExprType};
+use wire::datum::EvalType;
 
 /// One state vector: slot `g` belongs to group `g`.
 enum AggState {

@@ -15,13 +15,13 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher, RandomState};
 
 use crate::batch::{Batch, Column};
-use crate::datum::EvalType;
 use crate::error::{EvalError, Result};
 use crate::executors::aggregation::Aggregates;
 use crate::executors::{
     BatchExecutor, BatchResult, BatchSize, Evaluated, Operand, ensure_identity,
 };
-use crate::proto;
+use wire::coprocessor as proto;
+use wire::datum::EvalType;
 
 pub struct HashAggExecutor<'a> {
     src: Box<dyn BatchExecutor + 'a>,

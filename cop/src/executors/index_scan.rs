@@ -7,13 +7,13 @@
 //! unique key that holds a NULL, since NULLs do not collide).
 
 use crate::batch::{Batch, Column};
-use crate::codec::table::{decode_index_key, decode_unique_index_value};
-use crate::datum::EvalType;
 use crate::error::{Error, EvalError, Result};
 use crate::executors::range_scanner::RangeScanner;
 use crate::executors::table_scan::{ScanColumn, push_handle};
 use crate::executors::{BatchExecutor, BatchResult, BuildContext, ScanProgress};
-use crate::proto;
+use wire::codec::table::{decode_index_key, decode_unique_index_value};
+use wire::coprocessor as proto;
+use wire::datum::EvalType;
 
 pub struct IndexScanExecutor<'a> {
     scanner: RangeScanner<'a>,

@@ -1,9 +1,9 @@
 //! Limit: the first `limit` rows, then drained (the scan below stops reading).
 
 use crate::batch::Batch;
-use crate::datum::EvalType;
 use crate::error::Result;
 use crate::executors::{BatchExecutor, BatchResult};
+use wire::datum::EvalType;
 
 pub struct LimitExecutor<'a> {
     src: Box<dyn BatchExecutor + 'a>,

@@ -32,10 +32,10 @@ pub mod top_n;
 use kvengine::SnapAccess;
 
 use crate::batch::{Batch, Column};
-use crate::datum::{EvalType, FieldType};
 use crate::error::{Error, EvalError, Result};
 use crate::expr::{CompiledExpr, Expr};
-use crate::proto::{self, ExecType, KeyRange};
+use wire::coprocessor::{self as proto, ExecType, KeyRange};
+use wire::datum::{EvalType, FieldType};
 
 pub use range_scanner::is_point_range;
 
@@ -76,7 +76,7 @@ pub struct BatchResult {
 pub trait ScanProgress {
     /// Keys the MVCC scanners visited (point gets count one each).
     fn scanned_keys(&self) -> u64;
-    /// The key span the rows returned so far cover (see [`crate::paging`]); `None` before the
+    /// The key span the rows returned so far cover (see [`wire::paging`]); `None` before the
     /// first key.
     fn scanned_range(&self) -> Option<KeyRange>;
     /// Whether the span scanned so far is known to hold no version newer than the read's
@@ -260,7 +260,7 @@ impl Operand {
     }
 
     /// The value when the operand is a constant.
-    pub(crate) fn constant(&self) -> Option<crate::datum::Datum> {
+    pub(crate) fn constant(&self) -> Option<wire::datum::Datum> {
         self.0.as_constant()
     }
 

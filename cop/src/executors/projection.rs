@@ -1,10 +1,10 @@
 //! Projection: evaluates one expression per output column over the live rows.
 
 use crate::batch::{Batch, Column};
-use crate::datum::EvalType;
 use crate::error::{EvalError, Result};
 use crate::executors::{BatchExecutor, BatchResult, Evaluated, Operand};
-use crate::proto;
+use wire::coprocessor as proto;
+use wire::datum::EvalType;
 
 pub struct ProjectionExecutor<'a> {
     src: Box<dyn BatchExecutor + 'a>,

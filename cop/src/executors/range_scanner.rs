@@ -8,8 +8,8 @@ use kvengine::mvcc::MvccScanner;
 
 use crate::error::Result;
 use crate::executors::ScanProgress;
-use crate::paging;
-use crate::proto::KeyRange;
+use wire::coprocessor::KeyRange;
+use wire::paging;
 
 /// Whether `r` covers exactly one key: `end == start + 0x00` (how a client asks for a point).
 pub fn is_point_range(r: &KeyRange) -> bool {

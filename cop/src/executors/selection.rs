@@ -5,10 +5,10 @@
 //! never sees (nor fails on) a row an earlier one dropped.
 
 use crate::batch::Column;
-use crate::datum::EvalType;
 use crate::error::{EvalError, Result};
 use crate::executors::{BatchExecutor, BatchResult, Operand, ensure_identity};
-use crate::proto;
+use wire::coprocessor as proto;
+use wire::datum::EvalType;
 
 pub struct SelectionExecutor<'a> {
     src: Box<dyn BatchExecutor + 'a>,

@@ -7,11 +7,11 @@
 //! emitted as soon as it exists, so the page ends after the first batch that had rows.
 
 use crate::batch::Batch;
-use crate::datum::EvalType;
 use crate::error::Result;
 use crate::executors::aggregation::Aggregates;
 use crate::executors::{BatchExecutor, BatchResult, BatchSize};
-use crate::proto;
+use wire::coprocessor as proto;
+use wire::datum::EvalType;
 
 pub struct SimpleAggExecutor<'a> {
     src: Box<dyn BatchExecutor + 'a>,

@@ -3,10 +3,10 @@
 
 use std::time::Instant;
 
-use crate::datum::EvalType;
 use crate::error::Result;
 use crate::executors::{BatchExecutor, BatchResult, ScanProgress};
-use crate::proto::ExecutionSummary;
+use wire::coprocessor::ExecutionSummary;
+use wire::datum::EvalType;
 
 pub struct Summarized<'a> {
     inner: Box<dyn BatchExecutor + 'a>,

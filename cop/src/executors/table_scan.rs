@@ -8,14 +8,14 @@
 //! stored data is not what the schema says.
 
 use crate::batch::{Batch, Column};
-use crate::codec::number::decode_i64;
-use crate::codec::row::RowView;
-use crate::codec::table::{RECORD_KEY_LEN, RECORD_PREFIX_LEN, decode_record_key, record_prefix};
-use crate::datum::{Datum, EvalType, FieldType};
 use crate::error::{Error, EvalError, Result};
 use crate::executors::range_scanner::RangeScanner;
 use crate::executors::{BatchExecutor, BatchResult, BuildContext, ScanProgress, field_type};
-use crate::proto;
+use wire::codec::number::decode_i64;
+use wire::codec::row::RowView;
+use wire::codec::table::{RECORD_KEY_LEN, RECORD_PREFIX_LEN, decode_record_key, record_prefix};
+use wire::coprocessor as proto;
+use wire::datum::{Datum, EvalType, FieldType};
 
 /// How one output column of a scan is filled.
 pub(crate) struct ScanColumn {
@@ -42,7 +42,7 @@ impl ScanColumn {
         let default = if c.default_val.is_empty() {
             Datum::Null
         } else {
-            crate::codec::datum::decode_default(&c.default_val, field_type).map_err(|e| {
+            wire::codec::datum::decode_default(&c.default_val, field_type).map_err(|e| {
                 Error::InvalidRequest(format!(
                     "default value does not decode: {e} column_id={}",
                     c.column_id
@@ -165,8 +165,8 @@ impl BatchExecutor for TableScanExecutor<'_> {
             };
             for (c, col) in columns.iter().zip(out.iter_mut()) {
                 match &row {
-                    Some(row) if !c.pk_handle => row
-                        .decode_into(c.column_id, c.field_type, &c.default, col)
+                    Some(row) if !c.pk_handle => col
+                        .push_from_row(row, c.column_id, c.field_type, &c.default)
                         .map_err(EvalError::from)?,
                     _ => push_handle(col, handle),
                 }

@@ -15,12 +15,12 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::batch::{Batch, Column};
-use crate::datum::{Datum, EvalType};
 use crate::error::{EvalError, Result};
 use crate::executors::{
     BatchExecutor, BatchResult, BatchSize, Evaluated, Operand, ensure_identity,
 };
-use crate::proto;
+use wire::coprocessor as proto;
+use wire::datum::{Datum, EvalType};
 
 /// One heap entry. Ordered by the sort keys, then by arrival (`seq`), so the heap's top is the
 /// row that goes first when a better one arrives.

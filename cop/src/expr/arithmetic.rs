@@ -7,8 +7,8 @@
 use super::ArithOp;
 use super::operand::{Ctx, IntNum, Num, NumVals, Operand, Vals};
 use crate::batch::Column;
-use crate::datum::EvalType;
 use crate::error::EvalError;
+use wire::datum::EvalType;
 
 impl ArithOp {
     fn symbol(self) -> &'static str {

@@ -2,9 +2,9 @@
 
 use super::{ArithOp, CmpOp, CompiledExpr, Func, LikePattern, Node};
 use crate::batch::Column;
-use crate::datum::EvalType;
 use crate::error::EvalError;
-use crate::proto::{self, ExprType, ScalarFuncSig};
+use wire::coprocessor::{self as proto, ExprType, ScalarFuncSig};
+use wire::datum::EvalType;
 
 /// Deeper expressions are rejected: evaluation recurses once per level. (Decoded DAGs are
 /// already limited by prost's recursion limit; this also bounds hand-built ones.)
@@ -79,7 +79,7 @@ fn eight_bytes(e: &proto::Expr, tp: ExprType) -> Result<[u8; 8], EvalError> {
 fn null_column(tp: EvalType) -> Column {
     let mut c = Column::with_capacity(tp, 1);
     // Pushing NULL into a column of any type cannot fail.
-    let _ = c.push_datum(&crate::datum::Datum::Null);
+    let _ = c.push_datum(&wire::datum::Datum::Null);
     c
 }
 

@@ -5,8 +5,8 @@ use std::cmp::Ordering;
 use super::CmpOp;
 use super::operand::{Ctx, Operand, Vals, with_num2};
 use crate::batch::Column;
-use crate::datum::EvalType;
 use crate::error::EvalError;
+use wire::datum::EvalType;
 
 impl CmpOp {
     /// The orderings for which the comparison holds, as bits: Less = 1, Equal = 2,

@@ -6,8 +6,8 @@ use prost::Message;
 
 use super::Expr;
 use crate::batch::Column;
-use crate::datum::{EvalType, FieldType};
-use crate::proto::{self, DagRequest};
+use wire::coprocessor::{self as proto, DagRequest};
+use wire::datum::{EvalType, FieldType};
 
 /// The schema every expression is also built against, whatever the DAG's scan declares.
 const FIXED_SCHEMA: [EvalType; 6] = [

@@ -16,7 +16,7 @@
 //!   byte strings (compared bytewise); a number against bytes is a type error at build time.
 //!   Int against UInt compares exactly (`-1 < u64::MAX`); an integer against a Real compares
 //!   the integer converted to f64 (as MySQL compares with doubles, and as
-//!   [`Datum::sql_cmp`](crate::datum::Datum::sql_cmp) does); Reals compare by IEEE value
+//!   [`Datum::sql_cmp`](wire::datum::Datum::sql_cmp) does); Reals compare by IEEE value
 //!   (`-0.0 = 0.0`). Result: Int 0/1 or NULL.
 //! * **Arithmetic** `Plus Minus Multiply`: with a Real operand the result is Real; otherwise
 //!   the result is UInt when either operand is UInt (MySQL), else Int, and a result outside
@@ -50,9 +50,9 @@ mod logic;
 mod operand;
 
 use crate::batch::Column;
-use crate::datum::{Datum, EvalType};
 use crate::error::EvalError;
-use crate::proto;
+use wire::coprocessor as proto;
+use wire::datum::{Datum, EvalType};
 
 pub use like::{LikePattern, LikeToken};
 

@@ -8,8 +8,8 @@
 use std::fmt::Display;
 
 use crate::batch::Column;
-use crate::datum::EvalType;
 use crate::error::EvalError;
+use wire::datum::EvalType;
 
 /// The batch being evaluated: the input columns and the logical rows to evaluate.
 pub(super) struct Ctx<'a> {

@@ -10,14 +10,15 @@
 
 #![allow(dead_code)]
 
-use cop::codec::datum::encode_datum;
-use cop::codec::table::{index_key, index_range, record_key, record_range, unique_index_value};
-use cop::datum::{Datum, EvalType, FieldType};
-use cop::proto::{
-    self, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, ScalarFuncSig,
-};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use wire::codec::datum::encode_datum;
+use wire::codec::table::{index_key, index_range, record_key, record_range, unique_index_value};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange,
+    ScalarFuncSig,
+};
+use wire::datum::{Datum, EvalType, FieldType};
 
 // ---------------------------------------------------------------------------------------------
 // The generated case.

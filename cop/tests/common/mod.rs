@@ -6,16 +6,17 @@
 
 use std::sync::Arc;
 
-use cop::codec::datum::decode_datums;
-use cop::codec::row::encode_row;
-use cop::codec::table::{record_key, record_range};
-use cop::datum::{Datum, FieldType};
-use cop::proto::{
-    self, ColumnInfo, DagRequest, ExecType, Executor, KeyRange, Request, Response, SelectResponse,
-};
 use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
 use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 use prost::Message;
+use wire::codec::datum::decode_datums;
+use wire::codec::row::encode_row;
+use wire::codec::table::{record_key, record_range};
+use wire::coprocessor::{
+    self as proto, ColumnInfo, DagRequest, ExecType, Executor, KeyRange, Request, Response,
+    SelectResponse,
+};
+use wire::datum::{Datum, FieldType};
 
 pub const SHARD: u64 = 1;
 
@@ -309,7 +310,7 @@ pub fn sorted(mut rows: Vec<Vec<Datum>>) -> Vec<Vec<Datum>> {
 }
 
 /// Sends `req` page after page (following each response's scanned range with
-/// `cop::paging::remaining_ranges`) until the region is done; returns the responses.
+/// `wire::paging::remaining_ranges`) until the region is done; returns the responses.
 pub fn run_pages(
     snap: &kvengine::SnapAccess,
     req: &Request,
@@ -324,7 +325,7 @@ pub fn run_pages(
         out.push(resp);
         match next {
             Some(scanned) => {
-                req.ranges = cop::paging::remaining_ranges(&req.ranges, &scanned, desc);
+                req.ranges = wire::paging::remaining_ranges(&req.ranges, &scanned, desc);
                 assert!(
                     out.len() < 100_000,
                     "paging does not terminate: last scanned range {scanned:?}"

@@ -1,0 +1,172 @@
+//! The HTTP client processes use to call each other (server → worker offload, server → TSO,
+//! client → server): http and https, a per-call timeout, a cap on the response body so a
+//! misbehaving peer cannot make the caller allocate without bound.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::error_chain;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("invalid URL {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    /// The request did not reach the peer or the connection broke before the answer.
+    #[error("request to {url} failed: {reason}")]
+    Transport { url: String, reason: String },
+    #[error("request to {url} timed out after {after:?}")]
+    Timeout { url: String, after: Duration },
+    #[error("response from {url} is larger than the limit: expected at most {limit} bytes")]
+    BodyTooLarge { url: String, limit: usize },
+}
+
+impl ClientError {
+    /// Connection failures and timeouts: worth a retry (the peer may be restarting).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Transport { .. } | ClientError::Timeout { .. }
+        )
+    }
+}
+
+/// A status and a body.
+#[derive(Debug, Clone)]
+pub struct HttpReply {
+    pub status: StatusCode,
+    pub body: Bytes,
+}
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// Cheap to clone (connections are pooled and shared).
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    inner: Client<Connector, Full<Bytes>>,
+    max_response_bytes: usize,
+}
+
+impl HttpClient {
+    /// A client accepting responses of up to `max_response_bytes`.
+    pub fn new(max_response_bytes: usize) -> HttpClient {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(Duration::from_secs(5)));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let inner = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(https);
+        HttpClient {
+            inner,
+            max_response_bytes,
+        }
+    }
+
+    pub async fn post(
+        &self,
+        url: &str,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<HttpReply, ClientError> {
+        self.call(Method::POST, url, body, &[], timeout).await
+    }
+
+    /// [`HttpClient::post`] with extra request headers (`name`, `value`), e.g. the region
+    /// server header of a worker's delegate endpoint. A name or value that is not a valid
+    /// header is an [`ClientError::InvalidUrl`] naming the URL.
+    pub async fn post_with_headers(
+        &self,
+        url: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Result<HttpReply, ClientError> {
+        self.call(Method::POST, url, body, headers, timeout).await
+    }
+
+    pub async fn get(&self, url: &str, timeout: Duration) -> Result<HttpReply, ClientError> {
+        self.call(Method::GET, url, Bytes::new(), &[], timeout)
+            .await
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        url: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Result<HttpReply, ClientError> {
+        let uri: hyper::Uri = url.parse().map_err(|e| ClientError::InvalidUrl {
+            url: url.to_string(),
+            reason: format!("{e}"),
+        })?;
+        if !matches!(uri.scheme_str(), Some("http") | Some("https")) {
+            return Err(ClientError::InvalidUrl {
+                url: url.to_string(),
+                reason: "expected an http:// or https:// URL".into(),
+            });
+        }
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(hyper::header::CONTENT_TYPE, wire::PROTOBUF_CONTENT_TYPE);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let req = builder
+            .body(Full::new(body))
+            .map_err(|e| ClientError::InvalidUrl {
+                url: url.to_string(),
+                reason: e.to_string(),
+            })?;
+        let limit = self.max_response_bytes;
+        let work = async {
+            let resp = self
+                .inner
+                .request(req)
+                .await
+                .map_err(|e| ClientError::Transport {
+                    url: url.to_string(),
+                    reason: error_chain(&e),
+                })?;
+            let status = resp.status();
+            let body = Limited::new(resp.into_body(), limit)
+                .collect()
+                .await
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        ClientError::BodyTooLarge {
+                            url: url.to_string(),
+                            limit,
+                        }
+                    } else {
+                        ClientError::Transport {
+                            url: url.to_string(),
+                            reason: format!("reading the body: {e}"),
+                        }
+                    }
+                })?
+                .to_bytes();
+            Ok(HttpReply { status, body })
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(ClientError::Timeout {
+                url: url.to_string(),
+                after: timeout,
+            }),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! Node plumbing: what the processes of a Stratus cluster share at their edges, so that the
+//! storage server, the worker and the entry node (the client) behave the same way there. No
+//! engine: the client links this crate, and `.ci/run` fails if the engine ever comes with it.
+//!
+//! In the order a process meets them:
+//!
+//! * [`config`]: `--config path`, TOML with every key optional and unknown keys rejected by
+//!   name, the effective config printed back (sizes and durations are `types::units`; the
+//!   `[dfs]` section is `kvengine::dfs_section`, read only by the nodes that open a store);
+//! * [`logging`]: `tracing` events to stderr, filtered by `STRATUS_LOG`;
+//! * [`http`]: binding, serving until SIGTERM with a grace period, protobuf bodies, `/metrics`;
+//! * [`client`]: the HTTP client (http and https) processes use to call each other;
+//! * the rules both ends of an offload apply to the same request, written once: [`topn_paging`]
+//!   (a large TopN goes to a worker in pages: the server applies it before shipping, the worker
+//!   to requests from servers that predate it) and [`remote_answer`] (a result computed on a
+//!   shipped snapshot answers as its origin would: the server stamps offloaded results, the
+//!   worker delegate ones).
+
+pub mod client;
+pub mod config;
+pub mod http;
+pub mod logging;
+pub mod remote_answer;
+pub mod topn_paging;
+
+pub use client::{ClientError, HttpClient, HttpReply};
+pub use config::ConfigError;
+
+/// An error and each of its sources on one line, joined by `": "`: our errors never repeat
+/// their source's text, so the chain is how a reason reaches a log line or an HTTP answer.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}

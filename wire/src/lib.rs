@@ -1,0 +1,78 @@
+//! The Stratus wire: everything that crosses a process boundary, and the values and byte
+//! formats a client needs to fill and read it. Protobuf via prost derive (no protoc).
+//!
+//! This crate sits at the bottom of the crate graph, beside `types`: it depends on no engine
+//! crate (no `kvengine`, `sst`, `memtable`) and on nothing of AWS, so an entry node (the
+//! `client` crate) links the protocol without the engine. Executing a request is the `cop`
+//! crate's job, storing data the engine's; what a request *is* lives here. `.ci/run` fails when
+//! `cargo tree -p client -e normal` lists an engine crate or `aws-sdk-s3`.
+//!
+//! Modules in the order a client's data flows through them:
+//!
+//! * [`datum`]: SQL values ([`datum::Datum`]) and the column types a table declares;
+//! * [`codec`]: their byte formats: memcomparable numbers, bytes and datums, record and index
+//!   keys, row values (a client encodes keys and rows to write them, and decodes result rows);
+//! * [`region`]: the TSO, the regions a server owns (how a client routes a key), split, raw
+//!   bulk load;
+//! * [`txn`]: the transaction commands (prewrite, commit, lock resolution, MVCC reads) and
+//!   their errors;
+//! * [`coprocessor`]: the coprocessor request and response, the DAG a request carries
+//!   (executors, expressions) and its result, region errors, lock info, exec details;
+//! * [`paging`]: how a page reports the keys it covered and which ranges the next page asks
+//!   for;
+//! * [`offload`]: the body a storage server POSTs to a worker (framing of three sections);
+//! * [`delegate`]: what a worker asks the owning server for on the delegate path, and the
+//!   answer;
+//! * [`paths`] and [`PROTOBUF_CONTENT_TYPE`]: where each message is POSTed;
+//! * [`fuzzing`]: entry points shared by the cargo-fuzz targets and the corpus replay test.
+//!
+//! **Rolling upgrades.** Old and new servers, workers and clients talk to each other while a
+//! cluster is upgraded, so a protobuf tag is never renumbered or reused: a new field gets a new
+//! tag, a removed field's tag is retired, and decoders ignore tags they do not know.
+//! Enumerations travel as `i32` and are checked by their user, so an unknown value is a clear
+//! error instead of a decode failure. Byte formats (the codecs, the offload framing) carry a
+//! version, documented beside their encoder; a change bumps it and keeps the old one decoding.
+
+pub mod codec;
+pub mod coprocessor;
+pub mod datum;
+pub mod delegate;
+pub mod fuzzing;
+pub mod offload;
+pub mod paging;
+pub mod region;
+pub mod txn;
+
+/// HTTP paths of a storage server (all `POST` with protobuf bodies unless noted).
+pub mod paths {
+    pub const TSO: &str = "/tso";
+    pub const REGIONS: &str = "/regions"; // GET
+    pub const SPLIT: &str = "/split";
+    pub const RAW_LOAD: &str = "/raw/load";
+    pub const COPROCESSOR: &str = "/coprocessor";
+    /// Server: a worker's `DelegateRequest` in, a `DelegateResponse` out ([`crate::delegate`]).
+    pub const DELEGATE: &str = "/delegate";
+    /// Worker: a client's [`crate::coprocessor::Request`] in, a `Response` out; the header
+    /// [`crate::delegate::REGION_SERVER_HEADER`] names the owning server's base URL.
+    pub const DELEGATE_COPROCESSOR: &str = "/delegate/coprocessor";
+    pub const PREWRITE: &str = "/txn/prewrite";
+    pub const COMMIT: &str = "/txn/commit";
+    pub const ROLLBACK: &str = "/txn/rollback";
+    pub const CHECK_TXN_STATUS: &str = "/txn/check_txn_status";
+    pub const CHECK_SECONDARY_LOCKS: &str = "/txn/check_secondary_locks";
+    pub const RESOLVE_LOCK: &str = "/txn/resolve_lock";
+    pub const SCAN_LOCK: &str = "/txn/scan_lock";
+    pub const GET: &str = "/txn/get";
+    pub const SCAN: &str = "/txn/scan";
+    /// Flushes every region's memtables to L0 files (empty body; answers 200 when done).
+    pub const ADMIN_FLUSH: &str = "/admin/flush";
+    /// Compacts every region (L0 into the levels) (empty body; answers 200 when done).
+    pub const ADMIN_COMPACT: &str = "/admin/compact";
+    /// Every process: `GET` the effective config (TOML), status (JSON), metrics (Prometheus text).
+    pub const CONFIG: &str = "/config";
+    pub const STATUS: &str = "/status";
+    pub const METRICS: &str = "/metrics";
+}
+
+/// Content type of every protobuf body.
+pub const PROTOBUF_CONTENT_TYPE: &str = "application/x-protobuf";

@@ -1,0 +1,111 @@
+//! Cluster plumbing: timestamps, the regions a server owns, split, and raw bulk load.
+
+use prost::Message;
+
+/// `POST /tso`: `count` consecutive timestamps (at least 1).
+#[derive(Clone, PartialEq, Message)]
+pub struct TsoRequest {
+    #[prost(uint32, tag = "1")]
+    pub count: u32,
+}
+
+/// The first of `count` consecutive timestamps: `first_ts .. first_ts + count`.
+#[derive(Clone, PartialEq, Message)]
+pub struct TsoResponse {
+    #[prost(uint64, tag = "1")]
+    pub first_ts: u64,
+    #[prost(uint32, tag = "2")]
+    pub count: u32,
+    #[prost(string, tag = "3")]
+    pub error: String,
+}
+
+/// One region (shard) of a server: `[start, end)`, empty end = unbounded.
+#[derive(Clone, PartialEq, Eq, Message)]
+pub struct Region {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// The epoch: raised by every split; a request routed with another one gets a region error.
+    #[prost(uint64, tag = "2")]
+    pub ver: u64,
+    #[prost(bytes = "vec", tag = "3")]
+    pub start: Vec<u8>,
+    #[prost(bytes = "vec", tag = "4")]
+    pub end: Vec<u8>,
+    /// The data version a cache hit would be checked against (informational).
+    #[prost(uint64, tag = "5")]
+    pub data_version: u64,
+    /// Bytes in memtables and SST files (an estimate).
+    #[prost(uint64, tag = "6")]
+    pub approximate_size: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Label {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+/// `GET /regions`.
+#[derive(Clone, PartialEq, Message)]
+pub struct RegionsResponse {
+    /// Sorted by start key.
+    #[prost(message, repeated, tag = "1")]
+    pub regions: Vec<Region>,
+    /// The server's labels (`zone` among them), sorted by key.
+    #[prost(message, repeated, tag = "2")]
+    pub labels: Vec<Label>,
+    /// The address the server listens on.
+    #[prost(string, tag = "3")]
+    pub addr: String,
+}
+
+/// `POST /split`: split `region_id` at `split_key` (which must be strictly inside it).
+#[derive(Clone, PartialEq, Message)]
+pub struct SplitRequest {
+    #[prost(uint64, tag = "1")]
+    pub region_id: u64,
+    #[prost(bytes = "vec", tag = "2")]
+    pub split_key: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct SplitResponse {
+    /// `[start, split_key)` and `[split_key, end)`.
+    #[prost(message, optional, tag = "1")]
+    pub left: Option<Region>,
+    #[prost(message, optional, tag = "2")]
+    pub right: Option<Region>,
+    #[prost(message, optional, tag = "3")]
+    pub region_error: Option<crate::coprocessor::RegionError>,
+    #[prost(string, tag = "4")]
+    pub error: String,
+}
+
+#[derive(Clone, PartialEq, Eq, Message)]
+pub struct KvPair {
+    #[prost(bytes = "vec", tag = "1")]
+    pub key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    pub value: Vec<u8>,
+}
+
+/// `POST /raw/load`: bulk data committed at one fresh timestamp, bypassing two-phase commit
+/// (meant for loading data no transaction is touching; a key locked by a transaction fails
+/// the whole request with `locked`, nothing written).
+#[derive(Clone, PartialEq, Message)]
+pub struct RawLoadRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub pairs: Vec<KvPair>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct RawLoadResponse {
+    /// The commit_ts every pair was written at.
+    #[prost(uint64, tag = "1")]
+    pub commit_ts: u64,
+    #[prost(message, optional, tag = "2")]
+    pub error: Option<crate::txn::KeyError>,
+}
