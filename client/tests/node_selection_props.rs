@@ -7,6 +7,8 @@
 //! search finds; on larger ones no cost-reducing path exists (the optimality certificate of a
 //! semi-matching) and a request whose regions share one candidate set spreads with max - min <= 1.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use client::node_selection::{

@@ -2,6 +2,8 @@
 //! zone, workers (zone, alive) and regions (replica zones) in, exact assignment, warnings and
 //! error text out.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use client::node_selection::{
     NodeSelectionPolicy, POLICY_IGNORED_WARNING, RegionReplicas, WorkerNode, select_nodes,
 };

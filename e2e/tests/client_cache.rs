@@ -3,6 +3,8 @@
 //! another region id prevent reuse; the admission limits and capacity 0 keep results out; a
 //! paged read, TopN pages included, repeats from the cache with every row.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

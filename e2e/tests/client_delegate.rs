@@ -6,6 +6,8 @@
 //! (set GLOBAL by another entry node) allows, and the answer shows which worker served which
 //! region, the rows, the selection's warnings, and the delegate bytes that crossed zones.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeMap;
 
 use client::node_selection::{RegionReplicas, WorkerNode, select_nodes};

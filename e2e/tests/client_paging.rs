@@ -3,6 +3,8 @@
 //! between two pages; a scan that meets the lock of an abandoned transaction resolves it and
 //! returns the committed data.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeSet;
 
 use e2e::cluster::{Cluster, StoreKind};

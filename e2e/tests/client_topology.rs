@@ -2,6 +2,8 @@
 //! server's `GET /regions`, and which workers are alive from `GET /status` probes (a failed
 //! probe marks a worker dead for the configured TTL).
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::time::{Duration, Instant};
 
 use e2e::cluster::{Cluster, StoreKind};

@@ -23,6 +23,8 @@
 //! A cgroup v2 memory limit takes precedence over `memory-limit`: under one, the limited
 //! worker cannot be set up this way and the tests say so and return.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -7,6 +7,8 @@
 //!
 //! Pure file and parsing checks: no process is started.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -12,6 +12,8 @@
 //! A request that is no candidate is never counted. In every phase the per-reason deltas must
 //! equal what the test predicts from what it sent, and sum to the number of counted decisions.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -2,6 +2,8 @@
 //! correctly (falling back to local execution when the worker cannot), retries only what is
 //! worth retrying, and the worker rejects bad bodies with 400.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::time::{Duration, Instant};
 
 use e2e::cluster::{Cluster, StoreKind};

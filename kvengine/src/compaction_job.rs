@@ -74,7 +74,6 @@ fn compaction_config(o: &EngineOptions) -> CompactionConfig {
         l0_compaction_files: o.l0_compaction_files,
         l0_compaction_bytes: o.l0_compaction_bytes,
         base_level_size: o.base_level_size,
-        target_file_size: o.target_file_size,
         max_level: o.max_level,
     }
 }

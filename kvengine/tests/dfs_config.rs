@@ -1,5 +1,7 @@
 //! The object store is chosen by configuration: a local directory, or S3 behind a file cache.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "common/s3_server.rs"]
 mod s3_server;
 

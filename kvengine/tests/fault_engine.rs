@@ -2,6 +2,8 @@
 //! around S3 (s3s-fs in process): failed, lost-reply and slow PUTs, and failed GETs, never lose
 //! an acknowledged write and never leave the manifest referencing a missing file.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "common/engine_data.rs"]
 mod engine_data;
 #[path = "common/s3_server.rs"]

@@ -1,6 +1,8 @@
 //! `S3Dfs` against a real S3-compatible server on 127.0.0.1 (s3s-fs in process), and against
 //! scripted HTTP servers for retries and timeouts.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "common/s3_server.rs"]
 mod s3_server;
 

@@ -1,6 +1,8 @@
 //! The engine with its SST files on S3 (s3s-fs in process on 127.0.0.1): the WAL and manifest
 //! stay in the local directory, everything survives flush and reopen.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "common/engine_data.rs"]
 mod engine_data;
 #[path = "common/s3_server.rs"]

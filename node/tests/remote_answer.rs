@@ -2,6 +2,8 @@
 //! (`node::remote_answer`): the origin's data version, never a hit, and cacheability lost
 //! only when the origin says so.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use node::remote_answer::stamp_remote_answer;
 use wire::coprocessor::Response;
 

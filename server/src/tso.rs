@@ -334,13 +334,13 @@ impl Tso {
         let mark = physical
             .saturating_add(self.window_ms)
             .min(MAX_PHYSICAL_MS + 1);
-        kvengine::durable_file::write_atomically(&self.path, &encode_mark(mark)).map_err(
-            |source| TsoError::Persist {
+        kvengine::write_atomically(&self.path, &encode_mark(mark)).map_err(|source| {
+            TsoError::Persist {
                 path: self.path.clone(),
                 mark_ms: mark,
                 source,
-            },
-        )?;
+            }
+        })?;
         st.persisted_until = mark;
         Ok(())
     }

@@ -2,6 +2,8 @@
 //! damaged high-water file is an error; a SIGKILLed process never makes a restarted TSO
 //! reissue a timestamp it printed.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
