@@ -115,9 +115,9 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
             let size = b.data.len() as u64;
             let (smallest, biggest) = (b.properties.smallest.clone(), b.properties.biggest.clone());
             inner.dfs.put(id, Bytes::from(b.data))?;
-            outputs.add_table(inner.table_source().open_table(id)?);
+            outputs.add_table(inner.table_source().open_table(id.get())?);
             creates.push(TableCreate {
-                id,
+                id: id.get(),
                 level: out_level,
                 cf: cf.as_u32(),
                 smallest: Bytes::from(smallest),

@@ -8,7 +8,7 @@ mod s3_server;
 use std::sync::Arc;
 
 use kvengine::{
-    CacheConfig, ColumnFamily, DfsConfig, Engine, EngineOptions, SyncPolicy, WriteBatch,
+    CacheConfig, ColumnFamily, DfsConfig, Engine, EngineOptions, FileId, SyncPolicy, WriteBatch,
 };
 use s3_server::S3Server;
 
@@ -71,7 +71,10 @@ fn s3_config_stores_files_in_the_bucket_behind_a_file_cache() {
     let ids = roundtrip(dir.path(), &cfg);
     let s3: Arc<dyn kvengine::Dfs> = Arc::new(server.dfs("cfg/"));
     for id in &ids {
-        assert!(s3.get(*id).is_ok(), "file {id} missing from the bucket");
+        assert!(
+            s3.get(FileId(*id)).is_ok(),
+            "file {id} missing from the bucket"
+        );
     }
     assert!(
         !dir.path().join("dfs").exists(),

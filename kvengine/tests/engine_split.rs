@@ -6,7 +6,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kvengine::{ColumnFamily, Dfs, Engine, EngineOptions, Error, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{
+    ColumnFamily, Dfs, Engine, EngineOptions, Error, FileId, LocalDfs, SyncPolicy, WriteBatch,
+};
 
 fn open(dir: &std::path::Path) -> (Engine, Arc<LocalDfs>) {
     let mut o = EngineOptions::new(dir.join("engine"));
@@ -137,7 +139,7 @@ fn split_children_share_files_and_each_reads_only_its_range() {
     );
     e.compact_shard(3, true).unwrap();
     e.collect_garbage();
-    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().collect();
+    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().map(FileId::get).collect();
     assert!(
         shared.is_disjoint(&stored),
         "shared files deleted once no child references them"

@@ -38,6 +38,12 @@ macro_rules! id_type {
                 fmt::Display::fmt(&self.0, f)
             }
         }
+
+        impl fmt::LowerHex for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::LowerHex::fmt(&self.0, f)
+            }
+        }
     };
 }
 
