@@ -164,13 +164,18 @@ fn a_scan_meeting_an_abandoned_lock_resolves_it_and_returns_committed_data() {
     );
     let c = EntryClient::new(&[&server], small_pages);
     let r = c.coprocessor(&handle_v_dag(T, false), vec![T.range()], server.tso());
-    assert!(r.stats.locks_resolved >= 2, "{:?}", r.stats);
+    // At least the first lock met is resolved by this reader. The second may already be gone
+    // when the reader reaches it (the other region's resolution rolled back the primary while
+    // this region backed off), so the count is not fixed; what is fixed is that both are gone.
+    assert!(r.stats.locks_resolved >= 1, "{:?}", r.stats);
     let want: Vec<Vec<wire::datum::Datum>> = (0..ROWS)
         .map(|h| vec![wire::datum::Datum::Int(h), wire::datum::Datum::Int(v_of(h))])
         .collect();
     assert_eq!(r.rows, want, "the abandoned writes are rolled back");
-    let get = server.get(&T.key(5), server.tso());
-    assert!(get.error.is_none(), "the lock is gone: {get:?}");
+    for h in [5, 1500] {
+        let get = server.get(&T.key(h), server.tso());
+        assert!(get.error.is_none(), "the lock on handle {h} is gone: {get:?}");
+    }
 }
 
 #[test]
