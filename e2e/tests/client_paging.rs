@@ -57,7 +57,7 @@ fn a_table_over_three_regions_read_in_small_pages_returns_every_row_once() {
         (0..ROWS).collect::<Vec<_>>(),
         "ascending, region after region"
     );
-    let regions: BTreeSet<u64> = r.pages.iter().map(|p| p.region_id).collect();
+    let regions: BTreeSet<u64> = r.pages.iter().map(|p| p.region_id.get()).collect();
     assert_eq!(regions.len(), 3, "three region tasks");
     // Each region's first page has the initial size, then pages double up to the maximum.
     for p in r.pages.iter().filter(|p| p.page_index == 0) {
@@ -99,7 +99,7 @@ fn a_table_over_two_servers_is_read_from_both() {
     assert_eq!(handles(&r.rows), (0..ROWS).collect::<Vec<_>>());
     let a_region = a.region_of(&T.key(0)).id;
     let b_region = b.region_of(&T.key(ROWS - 1)).id;
-    let read: BTreeSet<u64> = r.pages.iter().map(|p| p.region_id).collect();
+    let read: BTreeSet<u64> = r.pages.iter().map(|p| p.region_id.get()).collect();
     assert_eq!(read, BTreeSet::from([a_region, b_region]));
     let agg = c.coprocessor(&T.count_sum_dag(), vec![T.range()], a.tso());
     assert_eq!(agg.rows, SampleTable::count_sum_rows((0..ROWS).map(v_of)));
