@@ -39,6 +39,11 @@
 //! Memory stays bounded: at most one bucket per keyspace and second of the window, and a
 //! keyspace whose buckets all expired is dropped (its gauge series too).
 //!
+//! **Running**: an admitted request counts as running ([`CopLimiter::start_running`]) until its
+//! answer is built (or its client goes away); `GET /status` shows how many wait, how many run
+//! now and the most that ever ran at once (`waiting`, `running`, `running_peak`): what the
+//! limiter let through, whatever memory did meanwhile.
+//!
 //! Metrics: `stratus_worker_cop_limiter_throttled_rounds_total` (sleeps),
 //! `stratus_worker_cop_limiter_rejections_total` (503s),
 //! `stratus_worker_cop_limiter_wait_seconds` (the drawn duration of each sleep),
@@ -48,6 +53,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::config::{CopLimiterSection, MemorySourceKind};
@@ -282,6 +288,20 @@ pub struct CopLimiter {
     rng: Mutex<XorShift64>,
     pacing: Mutex<Pacing>,
     throughput: Mutex<KeyspaceThroughput>,
+    /// Admitted requests whose answer is not built yet, and the most there ever were.
+    running: AtomicUsize,
+    running_peak: AtomicUsize,
+}
+
+/// One admitted request, counted as running until dropped (see [`CopLimiter::start_running`]).
+pub struct Running<'a> {
+    running: &'a AtomicUsize,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Who is waiting, and when the last request was admitted (see "Pacing" in the module docs).
@@ -351,7 +371,33 @@ impl CopLimiter {
                 settings.sample_ttl.duration(),
                 epoch,
             )),
+            running: AtomicUsize::new(0),
+            running_peak: AtomicUsize::new(0),
         }
+    }
+
+    /// Counts an admitted request as running until the guard is dropped: the caller holds it
+    /// from admission until the answer is built.
+    pub fn start_running(&self) -> Running<'_> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.running_peak.fetch_max(now, Ordering::SeqCst);
+        Running {
+            running: &self.running,
+        }
+    }
+
+    /// Requests waiting for memory now (from their first sleep until admitted, rejected or
+    /// dropped).
+    pub fn waiting(&self) -> usize {
+        self.pacing.lock().unwrap_or_else(|e| e.into_inner()).waiting
+    }
+
+    /// (requests running now, the most that ran at once since the worker started).
+    pub fn running(&self) -> (usize, usize) {
+        (
+            self.running.load(Ordering::SeqCst),
+            self.running_peak.load(Ordering::SeqCst),
+        )
     }
 
     /// Reads memory and records the ratio in the gauge.
@@ -1004,6 +1050,21 @@ mod tests {
             matches!(got, Admission::Admitted { rounds: 0, .. }),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn running_counts_admitted_requests_until_dropped_and_keeps_the_peak() {
+        let l = limiter(0, 100, 300);
+        assert_eq!(l.running(), (0, 0));
+        let a = l.start_running();
+        let b = l.start_running();
+        assert_eq!(l.running(), (2, 2));
+        drop(a);
+        assert_eq!(l.running(), (1, 2));
+        let c = l.start_running();
+        assert_eq!(l.running(), (2, 2));
+        drop((b, c));
+        assert_eq!(l.running(), (0, 2), "the peak stays");
     }
 
     // -- throughput --------------------------------------------------------------------
