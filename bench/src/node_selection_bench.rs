@@ -26,6 +26,7 @@ use client::node_selection::{
     NodeSelectionPolicy, RegionReplicas, Selection, WorkerNode, select_nodes,
 };
 use rand::Rng;
+use types::{RegionId, Zone};
 
 use crate::workload::rng;
 
@@ -90,7 +91,7 @@ fn median(mut f: impl FnMut()) -> Duration {
 }
 
 /// The naive baseline: region i to alive worker i mod n.
-fn round_robin(workers: &[WorkerNode], regions: &[RegionReplicas]) -> Vec<(u64, u64)> {
+fn round_robin(workers: &[WorkerNode], regions: &[RegionReplicas]) -> Vec<(RegionId, u64)> {
     let alive: Vec<u64> = workers.iter().filter(|w| w.alive).map(|w| w.id).collect();
     regions
         .iter()
@@ -111,7 +112,7 @@ fn spreads(sel: &Selection, workers: &[WorkerNode]) -> (usize, usize) {
     for w in workers {
         if let Some(&l) = loads.get(&w.id) {
             by_zone
-                .entry(w.zone.as_deref().unwrap_or(""))
+                .entry(types::zone::label(w.zone.as_ref()))
                 .or_default()
                 .push(l);
         }
@@ -150,12 +151,13 @@ pub fn run() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let entry_zone = Zone::label(ENTRY_ZONE);
     for (layout, regions) in &layouts {
         let naive = median(|| {
             black_box(round_robin(black_box(&workers), black_box(regions)));
         });
         for policy in NodeSelectionPolicy::ALL {
-            let call = || select_nodes(policy, Some(ENTRY_ZONE), &workers, regions);
+            let call = || select_nodes(policy, entry_zone.as_ref(), &workers, regions);
             let time = median(|| {
                 let _ = black_box(call());
             });

@@ -143,8 +143,8 @@ pub fn run(_entries: usize) {
     let (_, local_resp) = query(&pair.local);
     assert_eq!(location(&local_resp), "local");
     assert_eq!(
-        rows(&cold_resp).unwrap(),
-        rows(&local_resp).unwrap(),
+        rows(&cold_resp).expect("the remote answer decodes"),
+        rows(&local_resp).expect("the local answer decodes"),
         "remote == local"
     );
 

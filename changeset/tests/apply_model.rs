@@ -6,6 +6,8 @@
 //! generated compaction is valid when first delivered, and shrinking removes seeds to give a
 //! short readable sequence.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeMap;
 
 use bytes::Bytes;

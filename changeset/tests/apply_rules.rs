@@ -1,5 +1,7 @@
 //! Exact tests of the rules of `ShardFiles::apply`, one rule per test.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;

@@ -2,6 +2,8 @@
 //! fixed. The corpus directories belong to `fuzz/` and are committed: a missing or empty one
 //! fails the test rather than passing with nothing replayed.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use changeset::encode_changeset;
 use changeset::fuzzing::{self, changeset_seeds, memtable_data_seeds};
 use proptest::prelude::*;

@@ -5,6 +5,8 @@
 //! change adds a new `_v2` file (and keeps the `_v1` one decoding), run once with
 //! `STRATUS_WRITE_GOLDEN=1` to write the files that are missing, and commit them.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

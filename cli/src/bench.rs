@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use client::sql::QueryResult;
 use wire::datum::Datum;
 
-use crate::decision_metrics::{DecisionCount, decision_counts, decision_delta};
+use wire::placement::DecisionResult;
+
+use crate::decision_metrics::{DecisionCount, DecisionSeries, decision_counts, decision_delta};
 use crate::demo::ratio;
 use crate::explain_rows::Session;
 use crate::loaded_cluster::{LoadedCluster, StepError};
@@ -159,7 +161,7 @@ struct Measured {
     first: Duration,
     repeats: Vec<Duration>,
     /// Decisions during its runs, summed over the servers: (result, reason) → count.
-    decisions: BTreeMap<(String, String), u64>,
+    decisions: BTreeMap<DecisionSeries, u64>,
 }
 
 impl Measured {
@@ -279,24 +281,24 @@ fn measure(
 fn delta(
     before: &[DecisionCount],
     after: &[DecisionCount],
-) -> Result<BTreeMap<(String, String), u64>, StepError> {
-    let mut d: BTreeMap<(String, String), u64> = BTreeMap::new();
+) -> Result<BTreeMap<DecisionSeries, u64>, StepError> {
+    let mut d: BTreeMap<DecisionSeries, u64> = BTreeMap::new();
     for c in decision_delta(before, after)? {
-        *d.entry((c.result, c.reason)).or_default() += c.count;
+        *d.entry(c.series).or_default() += c.count;
     }
     Ok(d)
 }
 
 /// Offload off: some local decisions and no remote one; on: some remote and no local one.
 fn check_decisions(m: &Measured) -> Result<(), BenchError> {
-    let count = |result: &str| {
+    let count = |result: DecisionResult| {
         m.decisions
             .iter()
-            .filter(|((r, _), _)| r == result)
+            .filter(|(series, _)| series.result == result)
             .map(|(_, n)| n)
             .sum::<u64>()
     };
-    let (local, remote) = (count("local"), count("remote"));
+    let (local, remote) = (count(DecisionResult::Local), count(DecisionResult::Remote));
     let (ok, expected) = if m.config.offload {
         (remote > 0 && local == 0, "remote decisions only")
     } else {
@@ -318,9 +320,9 @@ fn check_decisions(m: &Measured) -> Result<(), BenchError> {
 }
 
 /// `local/cpu_idle=3, remote/cpu_busy=2`.
-fn decisions_text(d: &BTreeMap<(String, String), u64>) -> String {
+fn decisions_text(d: &BTreeMap<DecisionSeries, u64>) -> String {
     d.iter()
-        .map(|((result, reason), n)| format!("{result}/{reason}={n}"))
+        .map(|(s, n)| format!("{}/{}={n}", s.result, s.reason))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -422,10 +424,10 @@ fn render_report(opts: &BenchOptions, measured: &[Measured]) -> String {
     );
     s.push_str("| offload | cache | decisions |\n|---|---|---|\n");
     for config in Config::ALL {
-        let mut sum: BTreeMap<(String, String), u64> = BTreeMap::new();
+        let mut sum: BTreeMap<DecisionSeries, u64> = BTreeMap::new();
         for m in measured.iter().filter(|m| m.config == config) {
             for (k, n) in &m.decisions {
-                *sum.entry(k.clone()).or_default() += n;
+                *sum.entry(*k).or_default() += n;
             }
         }
         s.push_str(&format!(
@@ -481,11 +483,17 @@ mod tests {
         assert!(!same_answer(&a, &answer(vec![])));
     }
 
+    fn series(result: &str, reason: &str) -> DecisionSeries {
+        DecisionSeries {
+            result: result.parse().unwrap(),
+            reason: reason.parse().unwrap(),
+        }
+    }
+
     fn decision_count(result: &str, reason: &str, count: u64) -> DecisionCount {
         DecisionCount {
             server: "server-a".into(),
-            result: result.into(),
-            reason: reason.into(),
+            series: series(result, reason),
             count,
         }
     }
@@ -501,21 +509,24 @@ mod tests {
             repeats: vec![ms_(1)],
             decisions: decisions
                 .iter()
-                .map(|(r, why, n)| ((r.to_string(), why.to_string()), *n))
+                .map(|(r, why, n)| (series(r, why), *n))
                 .collect(),
         }
     }
 
     #[test]
     fn the_delta_counts_only_decisions_made_in_between() {
-        let before = [decision_count("local", "cpu_idle", 3)];
+        let before = [
+            decision_count("local", "cpu_idle", 3),
+            decision_count("remote", "cpu_busy", 0),
+        ];
         let after = [
             decision_count("local", "cpu_idle", 3),
             decision_count("remote", "cpu_busy", 4),
         ];
         let d = delta(&before, &after).unwrap();
         assert_eq!(d.len(), 1);
-        assert_eq!(d[&("remote".to_string(), "cpu_busy".to_string())], 4);
+        assert_eq!(d[&series("remote", "cpu_busy")], 4);
     }
 
     #[test]

@@ -47,7 +47,7 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.servers, ["http://127.0.0.1:1"]);
         assert_eq!(cfg.workers, ["127.0.0.1:2"]);
-        assert_eq!(cfg.zone(), Some("a"));
+        assert_eq!(cfg.zone(), types::Zone::label("a"));
     }
 
     #[test]

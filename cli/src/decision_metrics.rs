@@ -3,24 +3,63 @@
 //! decided during its steps; `stratus bench` checks that each configuration made the decisions
 //! it is named after.
 //!
-//! Read strictly ([`harness::metrics`]): a page that does not parse, or a decision series
-//! without its `result` or `reason` label, is an error, never a count of 0 that would make a
-//! step look as if nothing had been decided.
+//! Read strictly ([`harness::metrics`]): a page that does not parse, a decision series
+//! without its `result` or `reason` label or with a value that is no [`DecisionResult`] or
+//! [`OffloadReason`], and (between two reads) a series that appeared or vanished are errors,
+//! never a count of 0 that would make a step look as if nothing had been decided. A server
+//! exports every valid (result, reason) series from its start, so none may be missing.
+
+use std::cmp::Ordering;
 
 use harness::metrics::{Metrics, MetricsError};
 use wire::datum::Datum;
+use wire::placement::{DecisionResult, OffloadReason, UnknownLabel};
 
 use crate::loaded_cluster::StepError;
 use crate::local_cluster::LocalCluster;
 use crate::table_format::{self, column_names, text_cell};
 
+/// One series of `tikv_coprocessor_remote_decision_total`: a result and its reason. Ordered
+/// by their labels, as the printed tables list them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DecisionSeries {
+    pub result: DecisionResult,
+    pub reason: OffloadReason,
+}
+
+impl DecisionSeries {
+    fn labels(&self) -> (&'static str, &'static str) {
+        (self.result.as_str(), self.reason.as_str())
+    }
+}
+
+impl Ord for DecisionSeries {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.labels().cmp(&other.labels())
+    }
+}
+
+impl PartialOrd for DecisionSeries {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// One series of `tikv_coprocessor_remote_decision_total` on one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecisionCount {
     pub server: String,
-    pub result: String,
-    pub reason: String,
+    pub series: DecisionSeries,
     pub count: u64,
+}
+
+/// Why a server's decision counters could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionReadError {
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    #[error("a series of {DECISION_METRIC} has a label no server writes: {0}")]
+    Label(#[from] UnknownLabel),
 }
 
 /// The metric counting the servers' offload decisions.
@@ -36,19 +75,24 @@ pub fn decision_counts(cluster: &LocalCluster) -> Result<Vec<DecisionCount>, Ste
         })?;
         all.extend(counts);
     }
-    all.sort_by(|a, b| (&a.server, &a.result, &a.reason).cmp(&(&b.server, &b.result, &b.reason)));
+    all.sort_by(|a, b| (&a.server, a.series).cmp(&(&b.server, b.series)));
     Ok(all)
 }
 
 /// The decision series in one `/metrics` page.
-pub fn parse_decisions(server: &str, metrics: &str) -> Result<Vec<DecisionCount>, MetricsError> {
+pub fn parse_decisions(
+    server: &str,
+    metrics: &str,
+) -> Result<Vec<DecisionCount>, DecisionReadError> {
     Metrics::parse(metrics)?
         .matching(DECISION_METRIC, &[])
         .map(|s| {
             Ok(DecisionCount {
                 server: server.to_string(),
-                result: s.required_label("result")?.to_string(),
-                reason: s.required_label("reason")?.to_string(),
+                series: DecisionSeries {
+                    result: s.required_label("result")?.parse()?,
+                    reason: s.required_label("reason")?.parse()?,
+                },
                 count: s.value as u64,
             })
         })
@@ -57,26 +101,33 @@ pub fn parse_decisions(server: &str, metrics: &str) -> Result<Vec<DecisionCount>
 
 /// `after - before` per server, result and reason; series that did not grow are left out.
 ///
-/// A series of `after` missing from `before` counts from 0, on purpose: today a server creates
-/// the series of a (result, reason) pair at its first such decision, so "no series yet" is
-/// "none decided yet". (Once the servers export every pair from their start, this can become
-/// an error too.) A series of `before` missing from `after` is an error: counters never
-/// vanish, unless the server restarted and the delta would mean nothing.
+/// Both reads must list the same series: a server exports every (result, reason) pair from
+/// its start, so a series of `after` missing from `before` means the reads came from
+/// different processes, and one of `before` missing from `after` that the server restarted;
+/// either way the delta would mean nothing, and it is an error.
 pub fn decision_delta(
     before: &[DecisionCount],
     after: &[DecisionCount],
 ) -> Result<Vec<DecisionCount>, StepError> {
-    let key = |c: &DecisionCount| (c.server.clone(), c.result.clone(), c.reason.clone());
-    if let Some(gone) = before
+    let key = |c: &DecisionCount| (c.server.clone(), c.series);
+    let absent = |c: &DecisionCount, from: &[DecisionCount]| !from.iter().any(|o| key(o) == key(c));
+    let changed = before
         .iter()
-        .find(|b| !after.iter().any(|a| key(a) == key(b)))
-    {
+        .find(|b| absent(b, after))
+        .map(|c| (c, "vanished"))
+        .or_else(|| {
+            after
+                .iter()
+                .find(|a| absent(a, before))
+                .map(|c| (c, "appeared"))
+        });
+    if let Some((c, what)) = changed {
         return Err(StepError::Metrics {
-            server: gone.server.clone(),
+            server: c.server.clone(),
             reason: format!(
-                "the series of {DECISION_METRIC} with result={} reason={} vanished (did the \
-                 server restart?)",
-                gone.result, gone.reason
+                "the series of {DECISION_METRIC} with result={} reason={} {what} between two \
+                 reads (did the server restart?)",
+                c.series.result, c.series.reason
             ),
         });
     }
@@ -100,8 +151,8 @@ pub fn render_decisions(counts: &[DecisionCount]) -> String {
         .map(|c| {
             vec![
                 text_cell(&c.server),
-                text_cell(&c.result),
-                text_cell(&c.reason),
+                text_cell(c.series.result.as_str()),
+                text_cell(c.series.reason.as_str()),
                 Datum::UInt(c.count),
             ]
         })
@@ -134,13 +185,20 @@ mod tests {
     }
 
     #[test]
-    fn a_decision_series_without_its_reason_or_an_unreadable_page_is_an_error() {
+    fn a_decision_series_without_its_reason_or_with_an_unknown_one_or_an_unreadable_page_is_an_error()
+     {
         let e = parse_decisions(
             "server-a",
             "tikv_coprocessor_remote_decision_total{result=\"remote\"} 4\n",
         )
         .unwrap_err();
         assert!(e.to_string().contains("no label reason"), "{e}");
+        let e = parse_decisions(
+            "server-a",
+            "tikv_coprocessor_remote_decision_total{result=\"remote\",reason=\"busy\"} 4\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("value=\"busy\""), "{e}");
         assert!(
             parse_decisions(
                 "server-a",
@@ -153,8 +211,10 @@ mod tests {
     fn count(server: &str, result: &str, reason: &str, count: u64) -> DecisionCount {
         DecisionCount {
             server: server.into(),
-            result: result.into(),
-            reason: reason.into(),
+            series: DecisionSeries {
+                result: result.parse().unwrap(),
+                reason: reason.parse().unwrap(),
+            },
             count,
         }
     }
@@ -163,6 +223,7 @@ mod tests {
     fn the_decision_delta_keeps_only_series_that_grew() {
         let before = [
             count("server-a", "local", "cpu_idle", 3),
+            count("server-a", "remote", "cpu_busy", 0),
             count("server-b", "local", "cpu_idle", 2),
         ];
         let after = [
@@ -180,9 +241,21 @@ mod tests {
     }
 
     #[test]
-    fn a_series_that_vanished_between_two_reads_is_an_error() {
+    fn a_series_that_vanished_or_appeared_between_two_reads_is_an_error() {
         let before = [count("server-b", "local", "cpu_idle", 2)];
         let e = decision_delta(&before, &[]).unwrap_err();
         assert!(e.to_string().contains("reason=cpu_idle vanished"), "{e}");
+        let e = decision_delta(&[], &before).unwrap_err();
+        assert!(e.to_string().contains("reason=cpu_idle appeared"), "{e}");
+    }
+
+    #[test]
+    fn series_order_by_their_labels() {
+        let busy = count("s", "remote", "cpu_busy", 0).series;
+        let forced = count("s", "remote", "load_aware_force_blocks_size", 0).series;
+        let idle = count("s", "local", "cpu_idle", 0).series;
+        let mut all = vec![forced, busy, idle];
+        all.sort();
+        assert_eq!(all, [idle, busy, forced]);
     }
 }

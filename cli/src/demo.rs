@@ -34,10 +34,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use client::sql::RegionExplain;
+use types::RegionId;
 use wire::datum::Datum;
+use wire::placement::OffloadReason;
 
 use crate::decision_metrics::{decision_counts, decision_delta, render_decisions};
-use crate::explain_rows::{Explained, NodeNames, Place, RegionRow, Session};
+use crate::explain_rows::{Explained, NodeNames, Place, Session, node, place};
 use crate::loaded_cluster::{LoadedCluster, StepError};
 use crate::table_format::{self, column_names, text_cell};
 
@@ -135,7 +138,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     let narrow = session.explained(NARROW)?;
     print_regions(out, &narrow, &names)?;
     expect_all(&narrow, "small query", "every region local", |r| {
-        r.place() == Place::Local && r.has_reason("below_min_blocks_size")
+        place(r) == Place::Local && r.has_reason(OffloadReason::BelowMinBlocksSize)
     })?;
     writeln!(
         out,
@@ -151,7 +154,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
         &idle,
         "idle server",
         "a local region with reason cpu_idle",
-        |r| r.place() == Place::Local && r.has_reason("cpu_idle"),
+        |r| place(r) == Place::Local && r.has_reason(OffloadReason::CpuIdle),
     )?;
     let t = Instant::now();
     let answer = session.execute(AGGREGATE)?;
@@ -166,7 +169,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
         &busy,
         "busy server",
         "a remote region with reason cpu_busy",
-        |r| r.place() == Place::Remote && r.has_reason("cpu_busy"),
+        |r| place(r) == Place::Remote && r.has_reason(OffloadReason::CpuBusy),
     )?;
     writeln!(
         out,
@@ -193,7 +196,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
         &repeat,
         "repeated aggregate",
         "cache_hit=true on every region",
-        |r| r.detail("cache_hit") == "true",
+        |r| r.cache_hit,
     )?;
     writeln!(
         out,
@@ -275,9 +278,9 @@ fn print_regions(out: &mut dyn Write, run: &Explained, names: &NodeNames) -> std
         .iter()
         .map(|r| {
             vec![
-                text_cell(&r.region),
-                text_cell(&names.task(&r.task)),
-                text_cell(&r.detail),
+                text_cell(&r.id_text()),
+                text_cell(&names.task(r)),
+                text_cell(&r.detail()),
             ]
         })
         .collect();
@@ -292,7 +295,7 @@ fn expect_all(
     run: &Explained,
     step: &'static str,
     expected: &str,
-    ok: impl Fn(&RegionRow) -> bool,
+    ok: impl Fn(&RegionExplain) -> bool,
 ) -> Result<(), DemoError> {
     if !run.regions.is_empty() && run.regions.iter().all(ok) {
         return Ok(());
@@ -305,7 +308,7 @@ fn expect_any(
     run: &Explained,
     step: &'static str,
     expected: &str,
-    ok: impl Fn(&RegionRow) -> bool,
+    ok: impl Fn(&RegionExplain) -> bool,
 ) -> Result<(), DemoError> {
     if run.regions.iter().any(ok) {
         return Ok(());
@@ -317,7 +320,7 @@ fn unexpected(run: &Explained, step: &'static str, expected: &str) -> DemoError 
     let found: Vec<String> = run
         .regions
         .iter()
-        .map(|r| format!("[{} | {} | {}]", r.region, r.task, r.detail))
+        .map(|r| format!("[{} | {} | {}]", r.id_text(), r.task(), r.detail()))
         .collect();
     DemoError::Unexpected {
         step,
@@ -331,16 +334,16 @@ fn unexpected(run: &Explained, step: &'static str, expected: &str) -> DemoError 
 }
 
 /// Region id → (owning server name, its zone), from an EXPLAIN on the server path.
-fn region_owners(run: &Explained, names: &NodeNames) -> BTreeMap<String, (String, String)> {
+fn region_owners(run: &Explained, names: &NodeNames) -> BTreeMap<RegionId, (String, String)> {
     run.regions
         .iter()
-        .filter(|r| matches!(r.place(), Place::Local | Place::Remote))
+        .filter(|r| matches!(place(r), Place::Local | Place::Remote))
         .map(|r| {
             (
-                r.id().to_string(),
+                r.region_id,
                 (
-                    names.name(r.node()).to_string(),
-                    names.zone(r.node()).to_string(),
+                    names.name(node(r)).to_string(),
+                    names.zone(node(r)).to_string(),
                 ),
             )
         })
@@ -358,13 +361,13 @@ struct Placed {
 fn print_selection(
     out: &mut dyn Write,
     run: &Explained,
-    owners: &BTreeMap<String, (String, String)>,
+    owners: &BTreeMap<RegionId, (String, String)>,
     names: &NodeNames,
 ) -> Result<Vec<Placed>, DemoError> {
     let mut placed = Vec::new();
     let mut rows = Vec::new();
     for r in &run.regions {
-        if r.place() != Place::Worker {
+        if place(r) != Place::Worker {
             return Err(unexpected(
                 run,
                 "node selection",
@@ -372,13 +375,13 @@ fn print_selection(
             ));
         }
         let (owner, owner_zone) = owners
-            .get(r.id())
+            .get(&r.region_id)
             .cloned()
             .unwrap_or_else(|| ("?".into(), "?".into()));
         let p = Placed {
             owner_zone,
-            worker: names.name(r.node()).to_string(),
-            worker_zone: names.zone(r.node()).to_string(),
+            worker: names.name(node(r)).to_string(),
+            worker_zone: names.zone(node(r)).to_string(),
         };
         let read = if p.owner_zone == p.worker_zone {
             "in its zone"
@@ -386,11 +389,11 @@ fn print_selection(
             "across zones"
         };
         rows.push(vec![
-            text_cell(&r.region),
+            text_cell(&r.id_text()),
             text_cell(&format!("{owner} ({})", p.owner_zone)),
             text_cell(&format!("{} ({})", p.worker, p.worker_zone)),
             text_cell(read),
-            text_cell(&r.detail),
+            text_cell(&r.detail()),
         ]);
         placed.push(p);
     }

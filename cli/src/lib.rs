@@ -16,8 +16,8 @@
 //! `harness` crate's supervisor, as the end-to-end tests run theirs) and [`up_command`];
 //! [`sample_table`] and [`load_command`]; [`sql_command`] with [`statement_input`] (stdin) and
 //! [`sql_prompt`] (the terminal), printing through [`output_format`]; [`demo`] and [`bench`](mod@bench), which share [`loaded_cluster`] (a started
-//! cluster with the sample table loaded), [`explain_rows`] (where each region ran, from
-//! EXPLAIN) and [`decision_metrics`] (the servers' offload decision counters).
+//! cluster with the sample table loaded), [`explain_rows`] (where each region ran, from the
+//! client's typed EXPLAIN) and [`decision_metrics`] (the servers' offload decision counters).
 //!
 //! `stratus sql`:
 //!

@@ -51,8 +51,6 @@ pub enum StepError {
     Metrics { server: String, reason: String },
     #[error("regions did not settle: server={server} reason={reason}")]
     Regions { server: String, reason: String },
-    #[error("EXPLAIN answered no column {column:?}: sql={sql:?}")]
-    ExplainColumns { sql: String, column: &'static str },
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
 }

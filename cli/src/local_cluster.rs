@@ -217,7 +217,7 @@ impl LocalCluster {
                 .filter(|w| w.zone == zone)
                 .map(|w| WorkerEndpoint {
                     addr: format!("{}/coprocessor", w.url),
-                    zone: w.zone.clone(),
+                    zone: types::Zone::label(w.zone.as_str()),
                 })
                 .collect()
         };
@@ -578,7 +578,7 @@ mod tests {
     fn workers(zone: &str) -> Vec<WorkerEndpoint> {
         vec![WorkerEndpoint {
             addr: "http://127.0.0.1:1/coprocessor".into(),
-            zone: zone.into(),
+            zone: types::Zone::label(zone),
         }]
     }
 
@@ -605,7 +605,10 @@ mod tests {
         assert_eq!(b.initial_ranges().unwrap(), vec![(key.clone(), vec![])]);
         assert!(a.server.tso && !b.server.tso);
         assert_eq!(b.server.tso_addr, "http://127.0.0.1:9");
-        assert_eq!((a.zone(), b.zone()), ("a", "b"));
+        assert_eq!(
+            (a.zone(), b.zone()),
+            (types::Zone::label("a"), types::Zone::label("b"))
+        );
         assert_ne!(a.server.node_id, b.server.node_id);
         assert!(wire::codec::table::record_key(1, -1) < key);
         assert!(wire::codec::table::record_key(1, 1) > key);

@@ -134,11 +134,8 @@ impl ClientConfig {
     }
 
     /// The entry node's zone (`labels.zone`), if set and not empty.
-    pub fn zone(&self) -> Option<&str> {
-        self.labels
-            .get("zone")
-            .map(String::as_str)
-            .filter(|z| !z.is_empty())
+    pub fn zone(&self) -> Option<types::Zone> {
+        self.labels.get("zone").and_then(types::Zone::label)
     }
 
     /// Checks every field; the error names the first wrong one.

@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use types::{RegionId, Ts};
 use wire::coprocessor::KeyRange;
 
 pub use key::CacheKey;
@@ -47,9 +48,9 @@ use crate::metrics;
 #[derive(Debug, Clone, PartialEq)]
 pub struct CacheEntry {
     /// The region the result was computed in.
-    pub region_id: u64,
+    pub region_id: RegionId,
     /// The start_ts of the request that computed it.
-    pub start_ts: u64,
+    pub start_ts: Ts,
     /// The region's data version it holds for (`cache_last_version`).
     pub data_version: u64,
     /// The encoded `SelectResponse`.
@@ -191,7 +192,12 @@ impl CopCache {
     /// at a start_ts <= `start_ts`. The caller sends its `data_version` as
     /// `cache_if_match_version` and keeps the entry until the answer arrives (so an eviction
     /// in between cannot turn a hit into a missing entry).
-    pub fn lookup(&self, key: &CacheKey, region_id: u64, start_ts: u64) -> Option<Arc<CacheEntry>> {
+    pub fn lookup(
+        &self,
+        key: &CacheKey,
+        region_id: RegionId,
+        start_ts: Ts,
+    ) -> Option<Arc<CacheEntry>> {
         if !self.is_enabled() {
             return None;
         }
@@ -269,8 +275,8 @@ mod tests {
 
     fn entry(region_id: u64, start_ts: u64, data: &[u8]) -> CacheEntry {
         CacheEntry {
-            region_id,
-            start_ts,
+            region_id: RegionId(region_id),
+            start_ts: Ts(start_ts),
             data_version: 7,
             data: Bytes::copy_from_slice(data),
             range: Some(KeyRange::new("a", "b")),
@@ -342,12 +348,14 @@ mod tests {
         cache
             .offer(key(b"d"), entry(1, 100, b"rows"), &candidate())
             .unwrap();
-        assert!(cache.lookup(&key(b"d"), 1, 100).is_some(), "same start_ts");
-        assert!(cache.lookup(&key(b"d"), 1, 150).is_some(), "later start_ts");
-        assert!(cache.lookup(&key(b"d"), 1, 99).is_none(), "older start_ts");
-        assert!(cache.lookup(&key(b"d"), 2, 150).is_none(), "another region");
-        assert!(cache.lookup(&key(b"e"), 1, 150).is_none(), "another key");
-        let hit = cache.lookup(&key(b"d"), 1, 150).unwrap();
+        let lookup = |region, ts| cache.lookup(&key(b"d"), RegionId(region), Ts(ts));
+        assert!(lookup(1, 100).is_some(), "same start_ts");
+        assert!(lookup(1, 150).is_some(), "later start_ts");
+        assert!(lookup(1, 99).is_none(), "older start_ts");
+        assert!(lookup(2, 150).is_none(), "another region");
+        let other_key = cache.lookup(&key(b"e"), RegionId(1), Ts(150));
+        assert!(other_key.is_none(), "another key");
+        let hit = lookup(1, 150).unwrap();
         assert_eq!(
             hit.range,
             Some(KeyRange::new("a", "b")),
@@ -366,7 +374,7 @@ mod tests {
             cache.offer(key(b"d"), entry(1, 1, b"x"), &candidate()),
             Err(Rejection::Disabled)
         );
-        assert!(cache.lookup(&key(b"d"), 1, 1).is_none());
+        assert!(cache.lookup(&key(b"d"), RegionId(1), Ts(1)).is_none());
         cache.record_miss();
         assert_eq!(cache.stats(), CacheStats::default());
     }
@@ -390,7 +398,7 @@ mod tests {
         assert_eq!(cache.stats().evictions, 1);
         assert_eq!(cache.stats().stored, 3);
         assert!(
-            cache.lookup(&key(&[0]), 1, 1).is_none(),
+            cache.lookup(&key(&[0]), RegionId(1), Ts(1)).is_none(),
             "the oldest went first"
         );
     }
@@ -441,9 +449,9 @@ mod tests {
                             let want = model
                                 .get(&d)
                                 .filter(|(r, stored_ts)| *r == region && *stored_ts <= ts);
-                            let got = cache.lookup(&key(&[d]), region, ts);
+                            let got = cache.lookup(&key(&[d]), RegionId(region), Ts(ts));
                             prop_assert_eq!(
-                                got.map(|e| (e.region_id, e.start_ts)),
+                                got.map(|e| (e.region_id.get(), e.start_ts.get())),
                                 want.copied()
                             );
                         }

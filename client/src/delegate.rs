@@ -95,9 +95,13 @@ impl Client {
             .collect();
         let replicas: Vec<RegionReplicas> = split
             .iter()
-            .map(|rr| RegionReplicas::new(rr.region.id(), rr.region.zone.clone()))
+            .map(|rr| RegionReplicas {
+                id: rr.region.id(),
+                replica_zones: rr.region.zone.iter().cloned().collect(),
+            })
             .collect();
-        let selection = select_nodes(policy, self.config().zone(), &nodes, &replicas)?;
+        let entry_zone = self.config().zone();
+        let selection = select_nodes(policy, entry_zone.as_ref(), &nodes, &replicas)?;
         let targets = selection
             .assignments
             .iter()
@@ -158,7 +162,7 @@ mod tests {
             };
             cache.replace_server(
                 &format!("http://s{i}"),
-                zone.map(str::to_string),
+                zone.and_then(types::Zone::label),
                 vec![Region {
                     id: 10 + i as u64,
                     ver: 1,

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use types::RegionId;
+
 /// The field of [`crate::ClientConfig`] that is wrong, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid client config: field={field} reason={reason}")]
@@ -64,24 +66,27 @@ pub enum Error {
     /// The server answered a cache hit for a request the client holds no entry for: the
     /// client did not send `cache_if_match_version`, or the server ignored the key.
     #[error("cache hit without a local entry: region_id={region_id}")]
-    CacheHitWithoutEntry { region_id: u64 },
+    CacheHitWithoutEntry { region_id: RegionId },
     /// The query failed on the data (`SelectResponse.error`).
     #[error("evaluation error: code={code} message={message}")]
     Eval { code: i32, message: String },
     /// The server could not serve the request (`other_error`).
     #[error("coprocessor request failed on the server: region_id={region_id} message={message}")]
-    Server { region_id: u64, message: String },
+    Server {
+        region_id: RegionId,
+        message: String,
+    },
     /// A response's data is not a `SelectResponse`.
     #[error("coprocessor response data does not decode: region_id={region_id}")]
     SelectDecode {
-        region_id: u64,
+        region_id: RegionId,
         #[source]
         source: prost::DecodeError,
     },
     /// The rows of a response do not decode.
     #[error("coprocessor rows do not decode: region_id={region_id}")]
     Rows {
-        region_id: u64,
+        region_id: RegionId,
         #[source]
         source: wire::codec::CodecError,
     },

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+use types::Ts;
 use wire::coprocessor::LockInfo;
 use wire::paths;
 use wire::region::{TsoRequest, TsoResponse};
@@ -30,9 +31,6 @@ use crate::error::{Error, Result};
 use crate::region_cache::RegionCache;
 use crate::transport::Transport;
 
-/// Bits of a timestamp below its physical milliseconds (`physical_ms << 18 | logical`).
-const LOGICAL_BITS: u32 = 18;
-
 /// What became of one lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResolveOutcome {
@@ -42,9 +40,10 @@ pub enum ResolveOutcome {
     Alive,
 }
 
-/// Whether a lock taken at `lock_ts` with `ttl_ms` has expired by `current_ts`.
+/// Whether a lock taken at `lock_ts` with `ttl_ms` has expired by `current_ts`: the TTL counts
+/// physical milliseconds ([`Ts::physical_millis`], the layout the server's TSO issues).
 pub fn lock_expired(lock_ts: u64, ttl_ms: u64, current_ts: u64) -> bool {
-    (current_ts >> LOGICAL_BITS) >= (lock_ts >> LOGICAL_BITS).saturating_add(ttl_ms)
+    Ts(current_ts).physical_millis() >= Ts(lock_ts).physical_millis().saturating_add(ttl_ms)
 }
 
 pub struct LockResolver<'a> {
@@ -227,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_lock_expires_once_its_ttl_passed_in_physical_time() {
-        let ts = |ms: u64, logical: u64| (ms << LOGICAL_BITS) | logical;
+        let ts = |ms: u64, logical: u64| Ts::compose(ms, logical).get();
         assert!(!lock_expired(ts(1000, 5), 100, ts(1099, 9)));
         assert!(lock_expired(ts(1000, 5), 100, ts(1100, 0)));
         assert!(lock_expired(ts(1000, 0), 0, ts(1000, 0)));

@@ -26,12 +26,12 @@
 //!   [`NodeSelectionError::NoAliveWorkerInZone`]. Regions without a replica in `Z` are read
 //!   remotely by `L` as long as there are at most `T = 3 × |L|` of them, with the same `Total`
 //!   warning; more fail with [`NodeSelectionError::TooManyInaccessibleRegions`].
-//! * An entry node without a zone label (`None` or the empty string) makes
+//! * An entry node without a zone label (`None`; a [`Zone`] is never empty) makes
 //!   `priority_local_zone_nodes` and `only_local_zone_nodes` fall back to `all_nodes`, with the
 //!   warning [`POLICY_IGNORED_WARNING`].
-//! * A worker without a zone label (`None` or the empty string) belongs to no zone: it never reads
-//!   a region locally and is never a local worker. Replica zones that are empty strings are
-//!   ignored the same way.
+//! * A worker without a zone label (`None`) belongs to no zone: it never reads a region locally
+//!   and is never a local worker. The constructors of [`WorkerNode`] and [`RegionReplicas`]
+//!   take label text and read the empty label as no zone, as config files write it.
 //! * In messages, IDS is the first `min(3, count)` ids of the regions concerned, in the order the
 //!   regions were given (start-key order), in decimal, joined by `, `. The message texts are
 //!   verbatim, "TiFlash" included, because operators search logs for them; they are the only
@@ -71,6 +71,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
 
 use thiserror::Error;
+use types::{RegionId, Zone};
 
 /// The name of the session/global variable that holds the policy.
 pub const POLICY_VARIABLE: &str = "tidb_tiflash_node_selection_policy";
@@ -154,18 +155,18 @@ pub struct UnknownPolicyError {
 pub struct WorkerNode {
     /// The worker's id, unique in the cluster.
     pub id: u64,
-    /// The worker's `zone` label; `None` or empty: no zone.
-    pub zone: Option<String>,
+    /// The worker's zone; `None`: no zone.
+    pub zone: Option<Zone>,
     /// Whether the last liveness probe succeeded.
     pub alive: bool,
 }
 
 impl WorkerNode {
-    /// A worker with the given id, zone label and liveness.
+    /// A worker with the given id, zone label (`None` or `""`: no zone) and liveness.
     pub fn new(id: u64, zone: Option<&str>, alive: bool) -> Self {
         WorkerNode {
             id,
-            zone: zone.map(str::to_string),
+            zone: zone.and_then(Zone::label),
             alive,
         }
     }
@@ -175,18 +176,25 @@ impl WorkerNode {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegionReplicas {
     /// The region's id, unique among the regions of a request.
-    pub id: u64,
-    /// The zones holding a replica; order and repetition do not matter, empty names are ignored.
-    /// Today a region has one replica, on its owning server, so this is that server's zone.
-    pub replica_zones: Vec<String>,
+    pub id: RegionId,
+    /// The zones holding a replica; order and repetition do not matter. Today a region has one
+    /// replica, on its owning server, so this is that server's zone.
+    pub replica_zones: Vec<Zone>,
 }
 
 impl RegionReplicas {
-    /// A region with replicas in the given zones.
-    pub fn new<S: Into<String>>(id: u64, replica_zones: impl IntoIterator<Item = S>) -> Self {
+    /// A region with replicas in the zones of the given labels (empty labels are no zone, and
+    /// ignored).
+    pub fn new<S: AsRef<str>>(
+        id: impl Into<RegionId>,
+        replica_zones: impl IntoIterator<Item = S>,
+    ) -> Self {
         RegionReplicas {
-            id,
-            replica_zones: replica_zones.into_iter().map(Into::into).collect(),
+            id: id.into(),
+            replica_zones: replica_zones
+                .into_iter()
+                .filter_map(|z| Zone::label(z.as_ref()))
+                .collect(),
         }
     }
 }
@@ -195,7 +203,7 @@ impl RegionReplicas {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Assignment {
     /// The region.
-    pub region_id: u64,
+    pub region_id: RegionId,
     /// The worker that reads it.
     pub worker_id: u64,
     /// Whether the worker's zone holds a replica of the region (a local read); `false` means
@@ -226,8 +234,8 @@ impl Selection {
     }
 
     /// The region ids each worker reads, in start-key order; only workers that got a region.
-    pub fn regions_by_worker(&self) -> BTreeMap<u64, Vec<u64>> {
-        let mut by: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    pub fn regions_by_worker(&self) -> BTreeMap<u64, Vec<RegionId>> {
+        let mut by: BTreeMap<u64, Vec<RegionId>> = BTreeMap::new();
         for a in &self.assignments {
             by.entry(a.worker_id).or_default().push(a.region_id);
         }
@@ -248,7 +256,7 @@ pub enum NodeSelectionError {
     #[error("duplicate region id region_id={region_id}")]
     DuplicateRegion {
         /// The repeated id.
-        region_id: u64,
+        region_id: RegionId,
     },
     /// No worker at all is alive, whatever the policy.
     #[error("no alive worker workers={workers}")]
@@ -261,7 +269,7 @@ pub enum NodeSelectionError {
     #[error("No alive worker in the zone [{zone}]")]
     NoAliveWorkerInZone {
         /// The entry node's zone.
-        zone: String,
+        zone: Zone,
     },
     /// `only_local_zone_nodes` and more regions without a local replica than the tolerance.
     /// Text verbatim from the issue.
@@ -273,38 +281,33 @@ pub enum NodeSelectionError {
         /// Tolerance + 1, where the tolerance is 3 × the alive local workers.
         count: usize,
         /// The entry node's zone.
-        zone: String,
+        zone: Zone,
         /// The first (up to 3) such regions in start-key order.
-        region_ids: Vec<u64>,
+        region_ids: Vec<RegionId>,
     },
 }
 
 /// The `Total ...` warning text.
-fn total_warning(count: usize, zone: &str, region_ids: &[u64]) -> String {
+fn total_warning(count: usize, zone: &Zone, region_ids: &[RegionId]) -> String {
     format!(
         "Total {count} region(s) can not be accessed by TiFlash in the zone [{zone}]: {}",
         join_ids(region_ids)
     )
 }
 
-fn join_ids(ids: &[u64]) -> String {
+fn join_ids(ids: &[RegionId]) -> String {
     ids.iter()
-        .map(u64::to_string)
+        .map(RegionId::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// A zone label, with the empty string meaning "no zone".
-fn label(zone: Option<&str>) -> Option<&str> {
-    zone.filter(|z| !z.is_empty())
 }
 
 /// The rule actually applied, after the entry node's zone is taken into account.
 #[derive(Clone, Copy)]
 enum Rule<'a> {
     AllNodes,
-    PriorityLocal(&'a str),
-    OnlyLocal(&'a str),
+    PriorityLocal(&'a Zone),
+    OnlyLocal(&'a Zone),
 }
 
 /// Chooses one worker for every region.
@@ -319,7 +322,8 @@ enum Rule<'a> {
 /// let workers = [WorkerNode::new(1, Some("a"), true), WorkerNode::new(2, Some("b"), true)];
 /// let regions = [RegionReplicas::new(10, ["a"]), RegionReplicas::new(11, ["b"])];
 /// let policy: NodeSelectionPolicy = "priority_local_zone_nodes".parse().unwrap();
-/// let selection = select_nodes(policy, Some("a"), &workers, &regions).unwrap();
+/// let entry_zone = types::Zone::label("a");
+/// let selection = select_nodes(policy, entry_zone.as_ref(), &workers, &regions).unwrap();
 /// let chosen: Vec<u64> = selection.assignments.iter().map(|a| a.worker_id).collect();
 /// assert_eq!(chosen, [1, 2]);
 /// assert_eq!(
@@ -329,7 +333,7 @@ enum Rule<'a> {
 /// ```
 pub fn select_nodes(
     policy: NodeSelectionPolicy,
-    entry_zone: Option<&str>,
+    entry_zone: Option<&Zone>,
     workers: &[WorkerNode],
     regions: &[RegionReplicas],
 ) -> Result<Selection, NodeSelectionError> {
@@ -349,7 +353,6 @@ pub fn select_nodes(
         });
     }
 
-    let entry_zone = label(entry_zone);
     let mut warnings = Vec::new();
     let rule = match (policy, entry_zone) {
         (NodeSelectionPolicy::AllNodes, _) => Rule::AllNodes,
@@ -366,7 +369,7 @@ pub fn select_nodes(
     let zones = ZoneTable::new(entry_zone, &alive);
     let worker_zone: Vec<Option<usize>> = alive
         .iter()
-        .map(|w| label(w.zone.as_deref()).and_then(|z| zones.get(z)))
+        .map(|w| w.zone.as_ref().and_then(|z| zones.get(z.as_str())))
         .collect();
     let local_workers: Vec<usize> = match entry_zone {
         Some(_) => (0..alive.len())
@@ -377,9 +380,7 @@ pub fn select_nodes(
     if let Rule::OnlyLocal(z) = rule
         && local_workers.is_empty()
     {
-        return Err(NodeSelectionError::NoAliveWorkerInZone {
-            zone: z.to_string(),
-        });
+        return Err(NodeSelectionError::NoAliveWorkerInZone { zone: z.clone() });
     }
 
     let grouped = group_by_zone_set(&zones, regions);
@@ -422,7 +423,7 @@ pub fn select_nodes(
         .map(|(_, &n)| n)
         .sum();
     if inaccessible > 0 {
-        let first_ids: Vec<u64> = regions
+        let first_ids: Vec<RegionId> = regions
             .iter()
             .zip(&grouped.region_group)
             .filter(|(_, g)| !groups[**g as usize].accessible)
@@ -435,7 +436,7 @@ pub fn select_nodes(
                 if inaccessible > tolerance {
                     return Err(NodeSelectionError::TooManyInaccessibleRegions {
                         count: tolerance + 1,
-                        zone: z.to_string(),
+                        zone: z.clone(),
                         region_ids: first_ids,
                     });
                 }
@@ -525,14 +526,14 @@ struct ZoneTable<'a> {
 const LINEAR_ZONES: usize = 8;
 
 impl<'a> ZoneTable<'a> {
-    fn new(entry_zone: Option<&'a str>, alive: &[&'a WorkerNode]) -> Self {
-        let mut names: Vec<&str> = entry_zone.into_iter().collect();
+    fn new(entry_zone: Option<&'a Zone>, alive: &[&'a WorkerNode]) -> Self {
+        let mut names: Vec<&str> = entry_zone.map(Zone::as_str).into_iter().collect();
         let mut seen: HashSet<&str> = names.iter().copied().collect();
         for w in alive {
-            if let Some(z) = label(w.zone.as_deref())
-                && seen.insert(z)
+            if let Some(z) = &w.zone
+                && seen.insert(z.as_str())
             {
-                names.push(z);
+                names.push(z.as_str());
             }
         }
         let index = (names.len() > LINEAR_ZONES)
@@ -579,7 +580,7 @@ fn group_by_zone_set(zones: &ZoneTable<'_>, regions: &[RegionReplicas]) -> Group
     for region in regions {
         scratch.fill(0);
         for zone in &region.replica_zones {
-            if let Some(i) = zones.get(zone) {
+            if let Some(i) = zones.get(zone.as_str()) {
                 scratch[i / 64] |= 1 << (i % 64);
             }
         }
@@ -609,7 +610,7 @@ fn group_by_zone_set(zones: &ZoneTable<'_>, regions: &[RegionReplicas]) -> Group
 }
 
 fn check_unique_regions(regions: &[RegionReplicas]) -> Result<(), NodeSelectionError> {
-    let mut seen: HashSet<u64, BuildHasherDefault<IdHasher>> =
+    let mut seen: HashSet<RegionId, BuildHasherDefault<IdHasher>> =
         HashSet::with_capacity_and_hasher(regions.len(), Default::default());
     for r in regions {
         if !seen.insert(r.id) {

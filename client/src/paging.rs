@@ -25,9 +25,9 @@
 //!
 //! The paging sizes and the use of the cache can be overridden per request ([`CopOptions`],
 //! [`Client::coprocessor_with`]; a session's variables do so): with the cache off a request
-//! neither looks pages up nor offers them. Every page records where the server ran it (its
-//! exec details: `local`, `remote` and the worker, `fallback`, and the reason), which
-//! `EXPLAIN` reports.
+//! neither looks pages up nor offers them. Every page records where it ran (its exec details,
+//! read into a typed `wire::placement::Location`: `local`, `remote` and the worker,
+//! `fallback`, `cache_hit`, `delegate`; and the reason), which `EXPLAIN` reports.
 //!
 //! Where a task's pages go is its [`ServedBy`]: the owning server (`POST /coprocessor`,
 //! [`Client::coprocessor`]) or a worker chosen by node selection (`POST /delegate/coprocessor`,
@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use prost::Message;
+use types::{RegionId, Ts};
 use wire::codec::datum::decode_datums;
 use wire::coprocessor::{
     self as proto, Context, DagRequest, ExecType, KeyRange, RegionErrorKind, Request, Response,
@@ -52,6 +53,7 @@ use wire::coprocessor::{
 use wire::datum::Datum;
 use wire::delegate::REGION_SERVER_HEADER;
 use wire::paths;
+use wire::placement::{Location, OffloadReason};
 
 use crate::config::{ClientConfig, base_url};
 use crate::cop_cache::{CacheEntry, CacheKey, Candidate, CopCache};
@@ -90,7 +92,7 @@ impl ServedBy {
 /// The rows one page contributed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PageRows {
-    pub region_id: u64,
+    pub region_id: RegionId,
     /// Where the page was computed (or, for a cache hit, confirmed).
     pub served_by: ServedBy,
     /// The page's index within its region task (0 = first page).
@@ -102,13 +104,24 @@ pub struct PageRows {
     pub rows: Vec<Vec<Datum>>,
     /// The base URL of the server owning the region.
     pub server: String,
-    /// Where the server ran the page, from its exec details: `local`, `remote`, `fallback`,
-    /// `cache_hit`; empty when the answer carried none (a worker on the delegate path).
-    pub location: String,
-    /// The worker that ran it when `location` is `remote`; else empty.
+    /// Where the page ran, from its exec details: `local`, `remote`, `fallback`, `cache_hit`
+    /// (the owning server's answer) or `delegate` (a worker's); `None` when the answer named no
+    /// place, or one this client does not know (a newer node's).
+    pub location: Option<Location>,
+    /// The node named beside the location: the worker that ran it (`remote`), the owning
+    /// server (`delegate`); else empty.
     pub remote_addr: String,
-    /// Why the server ran it where it did (its offload decision's reason); may be empty.
+    /// Why it ran where it did: the offload decision's reason (see
+    /// [`PageRows::offload_reason`]), or a sentence; may be empty.
     pub reason: String,
+}
+
+impl PageRows {
+    /// The offload decision's reason, when the reason is one (a local or remote run); `None`
+    /// for the sentences of a fallback, a cache hit or the delegate path.
+    pub fn offload_reason(&self) -> Option<OffloadReason> {
+        self.reason.parse().ok()
+    }
 }
 
 /// Per-request settings of the paging driver: the config's `paging` sizes and the use of the
@@ -164,8 +177,8 @@ pub struct CopResult {
 impl CopResult {
     /// The regions each worker served, by worker id (region ids ascending, each once); pages
     /// served by servers are left out.
-    pub fn regions_by_worker(&self) -> BTreeMap<u64, Vec<u64>> {
-        let mut by: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    pub fn regions_by_worker(&self) -> BTreeMap<u64, Vec<RegionId>> {
+        let mut by: BTreeMap<u64, Vec<RegionId>> = BTreeMap::new();
         for p in &self.pages {
             if let Some(w) = p.served_by.worker_id() {
                 by.entry(w).or_default().push(p.region_id);
@@ -524,12 +537,12 @@ impl Client {
             // A worker never answers a hit: no lookup, so no `cache_if_match_version` (and a
             // hit from a worker is a protocol error below).
             let entry = match task.target {
-                ServedBy::Server if use_cache => self.cache.lookup(&key, region_id, start_ts),
+                ServedBy::Server if use_cache => self.cache.lookup(&key, region_id, Ts(start_ts)),
                 _ => None,
             };
             let req = Request {
                 context: Some(Context {
-                    region_id,
+                    region_id: region_id.get(),
                     region_ver: task.region.region.ver,
                     ..Context::default()
                 }),
@@ -559,7 +572,7 @@ impl Client {
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
-                tracing::debug!(region_id, kind = err.kind, message = %err.message, "region error; reloading the server's regions");
+                tracing::debug!(region_id = region_id.get(), kind = err.kind, message = %err.message, "region error; reloading the server's regions");
                 self.regions.invalidate(region_id);
                 self.regions
                     .reload_server(&self.transport, &task.region.server)
@@ -624,7 +637,7 @@ impl Client {
                 };
                 let entry = CacheEntry {
                     region_id,
-                    start_ts,
+                    start_ts: Ts(start_ts),
                     data_version: resp.cache_last_version,
                     data: page_data.clone(),
                     range: resp.range.clone(),
@@ -636,6 +649,10 @@ impl Client {
             let rows = decode_rows(&page_data, region_id)?;
             task.rows += rows.len() as u64;
             let details = resp.exec_details.unwrap_or_default();
+            let location = details.location().unwrap_or_else(|unknown| {
+                tracing::debug!(region_id = region_id.get(), error = %unknown, "page ran at a location this client does not know");
+                None
+            });
             let page = PageRows {
                 region_id,
                 served_by: task.target.clone(),
@@ -644,7 +661,7 @@ impl Client {
                 resumed: range.is_some(),
                 rows,
                 server: task.region.server.clone(),
-                location: details.location,
+                location,
                 remote_addr: details.remote_addr,
                 reason: details.reason,
             };
@@ -684,7 +701,7 @@ fn scan_is_desc(dag: &DagRequest) -> bool {
 }
 
 /// The rows of an encoded `SelectResponse`, or its evaluation error.
-pub fn decode_rows(data: &[u8], region_id: u64) -> Result<Vec<Vec<Datum>>> {
+pub fn decode_rows(data: &[u8], region_id: RegionId) -> Result<Vec<Vec<Datum>>> {
     let sel =
         SelectResponse::decode(data).map_err(|source| Error::SelectDecode { region_id, source })?;
     if let Some(e) = sel.error {
@@ -726,7 +743,7 @@ mod tests {
             ..SelectResponse::default()
         };
         assert_eq!(
-            decode_rows(&sel.encode_to_vec(), 1).unwrap(),
+            decode_rows(&sel.encode_to_vec(), RegionId(1)).unwrap(),
             vec![
                 vec![Datum::Int(1), Datum::Null],
                 vec![Datum::Int(2), Datum::Bytes(b"x".to_vec())]
@@ -740,22 +757,22 @@ mod tests {
             ..SelectResponse::default()
         };
         assert!(matches!(
-            decode_rows(&failed.encode_to_vec(), 1),
+            decode_rows(&failed.encode_to_vec(), RegionId(1)),
             Err(Error::Eval { code: 1690, .. })
         ));
     }
 
     #[test]
     fn regions_by_worker_lists_each_region_once_and_leaves_server_pages_out() {
-        let page = |region_id, served_by: ServedBy| PageRows {
-            region_id,
+        let page = |region_id: u64, served_by: ServedBy| PageRows {
+            region_id: RegionId(region_id),
             served_by,
             page_index: 0,
             from_cache: false,
             resumed: false,
             rows: Vec::new(),
             server: "http://s".into(),
-            location: String::new(),
+            location: None,
             remote_addr: String::new(),
             reason: String::new(),
         };
@@ -776,7 +793,11 @@ mod tests {
             stats: CopStats::default(),
             warnings: Vec::new(),
         };
-        let by: Vec<(u64, Vec<u64>)> = result.regions_by_worker().into_iter().collect();
+        let by: Vec<(u64, Vec<u64>)> = result
+            .regions_by_worker()
+            .into_iter()
+            .map(|(w, ids)| (w, ids.into_iter().map(RegionId::get).collect()))
+            .collect();
         assert_eq!(by, vec![(0, vec![5]), (1, vec![3, 7])]);
     }
 

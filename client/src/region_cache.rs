@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use parking_lot::RwLock;
+use types::{RegionId, Zone};
 use wire::coprocessor::KeyRange;
 use wire::paths;
 use wire::region::{Region, RegionsResponse};
@@ -23,13 +24,13 @@ pub struct CachedRegion {
     pub region: Region,
     /// The owning server's base URL (`http://host:port`).
     pub server: String,
-    /// The owning server's `zone` label, if any.
-    pub zone: Option<String>,
+    /// The owning server's zone, if it has one.
+    pub zone: Option<Zone>,
 }
 
 impl CachedRegion {
-    pub fn id(&self) -> u64 {
-        self.region.id
+    pub fn id(&self) -> RegionId {
+        self.region.region_id()
     }
 
     fn contains(&self, key: &[u8]) -> bool {
@@ -83,17 +84,12 @@ impl RegionCache {
         let resp: RegionsResponse = transport
             .get(server, paths::REGIONS, "regions response")
             .await?;
-        let zone = resp
-            .labels
-            .iter()
-            .find(|l| l.key == "zone" && !l.value.is_empty())
-            .map(|l| l.value.clone());
-        self.replace_server(server, zone, resp.regions);
+        self.replace_server(server, resp.zone(), resp.regions);
         Ok(())
     }
 
     /// Drops every region of `server`, then inserts `regions` (replacing overlapping ones).
-    pub fn replace_server(&self, server: &str, zone: Option<String>, regions: Vec<Region>) {
+    pub fn replace_server(&self, server: &str, zone: Option<Zone>, regions: Vec<Region>) {
         let mut map = self.by_start.write();
         map.retain(|_, r| r.server != server);
         for region in regions {
@@ -117,8 +113,8 @@ impl RegionCache {
     }
 
     /// Forgets region `id` (its server is reloaded by the caller).
-    pub fn invalidate(&self, id: u64) {
-        self.by_start.write().retain(|_, r| r.region.id != id);
+    pub fn invalidate(&self, id: RegionId) {
+        self.by_start.write().retain(|_, r| r.id() != id);
     }
 
     /// The region holding `key`.
@@ -203,7 +199,7 @@ mod tests {
         let c = RegionCache::new(vec!["http://s1".into(), "http://s2".into()]);
         c.replace_server(
             "http://s1",
-            Some("a".into()),
+            Zone::label("a"),
             vec![region(1, "", "c"), region(2, "c", "f")],
         );
         c.replace_server("http://s2", None, vec![region(3, "f", "")]);
@@ -217,12 +213,15 @@ mod tests {
     #[test]
     fn lookup_finds_the_region_holding_a_key() {
         let c = cache();
-        assert_eq!(c.lookup(b"").unwrap().id(), 1);
-        assert_eq!(c.lookup(b"c").unwrap().id(), 2);
-        assert_eq!(c.lookup(b"ez").unwrap().id(), 2);
+        assert_eq!(c.lookup(b"").unwrap().id(), RegionId(1));
+        assert_eq!(c.lookup(b"c").unwrap().id(), RegionId(2));
+        assert_eq!(c.lookup(b"ez").unwrap().id(), RegionId(2));
         let last = c.lookup(b"zzz").unwrap();
-        assert_eq!((last.id(), last.server.as_str()), (3, "http://s2"));
-        assert_eq!(c.lookup(b"a").unwrap().zone.as_deref(), Some("a"));
+        assert_eq!(
+            (last.id(), last.server.as_str()),
+            (RegionId(3), "http://s2")
+        );
+        assert_eq!(c.lookup(b"a").unwrap().zone, Zone::label("a"));
     }
 
     #[test]
@@ -233,7 +232,7 @@ mod tests {
             .unwrap();
         let got: Vec<(u64, Vec<KeyRange>)> = split
             .into_iter()
-            .map(|s| (s.region.id(), s.ranges))
+            .map(|s| (s.region.id().get(), s.ranges))
             .collect();
         assert_eq!(
             got,
@@ -250,12 +249,12 @@ mod tests {
         let c = cache();
         c.replace_server(
             "http://s1",
-            Some("a".into()),
+            Zone::label("a"),
             vec![region(1, "", "b"), region(4, "b", "c"), region(2, "c", "f")],
         );
-        let ids: Vec<u64> = c.regions().iter().map(|r| r.id()).collect();
+        let ids: Vec<u64> = c.regions().iter().map(|r| r.id().get()).collect();
         assert_eq!(ids, vec![1, 4, 2, 3]);
-        c.invalidate(4);
+        c.invalidate(RegionId(4));
         assert!(c.lookup(b"bb").is_none());
         assert!(matches!(
             c.split_ranges(&[r("a", "d")]),

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use types::Zone;
 use wire::paths;
 
 use crate::node_selection::WorkerNode;
@@ -20,8 +21,8 @@ pub struct WorkerInfo {
     pub id: u64,
     /// Base URL.
     pub addr: String,
-    /// The `zone` label from the last successful probe.
-    pub zone: Option<String>,
+    /// The zone from the last successful probe (`None`: none, or not probed yet).
+    pub zone: Option<Zone>,
     /// Dead until this instant (after a failed probe).
     pub dead_until: Option<Instant>,
 }
@@ -69,7 +70,7 @@ impl WorkerLiveness {
     }
 
     /// Records a successful probe of worker `id`.
-    pub fn mark_alive(&self, id: u64, zone: Option<String>) {
+    pub fn mark_alive(&self, id: u64, zone: Option<Zone>) {
         if let Some(w) = self.workers.lock().iter_mut().find(|w| w.id == id) {
             w.dead_until = None;
             w.zone = zone;
@@ -120,19 +121,15 @@ impl WorkerLiveness {
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `GET /status`; the worker's zone label.
-async fn probe(transport: &Transport, addr: &str) -> crate::error::Result<Option<String>> {
+async fn probe(transport: &Transport, addr: &str) -> crate::error::Result<Option<Zone>> {
     let body = transport.probe(addr, paths::STATUS, PROBE_TIMEOUT).await?;
     Ok(zone_of_status(&body))
 }
 
 /// `labels.zone` of a status JSON body, if present and not empty.
-pub fn zone_of_status(body: &[u8]) -> Option<String> {
+pub fn zone_of_status(body: &[u8]) -> Option<Zone> {
     let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    v.get("labels")?
-        .get("zone")?
-        .as_str()
-        .filter(|z| !z.is_empty())
-        .map(str::to_string)
+    Zone::label(v.get("labels")?.get("zone")?.as_str()?)
 }
 
 #[cfg(test)]
@@ -160,16 +157,16 @@ mod tests {
             at(10).iter().all(|n| n.alive),
             "the TTL passed: probe again"
         );
-        l.mark_alive(1, Some("b".into()));
-        assert_eq!(l.nodes_at(t0)[1].zone.as_deref(), Some("b"));
+        l.mark_alive(1, Zone::label("b"));
+        assert_eq!(l.nodes_at(t0)[1].zone, Zone::label("b"));
         assert!(l.nodes_at(t0)[1].alive);
     }
 
     #[test]
     fn the_zone_comes_from_the_status_labels() {
         assert_eq!(
-            zone_of_status(br#"{"role":"worker","labels":{"zone":"b"}}"#).as_deref(),
-            Some("b")
+            zone_of_status(br#"{"role":"worker","labels":{"zone":"b"}}"#),
+            Zone::label("b")
         );
         assert_eq!(zone_of_status(br#"{"labels":{"zone":""}}"#), None);
         assert_eq!(zone_of_status(b"not json"), None);

@@ -7,6 +7,8 @@
 //! search finds; on larger ones no cost-reducing path exists (the optimality certificate of a
 //! semi-matching) and a request whose regions share one candidate set spreads with max - min <= 1.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use client::node_selection::{
@@ -14,6 +16,7 @@ use client::node_selection::{
     select_nodes,
 };
 use proptest::prelude::*;
+use types::Zone;
 
 /// Zones a region may have a replica in; "d" never has a worker.
 const REPLICA_ZONES: [&str; 4] = ["a", "b", "c", "d"];
@@ -55,7 +58,8 @@ fn workers(max: usize) -> impl Strategy<Value = Vec<WorkerNode>> {
                 .enumerate()
                 .map(|(i, (zone, alive))| WorkerNode {
                     id: 100 + 7 * i as u64,
-                    zone,
+                    // The empty label is no zone, as config files write it.
+                    zone: zone.and_then(Zone::label),
                     alive,
                 })
                 .collect();
@@ -143,7 +147,7 @@ fn many_zones_input() -> impl Strategy<Value = Input> {
                 .enumerate()
                 .map(|(i, (zone, alive))| WorkerNode {
                     id: i as u64 + 1,
-                    zone: Some(zone),
+                    zone: Zone::label(zone),
                     alive,
                 })
                 .collect(),
@@ -155,7 +159,12 @@ fn many_zones_input() -> impl Strategy<Value = Input> {
         })
 }
 
-fn label(z: &Option<String>) -> Option<&str> {
+fn label(z: &Option<Zone>) -> Option<&str> {
+    z.as_ref().map(Zone::as_str)
+}
+
+/// The entry node's zone label, the empty one being no zone.
+fn entry_label(z: &Option<String>) -> Option<&str> {
     z.as_deref().filter(|z| !z.is_empty())
 }
 
@@ -167,7 +176,7 @@ fn model(input: &Input) -> Result<(Candidates, Vec<String>), String> {
         return Err(format!("no alive worker workers={}", input.workers.len()));
     }
     let reads_locally = |w: &WorkerNode, r: &RegionReplicas| {
-        label(&w.zone).is_some_and(|z| r.replica_zones.iter().any(|rz| rz == z))
+        label(&w.zone).is_some_and(|z| r.replica_zones.iter().any(|rz| rz.as_str() == z))
     };
     let all_nodes = |r: &RegionReplicas| {
         let readers: BTreeSet<u64> = alive
@@ -181,9 +190,10 @@ fn model(input: &Input) -> Result<(Candidates, Vec<String>), String> {
             (readers, true)
         }
     };
-    let has_replica_in = |r: &RegionReplicas, z: &str| r.replica_zones.iter().any(|rz| rz == z);
+    let has_replica_in =
+        |r: &RegionReplicas, z: &str| r.replica_zones.iter().any(|rz| rz.as_str() == z);
     let mut warnings = Vec::new();
-    let entry = label(&input.entry);
+    let entry = entry_label(&input.entry);
     let (policy, zone) = match (input.policy, entry) {
         (NodeSelectionPolicy::AllNodes, _) => {
             return Ok((input.regions.iter().map(all_nodes).collect(), warnings));
@@ -240,13 +250,9 @@ fn model(input: &Input) -> Result<(Candidates, Vec<String>), String> {
 }
 
 fn select(input: &Input) -> Result<Selection, String> {
-    select_nodes(
-        input.policy,
-        input.entry.as_deref(),
-        &input.workers,
-        &input.regions,
-    )
-    .map_err(|e| e.to_string())
+    let entry = input.entry.as_deref().and_then(Zone::label);
+    select_nodes(input.policy, entry.as_ref(), &input.workers, &input.regions)
+        .map_err(|e| e.to_string())
 }
 
 /// Same outcome as the model; every region once, in order, to a candidate, with the right

@@ -2,9 +2,12 @@
 //! zone, workers (zone, alive) and regions (replica zones) in, exact assignment, warnings and
 //! error text out.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use client::node_selection::{
     NodeSelectionPolicy, POLICY_IGNORED_WARNING, RegionReplicas, WorkerNode, select_nodes,
 };
+use types::{RegionId, Zone};
 
 use NodeSelectionPolicy::{AllNodes, OnlyLocalZoneNodes, PriorityLocalZoneNodes};
 
@@ -402,13 +405,14 @@ fn cases() -> Vec<Case> {
 #[test]
 fn node_selection_follows_every_rule() {
     for case in cases() {
-        let got = select_nodes(case.policy, case.entry, &case.workers, &case.regions);
+        let entry = case.entry.and_then(Zone::label);
+        let got = select_nodes(case.policy, entry.as_ref(), &case.workers, &case.regions);
         match (&case.expect, got) {
             (Expect::Ok(want, warnings), Ok(sel)) => {
                 let got: Vec<(u64, u64, bool)> = sel
                     .assignments
                     .iter()
-                    .map(|a| (a.region_id, a.worker_id, a.local))
+                    .map(|a| (a.region_id.get(), a.worker_id, a.local))
                     .collect();
                 assert_eq!(&got, want, "assignment: {}", case.name);
                 assert_eq!(&sel.warnings, warnings, "warnings: {}", case.name);
@@ -427,7 +431,8 @@ fn candidates_are_the_workers_eligible_for_some_region() {
     // only_local: the other zones' workers are not candidates, even though they are alive.
     let workers = vec![up(1, "a"), up(2, "a"), up(3, "b"), down(4, "a")];
     let regions = regions_in("a", 10, 1);
-    let sel = select_nodes(OnlyLocalZoneNodes, Some("a"), &workers, &regions).unwrap();
+    let a = Zone::label("a");
+    let sel = select_nodes(OnlyLocalZoneNodes, a.as_ref(), &workers, &regions).unwrap();
     assert_eq!(sel.candidates, vec![1, 2]);
     assert_eq!(
         sel.regions_per_worker().into_iter().collect::<Vec<_>>(),
@@ -435,7 +440,7 @@ fn candidates_are_the_workers_eligible_for_some_region() {
     );
     assert_eq!(
         sel.regions_by_worker().into_iter().collect::<Vec<_>>(),
-        vec![(1, vec![10])]
+        vec![(1, vec![RegionId(10)])]
     );
 }
 

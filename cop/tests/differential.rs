@@ -22,6 +22,8 @@
 //! The generator (tables, histories, DAGs, their executors and key ranges) lives in
 //! `common/dag_gen.rs`, shared with the end-to-end differential test in `e2e/`.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 mod common;
 #[path = "common/dag_gen.rs"]
 mod dag_gen;

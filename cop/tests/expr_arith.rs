@@ -1,6 +1,8 @@
 //! Arithmetic: result types, overflow errors at the exact boundaries, division by zero, and
 //! NULL propagation.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use cop::error::EvalError;
 use cop::expr::CompiledExpr;
 use wire::coprocessor::eval_error_code as code;

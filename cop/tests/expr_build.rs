@@ -1,6 +1,8 @@
 //! Building expressions: what is rejected before any row is read, and how column references
 //! and constants evaluate over logical rows.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use cop::batch::Column;
 use cop::expr::{CompiledExpr, Expr};
 use wire::coprocessor::eval_error_code as code;

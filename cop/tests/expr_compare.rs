@@ -1,5 +1,7 @@
 //! Comparisons: mixed numeric types by value, bytes bytewise, NULL, and type errors.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use cop::batch::Column;
 use cop::error::EvalError;
 use cop::expr::CompiledExpr;

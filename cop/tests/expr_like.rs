@@ -1,5 +1,7 @@
 //! LIKE: `%`, `_`, `\` escapes, constant and per-row patterns, and NULL.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use cop::batch::Column;
 use cop::expr::{CompiledExpr, LikePattern};
 use proptest::prelude::*;

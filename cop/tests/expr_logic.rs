@@ -1,5 +1,7 @@
 //! Three-valued logic (AND, OR, NOT), IS NULL and IN with NULLs.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use cop::error::EvalError;
 use cop::expr::CompiledExpr;
 use wire::coprocessor::eval_error_code as code;

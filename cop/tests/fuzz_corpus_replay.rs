@@ -4,6 +4,8 @@
 //! after an intended format change: `STRATUS_BLESS=1 cargo test -p cop --test
 //! fuzz_corpus_replay`.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use cop::expr::fuzzing::dag;
 use cop::fuzzing::{request, row};
 use proptest::prelude::*;

@@ -3,6 +3,8 @@
 //! written, its default when absent and NULL when NULL, in both row layouts; a mismatched
 //! output column or default is an error that appends nothing.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeMap;
 
 use cop::batch::Column;

@@ -26,7 +26,7 @@ impl FakeWorker {
     /// Answers every request with `status` and `body`.
     pub fn start(status: u16, body: &[u8]) -> FakeWorker {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind fake worker");
-        let addr = listener.local_addr().unwrap();
+        let addr = listener.local_addr().expect("fake worker address");
         let received = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -41,7 +41,7 @@ impl FakeWorker {
                     let Ok(conn) = conn else { continue };
                     let _ = conn.set_nodelay(true);
                     if let Some(r) = serve(conn, status, &body) {
-                        received.lock().unwrap().push(r);
+                        received.lock().unwrap_or_else(|p| p.into_inner()).push(r);
                     }
                 }
             })
@@ -61,11 +61,17 @@ impl FakeWorker {
 
     /// Requests received so far.
     pub fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
+        self.received
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn count(&self) -> usize {
-        self.received.lock().unwrap().len()
+        self.received
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 }
 

@@ -15,6 +15,7 @@ use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection};
 use types::{ReadableDuration, ReadableSize};
 use wire::coprocessor::{Request, Response};
 use wire::paths;
+use wire::placement::{DecisionResult, Location};
 use wire::region::{
     KvPair, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
 };
@@ -360,13 +361,6 @@ impl ServerProc {
             .unwrap_or_else(|e| panic!("{}: {e}", self.node.name()))
     }
 
-    /// [`ServerProc::metric`], 0 when no series matches. Only for a labelled counter the server
-    /// creates at its first increment (decisions, requests by location, fallbacks by cause,
-    /// splits by trigger), read when nothing may have been counted yet.
-    pub fn metric_or_zero(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.metrics().sum_or_zero(name, labels)
-    }
-
     pub fn config_text(&self) -> String {
         get_text(&self.url(paths::CONFIG))
     }
@@ -395,30 +389,27 @@ pub struct ServerCopCounters {
 }
 
 impl ServerCopCounters {
-    /// The counters now. The server creates a series of decisions, requests and fallbacks at
-    /// its first increment, so these read 0 until then; the retries counter has no labels and
-    /// always exists, so it is read strictly.
+    /// The counters now, read strictly: the server exports every series of these closed
+    /// label sets from its start (at 0), so a missing one fails the test.
     pub fn read(server: &ServerProc) -> ServerCopCounters {
         let page = server.metrics();
-        let s = |name: &str, labels: &[(&str, &str)]| page.sum_or_zero(name, labels);
+        let s = |name: &str, labels: &[(&str, &str)]| {
+            page.sum(name, labels)
+                .unwrap_or_else(|e| panic!("{}: {e}", server.node.name()))
+        };
+        let decisions = "tikv_coprocessor_remote_decision_total";
+        let decided = |r: DecisionResult| s(decisions, &[("result", r.as_str())]);
         let requests = "stratus_server_coprocessor_requests_total";
+        let answered = |l: Location| s(requests, &[("location", l.as_str())]);
         ServerCopCounters {
-            decided_remote: s(
-                "tikv_coprocessor_remote_decision_total",
-                &[("result", "remote")],
-            ),
-            decided_local: s(
-                "tikv_coprocessor_remote_decision_total",
-                &[("result", "local")],
-            ),
+            decided_remote: decided(DecisionResult::Remote),
+            decided_local: decided(DecisionResult::Local),
             fallbacks: s("stratus_server_offload_fallbacks_total", &[]),
-            retries: page
-                .sum("stratus_server_offload_retries_total", &[])
-                .unwrap_or_else(|e| panic!("{e}")),
-            remote: s(requests, &[("location", "remote")]),
-            local: s(requests, &[("location", "local")]),
-            fallback: s(requests, &[("location", "fallback")]),
-            cache_hit: s(requests, &[("location", "cache_hit")]),
+            retries: s("stratus_server_offload_retries_total", &[]),
+            remote: answered(Location::Remote),
+            local: answered(Location::Local),
+            fallback: answered(Location::Fallback),
+            cache_hit: answered(Location::CacheHit),
         }
     }
 

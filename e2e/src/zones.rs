@@ -36,7 +36,7 @@ pub fn offload_all_to_workers(cfg: &mut ServerSetup, workers: &[(&WorkerProc, &s
         .iter()
         .map(|(w, zone)| WorkerEndpoint {
             addr: w.coprocessor_url(),
-            zone: zone.to_string(),
+            zone: types::Zone::label(*zone),
         })
         .collect();
     cfg.kvengine.remote_coprocessor_min_blocks_size = ReadableSize(0);

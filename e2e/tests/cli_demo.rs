@@ -3,6 +3,8 @@
 //! server was busy, one kept local because it was idle, a cache hit, the three node selection
 //! policies and the decision counts; the benchmark a table of 5 queries × 4 configurations.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::process::{Command, Output, Stdio};
 
 use e2e::binaries::{self, STRATUS};

@@ -2,6 +2,8 @@
 //! exactly the expected text in each format, bad SQL and a missing cluster file exit with 1
 //! and say why on stderr, a usage error exits with 2.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -3,6 +3,8 @@
 //! table's formula, and SIGINT stops every node, removes the cluster file and exits 0. Without
 //! any cluster, `stratus sql` says how to get one.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

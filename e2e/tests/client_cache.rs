@@ -3,6 +3,8 @@
 //! another region id prevent reuse; the admission limits and capacity 0 keep results out; a
 //! paged read, TopN pages included, repeats from the cache with every row.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -144,7 +146,10 @@ fn a_region_created_by_a_split_never_reuses_its_parents_entry() {
     assert_eq!(r.stats.cache_hits, 0);
     assert!(r.stats.region_errors >= 1, "the stale epoch: {:?}", r.stats);
     assert_eq!(
-        r.pages.iter().map(|p| p.region_id).collect::<Vec<_>>(),
+        r.pages
+            .iter()
+            .map(|p| p.region_id.get())
+            .collect::<Vec<_>>(),
         vec![child]
     );
     assert_eq!((delta.cache_hit, delta.local), (0.0, 1.0), "{delta:?}");
@@ -356,7 +361,12 @@ fn a_cache_hit_for_a_request_without_a_local_entry_is_an_error() {
         .try_coprocessor(&T.count_sum_dag(), vec![T.range()], 100)
         .expect_err("a hit the client never asked for");
     assert!(
-        matches!(err, client::Error::CacheHitWithoutEntry { region_id: 1 }),
+        matches!(
+            err,
+            client::Error::CacheHitWithoutEntry {
+                region_id: types::RegionId(1)
+            }
+        ),
         "{err}"
     );
     assert_eq!(err.kind(), client::ErrorKind::CacheProtocol);

@@ -6,6 +6,8 @@
 //! (set GLOBAL by another entry node) allows, and the answer shows which worker served which
 //! region, the rows, the selection's warnings, and the delegate bytes that crossed zones.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeMap;
 
 use client::node_selection::{RegionReplicas, WorkerNode, select_nodes};
@@ -180,7 +182,7 @@ fn run_with_global_policy(
 }
 
 /// The worker that served each region (every page of a region by one worker).
-fn worker_of_region(r: &CopResult) -> BTreeMap<u64, u64> {
+fn worker_of_region(r: &CopResult) -> BTreeMap<types::RegionId, u64> {
     let mut by = BTreeMap::new();
     for p in &r.pages {
         let w = p
@@ -210,10 +212,11 @@ fn assert_rows(r: &CopResult, value: fn(i64) -> i64) {
 /// The selection the client should have made, worker → regions.
 fn expected(policy: &str, zone: Option<&str>, regions: &[RegionReplicas]) -> client::Selection {
     let policy: NodeSelectionPolicy = policy.parse().unwrap();
-    select_nodes(policy, zone, &topology(), regions).expect("a selection")
+    let zone = zone.and_then(types::Zone::label);
+    select_nodes(policy, zone.as_ref(), &topology(), regions).expect("a selection")
 }
 
-fn ids(regions: &[RegionReplicas]) -> Vec<u64> {
+fn ids(regions: &[RegionReplicas]) -> Vec<types::RegionId> {
     regions.iter().map(|r| r.id).collect()
 }
 
@@ -461,7 +464,7 @@ fn a_region_split_behind_the_clients_back_is_resplit_and_its_children_keep_the_p
     };
     let before = run(z.server_a.tso()).expect("delegated");
     let parent = z.server_a.region_of(&A.key(150));
-    let parent_worker = worker_of_region(&before)[&parent.id];
+    let parent_worker = worker_of_region(&before)[&parent.region_id()];
     let split: wire::region::SplitResponse = e2e::http_client::post_proto(
         &z.server_a.url(wire::paths::SPLIT),
         &wire::region::SplitRequest {
@@ -482,7 +485,10 @@ fn a_region_split_behind_the_clients_back_is_resplit_and_its_children_keep_the_p
     assert_ne!(left, right);
     let served = worker_of_region(&after);
     assert_eq!(
-        (served[&left], served[&right]),
+        (
+            served[&types::RegionId(left)],
+            served[&types::RegionId(right)]
+        ),
         (parent_worker, parent_worker),
         "{served:?}"
     );

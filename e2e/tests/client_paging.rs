@@ -3,6 +3,8 @@
 //! between two pages; a scan that meets the lock of an abandoned transaction resolves it and
 //! returns the committed data.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeSet;
 
 use e2e::cluster::{Cluster, StoreKind};
@@ -55,7 +57,7 @@ fn a_table_over_three_regions_read_in_small_pages_returns_every_row_once() {
         (0..ROWS).collect::<Vec<_>>(),
         "ascending, region after region"
     );
-    let regions: BTreeSet<u64> = r.pages.iter().map(|p| p.region_id).collect();
+    let regions: BTreeSet<u64> = r.pages.iter().map(|p| p.region_id.get()).collect();
     assert_eq!(regions.len(), 3, "three region tasks");
     // Each region's first page has the initial size, then pages double up to the maximum.
     for p in r.pages.iter().filter(|p| p.page_index == 0) {
@@ -97,7 +99,7 @@ fn a_table_over_two_servers_is_read_from_both() {
     assert_eq!(handles(&r.rows), (0..ROWS).collect::<Vec<_>>());
     let a_region = a.region_of(&T.key(0)).id;
     let b_region = b.region_of(&T.key(ROWS - 1)).id;
-    let read: BTreeSet<u64> = r.pages.iter().map(|p| p.region_id).collect();
+    let read: BTreeSet<u64> = r.pages.iter().map(|p| p.region_id.get()).collect();
     assert_eq!(read, BTreeSet::from([a_region, b_region]));
     let agg = c.coprocessor(&T.count_sum_dag(), vec![T.range()], a.tso());
     assert_eq!(agg.rows, SampleTable::count_sum_rows((0..ROWS).map(v_of)));
@@ -162,13 +164,18 @@ fn a_scan_meeting_an_abandoned_lock_resolves_it_and_returns_committed_data() {
     );
     let c = EntryClient::new(&[&server], small_pages);
     let r = c.coprocessor(&handle_v_dag(T, false), vec![T.range()], server.tso());
-    assert!(r.stats.locks_resolved >= 2, "{:?}", r.stats);
+    // At least the first lock met is resolved by this reader. The second may already be gone
+    // when the reader reaches it (the other region's resolution rolled back the primary while
+    // this region backed off), so the count is not fixed; what is fixed is that both are gone.
+    assert!(r.stats.locks_resolved >= 1, "{:?}", r.stats);
     let want: Vec<Vec<wire::datum::Datum>> = (0..ROWS)
         .map(|h| vec![wire::datum::Datum::Int(h), wire::datum::Datum::Int(v_of(h))])
         .collect();
     assert_eq!(r.rows, want, "the abandoned writes are rolled back");
-    let get = server.get(&T.key(5), server.tso());
-    assert!(get.error.is_none(), "the lock is gone: {get:?}");
+    for h in [5, 1500] {
+        let get = server.get(&T.key(h), server.tso());
+        assert!(get.error.is_none(), "the lock on handle {h} is gone: {get:?}");
+    }
 }
 
 #[test]

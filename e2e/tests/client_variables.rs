@@ -3,6 +3,8 @@
 //! restart), SESSION values stay in their session, and a wrong name or value is refused with
 //! an error naming what is allowed, storing nothing.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use client::{Scope, Setting};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::EntryClient;

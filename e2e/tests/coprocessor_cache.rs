@@ -3,6 +3,8 @@
 //! the region invalidates it, and a remote result that a newer version or a lock could change
 //! is never declared cacheable. `cache_last_version` is the region's data version.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::sample_table::SampleTable;

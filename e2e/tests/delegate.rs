@@ -4,6 +4,8 @@
 //! back as the server would give them; delegate bytes are counted by zone relation on both
 //! sides.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::http_client::post_proto;

@@ -15,6 +15,8 @@
 //!
 //! `E2E_SEED=<u64>` replays a failing case (the seed is in every failure message).
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "../../cop/tests/common/dag_gen.rs"]
 mod dag_gen;
 

@@ -7,6 +7,8 @@
 //!
 //! Pure file and parsing checks: no process is started.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -145,7 +147,7 @@ fn the_server_example_loads_validates_and_documents_every_key() {
     let path = example("server.toml");
     let config: ServerConfig = node::config::load(Some(&path)).unwrap();
     config.validate().unwrap();
-    assert_eq!(config.zone(), "a");
+    assert_eq!(config.zone(), types::Zone::label("a"));
     assert_eq!(config.offload_workers().len(), 1);
     let text = read("server.toml");
     let effective = node::config::render(&config);
@@ -164,7 +166,7 @@ fn the_server_example_loads_validates_and_documents_every_key() {
 fn the_worker_example_loads_validates_and_documents_every_key() {
     let path = example("worker.toml");
     let config = WorkerConfig::load(Some(&path)).unwrap();
-    assert_eq!(config.zone(), "a");
+    assert_eq!(config.zone(), types::Zone::label("a"));
     let text = read("worker.toml");
     let effective = config.render();
     let defaults = WorkerConfig::default().render();
@@ -194,7 +196,7 @@ fn the_cluster_example_loads_like_a_cluster_file_and_documents_every_key() {
     let config: ClientConfig = toml::from_str(&text).unwrap();
     assert!(!config.servers.is_empty());
     config.validate().unwrap();
-    assert_eq!(config.zone(), Some("a"));
+    assert_eq!(config.zone(), types::Zone::label("a"));
     let server: ServerConfig = node::config::load(Some(&example("server.toml"))).unwrap();
     assert_eq!(config.servers, [format!("http://{}", server.server.addr)]);
     let effective = node::config::render(&config);

@@ -11,6 +11,10 @@
 //!
 //! A request that is no candidate is never counted. In every phase the per-reason deltas must
 //! equal what the test predicts from what it sent, and sum to the number of counted decisions.
+//! A fresh server exports every valid (result, reason) series at 0, and every series of its
+//! other closed label sets, so every read here is strict.
+
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,47 +25,41 @@ use e2e::fake_worker::FakeWorker;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerProc, ServerSetup};
 use e2e::worker_proc::WorkerProc;
-use types::{ReadableDuration, ReadableSize};
+use server::metrics::{Answered, OffloadSection, SplitTrigger, TxnCommand, TxnOutcome};
+use types::{ReadableDuration, ReadableSize, ZoneRelation};
 use wire::coprocessor::KeyRange;
+use wire::delegate::DelegateResult;
+use wire::placement::{DecisionResult, FallbackCause, OffloadReason};
 
 const T: SampleTable = SampleTable { id: 11 };
 /// Another table: another pattern.
 const OTHER: SampleTable = SampleTable { id: 12 };
 const ROWS: i64 = 3000;
 
-/// Every label pair the counter may carry (the counted reasons, both results).
-const REASONS: [(&str, &str); 10] = [
-    ("remote", "num_ranges"),
-    ("remote", "blocks_size"),
-    ("remote", "long_query_blocks_size"),
-    ("remote", "lazy_pattern_blocks_size"),
-    ("remote", "lazy_pattern_duration"),
-    ("remote", "load_aware_force_blocks_size"),
-    ("remote", "load_aware_force_num_ranges"),
-    ("remote", "no_cpu_signal"),
-    ("remote", "cpu_busy"),
-    ("local", "cpu_idle"),
-];
+const DECISIONS: &str = "tikv_coprocessor_remote_decision_total";
 
-/// The counter's value per label pair, in [`REASONS`] order. The server creates the series
-/// of a pair at its first such decision, so a pair not decided yet reads 0 here; every phase
-/// predicts at least one decision, so a misspelt metric or label fails [`Tally::check`].
+/// Every label pair the counter carries: the counted reasons, each with its result.
+fn series() -> Vec<(DecisionResult, OffloadReason)> {
+    OffloadReason::decision_series().collect()
+}
+
+/// The counter's value per label pair, in [`series`] order. The server exports every pair
+/// from its start, so a missing one fails the test.
 fn counts(server: &ServerProc) -> Vec<f64> {
-    let page = server.metrics();
-    REASONS
+    series()
         .iter()
-        .map(|&(result, reason)| {
-            page.sum_or_zero(
-                "tikv_coprocessor_remote_decision_total",
-                &[("result", result), ("reason", reason)],
+        .map(|(result, reason)| {
+            server.metric(
+                DECISIONS,
+                &[("result", result.as_str()), ("reason", reason.as_str())],
             )
         })
         .collect()
 }
 
-/// Everything the counter holds, whatever the labels (0 before the first decision).
+/// Everything the counter holds, whatever the labels.
 fn total(server: &ServerProc) -> f64 {
-    server.metric_or_zero("tikv_coprocessor_remote_decision_total", &[])
+    server.metric(DECISIONS, &[])
 }
 
 /// Counts decisions between two snapshots and compares them with the test's prediction.
@@ -76,24 +74,24 @@ impl Tally {
         Tally {
             before: counts(server),
             before_total: total(server),
-            expected: vec![0.0; REASONS.len()],
+            expected: vec![0.0; series().len()],
         }
     }
 
     /// The test predicts one counted decision with `reason`.
-    fn expect(&mut self, reason: &str) {
-        let i = REASONS
+    fn expect(&mut self, reason: OffloadReason) {
+        let i = series()
             .iter()
             .position(|&(_, r)| r == reason)
-            .unwrap_or_else(|| panic!("unknown reason {reason}"));
+            .unwrap_or_else(|| panic!("reason {reason} is not counted"));
         self.expected[i] += 1.0;
     }
 
     fn check(&self, server: &ServerProc) {
         let after = counts(server);
         let delta: Vec<f64> = after.iter().zip(&self.before).map(|(a, b)| a - b).collect();
-        let named: Vec<_> = REASONS
-            .iter()
+        let named: Vec<_> = series()
+            .into_iter()
             .zip(&delta)
             .filter(|(_, d)| **d != 0.0)
             .collect();
@@ -105,6 +103,125 @@ impl Tally {
             "the per-reason counts sum to the decisions the test predicted"
         );
     }
+}
+
+/// The `(labels, value)` of every series of `name` on the page, sorted.
+fn all_series(server: &ServerProc, name: &str) -> Vec<(Vec<(String, String)>, f64)> {
+    let mut out: Vec<_> = server
+        .metrics()
+        .matching(name, &[])
+        .map(|s| {
+            let mut labels = s.labels.clone();
+            labels.sort();
+            (labels, s.value)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Each label set of `want` at 0, sorted.
+fn at_zero(
+    want: impl IntoIterator<Item = Vec<(&'static str, &'static str)>>,
+) -> Vec<(Vec<(String, String)>, f64)> {
+    let mut out: Vec<_> = want
+        .into_iter()
+        .map(|labels| {
+            let mut labels: Vec<(String, String)> = labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            labels.sort();
+            (labels, 0.0)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn a_fresh_server_exports_exactly_the_valid_series_of_each_closed_label_set_at_zero() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let worker = WorkerProc::start(&cluster.worker_config("worker"));
+    let mut cfg = cluster.server_config("server");
+    cfg.kvengine.remote_coprocessor_addr = worker.coprocessor_url();
+    let server = ServerProc::start(&cfg);
+
+    // Exactly the valid (result, reason) pairs: no local/cpu_busy, no uncounted reason.
+    let decisions = all_series(&server, DECISIONS);
+    assert_eq!(
+        decisions,
+        at_zero(
+            OffloadReason::decision_series().map(|(result, reason)| vec![
+                ("result", result.as_str()),
+                ("reason", reason.as_str())
+            ])
+        )
+    );
+    assert_eq!(decisions.len(), 10);
+    assert!(
+        decisions.iter().all(
+            |(labels, _)| labels.contains(&("result".into(), "local".into()))
+                == labels.contains(&("reason".into(), "cpu_idle".into()))
+        ),
+        "only cpu_idle keeps a candidate local: {decisions:?}"
+    );
+    let one = |label: &'static str, values: Vec<&'static str>| {
+        at_zero(values.into_iter().map(|v| vec![(label, v)]))
+    };
+    assert_eq!(
+        all_series(&server, "stratus_server_coprocessor_requests_total"),
+        one(
+            "location",
+            Answered::ALL.iter().map(|a| a.as_str()).collect()
+        )
+    );
+    assert_eq!(
+        all_series(&server, "stratus_server_offload_fallbacks_total"),
+        one(
+            "cause",
+            FallbackCause::ALL.iter().map(|c| c.as_str()).collect()
+        )
+    );
+    let relations: Vec<&str> = ZoneRelation::ALL.iter().map(|r| r.as_str()).collect();
+    for name in [
+        "stratus_server_offload_dispatches_total",
+        "stratus_server_delegate_bytes_total",
+    ] {
+        assert_eq!(
+            all_series(&server, name),
+            one("zone_relation", relations.clone()),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        all_series(&server, "stratus_server_offload_section_bytes_total"),
+        one(
+            "section",
+            OffloadSection::ALL.iter().map(|s| s.as_str()).collect()
+        )
+    );
+    assert_eq!(
+        all_series(&server, "stratus_server_delegate_requests_total"),
+        one(
+            "result",
+            DelegateResult::ALL.iter().map(|r| r.as_str()).collect()
+        )
+    );
+    assert_eq!(
+        all_series(&server, "stratus_server_region_splits_total"),
+        one(
+            "trigger",
+            SplitTrigger::ALL.iter().map(|t| t.as_str()).collect()
+        )
+    );
+    // Transactions: every command with both outcomes (the server's start commits nothing).
+    let txn = all_series(&server, "stratus_server_txn_requests_total");
+    assert_eq!(
+        txn.len(),
+        TxnCommand::ALL.len() * TxnOutcome::ALL.len(),
+        "{txn:?}"
+    );
 }
 
 /// A timestamp `secs_ago` seconds in the past (physical ms << 18).
@@ -173,9 +290,9 @@ fn size_count_and_age_reasons_are_counted_under_exactly_their_conditions() {
     let mut tally = Tally::start(&server);
     assert_eq!(send(&server, vec![T.range()]), "local");
     assert_eq!(send_at(&server, T, vec![T.range()], ts_ago(20)), "remote");
-    tally.expect("long_query_blocks_size");
+    tally.expect(OffloadReason::LongQueryBlocksSize);
     assert_eq!(send(&server, points(8)), "remote");
-    tally.expect("num_ranges");
+    tally.expect(OffloadReason::NumRanges);
     assert_eq!(send(&server, points(7)), "local");
     tally.check(&server);
     server.terminate();
@@ -185,7 +302,7 @@ fn size_count_and_age_reasons_are_counted_under_exactly_their_conditions() {
     let server = ServerProc::start(&cfg);
     let mut tally = Tally::start(&server);
     assert_eq!(send(&server, vec![T.range()]), "remote");
-    tally.expect("blocks_size");
+    tally.expect(OffloadReason::BlocksSize);
     tally.check(&server);
 }
 
@@ -213,9 +330,9 @@ fn a_pattern_slow_in_its_local_runs_goes_remote() {
     );
     // Two recorded runs: the pattern goes remote, now over any range of the table.
     assert_eq!(send(&server, vec![half()]), "remote");
-    tally.expect("lazy_pattern_duration");
+    tally.expect(OffloadReason::LazyPatternDuration);
     assert_eq!(send(&server, points(3)), "remote");
-    tally.expect("lazy_pattern_duration");
+    tally.expect(OffloadReason::LazyPatternDuration);
     tally.check(&server);
 }
 
@@ -241,11 +358,11 @@ fn a_pattern_that_covered_many_blocks_locally_goes_remote_over_a_small_range() {
     );
     for _ in 0..2 {
         assert_eq!(send(&server, vec![T.range()]), "fallback");
-        tally.expect("blocks_size");
+        tally.expect(OffloadReason::BlocksSize);
     }
     // The same pattern over one row: its estimate is tiny, its recent runs were not.
     assert_eq!(send(&server, points(1)), "fallback");
-    tally.expect("lazy_pattern_blocks_size");
+    tally.expect(OffloadReason::LazyPatternBlocksSize);
     tally.check(&server);
     assert_eq!(
         failing.count(),
@@ -298,28 +415,28 @@ fn load_aware_routing_follows_the_injected_cpu_signal_and_the_force_thresholds()
     let mut tally = Tally::start(&server);
 
     // A mixed workload per CPU state: each kind of request, and one that is no candidate.
-    let mixed = |tally: &mut Tally, cpu_reason: &str, cpu_location: &str| {
+    let mixed = |tally: &mut Tally, cpu_reason: OffloadReason, cpu_location: &str| {
         assert_eq!(send(&server, vec![half()]), cpu_location, "{cpu_reason}");
         tally.expect(cpu_reason);
         assert_eq!(send(&server, points(8)), cpu_location, "{cpu_reason}");
         tally.expect(cpu_reason);
         assert_eq!(send(&server, vec![T.range()]), "remote");
-        tally.expect("load_aware_force_blocks_size");
+        tally.expect(OffloadReason::LoadAwareForceBlocksSize);
         assert_eq!(send(&server, points(16)), "remote");
-        tally.expect("load_aware_force_num_ranges");
+        tally.expect(OffloadReason::LoadAwareForceNumRanges);
         let empty = vec![OTHER.range()];
         assert_eq!(send_to(&server, OTHER, empty), "local", "no candidate");
     };
     // No file yet: no signal, fail open.
     let status: serde_json::Value = serde_json::from_str(&server.status_text()).unwrap();
     assert_eq!(status["cpu"]["state"], "NoSignal", "{status}");
-    mixed(&mut tally, "no_cpu_signal", "remote");
+    mixed(&mut tally, OffloadReason::NoCpuSignal, "remote");
     set_cpu(&server, &cpu_file, "0.1", "Idle");
-    mixed(&mut tally, "cpu_idle", "local");
+    mixed(&mut tally, OffloadReason::CpuIdle, "local");
     set_cpu(&server, &cpu_file, "0.95", "Busy");
-    mixed(&mut tally, "cpu_busy", "remote");
+    mixed(&mut tally, OffloadReason::CpuBusy, "remote");
     // A garbled value is no sample: the signal goes stale.
     set_cpu(&server, &cpu_file, "garbage", "NoSignal");
-    mixed(&mut tally, "no_cpu_signal", "remote");
+    mixed(&mut tally, OffloadReason::NoCpuSignal, "remote");
     tally.check(&server);
 }

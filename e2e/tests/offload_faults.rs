@@ -2,6 +2,8 @@
 //! correctly (falling back to local execution when the worker cannot), retries only what is
 //! worth retrying, and the worker rejects bad bodies with 400.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::time::{Duration, Instant};
 
 use e2e::cluster::{Cluster, StoreKind};
@@ -14,6 +16,7 @@ use e2e::worker_proc::WorkerProc;
 use rand::{Rng, SeedableRng};
 use types::ReadableDuration;
 use wire::coprocessor::Response;
+use wire::placement::FallbackCause;
 
 const T: SampleTable = SampleTable { id: 3 };
 const ROWS: i64 = 400;
@@ -42,10 +45,10 @@ fn assert_correct(resp: &Response) {
     );
 }
 
-fn fallbacks(server: &ServerProc, cause: &str) -> f64 {
+fn fallbacks(server: &ServerProc, cause: FallbackCause) -> f64 {
     server.metric(
         "stratus_server_offload_fallbacks_total",
-        &[("cause", cause)],
+        &[("cause", cause.as_str())],
     )
 }
 
@@ -89,7 +92,7 @@ fn killing_the_worker_mid_request_falls_back_to_the_local_answer() {
     assert_eq!(delta.fallback, 1.0, "{delta:?}");
     // The broken connection, then max-retries = 2 refused connections.
     assert_eq!(delta.retries, 2.0, "{delta:?}");
-    assert_eq!(fallbacks(&server, "connect"), 1.0);
+    assert_eq!(fallbacks(&server, FallbackCause::Connect), 1.0);
 }
 
 #[test]
@@ -103,11 +106,7 @@ fn a_worker_answering_503_is_retried_then_the_server_falls_back() {
     let server = ServerProc::start(&cfg);
     load(&server, false);
     let before = ServerCopCounters::read(&server);
-    // No fallback yet: the server creates the series at the first one.
-    let unavailable_before = server.metric_or_zero(
-        "stratus_server_offload_fallbacks_total",
-        &[("cause", "unavailable")],
-    );
+    let unavailable_before = fallbacks(&server, FallbackCause::Unavailable);
 
     let resp = count_sum(&server);
     assert_eq!(location(&resp), "fallback", "{:?}", resp.exec_details);
@@ -116,7 +115,10 @@ fn a_worker_answering_503_is_retried_then_the_server_falls_back() {
     let delta = ServerCopCounters::read(&server).since(&before);
     assert_eq!(delta.retries, 2.0, "{delta:?}");
     assert_eq!(delta.fallbacks, 1.0, "{delta:?}");
-    assert_eq!(fallbacks(&server, "unavailable") - unavailable_before, 1.0);
+    assert_eq!(
+        fallbacks(&server, FallbackCause::Unavailable) - unavailable_before,
+        1.0
+    );
 }
 
 #[test]
@@ -135,7 +137,7 @@ fn a_worker_answering_400_is_not_retried() {
     assert_eq!(fake.count(), 1, "a 400 is final: no retry");
     let delta = ServerCopCounters::read(&server).since(&before);
     assert_eq!(delta.retries, 0.0, "{delta:?}");
-    assert_eq!(fallbacks(&server, "bad_status"), 1.0);
+    assert_eq!(fallbacks(&server, FallbackCause::BadStatus), 1.0);
 }
 
 #[test]

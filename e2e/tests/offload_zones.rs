@@ -2,6 +2,8 @@
 //! shares the load between them, and crosses to zone b only when none of zone a is alive; every
 //! answer stays exactly the local one.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::sample_table::SampleTable;

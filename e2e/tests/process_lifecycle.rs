@@ -2,6 +2,8 @@
 //! effective config is printed and served; SIGTERM is a clean exit 0 after which the server's
 //! data (flushed or not) survives a restart, as it does a SIGKILL.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::process::ExitStatus;
 use std::time::Duration;
 

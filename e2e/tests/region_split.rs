@@ -2,6 +2,8 @@
 //! children cover the parent's range with a higher epoch, requests routed with the old epoch
 //! get a region error, and every row stays readable through the children.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::time::{Duration, Instant};
 
 use e2e::cluster::{Cluster, StoreKind};

@@ -4,6 +4,8 @@
 //! worker (reason `blocks_size`), a query over a tiny table stays `local`, and on the delegate
 //! path the region rows name the worker the client sent the pages to.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use client::sql::{Engine, QueryResult};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::EntryClient;

@@ -8,6 +8,8 @@
 //! server's (paging_size 0), sent straight to a real worker, and leaves requests that already
 //! page alone.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use e2e::cluster::{Cluster, OffloadPair, StoreKind};
 use e2e::coprocessor::{location, page_rows, request, rows, run_pages};
 use e2e::offload_body::{self, BodyCapture};

@@ -183,7 +183,7 @@ mod tests {
             kvengine: KvEngineSection {
                 remote_coprocessor_workers: vec![server::config::WorkerEndpoint {
                     addr: "http://127.0.0.1:1/coprocessor".into(),
-                    zone: "b".into(),
+                    zone: types::Zone::label("b"),
                 }],
                 remote_coprocessor_load_aware_cpu_threshold: 0.1 + 0.2,
                 remote_coprocessor_load_aware_force_blocks_size: ReadableSize(1 << 50),

@@ -4,9 +4,9 @@
 //! renamed, a label value misspelt, or the page may come from the wrong node, and a test that
 //! checks "no fallback happened" would pass all the same. So [`Metrics::sum`] is an error
 //! naming the metric and the labels when no series matches, and a line that does not parse is
-//! an error too (never skipped). Where a test really means "nothing counted yet", for a labelled
-//! counter whose series the node creates at its first increment, it says so with
-//! [`Metrics::sum_or_zero`].
+//! an error too (never skipped). There is no lenient read: servers and workers export every
+//! series of their closed label sets from the start, at 0, so "nothing counted yet" is a series
+//! that reads 0, and a missing one is always a mistake.
 
 use std::fmt;
 
@@ -135,13 +135,6 @@ impl Metrics {
         }
         Ok(sum)
     }
-
-    /// [`Metrics::sum`], with 0 when no series matches. Only for a labelled counter whose
-    /// series the node creates at its first increment, read at a moment when nothing may have
-    /// been counted yet (a "before" snapshot).
-    pub fn sum_or_zero(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.matching(name, labels).map(|s| s.value).sum()
-    }
 }
 
 fn parse_line(line: &str) -> Option<Sample> {
@@ -234,13 +227,6 @@ mod tests {
         );
         assert!(m.sum("z", &[]).is_err());
         assert!(m.sum("x", &[("cause", "remote")]).is_err());
-    }
-
-    #[test]
-    fn only_the_explicit_or_zero_read_takes_a_missing_series_as_zero() {
-        let m = Metrics::parse(PAGE).unwrap();
-        assert_eq!(m.sum_or_zero("x", &[("result", "fallback")]), 0.0);
-        assert_eq!(m.sum_or_zero("x", &[("result", "local")]), 7.0);
     }
 
     #[test]

@@ -34,6 +34,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use prometheus::{IntCounter, IntGauge};
+use types::FileId;
 
 use crate::dfs::Dfs;
 use crate::durable_file;
@@ -102,13 +103,13 @@ struct Entry {
 
 #[derive(Default)]
 struct State {
-    files: HashMap<u64, Entry>,
+    files: HashMap<FileId, Entry>,
     /// tick → file id, oldest use first.
-    lru: BTreeMap<u64, u64>,
+    lru: BTreeMap<u64, FileId>,
     next_tick: u64,
     total: u64,
     /// Ids with a download, put or delete in progress (single-flight).
-    busy: HashSet<u64>,
+    busy: HashSet<FileId>,
 }
 
 /// A [`Dfs`] that keeps whole files in a local directory in front of another [`Dfs`].
@@ -126,7 +127,7 @@ pub struct CacheFs {
 /// error or a panic.
 struct Turn<'a> {
     cache: &'a CacheFs,
-    file_id: u64,
+    file_id: FileId,
 }
 
 impl Drop for Turn<'_> {
@@ -195,12 +196,12 @@ impl CacheFs {
     }
 
     /// Where a complete cached file lives (it exists only while the file is cached).
-    pub fn path_of(&self, file_id: u64) -> PathBuf {
+    pub fn path_of(&self, file_id: FileId) -> PathBuf {
         self.dir.join(format!("{file_id:016x}{FINAL_SUFFIX}"))
     }
 
     /// True if the file is in the cache (a `get` would not reach the object store).
-    pub fn contains(&self, file_id: u64) -> bool {
+    pub fn contains(&self, file_id: FileId) -> bool {
         self.state.lock().files.contains_key(&file_id)
     }
 
@@ -227,7 +228,7 @@ impl CacheFs {
     }
 
     /// Waits until no one else works on `file_id`, then takes the turn.
-    fn turn(&self, file_id: u64) -> Turn<'_> {
+    fn turn(&self, file_id: FileId) -> Turn<'_> {
         let mut st = self.state.lock();
         while st.busy.contains(&file_id) {
             self.turn_done.wait(&mut st);
@@ -241,18 +242,18 @@ impl CacheFs {
 
     /// Maps a cached file and marks it most recently used, or returns None if it is not cached.
     /// The map is made under the state lock so that eviction cannot delete the file in between.
-    fn read_cached(&self, file_id: u64) -> Option<Bytes> {
+    fn read_cached(&self, file_id: FileId) -> Option<Bytes> {
         let path = self.path_of(file_id);
         let data = {
             let mut st = self.state.lock();
             if !st.files.contains_key(&file_id) {
                 return None;
             }
-            let data = match sst::table::map_file(file_id, &path) {
+            let data = match sst::table::map_file(file_id.get(), &path) {
                 Ok(data) => data,
                 Err(e) => {
                     // Someone removed the file behind our back: forget it and read through.
-                    tracing::warn!(file_id, error = %e, "cachefs lost a cached file");
+                    tracing::warn!(file_id = file_id.get(), error = %e, "cachefs lost a cached file");
                     self.forget(&mut st, file_id);
                     return None;
                 }
@@ -274,7 +275,7 @@ impl CacheFs {
     }
 
     /// Records a complete file under its final name as most recently used.
-    fn admit(&self, st: &mut State, file_id: u64, size: u64) {
+    fn admit(&self, st: &mut State, file_id: FileId, size: u64) {
         self.forget(st, file_id);
         st.files.insert(
             file_id,
@@ -290,7 +291,7 @@ impl CacheFs {
     }
 
     /// Drops a file from the index (not from disk).
-    fn forget(&self, st: &mut State, file_id: u64) -> bool {
+    fn forget(&self, st: &mut State, file_id: FileId) -> bool {
         match st.files.remove(&file_id) {
             Some(e) => {
                 st.lru.remove(&e.tick);
@@ -302,7 +303,7 @@ impl CacheFs {
         }
     }
 
-    fn remove_file(&self, file_id: u64) {
+    fn remove_file(&self, file_id: FileId) {
         let path = self.path_of(file_id);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
@@ -314,7 +315,7 @@ impl CacheFs {
     }
 
     /// Evicts least recently used files, never `keep`, until the total is within the budget.
-    fn evict_to_budget(&self, st: &mut State, keep: Option<u64>) {
+    fn evict_to_budget(&self, st: &mut State, keep: Option<FileId>) {
         while st.total > self.budget {
             let victim = st.lru.values().copied().find(|id| Some(*id) != keep);
             let Some(victim) = victim else { break };
@@ -327,7 +328,7 @@ impl CacheFs {
 
     /// Writes `data` under `file_id`'s final name (temp + fsync + rename) and indexes it.
     /// The caller holds the id's turn. Returns false if the file is too large to keep.
-    fn store(&self, file_id: u64, data: &[u8]) -> Result<bool> {
+    fn store(&self, file_id: FileId, data: &[u8]) -> Result<bool> {
         let size = data.len() as u64;
         if size > self.budget {
             return Ok(false);
@@ -350,27 +351,27 @@ impl CacheFs {
     }
 }
 
-fn parse_final_name(name: &str) -> Option<u64> {
+fn parse_final_name(name: &str) -> Option<FileId> {
     let hex = name.strip_suffix(FINAL_SUFFIX)?;
     if hex.len() != 16 {
         return None;
     }
-    u64::from_str_radix(hex, 16).ok()
+    u64::from_str_radix(hex, 16).ok().map(FileId)
 }
 
 impl Dfs for CacheFs {
     /// Writes through to the object store, then keeps a copy: a freshly flushed or compacted
     /// file is about to be read. Failing to keep the copy is logged, not returned.
-    fn put(&self, file_id: u64, data: Bytes) -> Result<()> {
+    fn put(&self, file_id: FileId, data: Bytes) -> Result<()> {
         let _turn = self.turn(file_id);
         self.inner.put(file_id, data.clone())?;
         if let Err(e) = self.store(file_id, &data) {
-            tracing::warn!(file_id, error = %e, "cachefs cannot keep a put file");
+            tracing::warn!(file_id = file_id.get(), error = %e, "cachefs cannot keep a put file");
         }
         Ok(())
     }
 
-    fn get(&self, file_id: u64) -> Result<Bytes> {
+    fn get(&self, file_id: FileId) -> Result<Bytes> {
         if let Some(data) = self.read_cached(file_id) {
             self.hit();
             return Ok(data);
@@ -392,7 +393,7 @@ impl Dfs for CacheFs {
             // Larger than the whole budget: served, not kept.
             Ok(false) => return Ok(data),
             Err(e) => {
-                tracing::warn!(file_id, error = %e, "cachefs cannot keep a downloaded file");
+                tracing::warn!(file_id = file_id.get(), error = %e, "cachefs cannot keep a downloaded file");
                 return Ok(data);
             }
         }
@@ -402,7 +403,7 @@ impl Dfs for CacheFs {
     }
 
     /// Served from the cached file if present; otherwise passed through without caching.
-    fn get_range(&self, file_id: u64, offset: u64, len: u64) -> Result<Bytes> {
+    fn get_range(&self, file_id: FileId, offset: u64, len: u64) -> Result<Bytes> {
         let Some(all) = self.read_cached(file_id) else {
             self.miss();
             return self.inner.get_range(file_id, offset, len);
@@ -412,7 +413,7 @@ impl Dfs for CacheFs {
     }
 
     /// Drops the cached copy and deletes the file from the object store.
-    fn delete(&self, file_id: u64) -> Result<()> {
+    fn delete(&self, file_id: FileId) -> Result<()> {
         let _turn = self.turn(file_id);
         {
             let mut st = self.state.lock();
@@ -423,7 +424,7 @@ impl Dfs for CacheFs {
         self.inner.delete(file_id)
     }
 
-    fn list(&self) -> Result<Vec<u64>> {
+    fn list(&self) -> Result<Vec<FileId>> {
         self.inner.list()
     }
 }

@@ -26,7 +26,6 @@ pub struct CompactionConfig {
     pub l0_compaction_files: usize,
     pub l0_compaction_bytes: u64,
     pub base_level_size: u64,
-    pub target_file_size: u64,
     pub max_level: u32,
 }
 
@@ -45,7 +44,6 @@ pub struct Plan {
     pub inputs: [Vec<Table>; ColumnFamily::COUNT],
     /// Per column family: whether tombstones may be dropped (no deeper overlapping level).
     pub bottommost: [bool; ColumnFamily::COUNT],
-    pub score: f64,
     /// The shard's range: inputs shared with a split sibling hold keys outside it, which the
     /// merge drops.
     pub start: bytes::Bytes,
@@ -93,7 +91,7 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
             }
         }
     }
-    let (score, level, cf) = best?;
+    let (_, level, cf) = best?;
     let mut plan = Plan {
         level,
         cf: cf.map(|c| ColumnFamily::ALL[c]),
@@ -101,7 +99,6 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
         bottom: Vec::new(),
         inputs: Default::default(),
         bottommost: [false; ColumnFamily::COUNT],
-        score,
         start: d.start().clone(),
         end: d.end().clone(),
     };

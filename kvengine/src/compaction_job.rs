@@ -74,7 +74,6 @@ fn compaction_config(o: &EngineOptions) -> CompactionConfig {
         l0_compaction_files: o.l0_compaction_files,
         l0_compaction_bytes: o.l0_compaction_bytes,
         base_level_size: o.base_level_size,
-        target_file_size: o.target_file_size,
         max_level: o.max_level,
     }
 }
@@ -116,9 +115,9 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
             let size = b.data.len() as u64;
             let (smallest, biggest) = (b.properties.smallest.clone(), b.properties.biggest.clone());
             inner.dfs.put(id, Bytes::from(b.data))?;
-            outputs.add_table(inner.table_source().open_table(id)?);
+            outputs.add_table(inner.table_source().open_table(id.get())?);
             creates.push(TableCreate {
-                id,
+                id: id.get(),
                 level: out_level,
                 cf: cf.as_u32(),
                 smallest: Bytes::from(smallest),

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use types::FileId;
 
 use crate::durable_file;
 use crate::error::{Error, Result};
@@ -14,19 +15,19 @@ use crate::metrics;
 pub trait Dfs: Send + Sync + 'static {
     /// Stores a whole file, atomically. Putting an id that exists with the same bytes is fine
     /// (retries after a lost reply).
-    fn put(&self, file_id: u64, data: Bytes) -> Result<()>;
+    fn put(&self, file_id: FileId, data: Bytes) -> Result<()>;
     /// Reads a whole file.
-    fn get(&self, file_id: u64) -> Result<Bytes>;
+    fn get(&self, file_id: FileId) -> Result<Bytes>;
     /// Reads `len` bytes at `offset`.
-    fn get_range(&self, file_id: u64, offset: u64, len: u64) -> Result<Bytes>;
+    fn get_range(&self, file_id: FileId, offset: u64, len: u64) -> Result<Bytes>;
     /// Deletes a file; deleting a missing file is not an error.
-    fn delete(&self, file_id: u64) -> Result<()>;
+    fn delete(&self, file_id: FileId) -> Result<()>;
     /// Every file id stored.
-    fn list(&self) -> Result<Vec<u64>>;
+    fn list(&self) -> Result<Vec<FileId>>;
 }
 
 /// `len` bytes at `offset` of a whole file held in memory; a range past its end is an error.
-pub(crate) fn slice_range(file_id: u64, all: Bytes, offset: u64, len: u64) -> Result<Bytes> {
+pub(crate) fn slice_range(file_id: FileId, all: Bytes, offset: u64, len: u64) -> Result<Bytes> {
     let end = offset
         .checked_add(len)
         .filter(|e| *e <= all.len() as u64)
@@ -57,7 +58,7 @@ impl LocalDfs {
         Ok(LocalDfs { dir })
     }
 
-    pub fn path_of(&self, file_id: u64) -> PathBuf {
+    pub fn path_of(&self, file_id: FileId) -> PathBuf {
         self.dir.join(format!("{file_id:016x}.sst"))
     }
 
@@ -67,26 +68,26 @@ impl LocalDfs {
 }
 
 impl Dfs for LocalDfs {
-    fn put(&self, file_id: u64, data: Bytes) -> Result<()> {
+    fn put(&self, file_id: FileId, data: Bytes) -> Result<()> {
         metrics::dfs_request("put");
         durable_file::write_atomically(&self.path_of(file_id), &data)
     }
 
-    fn get(&self, file_id: u64) -> Result<Bytes> {
+    fn get(&self, file_id: FileId) -> Result<Bytes> {
         metrics::dfs_request("get");
         let path = self.path_of(file_id);
         if !path.exists() {
             return Err(Error::FileNotFound { file_id });
         }
-        Ok(sst::table::map_file(file_id, &path)?)
+        Ok(sst::table::map_file(file_id.get(), &path)?)
     }
 
-    fn get_range(&self, file_id: u64, offset: u64, len: u64) -> Result<Bytes> {
+    fn get_range(&self, file_id: FileId, offset: u64, len: u64) -> Result<Bytes> {
         metrics::dfs_request("get_range");
         slice_range(file_id, self.get(file_id)?, offset, len)
     }
 
-    fn delete(&self, file_id: u64) -> Result<()> {
+    fn delete(&self, file_id: FileId) -> Result<()> {
         metrics::dfs_request("delete");
         match std::fs::remove_file(self.path_of(file_id)) {
             Ok(()) => durable_file::sync_dir(&self.dir),
@@ -99,7 +100,7 @@ impl Dfs for LocalDfs {
         }
     }
 
-    fn list(&self) -> Result<Vec<u64>> {
+    fn list(&self) -> Result<Vec<FileId>> {
         metrics::dfs_request("list");
         let mut ids = Vec::new();
         for entry in std::fs::read_dir(&self.dir).map_err(Error::io("list", &self.dir))? {
@@ -109,6 +110,7 @@ impl Dfs for LocalDfs {
                 .to_str()
                 .and_then(|n| n.strip_suffix(".sst"))
                 .and_then(|h| u64::from_str_radix(h, 16).ok())
+                .map(FileId)
             {
                 ids.push(id);
             }
@@ -126,19 +128,23 @@ mod tests {
     fn local_dfs_round_trips_files_and_ranges() {
         let dir = tempfile::tempdir().unwrap();
         let dfs = LocalDfs::open(dir.path()).unwrap();
-        dfs.put(7, Bytes::from_static(b"hello world")).unwrap();
-        assert_eq!(dfs.get(7).unwrap(), Bytes::from_static(b"hello world"));
+        dfs.put(FileId(7), Bytes::from_static(b"hello world"))
+            .unwrap();
         assert_eq!(
-            dfs.get_range(7, 6, 5).unwrap(),
+            dfs.get(FileId(7)).unwrap(),
+            Bytes::from_static(b"hello world")
+        );
+        assert_eq!(
+            dfs.get_range(FileId(7), 6, 5).unwrap(),
             Bytes::from_static(b"world")
         );
-        assert!(dfs.get_range(7, 6, 6).is_err());
-        assert_eq!(dfs.list().unwrap(), vec![7]);
-        dfs.delete(7).unwrap();
-        dfs.delete(7).unwrap();
+        assert!(dfs.get_range(FileId(7), 6, 6).is_err());
+        assert_eq!(dfs.list().unwrap(), vec![FileId(7)]);
+        dfs.delete(FileId(7)).unwrap();
+        dfs.delete(FileId(7)).unwrap();
         assert!(matches!(
-            dfs.get(7),
-            Err(Error::FileNotFound { file_id: 7 })
+            dfs.get(FileId(7)),
+            Err(Error::FileNotFound { file_id: FileId(7) })
         ));
     }
 }

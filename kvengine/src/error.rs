@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use types::FileId;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -30,13 +32,13 @@ pub enum Error {
     #[error("object store {op} failed: file_id={file_id}")]
     Dfs {
         op: &'static str,
-        file_id: u64,
+        file_id: FileId,
         #[source]
         source: std::io::Error,
     },
     /// The object store has no file with this id.
     #[error("object store has no file: file_id={file_id}")]
-    FileNotFound { file_id: u64 },
+    FileNotFound { file_id: FileId },
     #[error("shard not found: shard_id={shard_id}")]
     ShardNotFound { shard_id: u64 },
     #[error("shard already exists: shard_id={shard_id}")]

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use types::FileId;
 
 use crate::dfs::Dfs;
 use crate::error::{Error, Result};
@@ -115,7 +116,7 @@ impl<D: Dfs> FaultDfs<D> {
         self.faults.lock()[op.index()]
     }
 
-    fn call<T>(&self, op: DfsOp, file_id: u64, f: impl FnOnce(&D) -> Result<T>) -> Result<T> {
+    fn call<T>(&self, op: DfsOp, file_id: FileId, f: impl FnOnce(&D) -> Result<T>) -> Result<T> {
         let (fate, delay) = {
             let mut all = self.faults.lock();
             let s = &mut all[op.index()];
@@ -160,26 +161,26 @@ impl<D: Dfs> FaultDfs<D> {
 }
 
 impl<D: Dfs> Dfs for FaultDfs<D> {
-    fn put(&self, file_id: u64, data: Bytes) -> Result<()> {
+    fn put(&self, file_id: FileId, data: Bytes) -> Result<()> {
         self.call(DfsOp::Put, file_id, |d| d.put(file_id, data))
     }
 
-    fn get(&self, file_id: u64) -> Result<Bytes> {
+    fn get(&self, file_id: FileId) -> Result<Bytes> {
         self.call(DfsOp::Get, file_id, |d| d.get(file_id))
     }
 
-    fn get_range(&self, file_id: u64, offset: u64, len: u64) -> Result<Bytes> {
+    fn get_range(&self, file_id: FileId, offset: u64, len: u64) -> Result<Bytes> {
         self.call(DfsOp::GetRange, file_id, |d| {
             d.get_range(file_id, offset, len)
         })
     }
 
-    fn delete(&self, file_id: u64) -> Result<()> {
+    fn delete(&self, file_id: FileId) -> Result<()> {
         self.call(DfsOp::Delete, file_id, |d| d.delete(file_id))
     }
 
-    fn list(&self) -> Result<Vec<u64>> {
-        self.call(DfsOp::List, 0, |d| d.list())
+    fn list(&self) -> Result<Vec<FileId>> {
+        self.call(DfsOp::List, FileId::default(), |d| d.list())
     }
 }
 
@@ -194,18 +195,18 @@ mod tests {
         let dfs = FaultDfs::new(LocalDfs::open(dir.path()).unwrap());
         dfs.fail_next(DfsOp::Put, 1);
         dfs.lose_reply_next(DfsOp::Put, 1);
-        assert!(dfs.put(1, Bytes::from_static(b"a")).is_err());
+        assert!(dfs.put(FileId(1), Bytes::from_static(b"a")).is_err());
         assert!(
             dfs.inner().list().unwrap().is_empty(),
             "a failed put stores nothing"
         );
-        assert!(dfs.put(1, Bytes::from_static(b"a")).is_err());
+        assert!(dfs.put(FileId(1), Bytes::from_static(b"a")).is_err());
         assert_eq!(
             dfs.inner().list().unwrap(),
-            vec![1],
+            vec![FileId(1)],
             "a lost reply stores the file"
         );
-        dfs.put(1, Bytes::from_static(b"a")).unwrap();
+        dfs.put(FileId(1), Bytes::from_static(b"a")).unwrap();
         let s = dfs.stats(DfsOp::Put);
         assert_eq!((s.calls, s.injected, s.fail, s.lose_reply), (3, 2, 0, 0));
         assert_eq!(dfs.stats(DfsOp::Get).calls, 0);

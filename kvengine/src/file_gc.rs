@@ -14,6 +14,7 @@
 use std::collections::BTreeSet;
 
 use sst::{L0Table, Table};
+use types::FileId;
 
 use crate::engine::{Engine, Inner};
 use crate::shard_data::OpenTables;
@@ -63,7 +64,7 @@ pub(crate) fn collect(inner: &Inner) {
         if !f.unused() || live.contains(&f.id()) {
             return true;
         }
-        match inner.dfs.delete(f.id()) {
+        match inner.dfs.delete(FileId(f.id())) {
             Ok(()) => false,
             Err(e) => {
                 tracing::warn!(file_id = f.id(), error = %e, "delete of a replaced file failed; will retry");

@@ -121,9 +121,9 @@ fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
             let size = b.data.len() as u64;
             inner.dfs.put(id, Bytes::from(b.data))?;
             metrics::FLUSH_BYTES.inc_by(size);
-            outputs.add_l0(inner.table_source().open_l0(id)?);
+            outputs.add_l0(inner.table_source().open_l0(id.get())?);
             Some(L0Create {
-                id,
+                id: id.get(),
                 smallest: Bytes::from(b.smallest),
                 biggest: Bytes::from(b.biggest),
                 size,

@@ -1,56 +1,71 @@
 //! The Stratus engine: shards of the key space, each an LSM tree whose memtables and WAL are
 //! local and whose SST files live in an object store.
 //!
-//! Data flows: [`write_batch`] → [`wal`] → memtable ([`shard`]) → [`flush`] → object store
-//! ([`dfs`]) + [`manifest`]; reads go through [`snap_access`], which merges the sources of
-//! [`source_iter`]. [`engine`] ties it together and recovers it after a crash. [`mvcc`] reads
-//! transaction records at a start_ts; [`remote`] ships a snapshot to another process, which
-//! reads the shipped memtable rows in place (`remote_rows`).
+//! Modules, in the order data flows (all private; the crate's surface is the re-exports below,
+//! plus three public modules with formats and records of their own: [`wal`], [`manifest`] and
+//! [`mvcc`], and the list of [`metrics`]):
+//!
+//! * writing: `write_batch` → `write_path` → [`wal`] → the memtables of a shard (`shard`,
+//!   `shard_data`);
+//! * changing files: `flush`, `compaction` (pick and merge) with `compaction_job`, `split`,
+//!   all ending in `apply`, **the one apply path**: a ChangeSet is staged in the [`manifest`]
+//!   through `changeset::ShardFiles::apply`, the live state is derived from the resulting
+//!   file lists (`shard_data`), then committed and swapped in; `file_gc` deletes what no file
+//!   list names; `recovery` rebuilds every shard the same way when the engine opens;
+//! * storing files: the object stores (`dfs`: local directory; `s3_dfs`; `cachefs`: a file
+//!   cache in front; `fault_dfs`: fault injection for tests), chosen by `dfs_config` from the
+//!   `[dfs]` section (`dfs_section`); `block_cache` for decompressed blocks;
+//! * reading: `snap_access` merges the sources of `source_iter`; [`mvcc`] reads transaction
+//!   records at a start_ts; `remote` ships a snapshot to another process, which reads the
+//!   shipped memtable rows in place (`remote_rows`).
+//!
+//! `engine` holds the handle and what the jobs share.
 
 mod apply;
-pub mod block_cache;
-pub mod cachefs;
-pub mod compaction;
+mod block_cache;
+mod cachefs;
+mod compaction;
 mod compaction_job;
-pub mod dfs;
-pub mod dfs_config;
-pub mod dfs_section;
-pub mod durable_file;
-pub mod engine;
-pub mod error;
-pub mod fault_dfs;
+mod dfs;
+mod dfs_config;
+mod dfs_section;
+mod durable_file;
+mod engine;
+mod error;
+mod fault_dfs;
 mod file_gc;
-pub mod flush;
+mod flush;
 pub mod manifest;
 pub mod metrics;
 pub mod mvcc;
-pub mod options;
+mod options;
 mod recovery;
-pub mod remote;
+mod remote;
 mod remote_rows;
-pub mod s3_dfs;
-pub mod shard;
-pub mod shard_data;
-pub mod snap_access;
+mod s3_dfs;
+mod shard;
+mod shard_data;
+mod snap_access;
 mod source_iter;
 mod split;
 pub mod wal;
-pub mod write_batch;
+mod write_batch;
 mod write_path;
 
 pub use apply::ApplyOutcome;
-pub use block_cache::{BlockCacheStats, MokaBlockCache};
+pub use block_cache::{BLOCK_OVERHEAD, BlockCacheStats, MokaBlockCache};
 pub use cachefs::{CacheFs, CacheFsStats};
 pub use dfs::{Dfs, LocalDfs};
 pub use dfs_config::{CacheConfig, DfsConfig};
 pub use dfs_section::{DfsSection, InvalidDfsSection};
+pub use durable_file::write_atomically;
 pub use engine::{Engine, ShardInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use fault_dfs::{DfsOp, FaultDfs};
-pub use memtable::ColumnFamily;
 pub use options::EngineOptions;
 pub use remote::RemoteSnapshot;
 pub use s3_dfs::{S3Credentials, S3Dfs, S3Options};
-pub use snap_access::{Item, SnapAccess, SnapIter};
+pub use snap_access::{Item, RawVersion, SnapAccess, SnapIter};
+pub use types::{ColumnFamily, FileId};
 pub use wal::SyncPolicy;
 pub use write_batch::WriteBatch;

@@ -22,6 +22,7 @@ use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_http_client::tls;
 use bytes::Bytes;
+use types::FileId;
 
 use crate::dfs::Dfs;
 use crate::error::{Error, Result};
@@ -248,7 +249,7 @@ impl S3Dfs {
     }
 
     /// The object key of a file.
-    pub fn key_of(&self, file_id: u64) -> String {
+    pub fn key_of(&self, file_id: FileId) -> String {
         format!("{}{file_id:016x}.sst", self.prefix)
     }
 
@@ -260,7 +261,7 @@ impl S3Dfs {
     fn run<T: Send + 'static>(
         &self,
         op: &'static str,
-        file_id: u64,
+        file_id: FileId,
         fut: impl Future<Output = Result<T>> + Send + 'static,
     ) -> Result<T> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -292,7 +293,7 @@ impl Drop for S3Dfs {
 /// allows it; a missing bucket never does.
 fn s3_error<E, R>(
     op: &'static str,
-    file_id: u64,
+    file_id: FileId,
     bucket: &str,
     key: &str,
     not_found: bool,
@@ -339,7 +340,7 @@ where
     }
 }
 
-fn body_error(op: &'static str, file_id: u64, key: &str, e: impl std::fmt::Display) -> Error {
+fn body_error(op: &'static str, file_id: FileId, key: &str, e: impl std::fmt::Display) -> Error {
     Error::Dfs {
         op,
         file_id,
@@ -348,7 +349,7 @@ fn body_error(op: &'static str, file_id: u64, key: &str, e: impl std::fmt::Displ
 }
 
 impl Dfs for S3Dfs {
-    fn put(&self, file_id: u64, data: Bytes) -> Result<()> {
+    fn put(&self, file_id: FileId, data: Bytes) -> Result<()> {
         metrics::dfs_request("put");
         let (client, bucket, key) = (
             self.client.clone(),
@@ -371,7 +372,7 @@ impl Dfs for S3Dfs {
         })
     }
 
-    fn get(&self, file_id: u64) -> Result<Bytes> {
+    fn get(&self, file_id: FileId) -> Result<Bytes> {
         metrics::dfs_request("get");
         let (client, bucket, key) = (
             self.client.clone(),
@@ -393,7 +394,7 @@ impl Dfs for S3Dfs {
         })
     }
 
-    fn get_range(&self, file_id: u64, offset: u64, len: u64) -> Result<Bytes> {
+    fn get_range(&self, file_id: FileId, offset: u64, len: u64) -> Result<Bytes> {
         metrics::dfs_request("get_range");
         if len == 0 {
             // An empty HTTP range cannot be expressed.
@@ -445,7 +446,7 @@ impl Dfs for S3Dfs {
         })
     }
 
-    fn delete(&self, file_id: u64) -> Result<()> {
+    fn delete(&self, file_id: FileId) -> Result<()> {
         metrics::dfs_request("delete");
         let (client, bucket, key) = (
             self.client.clone(),
@@ -469,7 +470,7 @@ impl Dfs for S3Dfs {
     }
 
     /// Every file id under the prefix. Errors carry `file_id=0`: no single file is involved.
-    fn list(&self) -> Result<Vec<u64>> {
+    fn list(&self) -> Result<Vec<FileId>> {
         metrics::dfs_request("list");
         let (client, bucket, prefix) = (
             self.client.clone(),
@@ -477,7 +478,7 @@ impl Dfs for S3Dfs {
             self.prefix.clone(),
         );
         let page_size = self.list_page_size;
-        self.run("list", 0, async move {
+        self.run("list", FileId::default(), async move {
             let mut ids = Vec::new();
             let mut token: Option<String> = None;
             loop {
@@ -489,7 +490,7 @@ impl Dfs for S3Dfs {
                     .set_continuation_token(token.take())
                     .send()
                     .await
-                    .map_err(|e| s3_error("list", 0, &bucket, &prefix, false, e))?;
+                    .map_err(|e| s3_error("list", FileId::default(), &bucket, &prefix, false, e))?;
                 for obj in resp.contents() {
                     if let Some(id) = obj
                         .key()
@@ -498,7 +499,7 @@ impl Dfs for S3Dfs {
                         .filter(|h| h.len() == 16)
                         .and_then(|h| u64::from_str_radix(h, 16).ok())
                     {
-                        ids.push(id);
+                        ids.push(FileId(id));
                     }
                 }
                 match resp.next_continuation_token() {
@@ -577,6 +578,6 @@ mod tests {
             session_token: None,
         };
         let dfs = S3Dfs::open_with_credentials(o, creds).unwrap();
-        assert_eq!(dfs.key_of(0xab), "c1/sst/00000000000000ab.sst");
+        assert_eq!(dfs.key_of(FileId(0xab)), "c1/sst/00000000000000ab.sst");
     }
 }

@@ -45,8 +45,4 @@ impl Shard {
             splitting: AtomicBool::new(false),
         }
     }
-
-    pub fn id(&self) -> u64 {
-        self.id
-    }
 }

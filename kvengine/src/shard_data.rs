@@ -26,6 +26,7 @@ use bytes::Bytes;
 use changeset::ShardFiles;
 use memtable::{ColumnFamily, Memtable};
 use sst::{L0Table, Table};
+use types::FileId;
 
 use crate::dfs::Dfs;
 use crate::error::Result;
@@ -72,13 +73,13 @@ impl TableSource<'_> {
     pub(crate) fn open_l0(&self, id: u64) -> Result<L0Table> {
         Ok(L0Table::open_with(
             id,
-            self.dfs.get(id)?,
+            self.dfs.get(FileId(id))?,
             self.block_cache.cloned(),
         )?)
     }
 
     pub(crate) fn open_table(&self, id: u64) -> Result<Table> {
-        let data = self.dfs.get(id)?;
+        let data = self.dfs.get(FileId(id))?;
         Ok(match self.block_cache {
             Some(c) => Table::open_with_cache(id, data, c.clone())?,
             None => Table::open(id, data)?,

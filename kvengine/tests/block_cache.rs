@@ -1,11 +1,13 @@
 //! The moka block cache: byte-weighted capacity, hits after inserts, and a compressed table
 //! that decompresses each block only once when opened with the cache.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kvengine::BLOCK_OVERHEAD;
 use kvengine::MokaBlockCache;
-use kvengine::block_cache::BLOCK_OVERHEAD;
 use sst::{Block, BlockCache, BuilderOptions, Compression, Table, TableBuilder};
 
 fn put_varint(out: &mut Vec<u8>, mut v: u32) {

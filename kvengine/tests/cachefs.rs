@@ -2,6 +2,8 @@
 //! downloads, write-through puts, and crash safety: a download killed half-way (a leftover temp
 //! file, or a real SIGKILL of a process in the middle of one) is never served.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -10,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kvengine::{CacheFs, Dfs, LocalDfs, Result};
+use kvengine::{CacheFs, Dfs, FileId, LocalDfs, Result};
 use rand::{Rng, RngCore, SeedableRng};
 
 /// A [`LocalDfs`] that counts the requests reaching it and can delay whole-file gets.
@@ -43,23 +45,23 @@ impl CountingDfs {
 }
 
 impl Dfs for CountingDfs {
-    fn put(&self, file_id: u64, data: Bytes) -> Result<()> {
+    fn put(&self, file_id: FileId, data: Bytes) -> Result<()> {
         self.puts.fetch_add(1, Ordering::SeqCst);
         self.inner.put(file_id, data)
     }
-    fn get(&self, file_id: u64) -> Result<Bytes> {
+    fn get(&self, file_id: FileId) -> Result<Bytes> {
         self.gets.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(self.get_delay);
         self.inner.get(file_id)
     }
-    fn get_range(&self, file_id: u64, offset: u64, len: u64) -> Result<Bytes> {
+    fn get_range(&self, file_id: FileId, offset: u64, len: u64) -> Result<Bytes> {
         self.ranges.fetch_add(1, Ordering::SeqCst);
         self.inner.get_range(file_id, offset, len)
     }
-    fn delete(&self, file_id: u64) -> Result<()> {
+    fn delete(&self, file_id: FileId) -> Result<()> {
         self.inner.delete(file_id)
     }
-    fn list(&self) -> Result<Vec<u64>> {
+    fn list(&self) -> Result<Vec<FileId>> {
         self.inner.list()
     }
 }
@@ -108,7 +110,7 @@ fn setup(files: &[(u64, usize)]) -> Setup {
     let cache_dir = tmp.path().join("cache");
     let remote = CountingDfs::new(&remote_dir);
     for &(id, len) in files {
-        remote.inner.put(id, file_bytes(id, len)).unwrap();
+        remote.inner.put(FileId(id), file_bytes(id, len)).unwrap();
     }
     Setup {
         _tmp: tmp,
@@ -129,7 +131,7 @@ fn eviction_keeps_cached_bytes_within_budget_after_every_get() {
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, budget).unwrap();
     for step in 0..300 {
         let (id, len) = files[rng.random_range(0..files.len())];
-        let got = cache.get(id).unwrap();
+        let got = cache.get(FileId(id)).unwrap();
         assert_eq!(
             got,
             file_bytes(id, len),
@@ -163,17 +165,17 @@ fn touching_a_file_keeps_it_over_less_recently_used_ones() {
     let s = setup(&[(1, 1000), (2, 1000), (3, 1000), (4, 1000)]);
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 3000).unwrap();
     for id in [1, 2, 3] {
-        cache.get(id).unwrap();
+        cache.get(FileId(id)).unwrap();
     }
-    cache.get(1).unwrap(); // 1 becomes the most recently used
-    cache.get(4).unwrap(); // evicts 2, the least recently used
-    assert!(cache.contains(1) && cache.contains(3) && cache.contains(4));
-    assert!(!cache.contains(2));
+    cache.get(FileId(1)).unwrap(); // 1 becomes the most recently used
+    cache.get(FileId(4)).unwrap(); // evicts 2, the least recently used
+    assert!(cache.contains(FileId(1)) && cache.contains(FileId(3)) && cache.contains(FileId(4)));
+    assert!(!cache.contains(FileId(2)));
     assert!(!s.cache_dir.join(format!("{:016x}.sst", 2)).exists());
     assert_eq!(s.remote.gets(), 4);
-    cache.get(1).unwrap();
+    cache.get(FileId(1)).unwrap();
     assert_eq!(s.remote.gets(), 4, "file 1 was kept");
-    cache.get(2).unwrap();
+    cache.get(FileId(2)).unwrap();
     assert_eq!(s.remote.gets(), 5, "file 2 was evicted");
 }
 
@@ -181,9 +183,9 @@ fn touching_a_file_keeps_it_over_less_recently_used_ones() {
 fn second_get_is_a_hit_and_does_not_reach_the_object_store() {
     let s = setup(&[(9, 5000)]);
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 1 << 20).unwrap();
-    assert_eq!(cache.get(9).unwrap(), file_bytes(9, 5000));
+    assert_eq!(cache.get(FileId(9)).unwrap(), file_bytes(9, 5000));
     assert_eq!(s.remote.gets(), 1);
-    assert_eq!(cache.get(9).unwrap(), file_bytes(9, 5000));
+    assert_eq!(cache.get(FileId(9)).unwrap(), file_bytes(9, 5000));
     assert_eq!(s.remote.gets(), 1, "the hit reached the object store");
     let stats = cache.stats();
     assert_eq!((stats.hits, stats.misses), (1, 1), "{stats:?}");
@@ -195,12 +197,12 @@ fn second_get_is_a_hit_and_does_not_reach_the_object_store() {
 fn concurrent_gets_of_a_missing_file_download_it_once() {
     let tmp = tempfile::tempdir().unwrap();
     let remote = CountingDfs::with_delay(&tmp.path().join("remote"), Duration::from_millis(200));
-    remote.inner.put(5, file_bytes(5, 100_000)).unwrap();
+    remote.inner.put(FileId(5), file_bytes(5, 100_000)).unwrap();
     let cache = Arc::new(CacheFs::open(remote.clone(), tmp.path().join("cache"), 1 << 20).unwrap());
     let threads: Vec<_> = (0..8)
         .map(|_| {
             let cache = cache.clone();
-            std::thread::spawn(move || cache.get(5).unwrap())
+            std::thread::spawn(move || cache.get(FileId(5)).unwrap())
         })
         .collect();
     for t in threads {
@@ -215,13 +217,16 @@ fn concurrent_gets_of_a_missing_file_download_it_once() {
 fn file_larger_than_the_budget_is_served_but_not_kept() {
     let s = setup(&[(1, 1000), (2, 5000)]);
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 4000).unwrap();
-    cache.get(1).unwrap();
-    assert_eq!(cache.get(2).unwrap(), file_bytes(2, 5000));
-    assert!(!cache.contains(2));
-    assert!(cache.contains(1), "a file that is not kept evicts nothing");
+    cache.get(FileId(1)).unwrap();
+    assert_eq!(cache.get(FileId(2)).unwrap(), file_bytes(2, 5000));
+    assert!(!cache.contains(FileId(2)));
+    assert!(
+        cache.contains(FileId(1)),
+        "a file that is not kept evicts nothing"
+    );
     assert_eq!(cached_files(&s.cache_dir).len(), 1);
     assert!(temp_files(&s.cache_dir).is_empty());
-    cache.get(2).unwrap();
+    cache.get(FileId(2)).unwrap();
     assert_eq!(s.remote.gets(), 3);
 }
 
@@ -230,52 +235,55 @@ fn put_writes_through_and_the_next_get_is_a_hit() {
     let s = setup(&[]);
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 1 << 20).unwrap();
     let data = file_bytes(3, 7000);
-    cache.put(3, data.clone()).unwrap();
+    cache.put(FileId(3), data.clone()).unwrap();
     assert_eq!(s.remote.puts.load(Ordering::SeqCst), 1);
     assert_eq!(
-        s.remote.inner.get(3).unwrap(),
+        s.remote.inner.get(FileId(3)).unwrap(),
         data,
         "put reached the object store"
     );
-    assert_eq!(cache.get(3).unwrap(), data);
+    assert_eq!(cache.get(FileId(3)).unwrap(), data);
     assert_eq!(
         s.remote.gets(),
         0,
         "a freshly put file is read from the cache"
     );
-    assert_eq!(cache.list().unwrap(), vec![3]);
+    assert_eq!(cache.list().unwrap(), vec![FileId(3)]);
 }
 
 #[test]
 fn get_range_reads_cached_files_locally_and_passes_others_through_uncached() {
     let s = setup(&[(1, 4000), (2, 4000)]);
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 1 << 20).unwrap();
-    cache.get(1).unwrap();
+    cache.get(FileId(1)).unwrap();
     assert_eq!(
-        cache.get_range(1, 100, 50).unwrap(),
+        cache.get_range(FileId(1), 100, 50).unwrap(),
         file_bytes(1, 4000).slice(100..150)
     );
     assert_eq!(s.remote.ranges.load(Ordering::SeqCst), 0);
-    assert!(cache.get_range(1, 3990, 11).is_err(), "range past the end");
+    assert!(
+        cache.get_range(FileId(1), 3990, 11).is_err(),
+        "range past the end"
+    );
 
     assert_eq!(
-        cache.get_range(2, 10, 20).unwrap(),
+        cache.get_range(FileId(2), 10, 20).unwrap(),
         file_bytes(2, 4000).slice(10..30)
     );
     assert_eq!(s.remote.ranges.load(Ordering::SeqCst), 1);
-    assert!(!cache.contains(2), "ranges are not cached");
+    assert!(!cache.contains(FileId(2)), "ranges are not cached");
 }
 
 #[test]
 fn delete_removes_the_file_from_the_store_and_the_cache() {
     let s = setup(&[(1, 1000)]);
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 1 << 20).unwrap();
-    let mapped = cache.get(1).unwrap();
-    cache.delete(1).unwrap();
-    assert!(!cache.contains(1));
+    let mapped = cache.get(FileId(1)).unwrap();
+    cache.delete(FileId(1)).unwrap();
+    assert!(!cache.contains(FileId(1)));
     assert!(cached_files(&s.cache_dir).is_empty());
     assert!(s.remote.inner.list().unwrap().is_empty());
-    assert!(cache.get(1).is_err());
+    assert!(cache.get(FileId(1)).is_err());
     assert_eq!(cache.stats().cached_bytes, 0);
     // A reader that mapped the file before the delete still reads it (Linux keeps the inode).
     assert_eq!(mapped, file_bytes(1, 1000));
@@ -288,18 +296,18 @@ fn reopen_keeps_most_recently_used_files_within_a_smaller_budget() {
         let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 3000).unwrap();
         // File timestamps can be coarse (a kernel tick): space the uses apart.
         for id in [1, 2, 3, 1] {
-            cache.get(id).unwrap();
+            cache.get(FileId(id)).unwrap();
             std::thread::sleep(Duration::from_millis(30));
         }
         assert_eq!(s.remote.gets(), 3);
     }
     // Least recently used first: 2, 3, 1.
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 2000).unwrap();
-    assert!(!cache.contains(2));
-    assert!(cache.contains(1) && cache.contains(3));
+    assert!(!cache.contains(FileId(2)));
+    assert!(cache.contains(FileId(1)) && cache.contains(FileId(3)));
     assert_eq!(cached_files(&s.cache_dir).values().sum::<u64>(), 2000);
-    assert_eq!(cache.get(1).unwrap(), file_bytes(1, 1000));
-    assert_eq!(cache.get(3).unwrap(), file_bytes(3, 1000));
+    assert_eq!(cache.get(FileId(1)).unwrap(), file_bytes(1, 1000));
+    assert_eq!(cache.get(FileId(3)).unwrap(), file_bytes(3, 1000));
     assert_eq!(s.remote.gets(), 3, "files indexed on open are hits");
 }
 
@@ -313,8 +321,8 @@ fn leftover_temp_file_is_deleted_on_open_and_the_file_downloaded_again() {
     std::fs::write(&tmp, &full[..10_000]).unwrap();
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 1 << 20).unwrap();
     assert!(!tmp.exists(), "open must delete partial downloads");
-    assert!(!cache.contains(6));
-    assert_eq!(cache.get(6).unwrap(), full);
+    assert!(!cache.contains(FileId(6)));
+    assert_eq!(cache.get(FileId(6)).unwrap(), full);
     assert_eq!(s.remote.gets(), 1, "the file is downloaded again");
 }
 
@@ -368,7 +376,7 @@ fn download_killed_half_way_is_never_served() {
             temp_files(&cache_dir).is_empty(),
             "round {round}: temp file survived open"
         );
-        let got = cache.get(ID).unwrap();
+        let got = cache.get(FileId(ID)).unwrap();
         assert!(
             got == full,
             "round {round}: served bytes differ from the object store's"

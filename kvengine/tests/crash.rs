@@ -5,6 +5,8 @@
 //! its own) after acknowledging at least one new batch, so no round can pass vacuously.
 //! `STRATUS_CRASH_ITERATIONS` raises the number of kill points (default 20).
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};

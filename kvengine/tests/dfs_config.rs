@@ -1,12 +1,14 @@
 //! The object store is chosen by configuration: a local directory, or S3 behind a file cache.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "common/s3_server.rs"]
 mod s3_server;
 
 use std::sync::Arc;
 
 use kvengine::{
-    CacheConfig, ColumnFamily, DfsConfig, Engine, EngineOptions, SyncPolicy, WriteBatch,
+    CacheConfig, ColumnFamily, DfsConfig, Engine, EngineOptions, FileId, SyncPolicy, WriteBatch,
 };
 use s3_server::S3Server;
 
@@ -69,7 +71,10 @@ fn s3_config_stores_files_in_the_bucket_behind_a_file_cache() {
     let ids = roundtrip(dir.path(), &cfg);
     let s3: Arc<dyn kvengine::Dfs> = Arc::new(server.dfs("cfg/"));
     for id in &ids {
-        assert!(s3.get(*id).is_ok(), "file {id} missing from the bucket");
+        assert!(
+            s3.get(FileId(*id)).is_ok(),
+            "file {id} missing from the bucket"
+        );
     }
     assert!(
         !dir.path().join("dfs").exists(),

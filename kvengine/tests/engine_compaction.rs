@@ -1,10 +1,14 @@
 //! Compaction: L0 into levels with every read unchanged, GC at the safe point, and deletion of
 //! replaced files only after the last snapshot reading them is gone.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kvengine::{ColumnFamily, Dfs, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{
+    ColumnFamily, Dfs, Engine, EngineOptions, FileId, LocalDfs, SyncPolicy, WriteBatch,
+};
 
 fn open(dir: &std::path::Path) -> (Engine, Arc<LocalDfs>) {
     let mut o = EngineOptions::new(dir.join("engine"));
@@ -121,7 +125,7 @@ fn gc_at_the_safe_point_keeps_reads_above_it_and_drops_the_rest() {
     let mut old = 0;
     let mut tombstones = 0;
     for id in e.live_file_ids() {
-        let t = sst::Table::open(id, dfs.get(id).unwrap()).unwrap();
+        let t = sst::Table::open(id, dfs.get(FileId(id)).unwrap()).unwrap();
         entries += t.properties().entries;
         old += t.properties().old_entries;
         tombstones += t.properties().tombstones;
@@ -143,7 +147,7 @@ fn a_snapshot_from_before_a_compaction_still_reads_and_holds_its_files() {
     e.compact_shard(1, true).unwrap();
     e.collect_garbage();
     // The replaced files are still in the object store: the snapshot reads them.
-    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().collect();
+    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().map(FileId::get).collect();
     assert!(
         old_files.is_subset(&stored),
         "a file the snapshot reads was deleted"
@@ -159,7 +163,7 @@ fn a_snapshot_from_before_a_compaction_still_reads_and_holds_its_files() {
     drop(snap);
     e.collect_garbage();
     assert_eq!(e.pending_deletes(), 0);
-    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().collect();
+    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().map(FileId::get).collect();
     assert_eq!(
         stored,
         e.live_file_ids(),

@@ -1,6 +1,8 @@
 //! A flipped byte in a flushed SST file is a corruption error on open or on read, never wrong
 //! data.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::sync::Arc;
 
 use kvengine::{ColumnFamily, Engine, EngineOptions, ErrorKind, LocalDfs, SyncPolicy, WriteBatch};

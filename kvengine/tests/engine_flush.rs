@@ -1,10 +1,14 @@
 //! Flush behaviour: stalls when the queue is full, WAL purge after flush, L0 contents.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kvengine::{ColumnFamily, Dfs, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{
+    ColumnFamily, Dfs, Engine, EngineOptions, FileId, LocalDfs, SyncPolicy, WriteBatch,
+};
 use parking_lot::{Condvar, Mutex};
 
 /// An object store whose puts wait until the test opens the gate (fault injection).
@@ -22,7 +26,7 @@ impl GatedDfs {
 }
 
 impl Dfs for GatedDfs {
-    fn put(&self, file_id: u64, data: Bytes) -> kvengine::Result<()> {
+    fn put(&self, file_id: FileId, data: Bytes) -> kvengine::Result<()> {
         let mut g = self.open.lock();
         while !*g {
             self.cv.wait(&mut g);
@@ -30,16 +34,16 @@ impl Dfs for GatedDfs {
         drop(g);
         self.inner.put(file_id, data)
     }
-    fn get(&self, file_id: u64) -> kvengine::Result<Bytes> {
+    fn get(&self, file_id: FileId) -> kvengine::Result<Bytes> {
         self.inner.get(file_id)
     }
-    fn get_range(&self, file_id: u64, offset: u64, len: u64) -> kvengine::Result<Bytes> {
+    fn get_range(&self, file_id: FileId, offset: u64, len: u64) -> kvengine::Result<Bytes> {
         self.inner.get_range(file_id, offset, len)
     }
-    fn delete(&self, file_id: u64) -> kvengine::Result<()> {
+    fn delete(&self, file_id: FileId) -> kvengine::Result<()> {
         self.inner.delete(file_id)
     }
-    fn list(&self) -> kvengine::Result<Vec<u64>> {
+    fn list(&self) -> kvengine::Result<Vec<FileId>> {
         self.inner.list()
     }
 }
@@ -183,7 +187,7 @@ fn flush_keeps_only_the_newest_lock_and_reopen_sees_it() {
     let dfs = LocalDfs::open(dir.path().join("dfs")).unwrap();
     let ids = dfs.list().unwrap();
     assert_eq!(ids.len(), 1);
-    let l0 = sst::L0Table::open(ids[0], dfs.get(ids[0]).unwrap()).unwrap();
+    let l0 = sst::L0Table::open(ids[0].get(), dfs.get(ids[0]).unwrap()).unwrap();
     let lock = l0.cf(ColumnFamily::Lock).unwrap();
     assert_eq!(lock.properties().entries, 2);
     assert_eq!(lock.properties().old_entries, 0);

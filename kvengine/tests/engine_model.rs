@@ -6,6 +6,8 @@
 //! that list's files. It runs on a local-directory object store and (fewer cases) on S3
 //! (s3s-fs in process).
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "common/s3_server.rs"]
 mod s3_server;
 

@@ -1,6 +1,8 @@
 //! After a restart whose WAL replay froze several memtables of one shard, every one of them is
 //! flushed: `flush_shard` (and so `close(true)`) returns instead of waiting forever.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "common/engine_data.rs"]
 mod engine_data;
 

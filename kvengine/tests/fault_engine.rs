@@ -2,11 +2,14 @@
 //! around S3 (s3s-fs in process): failed, lost-reply and slow PUTs, and failed GETs, never lose
 //! an acknowledged write and never leave the manifest referencing a missing file.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "common/engine_data.rs"]
 mod engine_data;
 #[path = "common/s3_server.rs"]
 mod s3_server;
 
+use kvengine::FileId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -115,21 +118,21 @@ fn a_put_retried_after_a_lost_reply_succeeds<D: Dfs>(
     let dfs = faulty(&backend);
     let data = Bytes::from(vec![7u8; 5000]);
     dfs.lose_reply_next(DfsOp::Put, 1);
-    let e = dfs.put(9, data.clone()).unwrap_err();
+    let e = dfs.put(FileId(9), data.clone()).unwrap_err();
     assert!(
         matches!(
             e,
             Error::Dfs {
                 op: "put",
-                file_id: 9,
+                file_id: FileId(9),
                 ..
             }
         ),
         "{e:?}"
     );
-    dfs.put(9, data.clone()).unwrap();
-    assert_eq!(dfs.get(9).unwrap(), data);
-    assert_eq!(dfs.list().unwrap(), vec![9]);
+    dfs.put(FileId(9), data.clone()).unwrap();
+    assert_eq!(dfs.get(FileId(9)).unwrap(), data);
+    assert_eq!(dfs.list().unwrap(), vec![FileId(9)]);
 }
 on_local_and_s3!(a_put_retried_after_a_lost_reply_succeeds:
     a_put_retried_after_a_lost_reply_succeeds_local,

@@ -5,6 +5,8 @@
 //! Operations are seeds interpreted against the manifest's current state, so every generated
 //! ChangeSet is valid when recorded and shrinking gives a short readable sequence.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

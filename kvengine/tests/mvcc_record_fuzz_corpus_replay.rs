@@ -3,6 +3,8 @@
 //! `examples/mvcc_record_fuzz_seeds.rs`); a missing corpus is a failure, not a skip. The
 //! undamaged seeds double as format-version-1 fixtures that must keep decoding.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use kvengine::mvcc::fuzzing::{lock_record_check, write_meta_check};
 use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
 use proptest::prelude::*;

@@ -3,6 +3,8 @@
 //! and active memtables), ships only what the ranges need, and rejects bad input with typed
 //! errors.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

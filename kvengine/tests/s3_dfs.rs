@@ -1,9 +1,12 @@
 //! `S3Dfs` against a real S3-compatible server on 127.0.0.1 (s3s-fs in process), and against
 //! scripted HTTP servers for retries and timeouts.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 #[path = "common/s3_server.rs"]
 mod s3_server;
 
+use kvengine::FileId;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
@@ -29,17 +32,28 @@ fn source_text(e: &Error) -> String {
 fn s3_dfs_round_trips_files_ranges_lists_and_deletes() {
     let server = S3Server::start();
     let dfs = server.dfs("rt/");
-    dfs.put(7, Bytes::from_static(b"hello world")).unwrap();
-    dfs.put(0xabcdef, Bytes::from(vec![9u8; 100_000])).unwrap();
-    assert_eq!(dfs.get(7).unwrap(), Bytes::from_static(b"hello world"));
-    assert_eq!(dfs.get(0xabcdef).unwrap(), Bytes::from(vec![9u8; 100_000]));
+    dfs.put(FileId(7), Bytes::from_static(b"hello world"))
+        .unwrap();
+    dfs.put(FileId(0xabcdef), Bytes::from(vec![9u8; 100_000]))
+        .unwrap();
     assert_eq!(
-        dfs.get_range(7, 6, 5).unwrap(),
+        dfs.get(FileId(7)).unwrap(),
+        Bytes::from_static(b"hello world")
+    );
+    assert_eq!(
+        dfs.get(FileId(0xabcdef)).unwrap(),
+        Bytes::from(vec![9u8; 100_000])
+    );
+    assert_eq!(
+        dfs.get_range(FileId(7), 6, 5).unwrap(),
         Bytes::from_static(b"world")
     );
-    assert_eq!(dfs.get_range(7, 0, 1).unwrap(), Bytes::from_static(b"h"));
-    assert_eq!(dfs.get_range(7, 3, 0).unwrap(), Bytes::new());
-    assert_eq!(dfs.list().unwrap(), vec![7, 0xabcdef]);
+    assert_eq!(
+        dfs.get_range(FileId(7), 0, 1).unwrap(),
+        Bytes::from_static(b"h")
+    );
+    assert_eq!(dfs.get_range(FileId(7), 3, 0).unwrap(), Bytes::new());
+    assert_eq!(dfs.list().unwrap(), vec![FileId(7), FileId(0xabcdef)]);
     // The object key is the documented one.
     assert!(
         server
@@ -48,12 +62,12 @@ fn s3_dfs_round_trips_files_ranges_lists_and_deletes() {
             .join("rt/0000000000000007.sst")
             .exists()
     );
-    dfs.delete(7).unwrap();
-    dfs.delete(7).unwrap();
-    assert_eq!(dfs.list().unwrap(), vec![0xabcdef]);
+    dfs.delete(FileId(7)).unwrap();
+    dfs.delete(FileId(7)).unwrap();
+    assert_eq!(dfs.list().unwrap(), vec![FileId(0xabcdef)]);
     assert!(matches!(
-        dfs.get(7),
-        Err(Error::FileNotFound { file_id: 7 })
+        dfs.get(FileId(7)),
+        Err(Error::FileNotFound { file_id: FileId(7) })
     ));
 }
 
@@ -61,12 +75,13 @@ fn s3_dfs_round_trips_files_ranges_lists_and_deletes() {
 fn range_past_the_end_of_a_file_is_an_error_not_short_data() {
     let server = S3Server::start();
     let dfs = server.dfs("");
-    dfs.put(1, Bytes::from_static(b"0123456789")).unwrap();
+    dfs.put(FileId(1), Bytes::from_static(b"0123456789"))
+        .unwrap();
     for (offset, len) in [(6, 5), (10, 1), (100, 4)] {
-        match dfs.get_range(1, offset, len) {
+        match dfs.get_range(FileId(1), offset, len) {
             Err(Error::Dfs {
                 op: "get_range",
-                file_id: 1,
+                file_id: FileId(1),
                 source,
             }) => {
                 assert_eq!(source.kind(), std::io::ErrorKind::UnexpectedEof, "{source}")
@@ -81,14 +96,18 @@ fn missing_file_is_file_not_found_for_get_and_get_range() {
     let server = S3Server::start();
     let dfs = server.dfs("p/");
     assert!(matches!(
-        dfs.get(42),
-        Err(Error::FileNotFound { file_id: 42 })
+        dfs.get(FileId(42)),
+        Err(Error::FileNotFound {
+            file_id: FileId(42)
+        })
     ));
     assert!(matches!(
-        dfs.get_range(42, 0, 10),
-        Err(Error::FileNotFound { file_id: 42 })
+        dfs.get_range(FileId(42), 0, 10),
+        Err(Error::FileNotFound {
+            file_id: FileId(42)
+        })
     ));
-    assert_eq!(dfs.get(42).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(dfs.get(FileId(42)).unwrap_err().kind(), ErrorKind::NotFound);
 }
 
 #[test]
@@ -96,10 +115,10 @@ fn put_again_with_the_same_bytes_succeeds() {
     let server = S3Server::start();
     let dfs = server.dfs("");
     let data = Bytes::from_static(b"same bytes");
-    dfs.put(3, data.clone()).unwrap();
-    dfs.put(3, data.clone()).unwrap();
-    assert_eq!(dfs.get(3).unwrap(), data);
-    assert_eq!(dfs.list().unwrap(), vec![3]);
+    dfs.put(FileId(3), data.clone()).unwrap();
+    dfs.put(FileId(3), data.clone()).unwrap();
+    assert_eq!(dfs.get(FileId(3)).unwrap(), data);
+    assert_eq!(dfs.list().unwrap(), vec![FileId(3)]);
 }
 
 #[test]
@@ -109,11 +128,14 @@ fn list_pages_through_every_file_under_its_prefix_only() {
     opts.list_page_size = 2;
     let dfs = S3Dfs::open_with_credentials(opts, credentials()).unwrap();
     let other = server.dfs("b/");
-    let ids: Vec<u64> = vec![1, 2, 3, 0x10, 0xffff_0000_0000_0001];
+    let ids: Vec<FileId> = [1, 2, 3, 0x10, 0xffff_0000_0000_0001]
+        .into_iter()
+        .map(FileId)
+        .collect();
     for id in &ids {
         dfs.put(*id, Bytes::from_static(b"x")).unwrap();
     }
-    other.put(99, Bytes::from_static(b"y")).unwrap();
+    other.put(FileId(99), Bytes::from_static(b"y")).unwrap();
     // A foreign object under the prefix that is not a file of ours.
     std::fs::write(
         server.root().join(s3_server::BUCKET).join("a/notes.txt"),
@@ -121,7 +143,7 @@ fn list_pages_through_every_file_under_its_prefix_only() {
     )
     .unwrap();
     assert_eq!(dfs.list().unwrap(), ids);
-    assert_eq!(other.list().unwrap(), vec![99]);
+    assert_eq!(other.list().unwrap(), vec![FileId(99)]);
 }
 
 #[test]
@@ -132,13 +154,13 @@ fn wrong_bucket_is_an_error_naming_the_operation_and_file() {
     let dfs = S3Dfs::open_with_credentials(opts, credentials()).unwrap();
     // (s3s-fs answers a GET in a missing bucket with NoSuchKey, unlike S3; DELETE and LIST
     // report NoSuchBucket as S3 does.)
-    let e = dfs.delete(42).unwrap_err();
+    let e = dfs.delete(FileId(42)).unwrap_err();
     assert!(
         matches!(
             e,
             Error::Dfs {
                 op: "delete",
-                file_id: 42,
+                file_id: FileId(42),
                 ..
             }
         ),
@@ -162,11 +184,11 @@ fn wrong_credentials_are_an_error_not_a_missing_file() {
     let mut creds = credentials();
     creds.secret_access_key = "wrong".into();
     let dfs = S3Dfs::open_with_credentials(server.options(""), creds).unwrap();
-    let e = dfs.get(1).unwrap_err();
+    let e = dfs.get(FileId(1)).unwrap_err();
     match &e {
         Error::Dfs {
             op: "get",
-            file_id: 1,
+            file_id: FileId(1),
             source,
         } => {
             assert_eq!(
@@ -191,7 +213,9 @@ fn unreachable_endpoint_fails_fast_naming_the_operation_and_file() {
     opts.endpoint = Some(format!("http://127.0.0.1:{port}"));
     let dfs = S3Dfs::open_with_credentials(opts, credentials()).unwrap();
     let start = Instant::now();
-    let e = dfs.put(0x1234, Bytes::from_static(b"x")).unwrap_err();
+    let e = dfs
+        .put(FileId(0x1234), Bytes::from_static(b"x"))
+        .unwrap_err();
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "took {:?}",
@@ -202,7 +226,7 @@ fn unreachable_endpoint_fails_fast_naming_the_operation_and_file() {
             e,
             Error::Dfs {
                 op: "put",
-                file_id: 0x1234,
+                file_id: FileId(0x1234),
                 ..
             }
         ),
@@ -298,7 +322,7 @@ fn server_errors_are_retried_until_a_put_succeeds() {
         Reply::Status(200),
     ]);
     let dfs = dfs_on(server.port, Duration::from_secs(2), 3);
-    dfs.put(1, Bytes::from_static(b"data")).unwrap();
+    dfs.put(FileId(1), Bytes::from_static(b"data")).unwrap();
     assert_eq!(server.requests.load(Ordering::SeqCst), 3);
 }
 
@@ -306,13 +330,13 @@ fn server_errors_are_retried_until_a_put_succeeds() {
 fn server_errors_past_max_attempts_fail_the_put() {
     let server = scripted_server(vec![Reply::Status(503)]);
     let dfs = dfs_on(server.port, Duration::from_secs(2), 2);
-    let e = dfs.put(1, Bytes::from_static(b"data")).unwrap_err();
+    let e = dfs.put(FileId(1), Bytes::from_static(b"data")).unwrap_err();
     assert!(
         matches!(
             e,
             Error::Dfs {
                 op: "put",
-                file_id: 1,
+                file_id: FileId(1),
                 ..
             }
         ),
@@ -326,7 +350,7 @@ fn a_hung_attempt_times_out_and_is_retried() {
     let server = scripted_server(vec![Reply::Hang, Reply::Status(200)]);
     let dfs = dfs_on(server.port, Duration::from_millis(300), 3);
     let start = Instant::now();
-    dfs.put(1, Bytes::from_static(b"data")).unwrap();
+    dfs.put(FileId(1), Bytes::from_static(b"data")).unwrap();
     assert!(start.elapsed() >= Duration::from_millis(300));
     assert_eq!(server.requests.load(Ordering::SeqCst), 2);
 }
@@ -336,7 +360,7 @@ fn an_unresponsive_server_times_out_instead_of_hanging() {
     let server = scripted_server(vec![Reply::Hang]);
     let dfs = dfs_on(server.port, Duration::from_millis(200), 2);
     let start = Instant::now();
-    let e = dfs.get(9).unwrap_err();
+    let e = dfs.get(FileId(9)).unwrap_err();
     assert!(
         start.elapsed() < Duration::from_secs(3),
         "took {:?}",
@@ -345,7 +369,7 @@ fn an_unresponsive_server_times_out_instead_of_hanging() {
     match &e {
         Error::Dfs {
             op: "get",
-            file_id: 9,
+            file_id: FileId(9),
             source,
         } => {
             assert_eq!(source.kind(), std::io::ErrorKind::TimedOut, "{source}")
@@ -363,8 +387,8 @@ fn s3_dfs_can_be_called_and_dropped_inside_a_tokio_runtime() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        dfs.put(1, Bytes::from_static(b"x")).unwrap();
-        assert_eq!(dfs.get(1).unwrap(), Bytes::from_static(b"x"));
+        dfs.put(FileId(1), Bytes::from_static(b"x")).unwrap();
+        assert_eq!(dfs.get(FileId(1)).unwrap(), Bytes::from_static(b"x"));
         drop(dfs);
     });
 }

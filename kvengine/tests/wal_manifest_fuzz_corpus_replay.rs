@@ -3,6 +3,8 @@
 //! `examples/wal_manifest_fuzz_seeds.rs`); a missing corpus is a failure, not a skip. The
 //! undamaged seeds double as format-version-1 fixtures that must keep decoding.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use kvengine::manifest::{MANIFEST_FILE_NAME, Manifest, ManifestOptions};
 use kvengine::wal::frame::FramesEnd;
 use kvengine::wal::{self, decode_segment};

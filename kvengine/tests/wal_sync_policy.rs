@@ -1,6 +1,8 @@
 //! Each sync policy makes appends durable as documented, and concurrent appenders lose and
 //! duplicate nothing.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 

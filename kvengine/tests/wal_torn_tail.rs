@@ -6,6 +6,8 @@
 //! corruption. So a damaged last record — cut short, or complete but failing its checksum —
 //! is torn; a damaged record followed by a valid one is corruption.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

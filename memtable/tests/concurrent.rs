@@ -5,6 +5,8 @@
 //! must be one the schedule wrote, with exactly that data, and at a ts the writer has published
 //! it must see precisely the versions the schedule wrote up to that ts.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;

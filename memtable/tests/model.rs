@@ -4,6 +4,8 @@
 //! (which must be ignored) are frequent, and reads at random ts land between, on and outside
 //! versions. Keys and values are short strings so a shrunk counter-example reads like a story.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeMap;
 
 use memtable::size_estimate::{key_charge, version_charge};

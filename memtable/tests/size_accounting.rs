@@ -1,5 +1,7 @@
 //! The size the engine compares with its memtable switch threshold.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use memtable::{ColumnFamily, KEY_OVERHEAD, Memtable, VERSION_OVERHEAD};
 
 #[test]

@@ -13,6 +13,7 @@
 //! when `can_be_cached`; only the origin answers cache hits.
 
 use wire::coprocessor::{ExecDetails, Response};
+use wire::placement::Location;
 
 /// Makes `resp`, computed on a snapshot rebuilt from the origin's shipment (offload or
 /// delegate path), answer as the origin would: never a cache hit, valid for the origin's data
@@ -23,7 +24,7 @@ pub fn stamp_remote_answer(
     resp: &mut Response,
     origin_version: u64,
     uncacheable: bool,
-    location: &str,
+    location: Location,
     remote_addr: &str,
     reason: &str,
 ) -> bool {
@@ -34,8 +35,7 @@ pub fn stamp_remote_answer(
     resp.cache_last_version = origin_version;
     resp.is_cache_hit = false;
     let d = resp.exec_details.get_or_insert_with(ExecDetails::default);
-    d.location = location.to_string();
+    d.set_location(location, reason);
     d.remote_addr = remote_addr.to_string();
-    d.reason = reason.to_string();
     vetoed
 }

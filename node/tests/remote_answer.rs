@@ -2,8 +2,11 @@
 //! (`node::remote_answer`): the origin's data version, never a hit, and cacheability lost
 //! only when the origin says so.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use node::remote_answer::stamp_remote_answer;
 use wire::coprocessor::Response;
+use wire::placement::Location;
 
 #[test]
 fn a_remote_answer_is_stamped_with_the_origin_version_and_loses_cacheability_only_when_told() {
@@ -18,7 +21,7 @@ fn a_remote_answer_is_stamped_with_the_origin_version_and_loses_cacheability_onl
         &mut clean,
         42,
         false,
-        "remote",
+        Location::Remote,
         "w:1",
         "blocks_size"
     ));
@@ -38,14 +41,14 @@ fn a_remote_answer_is_stamped_with_the_origin_version_and_loses_cacheability_onl
         &mut locked,
         42,
         true,
-        "delegate",
+        Location::Delegate,
         "s:1",
         "x"
     ));
     assert!(!locked.can_be_cached);
     let mut already = Response::default();
     assert!(
-        !stamp_remote_answer(&mut already, 42, true, "delegate", "s:1", "x"),
+        !stamp_remote_answer(&mut already, 42, true, Location::Delegate, "s:1", "x"),
         "an uncacheable result is not counted as vetoed"
     );
 }

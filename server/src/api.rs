@@ -12,6 +12,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use node::http::{HttpError, decode_proto, proto_response};
+use types::ZoneRelation;
 use wire::paths;
 use wire::region::{
     Label, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
@@ -19,7 +20,7 @@ use wire::region::{
 };
 use wire::txn::{self as txn_wire, ErrorKind, KeyError};
 
-use crate::metrics;
+use crate::metrics::{self, SplitTrigger, TxnCommand, TxnOutcome};
 use crate::node::{Node, NodeError};
 use crate::txn::{Mutation, MutationOp, PrewriteRequest, TxnError, TxnErrorKind, TxnStatus};
 
@@ -181,7 +182,7 @@ async fn split(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
                 };
             }
         }
-        match node.split(req.region_id, &req.split_key, "request") {
+        match node.split(req.region_id, &req.split_key, SplitTrigger::Request) {
             Ok((l, r)) => SplitResponse {
                 left: region_of(&node, l).ok(),
                 right: region_of(&node, r).ok(),
@@ -211,7 +212,7 @@ async fn raw_load(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
             error: Some(key_error(&e)),
         },
     };
-    count("raw_load", resp.error.is_none());
+    count(TxnCommand::RawLoad, resp.error.is_none());
     Ok(proto_response(&resp))
 }
 
@@ -254,18 +255,19 @@ async fn coprocessor(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult 
 async fn delegate(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let req: wire::delegate::DelegateRequest = decode_proto(&body)?;
     let node = st.node.clone();
-    let worker_zone = req.worker_zone.clone();
-    let resp =
-        blocking(move || crate::delegate::answer(&node.coprocessor, &req, node.config.zone()))
-            .await?;
+    let worker_zone = req.worker_zone();
+    let server_zone = st.node.config.zone();
+    let resp = {
+        let server_zone = server_zone.clone();
+        blocking(move || crate::delegate::answer(&node.coprocessor, &req, server_zone.as_ref()))
+            .await?
+    };
     metrics::DELEGATE_REQUESTS
-        .with_label_values(&[resp.result_label()])
+        .with_label_values(&[resp.result().as_str()])
         .inc();
+    let relation = ZoneRelation::of(server_zone.as_ref(), worker_zone.as_ref());
     metrics::DELEGATE_BYTES
-        .with_label_values(&[wire::delegate::zone_relation(
-            st.node.config.zone(),
-            &worker_zone,
-        )])
+        .with_label_values(&[relation.as_str()])
         .inc_by(prost::Message::encoded_len(&resp) as u64);
     Ok(proto_response(&resp))
 }
@@ -273,9 +275,14 @@ async fn delegate(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
 // ---------------------------------------------------------------------------------------------
 // Transaction commands.
 
-fn count(command: &str, ok: bool) {
+fn count(command: TxnCommand, ok: bool) {
+    let outcome = if ok {
+        TxnOutcome::Ok
+    } else {
+        TxnOutcome::Error
+    };
     metrics::TXN_REQUESTS
-        .with_label_values(&[command, if ok { "ok" } else { "error" }])
+        .with_label_values(&[command.as_str(), outcome.as_str()])
         .inc();
 }
 
@@ -351,7 +358,7 @@ async fn prewrite(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
             ..Default::default()
         },
     };
-    count("prewrite", resp.error.is_none());
+    count(TxnCommand::Prewrite, resp.error.is_none());
     Ok(proto_response(&resp))
 }
 
@@ -359,17 +366,17 @@ async fn commit(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let req: txn_wire::CommitRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || storage.commit(&req.keys, req.start_ts, req.commit_ts)).await?;
-    command_response("commit", r.err())
+    command_response(TxnCommand::Commit, r.err())
 }
 
 async fn rollback(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let req: txn_wire::RollbackRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || storage.rollback(&req.keys, req.start_ts)).await?;
-    command_response("rollback", r.err())
+    command_response(TxnCommand::Rollback, r.err())
 }
 
-fn command_response(command: &str, err: Option<TxnError>) -> AppResult {
+fn command_response(command: TxnCommand, err: Option<TxnError>) -> AppResult {
     count(command, err.is_none());
     Ok(proto_response(&txn_wire::CommandResponse {
         error: err.as_ref().map(key_error),
@@ -409,7 +416,7 @@ async fn check_txn_status(State(st): State<Arc<AppState>>, body: Bytes) -> AppRe
         Ok(TxnStatus::LockNotExist) => resp.state = txn_wire::TxnState::LockNotExist as i32,
         Err(e) => resp.error = Some(key_error(&e)),
     }
-    count("check_txn_status", resp.error.is_none());
+    count(TxnCommand::CheckTxnStatus, resp.error.is_none());
     Ok(proto_response(&resp))
 }
 
@@ -429,7 +436,7 @@ async fn check_secondary_locks(State(st): State<Arc<AppState>>, body: Bytes) -> 
             ..Default::default()
         },
     };
-    count("check_secondary_locks", resp.error.is_none());
+    count(TxnCommand::CheckSecondaryLocks, resp.error.is_none());
     Ok(proto_response(&resp))
 }
 
@@ -454,7 +461,7 @@ async fn resolve_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult
             error: Some(key_error(&e)),
         },
     };
-    count("resolve_lock", resp.error.is_none());
+    count(TxnCommand::ResolveLock, resp.error.is_none());
     Ok(proto_response(&resp))
 }
 
@@ -474,7 +481,7 @@ async fn scan_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
             error: Some(key_error(&e)),
         },
     };
-    count("scan_lock", resp.error.is_none());
+    count(TxnCommand::ScanLock, resp.error.is_none());
     Ok(proto_response(&resp))
 }
 
@@ -495,7 +502,7 @@ async fn kv_get(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
             ..Default::default()
         },
     };
-    count("get", resp.error.is_none());
+    count(TxnCommand::Get, resp.error.is_none());
     Ok(proto_response(&resp))
 }
 
@@ -529,7 +536,7 @@ async fn kv_scan(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
             error: Some(key_error(&e)),
         },
     };
-    count("scan", resp.error.is_none());
+    count(TxnCommand::Scan, resp.error.is_none());
     Ok(proto_response(&resp))
 }
 

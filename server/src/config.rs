@@ -49,7 +49,7 @@ use std::path::PathBuf;
 use kvengine::{DfsConfig, DfsSection};
 use node::config::{ConfigError, parse_escaped_key};
 use serde::{Deserialize, Serialize};
-use types::{ReadableDuration, ReadableSize};
+use types::{ReadableDuration, ReadableSize, Zone};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -117,7 +117,8 @@ pub struct WorkerEndpoint {
     /// The worker's full URL, e.g. `http://10.0.0.5:19000/coprocessor`.
     pub addr: String,
     /// The worker's zone label ("" = none: never this server's zone).
-    pub zone: String,
+    #[serde(with = "types::zone::optional")]
+    pub zone: Option<Zone>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -273,14 +274,14 @@ impl ServerConfig {
         } else {
             vec![WorkerEndpoint {
                 addr: kv.remote_coprocessor_addr.clone(),
-                zone: String::new(),
+                zone: None,
             }]
         }
     }
 
-    /// This server's `zone` label ("" = none).
-    pub fn zone(&self) -> &str {
-        self.server.labels.get("zone").map_or("", String::as_str)
+    /// This server's `zone` label (`None`: no label, or the empty one).
+    pub fn zone(&self) -> Option<Zone> {
+        self.server.labels.get("zone").and_then(Zone::label)
     }
 
     /// The CPU signal's source (validated by [`ServerConfig::validate`]).
@@ -519,10 +520,10 @@ mod tests {
         )
         .unwrap();
         c.validate().unwrap();
-        assert_eq!(c.zone(), "a");
+        assert_eq!(c.zone(), Zone::label("a"));
         let workers = c.offload_workers();
         assert_eq!(workers.len(), 2);
-        assert_eq!(workers[1].zone, "b");
+        assert_eq!(workers[1].zone, Zone::label("b"));
         let again: ServerConfig = parse(&render(&c), "rendered").unwrap();
         assert_eq!(again, c);
     }
@@ -538,7 +539,7 @@ mod tests {
             c.offload_workers(),
             vec![WorkerEndpoint {
                 addr: "http://127.0.0.1:1/coprocessor".into(),
-                zone: String::new()
+                zone: None
             }]
         );
     }

@@ -15,25 +15,26 @@
 //!    execution on a server with a worker (decided local, or a fallback) is recorded in the
 //!    pattern history: it is what this pattern costs here.
 //!
-//! The response's exec details say where it ran (`local`, `remote`, `fallback`, `cache_hit`)
-//! and why.
+//! The response's exec details say where it ran (a `wire::placement::Location`: `local`,
+//! `remote`, `fallback`, `cache_hit`) and why (the decision's `OffloadReason`, or a sentence for
+//! a fallback or a cache hit).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cop::handler::HandlerOptions;
 use kvengine::SnapAccess;
+use types::Ts;
 use wire::coprocessor::{ExecDetails, RegionError, RegionErrorKind, Request, Response};
+use wire::placement::{Location, OffloadReason};
 
 use crate::cpu_load::{CpuMonitor, CpuState};
 use crate::dispatcher::{Dispatched, RemoteDagDispatcher};
-use crate::metrics;
+use crate::metrics::{self, Answered};
 use crate::offload_policy::{Inputs, OffloadPolicy, query_age};
 use crate::pattern_history::{self, PatternHistory, Run};
 use crate::txn::Storage;
 use node::topn_paging;
-
-pub use crate::offload_policy::reason;
 
 pub struct Coprocessor {
     storage: Arc<Storage>,
@@ -51,9 +52,9 @@ const PATTERN_CAPACITY: usize = 4096;
 /// Where step 3 left a request.
 enum Route {
     /// Answered already (region error, lock, bad request, cache hit).
-    Answer(Box<Response>, &'static str),
-    Local(SnapAccess, &'static str, Option<Pattern>),
-    Remote(SnapAccess, &'static str, Option<Pattern>),
+    Answer(Box<Response>, Answered),
+    Local(SnapAccess, OffloadReason, Option<Pattern>),
+    Remote(SnapAccess, OffloadReason, Option<Pattern>),
 }
 
 /// What a local run of a request records in the pattern history.
@@ -63,8 +64,8 @@ struct Pattern {
     blocks_size: Option<u64>,
 }
 
-fn answer(resp: Response, location: &'static str) -> Route {
-    Route::Answer(Box::new(resp), location)
+fn answer(resp: Response, answered: Answered) -> Route {
+    Route::Answer(Box::new(resp), answered)
 }
 
 impl Coprocessor {
@@ -100,7 +101,7 @@ impl Coprocessor {
         &self,
         req: Arc<Request>,
         snap: SnapAccess,
-        location: &'static str,
+        location: Location,
         why: String,
         pattern: Option<Pattern>,
     ) -> Response {
@@ -128,18 +129,18 @@ impl Coprocessor {
         };
         let resp = match routed {
             Err(e) => {
-                metrics::COP_REQUESTS.with_label_values(&["error"]).inc();
+                metrics::count_answered(Answered::Error);
                 Response {
                     other_error: format!("coprocessor task failed: {e}"),
                     ..Response::default()
                 }
             }
-            Ok(Route::Answer(resp, location)) => {
-                metrics::COP_REQUESTS.with_label_values(&[location]).inc();
+            Ok(Route::Answer(resp, answered)) => {
+                metrics::count_answered(answered);
                 *resp
             }
             Ok(Route::Local(snap, why, pattern)) => {
-                self.run_local_recorded(req, snap, "local", why.to_string(), pattern)
+                self.run_local_recorded(req, snap, Location::Local, why.to_string(), pattern)
                     .await
             }
             Ok(Route::Remote(snap, why, pattern)) => {
@@ -150,18 +151,20 @@ impl Coprocessor {
                 }
                 match dispatcher.dispatch(&req, &snap, why, paging).await {
                     Dispatched::Remote(resp) => {
-                        metrics::COP_REQUESTS.with_label_values(&["remote"]).inc();
+                        metrics::count_answered(Answered::Ran(Location::Remote));
                         *resp
                     }
                     Dispatched::Answered(resp) => {
-                        metrics::COP_REQUESTS.with_label_values(&["error"]).inc();
+                        metrics::count_answered(Answered::Error);
                         *resp
                     }
                     Dispatched::Fallback { cause, detail } => {
-                        metrics::OFFLOAD_FALLBACKS.with_label_values(&[cause]).inc();
-                        tracing::warn!(cause, %detail, "offload failed; running locally");
+                        metrics::OFFLOAD_FALLBACKS
+                            .with_label_values(&[cause.as_str()])
+                            .inc();
+                        tracing::warn!(%cause, %detail, "offload failed; running locally");
                         let why = format!("{why}; worker failed ({cause}): {detail}");
-                        self.run_local_recorded(req, snap, "fallback", why, pattern)
+                        self.run_local_recorded(req, snap, Location::Fallback, why, pattern)
                             .await
                     }
                 }
@@ -231,7 +234,7 @@ impl Coprocessor {
     fn route(&self, req: &Request) -> Route {
         let snap = match self.checked_snapshot(req) {
             Ok(snap) => snap,
-            Err(resp) => return Route::Answer(resp, "error"),
+            Err(resp) => return Route::Answer(resp, Answered::Error),
         };
         let ranges: Vec<(&[u8], &[u8])> = req
             .ranges
@@ -240,15 +243,13 @@ impl Coprocessor {
             .collect();
         if let Some(hit) = cop::cache::cache_hit(req, &snap, true) {
             let mut hit = hit;
-            hit.exec_details = Some(ExecDetails {
-                location: "cache_hit".into(),
-                reason: "data version unchanged".into(),
-                ..ExecDetails::default()
-            });
-            return answer(hit, "cache_hit");
+            let mut details = ExecDetails::default();
+            details.set_location(Location::CacheHit, "data version unchanged");
+            hit.exec_details = Some(details);
+            return answer(hit, Answered::Ran(Location::CacheHit));
         }
         if self.dispatcher.is_none() {
-            return Route::Local(snap, reason::NO_REMOTE_ADDR, None);
+            return Route::Local(snap, OffloadReason::NoRemoteAddr, None);
         }
         let digest = pattern_history::digest(&req.data);
         let now_ms = SystemTime::now()
@@ -256,7 +257,7 @@ impl Coprocessor {
             .map_or(0, |d| d.as_millis() as u64);
         let d = self.policy.decide(Inputs {
             num_ranges: ranges.len(),
-            age: query_age(req.start_ts, now_ms),
+            age: query_age(Ts(req.start_ts), now_ms),
             estimate: || snap.range_blocks_size(&ranges),
             history: || digest.and_then(|d| self.history.stats(d)),
             cpu: || {
@@ -265,16 +266,12 @@ impl Coprocessor {
                     .map_or(CpuState::NoSignal, |m| m.state(Instant::now()))
             },
         });
-        if d.counted {
-            metrics::REMOTE_DECISIONS
-                .with_label_values(&[if d.remote { "remote" } else { "local" }, d.reason])
-                .inc();
-        }
+        metrics::count_decision(d.reason);
         let pattern = digest.map(|digest| Pattern {
             digest,
             blocks_size: d.blocks_size,
         });
-        if d.remote {
+        if d.remote() {
             Route::Remote(snap, d.reason, pattern)
         } else {
             Route::Local(snap, d.reason, pattern)
@@ -285,7 +282,7 @@ impl Coprocessor {
 async fn run_local(
     req: Arc<Request>,
     snap: SnapAccess,
-    location: &'static str,
+    location: Location,
     why: String,
 ) -> Response {
     let ran = tokio::task::spawn_blocking(move || {
@@ -297,9 +294,8 @@ async fn run_local(
         Err(e) => other_error(format!("coprocessor task failed: {e}")),
     };
     let details = resp.exec_details.get_or_insert_with(ExecDetails::default);
-    details.location = location.into();
-    details.reason = why;
-    metrics::COP_REQUESTS.with_label_values(&[location]).inc();
+    details.set_location(location, why);
+    metrics::count_answered(Answered::Ran(location));
     resp
 }
 

@@ -15,6 +15,7 @@
 //! snapshot is not kept alive past the answer, so a compaction may delete a listed file
 //! before the worker opens it; the worker then fails (502) and the client retries.
 
+use types::Zone;
 use wire::coprocessor::Request;
 use wire::delegate::{DelegateRequest, DelegateResponse};
 
@@ -22,7 +23,11 @@ use crate::coprocessor::Coprocessor;
 use crate::remote_snapshot::{ShipError, ship};
 
 /// Answers `req` for a server in `server_zone` (see the module docs). Blocking.
-pub fn answer(cop: &Coprocessor, req: &DelegateRequest, server_zone: &str) -> DelegateResponse {
+pub fn answer(
+    cop: &Coprocessor,
+    req: &DelegateRequest,
+    server_zone: Option<&Zone>,
+) -> DelegateResponse {
     let mut resp = match &req.request {
         Some(request) => snapshot_answer(cop, request),
         None => DelegateResponse {
@@ -30,7 +35,7 @@ pub fn answer(cop: &Coprocessor, req: &DelegateRequest, server_zone: &str) -> De
             ..DelegateResponse::default()
         },
     };
-    resp.server_zone = server_zone.to_string();
+    resp.server_zone = types::zone::label(server_zone).to_string();
     resp
 }
 

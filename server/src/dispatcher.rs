@@ -24,8 +24,9 @@ use kvengine::SnapAccess;
 use node::{ClientError, HttpClient};
 use prost::Message;
 use wire::coprocessor::{Request, Response};
+use wire::placement::{FallbackCause, Location, OffloadReason};
 
-use crate::metrics;
+use crate::metrics::{self, OffloadSection};
 use crate::remote_snapshot::{ShipError, ship};
 use crate::worker_pool::WorkerPool;
 
@@ -43,8 +44,11 @@ pub enum Dispatched {
     Remote(Box<Response>),
     /// Answered at the origin without asking the worker (a blocking lock).
     Answered(Box<Response>),
-    /// Run it locally: the worker could not answer. `cause` is a metric label.
-    Fallback { cause: &'static str, detail: String },
+    /// Run it locally: the worker could not answer.
+    Fallback {
+        cause: FallbackCause,
+        detail: String,
+    },
 }
 
 pub struct RemoteDagDispatcher {
@@ -88,7 +92,7 @@ impl RemoteDagDispatcher {
         &self,
         req: &Request,
         snap: &SnapAccess,
-        reason: &str,
+        reason: OffloadReason,
         paging_size: Option<u64>,
     ) -> Dispatched {
         let prepared = {
@@ -98,7 +102,7 @@ impl RemoteDagDispatcher {
                 Ok(Err(d)) => return d,
                 Err(e) => {
                     return Dispatched::Fallback {
-                        cause: "encode",
+                        cause: FallbackCause::Encode,
                         detail: format!("offload preparation panicked: {e}"),
                     };
                 }
@@ -112,14 +116,14 @@ impl RemoteDagDispatcher {
         };
         if !resp.other_error.is_empty() {
             return Dispatched::Fallback {
-                cause: "worker_error",
+                cause: FallbackCause::WorkerError,
                 detail: resp.other_error,
             };
         }
         if resp.region_error.is_some() || resp.locked.is_some() {
             // The origin checked both; a worker reporting them is not answering this request.
             return Dispatched::Fallback {
-                cause: "worker_error",
+                cause: FallbackCause::WorkerError,
                 detail: format!(
                     "unexpected region error or lock from the worker: region_error={:?} locked={:?}",
                     resp.region_error, resp.locked
@@ -130,9 +134,9 @@ impl RemoteDagDispatcher {
             &mut resp,
             prepared.data_version,
             prepared.uncacheable,
-            "remote",
+            Location::Remote,
             addr,
-            reason,
+            reason.as_str(),
         );
         if vetoed {
             metrics::OFFLOAD_LOCKS_SEEN.inc();
@@ -159,7 +163,7 @@ impl RemoteDagDispatcher {
             };
             if timeout.is_zero() {
                 return Err(Dispatched::Fallback {
-                    cause: "timeout",
+                    cause: FallbackCause::Timeout,
                     detail: format!(
                         "the request's deadline passed after {attempt} attempt(s): worker={addr}"
                     ),
@@ -167,7 +171,7 @@ impl RemoteDagDispatcher {
             }
             let (cause, detail) = {
                 metrics::OFFLOAD_DISPATCHES
-                    .with_label_values(&[self.workers.relation(w)])
+                    .with_label_values(&[self.workers.relation(w).as_str()])
                     .inc();
                 let _in_flight = self.workers.begin(w);
                 match self.client.post(addr, body.clone(), timeout).await {
@@ -176,7 +180,7 @@ impl RemoteDagDispatcher {
                         return match Response::decode(reply.body.as_ref()) {
                             Ok(resp) => Ok((resp, addr)),
                             Err(e) => Err(Dispatched::Fallback {
-                                cause: "bad_response",
+                                cause: FallbackCause::BadResponse,
                                 detail: format!(
                                     "worker response ({} bytes) does not decode: {e}: worker={addr}",
                                     reply.body.len()
@@ -185,7 +189,7 @@ impl RemoteDagDispatcher {
                         };
                     }
                     Ok(reply) if reply.status == hyper::StatusCode::SERVICE_UNAVAILABLE => (
-                        "unavailable",
+                        FallbackCause::Unavailable,
                         format!(
                             "503: {}: worker={addr}",
                             String::from_utf8_lossy(&reply.body).trim()
@@ -193,7 +197,7 @@ impl RemoteDagDispatcher {
                     ),
                     Ok(reply) => {
                         return Err(Dispatched::Fallback {
-                            cause: "bad_status",
+                            cause: FallbackCause::BadStatus,
                             detail: format!(
                                 "worker answered {}: {}: worker={addr}",
                                 reply.status,
@@ -201,11 +205,11 @@ impl RemoteDagDispatcher {
                             ),
                         });
                     }
-                    Err(e @ ClientError::Timeout { .. }) => ("timeout", e.to_string()),
-                    Err(e) if e.is_retryable() => ("connect", e.to_string()),
+                    Err(e @ ClientError::Timeout { .. }) => (FallbackCause::Timeout, e.to_string()),
+                    Err(e) if e.is_retryable() => (FallbackCause::Connect, e.to_string()),
                     Err(e) => {
                         return Err(Dispatched::Fallback {
-                            cause: "bad_response",
+                            cause: FallbackCause::BadResponse,
                             detail: e.to_string(),
                         });
                     }
@@ -223,7 +227,7 @@ impl RemoteDagDispatcher {
                 });
             }
             metrics::OFFLOAD_RETRIES.inc();
-            tracing::debug!(attempt, cause, %detail, "retrying offload");
+            tracing::debug!(attempt, %cause, %detail, "retrying offload");
             if wraps {
                 tokio::time::sleep(backoff).await;
                 backoff = backoff.saturating_mul(2);
@@ -243,7 +247,7 @@ fn prepare(
             Dispatched::Answered(Box::new(cop::handler::locked_response(&lock)))
         }
         ShipError::Failed(detail) => Dispatched::Fallback {
-            cause: "encode",
+            cause: FallbackCause::Encode,
             detail,
         },
     })?;
@@ -255,12 +259,12 @@ fn prepare(
     let request = worker_req.encode_to_vec();
     let body = wire::offload::encode(&request, &shipment.memtable_data, &shipment.changeset);
     for (section, len) in [
-        ("request", request.len()),
-        ("memtable", shipment.memtable_data.len()),
-        ("changeset", shipment.changeset.len()),
+        (OffloadSection::Request, request.len()),
+        (OffloadSection::Memtable, shipment.memtable_data.len()),
+        (OffloadSection::Changeset, shipment.changeset.len()),
     ] {
         metrics::OFFLOAD_SECTION_BYTES
-            .with_label_values(&[section])
+            .with_label_values(&[section.as_str()])
             .inc_by(len as u64);
     }
     Ok(Prepared {

@@ -12,7 +12,7 @@ use crate::config::{ServerConfig, WalSync};
 use crate::coprocessor::Coprocessor;
 use crate::cpu_load::{CpuMonitor, CpuSampler};
 use crate::dispatcher::{DispatchSettings, RemoteDagDispatcher};
-use crate::metrics;
+use crate::metrics::{self, SplitTrigger};
 use crate::remote_tso::RemoteTso;
 use crate::tso::{TimestampSource, Tso, TsoError};
 use crate::txn::Storage;
@@ -112,7 +112,7 @@ impl Node {
                 },
                 WorkerPool::new(
                     workers,
-                    config.zone(),
+                    config.zone().as_ref(),
                     kv.remote_coprocessor_worker_dead_ttl.duration(),
                 ),
                 client,
@@ -165,15 +165,15 @@ impl Node {
         &self,
         region_id: u64,
         key: &[u8],
-        trigger: &str,
+        trigger: SplitTrigger,
     ) -> Result<(u64, u64), NodeError> {
         let _one_at_a_time = self.split_lock.lock();
         let left = self.timestamps.get_ts()?;
         let right = self.timestamps.get_ts()?;
         self.engine().split(region_id, key, left, right)?;
         self.storage.refresh_shards()?;
-        metrics::SPLITS.with_label_values(&[trigger]).inc();
-        tracing::info!(region_id, left, right, ?key, trigger, "split region");
+        metrics::SPLITS.with_label_values(&[trigger.as_str()]).inc();
+        tracing::info!(region_id, left, right, ?key, %trigger, "split region");
         Ok((left, right))
     }
 
@@ -233,7 +233,7 @@ impl Node {
             }
             match self.middle_key(id)? {
                 Some(key) => {
-                    self.split(id, &key, "size")?;
+                    self.split(id, &key, SplitTrigger::Size)?;
                     splits += 1;
                 }
                 None => tracing::debug!(id, size, "region above the split size has no middle key"),

@@ -29,45 +29,20 @@
 //! reason. Exactly one reason is counted per decision, when it is made; a later lock or
 //! fallback adds nothing here.
 //!
+//! The reasons are [`OffloadReason`] (`wire::placement`), whose labels are the metric's and
+//! the exec details'; each implies its result (remote, or local for `cpu_idle` and the two
+//! uncounted ones), so a [`Decision`] is its reason and nothing can contradict it.
+//!
 //! The function is pure: the clock, the estimate, the history and the CPU state are inputs, so
 //! tests set them exactly.
 
 use std::time::Duration;
 
+use types::Ts;
+use wire::placement::{DecisionResult, OffloadReason};
+
 use crate::cpu_load::CpuState;
 use crate::pattern_history::PatternStats;
-
-/// Decision reasons (metric label values and exec-details reasons).
-pub mod reason {
-    pub const NUM_RANGES: &str = "num_ranges";
-    pub const BLOCKS_SIZE: &str = "blocks_size";
-    pub const LONG_QUERY_BLOCKS_SIZE: &str = "long_query_blocks_size";
-    pub const LAZY_PATTERN_BLOCKS_SIZE: &str = "lazy_pattern_blocks_size";
-    pub const LAZY_PATTERN_DURATION: &str = "lazy_pattern_duration";
-    pub const LOAD_AWARE_FORCE_BLOCKS_SIZE: &str = "load_aware_force_blocks_size";
-    pub const LOAD_AWARE_FORCE_NUM_RANGES: &str = "load_aware_force_num_ranges";
-    pub const NO_CPU_SIGNAL: &str = "no_cpu_signal";
-    pub const CPU_BUSY: &str = "cpu_busy";
-    pub const CPU_IDLE: &str = "cpu_idle";
-    /// Not counted: no candidate reason held.
-    pub const BELOW_MIN_BLOCKS_SIZE: &str = "below_min_blocks_size";
-    /// Not counted: no worker configured.
-    pub const NO_REMOTE_ADDR: &str = "no_remote_addr";
-
-    /// Every counted reason, in decision order.
-    pub const COUNTED: [&str; 10] = [
-        NUM_RANGES,
-        BLOCKS_SIZE,
-        LONG_QUERY_BLOCKS_SIZE,
-        LAZY_PATTERN_BLOCKS_SIZE,
-        LAZY_PATTERN_DURATION,
-        LOAD_AWARE_FORCE_BLOCKS_SIZE,
-        LOAD_AWARE_FORCE_NUM_RANGES,
-        NO_CPU_SIGNAL,
-        CPU_BUSY,
-        CPU_IDLE,
-    ];
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffloadPolicy {
@@ -90,13 +65,12 @@ pub struct LoadAware {
     pub force_num_ranges: usize,
 }
 
-/// What the policy decided.
+/// What the policy decided: the reason says where the request goes
+/// ([`OffloadReason::result`]) and whether the decision is counted
+/// ([`OffloadReason::is_counted`]), so the three can never disagree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
-    pub remote: bool,
-    pub reason: &'static str,
-    /// Whether the decision is counted (false: not a candidate).
-    pub counted: bool,
+    pub reason: OffloadReason,
     /// The blocks estimate, if it was made (the pattern history records it for local runs).
     pub blocks_size: Option<u64>,
 }
@@ -130,28 +104,24 @@ impl OffloadPolicy {
         let candidate =
             self.candidate(inputs.num_ranges, inputs.age, &mut estimate, inputs.history);
         let Some(candidate) = candidate else {
-            return Decision {
-                remote: false,
-                reason: reason::BELOW_MIN_BLOCKS_SIZE,
-                counted: false,
-                blocks_size: estimate.made(),
-            };
+            return Decision::new(OffloadReason::BelowMinBlocksSize, estimate.made());
         };
         let Some(la) = &self.load_aware else {
-            return Decision::counted(true, candidate, estimate.made());
+            return Decision::new(candidate, estimate.made());
         };
         if estimate.get() >= la.force_blocks_size {
-            return Decision::counted(true, reason::LOAD_AWARE_FORCE_BLOCKS_SIZE, estimate.made());
+            return Decision::new(OffloadReason::LoadAwareForceBlocksSize, estimate.made());
         }
         let blocks = estimate.made();
         if la.force_num_ranges > 0 && inputs.num_ranges >= la.force_num_ranges {
-            return Decision::counted(true, reason::LOAD_AWARE_FORCE_NUM_RANGES, blocks);
+            return Decision::new(OffloadReason::LoadAwareForceNumRanges, blocks);
         }
-        match (inputs.cpu)() {
-            CpuState::NoSignal => Decision::counted(true, reason::NO_CPU_SIGNAL, blocks),
-            CpuState::Busy => Decision::counted(true, reason::CPU_BUSY, blocks),
-            CpuState::Idle => Decision::counted(false, reason::CPU_IDLE, blocks),
-        }
+        let reason = match (inputs.cpu)() {
+            CpuState::NoSignal => OffloadReason::NoCpuSignal,
+            CpuState::Busy => OffloadReason::CpuBusy,
+            CpuState::Idle => OffloadReason::CpuIdle,
+        };
+        Decision::new(reason, blocks)
     }
 
     /// The candidate reason, if any.
@@ -161,23 +131,23 @@ impl OffloadPolicy {
         age: Duration,
         estimate: &mut LazyEstimate<E>,
         history: impl FnOnce() -> Option<PatternStats>,
-    ) -> Option<&'static str> {
+    ) -> Option<OffloadReason> {
         if self.num_ranges > 0 && num_ranges >= self.num_ranges {
-            return Some(reason::NUM_RANGES);
+            return Some(OffloadReason::NumRanges);
         }
         let blocks = estimate.get();
         if blocks >= self.min_blocks_size {
-            Some(reason::BLOCKS_SIZE)
+            Some(OffloadReason::BlocksSize)
         } else if blocks >= self.long_query_threshold(age) {
-            Some(reason::LONG_QUERY_BLOCKS_SIZE)
+            Some(OffloadReason::LongQueryBlocksSize)
         } else {
             history().and_then(|h| {
                 if h.avg_blocks_size.is_some_and(|b| b >= self.min_blocks_size) {
-                    Some(reason::LAZY_PATTERN_BLOCKS_SIZE)
+                    Some(OffloadReason::LazyPatternBlocksSize)
                 } else if !self.lazy_pattern_duration.is_zero()
                     && h.avg_duration >= self.lazy_pattern_duration
                 {
-                    Some(reason::LAZY_PATTERN_DURATION)
+                    Some(OffloadReason::LazyPatternDuration)
                 } else {
                     None
                 }
@@ -193,13 +163,21 @@ impl OffloadPolicy {
 }
 
 impl Decision {
-    fn counted(remote: bool, reason: &'static str, blocks_size: Option<u64>) -> Decision {
+    fn new(reason: OffloadReason, blocks_size: Option<u64>) -> Decision {
         Decision {
-            remote,
             reason,
-            counted: true,
             blocks_size,
         }
+    }
+
+    /// Whether the request goes to a worker.
+    pub fn remote(&self) -> bool {
+        self.reason.result() == DecisionResult::Remote
+    }
+
+    /// Whether the decision is counted (false: not a candidate).
+    pub fn counted(&self) -> bool {
+        self.reason.is_counted()
     }
 }
 
@@ -234,8 +212,8 @@ impl<E: FnOnce() -> u64> LazyEstimate<E> {
 
 /// How old a query with `start_ts` is at `now_ms` (Unix milliseconds): zero for a start_ts from
 /// the future or one that carries no physical time.
-pub fn query_age(start_ts: u64, now_ms: u64) -> Duration {
-    Duration::from_millis(now_ms.saturating_sub(crate::tso::physical_ms(start_ts)))
+pub fn query_age(start_ts: Ts, now_ms: u64) -> Duration {
+    Duration::from_millis(now_ms.saturating_sub(start_ts.physical_millis()))
 }
 
 #[cfg(test)]
@@ -295,8 +273,8 @@ mod tests {
         })
     }
 
-    fn reason_of(d: Decision) -> (bool, &'static str, bool) {
-        (d.remote, d.reason, d.counted)
+    fn reason_of(d: Decision) -> (bool, OffloadReason, bool) {
+        (d.remote(), d.reason, d.counted())
     }
 
     #[test]
@@ -309,43 +287,55 @@ mod tests {
             history: || panic!("and so is the history"),
             cpu: || panic!("no load-aware routing"),
         });
-        assert_eq!(reason_of(d), (true, reason::NUM_RANGES, true));
+        assert_eq!(reason_of(d), (true, OffloadReason::NumRanges, true));
         assert_eq!(d.blocks_size, None);
         let d = decide(&p, 1, 0, 32 * MIB, None, None);
-        assert_eq!(reason_of(d), (true, reason::BLOCKS_SIZE, true));
+        assert_eq!(reason_of(d), (true, OffloadReason::BlocksSize, true));
         assert_eq!(d.blocks_size, Some(32 * MIB));
         let below = decide(&p, 1, 0, 32 * MIB - 1, None, None);
         assert_eq!(
             reason_of(below),
-            (false, reason::BELOW_MIN_BLOCKS_SIZE, false)
+            (false, OffloadReason::BelowMinBlocksSize, false)
         );
         for (age, blocks) in [(16, 16 * MIB), (31, 8 * MIB), (61, 4 * MIB)] {
             let d = decide(&p, 1, age, blocks, None, None);
-            assert_eq!(reason_of(d), (true, reason::LONG_QUERY_BLOCKS_SIZE, true));
-            assert!(!decide(&p, 1, age, blocks - 1, None, None).remote);
+            assert_eq!(
+                reason_of(d),
+                (true, OffloadReason::LongQueryBlocksSize, true)
+            );
+            assert!(!decide(&p, 1, age, blocks - 1, None, None).remote());
         }
         let d = decide(&p, 1, 0, 0, stats(Some(32 * MIB), 0), None);
-        assert_eq!(reason_of(d), (true, reason::LAZY_PATTERN_BLOCKS_SIZE, true));
+        assert_eq!(
+            reason_of(d),
+            (true, OffloadReason::LazyPatternBlocksSize, true)
+        );
         let d = decide(&p, 1, 0, 0, stats(Some(32 * MIB - 1), 30), None);
-        assert_eq!(reason_of(d), (true, reason::LAZY_PATTERN_DURATION, true));
+        assert_eq!(
+            reason_of(d),
+            (true, OffloadReason::LazyPatternDuration, true)
+        );
         let d = decide(&p, 1, 0, 0, stats(None, 30), None);
-        assert_eq!(reason_of(d), (true, reason::LAZY_PATTERN_DURATION, true));
-        assert!(!decide(&p, 1, 0, 0, stats(Some(32 * MIB - 1), 29), None).counted);
+        assert_eq!(
+            reason_of(d),
+            (true, OffloadReason::LazyPatternDuration, true)
+        );
+        assert!(!decide(&p, 1, 0, 0, stats(Some(32 * MIB - 1), 29), None).counted());
         let off = OffloadPolicy {
             num_ranges: 0,
             lazy_pattern_duration: Duration::ZERO,
             ..policy()
         };
-        assert!(!decide(&off, 1 << 20, 0, 0, stats(None, 1000), None).counted);
+        assert!(!decide(&off, 1 << 20, 0, 0, stats(None, 1000), None).counted());
     }
 
     #[test]
     fn size_wins_over_duration_and_the_estimate_over_the_history() {
         let p = policy();
         let d = decide(&p, 1, 0, 0, stats(Some(32 * MIB), 1000), None);
-        assert_eq!(d.reason, reason::LAZY_PATTERN_BLOCKS_SIZE);
+        assert_eq!(d.reason, OffloadReason::LazyPatternBlocksSize);
         let d = decide(&p, 1, 0, 32 * MIB, stats(Some(32 * MIB), 1000), None);
-        assert_eq!(d.reason, reason::BLOCKS_SIZE);
+        assert_eq!(d.reason, OffloadReason::BlocksSize);
     }
 
     #[test]
@@ -355,7 +345,7 @@ mod tests {
         let d = decide(&p, 1, 0, 128 * MIB, None, busy);
         assert_eq!(
             reason_of(d),
-            (true, reason::LOAD_AWARE_FORCE_BLOCKS_SIZE, true)
+            (true, OffloadReason::LoadAwareForceBlocksSize, true)
         );
         let d = p.decide(Inputs {
             num_ranges: 8192,
@@ -366,12 +356,12 @@ mod tests {
         });
         assert_eq!(
             reason_of(d),
-            (true, reason::LOAD_AWARE_FORCE_NUM_RANGES, true)
+            (true, OffloadReason::LoadAwareForceNumRanges, true)
         );
         for (cpu, want) in [
-            (CpuState::NoSignal, (true, reason::NO_CPU_SIGNAL, true)),
-            (CpuState::Busy, (true, reason::CPU_BUSY, true)),
-            (CpuState::Idle, (false, reason::CPU_IDLE, true)),
+            (CpuState::NoSignal, (true, OffloadReason::NoCpuSignal, true)),
+            (CpuState::Busy, (true, OffloadReason::CpuBusy, true)),
+            (CpuState::Idle, (false, OffloadReason::CpuIdle, true)),
         ] {
             assert_eq!(reason_of(decide(&p, 1, 0, 32 * MIB, None, Some(cpu))), want);
             assert_eq!(reason_of(decide(&p, 2048, 0, 0, None, Some(cpu))), want);
@@ -380,7 +370,10 @@ mod tests {
         }
         // No candidate: the CPU is not asked and nothing is counted.
         let d = decide(&p, 1, 0, 0, None, None);
-        assert_eq!(reason_of(d), (false, reason::BELOW_MIN_BLOCKS_SIZE, false));
+        assert_eq!(
+            reason_of(d),
+            (false, OffloadReason::BelowMinBlocksSize, false)
+        );
     }
 
     #[test]
@@ -397,12 +390,12 @@ mod tests {
         });
         assert_eq!(
             reason_of(d),
-            (true, reason::LOAD_AWARE_FORCE_BLOCKS_SIZE, true)
+            (true, OffloadReason::LoadAwareForceBlocksSize, true)
         );
         assert_eq!(d.blocks_size, Some(128 * MIB));
         // Below the force size it is up to the CPU, and the estimate is reported.
         let d = decide(&p, 2048, 0, 128 * MIB - 1, None, Some(CpuState::Idle));
-        assert_eq!(reason_of(d), (false, reason::CPU_IDLE, true));
+        assert_eq!(reason_of(d), (false, OffloadReason::CpuIdle, true));
         assert_eq!(d.blocks_size, Some(128 * MIB - 1));
         // Without load-aware routing nothing needs the estimate: it is not made.
         let d = policy().decide(Inputs {
@@ -412,12 +405,12 @@ mod tests {
             history: || unreachable!(),
             cpu: || unreachable!(),
         });
-        assert_eq!(reason_of(d), (true, reason::NUM_RANGES, true));
+        assert_eq!(reason_of(d), (true, OffloadReason::NumRanges, true));
     }
 
     #[test]
     fn ages_come_from_the_physical_part_of_start_ts() {
-        let ts = crate::tso::compose_ts(1_000_000, 7);
+        let ts = Ts::compose(1_000_000, 7);
         assert_eq!(query_age(ts, 1_020_000), Duration::from_secs(20));
         assert_eq!(query_age(ts, 999_000), Duration::ZERO);
     }
@@ -433,9 +426,9 @@ mod tests {
             let (young, old) = (a.min(b), a.max(b));
             let (small, big) = (x.min(y), x.max(y));
             prop_assert!(p.long_query_threshold(Duration::from_secs(old)) <= p.long_query_threshold(Duration::from_secs(young)));
-            if decide(&p, 1, young, small, None, None).remote {
-                prop_assert!(decide(&p, 1, old, small, None, None).remote);
-                prop_assert!(decide(&p, 1, young, big, None, None).remote);
+            if decide(&p, 1, young, small, None, None).remote() {
+                prop_assert!(decide(&p, 1, old, small, None, None).remote());
+                prop_assert!(decide(&p, 1, young, big, None, None).remote());
             }
         }
 
@@ -449,11 +442,10 @@ mod tests {
             let h = stats(lazy_blocks, lazy_ms);
             let plain = decide(&policy(), ranges, age, blocks, h, None);
             let la = decide(&load_aware(), ranges, age, blocks, h, Some(cpu));
-            prop_assert_eq!(plain.counted, la.counted);
-            prop_assert_eq!(plain.counted, plain.remote);
-            if la.counted {
-                prop_assert!(reason::COUNTED.contains(&la.reason));
-                prop_assert_eq!(la.remote, la.reason != reason::CPU_IDLE);
+            prop_assert_eq!(plain.counted(), la.counted());
+            prop_assert_eq!(plain.counted(), plain.remote());
+            if la.counted() {
+                prop_assert_eq!(la.remote(), la.reason != OffloadReason::CpuIdle);
             }
         }
     }

@@ -1,6 +1,6 @@
 //! The timestamp oracle (TSO): the one source of start and commit timestamps of a cluster.
 //!
-//! A timestamp is `physical_ms << 18 | logical`: the wall clock in milliseconds and a counter
+//! A timestamp is `physical_ms << 18 | logical` ([`types::Ts`] defines the layout): the wall clock in milliseconds and a counter
 //! that orders up to 2^18 timestamps within one millisecond. Timestamps handed out are strictly
 //! increasing, across threads and across restarts, even when the wall clock goes backwards:
 //!
@@ -23,30 +23,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
+use types::Ts;
 
-/// Bits of the logical counter.
-pub const LOGICAL_BITS: u32 = 18;
-/// Timestamps per physical millisecond.
-pub const LOGICAL_PER_MS: u64 = 1 << LOGICAL_BITS;
+/// Timestamps per physical millisecond (the layout is [`Ts`]'s, shared with the client).
+pub const LOGICAL_PER_MS: u64 = 1 << Ts::LOGICAL_BITS;
 /// The largest physical value a timestamp can hold (46 bits of milliseconds: ~2200 years).
-pub const MAX_PHYSICAL_MS: u64 = u64::MAX >> LOGICAL_BITS;
+pub const MAX_PHYSICAL_MS: u64 = u64::MAX >> Ts::LOGICAL_BITS;
 /// How far ahead of use the high-water mark is persisted by default.
 pub const DEFAULT_WINDOW_MS: u64 = 3000;
-
-/// `physical_ms << 18 | logical`.
-pub fn compose_ts(physical_ms: u64, logical: u64) -> u64 {
-    (physical_ms << LOGICAL_BITS) | (logical & (LOGICAL_PER_MS - 1))
-}
-
-/// The physical (millisecond) part of a timestamp.
-pub fn physical_ms(ts: u64) -> u64 {
-    ts >> LOGICAL_BITS
-}
-
-/// The logical part of a timestamp.
-pub fn logical(ts: u64) -> u64 {
-    ts & (LOGICAL_PER_MS - 1)
-}
 
 /// A source of wall-clock milliseconds, injected so tests can move time (backwards too).
 pub trait Clock: Send + Sync + 'static {
@@ -326,7 +310,7 @@ impl Tso {
         }
         st.physical = physical;
         st.next_logical = next_logical + n;
-        Ok(compose_ts(physical, next_logical))
+        Ok(Ts::compose(physical, next_logical).get())
     }
 
     /// Persists `physical + window` as the new mark. Caller holds the state lock.
@@ -334,13 +318,13 @@ impl Tso {
         let mark = physical
             .saturating_add(self.window_ms)
             .min(MAX_PHYSICAL_MS + 1);
-        kvengine::durable_file::write_atomically(&self.path, &encode_mark(mark)).map_err(
-            |source| TsoError::Persist {
+        kvengine::write_atomically(&self.path, &encode_mark(mark)).map_err(|source| {
+            TsoError::Persist {
                 path: self.path.clone(),
                 mark_ms: mark,
                 source,
-            },
-        )?;
+            }
+        })?;
         st.persisted_until = mark;
         Ok(())
     }
@@ -369,10 +353,10 @@ mod tests {
 
     #[test]
     fn ts_layout_puts_milliseconds_above_18_logical_bits() {
-        let ts = compose_ts(1_700_000_000_000, 5);
-        assert_eq!(physical_ms(ts), 1_700_000_000_000);
-        assert_eq!(logical(ts), 5);
-        assert_eq!(ts, (1_700_000_000_000 << 18) | 5);
+        let ts = Ts::compose(1_700_000_000_000, 5);
+        assert_eq!(ts.physical_millis(), 1_700_000_000_000);
+        assert_eq!(ts.logical(), 5);
+        assert_eq!(ts.get(), (1_700_000_000_000 << 18) | 5);
     }
 
     #[test]
@@ -381,7 +365,7 @@ mod tests {
         let (_clock, tso) = open_manual(dir.path(), 10_000);
         let a = tso.get_ts().unwrap();
         let b = tso.get_ts().unwrap();
-        assert_eq!(physical_ms(a), 10_000);
+        assert_eq!(Ts(a).physical_millis(), 10_000);
         assert_eq!(b, a + 1);
     }
 
@@ -390,9 +374,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_clock, tso) = open_manual(dir.path(), 10_000);
         let first = tso.get_ts_batch(LOGICAL_PER_MS as u32 - 1).unwrap();
-        assert_eq!(first, compose_ts(10_000, 0));
+        assert_eq!(first, Ts::compose(10_000, 0).get());
         let second = tso.get_ts_batch(2).unwrap();
-        assert_eq!(second, compose_ts(10_001, 0));
+        assert_eq!(second, Ts::compose(10_001, 0).get());
         assert!(second > first + LOGICAL_PER_MS - 2);
     }
 
@@ -404,7 +388,7 @@ mod tests {
         clock.set(20_000);
         let b = tso.get_ts().unwrap();
         assert!(b > a, "{b} after {a}");
-        assert_eq!(physical_ms(b), 50_000);
+        assert_eq!(Ts(b).physical_millis(), 50_000);
     }
 
     #[test]
@@ -415,9 +399,9 @@ mod tests {
             let ts = tso.get_ts().unwrap();
             let on_disk = decode_mark(&std::fs::read(dir.path().join("tso")).unwrap()).unwrap();
             assert!(
-                physical_ms(ts) < on_disk,
+                Ts(ts).physical_millis() < on_disk,
                 "step {step}: ts physical {} not below persisted {on_disk}",
-                physical_ms(ts)
+                Ts(ts).physical_millis()
             );
             clock.advance(1700);
         }

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use types::{Zone, ZoneRelation};
 
 use crate::config::WorkerEndpoint;
 
@@ -60,8 +61,8 @@ pub fn preference(candidates: &[Candidate], turn: usize) -> Vec<usize> {
 struct PooledWorker {
     endpoint: WorkerEndpoint,
     local: bool,
-    /// `wire::delegate::zone_relation` of this server's zone and the worker's.
-    relation: &'static str,
+    /// This server's zone relative to the worker's.
+    relation: ZoneRelation,
     dead_until: Mutex<Option<Instant>>,
     in_flight: AtomicUsize,
 }
@@ -73,13 +74,17 @@ pub struct WorkerPool {
 }
 
 impl WorkerPool {
-    /// `endpoints` as seen from a server in `server_zone` ("" = none).
-    pub fn new(endpoints: Vec<WorkerEndpoint>, server_zone: &str, dead_ttl: Duration) -> Self {
+    /// `endpoints` as seen from a server in `server_zone` (`None`: no zone).
+    pub fn new(
+        endpoints: Vec<WorkerEndpoint>,
+        server_zone: Option<&Zone>,
+        dead_ttl: Duration,
+    ) -> Self {
         let workers = endpoints
             .into_iter()
             .map(|endpoint| PooledWorker {
-                local: server_zone.is_empty() || endpoint.zone == server_zone,
-                relation: wire::delegate::zone_relation(server_zone, &endpoint.zone),
+                local: server_zone.is_none() || endpoint.zone.as_ref() == server_zone,
+                relation: ZoneRelation::of(server_zone, endpoint.zone.as_ref()),
                 endpoint,
                 dead_until: Mutex::new(None),
                 in_flight: AtomicUsize::new(0),
@@ -101,7 +106,7 @@ impl WorkerPool {
     }
 
     /// `same`, `cross` or `unknown`: the worker's zone relative to this server's.
-    pub fn relation(&self, i: usize) -> &'static str {
+    pub fn relation(&self, i: usize) -> ZoneRelation {
         self.workers[i].relation
     }
 
@@ -149,8 +154,8 @@ impl WorkerPool {
                 let w = &self.workers[i];
                 serde_json::json!({
                     "addr": w.endpoint.addr,
-                    "zone": w.endpoint.zone,
-                    "zone_relation": w.relation,
+                    "zone": types::zone::label(w.endpoint.zone.as_ref()),
+                    "zone_relation": w.relation.as_str(),
                     "alive": self.is_alive(i, now),
                     "in_flight": w.in_flight.load(Ordering::Relaxed),
                 })
@@ -241,20 +246,27 @@ mod tests {
     fn endpoint(addr: &str, zone: &str) -> WorkerEndpoint {
         WorkerEndpoint {
             addr: addr.into(),
-            zone: zone.into(),
+            zone: Zone::label(zone),
         }
+    }
+
+    fn zone(label: &str) -> Option<Zone> {
+        Zone::label(label)
     }
 
     #[test]
     fn a_dead_worker_is_skipped_until_its_ttl_passes() {
         let pool = WorkerPool::new(
             vec![endpoint("http://a", "a"), endpoint("http://b", "b")],
-            "a",
+            zone("a").as_ref(),
             Duration::from_secs(10),
         );
         let t0 = Instant::now();
         assert_eq!(pool.order(t0), vec![0, 1]);
-        assert_eq!((pool.relation(0), pool.relation(1)), ("same", "cross"));
+        assert_eq!(
+            (pool.relation(0), pool.relation(1)),
+            (ZoneRelation::Same, ZoneRelation::Cross)
+        );
         pool.mark_dead(0, t0);
         assert_eq!(pool.order(t0 + Duration::from_secs(1)), vec![1, 0]);
         assert_eq!(pool.order(t0 + Duration::from_secs(10)), vec![0, 1]);
@@ -267,7 +279,7 @@ mod tests {
     fn offloads_in_flight_steer_the_next_choice() {
         let pool = WorkerPool::new(
             vec![endpoint("http://a1", "a"), endpoint("http://a2", "a")],
-            "a",
+            zone("a").as_ref(),
             Duration::from_secs(10),
         );
         let now = Instant::now();
@@ -283,10 +295,10 @@ mod tests {
     fn a_server_without_zone_treats_every_worker_alike() {
         let pool = WorkerPool::new(
             vec![endpoint("http://a", "a"), endpoint("http://b", "")],
-            "",
+            zone("").as_ref(),
             Duration::from_secs(10),
         );
-        assert_eq!(pool.relation(0), "unknown");
+        assert_eq!(pool.relation(0), ZoneRelation::Unknown);
         let now = Instant::now();
         let firsts = [pool.order(now)[0], pool.order(now)[0]];
         assert!(firsts.contains(&0) && firsts.contains(&1), "{firsts:?}");

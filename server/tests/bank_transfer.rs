@@ -12,6 +12,8 @@
 //!   commit is there at its commit_ts, and restarts the child on the same directory.
 //!   `STRATUS_CRASH_ITERATIONS` sets the number of kills (default 8).
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 mod common;
 
 use std::collections::BTreeMap;

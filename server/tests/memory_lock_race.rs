@@ -8,6 +8,8 @@
 //! entirely before the prewrite (its start_ts must be below the commit_ts), or concurrently
 //! with random delays on both sides.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 mod common;
 
 use std::sync::mpsc;

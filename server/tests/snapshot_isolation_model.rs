@@ -12,6 +12,8 @@
 //! * no two committed transactions that wrote the same key overlap (`A.start < B.commit` and
 //!   `B.start < A.commit`): first-committer-wins.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 mod common;
 
 use std::collections::BTreeMap;

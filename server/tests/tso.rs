@@ -2,13 +2,16 @@
 //! damaged high-water file is an error; a SIGKILLed process never makes a restarted TSO
 //! reissue a timestamp it printed.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use server::tso::{ManualClock, Tso, TsoError, TsoOptions, physical_ms};
+use server::tso::{ManualClock, Tso, TsoError, TsoOptions};
+use types::Ts;
 
 #[test]
 fn timestamps_are_unique_and_increasing_per_thread_across_threads() {
@@ -64,7 +67,7 @@ fn reopen_after_the_clock_went_backwards_still_increases() {
     let tso = Tso::open_with(&path, clock.clone(), TsoOptions::default()).unwrap();
     let next = tso.get_ts().unwrap();
     assert!(next > last, "reopened ts {next} not above {last}");
-    assert!(physical_ms(next) > physical_ms(last));
+    assert!(Ts(next).physical_millis() > Ts(last).physical_millis());
 }
 
 #[test]

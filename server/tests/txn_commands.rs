@@ -2,15 +2,17 @@
 //! record and EXTRA marker), check_txn_status, check_secondary_locks, resolve_lock, scan_locks,
 //! 1PC, async commit, and data spread over two shards.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 mod common;
 
 use common::{cluster, one_shard, two_shards};
 use kvengine::ColumnFamily;
 use kvengine::mvcc::{LockType, WriteKind, WriteMeta};
-use server::tso::compose_ts;
 use server::txn::{
     CommitStage, Mode, Mutation, PrewriteRequest, PrewriteResponse, Storage, TxnError, TxnStatus,
 };
+use types::Ts;
 
 const TTL: u64 = 1000;
 
@@ -489,14 +491,14 @@ fn rollback_twice_is_idempotent() {
 fn check_txn_status_reports_locked_until_the_ttl_then_rolls_back_a_2pc_primary() {
     let c = one_shard(false);
     let s = &c.storage;
-    let start = compose_ts(1_000_000, 0);
+    let start = Ts::compose(1_000_000, 0).get();
     prewrite(
         s,
         vec![Mutation::put("pk", "v"), Mutation::put("sk", "v")],
         start,
     )
     .unwrap();
-    let before = compose_ts(1_000_000 + TTL - 1, 5);
+    let before = Ts::compose(1_000_000 + TTL - 1, 5).get();
     match s.check_txn_status(b"pk", start, 0, before, true).unwrap() {
         TxnStatus::Locked { lock, ttl_expired } => {
             assert!(!ttl_expired);
@@ -505,7 +507,7 @@ fn check_txn_status_reports_locked_until_the_ttl_then_rolls_back_a_2pc_primary()
         }
         other => panic!("expected Locked, found {other:?}"),
     }
-    let after = compose_ts(1_000_000 + TTL, 0);
+    let after = Ts::compose(1_000_000 + TTL, 0).get();
     assert_eq!(
         s.check_txn_status(b"pk", start, 0, after, true).unwrap(),
         TxnStatus::RolledBack
@@ -526,7 +528,7 @@ fn check_txn_status_reports_locked_until_the_ttl_then_rolls_back_a_2pc_primary()
 fn check_txn_status_on_an_expired_async_primary_returns_the_lock_with_its_secondaries() {
     let c = one_shard(false);
     let s = &c.storage;
-    let start = compose_ts(1_000_000, 0);
+    let start = Ts::compose(1_000_000, 0).get();
     async_prewrite(
         s,
         vec![Mutation::put("pk", "v"), Mutation::put("s1", "v")],
@@ -535,7 +537,7 @@ fn check_txn_status_on_an_expired_async_primary_returns_the_lock_with_its_second
         start,
     )
     .unwrap();
-    let after = compose_ts(1_000_000 + TTL + 1, 0);
+    let after = Ts::compose(1_000_000 + TTL + 1, 0).get();
     match s.check_txn_status(b"pk", start, 0, after, true).unwrap() {
         TxnStatus::Locked { lock, ttl_expired } => {
             assert!(ttl_expired);

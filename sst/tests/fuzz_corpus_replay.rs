@@ -1,6 +1,8 @@
 //! Replays the committed cargo-fuzz corpora through the same checks the fuzz targets run, so
 //! every input that ever found a bug (or was a seed) is re-checked by `cargo test` on stable.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::path::PathBuf;
 
 fn replay(target: &str, check: fn(&[u8])) -> usize {

@@ -3,6 +3,8 @@
 //! To create a missing golden file (only when adding a new format version), run with
 //! `STRATUS_WRITE_GOLDEN=1`.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 mod common;
 
 use std::path::PathBuf;

@@ -38,6 +38,12 @@ macro_rules! id_type {
                 fmt::Display::fmt(&self.0, f)
             }
         }
+
+        impl fmt::LowerHex for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::LowerHex::fmt(&self.0, f)
+            }
+        }
     };
 }
 
@@ -76,6 +82,11 @@ impl Ts {
     pub const fn physical_millis(self) -> u64 {
         self.0 >> Self::LOGICAL_BITS
     }
+
+    /// The logical counter within its millisecond.
+    pub const fn logical(self) -> u64 {
+        self.0 & ((1 << Self::LOGICAL_BITS) - 1)
+    }
 }
 
 #[cfg(test)]
@@ -93,7 +104,8 @@ mod tests {
     fn ts_composes_physical_and_logical_parts() {
         let ts = Ts::compose(1_000, 5);
         assert_eq!(ts.physical_millis(), 1_000);
-        assert_eq!(ts.get() & ((1 << Ts::LOGICAL_BITS) - 1), 5);
+        assert_eq!(ts.logical(), 5);
+        assert_eq!(ts.get(), (1_000 << 18) | 5);
         assert!(Ts::compose(1_000, 0) < Ts::compose(1_001, 0));
     }
 }

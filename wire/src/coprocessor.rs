@@ -125,13 +125,15 @@ pub struct ExecDetails {
     pub processed_ns: u64,
     #[prost(uint64, tag = "3")]
     pub wait_ns: u64,
-    /// "local", "remote" or "fallback" (set by the server).
+    /// Where it ran: a [`crate::placement::Location`] label (`local`, `remote`, `fallback`,
+    /// `cache_hit`, `delegate`); read it with [`ExecDetails::location`](Self::location()).
     #[prost(string, tag = "4")]
     pub location: String,
     /// The worker's address when it ran remotely.
     #[prost(string, tag = "5")]
     pub remote_addr: String,
-    /// Why the server decided where to run it.
+    /// Why it ran there: an [`crate::placement::OffloadReason`] label for a local or remote
+    /// decision, else a sentence (a fallback's cause, a cache hit, the delegate path).
     #[prost(string, tag = "6")]
     pub reason: String,
 }

@@ -31,6 +31,7 @@
 
 use bytes::Bytes;
 use prost::Message;
+use types::Zone;
 
 /// `POST /delegate` (server): what a worker asks the owning server for.
 #[derive(Clone, PartialEq, Message)]
@@ -66,24 +67,51 @@ pub struct DelegateResponse {
     pub server_zone: String,
 }
 
+types::label_enum! {
+    /// What a [`DelegateResponse`] is, as a metric label
+    /// (`stratus_server_delegate_requests_total{result}`).
+    pub enum DelegateResult: "delegate result" {
+        /// A snapshot the worker may execute on.
+        Ok = "ok",
+        /// A lock blocks the read.
+        Locked = "locked",
+        /// The region moved or changed (the client refreshes).
+        RegionError = "region_error",
+        /// The server failed, or the request is bad.
+        Error = "error",
+    }
+}
+
+impl DelegateRequest {
+    /// The asking worker's zone (`None`: it has no zone label).
+    pub fn worker_zone(&self) -> Option<Zone> {
+        Zone::label(self.worker_zone.as_str())
+    }
+}
+
 impl DelegateResponse {
     /// Whether the server answered with an error instead of a snapshot.
     pub fn is_error(&self) -> bool {
-        self.result_label() != "ok"
+        self.result() != DelegateResult::Ok
     }
 
-    /// What the answer is, as a metric label: `region_error`, `locked`, `error` or `ok` (the
-    /// first that applies).
-    pub fn result_label(&self) -> &'static str {
+    /// What the answer is: `region_error`, `locked`, `error` or `ok` (the first that
+    /// applies).
+    pub fn result(&self) -> DelegateResult {
         if self.region_error.is_some() {
-            "region_error"
+            DelegateResult::RegionError
         } else if self.locked.is_some() {
-            "locked"
+            DelegateResult::Locked
         } else if !self.other_error.is_empty() {
-            "error"
+            DelegateResult::Error
         } else {
-            "ok"
+            DelegateResult::Ok
         }
+    }
+
+    /// The answering server's zone (`None`: it has no zone label).
+    pub fn server_zone(&self) -> Option<Zone> {
+        Zone::label(self.server_zone.as_str())
     }
 
     /// Whether a result computed from this snapshot must not be cached: the origin saw
@@ -96,21 +124,6 @@ impl DelegateResponse {
 /// The header of `POST /delegate/coprocessor` (worker) naming the base URL
 /// (`http://host:port`) of the server that owns the request's region.
 pub const REGION_SERVER_HEADER: &str = "x-stratus-region-server";
-
-/// The `zone_relation` label of two processes' zones: `same` (both set and equal), `cross`
-/// (both set and different) or `unknown` (either has no zone label).
-pub fn zone_relation(a: &str, b: &str) -> &'static str {
-    if a.is_empty() || b.is_empty() {
-        "unknown"
-    } else if a == b {
-        "same"
-    } else {
-        "cross"
-    }
-}
-
-/// Every value [`zone_relation`] returns (a closed label set).
-pub const ZONE_RELATIONS: [&str; 3] = ["same", "cross", "unknown"];
 
 #[cfg(test)]
 mod tests {
@@ -161,6 +174,7 @@ mod tests {
         let again = DelegateResponse::decode(Bytes::from(resp.encode_to_vec())).unwrap();
         assert_eq!(again, resp);
         assert!(!again.is_error());
+        assert_eq!(again.result().as_str(), "ok");
     }
 
     #[test]
@@ -189,19 +203,23 @@ mod tests {
                 ..DelegateResponse::default()
             },
         ];
+        let mut results = Vec::new();
         for resp in answers {
             let again = DelegateResponse::decode(resp.encode_to_vec().as_slice()).unwrap();
             assert_eq!(again, resp);
             assert!(again.is_error());
+            results.push(again.result().as_str());
         }
+        assert_eq!(results, ["region_error", "locked", "error"]);
     }
 
     #[test]
-    fn zone_relation_needs_both_zones() {
-        assert_eq!(zone_relation("a", "a"), "same");
-        assert_eq!(zone_relation("a", "b"), "cross");
-        assert_eq!(zone_relation("", "b"), "unknown");
-        assert_eq!(zone_relation("a", ""), "unknown");
-        assert_eq!(zone_relation("", ""), "unknown");
+    fn zones_read_back_with_the_empty_label_as_none() {
+        let req = DelegateRequest {
+            worker_zone: "b".into(),
+            ..DelegateRequest::default()
+        };
+        assert_eq!(req.worker_zone(), Zone::label("b"));
+        assert_eq!(DelegateResponse::default().server_zone(), None);
     }
 }

@@ -1,7 +1,7 @@
 //! The Stratus wire: everything that crosses a process boundary, and the values and byte
 //! formats a client needs to fill and read it. Protobuf via prost derive (no protoc).
 //!
-//! This crate sits at the bottom of the crate graph, beside `types`: it depends on no engine
+//! This crate sits at the bottom of the crate graph, on `types` only: it depends on no engine
 //! crate (no `kvengine`, `sst`, `memtable`) and on nothing of AWS, so an entry node (the
 //! `client` crate) links the protocol without the engine. Executing a request is the `cop`
 //! crate's job, storing data the engine's; what a request *is* lives here. `.ci/run` fails when
@@ -18,6 +18,8 @@
 //!   their errors;
 //! * [`coprocessor`]: the coprocessor request and response, the DAG a request carries
 //!   (executors, expressions) and its result, region errors, lock info, exec details;
+//! * [`placement`]: where a request ran and why (location, offload reason, fallback cause):
+//!   the closed sets the exec details and the metrics speak;
 //! * [`paging`]: how a page reports the keys it covered and which ranges the next page asks
 //!   for;
 //! * [`offload`]: the body a storage server POSTs to a worker (framing of three sections);
@@ -40,6 +42,7 @@ pub mod delegate;
 pub mod fuzzing;
 pub mod offload;
 pub mod paging;
+pub mod placement;
 pub mod region;
 pub mod txn;
 

@@ -1,6 +1,7 @@
 //! Cluster plumbing: timestamps, the regions a server owns, split, and raw bulk load.
 
 use prost::Message;
+use types::{RegionId, Zone};
 
 /// `POST /tso`: `count` consecutive timestamps (at least 1).
 #[derive(Clone, PartialEq, Message)]
@@ -40,6 +41,13 @@ pub struct Region {
     pub approximate_size: u64,
 }
 
+impl Region {
+    /// The id, typed (the field stays `u64` on the wire).
+    pub fn region_id(&self) -> RegionId {
+        RegionId(self.id)
+    }
+}
+
 #[derive(Clone, PartialEq, Message)]
 pub struct Label {
     #[prost(string, tag = "1")]
@@ -60,6 +68,16 @@ pub struct RegionsResponse {
     /// The address the server listens on.
     #[prost(string, tag = "3")]
     pub addr: String,
+}
+
+impl RegionsResponse {
+    /// The server's `zone` label (`None`: no label, or the empty one).
+    pub fn zone(&self) -> Option<Zone> {
+        self.labels
+            .iter()
+            .find(|l| l.key == "zone")
+            .and_then(|l| Zone::label(l.value.as_str()))
+    }
 }
 
 /// `POST /split`: split `region_id` at `split_key` (which must be strictly inside it).

@@ -1,6 +1,8 @@
 //! Memcomparable and compact bytes: order (prefixes and zero bytes included), round trips,
 //! and truncated input.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use proptest::prelude::*;
 use wire::codec::bytes::{
     decode_bytes_comparable, decode_compact_bytes, encode_bytes_comparable, encode_compact_bytes,

@@ -8,6 +8,8 @@
 //! To (re)write the files after an intended change: `STRATUS_BLESS=1 cargo test -p wire --test
 //! codec_golden`, then review the diff.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::path::PathBuf;
 
 use wire::codec::datum::{decode_datums, encode_datum};

@@ -2,6 +2,8 @@
 //! rejection of malformed rows, and truncated input. (Reading rows into the coprocessor's
 //! columns is tested in `cop/tests/row_into_column.rs`.)
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;

@@ -1,6 +1,8 @@
 //! Record and index keys: round trips, ordering by handle and by index values, ranges, and
 //! malformed keys.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use proptest::prelude::*;
 use wire::codec::table::{
     RECORD_KEY_LEN, decode_index_key, decode_record_key, decode_unique_index_value, index_key,

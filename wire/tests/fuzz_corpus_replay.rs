@@ -4,6 +4,8 @@
 //! skip. To rewrite them after an intended format change: `STRATUS_BLESS=1 cargo test -p
 //! wire --test fuzz_corpus_replay`.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use proptest::prelude::*;
 use wire::fuzzing::{offload_body, offload_body_seeds, server_request, server_request_seeds};
 

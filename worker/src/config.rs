@@ -295,9 +295,9 @@ impl WorkerConfig {
         Ok(config)
     }
 
-    /// The worker's `zone` label ("" = none).
-    pub fn zone(&self) -> &str {
-        self.worker.labels.get("zone").map_or("", String::as_str)
+    /// The worker's `zone` label (`None`: no label, or the empty one).
+    pub fn zone(&self) -> Option<types::Zone> {
+        self.worker.labels.get("zone").and_then(types::Zone::label)
     }
 
     /// `worker.max-request-size` in bytes (checked to fit by [`WorkerConfig::validate`]).
@@ -400,7 +400,7 @@ memory-source = "auto"
         )
         .unwrap();
         assert_eq!(c.worker.delegate_timeout, ReadableDuration::millis(250));
-        assert_eq!(c.zone(), "b");
+        assert_eq!(c.zone(), types::Zone::label("b"));
         let err =
             WorkerConfig::parse("[worker]\ndelegate-timeout = \"0s\"\n", "w.toml").unwrap_err();
         assert!(err.to_string().contains("worker.delegate-timeout"), "{err}");

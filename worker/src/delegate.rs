@@ -21,8 +21,8 @@
 //!    request runs on it ([`crate::coprocessor::Offload`], as for an offload body). The cache
 //!    fields come from the origin's evidence: `cache_last_version` is the origin's data
 //!    version, and `can_be_cached` is false whenever the origin saw newer versions or locks
-//!    (or the handler itself says no). `exec_details.location` is `delegate`, `remote_addr`
-//!    the owning server.
+//!    (or the handler itself says no). `exec_details.location` is `delegate`
+//!    ([`Location::Delegate`]), `remote_addr` the owning server.
 //!
 //! HTTP answers other than 200: 400 (no or bad header, a body that is no cop request), 413
 //! (body too large), 502 (the server could not be asked or its answer is unusable, or the
@@ -38,16 +38,15 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
+use types::ZoneRelation;
 use wire::coprocessor::{ExecDetails, Request};
-use wire::delegate::{DelegateRequest, DelegateResponse, REGION_SERVER_HEADER, zone_relation};
+use wire::delegate::{DelegateRequest, DelegateResponse, REGION_SERVER_HEADER};
+use wire::placement::Location;
 
 use crate::coprocessor::{Offload, OffloadError};
 use crate::metrics::{self, RequestResult};
 use crate::service::{apply_topn_paging, encoded, execute, read_body};
 use crate::state::WorkerState;
-
-/// `ExecDetails.location` of an answer on the delegate path (`remote_addr` = the owning server).
-const DELEGATE_LOCATION: &str = "delegate";
 
 pub async fn delegate_handler(
     State(state): State<Arc<WorkerState>>,
@@ -128,10 +127,10 @@ async fn delegate_answer(
     };
 
     // 3. Ask the owning server.
-    let worker_zone = config.zone().to_string();
+    let worker_zone = config.zone();
     let ask = DelegateRequest {
         request: Some(request.clone()),
-        worker_zone: worker_zone.clone(),
+        worker_zone: types::zone::label(worker_zone.as_ref()).to_string(),
     };
     let mut timeout = config.worker.delegate_timeout.duration();
     if deadline_ms > 0 {
@@ -166,22 +165,23 @@ async fn delegate_answer(
             ));
         }
     };
+    let relation = ZoneRelation::of(worker_zone.as_ref(), origin.server_zone().as_ref());
     metrics::DELEGATE_BYTES
-        .with_label_values(&[zone_relation(&worker_zone, &origin.server_zone)])
+        .with_label_values(&[relation.as_str()])
         .inc_by(reply.body.len() as u64);
 
     // 4. The origin's refusal is the answer.
     if origin.is_error() {
+        let mut details = ExecDetails {
+            remote_addr: server.clone(),
+            ..ExecDetails::default()
+        };
+        details.set_location(Location::Delegate, "refused by the owning server");
         let resp = wire::coprocessor::Response {
             region_error: origin.region_error,
             locked: origin.locked,
             other_error: origin.other_error,
-            exec_details: Some(ExecDetails {
-                location: DELEGATE_LOCATION.into(),
-                remote_addr: server.clone(),
-                reason: "refused by the owning server".into(),
-                ..ExecDetails::default()
-            }),
+            exec_details: Some(details),
             ..wire::coprocessor::Response::default()
         };
         return (RequestResult::Ok, encoded(state, keyspace, &resp));
@@ -208,7 +208,7 @@ async fn delegate_answer(
                 &mut resp,
                 origin.data_version,
                 origin.uncacheable(),
-                DELEGATE_LOCATION,
+                Location::Delegate,
                 &server,
                 "delegated by the client",
             );

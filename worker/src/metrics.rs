@@ -115,8 +115,8 @@ pub static DELEGATE_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
         )
         .expect("valid metric"),
     );
-    for r in wire::delegate::ZONE_RELATIONS {
-        c.with_label_values(&[r]);
+    for r in types::ZoneRelation::ALL {
+        c.with_label_values(&[r.as_str()]);
     }
     c
 });

@@ -1,6 +1,8 @@
 //! The `stratus-worker` process: exit code 2 and the key's name for a bad config, and a clean
 //! start (effective config printed, bound address announced) and a clean stop on SIGTERM.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Output, Stdio};

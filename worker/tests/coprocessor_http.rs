@@ -6,6 +6,8 @@
 //! request that finds memory high until its deadline 503 (the cop-limiter, with an injected
 //! memory reading).
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,19 +1,26 @@
 //! `EXPLAIN <select>` (and `EXPLAIN ANALYZE`): runs the query's DAG through the session (as
-//! the SELECT would run) and describes what happened instead of returning the rows, as one
-//! result with columns `id`, `task`, `detail`:
+//! the SELECT would run) and describes what happened instead of returning the rows.
+//!
+//! [`explain`] gives the description typed ([`Explain`]: a line per executor, a
+//! [`RegionExplain`] per region with where its pages ran as a [`Location`] and why); a program
+//! reads those fields (`stratus demo` checks its claims against them) and never the text. The
+//! statement's answer ([`Explain::to_result`]) renders them as one result with columns `id`,
+//! `task`, `detail`:
 //!
 //! * a row per DAG executor, in order (`id` = its index, `task` = `dag`, `detail` e.g.
 //!   `TableScan table=t columns=id,g,v`, `Selection v > 3`, `HashAgg group_by=g
 //!   aggs=count(*),sum(v)`, `TopN order_by=v desc limit=10`, `Limit 10`);
 //! * a row per region, in key order (`id` = `region <id>`; `task` = where its pages went —
-//!   `server <url>`, or `worker <addr>` on the delegate path — then where the server ran them,
+//!   `server <url>`, or `worker <addr>` on the delegate path — then where that node ran them,
 //!   from the exec details it answered: `local`, `remote <worker addr>`, `fallback`,
-//!   `cache_hit`; `detail` = `reason=<the server's reason> pages=<n> rows=<n>
+//!   `cache_hit`, `delegate`; `detail` = `reason=<the reason> pages=<n> rows=<n>
 //!   cache_hit=<whether a page was a cache hit>`). A region whose pages ran in different places
 //!   lists each place once, comma-separated.
 
+use types::RegionId;
 use wire::coprocessor::{DagRequest, ExecType, Expr, ExprType, ScalarFuncSig};
 use wire::datum::Datum;
+use wire::placement::{Location, OffloadReason};
 
 use super::catalog::TableSchema;
 use super::select::SelectPlan;
@@ -24,28 +31,171 @@ use crate::variables::Session;
 /// The result's column names.
 pub const COLUMNS: [&str; 3] = ["id", "task", "detail"];
 
-pub async fn run(session: &Session<'_>, plan: &SelectPlan) -> Result<QueryResult> {
+/// What `EXPLAIN` found out by running the query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explain {
+    /// A line per DAG executor, in order ([`describe_dag`]).
+    pub executors: Vec<String>,
+    /// A row per region, in key order ([`describe_regions`]).
+    pub regions: Vec<RegionExplain>,
+    /// The run's warnings (node selection's on the delegate path).
+    pub warnings: Vec<String>,
+}
+
+impl Explain {
+    /// The statement's answer: the rows the module docs describe, as text.
+    pub fn to_result(&self) -> QueryResult {
+        let text = |s: String| Datum::Bytes(s.into_bytes());
+        let mut rows: Vec<Vec<Datum>> = self
+            .executors
+            .iter()
+            .enumerate()
+            .map(|(i, d)| vec![text(i.to_string()), text("dag".into()), text(d.clone())])
+            .collect();
+        rows.extend(
+            self.regions
+                .iter()
+                .map(|r| vec![text(r.id_text()), text(r.task()), text(r.detail())]),
+        );
+        QueryResult {
+            columns: COLUMNS.iter().map(|c| c.to_string()).collect(),
+            rows,
+            affected_rows: 0,
+            warnings: self.warnings.clone(),
+        }
+    }
+}
+
+/// The node a region's pages were sent to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SentTo {
+    /// The server owning the region (its base URL).
+    Server(String),
+    /// A worker on the delegate path (its base URL).
+    Worker(String),
+}
+
+impl SentTo {
+    /// The node's URL.
+    pub fn url(&self) -> &str {
+        match self {
+            SentTo::Server(url) | SentTo::Worker(url) => url,
+        }
+    }
+}
+
+/// One place a region's pages ran: the node they were sent to, and where that node says it
+/// ran them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Place {
+    pub sent_to: SentTo,
+    /// From the exec details; `None` when the answer named no place this client knows.
+    pub location: Option<Location>,
+    /// The worker that ran them when `location` is `remote`; else empty.
+    pub remote_worker: String,
+}
+
+impl Place {
+    fn of(page: &PageRows) -> Place {
+        Place {
+            sent_to: match &page.served_by {
+                ServedBy::Server => SentTo::Server(page.server.clone()),
+                ServedBy::Worker { addr, .. } => SentTo::Worker(addr.clone()),
+            },
+            location: page.location,
+            remote_worker: if page.location == Some(Location::Remote) {
+                page.remote_addr.clone()
+            } else {
+                String::new()
+            },
+        }
+    }
+
+    /// `server <url> local`, `server <url> remote <worker>`, `worker <addr> delegate`, ...,
+    /// with each node URL passed through `name`.
+    pub fn render(&self, name: &dyn Fn(&str) -> String) -> String {
+        let node = match &self.sent_to {
+            SentTo::Server(url) => format!("server {}", name(url)),
+            SentTo::Worker(addr) => format!("worker {}", name(addr)),
+        };
+        match self.location {
+            None => node,
+            Some(Location::Remote) => format!("{node} remote {}", name(&self.remote_worker)),
+            Some(other) => format!("{node} {other}"),
+        }
+    }
+}
+
+/// One region of an `EXPLAIN`: where its pages ran and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionExplain {
+    pub region_id: RegionId,
+    /// Each place its pages ran, once, in page order.
+    pub places: Vec<Place>,
+    /// Each non-empty reason its pages gave, once, in page order: an [`OffloadReason`]'s label
+    /// for a local or remote run, else the node's sentence.
+    pub reasons: Vec<String>,
+    pub pages: usize,
+    pub rows: usize,
+    /// Whether a page was a cache hit.
+    pub cache_hit: bool,
+}
+
+impl RegionExplain {
+    /// The `id` column: `region <id>`.
+    pub fn id_text(&self) -> String {
+        format!("region {}", self.region_id)
+    }
+
+    /// The `task` column: every place, comma-separated.
+    pub fn task(&self) -> String {
+        self.task_named(&|url| url.to_string())
+    }
+
+    /// [`RegionExplain::task`] with each node URL replaced by `name(url)`.
+    pub fn task_named(&self, name: &dyn Fn(&str) -> String) -> String {
+        let places: Vec<String> = self.places.iter().map(|p| p.render(name)).collect();
+        places.join(",")
+    }
+
+    /// The `detail` column: `reason=<r> pages=<n> rows=<n> cache_hit=<bool>`.
+    pub fn detail(&self) -> String {
+        format!(
+            "reason={} pages={} rows={} cache_hit={}",
+            self.reasons.join(","),
+            self.pages,
+            self.rows,
+            self.cache_hit
+        )
+    }
+
+    /// The offload reasons among [`RegionExplain::reasons`].
+    pub fn offload_reasons(&self) -> impl Iterator<Item = OffloadReason> + '_ {
+        self.reasons.iter().filter_map(|r| r.parse().ok())
+    }
+
+    /// Whether some page ran where it did for `reason`.
+    pub fn has_reason(&self, reason: OffloadReason) -> bool {
+        self.offload_reasons().any(|r| r == reason)
+    }
+}
+
+/// Runs the plan's query and describes it.
+pub async fn explain(session: &Session<'_>, plan: &SelectPlan) -> Result<Explain> {
     let ts = session.client.current_ts().await?;
     let r = session
         .coprocessor(&plan.dag, plan.ranges.clone(), ts)
         .await?;
-    let text = |s: String| Datum::Bytes(s.into_bytes());
-    let mut rows: Vec<Vec<Datum>> = describe_dag(&plan.dag, &plan.table)
-        .into_iter()
-        .enumerate()
-        .map(|(i, d)| vec![text(i.to_string()), text("dag".into()), text(d)])
-        .collect();
-    rows.extend(
-        describe_regions(&r.pages)
-            .into_iter()
-            .map(|(id, task, detail)| vec![text(id), text(task), text(detail)]),
-    );
-    Ok(QueryResult {
-        columns: COLUMNS.iter().map(|c| c.to_string()).collect(),
-        rows,
-        affected_rows: 0,
+    Ok(Explain {
+        executors: describe_dag(&plan.dag, &plan.table),
+        regions: describe_regions(&r.pages),
         warnings: r.warnings,
     })
+}
+
+/// `EXPLAIN` as a statement: [`explain`], rendered.
+pub async fn run(session: &Session<'_>, plan: &SelectPlan) -> Result<QueryResult> {
+    Ok(explain(session, plan).await?.to_result())
 }
 
 /// A readable line per executor of `dag` over `table`.
@@ -237,9 +387,9 @@ fn expr_text(e: &Expr, names: &[String]) -> String {
     }
 }
 
-/// `(id, task, detail)` per region of `pages` (in their order, each region once).
-pub fn describe_regions(pages: &[PageRows]) -> Vec<(String, String, String)> {
-    let mut order: Vec<u64> = Vec::new();
+/// A [`RegionExplain`] per region of `pages` (in their order, each region once).
+pub fn describe_regions(pages: &[PageRows]) -> Vec<RegionExplain> {
+    let mut order: Vec<RegionId> = Vec::new();
     for p in pages {
         if !order.contains(&p.region_id) {
             order.push(p.region_id);
@@ -247,20 +397,12 @@ pub fn describe_regions(pages: &[PageRows]) -> Vec<(String, String, String)> {
     }
     order
         .into_iter()
-        .map(|region| {
-            let mine: Vec<&PageRows> = pages.iter().filter(|p| p.region_id == region).collect();
-            let mut places: Vec<String> = Vec::new();
+        .map(|region_id| {
+            let mine: Vec<&PageRows> = pages.iter().filter(|p| p.region_id == region_id).collect();
+            let mut places: Vec<Place> = Vec::new();
             let mut reasons: Vec<String> = Vec::new();
             for p in &mine {
-                let node = match &p.served_by {
-                    ServedBy::Server => format!("server {}", p.server),
-                    ServedBy::Worker { addr, .. } => format!("worker {addr}"),
-                };
-                let place = match p.location.as_str() {
-                    "" => node,
-                    "remote" => format!("{node} remote {}", p.remote_addr),
-                    other => format!("{node} {other}"),
-                };
+                let place = Place::of(p);
                 if !places.contains(&place) {
                     places.push(place);
                 }
@@ -268,17 +410,14 @@ pub fn describe_regions(pages: &[PageRows]) -> Vec<(String, String, String)> {
                     reasons.push(p.reason.clone());
                 }
             }
-            let rows: usize = mine.iter().map(|p| p.rows.len()).sum();
-            let cache_hit = mine.iter().any(|p| p.from_cache);
-            (
-                format!("region {region}"),
-                places.join(","),
-                format!(
-                    "reason={} pages={} rows={rows} cache_hit={cache_hit}",
-                    reasons.join(","),
-                    mine.len()
-                ),
-            )
+            RegionExplain {
+                region_id,
+                places,
+                reasons,
+                pages: mine.len(),
+                rows: mine.iter().map(|p| p.rows.len()).sum(),
+                cache_hit: mine.iter().any(|p| p.from_cache),
+            }
         })
         .collect()
 }
@@ -319,47 +458,82 @@ mod tests {
     fn page(
         region_id: u64,
         served_by: ServedBy,
-        location: &str,
+        location: Option<Location>,
         reason: &str,
         rows: usize,
     ) -> PageRows {
         PageRows {
-            region_id,
+            region_id: RegionId(region_id),
             served_by,
             page_index: 0,
             from_cache: false,
             resumed: false,
             rows: vec![Vec::new(); rows],
             server: "http://s1".into(),
-            location: location.into(),
-            remote_addr: if location == "remote" {
-                "http://w1".into()
-            } else {
-                String::new()
+            location,
+            remote_addr: match location {
+                Some(Location::Remote) => "http://w1".into(),
+                Some(Location::Delegate) => "http://s1".into(),
+                _ => String::new(),
             },
             reason: reason.into(),
         }
     }
 
+    fn rendered(regions: &[RegionExplain]) -> Vec<(String, String, String)> {
+        regions
+            .iter()
+            .map(|r| (r.id_text(), r.task(), r.detail()))
+            .collect()
+    }
+
     #[test]
     fn regions_show_where_they_ran_and_why() {
         let pages = vec![
-            page(3, ServedBy::Server, "remote", "blocks_size", 2),
-            page(3, ServedBy::Server, "remote", "blocks_size", 5),
-            page(8, ServedBy::Server, "local", "small", 1),
+            page(
+                3,
+                ServedBy::Server,
+                Some(Location::Remote),
+                "blocks_size",
+                2,
+            ),
+            page(
+                3,
+                ServedBy::Server,
+                Some(Location::Remote),
+                "blocks_size",
+                5,
+            ),
+            page(8, ServedBy::Server, Some(Location::Local), "small", 1),
             page(
                 9,
                 ServedBy::Worker {
                     id: 0,
                     addr: "http://w0".into(),
                 },
-                "",
+                None,
                 "",
                 4,
             ),
         ];
+        let regions = describe_regions(&pages);
+        assert_eq!(regions[0].region_id, RegionId(3));
         assert_eq!(
-            describe_regions(&pages),
+            regions[0].places,
+            [Place {
+                sent_to: SentTo::Server("http://s1".into()),
+                location: Some(Location::Remote),
+                remote_worker: "http://w1".into(),
+            }]
+        );
+        assert!(regions[0].has_reason(OffloadReason::BlocksSize));
+        assert_eq!((regions[0].pages, regions[0].rows), (2, 7));
+        assert_eq!(
+            regions[2].places[0].sent_to,
+            SentTo::Worker("http://w0".into())
+        );
+        assert_eq!(
+            rendered(&regions),
             vec![
                 (
                     "region 3".to_string(),
@@ -378,5 +552,43 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn a_region_lists_each_place_once_and_names_replace_urls() {
+        let worker = ServedBy::Worker {
+            id: 0,
+            addr: "http://w0".into(),
+        };
+        let mut hit = page(4, ServedBy::Server, Some(Location::CacheHit), "", 3);
+        hit.from_cache = true;
+        let pages = vec![
+            page(4, ServedBy::Server, Some(Location::Local), "cpu_idle", 1),
+            hit,
+            page(4, ServedBy::Server, Some(Location::Local), "cpu_idle", 1),
+            page(5, ServedBy::Server, Some(Location::Remote), "cpu_busy", 1),
+            page(
+                6,
+                worker,
+                Some(Location::Delegate),
+                "delegated by the client",
+                2,
+            ),
+        ];
+        let regions = describe_regions(&pages);
+        assert_eq!(
+            rendered(&regions[..1]),
+            [(
+                "region 4".to_string(),
+                "server http://s1 local,server http://s1 cache_hit".to_string(),
+                "reason=cpu_idle pages=3 rows=5 cache_hit=true".to_string()
+            )]
+        );
+        assert!(regions[0].has_reason(OffloadReason::CpuIdle));
+        assert!(!regions[0].has_reason(OffloadReason::CpuBusy));
+        let name = |url: &str| url.trim_start_matches("http://").to_uppercase();
+        assert_eq!(regions[1].task_named(&name), "server S1 remote W1");
+        assert_eq!(regions[2].task(), "worker http://w0 delegate");
+        assert_eq!(regions[2].offload_reasons().count(), 0);
     }
 }

@@ -27,7 +27,8 @@
 //!   chooses the server or the delegate path), finished in the client ([`finish`]: AVG,
 //!   ORDER BY over aggregates, projection order).
 //! * `EXPLAIN [ANALYZE] <select>` ([`explain`]): runs the query and returns, instead of its
-//!   rows, a row per DAG executor and a row per region saying where it ran and why.
+//!   rows, a row per DAG executor and a row per region saying where it ran and why. A program
+//!   asks [`Engine::explain`] for the same description typed.
 //! * `SET [GLOBAL | SESSION] var = value`, `SET @@[global. | session.]var = value`,
 //!   `SHOW [GLOBAL | SESSION] VARIABLES [LIKE 'pattern']`, `SELECT @@[global.]var, ...` and
 //!   `SHOW WARNINGS` ([`set_show`]). Every statement but `SHOW WARNINGS` replaces the warning
@@ -54,6 +55,7 @@ use crate::paging::Client;
 use crate::variables::{Scope, Session};
 
 pub use catalog::{Column, SqlType, TableSchema};
+pub use explain::{Explain, RegionExplain};
 pub use insert::InsertPlan;
 pub use modify::ModifyPlan;
 pub use select::SelectPlan;
@@ -357,30 +359,51 @@ impl<'a> Engine<'a> {
         let out = self.run(sql).await;
         match &out {
             Ok((_, true)) => {}
-            Ok((r, false)) => {
-                self.warnings = r
-                    .warnings
-                    .iter()
-                    .map(|m| Warning {
-                        level: "Warning",
-                        code: WARNING_CODE,
-                        message: m.clone(),
-                    })
-                    .collect();
-            }
-            Err(e) => {
-                self.warnings = vec![Warning {
-                    level: "Error",
-                    code: WARNING_CODE,
-                    message: e.to_string(),
-                }];
-            }
+            Ok((r, false)) => self.keep_warnings(Ok(&r.warnings)),
+            Err(e) => self.keep_warnings(Err(e)),
         }
         out.map(|(r, _)| r)
     }
 
-    /// Runs one statement; `true` when it was `SHOW WARNINGS` (which keeps the list).
-    async fn run(&mut self, sql: &str) -> Result<(QueryResult, bool)> {
+    /// `EXPLAIN sql` for a program: runs the query (`sql` is a `SELECT`, or an `EXPLAIN` of
+    /// one) and returns the typed description ([`explain::Explain`]) instead of its rendered
+    /// rows. Replaces the warning list as [`Engine::execute`] does.
+    pub async fn explain(&mut self, sql: &str) -> Result<explain::Explain> {
+        let out = self.run_explain(sql).await;
+        self.keep_warnings(out.as_ref().map(|e| e.warnings.as_slice()));
+        out
+    }
+
+    async fn run_explain(&mut self, sql: &str) -> Result<explain::Explain> {
+        let plan = match self.plan_of(sql).await? {
+            Plan::Select(p) | Plan::Explain(p) => p,
+            _ => return Err(unsupported("EXPLAIN of a statement other than SELECT")),
+        };
+        let session = self.session().await?;
+        explain::explain(session, &plan).await
+    }
+
+    /// The warning list after a statement: its warnings, or its error.
+    fn keep_warnings(&mut self, out: std::result::Result<&[String], &SqlError>) {
+        self.warnings = match out {
+            Ok(warnings) => warnings
+                .iter()
+                .map(|m| Warning {
+                    level: "Warning",
+                    code: WARNING_CODE,
+                    message: m.clone(),
+                })
+                .collect(),
+            Err(e) => vec![Warning {
+                level: "Error",
+                code: WARNING_CODE,
+                message: e.to_string(),
+            }],
+        };
+    }
+
+    /// Parses and plans one statement, loading the schema of the table it names.
+    async fn plan_of(&mut self, sql: &str) -> Result<Plan> {
         let stmt = parse(sql)?;
         let schema = match table_of(&stmt)? {
             Some(name) => Some(
@@ -391,7 +414,12 @@ impl<'a> Engine<'a> {
             None => None,
         };
         let resolve = |name: &str| schema.clone().filter(|s| s.name == name);
-        let plan = plan(&stmt, &resolve)?;
+        plan(&stmt, &resolve)
+    }
+
+    /// Runs one statement; `true` when it was `SHOW WARNINGS` (which keeps the list).
+    async fn run(&mut self, sql: &str) -> Result<(QueryResult, bool)> {
+        let plan = self.plan_of(sql).await?;
         if let Plan::ShowWarnings = plan {
             return Ok((self.show_warnings(), true));
         }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kvengine::{CacheFs, Dfs, LocalDfs};
+use kvengine::{CacheFs, Dfs, FileId, LocalDfs};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -20,7 +20,7 @@ fn main() {
     let run = || -> kvengine::Result<()> {
         let inner: Arc<dyn Dfs> = Arc::new(LocalDfs::open(remote)?);
         let cache = CacheFs::open(inner, cache, u64::MAX)?;
-        let data = cache.get(file_id)?;
+        let data = cache.get(FileId(file_id))?;
         println!("done {}", data.len());
         Ok(())
     };

@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
+use types::FileId;
+
 use crate::durable_file::write_atomically;
 use crate::error::{Error, Result};
 
@@ -84,7 +86,7 @@ impl IdAllocator {
     }
 
     /// The next id. Writes the file (durably) once per [`ID_BATCH`] ids.
-    pub fn next(&self) -> Result<u64> {
+    pub fn next(&self) -> Result<FileId> {
         let mut counter = self.counter.lock();
         if counter.next >= counter.limit {
             let limit = counter
@@ -104,7 +106,7 @@ impl IdAllocator {
         }
         let id = (u64::from(self.node_id) << COUNTER_BITS) | counter.next;
         counter.next += 1;
-        Ok(id)
+        Ok(FileId(id))
     }
 
     /// The node id in the ids' high bits.

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use kvengine::FileId;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
@@ -65,14 +66,14 @@ pub fn assert_manifest_files_exist(dir: &Path, dfs: &dyn Dfs) -> (BTreeSet<u64>,
     let manifest =
         Manifest::open(ManifestOptions::new(dir.join("engine").join("manifest"))).unwrap();
     let live = manifest.live_file_ids();
-    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().collect();
+    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().map(FileId::get).collect();
     let missing: Vec<_> = live.difference(&stored).collect();
     assert!(
         missing.is_empty(),
         "manifest references missing files: {missing:?}"
     );
     for id in &live {
-        dfs.get(*id).unwrap();
+        dfs.get(FileId(*id)).unwrap();
     }
     (live, stored)
 }

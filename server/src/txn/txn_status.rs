@@ -3,12 +3,12 @@
 //! committed iff every key was prewritten).
 
 use kvengine::mvcc::Lock;
+use types::Ts;
 
 use super::error::Result;
 use super::rollback_marker::put_rollback;
 use super::storage::{Batches, Storage, require_keys, unique_keys};
 use super::write_records::{TxnRecord, find_txn_record};
-use crate::tso::physical_ms;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxnStatus {
@@ -46,7 +46,7 @@ pub struct SecondaryLocksStatus {
 /// Whether a lock taken at `lock_ts` with `ttl_ms` has expired by `current_ts` (physical
 /// milliseconds of both timestamps).
 pub fn lock_expired(lock_ts: u64, ttl_ms: u64, current_ts: u64) -> bool {
-    physical_ms(current_ts) >= physical_ms(lock_ts).saturating_add(ttl_ms)
+    Ts(current_ts).physical_millis() >= Ts(lock_ts).physical_millis().saturating_add(ttl_ms)
 }
 
 impl Storage {
