@@ -494,23 +494,28 @@ fn a_request_still_running_when_the_grace_ends_does_not_keep_the_worker_alive() 
     );
 }
 
-/// The server's half: SIGTERM while its offloaded request waits at the worker (which waits for
-/// the frozen store); the server refuses new connections, answers the request in full once the
-/// store thaws, and exits 0 right after.
+/// The server's half: SIGTERM while its offloaded request waits at a frozen worker (SIGSTOP,
+/// after the request reached it); the server refuses new connections, answers the request in
+/// full once the worker thaws, and exits 0 right after. The store is thawed before SIGTERM, so
+/// the server's flush on the way out cannot be what keeps it alive until the answer.
 #[test]
 fn sigterm_lets_the_server_finish_an_in_flight_request_then_exit_zero() {
     let mut cluster = Cluster::new(StoreKind::S3);
-    let worker = held_worker(&cluster, "worker", LONG_GRACE);
+    let mut worker = held_worker(&cluster, "worker", LONG_GRACE);
     let mut server = offloading_server(&cluster, &worker, LONG_GRACE);
     let region = server.region_of(&T.key(0));
     let req = coprocessor::request(&T.count_sum_dag(), vec![T.range()], server.tso(), &region);
     let addr = socket_addr(server.base_url());
 
+    // Hold the request at the worker with the store, then freeze the worker itself and thaw
+    // the store.
     store_signal(&mut cluster, Signal::SIGSTOP);
     let url = server.url(wire::paths::COPROCESSOR);
     let held = std::thread::spawn(move || try_post(&url, req.encode_to_vec()));
-    // At the worker: the server's request is in flight.
     wait_for_in_flight(&worker, 1.0);
+    worker.signal(Signal::SIGSTOP);
+    store_signal(&mut cluster, Signal::SIGCONT);
+
     server.signal(Signal::SIGTERM);
     let terminated = Instant::now();
     wait_until_refused(addr);
@@ -519,7 +524,7 @@ fn sigterm_lets_the_server_finish_an_in_flight_request_then_exit_zero() {
         None,
         "the server exited with a request in flight"
     );
-    store_signal(&mut cluster, Signal::SIGCONT);
+    worker.signal(Signal::SIGCONT);
 
     let reply = held
         .join()
