@@ -409,11 +409,16 @@ fn a_flood_of_heavy_requests_runs_one_at_a_time_within_the_memory_bound_and_none
         let via_server: Vec<_> = (0..THROUGH_SERVER)
             .map(|_| s.spawn(move || via_ref.coprocessor(&routed(via_ref, 3))))
             .collect();
-        // Every request of the flood found memory high and waits.
+        // Every request of the flood found memory high and waits (or the limiter let one
+        // run while memory was high: the assertion below says so at once).
         wait_until("every request of the flood waits for memory", || {
-            waiting(worker_ref) == FLOOD as u64
+            waiting(worker_ref) == FLOOD as u64 || running_peak(worker_ref) > 1
         });
-        assert_eq!(running_peak(worker_ref), 1, "only one request ran so far");
+        assert_eq!(
+            running_peak(worker_ref),
+            1,
+            "the limiter let a request of the flood run while the held answer kept memory high"
+        );
         // Release: from now on the limiter alone decides who runs.
         let (status, body) = held.read();
         assert_eq!(answer_rows(status, &body), expected);
