@@ -389,7 +389,10 @@ impl CopLimiter {
     /// Requests waiting for memory now (from their first sleep until admitted, rejected or
     /// dropped).
     pub fn waiting(&self) -> usize {
-        self.pacing.lock().unwrap_or_else(|e| e.into_inner()).waiting
+        self.pacing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .waiting
     }
 
     /// (requests running now, the most that ran at once since the worker started).
@@ -730,7 +733,8 @@ mod tests {
 
     #[test]
     fn the_real_files_of_this_machine_give_a_plausible_reading() {
-        let r = MemorySource::read(&SystemMemory::new(0, MemorySourceKind::Auto)).expect("a reading on Linux");
+        let r = MemorySource::read(&SystemMemory::new(0, MemorySourceKind::Auto))
+            .expect("a reading on Linux");
         assert!(r.used > 0 && r.limit > 0, "{r:?}");
         assert!(r.ratio() < 1.5, "{r:?}");
     }
