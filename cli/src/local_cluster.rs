@@ -57,8 +57,15 @@ use worker::{WorkerConfig, WorkerSection};
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a node may take to exit after SIGTERM (its shutdown grace plus a flush).
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long [`LocalCluster::set_cpu_load`] waits for the servers to sample the new load.
-const CPU_SAMPLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long [`LocalCluster::set_cpu_load`] waits for the servers to sample the new load (a
+/// sample interval, plus a busy hold when the load drops; generous for a loaded machine).
+const CPU_SAMPLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often servers sample the `cpu-load` file. A sample is stale after three intervals, so
+/// an idle state survives a sampler thread scheduled up to two intervals late.
+const CPU_SAMPLE_INTERVAL: ReadableDuration = ReadableDuration::secs(1);
+/// How long a busy sample keeps a server busy: a busy state survives a sampler thread
+/// scheduled up to two seconds late, and a drop of the load shows within this time.
+const CPU_BUSY_HOLD: ReadableDuration = ReadableDuration::secs(3);
 /// The servers' busy threshold (the default `remote-coprocessor-load-aware-cpu-threshold`).
 const CPU_BUSY_THRESHOLD: f64 = 0.8;
 /// Timeout of one HTTP call to a node.
@@ -74,8 +81,8 @@ pub struct ClusterOptions {
     /// 0: ephemeral ports (tests, demo, bench). Otherwise `server-a` listens on this port,
     /// `server-b` on the next, then `worker-a1`, `worker-a2`, `worker-b1`, `worker-b2`.
     pub base_port: u16,
-    /// true: servers read their CPU load from `<data>/cpu-load` (`file:` cpu source, 100 ms
-    /// sampling, short hold) and the load-aware force thresholds are disabled, so
+    /// true: servers read their CPU load from `<data>/cpu-load` (`file:` cpu source, 1 s
+    /// sampling, 3 s hold) and the load-aware force thresholds are disabled, so
     /// [`LocalCluster::set_cpu_load`] alone decides whether an offload candidate runs local
     /// (`cpu_idle`) or remote (`cpu_busy`). false: the process CPU, as in production.
     pub cpu_load_file: bool,
@@ -532,8 +539,11 @@ fn server_config(
                 "file:{}",
                 cpu_load_path(&opts.data_dir).display()
             ),
-            remote_coprocessor_load_aware_sample_interval: ReadableDuration::millis(100),
-            remote_coprocessor_load_aware_hold_time: ReadableDuration::millis(200),
+            // Seconds, not milliseconds: between `set_cpu_load` and the queries that follow,
+            // a late sampler thread must not turn the state stale (`no_cpu_signal`) or end a
+            // busy hold (`cpu_idle`).
+            remote_coprocessor_load_aware_sample_interval: CPU_SAMPLE_INTERVAL,
+            remote_coprocessor_load_aware_hold_time: CPU_BUSY_HOLD,
             // Never forced: the file alone decides between cpu_idle and cpu_busy.
             remote_coprocessor_load_aware_force_blocks_size: ReadableSize(1 << 50),
             remote_coprocessor_load_aware_force_num_ranges: 1 << 40,

@@ -98,6 +98,21 @@ impl TestNode {
     pub fn try_exit(&mut self) -> Option<ExitStatus> {
         self.process.try_exit().unwrap_or_else(|e| panic!("{e}"))
     }
+
+    /// Waits up to `timeout` for the node to exit by itself (no signal sent): its status, or
+    /// `None` while it still runs.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.try_exit() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for TestNode {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::supervisor::Launch;
+use harness::supervisor::{Launch, Signal};
 use kvengine::DfsSection;
 use types::ReadableDuration;
 
@@ -81,6 +81,12 @@ impl S3Proc {
 
     pub fn kill(&mut self) {
         self.node.kill();
+    }
+
+    /// Sends `signal`: SIGSTOP freezes the store (every request to it hangs, connections are
+    /// still accepted by the kernel), SIGCONT thaws it.
+    pub fn signal(&mut self, signal: Signal) {
+        self.node.signal(signal);
     }
 }
 

@@ -232,6 +232,17 @@ impl ServerProc {
         self.node.signal(signal)
     }
 
+    /// The exit status if the server has exited, `None` while it runs.
+    pub fn try_exit(&mut self) -> Option<ExitStatus> {
+        self.node.try_exit()
+    }
+
+    /// Waits up to `timeout` for the server to exit by itself (after a signal the test sent): its
+    /// status, or `None` while it still runs.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.node.wait_for_exit(timeout)
+    }
+
     // -- cluster ---------------------------------------------------------------------------
 
     /// A fresh timestamp.

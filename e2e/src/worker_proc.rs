@@ -181,6 +181,17 @@ impl WorkerProc {
         self.node.signal(signal)
     }
 
+    /// The exit status if the worker has exited, `None` while it runs.
+    pub fn try_exit(&mut self) -> Option<ExitStatus> {
+        self.node.try_exit()
+    }
+
+    /// Waits up to `timeout` for the worker to exit by itself (after a signal the test sent): its
+    /// status, or `None` while it still runs.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.node.wait_for_exit(timeout)
+    }
+
     pub fn metrics_text(&self) -> String {
         get_text(&self.url("/metrics"))
     }

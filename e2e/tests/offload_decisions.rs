@@ -13,6 +13,14 @@
 //! equal what the test predicts from what it sent, and sum to the number of counted decisions.
 //! A fresh server exports every valid (result, reason) series at 0, and every series of its
 //! other closed label sets, so every read here is strict.
+//!
+//! Exact counts need a CPU state that cannot change during a phase. A state read from samples
+//! a few hundred milliseconds apart can: a sampler thread scheduled late on a loaded machine
+//! makes the sample stale (`no_cpu_signal`) or ends a busy hold (`cpu_idle`) between two
+//! requests. So each CPU phase runs on a server started with the file already written, that
+//! samples it at start and then once an hour: its state is fixed for the whole phase. That the
+//! state follows the file while a server runs is a test of its own, which waits for each state
+//! and counts nothing.
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
@@ -371,22 +379,57 @@ fn a_pattern_that_covered_many_blocks_locally_goes_remote_over_a_small_range() {
     );
 }
 
-/// Writes the CPU value the server samples and waits until `/status` reports `state`.
-fn set_cpu(server: &ServerProc, file: &Path, value: &str, state: &str) {
-    std::fs::write(file, value).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// The server's CPU state as `/status` reports it.
+fn cpu_state(server: &ServerProc) -> String {
+    let status: serde_json::Value = serde_json::from_str(&server.status_text()).unwrap();
+    status["cpu"]["state"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no CPU state in {status}"))
+        .to_string()
+}
+
+/// Waits (generously) until `/status` reports `state`.
+fn wait_for_cpu_state(server: &ServerProc, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let status: serde_json::Value = serde_json::from_str(&server.status_text()).unwrap();
-        if status["cpu"]["state"] == state {
+        let now = cpu_state(server);
+        if now == state {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "CPU state never became {state}: {status}"
+            "CPU state never became {state}: {now}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Load-aware routing over `T` (loaded by [`load_and_measure`] with 4 KiB blocks, `size`
+/// bytes): candidates from half the table (blocks_size) or 8 ranges (num_ranges), forced from
+/// the whole table or 16 ranges; the CPU read from `cpu_file`, sampled every `interval`.
+fn load_aware(
+    cfg: &mut ServerSetup,
+    worker: &WorkerProc,
+    size: u64,
+    cpu_file: &Path,
+    interval: Duration,
+) {
+    let kv = &mut cfg.kvengine;
+    kv.remote_coprocessor_addr = worker.coprocessor_url();
+    kv.remote_coprocessor_min_blocks_size = ReadableSize(size / 4);
+    kv.remote_coprocessor_load_aware_force_blocks_size = ReadableSize(size * 9 / 10);
+    kv.remote_coprocessor_num_ranges = 8;
+    kv.remote_coprocessor_load_aware_force_num_ranges = 16;
+    kv.remote_coprocessor_load_aware_cpu_source = format!("file:{}", cpu_file.display());
+    kv.remote_coprocessor_load_aware_sample_interval = ReadableDuration(interval);
+    // A busy sample holds as long as a sample stays fresh (three intervals).
+    kv.remote_coprocessor_load_aware_hold_time = ReadableDuration(interval * 3);
+    // Local runs would make the pattern a lazy candidate; that has its own tests.
+    kv.remote_coprocessor_lazy_pattern_duration = ReadableDuration::millis(0);
+}
+
+/// Sampled once at start, then once an hour: no state change during a test.
+const FROZEN: Duration = Duration::from_secs(3600);
 
 #[test]
 fn load_aware_routing_follows_the_injected_cpu_signal_and_the_force_thresholds() {
@@ -397,25 +440,33 @@ fn load_aware_routing_follows_the_injected_cpu_signal_and_the_force_thresholds()
     cfg.kvengine.block_size = ReadableSize::kib(4);
     let size = load_and_measure(&cfg);
     let cpu_file = cluster.path("cpu");
-    // Candidates: half the table or more (blocks_size), 8 ranges or more (num_ranges).
-    // Forced: the whole table, 16 ranges or more.
-    let kv = &mut cfg.kvengine;
-    kv.remote_coprocessor_addr = worker.coprocessor_url();
-    kv.remote_coprocessor_min_blocks_size = ReadableSize(size / 4);
-    kv.remote_coprocessor_load_aware_force_blocks_size = ReadableSize(size * 9 / 10);
-    kv.remote_coprocessor_num_ranges = 8;
-    kv.remote_coprocessor_load_aware_force_num_ranges = 16;
-    kv.remote_coprocessor_load_aware_cpu_source = format!("file:{}", cpu_file.display());
-    // Stale after three periods: long enough for a loaded test machine.
-    kv.remote_coprocessor_load_aware_sample_interval = ReadableDuration::millis(200);
-    kv.remote_coprocessor_load_aware_hold_time = ReadableDuration::millis(400);
-    // Local runs would make the pattern a lazy candidate; that has its own tests.
-    kv.remote_coprocessor_lazy_pattern_duration = ReadableDuration::millis(0);
-    let server = ServerProc::start(&cfg);
-    let mut tally = Tally::start(&server);
+    load_aware(&mut cfg, &worker, size, &cpu_file, FROZEN);
 
-    // A mixed workload per CPU state: each kind of request, and one that is no candidate.
-    let mixed = |tally: &mut Tally, cpu_reason: OffloadReason, cpu_location: &str| {
+    // Per CPU value in the file before the server starts (None: no file), the state the
+    // server must settle in, and what a candidate then does. A garbled value is no sample.
+    let phases: [(Option<&str>, &str, OffloadReason, &str); 4] = [
+        (None, "NoSignal", OffloadReason::NoCpuSignal, "remote"),
+        (Some("0.1"), "Idle", OffloadReason::CpuIdle, "local"),
+        (Some("0.95"), "Busy", OffloadReason::CpuBusy, "remote"),
+        (
+            Some("garbage"),
+            "NoSignal",
+            OffloadReason::NoCpuSignal,
+            "remote",
+        ),
+    ];
+    for (value, state, cpu_reason, cpu_location) in phases {
+        match value {
+            Some(v) => std::fs::write(&cpu_file, v).unwrap(),
+            None => {
+                let _ = std::fs::remove_file(&cpu_file);
+            }
+        }
+        let mut server = ServerProc::start(&cfg);
+        // The sampler's first sample lands right after start: wait for it, not a time.
+        wait_for_cpu_state(&server, state);
+        let mut tally = Tally::start(&server);
+        // A mixed workload: each kind of request, and one that is no candidate.
         assert_eq!(send(&server, vec![half()]), cpu_location, "{cpu_reason}");
         tally.expect(cpu_reason);
         assert_eq!(send(&server, points(8)), cpu_location, "{cpu_reason}");
@@ -426,17 +477,39 @@ fn load_aware_routing_follows_the_injected_cpu_signal_and_the_force_thresholds()
         tally.expect(OffloadReason::LoadAwareForceNumRanges);
         let empty = vec![OTHER.range()];
         assert_eq!(send_to(&server, OTHER, empty), "local", "no candidate");
-    };
-    // No file yet: no signal, fail open.
-    let status: serde_json::Value = serde_json::from_str(&server.status_text()).unwrap();
-    assert_eq!(status["cpu"]["state"], "NoSignal", "{status}");
-    mixed(&mut tally, OffloadReason::NoCpuSignal, "remote");
-    set_cpu(&server, &cpu_file, "0.1", "Idle");
-    mixed(&mut tally, OffloadReason::CpuIdle, "local");
-    set_cpu(&server, &cpu_file, "0.95", "Busy");
-    mixed(&mut tally, OffloadReason::CpuBusy, "remote");
-    // A garbled value is no sample: the signal goes stale.
-    set_cpu(&server, &cpu_file, "garbage", "NoSignal");
-    mixed(&mut tally, OffloadReason::NoCpuSignal, "remote");
-    tally.check(&server);
+        tally.check(&server);
+        assert_eq!(
+            cpu_state(&server),
+            state,
+            "the state held for the whole phase"
+        );
+        assert_eq!(server.terminate().code(), Some(0));
+    }
+}
+
+#[test]
+fn the_cpu_state_follows_the_injected_file_while_the_server_runs() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let worker = WorkerProc::start(&cluster.worker_config("worker"));
+    let mut cfg = cluster.server_config("server");
+    let cpu_file = cluster.path("cpu");
+    load_aware(
+        &mut cfg,
+        &worker,
+        1 << 20,
+        &cpu_file,
+        Duration::from_millis(200),
+    );
+    let server = ServerProc::start(&cfg);
+    assert_eq!(cpu_state(&server), "NoSignal", "no file yet");
+    for (value, state) in [
+        ("0.1", "Idle"),
+        ("0.95", "Busy"),
+        ("0.1", "Idle"),
+        ("garbage", "NoSignal"),
+        ("0.95", "Busy"),
+    ] {
+        std::fs::write(&cpu_file, value).unwrap();
+        wait_for_cpu_state(&server, state);
+    }
 }

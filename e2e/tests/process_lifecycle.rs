@@ -1,22 +1,34 @@
 //! Start-up and shutdown of both binaries: a config error fails start-up naming the key; the
 //! effective config is printed and served; SIGTERM is a clean exit 0 after which the server's
 //! data (flushed or not) survives a restart, as it does a SIGKILL.
+//!
+//! SIGTERM and in-flight requests: a request is held in flight by freezing (SIGSTOP) the object
+//! store a worker must read before it can answer, so it is known to be running when SIGTERM
+//! arrives (the worker's in-flight gauge shows it) and finishes exactly when the test thaws the
+//! store (SIGCONT), whatever the machine's load. On SIGTERM the process must refuse new
+//! connections at once, keep serving the held request, answer it in full once it can, and exit
+//! 0 right after it, well within `shutdown-grace`; a request still held when the grace ends
+//! must not keep the process alive much past it.
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
+use std::net::{SocketAddr, TcpStream};
 use std::process::ExitStatus;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor;
-use e2e::http_client::get;
+use e2e::http_client::{get, try_post};
+use e2e::offload_body::BodyCapture;
 use e2e::process::run_to_exit;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::{ServerProc, ServerSetup};
 use e2e::transactions;
 use e2e::worker_proc::WorkerProc;
+use harness::supervisor::Signal;
+use prost::Message;
 use server::config::WalSync;
-use types::ReadableSize;
+use types::{ReadableDuration, ReadableSize};
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -294,5 +306,282 @@ fn a_server_on_s3_lists_its_initial_region_and_zone() {
             .iter()
             .any(|l| l.key == "zone" && l.value == "a"),
         "{regions:?}"
+    );
+}
+
+// -- SIGTERM with a request in flight ---------------------------------------------------------
+
+/// Rows of `T` in the shutdown tests.
+const HELD_ROWS: i64 = 2000;
+/// A grace the held request never needs: exiting before it shows the process waited for the
+/// request, not for the grace.
+const LONG_GRACE: Duration = Duration::from_secs(60);
+/// A grace the held request outlives.
+const SHORT_GRACE: Duration = Duration::from_secs(2);
+/// What a process may take past its grace to exit (the worker gives a request cut off at the
+/// grace up to another grace to leave its blocking thread, then abandons it; both flush
+/// nothing slow): generous for a loaded machine, far below the minutes a process waiting for
+/// the held request would take.
+const EXIT_MARGIN: Duration = Duration::from_secs(20);
+/// How long a frozen store may keep an object-store call or an offload waiting before it
+/// times out: longer than any test, so only the test's SIGCONT ends the wait.
+const FROZEN_FOR: ReadableDuration = ReadableDuration::secs(600);
+
+/// `127.0.0.1:PORT` of `http://127.0.0.1:PORT`.
+fn socket_addr(base_url: &str) -> SocketAddr {
+    base_url
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap_or_else(|e| panic!("not an address: {base_url}: {e}"))
+}
+
+/// Waits until a new connection to `addr` is refused (the listener is closed).
+fn wait_until_refused(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return,
+            other => assert!(
+                Instant::now() < deadline,
+                "{addr} still accepts connections after SIGTERM: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until `worker` has exactly `n` requests in flight.
+fn wait_for_in_flight(worker: &WorkerProc, n: f64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = worker.in_flight();
+        if now == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker never had {n} requests in flight: {now}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A worker of `cluster` (S3) with `grace`, no file cached (its first request must read the
+/// store) and object-store calls that wait for a frozen store.
+fn held_worker(cluster: &Cluster, name: &str, grace: Duration) -> WorkerProc {
+    let mut wcfg = cluster.worker_config(name);
+    wcfg.dfs.s3_timeout = FROZEN_FOR;
+    wcfg.worker.shutdown_grace = ReadableDuration(grace);
+    WorkerProc::start(&wcfg)
+}
+
+/// Loads `T` (rows `0..HELD_ROWS`) into `server` and flushes it to the store.
+fn load_held_table(server: &ServerProc) {
+    T.load(server, 0..HELD_ROWS, 8, |h| h);
+    server.flush();
+}
+
+/// The offload body of a count/sum over `T`, captured from a server of `cluster` that loaded
+/// and flushed it.
+fn held_body(cluster: &Cluster) -> e2e::offload_body::OffloadBody {
+    let capture = BodyCapture::start(cluster, "capture", |c| c.dfs.s3_timeout = FROZEN_FOR);
+    load_held_table(&capture.server);
+    let region = capture.server.region_of(&T.key(0));
+    let req = coprocessor::request(
+        &T.count_sum_dag(),
+        vec![T.range()],
+        capture.server.tso(),
+        &region,
+    );
+    let (local, body) = capture.capture(&req);
+    assert_eq!(coprocessor::rows(&local).unwrap(), expected_rows());
+    body
+}
+
+/// A server of `cluster` offloading every request to `worker` (waiting for it as long as the
+/// store may stay frozen), with `grace`, that loaded and flushed `T`.
+fn offloading_server(cluster: &Cluster, worker: &WorkerProc, grace: Duration) -> ServerProc {
+    let mut cfg = cluster.server_config("server");
+    cfg.dfs.s3_timeout = FROZEN_FOR;
+    cfg.offload_all_to_worker(worker);
+    cfg.kvengine.remote_coprocessor_timeout = FROZEN_FOR;
+    cfg.server.shutdown_grace = ReadableDuration(grace);
+    let server = ServerProc::start(&cfg);
+    load_held_table(&server);
+    server
+}
+
+fn expected_rows() -> Vec<Vec<wire::datum::Datum>> {
+    SampleTable::count_sum_rows(0..HELD_ROWS)
+}
+
+/// Freezes or thaws the cluster's object store.
+fn store_signal(cluster: &mut Cluster, signal: Signal) {
+    cluster.s3.as_mut().expect("an S3 cluster").signal(signal);
+}
+
+/// A worker given SIGTERM while one request waits for the frozen store: it refuses new
+/// connections, answers the request in full once the store thaws, and exits 0 right after.
+#[test]
+fn sigterm_lets_the_worker_finish_an_in_flight_request_then_exit_zero() {
+    let mut cluster = Cluster::new(StoreKind::S3);
+    let body = held_body(&cluster);
+    let mut worker = held_worker(&cluster, "worker", LONG_GRACE);
+    let addr = socket_addr(worker.base_url());
+
+    store_signal(&mut cluster, Signal::SIGSTOP);
+    let url = worker.coprocessor_url();
+    let held = std::thread::spawn(move || try_post(&url, body.encode()));
+    wait_for_in_flight(&worker, 1.0);
+    worker.signal(Signal::SIGTERM);
+    let terminated = Instant::now();
+    wait_until_refused(addr);
+    assert_eq!(
+        worker.try_exit(),
+        None,
+        "the worker exited with a request in flight"
+    );
+    store_signal(&mut cluster, Signal::SIGCONT);
+
+    let reply = held
+        .join()
+        .unwrap()
+        .expect("the in-flight request is answered");
+    assert_eq!(
+        reply.status.as_u16(),
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let resp = wire::coprocessor::Response::decode(reply.body.as_ref()).unwrap();
+    assert_eq!(coprocessor::rows(&resp).unwrap(), expected_rows());
+    let status = worker
+        .wait_for_exit(LONG_GRACE)
+        .unwrap_or_else(|| panic!("the worker still runs {LONG_GRACE:?} after SIGTERM"));
+    assert_eq!(status.code(), Some(0), "{}", worker.output_report());
+    assert!(
+        terminated.elapsed() < LONG_GRACE,
+        "exited when its request was done, not at the end of the grace"
+    );
+}
+
+/// A worker given SIGTERM while a request waits for a store that stays frozen: it exits
+/// within its grace (plus a margin), cutting the request off.
+#[test]
+fn a_request_still_running_when_the_grace_ends_does_not_keep_the_worker_alive() {
+    let mut cluster = Cluster::new(StoreKind::S3);
+    let body = held_body(&cluster);
+    let mut worker = held_worker(&cluster, "worker", SHORT_GRACE);
+
+    store_signal(&mut cluster, Signal::SIGSTOP);
+    let url = worker.coprocessor_url();
+    let held = std::thread::spawn(move || try_post(&url, body.encode()));
+    wait_for_in_flight(&worker, 1.0);
+    worker.signal(Signal::SIGTERM);
+    let status = worker.wait_for_exit(SHORT_GRACE + EXIT_MARGIN);
+    store_signal(&mut cluster, Signal::SIGCONT);
+    let status = status.unwrap_or_else(|| {
+        panic!(
+            "the worker still runs {:?} after SIGTERM with a grace of {SHORT_GRACE:?}",
+            SHORT_GRACE + EXIT_MARGIN
+        )
+    });
+    assert_eq!(status.code(), Some(0), "{}", worker.output_report());
+    let reply = held.join().unwrap();
+    assert!(
+        reply.is_err(),
+        "a request cut off at the grace has no answer: {reply:?}"
+    );
+}
+
+/// The server's half: SIGTERM while its offloaded request waits at a frozen worker (SIGSTOP,
+/// after the request reached it); the server refuses new connections, answers the request in
+/// full once the worker thaws, and exits 0 right after. The store is thawed before SIGTERM, so
+/// the server's flush on the way out cannot be what keeps it alive until the answer.
+#[test]
+fn sigterm_lets_the_server_finish_an_in_flight_request_then_exit_zero() {
+    let mut cluster = Cluster::new(StoreKind::S3);
+    let mut worker = held_worker(&cluster, "worker", LONG_GRACE);
+    let mut server = offloading_server(&cluster, &worker, LONG_GRACE);
+    let region = server.region_of(&T.key(0));
+    let req = coprocessor::request(&T.count_sum_dag(), vec![T.range()], server.tso(), &region);
+    let addr = socket_addr(server.base_url());
+
+    // Hold the request at the worker with the store, then freeze the worker itself and thaw
+    // the store.
+    store_signal(&mut cluster, Signal::SIGSTOP);
+    let url = server.url(wire::paths::COPROCESSOR);
+    let held = std::thread::spawn(move || try_post(&url, req.encode_to_vec()));
+    wait_for_in_flight(&worker, 1.0);
+    worker.signal(Signal::SIGSTOP);
+    store_signal(&mut cluster, Signal::SIGCONT);
+
+    server.signal(Signal::SIGTERM);
+    let terminated = Instant::now();
+    wait_until_refused(addr);
+    assert_eq!(
+        server.try_exit(),
+        None,
+        "the server exited with a request in flight"
+    );
+    worker.signal(Signal::SIGCONT);
+
+    let reply = held
+        .join()
+        .unwrap()
+        .expect("the in-flight request is answered");
+    assert_eq!(reply.status.as_u16(), 200, "{reply:?}");
+    let resp = wire::coprocessor::Response::decode(reply.body.as_ref()).unwrap();
+    assert_eq!(
+        coprocessor::location(&resp),
+        "remote",
+        "{:?}",
+        resp.exec_details
+    );
+    assert_eq!(coprocessor::rows(&resp).unwrap(), expected_rows());
+    let status = server
+        .wait_for_exit(LONG_GRACE)
+        .unwrap_or_else(|| panic!("the server still runs {LONG_GRACE:?} after SIGTERM"));
+    assert_eq!(status.code(), Some(0), "{}", server.output_report());
+    assert!(
+        terminated.elapsed() < LONG_GRACE,
+        "exited when its request was done, not at the end of the grace"
+    );
+}
+
+/// SIGTERM while the server's offloaded request waits at a worker that stays frozen (SIGSTOP,
+/// after the request reached it): the server exits within its grace plus a margin, cutting
+/// the request off, and still flushes and exits 0 (the store is not frozen).
+#[test]
+fn a_request_still_running_when_the_grace_ends_does_not_keep_the_server_alive() {
+    let mut cluster = Cluster::new(StoreKind::S3);
+    let mut worker = held_worker(&cluster, "worker", LONG_GRACE);
+    let mut server = offloading_server(&cluster, &worker, SHORT_GRACE);
+    let region = server.region_of(&T.key(0));
+    let req = coprocessor::request(&T.count_sum_dag(), vec![T.range()], server.tso(), &region);
+
+    // Hold the request at the worker with the store, then freeze the worker itself and thaw
+    // the store (the server flushes to it on the way out).
+    store_signal(&mut cluster, Signal::SIGSTOP);
+    let url = server.url(wire::paths::COPROCESSOR);
+    let held = std::thread::spawn(move || try_post(&url, req.encode_to_vec()));
+    wait_for_in_flight(&worker, 1.0);
+    worker.signal(Signal::SIGSTOP);
+    store_signal(&mut cluster, Signal::SIGCONT);
+
+    server.signal(Signal::SIGTERM);
+    let status = server.wait_for_exit(SHORT_GRACE + EXIT_MARGIN);
+    worker.signal(Signal::SIGCONT);
+    let status = status.unwrap_or_else(|| {
+        panic!(
+            "the server still runs {:?} after SIGTERM with a grace of {SHORT_GRACE:?}",
+            SHORT_GRACE + EXIT_MARGIN
+        )
+    });
+    assert_eq!(status.code(), Some(0), "{}", server.output_report());
+    let reply = held.join().unwrap();
+    assert!(
+        reply.is_err(),
+        "a request cut off at the grace has no answer: {reply:?}"
     );
 }

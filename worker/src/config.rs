@@ -26,6 +26,7 @@
 //! wait-max-duration = "3s"
 //! sample-ttl = "60s"
 //! memory-limit = 0
+//! memory-source = "auto"
 //! ```
 //!
 //! Every key is optional; an unknown key or a bad value is an error that names the key.
@@ -136,8 +137,38 @@ pub struct CopLimiterSection {
     /// keeps one counter per keyspace and second in the window.
     pub sample_ttl: ReadableDuration,
     /// The memory limit when no cgroup limits the process (default 0 = the machine's physical
-    /// memory). A cgroup (v2) limit always takes precedence: it is what the kernel enforces.
+    /// memory). Under `memory-source = "auto"` a cgroup (v2) limit takes precedence: it is what
+    /// the kernel enforces.
     pub memory_limit: ReadableSize,
+    /// Where memory use is read (default `"auto"`): `"auto"` reads the cgroup v2 working set
+    /// over `memory.max` when a cgroup limits the worker, else the resident set over
+    /// `memory-limit`; `"process"` always reads the resident set over `memory-limit` (or the
+    /// physical memory), even under a cgroup. `"process"` suits a worker that shares its
+    /// cgroup with other programs and should judge only its own memory, against a limit of
+    /// its own.
+    pub memory_source: MemorySourceKind,
+}
+
+/// `cop-limiter.memory-source`: which reading the limiter trusts (see
+/// [`crate::cop_limiter::SystemMemory`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemorySourceKind {
+    /// The cgroup v2 limit and working set when a cgroup limits the process, else the resident
+    /// set over the configured (or physical) limit.
+    #[default]
+    Auto,
+    /// The resident set over the configured (or physical) limit, whatever the cgroup says.
+    Process,
+}
+
+impl MemorySourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemorySourceKind::Auto => "auto",
+            MemorySourceKind::Process => "process",
+        }
+    }
 }
 
 impl Default for CopLimiterSection {
@@ -148,6 +179,7 @@ impl Default for CopLimiterSection {
             wait_max_duration: ReadableDuration::secs(3),
             sample_ttl: ReadableDuration::secs(60),
             memory_limit: ReadableSize(0),
+            memory_source: MemorySourceKind::Auto,
         }
     }
 }
@@ -329,6 +361,7 @@ high-mem-ratio = 0.8
 wait-min-duration = "100ms"
 wait-max-duration = "3s"
 sample-ttl = "60s"
+memory-source = "auto"
 "#,
             "w.toml",
         )
@@ -402,6 +435,7 @@ sample-ttl = "60s"
                 wait_max_duration: ReadableDuration::millis(1500),
                 sample_ttl: ReadableDuration::secs(600),
                 memory_limit: ReadableSize::mib(512),
+                memory_source: MemorySourceKind::Process,
             },
             ..WorkerConfig::default()
         };
@@ -412,6 +446,7 @@ sample-ttl = "60s"
         );
         assert!(text.contains("[cop-limiter]"), "{text}");
         assert!(text.contains("memory-limit = \"512MiB\""), "{text}");
+        assert!(text.contains("memory-source = \"process\""), "{text}");
         assert_eq!(WorkerConfig::parse(&text, "rendered").unwrap(), c);
     }
 
@@ -439,6 +474,8 @@ sample-ttl = "60s"
         assert!(msg.contains("high-mem-ratios"), "{msg}");
         let msg = bad("memory-limit = \"lots\"");
         assert!(msg.contains("memory-limit"), "{msg}");
+        let msg = bad("memory-source = \"cgroup\"");
+        assert!(msg.contains("memory-source"), "{msg}");
     }
 
     #[test]

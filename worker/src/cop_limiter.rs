@@ -3,8 +3,9 @@
 //!
 //! **Memory use** is `used / limit` ([`SystemMemory`]):
 //! * when a cgroup v2 memory limit applies (`memory.max` of the process's cgroup or an
-//!   ancestor, `"max"` = none): the cgroup's `memory.current` minus its reclaimable
-//!   `inactive_file` page cache (the working set, as the kubelet computes it) over that limit;
+//!   ancestor, `"max"` = none) and `cop-limiter.memory-source` is `"auto"` (the default): the
+//!   cgroup's `memory.current` minus its reclaimable `inactive_file` page cache (the working
+//!   set, as the kubelet computes it) over that limit;
 //! * else the process's resident set (`VmRSS` of `/proc/self/status`) over
 //!   `cop-limiter.memory-limit`, or over the physical memory (`MemTotal` of `/proc/meminfo`)
 //!   when that is 0.
@@ -38,6 +39,11 @@
 //! Memory stays bounded: at most one bucket per keyspace and second of the window, and a
 //! keyspace whose buckets all expired is dropped (its gauge series too).
 //!
+//! **Running**: an admitted request counts as running ([`CopLimiter::start_running`]) until its
+//! answer is built (or its client goes away); `GET /status` shows how many wait, how many run
+//! now and the most that ever ran at once (`waiting`, `running`, `running_peak`): what the
+//! limiter let through, whatever memory did meanwhile.
+//!
 //! Metrics: `stratus_worker_cop_limiter_throttled_rounds_total` (sleeps),
 //! `stratus_worker_cop_limiter_rejections_total` (503s),
 //! `stratus_worker_cop_limiter_wait_seconds` (the drawn duration of each sleep),
@@ -47,9 +53,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::config::CopLimiterSection;
+use crate::config::{CopLimiterSection, MemorySourceKind};
 use crate::metrics;
 
 /// How long a request without a deadline may wait for memory: half the servers' default
@@ -109,22 +116,26 @@ type ReadFile = Box<dyn Fn(&Path) -> Option<String> + Send + Sync>;
 /// The worker's memory as the module docs define it, from `/proc` and `/sys/fs/cgroup`.
 pub struct SystemMemory {
     configured_limit: u64,
+    kind: MemorySourceKind,
     read_file: ReadFile,
 }
 
 impl SystemMemory {
-    /// Reads the real files; `configured_limit` is `cop-limiter.memory-limit` (0 = physical).
-    pub fn new(configured_limit: u64) -> SystemMemory {
-        SystemMemory::with_files(configured_limit, |p| std::fs::read_to_string(p).ok())
+    /// Reads the real files; `configured_limit` is `cop-limiter.memory-limit` (0 = physical),
+    /// `kind` is `cop-limiter.memory-source`.
+    pub fn new(configured_limit: u64, kind: MemorySourceKind) -> SystemMemory {
+        SystemMemory::with_files(configured_limit, kind, |p| std::fs::read_to_string(p).ok())
     }
 
     /// Reads files through `read_file` (tests pass file contents by path).
     pub fn with_files(
         configured_limit: u64,
+        kind: MemorySourceKind,
         read_file: impl Fn(&Path) -> Option<String> + Send + Sync + 'static,
     ) -> SystemMemory {
         SystemMemory {
             configured_limit,
+            kind,
             read_file: Box::new(read_file),
         }
     }
@@ -169,7 +180,9 @@ impl SystemMemory {
 
 impl MemorySource for SystemMemory {
     fn read(&self) -> Option<MemoryUse> {
-        if let Some(cgroup) = self.cgroup() {
+        if self.kind == MemorySourceKind::Auto
+            && let Some(cgroup) = self.cgroup()
+        {
             return Some(cgroup);
         }
         let used = parse_kib_field(&self.read("/proc/self/status")?, "VmRSS:")?;
@@ -275,6 +288,20 @@ pub struct CopLimiter {
     rng: Mutex<XorShift64>,
     pacing: Mutex<Pacing>,
     throughput: Mutex<KeyspaceThroughput>,
+    /// Admitted requests whose answer is not built yet, and the most there ever were.
+    running: AtomicUsize,
+    running_peak: AtomicUsize,
+}
+
+/// One admitted request, counted as running until dropped (see [`CopLimiter::start_running`]).
+pub struct Running<'a> {
+    running: &'a AtomicUsize,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Who is waiting, and when the last request was admitted (see "Pacing" in the module docs).
@@ -344,7 +371,36 @@ impl CopLimiter {
                 settings.sample_ttl.duration(),
                 epoch,
             )),
+            running: AtomicUsize::new(0),
+            running_peak: AtomicUsize::new(0),
         }
+    }
+
+    /// Counts an admitted request as running until the guard is dropped: the caller holds it
+    /// from admission until the answer is built.
+    pub fn start_running(&self) -> Running<'_> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.running_peak.fetch_max(now, Ordering::SeqCst);
+        Running {
+            running: &self.running,
+        }
+    }
+
+    /// Requests waiting for memory now (from their first sleep until admitted, rejected or
+    /// dropped).
+    pub fn waiting(&self) -> usize {
+        self.pacing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .waiting
+    }
+
+    /// (requests running now, the most that ran at once since the worker started).
+    pub fn running(&self) -> (usize, usize) {
+        (
+            self.running.load(Ordering::SeqCst),
+            self.running_peak.load(Ordering::SeqCst),
+        )
     }
 
     /// Reads memory and records the ratio in the gauge.
@@ -539,13 +595,21 @@ mod tests {
 
     // -- memory ------------------------------------------------------------------------
 
-    /// `SystemMemory` over the given files (path → contents).
+    /// `SystemMemory` (`memory-source = "auto"`) over the given files (path → contents).
     fn memory_with(configured: u64, files: &[(&str, &str)]) -> SystemMemory {
+        memory_of_kind(configured, MemorySourceKind::Auto, files)
+    }
+
+    fn memory_of_kind(
+        configured: u64,
+        kind: MemorySourceKind,
+        files: &[(&str, &str)],
+    ) -> SystemMemory {
         let files: HashMap<PathBuf, String> = files
             .iter()
             .map(|(p, c)| (PathBuf::from(p), c.to_string()))
             .collect();
-        SystemMemory::with_files(configured, move |p| files.get(p).cloned())
+        SystemMemory::with_files(configured, kind, move |p| files.get(p).cloned())
     }
 
     const STATUS: &str = "Name:\tstratus-worker\nVmHWM:\t  300000 kB\nVmRSS:\t  204800 kB\n";
@@ -613,6 +677,31 @@ mod tests {
     }
 
     #[test]
+    fn memory_source_process_ignores_a_cgroup_limit() {
+        let files = [
+            ("/proc/self/cgroup", "0::/worker\n"),
+            ("/sys/fs/cgroup/worker/memory.max", "1000000\n"),
+            ("/sys/fs/cgroup/worker/memory.current", "700000\n"),
+            ("/proc/self/status", STATUS),
+            ("/proc/meminfo", MEMINFO),
+        ];
+        let auto = MemorySource::read(&memory_with(1 << 30, &files)).unwrap();
+        assert_eq!(auto.source, LimitSource::Cgroup);
+        let process = memory_of_kind(1 << 30, MemorySourceKind::Process, &files);
+        let r = MemorySource::read(&process).unwrap();
+        assert_eq!(
+            (r.used, r.limit, r.source),
+            (204_800 * 1024, 1 << 30, LimitSource::Configured)
+        );
+        let physical = memory_of_kind(0, MemorySourceKind::Process, &files);
+        let r = MemorySource::read(&physical).unwrap();
+        assert_eq!(
+            (r.limit, r.source),
+            (2_048_000 * 1024, LimitSource::Physical)
+        );
+    }
+
+    #[test]
     fn a_cgroup_at_the_namespace_root_is_read_there() {
         let m = memory_with(
             0,
@@ -644,7 +733,8 @@ mod tests {
 
     #[test]
     fn the_real_files_of_this_machine_give_a_plausible_reading() {
-        let r = MemorySource::read(&SystemMemory::new(0)).expect("a reading on Linux");
+        let r = MemorySource::read(&SystemMemory::new(0, MemorySourceKind::Auto))
+            .expect("a reading on Linux");
         assert!(r.used > 0 && r.limit > 0, "{r:?}");
         assert!(r.ratio() < 1.5, "{r:?}");
     }
@@ -964,6 +1054,21 @@ mod tests {
             matches!(got, Admission::Admitted { rounds: 0, .. }),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn running_counts_admitted_requests_until_dropped_and_keeps_the_peak() {
+        let l = limiter(0, 100, 300);
+        assert_eq!(l.running(), (0, 0));
+        let a = l.start_running();
+        let b = l.start_running();
+        assert_eq!(l.running(), (2, 2));
+        drop(a);
+        assert_eq!(l.running(), (1, 2));
+        let c = l.start_running();
+        assert_eq!(l.running(), (2, 2));
+        drop((b, c));
+        assert_eq!(l.running(), (0, 2), "the peak stays");
     }
 
     // -- throughput --------------------------------------------------------------------

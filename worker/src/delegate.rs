@@ -121,8 +121,8 @@ async fn delegate_answer(
 
     // 2. Memory back-pressure.
     let config = state.config();
-    let deadline = match crate::service::admit(state, deadline_ms).await {
-        Ok(deadline) => deadline,
+    let (deadline, _running) = match crate::service::admit(state, deadline_ms).await {
+        Ok(admitted) => admitted,
         Err(rejected) => return rejected,
     };
 

@@ -25,7 +25,7 @@ pub mod service;
 pub mod state;
 pub mod topn_paging;
 
-pub use config::{CopLimiterSection, WorkerConfig, WorkerSection};
+pub use config::{CopLimiterSection, MemorySourceKind, WorkerConfig, WorkerSection};
 pub use state::{StartError, WorkerState};
 
 pub use ::node::error_chain;

@@ -15,8 +15,9 @@
 //!   "in_flight","dfs","keyspace_throughput","cop_limiter"}`: `keyspace_throughput` maps each
 //!   keyspace id (a string) with answers in the `cop-limiter.sample-ttl` window to its bytes
 //!   per second; `cop_limiter` is the current memory reading (`memory_ratio`, `memory_used`,
-//!   `memory_limit`, `limit_source`: cgroup, configured or physical; null when unreadable) and
-//!   `high_mem_ratio`.
+//!   `memory_limit`, `limit_source`: cgroup, configured or physical; null when unreadable),
+//!   `high_mem_ratio`, the requests waiting for memory now (`waiting`), and the admitted ones
+//!   running now and at most at once since the start (`running`, `running_peak`).
 //! * `GET /metrics`: Prometheus text.
 
 use std::future::Future;
@@ -115,9 +116,10 @@ async fn coprocessor_answer(
         .context
         .as_ref()
         .map_or((0, 0), |c| (c.keyspace_id, c.deadline_ms));
-    if let Err(rejected) = admit(state, deadline_ms).await {
-        return rejected;
-    }
+    let _running = match admit(state, deadline_ms).await {
+        Ok((_, running)) => running,
+        Err(rejected) => return rejected,
+    };
     match execute(state, offload).await {
         Ok(Ok(resp)) => (RequestResult::Ok, encoded(state, keyspace, &resp)),
         Ok(Err(e)) => offload_error_answer(e),
@@ -274,6 +276,8 @@ async fn status_handler(State(state): State<Arc<WorkerState>>) -> Response {
 
 fn cop_limiter_status(state: &WorkerState) -> serde_json::Value {
     let high = state.config().cop_limiter.high_mem_ratio;
+    let (running, running_peak) = state.limiter().running();
+    let waiting = state.limiter().waiting();
     match state.limiter().read_memory() {
         Some(m) => serde_json::json!({
             "memory_ratio": m.ratio(),
@@ -281,6 +285,9 @@ fn cop_limiter_status(state: &WorkerState) -> serde_json::Value {
             "memory_limit": m.limit,
             "limit_source": m.source.as_str(),
             "high_mem_ratio": high,
+            "waiting": waiting,
+            "running": running,
+            "running_peak": running_peak,
         }),
         None => serde_json::json!({
             "memory_ratio": null,
@@ -288,17 +295,21 @@ fn cop_limiter_status(state: &WorkerState) -> serde_json::Value {
             "memory_limit": null,
             "limit_source": null,
             "high_mem_ratio": high,
+            "waiting": waiting,
+            "running": running,
+            "running_peak": running_peak,
         }),
     }
 }
 
 /// Waits for the cop-limiter to admit a request with `deadline_ms` (0 = the default deadline);
 /// the 503 answer when memory stayed high until the deadline. Shared by `/coprocessor` and
-/// `/delegate/coprocessor`. Returns the deadline on admission.
+/// `/delegate/coprocessor`. Returns the deadline on admission, and the request's place among
+/// the running ones: hold it until the answer is built.
 pub(crate) async fn admit(
     state: &WorkerState,
     deadline_ms: u64,
-) -> Result<Instant, (RequestResult, Response)> {
+) -> Result<(Instant, cop_limiter::Running<'_>), (RequestResult, Response)> {
     let deadline = cop_limiter::deadline_of(deadline_ms, Instant::now(), SystemTime::now());
     match state.limiter().admit(&TokioClock, deadline).await {
         Admission::Rejected {
@@ -318,6 +329,6 @@ pub(crate) async fn admit(
                 HttpError::unavailable(reason).into_response(),
             ))
         }
-        Admission::Admitted { .. } => Ok(deadline),
+        Admission::Admitted { .. } => Ok((deadline, state.limiter().start_running())),
     }
 }

@@ -61,7 +61,11 @@ impl WorkerState {
     /// A worker reading `dfs` instead of the store `config` names: tests pass a fault
     /// injecting or shared store. `config` is assumed valid.
     pub fn with_dfs(config: WorkerConfig, dfs: Arc<dyn Dfs>) -> WorkerState {
-        let memory = Box::new(SystemMemory::new(config.cop_limiter.memory_limit.bytes()));
+        let limiter = &config.cop_limiter;
+        let memory = Box::new(SystemMemory::new(
+            limiter.memory_limit.bytes(),
+            limiter.memory_source,
+        ));
         WorkerState::with_parts(config, dfs, memory)
     }
 

@@ -678,22 +678,35 @@ async fn memory_high_until_the_deadline_is_answered_503_with_the_ratio() {
         ScriptedMemory::boxed(Duration::from_secs(3600), 950),
     );
     let worker = RunningWorker::serve(state).await;
+    // The deadline is at least `created + 399 ms` (whole milliseconds, rounded down) and at
+    // most `sent + 400 ms`. Both checks below hold however late the worker runs: it only
+    // sleeps when the sleep fits before the deadline, and only gives up when the next sleep
+    // (at most wait-max, 60 ms) would not.
+    let created = std::time::Instant::now();
     let req = with_context(count_and_sum(), 1, unix_ms_in(Duration::from_millis(400)));
-    let started = std::time::Instant::now();
-    let reply = worker.post(origin.body(&req)).await;
-    let took = started.elapsed();
+    let body = origin.body(&req);
+    let sent = std::time::Instant::now();
+    let reply = worker.post(body).await;
+    let answered = std::time::Instant::now();
     assert_eq!(reply.status, 503, "{}", reason(&reply));
     let text = reason(&reply);
     assert!(text.contains("high-mem-ratio"), "{text}");
     assert!(text.contains("ratio=0.950"), "{text}");
     assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
+    let waited_ms: u128 = text
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("waited_ms=")?.parse().ok())
+        .unwrap_or_else(|| panic!("no waited_ms in {text}"));
+    let left_when_sent = (created + Duration::from_millis(400)).saturating_duration_since(sent);
     assert!(
-        took < Duration::from_millis(400),
-        "no sleep past the deadline: {took:?}"
+        waited_ms <= left_when_sent.as_millis(),
+        "no sleep past the deadline: slept {waited_ms} ms of the {left_when_sent:?} left"
     );
     assert!(
-        took >= Duration::from_millis(200),
-        "slept while the deadline allowed: {took:?}"
+        answered >= created + Duration::from_millis(399 - 60),
+        "gave up only when the next sleep could not fit: answered {:?} after creating the \
+         request with a 400 ms deadline",
+        answered - created
     );
 
     let metrics = String::from_utf8(worker.get(wire::paths::METRICS).await.body.to_vec()).unwrap();
