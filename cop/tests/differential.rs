@@ -965,7 +965,10 @@ fn dag_results_equal_the_reference_evaluator() {
     let o = total.into_inner();
     println!("{o:?}");
     // At least: persisted regressions run first and count too.
-    assert!(o.dags >= 60 * TABLES_PER_CASE as usize * DAGS_PER_TABLE, "{o:?}");
+    assert!(
+        o.dags >= 60 * TABLES_PER_CASE as usize * DAGS_PER_TABLE,
+        "{o:?}"
+    );
     assert_eq!(o.with_rows + o.matching_errors, o.dags, "{o:?}");
     assert!(
         o.with_rows * 100 >= o.dags * MIN_WITH_ROWS_PERCENT,

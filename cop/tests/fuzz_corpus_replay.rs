@@ -17,8 +17,8 @@ use wire::coprocessor::{
     IndexScan, KeyRange, Limit, Projection, REQ_TYPE_DAG, Request, ScalarFuncSig as S, Selection,
     TableScan, TopN,
 };
-use wire::fuzzing::sample_dags;
 use wire::datum::{Datum, FieldType};
+use wire::fuzzing::sample_dags;
 
 #[path = "../../fuzz/replay_support.rs"]
 mod replay_support;
@@ -314,7 +314,11 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         ("cop_row", "seed_row_empty.bin", encode_row(&[]).unwrap()),
         ("cop_row", "seed_datums_comparable.bin", comparable),
         ("cop_row", "seed_index_key_unique.bin", unique_index),
-        ("cop_row", "seed_record_key_min.bin", record_key(42, i64::MIN)),
+        (
+            "cop_row",
+            "seed_record_key_min.bin",
+            record_key(42, i64::MIN),
+        ),
         (
             "cop_dag",
             "seed_index_scan_agg.bin",
@@ -385,7 +389,11 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     // Every executor shape the handler serves, as a DAG and inside a request (every other one
     // paged).
     for (i, (name, dag)) in sample_dags(42).into_iter().enumerate() {
-        out.push(("cop_dag", format!("seed_sample_{name}.bin"), dag.encode_to_vec()));
+        out.push((
+            "cop_dag",
+            format!("seed_sample_{name}.bin"),
+            dag.encode_to_vec(),
+        ));
         let paging = if i % 2 == 0 { 0 } else { 32 };
         out.push((
             "cop_request",

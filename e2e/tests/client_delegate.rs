@@ -122,10 +122,13 @@ impl Zoned {
                 let range = table.range();
                 let overlaps = (r.end.is_empty() || range.start < r.end) && r.start < range.end;
                 if overlaps {
-                    out.push((r.start.clone(), Region {
-                        id: r.region_id(),
-                        zone,
-                    }));
+                    out.push((
+                        r.start.clone(),
+                        Region {
+                            id: r.region_id(),
+                            zone,
+                        },
+                    ));
                 }
             }
         }

@@ -174,7 +174,10 @@ fn a_scan_meeting_an_abandoned_lock_resolves_it_and_returns_committed_data() {
     assert_eq!(r.rows, want, "the abandoned writes are rolled back");
     for h in [5, 1500] {
         let get = server.get(&T.key(h), server.tso());
-        assert!(get.error.is_none(), "the lock on handle {h} is gone: {get:?}");
+        assert!(
+            get.error.is_none(),
+            "the lock on handle {h} is gone: {get:?}"
+        );
     }
 }
 

@@ -88,20 +88,76 @@ const fn endpoint(
 
 /// Every endpoint that takes a body, in the order of the target's selector byte.
 pub const ENDPOINTS: [Endpoint; 14] = [
-    endpoint(paths::TSO, decodes::<region::TsoRequest>, decodes::<region::TsoResponse>),
-    endpoint(paths::SPLIT, decodes::<region::SplitRequest>, decodes::<region::SplitResponse>),
-    endpoint(paths::RAW_LOAD, decodes::<region::RawLoadRequest>, decodes::<region::RawLoadResponse>),
-    endpoint(paths::PREWRITE, prewrite_accepted, decodes::<txn::PrewriteResponse>),
-    endpoint(paths::COMMIT, decodes::<txn::CommitRequest>, decodes::<txn::CommandResponse>),
-    endpoint(paths::ROLLBACK, decodes::<txn::RollbackRequest>, decodes::<txn::CommandResponse>),
-    endpoint(paths::CHECK_TXN_STATUS, decodes::<txn::CheckTxnStatusRequest>, decodes::<txn::CheckTxnStatusResponse>),
-    endpoint(paths::CHECK_SECONDARY_LOCKS, decodes::<txn::CheckSecondaryLocksRequest>, decodes::<txn::CheckSecondaryLocksResponse>),
-    endpoint(paths::RESOLVE_LOCK, decodes::<txn::ResolveLockRequest>, decodes::<txn::ResolveLockResponse>),
-    endpoint(paths::SCAN_LOCK, decodes::<txn::ScanLockRequest>, decodes::<txn::ScanLockResponse>),
-    endpoint(paths::GET, decodes::<txn::GetRequest>, decodes::<txn::GetResponse>),
-    endpoint(paths::SCAN, decodes::<txn::ScanRequest>, decodes::<txn::ScanResponse>),
-    endpoint(paths::COPROCESSOR, decodes::<wire::coprocessor::Request>, decodes::<wire::coprocessor::Response>),
-    endpoint(paths::DELEGATE, decodes::<delegate::DelegateRequest>, decodes::<delegate::DelegateResponse>),
+    endpoint(
+        paths::TSO,
+        decodes::<region::TsoRequest>,
+        decodes::<region::TsoResponse>,
+    ),
+    endpoint(
+        paths::SPLIT,
+        decodes::<region::SplitRequest>,
+        decodes::<region::SplitResponse>,
+    ),
+    endpoint(
+        paths::RAW_LOAD,
+        decodes::<region::RawLoadRequest>,
+        decodes::<region::RawLoadResponse>,
+    ),
+    endpoint(
+        paths::PREWRITE,
+        prewrite_accepted,
+        decodes::<txn::PrewriteResponse>,
+    ),
+    endpoint(
+        paths::COMMIT,
+        decodes::<txn::CommitRequest>,
+        decodes::<txn::CommandResponse>,
+    ),
+    endpoint(
+        paths::ROLLBACK,
+        decodes::<txn::RollbackRequest>,
+        decodes::<txn::CommandResponse>,
+    ),
+    endpoint(
+        paths::CHECK_TXN_STATUS,
+        decodes::<txn::CheckTxnStatusRequest>,
+        decodes::<txn::CheckTxnStatusResponse>,
+    ),
+    endpoint(
+        paths::CHECK_SECONDARY_LOCKS,
+        decodes::<txn::CheckSecondaryLocksRequest>,
+        decodes::<txn::CheckSecondaryLocksResponse>,
+    ),
+    endpoint(
+        paths::RESOLVE_LOCK,
+        decodes::<txn::ResolveLockRequest>,
+        decodes::<txn::ResolveLockResponse>,
+    ),
+    endpoint(
+        paths::SCAN_LOCK,
+        decodes::<txn::ScanLockRequest>,
+        decodes::<txn::ScanLockResponse>,
+    ),
+    endpoint(
+        paths::GET,
+        decodes::<txn::GetRequest>,
+        decodes::<txn::GetResponse>,
+    ),
+    endpoint(
+        paths::SCAN,
+        decodes::<txn::ScanRequest>,
+        decodes::<txn::ScanResponse>,
+    ),
+    endpoint(
+        paths::COPROCESSOR,
+        decodes::<wire::coprocessor::Request>,
+        decodes::<wire::coprocessor::Response>,
+    ),
+    endpoint(
+        paths::DELEGATE,
+        decodes::<delegate::DelegateRequest>,
+        decodes::<delegate::DelegateResponse>,
+    ),
 ];
 
 /// The target's input: a selector byte choosing the endpoint ([`ENDPOINTS`], modulo their
@@ -220,9 +276,7 @@ impl Fixture {
             .build()?;
         let handle = runtime.handle().clone();
         let opening = runtime.spawn_blocking(move || Node::open(config, handle));
-        let node = runtime
-            .block_on(opening)
-            .map_err(std::io::Error::other)??;
+        let node = runtime.block_on(opening).map_err(std::io::Error::other)??;
         let node = Arc::new(node);
         let router = crate::api::router(Arc::new(AppState {
             node: node.clone(),
@@ -418,10 +472,7 @@ impl Fixture {
         let async_primary = record_key(FIXTURE_TABLE_A, 8);
         let async_secondary = record_key(FIXTURE_TABLE_B, 8);
         let async_start_ts = self.transaction(
-            vec![
-                put(FIXTURE_TABLE_A, 8, -8),
-                put(FIXTURE_TABLE_B, 8, -8),
-            ],
+            vec![put(FIXTURE_TABLE_A, 8, -8), put(FIXTURE_TABLE_B, 8, -8)],
             Some(vec![async_secondary.clone()]),
             false,
         )?;
@@ -462,7 +513,10 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         // Stop the engine's threads before the directory goes; a failure here only leaks.
         if let Err(e) = self.node.close() {
-            tracing::warn!("fuzz fixture did not close cleanly: {}", node::error_chain(&e));
+            tracing::warn!(
+                "fuzz fixture did not close cleanly: {}",
+                node::error_chain(&e)
+            );
         }
     }
 }

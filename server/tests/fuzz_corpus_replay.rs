@@ -8,6 +8,8 @@
 //! Each test sets up its own fixture (a fresh node, removed when the test ends), so the
 //! replay does not depend on what another test sent.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use proptest::prelude::*;
 use server::fuzzing::{ENDPOINTS, Fixture, selected};
 
@@ -112,11 +114,17 @@ fn every_seed_is_served_on_a_fresh_fixture() {
         let no_key_error = |e: Option<txn::KeyError>| assert!(e.is_none(), "{name}: {e:?}");
         match path {
             p if p == wire::paths::COPROCESSOR => {
-                assert!(rows_of(coprocessor::Response::decode(a).unwrap()) > 0, "{name}")
+                assert!(
+                    rows_of(coprocessor::Response::decode(a).unwrap()) > 0,
+                    "{name}"
+                )
             }
             p if p == wire::paths::DELEGATE => {
                 let r = delegate::DelegateResponse::decode(a).unwrap();
-                assert!(r.other_error.is_empty() && r.region_error.is_none(), "{name}: {r:?}");
+                assert!(
+                    r.other_error.is_empty() && r.region_error.is_none(),
+                    "{name}: {r:?}"
+                );
                 assert!(!r.changeset.is_empty(), "{name}: {r:?}");
             }
             p if p == wire::paths::TSO => {

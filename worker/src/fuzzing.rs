@@ -62,8 +62,8 @@ pub fn offload_body(data: &[u8]) {
         response.cache_last_version, 0,
         "a rebuilt snapshot never vouches for a data version"
     );
-    let again = Response::decode(response.encode_to_vec().as_slice())
-        .expect("an encoded response decodes");
+    let again =
+        Response::decode(response.encode_to_vec().as_slice()).expect("an encoded response decodes");
     assert_eq!(again, response);
 }
 

@@ -6,6 +6,8 @@
 //! failure, not a skip. To rewrite them after an intended format change: `STRATUS_BLESS=1 cargo
 //! test -p worker --test fuzz_corpus_replay`.
 
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
 use bytes::Bytes;
 use proptest::prelude::*;
 use worker::coprocessor::Offload;
