@@ -11,13 +11,14 @@ use cop::fuzzing::{request, row};
 use proptest::prelude::*;
 use wire::codec::datum::encode_datum;
 use wire::codec::row::encode_row;
-use wire::codec::table::{index_key, record_key, record_range};
+use wire::codec::table::{index_key, index_range, record_key, record_range};
 use wire::coprocessor::{
     Aggregation, ByItem, ColumnInfo, Context, DagRequest, ExecType, Executor, Expr, ExprType,
-    KeyRange, Limit, Projection, REQ_TYPE_DAG, Request, ScalarFuncSig as S, Selection, TableScan,
-    TopN,
+    IndexScan, KeyRange, Limit, Projection, REQ_TYPE_DAG, Request, ScalarFuncSig as S, Selection,
+    TableScan, TopN,
 };
 use wire::datum::{Datum, FieldType};
+use wire::fuzzing::sample_dags;
 
 #[path = "../../fuzz/replay_support.rs"]
 mod replay_support;
@@ -165,6 +166,57 @@ fn dag_projection_topn() -> DagRequest {
     }
 }
 
+/// index scan (a unique index on the Bytes and UInt columns, with the handle) → selection →
+/// simple aggregation.
+fn dag_index_scan_agg() -> DagRequest {
+    let scan = Executor {
+        idx_scan: Some(IndexScan {
+            table_id: 42,
+            index_id: 3,
+            columns: vec![
+                column(4, FieldType::Bytes, None),
+                column(2, FieldType::UInt64, Some(Datum::UInt(7))),
+                column(1, FieldType::Int64, None),
+            ],
+            desc: true,
+            unique: true,
+        }),
+        ..exec(ExecType::IndexScan)
+    };
+    let selection = Executor {
+        selection: Some(Selection {
+            conditions: vec![f(S::Ne, vec![Expr::column(0), Expr::bytes("zz")])],
+        }),
+        ..exec(ExecType::Selection)
+    };
+    let agg = Executor {
+        aggregation: Some(Aggregation {
+            group_by: Vec::new(),
+            agg_func: vec![
+                Expr::agg(ExprType::Min, Expr::column(1)),
+                Expr::agg(ExprType::Max, Expr::column(2)),
+                Expr::agg(ExprType::Count, Expr::null()),
+            ],
+        }),
+        ..exec(ExecType::SimpleAgg)
+    };
+    DagRequest {
+        executors: vec![scan, selection, agg],
+        ..DagRequest::default()
+    }
+}
+
+/// A table scan returning a subset of its columns in another order, with execution summaries.
+fn dag_output_offsets() -> DagRequest {
+    DagRequest {
+        executors: vec![scan()],
+        output_offsets: vec![4, 0, 2],
+        collect_execution_summaries: true,
+        time_zone_offset: 3600,
+        ..DagRequest::default()
+    }
+}
+
 fn request_of(dag: &DagRequest, paging_size: u64) -> Request {
     let (start, end) = record_range(42);
     Request {
@@ -185,7 +237,7 @@ fn request_of(dag: &DagRequest, paging_size: u64) -> Request {
 }
 
 /// The committed seeds: (target, file name, bytes).
-fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let small = encode_row(&[
         (1, Datum::Int(-1)),
         (2, Datum::UInt(300)),
@@ -219,7 +271,91 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         &[Datum::Int(-1), Datum::Bytes(b"ab".to_vec())],
         Some(9),
     );
-    vec![
+    let every_type = encode_row(&[
+        (1, Datum::Int(i64::MIN)),
+        (2, Datum::UInt(u64::MAX)),
+        (3, Datum::Real(-0.0)),
+        (4, Datum::Bytes(Vec::new())),
+        (5, Datum::UInt(0x1234_5678_9abc)),
+        (6, Datum::Int(-129)),
+        (7, Datum::Int(40_000)),
+    ])
+    .unwrap();
+    let wide: Vec<(i64, Datum)> = (1..=300)
+        .map(|id| {
+            let d = match id % 4 {
+                0 => Datum::Null,
+                1 => Datum::Int(id * 1000),
+                2 => Datum::Real(id as f64 / 8.0),
+                _ => Datum::Bytes(format!("c{id}").into_bytes()),
+            };
+            (id, d)
+        })
+        .collect();
+    let mut comparable = Vec::new();
+    for d in [
+        Datum::Null,
+        Datum::Int(i64::MIN),
+        Datum::Real(-1.5e300),
+        Datum::Bytes(vec![0, 0xff, 0, 1, 2, 3, 4, 5, 6, 7, 8]),
+        Datum::UInt(u64::MAX),
+    ] {
+        encode_datum(&mut comparable, &d, true);
+    }
+    let unique_index = index_key(
+        42,
+        3,
+        &[Datum::Bytes(b"k".to_vec()), Datum::UInt(5), Datum::Null],
+        None,
+    );
+    let mut out: Vec<(&'static str, &'static str, Vec<u8>)> = vec![
+        ("cop_row", "seed_row_every_type.bin", every_type),
+        ("cop_row", "seed_row_wide.bin", encode_row(&wide).unwrap()),
+        ("cop_row", "seed_row_empty.bin", encode_row(&[]).unwrap()),
+        ("cop_row", "seed_datums_comparable.bin", comparable),
+        ("cop_row", "seed_index_key_unique.bin", unique_index),
+        (
+            "cop_row",
+            "seed_record_key_min.bin",
+            record_key(42, i64::MIN),
+        ),
+        (
+            "cop_dag",
+            "seed_index_scan_agg.bin",
+            dag_index_scan_agg().encode_to_vec(),
+        ),
+        (
+            "cop_dag",
+            "seed_output_offsets.bin",
+            dag_output_offsets().encode_to_vec(),
+        ),
+        (
+            "cop_request",
+            "seed_request_index_scan.bin",
+            Request {
+                ranges: vec![{
+                    let (start, end) = index_range(42, 3);
+                    KeyRange::new(start, end)
+                }],
+                ..request_of(&dag_index_scan_agg(), 0)
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "cop_request",
+            "seed_request_point_ranges.bin",
+            Request {
+                ranges: vec![
+                    KeyRange::new(record_key(42, -7), record_key(42, -6)),
+                    KeyRange::new(record_key(42, 0), record_key(42, 100)),
+                    KeyRange::new(record_key(42, i64::MAX), Vec::new()),
+                ],
+                ..request_of(&dag_output_offsets(), 3)
+            }
+            .encode_to_vec(),
+        ),
+    ];
+    out.extend([
         ("cop_row", "seed_row_small.bin", small),
         ("cop_row", "seed_row_large.bin", large),
         ("cop_row", "seed_datums.bin", datums),
@@ -245,7 +381,27 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             "seed_request_paged_topn.bin",
             request_of(&dag_projection_topn(), 64).encode_to_vec(),
         ),
-    ]
+    ]);
+    let mut out: Vec<(&'static str, String, Vec<u8>)> = out
+        .into_iter()
+        .map(|(target, name, bytes)| (target, name.to_string(), bytes))
+        .collect();
+    // Every executor shape the handler serves, as a DAG and inside a request (every other one
+    // paged).
+    for (i, (name, dag)) in sample_dags(42).into_iter().enumerate() {
+        out.push((
+            "cop_dag",
+            format!("seed_sample_{name}.bin"),
+            dag.encode_to_vec(),
+        ));
+        let paging = if i % 2 == 0 { 0 } else { 32 };
+        out.push((
+            "cop_request",
+            format!("seed_request_sample_{name}.bin"),
+            request_of(&dag, paging).encode_to_vec(),
+        ));
+    }
+    out
 }
 
 #[test]

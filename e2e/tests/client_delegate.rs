@@ -5,13 +5,17 @@
 //! session sends each region's pages to the worker that `tidb_tiflash_node_selection_policy`
 //! (set GLOBAL by another entry node) allows, and the answer shows which worker served which
 //! region, the rows, the selection's warnings, and the delegate bytes that crossed zones.
+//!
+//! The expected assignments are written out by hand from the node-selection rules (README
+//! "Node selection policies", `client::node_selection`'s module doc for ties and order), never
+//! computed by `select_nodes`: a test that asks the code under test for its expectation
+//! cannot catch that code's mistakes.
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
 use std::collections::BTreeMap;
 
-use client::node_selection::{RegionReplicas, WorkerNode, select_nodes};
-use client::{CopResult, ErrorKind, NodeSelectionPolicy, Scope, ServedBy};
+use client::{CopResult, ErrorKind, Scope, ServedBy};
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::{EntryClient, handle_v_dag, handles};
 use e2e::sample_table::SampleTable;
@@ -111,14 +115,20 @@ impl Zoned {
     }
 
     /// The regions of `table`'s range, in key order, each with its server's zone.
-    fn regions(&self, table: SampleTable) -> Vec<RegionReplicas> {
+    fn regions(&self, table: SampleTable) -> Vec<Region> {
         let mut out = Vec::new();
         for (server, zone) in [(&self.server_a, "a"), (&self.server_b, "b")] {
             for r in server.regions().regions {
                 let range = table.range();
                 let overlaps = (r.end.is_empty() || range.start < r.end) && r.start < range.end;
                 if overlaps {
-                    out.push((r.start.clone(), RegionReplicas::new(r.id, [zone])));
+                    out.push((
+                        r.start.clone(),
+                        Region {
+                            id: r.region_id(),
+                            zone,
+                        },
+                    ));
                 }
             }
         }
@@ -135,13 +145,11 @@ impl Zoned {
     }
 }
 
-/// Every worker alive, in its zone.
-fn topology() -> Vec<WorkerNode> {
-    WORKER_ZONES
-        .iter()
-        .enumerate()
-        .map(|(i, z)| WorkerNode::new(i as u64, Some(z), true))
-        .collect()
+/// A region of a table's range and the zone of the server that owns it (its one replica).
+#[derive(Debug)]
+struct Region {
+    id: types::RegionId,
+    zone: &'static str,
 }
 
 /// `SET GLOBAL policy` on `admin`, then a new session on `entry` with the delegate path ON
@@ -209,14 +217,12 @@ fn assert_rows(r: &CopResult, value: fn(i64) -> i64) {
     assert_eq!(got, want);
 }
 
-/// The selection the client should have made, worker → regions.
-fn expected(policy: &str, zone: Option<&str>, regions: &[RegionReplicas]) -> client::Selection {
-    let policy: NodeSelectionPolicy = policy.parse().unwrap();
-    let zone = zone.and_then(types::Zone::label);
-    select_nodes(policy, zone.as_ref(), &topology(), regions).expect("a selection")
+/// Worker → the regions it served in key order, from hand-written pairs.
+fn by_worker(pairs: &[(u64, &[types::RegionId])]) -> BTreeMap<u64, Vec<types::RegionId>> {
+    pairs.iter().map(|(w, rs)| (*w, rs.to_vec())).collect()
 }
 
-fn ids(regions: &[RegionReplicas]) -> Vec<types::RegionId> {
+fn ids(regions: &[Region]) -> Vec<types::RegionId> {
     regions.iter().map(|r| r.id).collect()
 }
 
@@ -227,6 +233,14 @@ fn table_a_is_read_by_zone_a_workers_under_every_policy_without_crossing_zones()
     let entry = z.entry(Some("a"));
     let regions = z.regions(A);
     assert_eq!(regions.len(), 3, "{regions:?}");
+    assert!(regions.iter().all(|r| r.zone == "a"), "{regions:?}");
+    let (r1, r2, r3) = (regions[0].id, regions[1].id, regions[2].id);
+    // Every policy gives each region the zone-a workers 0 and 1 as candidates (all_nodes: the
+    // alive workers reading it locally; the zone policies: the entry zone's workers, and every
+    // region has a replica there). Three regions over two workers: loads 2 and 1, the tie to
+    // the lowest id (worker 0 takes two), each worker a contiguous run in key order, workers in
+    // id order.
+    let want = by_worker(&[(0, &[r1, r2]), (1, &[r3])]);
     let start_ts = z.server_a.tso();
     for policy in [
         "all_nodes",
@@ -249,11 +263,7 @@ fn table_a_is_read_by_zone_a_workers_under_every_policy_without_crossing_zones()
             served.values().all(|w| WORKER_ZONES[*w as usize] == "a"),
             "{policy}: {served:?}"
         );
-        assert_eq!(
-            r.regions_by_worker(),
-            expected(policy, Some("a"), &regions).regions_by_worker(),
-            "{policy}"
-        );
+        assert_eq!(r.regions_by_worker(), want, "{policy}");
         // Three regions over two zone-a workers: 2 and 1.
         let mut counts: Vec<usize> = r.regions_by_worker().values().map(Vec::len).collect();
         counts.sort_unstable();
@@ -281,10 +291,7 @@ fn table_b_follows_each_policy_and_only_local_reads_zone_b_regions_across_zones(
     let admin = z.entry(Some("a"));
     let entry = z.entry(Some("a"));
     let regions = z.regions(B);
-    let zones: Vec<&str> = regions
-        .iter()
-        .map(|r| r.replica_zones[0].as_str())
-        .collect();
+    let zones: Vec<&str> = regions.iter().map(|r| r.zone).collect();
     assert_eq!(zones, ["a", "b", "b"], "{regions:?}");
     let (r_a, r_b1, r_b2) = (regions[0].id, regions[1].id, regions[2].id);
     let total_warning =
@@ -292,24 +299,30 @@ fn table_b_follows_each_policy_and_only_local_reads_zone_b_regions_across_zones(
     let start_ts = z.server_a.tso();
     let zone_of = |w: &u64| WORKER_ZONES[*w as usize];
 
+    // all_nodes, and priority_local_zone_nodes alike (the zone-a region has a replica in the
+    // entry zone, the zone-b ones follow all_nodes): the zone-a region's candidates are workers
+    // 0 and 1 (the tie to the lowest id: 0), the zone-b regions' are 2 and 3, one each in key
+    // order, workers in id order.
+    let by_zone = by_worker(&[(0, &[r_a]), (2, &[r_b1]), (3, &[r_b2])]);
+    // only_local_zone_nodes: all three go to workers 0 and 1. The zone-a group is handed out
+    // first (same candidate count, first in key order): r_a to worker 0; then the zone-b pair
+    // to the least loaded (1) and the tie (0), contiguous in key order, workers in id order.
+    let only_local = by_worker(&[(0, &[r_a, r_b1]), (1, &[r_b2])]);
+
     // Runs the handle/v DAG under `policy` (a GLOBAL value, so a fresh session picks it up),
-    // checks the rows and that the workers chosen are the ones node selection predicts.
-    let run_policy = |policy: &str| {
+    // checks the rows and that the workers chosen are the ones the rules give.
+    let run_policy = |policy: &str, want: &BTreeMap<u64, Vec<types::RegionId>>| {
         let r =
             run_with_global_policy(&admin, &entry, policy, B, &handle_v_dag(B, false), start_ts)
                 .expect(policy);
         assert_rows(&r, b_value);
-        assert_eq!(
-            r.regions_by_worker(),
-            expected(policy, Some("a"), &regions).regions_by_worker(),
-            "{policy}"
-        );
+        assert_eq!(&r.regions_by_worker(), want, "{policy}");
         r
     };
 
     // all_nodes: each region to a worker of its server's zone; nothing crosses zones.
     let cross = z.cross_bytes();
-    let r = run_policy("all_nodes");
+    let r = run_policy("all_nodes", &by_zone);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     let served = worker_of_region(&r);
     assert_eq!(
@@ -325,7 +338,7 @@ fn table_b_follows_each_policy_and_only_local_reads_zone_b_regions_across_zones(
     // priority_local_zone_nodes: the zone-a region to a zone-a worker, the others to zone b,
     // with the warning naming them.
     let cross = z.cross_bytes();
-    let r = run_policy("priority_local_zone_nodes");
+    let r = run_policy("priority_local_zone_nodes", &by_zone);
     assert_eq!(r.warnings, std::slice::from_ref(&total_warning));
     let served = worker_of_region(&r);
     assert_eq!(
@@ -342,7 +355,7 @@ fn table_b_follows_each_policy_and_only_local_reads_zone_b_regions_across_zones(
     // the same warning, and those bytes cross zones, counted on both sides.
     let cross = z.cross_bytes();
     let server_b_cross = e2e::zones::server_delegate_bytes(&z.server_b, "cross");
-    let r = run_policy("only_local_zone_nodes");
+    let r = run_policy("only_local_zone_nodes", &only_local);
     assert_eq!(r.warnings, std::slice::from_ref(&total_warning));
     let served = worker_of_region(&r);
     assert!(served.values().all(|w| zone_of(w) == "a"), "{served:?}");
@@ -401,9 +414,11 @@ fn the_switch_the_zone_label_and_selection_errors_decide_the_path() {
         r.warnings,
         ["The variable tidb_tiflash_node_selection_policy is ignored."]
     );
+    // Ignored means all_nodes: each region to the workers of its server's zone, as above.
+    let regions = ids(&z.regions(B));
     assert_eq!(
         r.regions_by_worker(),
-        expected("all_nodes", None, &z.regions(B)).regions_by_worker()
+        by_worker(&[(0, &[regions[0]]), (2, &[regions[1]]), (3, &[regions[2]])])
     );
 
     // An entry node in a zone without workers: only_local_zone_nodes fails, typed.

@@ -1,3 +1,5 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| wire::fuzzing::offload_body(data));
+// The worker's whole path for an offload body: framing, request and ChangeSet decode, TopN
+// paging, snapshot rebuild over real SST files, execution (`worker::fuzzing`).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| worker::fuzzing::offload_body(data));

@@ -11,7 +11,8 @@
 //! a snapshot to a worker, retries, fallback) with TopN paging (`node::topn_paging`, shared
 //! with the worker) and [`worker_pool`] (which worker, by zone and liveness); [`delegate`]
 //! (`POST /delegate`: a worker's request for a snapshot), sharing [`remote_snapshot`] with the
-//! dispatcher. [`metrics`] lists what the server exports.
+//! dispatcher. [`metrics`] lists what the server exports. [`fuzzing`] holds the
+//! `server_request` fuzz target: a body POSTed through the router to a node with a small engine.
 
 pub mod api;
 pub mod concurrency_manager;
@@ -20,6 +21,7 @@ pub mod coprocessor;
 pub mod cpu_load;
 pub mod delegate;
 pub mod dispatcher;
+pub mod fuzzing;
 pub mod latches;
 pub mod launch;
 pub mod metrics;

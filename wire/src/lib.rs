@@ -26,7 +26,8 @@
 //! * [`delegate`]: what a worker asks the owning server for on the delegate path, and the
 //!   answer;
 //! * [`paths`] and [`PROTOBUF_CONTENT_TYPE`]: where each message is POSTed;
-//! * [`fuzzing`]: entry points shared by the cargo-fuzz targets and the corpus replay test.
+//! * [`fuzzing`]: the engine-free parts of the fuzz targets over these messages (framing and
+//!   round-trip checks, sample DAGs for seeds).
 //!
 //! **Rolling upgrades.** Old and new servers, workers and clients talk to each other while a
 //! cluster is upgraded, so a protobuf tag is never renumbered or reused: a new field gets a new

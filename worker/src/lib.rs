@@ -13,12 +13,14 @@
 //!   owning server;
 //! * [`topn_paging`]: paging large TopNs from servers that do not;
 //! * [`cop_limiter`]: waiting (or 503) while memory is high, per-keyspace throughput;
-//! * [`metrics`]: the worker's prometheus metrics.
+//! * [`metrics`]: the worker's prometheus metrics;
+//! * [`fuzzing`]: the `offload_body` fuzz target, the whole of the above but the HTTP.
 
 pub mod config;
 pub mod cop_limiter;
 pub mod coprocessor;
 pub mod delegate;
+pub mod fuzzing;
 pub mod launch;
 pub mod metrics;
 pub mod service;
