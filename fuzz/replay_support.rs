@@ -32,6 +32,29 @@ pub fn corpus_files(name: &str) -> Vec<(PathBuf, Vec<u8>)> {
     files
 }
 
+/// Checks that the committed seed `file` of corpus `target` equals `bytes`, its generator's
+/// output; with `STRATUS_BLESS=1` it (re)writes the file instead. A missing seed is a failure.
+pub fn check_or_bless_seed(target: &str, file: &str, bytes: &[u8]) {
+    let path = corpus(target).join(file);
+    if std::env::var("STRATUS_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(corpus(target)).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        return;
+    }
+    let committed = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "seed {} is missing ({e}); write it with STRATUS_BLESS=1",
+            path.display()
+        )
+    });
+    assert_eq!(
+        committed,
+        bytes,
+        "{} differs from its generator",
+        path.display()
+    );
+}
+
 /// A mutation a fuzzer would try on a seed.
 #[derive(Clone, Debug)]
 pub enum Mutation {

@@ -406,26 +406,8 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
 
 #[test]
 fn committed_seeds_match_their_generator_or_bless_rewrites_them() {
-    let bless = std::env::var("STRATUS_BLESS").is_ok_and(|v| v == "1");
     for (target, name, bytes) in seeds() {
-        let path = corpus(target).join(name);
-        if bless {
-            std::fs::create_dir_all(corpus(target)).unwrap();
-            std::fs::write(&path, &bytes).unwrap();
-        } else {
-            let committed = std::fs::read(&path).unwrap_or_else(|e| {
-                panic!(
-                    "seed {} is missing ({e}); write it with STRATUS_BLESS=1",
-                    path.display()
-                )
-            });
-            assert_eq!(
-                committed,
-                bytes,
-                "{} differs from its generator",
-                path.display()
-            );
-        }
+        check_or_bless_seed(target, &name, &bytes);
     }
 }
 

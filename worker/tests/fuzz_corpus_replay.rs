@@ -25,28 +25,10 @@ fn seed_file(name: &str) -> String {
 
 #[test]
 fn committed_seeds_match_their_generator_or_bless_rewrites_them() {
-    let bless = std::env::var("STRATUS_BLESS").is_ok_and(|v| v == "1");
     let seeds = offload_body_seeds();
     assert!(seeds.len() >= 10, "{} seeds", seeds.len());
     for (name, bytes) in seeds {
-        let path = corpus(TARGET).join(seed_file(&name));
-        if bless {
-            std::fs::create_dir_all(corpus(TARGET)).unwrap();
-            std::fs::write(&path, &bytes).unwrap();
-        } else {
-            let committed = std::fs::read(&path).unwrap_or_else(|e| {
-                panic!(
-                    "seed {} is missing ({e}); write it with STRATUS_BLESS=1",
-                    path.display()
-                )
-            });
-            assert_eq!(
-                committed,
-                bytes,
-                "{} differs from its generator",
-                path.display()
-            );
-        }
+        check_or_bless_seed(TARGET, &seed_file(&name), &bytes);
     }
 }
 
