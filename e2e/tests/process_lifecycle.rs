@@ -415,6 +415,42 @@ fn expected_rows() -> Vec<Vec<wire::datum::Datum>> {
     SampleTable::count_sum_rows(0..HELD_ROWS)
 }
 
+/// The held request's answer: a 200 carrying every row of the held table.
+fn answered_in_full(
+    held: std::thread::JoinHandle<Result<harness::http::HttpReply, harness::http::HttpError>>,
+) -> wire::coprocessor::Response {
+    let reply = held
+        .join()
+        .unwrap()
+        .expect("the in-flight request is answered");
+    assert_eq!(
+        reply.status.as_u16(),
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let resp = wire::coprocessor::Response::decode(reply.body.as_ref()).unwrap();
+    assert_eq!(coprocessor::rows(&resp).unwrap(), expected_rows());
+    resp
+}
+
+/// A node given SIGTERM at `terminated` exited 0 (`status`, waited for up to `LONG_GRACE`) as
+/// soon as its request was done, not at the end of its grace.
+fn exited_zero_before_the_grace_ended(
+    who: &str,
+    status: Option<ExitStatus>,
+    terminated: Instant,
+    report: impl FnOnce() -> String,
+) {
+    let status =
+        status.unwrap_or_else(|| panic!("the {who} still runs {LONG_GRACE:?} after SIGTERM"));
+    assert_eq!(status.code(), Some(0), "{}", report());
+    assert!(
+        terminated.elapsed() < LONG_GRACE,
+        "exited when its request was done, not at the end of the grace"
+    );
+}
+
 /// Freezes or thaws the cluster's object store.
 fn store_signal(cluster: &mut Cluster, signal: Signal) {
     cluster.s3.as_mut().expect("an S3 cluster").signal(signal);
@@ -443,26 +479,9 @@ fn sigterm_lets_the_worker_finish_an_in_flight_request_then_exit_zero() {
     );
     store_signal(&mut cluster, Signal::SIGCONT);
 
-    let reply = held
-        .join()
-        .unwrap()
-        .expect("the in-flight request is answered");
-    assert_eq!(
-        reply.status.as_u16(),
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    let resp = wire::coprocessor::Response::decode(reply.body.as_ref()).unwrap();
-    assert_eq!(coprocessor::rows(&resp).unwrap(), expected_rows());
-    let status = worker
-        .wait_for_exit(LONG_GRACE)
-        .unwrap_or_else(|| panic!("the worker still runs {LONG_GRACE:?} after SIGTERM"));
-    assert_eq!(status.code(), Some(0), "{}", worker.output_report());
-    assert!(
-        terminated.elapsed() < LONG_GRACE,
-        "exited when its request was done, not at the end of the grace"
-    );
+    answered_in_full(held);
+    let status = worker.wait_for_exit(LONG_GRACE);
+    exited_zero_before_the_grace_ended("worker", status, terminated, || worker.output_report());
 }
 
 /// A worker given SIGTERM while a request waits for a store that stays frozen: it exits
@@ -526,27 +545,15 @@ fn sigterm_lets_the_server_finish_an_in_flight_request_then_exit_zero() {
     );
     worker.signal(Signal::SIGCONT);
 
-    let reply = held
-        .join()
-        .unwrap()
-        .expect("the in-flight request is answered");
-    assert_eq!(reply.status.as_u16(), 200, "{reply:?}");
-    let resp = wire::coprocessor::Response::decode(reply.body.as_ref()).unwrap();
+    let resp = answered_in_full(held);
     assert_eq!(
         coprocessor::location(&resp),
         "remote",
         "{:?}",
         resp.exec_details
     );
-    assert_eq!(coprocessor::rows(&resp).unwrap(), expected_rows());
-    let status = server
-        .wait_for_exit(LONG_GRACE)
-        .unwrap_or_else(|| panic!("the server still runs {LONG_GRACE:?} after SIGTERM"));
-    assert_eq!(status.code(), Some(0), "{}", server.output_report());
-    assert!(
-        terminated.elapsed() < LONG_GRACE,
-        "exited when its request was done, not at the end of the grace"
-    );
+    let status = server.wait_for_exit(LONG_GRACE);
+    exited_zero_before_the_grace_ended("server", status, terminated, || server.output_report());
 }
 
 /// SIGTERM while the server's offloaded request waits at a worker that stays frozen (SIGSTOP,
