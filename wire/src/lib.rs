@@ -25,6 +25,9 @@
 //! * [`offload`]: the body a storage server POSTs to a worker (framing of three sections);
 //! * [`delegate`]: what a worker asks the owning server for on the delegate path, and the
 //!   answer;
+//! * [`raft`]: Raft messages between storage servers (a prost mirror of raft-rs's `eraftpb`,
+//!   so that rust-protobuf never parses bytes from the network), in per-region envelopes,
+//!   batched per destination server;
 //! * [`paths`] and [`PROTOBUF_CONTENT_TYPE`]: where each message is POSTed;
 //! * [`fuzzing`]: the engine-free parts of the fuzz targets over these messages (framing and
 //!   round-trip checks, sample DAGs for seeds).
@@ -44,6 +47,7 @@ pub mod fuzzing;
 pub mod offload;
 pub mod paging;
 pub mod placement;
+pub mod raft;
 pub mod region;
 pub mod txn;
 
@@ -72,6 +76,9 @@ pub mod paths {
     pub const ADMIN_FLUSH: &str = "/admin/flush";
     /// Compacts every region (L0 into the levels) (empty body; answers 200 when done).
     pub const ADMIN_COMPACT: &str = "/admin/compact";
+    /// Server: a [`crate::raft::RaftBatch`] from another server in; an empty 200 once the
+    /// messages are queued for the store loop.
+    pub const RAFT_BATCH: &str = "/raft/batch";
     /// Every process: `GET` the effective config (TOML), status (JSON), metrics (Prometheus text).
     pub const CONFIG: &str = "/config";
     pub const STATUS: &str = "/status";
