@@ -1,0 +1,16 @@
+//! Raft replication of regions (issue 16): the parts of the store that need no engine and no
+//! Raft log, on which the store loop is built.
+//!
+//! Every region is a raft-rs 0.7 group, driven by one store loop per server. raft-rs speaks
+//! `eraftpb` (rust-protobuf 2, whose parser has an unfixed advisory, RUSTSEC-2024-0437); the
+//! network speaks [`wire::raft`] (prost). This crate keeps the two apart and holds what sits
+//! around the groups, in the order a message flows:
+//!
+//! * [`logger`]: raft-rs's slog records as `tracing` events (target `raft`);
+//! * [`convert`]: `eraftpb` <-> `wire::raft`, field by field, refusing what a peer may not send;
+
+pub mod convert;
+pub mod logger;
+
+pub use convert::ConvertError;
+pub use logger::logger;
