@@ -6,11 +6,15 @@
 //! network speaks [`wire::raft`] (prost). This crate keeps the two apart and holds what sits
 //! around the groups, in the order a message flows:
 //!
+//! * [`config`]: `[raft]` of `server.toml` ([`RaftConfig`]), validated key by key, and the
+//!   `raft::Config` of a group;
 //! * [`logger`]: raft-rs's slog records as `tracing` events (target `raft`);
 //! * [`convert`]: `eraftpb` <-> `wire::raft`, field by field, refusing what a peer may not send;
 
+pub mod config;
 pub mod convert;
 pub mod logger;
 
+pub use config::{PeerConfig, RaftConfig};
 pub use convert::ConvertError;
 pub use logger::logger;
