@@ -10,11 +10,20 @@
 //!   `raft::Config` of a group;
 //! * [`logger`]: raft-rs's slog records as `tracing` events (target `raft`);
 //! * [`convert`]: `eraftpb` <-> `wire::raft`, field by field, refusing what a peer may not send;
+//! * [`transport`]: the [`Transport`] the store loop sends through: [`HttpTransport`] between
+//!   processes (`POST /raft/batch`, batched per destination), [`ChannelTransport`] between
+//!   stores of one test process;
+//! * [`metrics`]: the transport's counters;
 
 pub mod config;
 pub mod convert;
 pub mod logger;
+pub mod metrics;
+pub mod transport;
 
 pub use config::{PeerConfig, RaftConfig};
 pub use convert::ConvertError;
 pub use logger::logger;
+pub use transport::{
+    ChannelNetwork, ChannelTransport, HttpTransport, HttpTransportOptions, Transport,
+};
