@@ -14,9 +14,11 @@
 //!   processes (`POST /raft/batch`, batched per destination), [`ChannelTransport`] between
 //!   stores of one test process;
 //! * [`metrics`]: the transport's counters;
+//! * [`fuzzing`]: the check of the `raft_batch` fuzz target (decode, convert, round trip).
 
 pub mod config;
 pub mod convert;
+pub mod fuzzing;
 pub mod logger;
 pub mod metrics;
 pub mod transport;
