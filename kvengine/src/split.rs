@@ -87,6 +87,8 @@ impl Engine {
                 start: start.clone(),
                 end: end.clone(),
                 base_version,
+                // The parent's: every write is flushed (checked above).
+                data_sequence: 0,
             };
             let key = Bytes::copy_from_slice(key);
             let change = Change::Split(Split {
