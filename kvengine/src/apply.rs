@@ -66,9 +66,9 @@ pub enum ApplyOutcome {
 }
 
 impl Engine {
-    /// Applies a ChangeSet that was decided elsewhere (by the shard's leader, delivered by a
-    /// replicated log) to the shard it names, through the one apply path (module docs). Its
-    /// sequence must be the shard's next (`meta_seq + 1`) or an already applied one (skipped).
+    /// Applies a ChangeSet that was decided elsewhere (a tool, a test) to the shard it names,
+    /// through the one apply path (module docs). Its sequence must be above the shard's
+    /// `meta_seq` or an already applied one (skipped).
     ///
     /// Errors: an unknown shard is [`Error::ShardNotFound`]; a ChangeSet the file list
     /// rejects (wrong shard version, malformed content) is [`Error::ChangeSet`]; a table that
