@@ -163,8 +163,22 @@ pub enum MalformedReason {
         /// The repeated id.
         id: u64,
     },
+    /// A split child's data_sequence is below the parent's: writes the parent's files hold
+    /// would be replayed into the child again.
+    #[error(
+        "split child data_sequence below the parent's id={id} data_sequence={data_sequence} parent_data_sequence={parent}"
+    )]
+    SplitDataSequenceBehind {
+        /// The child's id.
+        id: u64,
+        /// The child's data_sequence.
+        data_sequence: u64,
+        /// The parent's data_sequence.
+        parent: u64,
+    },
     /// A child's base_version is not above the parent's SnapVersion; the parent's SnapVersion is
-    /// at least its base_version + data_sequence, so that sum is the bound checked.
+    /// at least its base_version + the child's data_sequence (the parent's write sequence at
+    /// the split), so that sum is the bound checked.
     #[error(
         "split child base_version not above the parent's snap version id={id} base_version={base_version} min_exclusive={min_exclusive}"
     )]

@@ -208,6 +208,15 @@ pub struct ShardSplitInfo {
     /// never repeat one the parent already handed out.
     #[prost(uint64, tag = "4")]
     pub base_version: u64,
+    /// The child's data_sequence, and so the write sequence it starts at. 0 (what a ChangeSet
+    /// written before this field existed decodes to) means the parent's data_sequence: an
+    /// engine with its own WAL flushes every write before it splits, so the two are equal.
+    /// A shard whose log lives outside the engine splits with writes applied above its
+    /// data_sequence (Freeze and Flush entries sit between); there the split stamps its log
+    /// index here, and both children continue from it. It is never below the parent's
+    /// data_sequence.
+    #[prost(uint64, tag = "5")]
+    pub data_sequence: u64,
 }
 
 /// Prepared files added to the shard.

@@ -20,7 +20,8 @@ use bytes::Bytes;
 
 use crate::error::{ApplyError, MalformedReason};
 use crate::messages::{
-    Change, ChangeSet, Compaction, Flush, Ingest, L0Create, Snapshot, Split, TableCreate,
+    Change, ChangeSet, Compaction, Flush, Ingest, L0Create, ShardSplitInfo, Snapshot, Split,
+    TableCreate,
 };
 use types::ColumnFamily;
 
@@ -585,8 +586,8 @@ impl ShardFiles {
     }
 
     /// The children of a split, each keeping every file that overlaps its range (readers clip
-    /// files to the shard range, so sharing is safe) and the parent's data_sequence: the
-    /// children's write sequences continue the parent's.
+    /// files to the shard range, so sharing is safe) and the data_sequence the split names
+    /// (the parent's when it names none): the children's write sequences continue from it.
     fn split_children(
         &self,
         split: &Split,
@@ -602,7 +603,6 @@ impl ShardFiles {
             .ver
             .checked_add(1)
             .ok_or(MalformedReason::ShardVerOverflow { ver: self.ver })?;
-        let min_exclusive = self.base_version.saturating_add(self.data_sequence);
         let mut ids = BTreeSet::new();
         for (index, info) in shards.iter().enumerate() {
             let last = index + 1 == shards.len();
@@ -621,6 +621,17 @@ impl ShardFiles {
             if !ids.insert(info.id) {
                 return Err(MalformedReason::SplitDuplicateShardId { id: info.id });
             }
+            let data_sequence = self.child_data_sequence(info);
+            if data_sequence < self.data_sequence {
+                return Err(MalformedReason::SplitDataSequenceBehind {
+                    id: info.id,
+                    data_sequence,
+                    parent: self.data_sequence,
+                });
+            }
+            // The parent handed out SnapVersions up to base_version + its write sequence at
+            // the split, which is the child's data_sequence.
+            let min_exclusive = self.base_version.saturating_add(data_sequence);
             if info.base_version <= min_exclusive {
                 return Err(MalformedReason::SplitBaseVersionTooLow {
                     id: info.id,
@@ -646,7 +657,7 @@ impl ShardFiles {
                     end: info.end.clone(),
                     base_version: info.base_version,
                     meta_seq: sequence,
-                    data_sequence: self.data_sequence,
+                    data_sequence: self.child_data_sequence(info),
                     properties: self.properties.clone(),
                     l0s: keep(&self.l0s),
                     levels: std::array::from_fn(|cf| {
@@ -656,6 +667,16 @@ impl ShardFiles {
             })
             .collect();
         Ok(children)
+    }
+
+    /// The data_sequence a split child starts with: the one the split names, or the parent's
+    /// when it names none (0, as in every split written before the field existed).
+    fn child_data_sequence(&self, info: &ShardSplitInfo) -> u64 {
+        if info.data_sequence == 0 {
+            self.data_sequence
+        } else {
+            info.data_sequence
+        }
     }
 
     fn contains_file(&self, id: u64) -> bool {

@@ -450,12 +450,14 @@ fn split_at_m(base_version: u64) -> ChangeSet {
                     start: Bytes::from_static(b"a"),
                     end: Bytes::from_static(b"m"),
                     base_version,
+                    data_sequence: 0,
                 },
                 ShardSplitInfo {
                     id: 71,
                     start: Bytes::from_static(b"m"),
                     end: Bytes::from_static(b"z"),
                     base_version,
+                    data_sequence: 0,
                 },
             ],
         }),
@@ -554,6 +556,58 @@ fn split_child_base_version_must_exceed_the_parent_snap_version_bound() {
         shard.apply(&split_at_m(1_051)),
         Ok(Applied::Split(_))
     ));
+}
+
+fn stamped(mut cs: ChangeSet, data_sequence: u64) -> ChangeSet {
+    if let Some(Change::Split(split)) = &mut cs.change {
+        for child in &mut split.new_shards {
+            child.data_sequence = data_sequence;
+        }
+    }
+    cs
+}
+
+#[test]
+fn split_children_start_at_the_data_sequence_the_split_names() {
+    let mut shard = shard();
+    // The parent flushed up to 50 but applied entries up to 70 (a log outside the engine).
+    let Ok(Applied::Split(children)) = shard.apply(&stamped(split_at_m(1_071), 70)) else {
+        panic!("expected a split");
+    };
+    for child in &children {
+        assert_eq!(child.data_sequence(), 70);
+        assert_eq!(child.base_version(), 1_071);
+        assert_eq!(child.meta_seq(), 11);
+    }
+}
+
+#[test]
+fn split_child_base_version_must_exceed_the_parent_base_plus_the_named_data_sequence() {
+    let mut shard = shard();
+    // The parent handed out versions up to 1000 + 70.
+    assert_eq!(
+        malformed(shard.apply(&stamped(split_at_m(1_070), 70))),
+        MalformedReason::SplitBaseVersionTooLow {
+            id: 70,
+            base_version: 1_070,
+            min_exclusive: 1_070
+        }
+    );
+    assert_eq!(shard.meta_seq(), 10);
+}
+
+#[test]
+fn split_child_data_sequence_below_the_parent_is_malformed() {
+    let mut shard = shard();
+    assert_eq!(
+        malformed(shard.apply(&stamped(split_at_m(2_000), 40))),
+        MalformedReason::SplitDataSequenceBehind {
+            id: 70,
+            data_sequence: 40,
+            parent: 50
+        }
+    );
+    assert_eq!(shard.meta_seq(), 10);
 }
 
 #[test]

@@ -100,12 +100,13 @@ fn change() -> impl Strategy<Value = Change> {
                 }
             ),
         prop::collection::vec(
-            (any::<u64>(), key(), key(), any::<u64>()).prop_map(
-                |(id, start, end, base_version)| ShardSplitInfo {
+            (any::<u64>(), key(), key(), any::<u64>(), any::<u64>()).prop_map(
+                |(id, start, end, base_version, data_sequence)| ShardSplitInfo {
                     id,
                     start,
                     end,
                     base_version,
+                    data_sequence,
                 }
             ),
             0..4
@@ -189,4 +190,90 @@ fn decoding_from_bytes_slices_keys_instead_of_copying() {
         input.contains(&snapshot.start.as_ptr()),
         "start key was copied"
     );
+}
+
+/// `ShardSplitInfo` as it was before tag 5 (`data_sequence`) existed: what every split in a
+/// manifest written by an older build is.
+#[derive(Clone, PartialEq, prost::Message)]
+struct SplitInfoBeforeTag5 {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(bytes = "bytes", tag = "2")]
+    start: Bytes,
+    #[prost(bytes = "bytes", tag = "3")]
+    end: Bytes,
+    #[prost(uint64, tag = "4")]
+    base_version: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct SplitBeforeTag5 {
+    #[prost(message, repeated, tag = "1")]
+    new_shards: Vec<SplitInfoBeforeTag5>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct SplitChangeSetBeforeTag5 {
+    #[prost(uint64, tag = "1")]
+    shard_id: u64,
+    #[prost(uint64, tag = "2")]
+    shard_ver: u64,
+    #[prost(uint64, tag = "3")]
+    sequence: u64,
+    #[prost(message, optional, tag = "13")]
+    split: Option<SplitBeforeTag5>,
+}
+
+#[test]
+fn a_split_written_before_the_data_sequence_tag_decodes_with_zero_and_reencodes_identically() {
+    use prost::Message;
+    let info = |id, start: &'static [u8], end: &'static [u8]| SplitInfoBeforeTag5 {
+        id,
+        start: Bytes::from_static(start),
+        end: Bytes::from_static(end),
+        base_version: 5_000,
+    };
+    let old = SplitChangeSetBeforeTag5 {
+        shard_id: 8,
+        shard_ver: 3,
+        sequence: 12,
+        split: Some(SplitBeforeTag5 {
+            new_shards: vec![info(8, b"a", b"m"), info(9, b"m", b"")],
+        }),
+    };
+    let bytes = old.encode_to_vec();
+    let decoded = decode_changeset(Bytes::from(bytes.clone())).unwrap();
+    let Some(Change::Split(split)) = &decoded.change else {
+        panic!("expected a split, got {decoded:?}");
+    };
+    assert_eq!(
+        split
+            .new_shards
+            .iter()
+            .map(|c| (c.id, c.base_version, c.data_sequence))
+            .collect::<Vec<_>>(),
+        [(8, 5_000, 0), (9, 5_000, 0)]
+    );
+    assert_eq!(encode_changeset(&decoded), bytes);
+}
+
+#[test]
+fn a_stamped_split_data_sequence_round_trips() {
+    let cs = ChangeSet {
+        shard_id: 8,
+        shard_ver: 3,
+        sequence: 12,
+        properties: BTreeMap::new(),
+        change: Some(Change::Split(Split {
+            new_shards: vec![ShardSplitInfo {
+                id: 8,
+                start: Bytes::from_static(b"a"),
+                end: Bytes::new(),
+                base_version: 5_013,
+                data_sequence: 12,
+            }],
+        })),
+    };
+    let decoded = decode_changeset(Bytes::from(encode_changeset(&cs))).unwrap();
+    assert_eq!(decoded, cs);
 }

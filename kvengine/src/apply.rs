@@ -14,16 +14,24 @@
 //!    and the tables it no longer uses go to file GC.
 //!
 //! Nothing else in the engine edits a shard's tables: a flush, a compaction and a split each
-//! build their outputs and end in [`propose`]; engine open derives every shard from the
-//! manifest the same way (see `recovery`).
+//! build their outputs and end in [`apply_locked`], whichever log the engine keeps; engine
+//! open derives every shard from the manifest the same way (see `recovery`).
 //!
-//! **Followers.** When regions are replicated, the leader's flush, compaction and split
-//! results travel through the replicated log as ChangeSets, and every replica applies them
-//! with [`Engine::apply_change_set`]: the same staging, derivation and commit, with the
-//! tables opened from the object store the leader wrote them to. Applying the same ChangeSet
-//! twice is harmless (its sequence is not above `meta_seq` the second time: skipped), and a
-//! compaction whose inputs a replica no longer has is conflicted on every replica alike,
-//! because the decision depends only on the file list.
+//! * With its own WAL (`LogMode::Internal`), a job's result becomes the shard's next ChangeSet
+//!   at once ([`submit`] → [`propose`], sequence `meta_seq + 1`).
+//! * **Followers**, and leaders, of a log kept outside the engine (`LogMode::External`, a Raft
+//!   group): only the leader runs flush and compaction, and [`submit`] hands the result to the
+//!   owner's `ChangeSetSink` (`change_set_sink`). Every replica then applies the entry when its
+//!   log delivers it, with [`Engine::apply_change_set_at`] (`apply_at_index`): the ChangeSet's
+//!   sequence becomes the entry's log index, and it goes through the same staging, derivation
+//!   and commit, with the tables opened from the object store the leader wrote them to. A
+//!   Split is decided at apply time on every replica (`Engine::apply_split`). Applying the
+//!   same entry twice is harmless (its index is not above `meta_seq` the second time:
+//!   skipped); a compaction whose inputs a replica no longer has is conflicted on every
+//!   replica alike, because the decision depends only on the file list; and an entry made
+//!   stale by a split or by an earlier flush of the same memtable is rejected on every replica
+//!   alike, because it depends only on the state at the entry's index. Followers never
+//!   delete the files an apply retires: the leader does (`file_gc`).
 
 use std::sync::Arc;
 
@@ -32,6 +40,7 @@ use parking_lot::MutexGuard;
 
 use crate::engine::{Engine, Inner};
 use crate::error::{Error, Result};
+use crate::options::LogMode;
 use crate::shard::Shard;
 use crate::shard_data::{OpenTables, ShardData};
 
@@ -46,20 +55,31 @@ pub enum ApplyOutcome {
     /// A compaction whose inputs were no longer all present: no file changed, `meta_seq`
     /// advanced. Its outputs are referenced by nobody; whoever wrote them deletes them.
     Conflicted,
-    /// The shard split: it is gone, and these children (in key order) took its place.
+    /// The shard split: it is gone, and these children (in key order) took its place. The
+    /// left child of a split applied from an external log keeps the shard's id.
     Split { children: Vec<u64> },
+    /// `External` log mode only: the entry was decided against at its index, the same way on
+    /// every replica (a split over non-empty memtables or outside the range, a ChangeSet made
+    /// for an older shard version or for a memtable already flushed). Nothing changed but the
+    /// write sequence, which is the entry's index.
+    Rejected { reason: String },
 }
 
 impl Engine {
-    /// Applies a ChangeSet that was decided elsewhere (by the shard's leader, delivered by a
-    /// replicated log) to the shard it names, through the one apply path (module docs). Its
-    /// sequence must be the shard's next (`meta_seq + 1`) or an already applied one (skipped).
+    /// Applies a ChangeSet that was decided elsewhere (a tool, a test) to the shard it names,
+    /// through the one apply path (module docs). Its sequence must be above the shard's
+    /// `meta_seq` or an already applied one (skipped).
     ///
     /// Errors: an unknown shard is [`Error::ShardNotFound`]; a ChangeSet the file list
     /// rejects (wrong shard version, malformed content) is [`Error::ChangeSet`]; a table that
     /// cannot be read fails with the object store's or the table's error. On any error nothing
     /// changed.
+    ///
+    /// `Internal` log mode only: with an external log, ChangeSets are entries of the log and
+    /// arrive with their index through [`Engine::apply_change_set_at`].
     pub fn apply_change_set(&self, cs: &ChangeSet) -> Result<ApplyOutcome> {
+        self.inner
+            .expect_log_mode("apply_change_set", LogMode::Internal)?;
         self.check_open()?;
         let shard = self.shard(cs.shard_id)?;
         let meta = shard.meta.lock();
@@ -67,8 +87,27 @@ impl Engine {
     }
 }
 
-/// The leader's side: `change` becomes the shard's next ChangeSet (sequence `meta_seq + 1`)
-/// and is applied. `outputs` holds the tables the change adds, already open.
+/// A background job's result: `change`, computed from the shard state `read`, with `outputs`
+/// the tables it adds, already open. With the engine's own log it is applied at once
+/// ([`propose`]); with an external one it is proposed to the log and applied when the log
+/// delivers it (`change_set_sink::propose`). Returns the apply's outcome.
+pub(crate) fn submit(
+    inner: &Inner,
+    shard: &Shard,
+    read: &ShardData,
+    change: Change,
+    outputs: OpenTables,
+) -> Result<ApplyOutcome> {
+    match inner.log_mode() {
+        LogMode::Internal => propose(inner, shard, change, outputs),
+        LogMode::External => {
+            crate::change_set_sink::propose(inner, shard.id, read.ver(), change, outputs)
+        }
+    }
+}
+
+/// `change` becomes the shard's next ChangeSet (sequence `meta_seq + 1`) and is applied.
+/// `outputs` holds the tables the change adds, already open.
 pub(crate) fn propose(
     inner: &Inner,
     shard: &Shard,
@@ -95,6 +134,10 @@ pub(crate) fn next_change_set(shard: &Shard, change: Change) -> ChangeSet {
 
 /// Stages `cs`, derives the new live state, commits `cs` and swaps the state in (module
 /// docs). The caller holds the shard's `meta` lock (`_meta`).
+///
+/// Split children start with empty memtables and `write_sequence = data_sequence`, which the
+/// split stamps (an external log: its index) or inherits from the parent (every write was
+/// flushed first).
 pub(crate) fn apply_locked(
     inner: &Inner,
     shard: &Shard,
@@ -131,7 +174,9 @@ pub(crate) fn apply_locked(
             shards.insert(id, Arc::new(Shard::new(id, write_sequence, child)));
         }
         drop(shards);
-        crate::file_gc::retire(inner, open);
+        if inner.deletes_retired_files(shard.id) {
+            crate::file_gc::retire(inner, open);
+        }
         return Ok(ApplyOutcome::Split { children: ids });
     }
     let conflicted = matches!(staged.applied(), Applied::Conflicted(_));
@@ -158,7 +203,9 @@ pub(crate) fn apply_locked(
         shard.data.store(next.clone());
         next
     };
-    crate::file_gc::retire(inner, open.without(&next));
+    if inner.deletes_retired_files(shard.id) {
+        crate::file_gc::retire(inner, open.without(&next));
+    }
     Ok(if conflicted {
         ApplyOutcome::Conflicted
     } else {

@@ -10,6 +10,10 @@
 //!
 //! One compaction runs per shard at a time (`Shard::compacting`). The inputs it read stay
 //! readable until file GC deletes them after the swap, when no snapshot holds them.
+//!
+//! With a log outside the engine (`LogMode::External`) only the shard's leader compacts: the
+//! ChangeSet goes to the owner's sink (`change_set_sink`) and every replica applies it when
+//! the log delivers it. The job waits for that holding only `compacting`, which no apply takes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,18 +26,31 @@ use sst::BuilderOptions;
 use crate::apply::{self, ApplyOutcome};
 use crate::compaction::{self, CompactionConfig};
 use crate::engine::{Engine, Inner};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::file_gc;
 use crate::metrics;
-use crate::options::EngineOptions;
+use crate::options::{EngineOptions, LogMode};
 use crate::shard::Shard;
 use crate::shard_data::OpenTables;
 
 impl Engine {
     /// Compacts the shard on the calling thread until no level needs it; with `force_l0`, the
     /// first round merges L0 into L1 even below its trigger. Returns the number of compactions.
+    ///
+    /// In `External` log mode only on the shard's leader ([`Error::NotLeader`] elsewhere), and
+    /// each compaction is proposed to the log and waited for: the calling thread must not be
+    /// the one that applies the log's entries.
     pub fn compact_shard(&self, shard_id: u64, force_l0: bool) -> Result<usize> {
         self.check_open()?;
+        if self.inner.log_mode() == LogMode::External {
+            if !self.inner.is_leader(shard_id) {
+                return Err(Error::NotLeader {
+                    shard_id,
+                    op: "compact_shard",
+                });
+            }
+            self.inner.change_set_sink(shard_id)?;
+        }
         let shard = self.shard(shard_id)?;
         let mut n = 0;
         while compact_once(&self.inner, &shard, force_l0 && n == 0)? {
@@ -53,6 +70,9 @@ pub(crate) fn compaction_loop(inner: &Arc<Inner>) {
         for shard in shards {
             if inner.is_closed() {
                 return;
+            }
+            if !inner.runs_jobs(shard.id) {
+                continue;
             }
             match compact_once(inner, &shard, false) {
                 Ok(did) => worked |= did,
@@ -134,7 +154,7 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
         table_creates: creates,
         conflicted: false,
     });
-    match apply::propose(inner, shard, change, outputs)? {
+    match apply::submit(inner, shard, &data, change, outputs)? {
         ApplyOutcome::Applied => {
             metrics::COMPACTIONS.inc();
             Ok(true)

@@ -1,23 +1,36 @@
-//! The engine: shards of the key space over one WAL, one manifest and one object store.
+//! The engine: shards of the key space over one manifest and one object store, with their log
+//! either in the engine (one WAL) or outside it ([`LogMode`]).
 //!
 //! This module holds the handle, its shared state and the small calls that only read it. The
 //! jobs live in modules named after them, in the order data flows:
 //!
-//! * `write_path`: a batch gets the shard's next sequence, goes to the WAL and the active
-//!   memtable, and is acknowledged; a full memtable is frozen.
+//! * `write_path` (`LogMode::Internal`): a batch gets the shard's next sequence, goes to the
+//!   WAL and the active memtable, and is acknowledged; a full memtable is frozen.
+//! * `apply_at_index` (`LogMode::External`): the entries of a log kept outside the engine (a
+//!   Raft group) arrive with their index: writes, no-ops, Freezes and ChangeSets; each sets
+//!   the shard's write sequence to its index, so replicas at the same index hold the same
+//!   data at the same SnapVersion. The leader asks the log for a Freeze when its memtable is
+//!   full.
 //! * `flush`: a frozen memtable becomes an L0 file and a Flush ChangeSet.
 //! * `compaction_job`: files merge into the level below and a Compaction ChangeSet replaces
 //!   them (`compaction` picks and merges).
-//! * `split`: a flushed shard becomes two through a Split ChangeSet.
-//! * `apply`: **the one apply path**. Every ChangeSet above, and one that a follower receives
-//!   from a replicated log, changes the live state only there: the manifest applies it with
+//! * `change_set_sink` (`LogMode::External`): only a leader flushes and compacts, and its
+//!   ChangeSets go to the log through the owner's [`ChangeSetSink`] instead of being applied
+//!   at once.
+//! * `split`: a flushed shard becomes two through a Split ChangeSet; with an external log, a
+//!   split entry is decided when applied (rejected over non-empty memtables) and the left
+//!   child keeps the shard's id.
+//! * `apply`: **the one apply path**. Every ChangeSet above, whichever log the engine keeps,
+//!   changes the live state only there: the manifest applies it with
 //!   [`changeset::ShardFiles::apply`] and the live state is derived from the file list it
 //!   returns (`shard_data`).
-//! * `file_gc`: files no shard references any more are deleted once no snapshot reads them.
+//! * `file_gc`: files no shard references any more are deleted once no snapshot reads them
+//!   (with an external log, only by the leader).
 //! * `recovery`: opening rebuilds every shard from the manifest through the same derivation,
-//!   then replays the WAL into memtables.
+//!   then replays the WAL into memtables (with an external log, its owner re-applies the
+//!   entries above each shard's `data_sequence`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -27,12 +40,13 @@ use changeset::ShardFiles;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::block_cache::MokaBlockCache;
+use crate::change_set_sink::ChangeSetSink;
 use crate::dfs::Dfs;
 use crate::error::{Error, Result};
 use crate::file_gc::PendingFile;
 use crate::manifest::{IdAllocator, Manifest, ManifestOptions};
 use crate::metrics;
-use crate::options::EngineOptions;
+use crate::options::{EngineOptions, LogMode};
 use crate::shard::Shard;
 use crate::shard_data::{OpenTables, ShardData, TableSource};
 use crate::snap_access::SnapAccess;
@@ -84,7 +98,8 @@ impl Drop for ShutdownOnDrop {
 pub(crate) struct Inner {
     pub(crate) opts: EngineOptions,
     pub(crate) dfs: Arc<dyn Dfs>,
-    pub(crate) wal: Wal,
+    /// The engine's own log; `None` in `External` log mode, where the log lives outside.
+    pub(crate) wal: Option<Wal>,
     pub(crate) manifest: Manifest,
     pub(crate) ids: IdAllocator,
     pub(crate) shards: RwLock<HashMap<u64, Arc<Shard>>>,
@@ -105,6 +120,11 @@ pub(crate) struct Inner {
     block_cache: Option<Arc<dyn sst::BlockCache>>,
     /// Versions at or below this timestamp keep only their newest (see `compaction`).
     pub(crate) gc_safe_point: AtomicU64,
+    /// `External` log mode: the shards this engine leads (`Engine::set_leader`). Kept by id, so
+    /// the left child of a split, which keeps the parent's id and log, stays led.
+    pub(crate) leaders: RwLock<HashSet<u64>>,
+    /// `External` log mode: where the leader's jobs send their ChangeSets.
+    sink: RwLock<Option<Arc<dyn ChangeSetSink>>>,
     /// An exclusive lock on `dir/LOCK`, held while the engine is open: two engines on one
     /// directory would interleave their WAL and manifest writes.
     _dir_lock: std::fs::File,
@@ -125,6 +145,74 @@ impl Inner {
             .get(&id)
             .cloned()
             .ok_or(Error::ShardNotFound { shard_id: id })
+    }
+
+    pub(crate) fn log_mode(&self) -> LogMode {
+        self.opts.log_mode
+    }
+
+    /// Fails unless the engine runs in `expected` log mode.
+    pub(crate) fn expect_log_mode(&self, op: &'static str, expected: LogMode) -> Result<()> {
+        let found = self.log_mode();
+        if found == expected {
+            Ok(())
+        } else {
+            Err(Error::WrongLogMode {
+                op,
+                expected,
+                found,
+            })
+        }
+    }
+
+    /// The engine's own WAL, for `op`; [`Error::WrongLogMode`] in `External` log mode.
+    pub(crate) fn own_wal(&self, op: &'static str) -> Result<&Wal> {
+        match &self.wal {
+            Some(wal) => Ok(wal),
+            None => Err(Error::WrongLogMode {
+                op,
+                expected: LogMode::Internal,
+                found: self.log_mode(),
+            }),
+        }
+    }
+
+    /// Whether this engine leads the shard (`External` log mode; see `Engine::set_leader`).
+    pub(crate) fn is_leader(&self, shard_id: u64) -> bool {
+        self.leaders.read().contains(&shard_id)
+    }
+
+    /// Whether the background jobs (flush, compaction) work on the shard: always with the
+    /// engine's own log; with an external one only on a leader that has a sink to propose to.
+    /// Followers apply the leader's results instead.
+    pub(crate) fn runs_jobs(&self, shard_id: u64) -> bool {
+        match self.log_mode() {
+            LogMode::Internal => true,
+            LogMode::External => self.is_leader(shard_id) && self.sink.read().is_some(),
+        }
+    }
+
+    /// Whether files an apply retires from the shard may be deleted by this engine: always with
+    /// the engine's own log; with an external one only by the leader (a follower may still be
+    /// behind the leader's deletes; the leader decides).
+    pub(crate) fn deletes_retired_files(&self, shard_id: u64) -> bool {
+        match self.log_mode() {
+            LogMode::Internal => true,
+            LogMode::External => self.is_leader(shard_id),
+        }
+    }
+
+    pub(crate) fn set_change_set_sink(&self, sink: Arc<dyn ChangeSetSink>) {
+        *self.sink.write() = Some(sink);
+    }
+
+    /// The installed sink; a leader without one cannot propose (a configuration error).
+    pub(crate) fn change_set_sink(&self, shard_id: u64) -> Result<Arc<dyn ChangeSetSink>> {
+        self.sink.read().clone().ok_or_else(|| Error::Config {
+            what: format!(
+                "external log mode needs a change set sink before a leader can propose: shard_id={shard_id}"
+            ),
+        })
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -172,8 +260,8 @@ impl Inner {
 
 impl Engine {
     /// Opens (or creates) the engine in `opts.dir`, with SST files in `dfs`: every shard is
-    /// rebuilt from the manifest and the WAL (see `recovery`), then the flush and compaction
-    /// threads start.
+    /// rebuilt from the manifest and the WAL (see `recovery`; no WAL in `External` log mode),
+    /// then the flush and compaction threads start.
     pub fn open(opts: EngineOptions, dfs: Arc<dyn Dfs>) -> Result<Engine> {
         opts.validate()?;
         std::fs::create_dir_all(&opts.dir).map_err(Error::io("create dir", &opts.dir))?;
@@ -209,6 +297,8 @@ impl Engine {
             pending_deletes: Mutex::new(Vec::new()),
             block_cache,
             gc_safe_point: AtomicU64::new(0),
+            leaders: RwLock::new(HashSet::new()),
+            sink: RwLock::new(None),
             _dir_lock: dir_lock,
         });
         let engine = Engine {
@@ -231,10 +321,6 @@ impl Engine {
 
     /// Creates an empty shard owning `[start, end)` (empty `end` = unbounded).
     pub fn create_shard(&self, id: u64, start: &[u8], end: &[u8]) -> Result<()> {
-        let mut shards = self.inner.shards.write();
-        if shards.contains_key(&id) {
-            return Err(Error::ShardExists { shard_id: id });
-        }
         let files = ShardFiles::new(
             id,
             1,
@@ -242,9 +328,35 @@ impl Engine {
             Bytes::copy_from_slice(end),
             0,
         );
+        self.insert_new_shard(files)
+    }
+
+    /// Creates an empty shard owning `[start, end)` whose log starts after `index`: its
+    /// `data_sequence`, `write_sequence` and `meta_seq` are `index`, so the first entry it
+    /// applies is `index + 1`. For a log kept outside the engine that does not start at 1 (a
+    /// Raft group bootstraps at a fixed initial index on every replica).
+    pub fn create_shard_at(&self, id: u64, start: &[u8], end: &[u8], index: u64) -> Result<()> {
+        let snapshot = changeset::Snapshot {
+            start: Bytes::copy_from_slice(start),
+            end: Bytes::copy_from_slice(end),
+            base_version: 0,
+            data_sequence: index,
+            l0_creates: Vec::new(),
+            table_creates: Vec::new(),
+        };
+        self.insert_new_shard(ShardFiles::from_snapshot(id, 1, index, &snapshot)?)
+    }
+
+    fn insert_new_shard(&self, files: ShardFiles) -> Result<()> {
+        let id = files.id();
+        let mut shards = self.inner.shards.write();
+        if shards.contains_key(&id) {
+            return Err(Error::ShardExists { shard_id: id });
+        }
         self.inner.manifest.create_shard(&files)?;
         let data = ShardData::derive(files, &OpenTables::default(), self.inner.table_source())?;
-        shards.insert(id, Arc::new(Shard::new(id, 0, data)));
+        let write_sequence = data.data_sequence();
+        shards.insert(id, Arc::new(Shard::new(id, write_sequence, data)));
         Ok(())
     }
 
@@ -319,24 +431,30 @@ impl Engine {
         self.inner.gc_safe_point.load(Ordering::Acquire)
     }
 
-    /// WAL segments currently on disk.
+    /// WAL segments currently on disk (none in `External` log mode).
     pub fn wal_segments(&self) -> usize {
-        self.inner.wal.segment_count()
+        self.inner.wal.as_ref().map_or(0, Wal::segment_count)
     }
 
     /// Refreshes gauges that mirror counters kept elsewhere (WAL stats). Call before scraping.
     pub fn update_metrics(&self) {
-        let s = self.inner.wal.stats();
-        metrics::WAL_BYTES.set(s.bytes_written as i64);
-        metrics::WAL_FSYNCS.set(s.fsyncs as i64);
+        if let Some(wal) = &self.inner.wal {
+            let s = wal.stats();
+            metrics::WAL_BYTES.set(s.bytes_written as i64);
+            metrics::WAL_FSYNCS.set(s.fsyncs as i64);
+        }
     }
 
     /// Stops the flush threads. With `flush`, first flushes every memtable so a restart has no
-    /// WAL to replay. Writes after close fail.
+    /// WAL to replay. In `External` log mode only the shards this engine leads are flushed
+    /// (through their log, which must still be applying); the others are their leaders' job.
+    /// Writes after close fail.
     pub fn close(&self, flush: bool) -> Result<()> {
         if flush {
             for id in self.shard_ids() {
-                self.flush_shard(id)?;
+                if self.inner.log_mode() == LogMode::Internal || self.inner.is_leader(id) {
+                    self.flush_shard(id)?;
+                }
             }
         }
         self.inner.shutdown();

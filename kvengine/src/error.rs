@@ -72,6 +72,39 @@ pub enum Error {
         #[source]
         source: crate::mvcc::RecordError,
     },
+    /// The call exists only in the other log mode ([`crate::LogMode`]): `write` and `split`
+    /// are the engine's own log, `apply_*` a log kept outside it.
+    #[error("operation needs another log mode: op={op} expected={expected} found={found}")]
+    WrongLogMode {
+        op: &'static str,
+        expected: crate::LogMode,
+        found: crate::LogMode,
+    },
+    /// An entry was applied past the next index of the shard's log: the entries between are
+    /// missing. Nothing changed.
+    #[error("log index gap: shard_id={shard_id} applied={applied} index={index}")]
+    LogGap {
+        shard_id: u64,
+        applied: u64,
+        index: u64,
+    },
+    /// In `External` log mode, only the shard's leader flushes and compacts.
+    #[error("shard is not led by this engine: op={op} shard_id={shard_id}")]
+    NotLeader { shard_id: u64, op: &'static str },
+    /// A ChangeSet handed to the shard's log was not applied.
+    #[error("proposal to the shard's log failed: shard_id={shard_id}")]
+    Proposal {
+        shard_id: u64,
+        #[source]
+        source: crate::change_set_sink::SinkError,
+    },
+    /// Waiting for the shard's log to deliver what was proposed took too long.
+    #[error("timed out waiting for the log: op={op} shard_id={shard_id} waited_ms={waited_ms}")]
+    Timeout {
+        op: &'static str,
+        shard_id: u64,
+        waited_ms: u64,
+    },
     /// A configuration value is out of its allowed range.
     #[error("invalid engine option: {what}")]
     Config { what: String },
@@ -102,6 +135,8 @@ pub enum ErrorKind {
     Invalid,
     /// A transaction lock is in the way: resolve it, then retry.
     KeyIsLocked,
+    /// Only the shard's leader may do this (`External` log mode): ask the leader.
+    NotLeader,
 }
 
 impl Error {
@@ -120,7 +155,11 @@ impl Error {
             | Error::InvalidArgument { .. }
             | Error::RemoteSnapshot { .. } => ErrorKind::Invalid,
             Error::Locked { .. } => ErrorKind::Io,
-            Error::ShardBusy { .. } => ErrorKind::Busy,
+            Error::WrongLogMode { .. } | Error::LogGap { .. } => ErrorKind::Invalid,
+            Error::NotLeader { .. } => ErrorKind::NotLeader,
+            Error::ShardBusy { .. } | Error::Proposal { .. } | Error::Timeout { .. } => {
+                ErrorKind::Busy
+            }
             Error::Closed { .. } => ErrorKind::Closed,
             Error::Config { .. } => ErrorKind::Config,
         }

@@ -43,14 +43,22 @@ impl PendingFile {
 }
 
 /// Queues tables a new state no longer uses for deletion.
+///
+/// A file already queued is not queued again: split children share their parent's table
+/// handles, so each child retires the same file, and two queued handles would keep its handle
+/// count above one for ever.
 pub(crate) fn retire(inner: &Inner, unused: OpenTables) {
     let (l0s, tables) = unused.into_tables();
     if l0s.is_empty() && tables.is_empty() {
         return;
     }
     let mut pending = inner.pending_deletes.lock();
-    pending.extend(l0s.into_iter().map(PendingFile::L0));
-    pending.extend(tables.into_iter().map(PendingFile::Table));
+    let queued: BTreeSet<u64> = pending.iter().map(PendingFile::id).collect();
+    let files = l0s
+        .into_iter()
+        .map(PendingFile::L0)
+        .chain(tables.into_iter().map(PendingFile::Table));
+    pending.extend(files.filter(|f| !queued.contains(&f.id())));
 }
 
 /// Deletes every retired file that no shard references and no snapshot holds.

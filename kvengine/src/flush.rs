@@ -10,31 +10,47 @@
 //! A failed flush changes nothing: the frozen memtable and its WAL records stay, and the flush
 //! is retried with backoff.
 //!
+//! With a log outside the engine (`LogMode::External`) only the shard's leader flushes: the
+//! Flush ChangeSet goes to the owner's sink (`change_set_sink`), and the frozen memtable
+//! leaves when the log delivers the entry, on every replica alike. Memtables are frozen only
+//! by Freeze entries (`apply_at_index`), so every replica freezes at the same index and the
+//! Flush entry drops the same memtable everywhere. [`Engine::flush_shard`] on the leader
+//! proposes a Freeze and waits for the flushes to be applied.
+//!
 //! In the L0 file, WRITE and EXTRA keep every version (the GC of old versions is compaction's
 //! job); LOCK keeps only each key's newest record, tombstone or not (a tombstone must still
 //! hide a lock in an older L0 file).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use changeset::{Change, Flush, L0Create};
 use memtable::{ColumnFamily, Memtable};
 use sst::{BuilderOptions, BuiltTable, TableBuilder};
 
-use crate::apply;
+use crate::apply::{self, ApplyOutcome};
+use crate::apply_at_index::request_freeze;
 use crate::engine::{Engine, Inner};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::metrics;
+use crate::options::LogMode;
 use crate::shard_data::OpenTables;
 use crate::write_path::freeze_locked;
 
 impl Engine {
     /// Freezes the shard's active memtable (if not empty) and waits until every frozen memtable
     /// of the shard is flushed.
+    ///
+    /// In `External` log mode only the shard's leader flushes ([`Error::NotLeader`] elsewhere):
+    /// it proposes a Freeze and waits until every write applied before the call is in a file,
+    /// at most `external_flush_timeout` ([`Error::Timeout`]: the log did not deliver).
     pub fn flush_shard(&self, shard_id: u64) -> Result<()> {
         self.check_open()?;
+        if self.inner.log_mode() == LogMode::External {
+            return self.flush_shard_through_log(shard_id);
+        }
         let shard = self.shard(shard_id)?;
         {
             let _w = shard.write.lock();
@@ -49,6 +65,50 @@ impl Engine {
                 .wait_for(&mut g, Duration::from_millis(50));
         }
         Ok(())
+    }
+}
+
+impl Engine {
+    fn flush_shard_through_log(&self, shard_id: u64) -> Result<()> {
+        let op = "flush_shard";
+        let not_leader = || Error::NotLeader { shard_id, op };
+        if !self.inner.is_leader(shard_id) {
+            return Err(not_leader());
+        }
+        self.inner.change_set_sink(shard_id)?;
+        let target = self.shard(shard_id)?.write_sequence.load(Ordering::Acquire);
+        let started = Instant::now();
+        loop {
+            self.check_open()?;
+            if !self.inner.is_leader(shard_id) {
+                return Err(not_leader());
+            }
+            // Looked up each round: a split replaces the shard (the left child keeps the id).
+            let shard = self.shard(shard_id)?;
+            {
+                let d = shard.data.load();
+                // Writes up to `target` are in files once a flush covers it; with no memtable
+                // left, nothing applied before the call is outside a file either.
+                if d.data_sequence() >= target || (d.mem.is_empty() && d.frozen.is_empty()) {
+                    return Ok(());
+                }
+                if d.frozen.is_empty() {
+                    request_freeze(&self.inner, &shard, true);
+                }
+            }
+            let waited = started.elapsed();
+            if waited >= self.inner.opts.external_flush_timeout {
+                return Err(Error::Timeout {
+                    op,
+                    shard_id,
+                    waited_ms: waited.as_millis() as u64,
+                });
+            }
+            let mut g = self.inner.flushed.lock();
+            self.inner
+                .flushed_cv
+                .wait_for(&mut g, Duration::from_millis(20));
+        }
     }
 }
 
@@ -74,11 +134,12 @@ pub(crate) fn flush_loop(inner: &Arc<Inner>) {
                 Ok(()) => {
                     // One queue entry flushes one memtable; WAL replay can freeze several
                     // without queueing each, so requeue while any is left.
-                    let more = inner
-                        .shards
-                        .read()
-                        .get(&shard_id)
-                        .is_some_and(|s| !s.data.load().frozen.is_empty());
+                    let more = inner.runs_jobs(shard_id)
+                        && inner
+                            .shards
+                            .read()
+                            .get(&shard_id)
+                            .is_some_and(|s| !s.data.load().frozen.is_empty());
                     if more {
                         inner.queue.lock().push_back(shard_id);
                     }
@@ -99,8 +160,12 @@ pub(crate) fn flush_loop(inner: &Arc<Inner>) {
     }
 }
 
-/// Flushes the oldest frozen memtable of a shard (if any).
+/// Flushes the oldest frozen memtable of a shard (if any, and if this engine flushes the
+/// shard: not a follower of an external log).
 fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
+    if !inner.runs_jobs(shard_id) {
+        return Ok(());
+    }
     let Some(shard) = inner.shards.read().get(&shard_id).cloned() else {
         return Ok(());
     };
@@ -136,8 +201,12 @@ fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
         data_sequence: frozen.last_sequence,
         version: frozen.mem.version(),
     });
-    apply::propose(inner, &shard, change, outputs)?;
-    metrics::FLUSHES.inc();
+    if apply::submit(inner, &shard, &data, change, outputs)? == ApplyOutcome::Applied {
+        metrics::FLUSHES.inc();
+    }
+    let Some(wal) = &inner.wal else {
+        return Ok(());
+    };
     let shards = inner.shards.read();
     // A shard that no longer exists was retired by a split after a full flush: covered.
     let covered = |sid: u64| {
@@ -145,7 +214,7 @@ fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
             .get(&sid)
             .map_or(u64::MAX, |s| s.data.load().data_sequence())
     };
-    if let Err(e) = inner.wal.purge(&covered) {
+    if let Err(e) = wal.purge(&covered) {
         tracing::warn!(error = %e, "wal purge failed");
     }
     Ok(())

@@ -6,8 +6,10 @@
 //! [`mvcc`], and the list of [`metrics`]):
 //!
 //! * writing: `write_batch` → `write_path` → [`wal`] → the memtables of a shard (`shard`,
-//!   `shard_data`);
-//! * changing files: `flush`, `compaction` (pick and merge) with `compaction_job`, `split`,
+//!   `shard_data`); or, with the log outside the engine ([`LogMode::External`]), the entries
+//!   of that log → `apply_at_index` → the memtables;
+//! * changing files: `flush`, `compaction` (pick and merge) with `compaction_job`, `split`
+//!   (with an external log, a leader hands their ChangeSets to the log: `change_set_sink`),
 //!   all ending in `apply`, **the one apply path**: a ChangeSet is staged in the [`manifest`]
 //!   through `changeset::ShardFiles::apply`, the live state is derived from the resulting
 //!   file lists (`shard_data`), then committed and swapped in; `file_gc` deletes what no file
@@ -22,8 +24,10 @@
 //! `engine` holds the handle and what the jobs share.
 
 mod apply;
+mod apply_at_index;
 mod block_cache;
 mod cachefs;
+mod change_set_sink;
 mod compaction;
 mod compaction_job;
 mod dfs;
@@ -55,6 +59,7 @@ mod write_path;
 pub use apply::ApplyOutcome;
 pub use block_cache::{BLOCK_OVERHEAD, BlockCacheStats, MokaBlockCache};
 pub use cachefs::{CacheFs, CacheFsStats};
+pub use change_set_sink::{ChangeSetSink, SinkError};
 pub use dfs::{Dfs, LocalDfs};
 pub use dfs_config::{CacheConfig, DfsConfig};
 pub use dfs_section::{DfsSection, InvalidDfsSection};
@@ -62,7 +67,7 @@ pub use durable_file::write_atomically;
 pub use engine::{Engine, ShardInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use fault_dfs::{DfsOp, FaultDfs};
-pub use options::EngineOptions;
+pub use options::{EngineOptions, LogMode};
 pub use remote::RemoteSnapshot;
 pub use s3_dfs::{S3Credentials, S3Dfs, S3Options};
 pub use snap_access::{Item, RawVersion, SnapAccess, SnapIter};

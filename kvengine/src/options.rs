@@ -2,11 +2,46 @@
 //! few GiB of memory for memtables.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use sst::Compression;
 
 use crate::error::{Error, Result};
 use crate::wal::SyncPolicy;
+
+/// Where a shard's log lives: in the engine (its own WAL) or outside it (a replicated log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogMode {
+    /// Today's engine: `Engine::write` appends to the engine's own WAL; the engine freezes,
+    /// flushes, compacts and splits on its own. Every existing caller and test.
+    #[default]
+    Internal,
+    /// The shard's log lives outside the engine (a Raft group). The engine opens no WAL.
+    /// Writes arrive only through `apply_*` with the log index; every applied entry of any kind
+    /// sets `write_sequence = index`. Recovery restores `write_sequence = data_sequence` and
+    /// the owner re-applies the entries above it. Background flush/compaction run only on
+    /// shards marked leader, and hand their ChangeSets to the `ChangeSetSink` instead of
+    /// applying them.
+    ///
+    /// A directory last opened in `Internal` mode must have been closed with a flush: its WAL
+    /// is not read here.
+    External,
+}
+
+impl LogMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogMode::Internal => "internal",
+            LogMode::External => "external",
+        }
+    }
+}
+
+impl std::fmt::Display for LogMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
@@ -51,6 +86,13 @@ pub struct EngineOptions {
     pub manifest_rewrite_after: usize,
     /// Prefix of every file id this engine allocates (distinct per node sharing a bucket).
     pub node_id: u16,
+    /// Whether the engine keeps its own WAL or applies entries of a log kept outside it
+    /// (see [`LogMode`]).
+    pub log_mode: LogMode,
+    /// `External` mode only: how long `Engine::flush_shard` waits for the log to carry the
+    /// Freeze it proposes and the flush ChangeSets that follow. Longer rides out a slow
+    /// election; shorter tells a caller sooner that the log is not making progress.
+    pub external_flush_timeout: Duration,
 }
 
 impl EngineOptions {
@@ -74,6 +116,8 @@ impl EngineOptions {
             max_level: 6,
             manifest_rewrite_after: 1000,
             node_id: 0,
+            log_mode: LogMode::Internal,
+            external_flush_timeout: Duration::from_secs(30),
         }
     }
 

@@ -7,6 +7,12 @@
 //! 3. The WAL replays every record after the shard's `data_sequence` into its memtable; a
 //!    memtable that fills up is frozen, and the flush threads pick it up once they start.
 //!
+//! In `External` log mode ([`crate::LogMode`]) there is no WAL and recovery stops after step 2:
+//! memtables are empty and `write_sequence = data_sequence`. The owner of the log re-applies
+//! the entries above `data_sequence` through `Engine::apply_*`, which rebuilds the memtables,
+//! their Freeze boundaries included, exactly as they were (an entry whose ChangeSet the
+//! manifest already holds, `index <= meta_seq`, is skipped).
+//!
 //! A gap in a shard's sequences is corruption: an acknowledged write is missing. Records of a
 //! shard the manifest no longer has belong to a parent retired by a split, which flushed every
 //! write first: they are covered.
@@ -17,18 +23,18 @@ use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
-use crate::options::EngineOptions;
+use crate::options::{EngineOptions, LogMode};
 use crate::shard::Shard;
 use crate::shard_data::{OpenTables, ShardData, TableSource};
 use crate::wal::{Wal, WalOptions};
 use crate::write_batch::WriteBatch;
 use crate::write_path::{apply_batch, frozen_state};
 
-/// What opening found: the shards, the WAL ready for appends, and the shards with memtables
-/// frozen during replay (to queue for the flush threads).
+/// What opening found: the shards, the WAL ready for appends (none in `External` log mode), and
+/// the shards with memtables frozen during replay (to queue for the flush threads).
 pub(crate) struct Recovered {
     pub(crate) shards: HashMap<u64, Arc<Shard>>,
-    pub(crate) wal: Wal,
+    pub(crate) wal: Option<Wal>,
     pub(crate) to_flush: Vec<u64>,
 }
 
@@ -44,14 +50,17 @@ pub(crate) fn recover(
         let write_sequence = data.data_sequence();
         shards.insert(id, Arc::new(Shard::new(id, write_sequence, data)));
     }
-    let wal = Wal::open(
-        WalOptions {
-            dir: opts.dir.join("wal"),
-            segment_size: opts.wal_segment_size,
-            sync: opts.wal_sync,
-        },
-        |rec| replay_record(&shards, opts, rec.shard_id, rec.sequence, &rec.payload),
-    )?;
+    let wal = match opts.log_mode {
+        LogMode::Internal => Some(Wal::open(
+            WalOptions {
+                dir: opts.dir.join("wal"),
+                segment_size: opts.wal_segment_size,
+                sync: opts.wal_sync,
+            },
+            |rec| replay_record(&shards, opts, rec.shard_id, rec.sequence, &rec.payload),
+        )?),
+        LogMode::External => None,
+    };
     let mut to_flush: Vec<u64> = shards
         .iter()
         .filter(|(_, s)| !s.data.load().frozen.is_empty())

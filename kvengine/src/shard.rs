@@ -3,9 +3,12 @@
 //!
 //! Lock order: `compacting` (or `flushing`), then `meta`, then `write`. `meta` serializes the
 //! ChangeSets of the shard (each one's sequence is `meta_seq + 1`) with the state swap that
-//! applies it; `write` serializes writers with every swap of `data`.
+//! applies it; `write` serializes writers with every swap of `data`. With an external log,
+//! every `apply_*` entry point holds `meta` then `write`, so a shard's entries apply one at a
+//! time; no apply takes `compacting` or `flushing`, which a leader's job holds while it waits
+//! for its entry to be applied.
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -30,6 +33,11 @@ pub struct Shard {
     /// Serializes recording a ChangeSet (its sequence is `meta_seq + 1`) with the state swap
     /// that applies it. Taken before `write`, never while holding it.
     pub(crate) meta: Mutex<()>,
+    /// External log mode, on the leader: the active memtable's size when a Freeze was last
+    /// proposed for it (0: none yet). Reset when a Freeze is applied and when the engine
+    /// becomes leader, so a Freeze is proposed once per memtable, and again only if the
+    /// memtable grows by another `memtable_size` (the first proposal was lost).
+    pub(crate) freeze_proposed_at: AtomicUsize,
 }
 
 impl Shard {
@@ -43,6 +51,7 @@ impl Shard {
             compacting: Mutex::new(()),
             meta: Mutex::new(()),
             splitting: AtomicBool::new(false),
+            freeze_proposed_at: AtomicUsize::new(0),
         }
     }
 }

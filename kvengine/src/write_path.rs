@@ -23,7 +23,11 @@ use crate::write_batch::WriteBatch;
 
 impl Engine {
     /// Applies `batch` to shard `shard_id` durably; returns its sequence.
+    ///
+    /// `Internal` log mode only: with an external log, writes arrive as log entries through
+    /// [`Engine::apply_write`] ([`Error::WrongLogMode`] here).
     pub fn write(&self, shard_id: u64, batch: &WriteBatch) -> Result<u64> {
+        let wal = self.inner.own_wal("write")?;
         self.check_open()?;
         let shard = self.shard(shard_id)?;
         {
@@ -45,7 +49,7 @@ impl Engine {
             });
         }
         let seq = shard.write_sequence.load(Ordering::Relaxed) + 1;
-        if let Err(e) = self.inner.wal.append(shard_id, seq, &payload) {
+        if let Err(e) = wal.append(shard_id, seq, &payload) {
             // The WAL's state is unknown: refuse every later write rather than risk a gap.
             *self.inner.failure.lock() = Some(format!("wal append failed: {e}"));
             return Err(e);
@@ -79,20 +83,32 @@ impl Engine {
     }
 }
 
-/// Freezes the active memtable (if not empty) and queues the shard for a flush. Caller holds
-/// the shard's write lock; `seq` is the shard's write sequence.
-pub(crate) fn freeze_locked(inner: &Inner, shard: &Shard, seq: u64) {
+/// Freezes the active memtable (if not empty) and queues the shard for a flush when this engine
+/// flushes it (not on a follower of an external log). Caller holds the shard's write lock;
+/// `seq` is the shard's write sequence (with an external log, the Freeze entry's index).
+/// Returns whether a memtable was frozen.
+pub(crate) fn freeze_locked(inner: &Inner, shard: &Shard, seq: u64) -> bool {
     let cur = shard.data.load_full();
     if cur.mem.is_empty() {
-        return;
+        return false;
     }
     shard.data.store(Arc::new(frozen_state(&cur, seq)));
     // Later records go to a new segment, so this memtable's segment can be purged after its
     // flush. A failed roll only delays the purge.
-    if let Err(e) = inner.wal.roll() {
+    if let Some(wal) = &inner.wal
+        && let Err(e) = wal.roll()
+    {
         tracing::warn!(error = %e, "wal roll failed");
     }
-    inner.queue.lock().push_back(shard.id);
+    if inner.runs_jobs(shard.id) {
+        queue_flush(inner, shard.id);
+    }
+    true
+}
+
+/// Hands the shard to the flush threads.
+pub(crate) fn queue_flush(inner: &Inner, shard_id: u64) {
+    inner.queue.lock().push_back(shard_id);
     inner.queue_cv.notify_one();
 }
 

@@ -149,6 +149,31 @@ fn split_children_share_files_and_each_reads_only_its_range() {
 }
 
 #[test]
+fn a_file_shared_by_split_children_is_deleted_once_both_compacted_it_away_without_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, dfs) = open(dir.path());
+    for i in 0..300 {
+        put(&e, 1, i, 1).unwrap();
+    }
+    e.flush_shard(1).unwrap();
+    e.split(1, &key(150), 2, 3).unwrap();
+    // Both children hold the very table handles the parent had open.
+    let shared: BTreeSet<u64> = e.live_file_ids();
+    e.compact_shard(2, true).unwrap();
+    e.compact_shard(3, true).unwrap();
+    e.collect_garbage();
+    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().map(FileId::get).collect();
+    assert!(
+        shared.is_disjoint(&stored),
+        "shared files left in the store: {:?}",
+        shared.intersection(&stored).collect::<Vec<_>>()
+    );
+    assert_eq!(e.pending_deletes(), 0);
+    assert_eq!(scan_keys(&e, 2), (0..150).map(key).collect::<Vec<_>>());
+    assert_eq!(scan_keys(&e, 3), (150..300).map(key).collect::<Vec<_>>());
+}
+
+#[test]
 fn acknowledged_writes_racing_a_split_land_in_a_child() {
     let dir = tempfile::tempdir().unwrap();
     let (e, _) = open(dir.path());

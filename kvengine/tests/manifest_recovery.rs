@@ -88,6 +88,7 @@ fn split(shard: &ShardFiles, children: &[(u64, Bytes, Bytes)]) -> ChangeSet {
             start: start.clone(),
             end: end.clone(),
             base_version: base,
+            data_sequence: 0,
         })
         .collect();
     changeset(shard, Change::Split(Split { new_shards }))
