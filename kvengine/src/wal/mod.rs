@@ -21,9 +21,10 @@ pub mod frame;
 mod fuzzing;
 mod group_commit;
 mod options;
-mod replay;
+pub(crate) mod replay;
 pub mod segment_codec;
-mod segment_files;
+pub(crate) mod segment_files;
+pub(crate) mod segment_writer;
 mod writer;
 
 pub use fuzzing::fuzz_check;
