@@ -106,9 +106,7 @@ fn replay_segment(
         return Err(format.corruption(
             path,
             0,
-            format!(
-                "segment header names another segment header_seq={segment_seq} name_seq={seq}"
-            ),
+            format!("segment header names another segment header_seq={segment_seq} name_seq={seq}"),
         ));
     }
     let torn_at = match &end {

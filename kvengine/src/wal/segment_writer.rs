@@ -105,12 +105,12 @@ impl AppendGuard<'_> {
     pub(crate) fn write(
         &mut self,
         record: &[u8],
-        preamble: impl FnOnce() -> Vec<u8>,
+        preamble: impl FnOnce() -> Result<Vec<u8>>,
     ) -> Result<Written> {
         let writer = self.writer;
         let active = &self.state.active;
         if active.records > 0 && active.len + record.len() as u64 > writer.opts.segment_size {
-            writer.roll_locked(&mut self.state, &preamble())?;
+            writer.roll_locked(&mut self.state, &preamble()?)?;
         }
         let active = &mut self.state.active;
         if let Err(source) = (&active.handle.file).write_all(record) {
@@ -208,22 +208,25 @@ impl SegmentWriter {
     /// Seals the active segment and starts a new one beginning with `preamble()`, so that the
     /// records appended so far become purgeable. Does nothing when the active segment holds no
     /// record.
-    pub(crate) fn roll(&self, preamble: impl FnOnce() -> Vec<u8>) -> Result<()> {
+    pub(crate) fn roll(&self, preamble: impl FnOnce() -> Result<Vec<u8>>) -> Result<()> {
         let mut state = self.append.lock();
         self.check_usable()?;
         if state.active.records == 0 {
             return Ok(());
         }
-        self.roll_locked(&mut state, &preamble())
+        self.roll_locked(&mut state, &preamble()?)
     }
 
     /// Deletes the sealed segments (never the active one) whose numbers `select` returns, given
     /// the sealed segments oldest first, then fsyncs the directory. `select` runs without any
-    /// writer lock held. A segment whose deletion fails stays listed, so a later purge retries.
-    /// Returns how many segments were deleted.
-    pub(crate) fn purge(&self, select: impl FnOnce(&[SealedSegment]) -> Vec<u64>) -> Result<usize> {
+    /// writer lock held; an error from it deletes nothing. A segment whose deletion fails stays
+    /// listed, so a later purge retries. Returns how many segments were deleted.
+    pub(crate) fn purge(
+        &self,
+        select: impl FnOnce(&[SealedSegment]) -> Result<Vec<u64>>,
+    ) -> Result<usize> {
         let candidates: Vec<SealedSegment> = self.sealed.lock().clone();
-        let doomed = select(&candidates);
+        let doomed = select(&candidates)?;
         if doomed.is_empty() {
             return Ok(0);
         }

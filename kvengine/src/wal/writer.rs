@@ -101,7 +101,7 @@ impl Wal {
         encode_record(shard_id, sequence, payload, &mut record);
         let written = {
             let mut guard = self.writer.lock()?;
-            let written = guard.write(&record, Vec::new)?;
+            let written = guard.write(&record, || Ok(Vec::new()))?;
             guard.note(shard_id, sequence);
             written
         };
@@ -111,7 +111,7 @@ impl Wal {
     /// Seals the active segment and starts a new one, so that the records appended so far
     /// become purgeable once covered. Does nothing when the active segment holds no record.
     pub fn roll(&self) -> Result<()> {
-        self.writer.roll(Vec::new)
+        self.writer.roll(|| Ok(Vec::new()))
     }
 
     /// Deletes every sealed segment (never the active one) all of whose records have
@@ -120,11 +120,11 @@ impl Wal {
     /// split parent) it should return `u64::MAX`. Returns how many segments were deleted.
     pub fn purge(&self, covered: &dyn Fn(u64) -> u64) -> Result<usize> {
         self.writer.purge(|sealed| {
-            sealed
+            Ok(sealed
                 .iter()
                 .filter(|segment| segment.is_covered(covered))
                 .map(|segment| segment.seq)
-                .collect()
+                .collect())
         })
     }
 
