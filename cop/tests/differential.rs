@@ -438,7 +438,9 @@ fn eval(e: &Expr, row: &[Datum], input: &[EvalType]) -> RefResult<Datum> {
                     if b == 0.0 {
                         Datum::Null
                     } else {
-                        Datum::Real(a / b)
+                        // Finite operands can still give an infinite quotient (1e300 /
+                        // 1e-300): MySQL raises ERROR 1690, as for `+ - *`.
+                        real_result(a / b)?
                     }
                 }
                 IntDiv => {
@@ -486,6 +488,33 @@ fn eval(e: &Expr, row: &[Datum], input: &[EvalType]) -> RefResult<Datum> {
         }
         _ => unreachable!("typed"),
     })
+}
+
+/// The quotient of two finite reals can lie beyond the DOUBLE range: `1e300 / -5e-300`, from
+/// the counter-example `(1 - c0) / (5 / c0)` at `c0 = -1e300`. MySQL raises ERROR 1690 there
+/// ("DOUBLE value is out of range"), TiDB's and TiKV's real division return their overflow
+/// error, and so does the coprocessor (`expr_arith::real_result_beyond_double_range_overflows`);
+/// the reference used to return `-inf` and let the row through.
+#[test]
+fn reference_divide_beyond_double_range_is_an_overflow() {
+    use ScalarFuncSig::{Divide, Minus};
+    let input = [EvalType::Real];
+    let row = [Datum::Real(-1e300)];
+    let quotient = Expr::func(
+        Divide,
+        vec![
+            Expr::func(Minus, vec![Expr::int(1), Expr::column(0)]),
+            Expr::func(Divide, vec![Expr::uint(5), Expr::column(0)]),
+        ],
+    );
+    let err = eval(&quotient, &row, &input).unwrap_err();
+    assert_eq!(err.kind, RefErrorKind::Overflow, "{err:?}");
+    assert_eq!(err.kind.code(), eval_error_code::OVERFLOW);
+    // A quotient that stays in range is still a value, and a zero divisor still NULL.
+    let small = Expr::func(Divide, vec![Expr::real(1e300), Expr::real(4.0)]);
+    assert_eq!(eval(&small, &row, &input), Ok(Datum::Real(2.5e299)));
+    let by_zero = Expr::func(Divide, vec![Expr::real(1e300), Expr::real(0.0)]);
+    assert_eq!(eval(&by_zero, &row, &input), Ok(Datum::Null));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@
 //!   the result is UInt when either operand is UInt (MySQL), else Int, and a result outside
 //!   the result type is an overflow error (`i64::MAX + 1`, `0u - 1u`, `-1 + 0u`). A Real result
 //!   that is not finite is an overflow error too (MySQL: "DOUBLE value is out of range").
-//! * `Divide` is always Real; a zero divisor gives NULL.
+//! * `Divide` is always Real; a zero divisor gives NULL. Finite operands can give a quotient
+//!   beyond the DOUBLE range (`1e300 / 1e-300`): an overflow error too, as in MySQL and TiDB.
 //! * `IntDiv` truncates toward zero: Int, or UInt when either operand is UInt, with overflow
 //!   errors (`i64::MIN DIV -1`); with a Real operand the truncated quotient must fit Int.
 //!   A zero divisor gives NULL.
