@@ -17,6 +17,21 @@ pub enum Error {
         path: PathBuf,
         offset: u64,
     },
+    /// Replaying the Raft log met an append that starts after its region's last index: the
+    /// entries in between are missing.
+    #[error("corrupt raft log: append leaves a gap region_id={region_id} expected={expected} found={found} path={path} offset={offset}", path = .path.display())]
+    RaftLogGap {
+        region_id: u64,
+        /// The index the append had to start at (or before): last index + 1.
+        expected: u64,
+        /// The index it starts at.
+        found: u64,
+        path: PathBuf,
+        offset: u64,
+    },
+    /// The Raft log refused a batch; nothing of it was written.
+    #[error("raft log batch rejected")]
+    RaftLogBatch(#[from] crate::raft_log::BatchError),
     /// A table read from the object store failed its checks.
     #[error("table error")]
     Table(#[from] sst::Error),
@@ -142,9 +157,10 @@ pub enum ErrorKind {
 impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Corruption { .. } | Error::Record { .. } | Error::RemoteMemtableData { .. } => {
-                ErrorKind::Corruption
-            }
+            Error::Corruption { .. }
+            | Error::RaftLogGap { .. }
+            | Error::Record { .. }
+            | Error::RemoteMemtableData { .. } => ErrorKind::Corruption,
             Error::KeyIsLocked { .. } => ErrorKind::KeyIsLocked,
             Error::Table(e) if e.is_corruption() => ErrorKind::Corruption,
             Error::Table(_) | Error::Io { .. } | Error::Dfs { .. } => ErrorKind::Io,
@@ -153,6 +169,7 @@ impl Error {
             | Error::ChangeSet(_)
             | Error::ShardExists { .. }
             | Error::InvalidArgument { .. }
+            | Error::RaftLogBatch(_)
             | Error::RemoteSnapshot { .. } => ErrorKind::Invalid,
             Error::Locked { .. } => ErrorKind::Io,
             Error::WrongLogMode { .. } | Error::LogGap { .. } => ErrorKind::Invalid,

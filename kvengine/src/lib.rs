@@ -2,8 +2,8 @@
 //! local and whose SST files live in an object store.
 //!
 //! Modules, in the order data flows (all private; the crate's surface is the re-exports below,
-//! plus three public modules with formats and records of their own: [`wal`], [`manifest`] and
-//! [`mvcc`], and the list of [`metrics`]):
+//! plus four public modules with formats and records of their own: [`wal`], [`raft_log`],
+//! [`manifest`] and [`mvcc`], and the list of [`metrics`]):
 //!
 //! * writing: `write_batch` → `write_path` → [`wal`] → the memtables of a shard (`shard`,
 //!   `shard_data`); or, with the log outside the engine ([`LogMode::External`]), the entries
@@ -21,7 +21,8 @@
 //!   records at a start_ts; `remote` ships a snapshot to another process, which reads the
 //!   shipped memtable rows in place (`remote_rows`).
 //!
-//! `engine` holds the handle and what the jobs share.
+//! `engine` holds the handle and what the jobs share. [`raft_log`] is the Raft log store of a
+//! replicated server, built on the WAL's segments; the engine itself does not use it.
 
 mod apply;
 mod apply_at_index;
@@ -43,6 +44,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod mvcc;
 mod options;
+pub mod raft_log;
 mod recovery;
 mod remote;
 mod remote_rows;

@@ -1,8 +1,9 @@
-//! Replaying the segments found when the WAL opens.
+//! Replaying the segments found when a log opens: the part the engine WAL (format version 1)
+//! and the Raft log (format version 2) share. What the records mean is the caller's business.
 //!
-//! Segments are read oldest first. Every record is handed to the caller in file order. Only
-//! the newest segment may end in a torn tail (see `frame.rs` for how a torn tail is told from
-//! corruption): an older segment was fsync'd when it was sealed, before its successor was
+//! Segments are read oldest first. Their valid frames are handed to the caller in file order.
+//! Only the newest segment may end in a torn tail (see `frame.rs` for how a torn tail is told
+//! from corruption): an older segment was fsync'd when it was sealed, before its successor was
 //! created, so anything wrong in it is corruption. A torn tail is cut off and the truncation
 //! made durable; a newest segment without a header (the process stopped while creating it)
 //! holds no record and is deleted.
@@ -15,10 +16,9 @@ use bytes::Bytes;
 
 use crate::durable_file::sync_dir;
 use crate::error::{Error, Result};
-use crate::wal::frame::FramesEnd;
-use crate::wal::segment_codec::{SegmentHeaderFault, decode_segment};
-use crate::wal::segment_files::{SealedSegment, list_segments, note_record};
-use crate::wal::writer::WalRecord;
+use crate::wal::frame::{Frame, FrameLimits, FramesEnd};
+use crate::wal::segment_codec::{SegmentFrames, SegmentHeaderFault, decode_segment_frames};
+use crate::wal::segment_files::{SealedSegment, list_segments};
 
 /// What replay leaves behind: the surviving segments (all sealed now) and the number for the
 /// next segment.
@@ -27,18 +27,43 @@ pub(crate) struct Replayed {
     pub(crate) next_seq: u64,
 }
 
-fn corruption(path: &Path, offset: u64, detail: String) -> Error {
-    Error::Corruption {
-        what: "wal segment",
-        detail,
-        path: path.to_path_buf(),
-        offset,
+/// The format of the segments a log reads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SegmentFormat {
+    /// The header's format version this log accepts.
+    pub(crate) version: u16,
+    /// Bounds on a record body.
+    pub(crate) limits: FrameLimits,
+    /// Names the log in corruption errors ("wal segment", "raft log segment").
+    pub(crate) what: &'static str,
+}
+
+impl SegmentFormat {
+    pub(crate) fn corruption(&self, path: &Path, offset: u64, detail: String) -> Error {
+        Error::Corruption {
+            what: self.what,
+            detail,
+            path: path.to_path_buf(),
+            offset,
+        }
     }
 }
 
+/// The valid frames of one segment, as handed to the caller of [`replay_segments`].
+pub(crate) struct SegmentRead<'a> {
+    pub(crate) path: &'a Path,
+    /// The whole file, for slicing payloads out of it without a copy.
+    pub(crate) data: &'a Bytes,
+    pub(crate) frames: &'a [Frame<'a>],
+}
+
+/// Replays every segment of `dir` oldest first. `read` interprets the valid frames of one
+/// segment and returns its summary ([`SealedSegment::shard_max`]); an error from it stops the
+/// open and is returned.
 pub(crate) fn replay_segments(
     dir: &Path,
-    f: &mut dyn FnMut(WalRecord) -> Result<()>,
+    format: SegmentFormat,
+    read: &mut dyn FnMut(SegmentRead<'_>) -> Result<BTreeMap<u64, u64>>,
 ) -> Result<Replayed> {
     let segments = list_segments(dir)?;
     let mut sealed = Vec::with_capacity(segments.len());
@@ -46,7 +71,7 @@ pub(crate) fn replay_segments(
     for (index, (seq, path)) in segments.iter().enumerate() {
         let newest = index + 1 == segments.len();
         next_seq = seq + 1;
-        if let Some(segment) = replay_segment(dir, *seq, path, newest, f)? {
+        if let Some(segment) = replay_segment(dir, format, *seq, path, newest, read)? {
             sealed.push(segment);
         }
     }
@@ -56,33 +81,35 @@ pub(crate) fn replay_segments(
 /// Replays one segment; `None` when it had no header and was deleted.
 fn replay_segment(
     dir: &Path,
+    format: SegmentFormat,
     seq: u64,
     path: &PathBuf,
     newest: bool,
-    f: &mut dyn FnMut(WalRecord) -> Result<()>,
+    read: &mut dyn FnMut(SegmentRead<'_>) -> Result<BTreeMap<u64, u64>>,
 ) -> Result<Option<SealedSegment>> {
     let data = Bytes::from(fs::read(path).map_err(Error::io("read", path))?);
-    let decoded = match decode_segment(&data) {
+    let SegmentFrames {
+        segment_seq,
+        frames,
+        end,
+    } = match decode_segment_frames(&data, format.version, format.limits) {
         Ok(decoded) => decoded,
         Err(SegmentHeaderFault::Missing { len }) if newest => {
-            tracing::warn!(path = %path.display(), len, "deleting wal segment without a header");
+            tracing::warn!(path = %path.display(), len, what = format.what, "deleting wal segment without a header");
             fs::remove_file(path).map_err(Error::io("remove", path))?;
             sync_dir(dir)?;
             return Ok(None);
         }
-        Err(fault) => return Err(corruption(path, 0, fault.to_string())),
+        Err(fault) => return Err(format.corruption(path, 0, fault.to_string())),
     };
-    if decoded.segment_seq != seq {
-        return Err(corruption(
+    if segment_seq != seq {
+        return Err(format.corruption(
             path,
             0,
-            format!(
-                "segment header names another segment header_seq={} name_seq={seq}",
-                decoded.segment_seq
-            ),
+            format!("segment header names another segment header_seq={segment_seq} name_seq={seq}"),
         ));
     }
-    let torn_at = match &decoded.end {
+    let torn_at = match &end {
         FramesEnd::Clean => None,
         FramesEnd::Torn { offset, fault } if newest => {
             tracing::warn!(
@@ -90,12 +117,13 @@ fn replay_segment(
                 offset,
                 dropped_bytes = data.len() as u64 - offset,
                 reason = %fault,
+                what = format.what,
                 "truncating torn wal tail"
             );
             Some(*offset)
         }
         FramesEnd::Torn { offset, fault } => {
-            return Err(corruption(
+            return Err(format.corruption(
                 path,
                 *offset,
                 format!("{fault} (in a sealed segment, not the newest)"),
@@ -106,22 +134,18 @@ fn replay_segment(
             fault,
             next_valid,
         } => {
-            return Err(corruption(
+            return Err(format.corruption(
                 path,
                 *offset,
                 format!("{fault} valid_record_at={next_valid}"),
             ));
         }
     };
-    let mut shard_max = BTreeMap::new();
-    for record in &decoded.records {
-        note_record(&mut shard_max, record.shard_id, record.sequence);
-        f(WalRecord {
-            shard_id: record.shard_id,
-            sequence: record.sequence,
-            payload: data.slice_ref(record.payload),
-        })?;
-    }
+    let shard_max = read(SegmentRead {
+        path,
+        data: &data,
+        frames: &frames,
+    })?;
     if let Some(offset) = torn_at {
         let file = OpenOptions::new()
             .write(true)

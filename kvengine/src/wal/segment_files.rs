@@ -1,5 +1,6 @@
-//! Segment files on disk: their names, listing them, creating one durably, and what the WAL
-//! remembers about a sealed one.
+//! Segment files on disk: their names, listing them, creating one durably, and what a log
+//! remembers about a sealed one. Shared by the engine WAL (format version 1) and the Raft log
+//! (format version 2); each log keeps its segments in its own directory.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::durable_file::sync_dir;
 use crate::error::{Error, Result};
-use crate::wal::segment_codec::encode_segment_header;
+use crate::wal::segment_codec::encode_versioned_segment_header;
 
 /// The file name of segment `seq`: 16 lowercase hex digits, so names sort like numbers.
 pub(crate) fn segment_file_name(seq: u64) -> String {
@@ -47,18 +48,25 @@ pub(crate) struct SegmentHandle {
     pub(crate) path: PathBuf,
 }
 
-/// Creates segment `seq` holding only its header, and makes both the file and its directory
-/// entry durable before returning, so that a record appended to it is never lost with the
-/// file itself.
-pub(crate) fn create_segment(dir: &Path, seq: u64) -> Result<SegmentHandle> {
+/// Creates segment `seq` of format `version` holding its header followed by `preamble` (encoded
+/// frames the log wants at the start of every segment; the Raft log's checkpoint), and makes
+/// both the file and its directory entry durable before returning, so that a record appended
+/// to it is never lost with the file itself, and a later purge may rely on the preamble.
+pub(crate) fn create_segment(
+    dir: &Path,
+    seq: u64,
+    version: u16,
+    preamble: &[u8],
+) -> Result<SegmentHandle> {
     let path = dir.join(segment_file_name(seq));
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&path)
         .map_err(Error::io("create", &path))?;
-    file.write_all(&encode_segment_header(seq))
-        .map_err(Error::io("write", &path))?;
+    let mut head = encode_versioned_segment_header(version, seq).to_vec();
+    head.extend_from_slice(preamble);
+    file.write_all(&head).map_err(Error::io("write", &path))?;
     file.sync_all().map_err(Error::io("fsync", &path))?;
     sync_dir(dir)?;
     Ok(SegmentHandle { file, path })
@@ -69,7 +77,8 @@ pub(crate) fn create_segment(dir: &Path, seq: u64) -> Result<SegmentHandle> {
 pub(crate) struct SealedSegment {
     pub(crate) seq: u64,
     pub(crate) path: PathBuf,
-    /// Highest record sequence per shard id in the segment.
+    /// Per shard id (engine WAL: the highest record sequence) or region id (Raft log: the
+    /// highest entry index) in the segment.
     pub(crate) shard_max: BTreeMap<u64, u64>,
 }
 
@@ -82,7 +91,8 @@ impl SealedSegment {
     }
 }
 
-/// Notes that a record of `shard_id` with `sequence` is in a segment.
+/// Notes that a record of `shard_id` with `sequence` (or an entry of region `shard_id` at index
+/// `sequence`) is in a segment.
 pub(crate) fn note_record(shard_max: &mut BTreeMap<u64, u64>, shard_id: u64, sequence: u64) {
     let max = shard_max.entry(shard_id).or_insert(sequence);
     *max = (*max).max(sequence);
