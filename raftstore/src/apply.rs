@@ -35,9 +35,14 @@ pub struct Applied {
 pub(crate) enum Effect {
     None,
     /// A split created `right_id` here: its Raft group starts on this server.
-    SplitRight { right_id: u64 },
+    SplitRight {
+        right_id: u64,
+    },
     /// Entries at or below `index` may leave the log.
-    CompactLog { index: u64, term: u64 },
+    CompactLog {
+        index: u64,
+        term: u64,
+    },
 }
 
 /// An entry that could not be applied for a reason that may pass (the object store did not
@@ -61,7 +66,10 @@ pub(crate) fn apply_entry(
     if entry.get_entry_type() != EntryType::EntryNormal {
         // Membership is static in this version: nothing proposes a conf change.
         noop(engine, region_id, index)?;
-        let err = invalid(region_id, "conf changes are not supported: membership is static");
+        let err = invalid(
+            region_id,
+            "conf changes are not supported: membership is static",
+        );
         return Ok((Err(err), Effect::None));
     }
     let (region_ver, cmd) = match RaftCmd::decode_entry(&entry.data) {
@@ -71,10 +79,7 @@ pub(crate) fn apply_entry(
             return Ok((Err(invalid(region_id, &e.to_string())), Effect::None));
         }
     };
-    let current_ver = engine
-        .shard_info(region_id)
-        .map_err(Retryable)?
-        .ver;
+    let current_ver = engine.shard_info(region_id).map_err(Retryable)?.ver;
     if matches!(cmd, Cmd::Write(_) | Cmd::Split(_)) && region_ver != current_ver {
         noop(engine, region_id, index)?;
         let err = RaftStoreError::EpochNotMatch {

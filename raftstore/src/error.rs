@@ -17,7 +17,9 @@ pub enum RaftStoreError {
         expected: u64,
         found: u64,
     },
-    #[error("the command to region {region_id} at index {index} was dropped by a leader change (proposed in term {term}, the entry there has term {found_term})")]
+    #[error(
+        "the command to region {region_id} at index {index} was dropped by a leader change (proposed in term {term}, the entry there has term {found_term})"
+    )]
     StaleCommand {
         region_id: u64,
         index: u64,
@@ -26,7 +28,9 @@ pub enum RaftStoreError {
     },
     #[error("region {region_id} has no replica on store {store_id}")]
     RegionNotFound { region_id: u64, store_id: u64 },
-    #[error("no answer from region {region_id} within {timeout_ms} ms; the command may still apply")]
+    #[error(
+        "no answer from region {region_id} within {timeout_ms} ms; the command may still apply"
+    )]
     Timeout { region_id: u64, timeout_ms: u64 },
     #[error("the command to region {region_id} failed at apply: {detail}")]
     Apply { region_id: u64, detail: String },

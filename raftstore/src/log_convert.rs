@@ -5,16 +5,18 @@ use kvengine::raft_log::{ConfState, EntryKind, HardState, LogEntry};
 use raft::eraftpb;
 
 pub(crate) fn entry_to_pb(e: &LogEntry) -> eraftpb::Entry {
-    let mut out = eraftpb::Entry::default();
-    out.index = e.index;
-    out.term = e.term;
+    let mut out = eraftpb::Entry {
+        index: e.index,
+        term: e.term,
+        data: e.data.to_vec().into(),
+        context: e.context.to_vec().into(),
+        ..Default::default()
+    };
     out.set_entry_type(match e.kind {
         EntryKind::Normal => eraftpb::EntryType::EntryNormal,
         EntryKind::ConfChange => eraftpb::EntryType::EntryConfChange,
         EntryKind::ConfChangeV2 => eraftpb::EntryType::EntryConfChangeV2,
     });
-    out.data = e.data.to_vec().into();
-    out.context = e.context.to_vec().into();
     out
 }
 
@@ -33,11 +35,12 @@ pub(crate) fn entry_from_pb(e: &eraftpb::Entry) -> LogEntry {
 }
 
 pub(crate) fn hard_state_to_pb(hs: &HardState) -> eraftpb::HardState {
-    let mut out = eraftpb::HardState::default();
-    out.term = hs.term;
-    out.vote = hs.vote;
-    out.commit = hs.commit;
-    out
+    eraftpb::HardState {
+        term: hs.term,
+        vote: hs.vote,
+        commit: hs.commit,
+        ..Default::default()
+    }
 }
 
 pub(crate) fn hard_state_from_pb(hs: &eraftpb::HardState) -> HardState {
@@ -49,13 +52,14 @@ pub(crate) fn hard_state_from_pb(hs: &eraftpb::HardState) -> HardState {
 }
 
 pub(crate) fn conf_state_to_pb(cs: &ConfState) -> eraftpb::ConfState {
-    let mut out = eraftpb::ConfState::default();
-    out.voters = cs.voters.clone();
-    out.learners = cs.learners.clone();
-    out.voters_outgoing = cs.voters_outgoing.clone();
-    out.learners_next = cs.learners_next.clone();
-    out.auto_leave = cs.auto_leave;
-    out
+    eraftpb::ConfState {
+        voters: cs.voters.clone(),
+        learners: cs.learners.clone(),
+        voters_outgoing: cs.voters_outgoing.clone(),
+        learners_next: cs.learners_next.clone(),
+        auto_leave: cs.auto_leave,
+        ..Default::default()
+    }
 }
 
 pub(crate) fn conf_state_from_pb(cs: &eraftpb::ConfState) -> ConfState {

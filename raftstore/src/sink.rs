@@ -40,12 +40,14 @@ impl ChangeSetSink for RaftSink {
             }),
             // Never appended, or its index was taken by another leader's entry: it will not
             // apply, so its outputs can go.
-            Err(e @ (RaftStoreError::NotLeader { .. }
-            | RaftStoreError::RegionNotFound { .. }
-            | RaftStoreError::StaleCommand { .. }
-            | RaftStoreError::InvalidCommand { .. }
-            | RaftStoreError::EpochNotMatch { .. }
-            | RaftStoreError::Apply { .. })) => Err(SinkError::Dropped {
+            Err(
+                e @ (RaftStoreError::NotLeader { .. }
+                | RaftStoreError::RegionNotFound { .. }
+                | RaftStoreError::StaleCommand { .. }
+                | RaftStoreError::InvalidCommand { .. }
+                | RaftStoreError::EpochNotMatch { .. }
+                | RaftStoreError::Apply { .. }),
+            ) => Err(SinkError::Dropped {
                 reason: e.to_string(),
             }),
             Err(e @ (RaftStoreError::Timeout { .. } | RaftStoreError::Stopped { .. })) => {

@@ -37,6 +37,7 @@ use raft::eraftpb;
 use wire::raft_cmd::RaftCmd;
 
 use crate::apply::{Effect, apply_entry};
+use crate::config::RaftConfig;
 use crate::convert;
 use crate::error::{RaftStoreError, StartError};
 use crate::log_convert::{conf_state_from_pb, entry_from_pb, hard_state_from_pb};
@@ -44,7 +45,6 @@ use crate::peer::Peer;
 use crate::peer_storage::PeerStorage;
 use crate::router::{RegionStatus, Router, StoreMsg};
 use crate::sink::RaftSink;
-use crate::config::RaftConfig;
 use crate::transport::Transport;
 
 /// A region to create when the server starts for the first time.
@@ -141,10 +141,7 @@ impl RaftStore {
             let commit = log.state(id).map_or(0, |s| s.hard_state.commit);
             store.add_peer(id, write_sequence.min(commit))?;
         }
-        engine.set_change_set_sink(Arc::new(RaftSink::new(
-            router.clone(),
-            propose_timeout,
-        )));
+        engine.set_change_set_sink(Arc::new(RaftSink::new(router.clone(), propose_timeout)));
         store.publish();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -225,7 +222,9 @@ impl Store {
             match self.rx.recv_timeout(wait.min(Duration::from_millis(50))) {
                 Ok(msg) => {
                     self.handle(msg);
-                    for msg in self.rx.try_iter().take(MAX_MESSAGES_PER_ROUND) {
+                    let more: Vec<StoreMsg> =
+                        self.rx.try_iter().take(MAX_MESSAGES_PER_ROUND).collect();
+                    for msg in more {
                         self.handle(msg);
                     }
                 }
@@ -312,7 +311,11 @@ impl Store {
     fn step(&mut self, mut m: wire::raft::RaftMessage) {
         let region_id = m.region_id;
         let Some(peer) = self.peers.get_mut(&region_id) else {
-            tracing::debug!(region_id, from = m.from_store, "message for an unknown region dropped");
+            tracing::debug!(
+                region_id,
+                from = m.from_store,
+                "message for an unknown region dropped"
+            );
             return;
         };
         match convert::take_message(&mut m) {
@@ -406,7 +409,9 @@ impl Store {
             }
             match effect {
                 Effect::None => {}
-                Effect::CompactLog { index, term } => self.deferred.truncate(region_id, index, term),
+                Effect::CompactLog { index, term } => {
+                    self.deferred.truncate(region_id, index, term)
+                }
                 Effect::SplitRight { right_id } => {
                     self.start_split_child(region_id, right_id, entry.index, entry.term)?
                 }
@@ -458,7 +463,11 @@ impl Store {
         if msgs.is_empty() {
             return;
         }
-        let ver = self.engine.shard_info(region_id).map(|i| i.ver).unwrap_or(0);
+        let ver = self
+            .engine
+            .shard_info(region_id)
+            .map(|i| i.ver)
+            .unwrap_or(0);
         let out = msgs
             .into_iter()
             .map(|m| wire::raft::RaftMessage {
