@@ -45,17 +45,33 @@ pub(crate) enum Effect {
     },
 }
 
-/// An entry that could not be applied for a reason that may pass (the object store did not
-/// answer): nothing changed, and skipping it would make this replica diverge.
+/// An entry this replica could not apply for a reason of its own (the object store did not
+/// answer, a table is missing, the engine closed): nothing changed, and skipping the entry
+/// would make this replica diverge, so the store stops.
 #[derive(Debug)]
-pub(crate) struct Retryable(pub(crate) kvengine::Error);
+pub(crate) struct Fatal(pub(crate) String);
+
+fn fatal(e: kvengine::Error) -> Fatal {
+    Fatal(e.to_string())
+}
+
+/// The Raft log side of a split: the right child's log must exist before the engine records
+/// the split (a crash between the two then leaves a log-only region, which the store drops at
+/// start; the split entry is re-delivered and makes it again).
+pub(crate) trait ChildLog {
+    /// Writes the right child's initial log state: truncated at the split's `(index, term)`.
+    fn prepare(&mut self, right_id: u64, index: u64, term: u64) -> Result<(), String>;
+    /// The split did not happen: the child's log state goes.
+    fn abandon(&mut self, right_id: u64) -> Result<(), String>;
+}
 
 /// Applies one committed entry of `region_id`.
 pub(crate) fn apply_entry(
     engine: &Engine,
     region_id: u64,
     entry: &Entry,
-) -> Result<(Result<Applied, RaftStoreError>, Effect), Retryable> {
+    child_log: &mut dyn ChildLog,
+) -> Result<(Result<Applied, RaftStoreError>, Effect), Fatal> {
     let index = entry.index;
     let applied = |outcome| Applied { index, outcome };
     if entry.data.is_empty() {
@@ -79,7 +95,7 @@ pub(crate) fn apply_entry(
             return Ok((Err(invalid(region_id, &e.to_string())), Effect::None));
         }
     };
-    let current_ver = engine.shard_info(region_id).map_err(Retryable)?.ver;
+    let current_ver = engine.shard_info(region_id).map_err(fatal)?.ver;
     if matches!(cmd, Cmd::Write(_) | Cmd::Split(_)) && region_ver != current_ver {
         noop(engine, region_id, index)?;
         let err = RaftStoreError::EpochNotMatch {
@@ -100,7 +116,7 @@ pub(crate) fn apply_entry(
             };
             match engine.apply_write(region_id, index, &batch) {
                 Ok(()) => Ok((Ok(applied(None)), Effect::None)),
-                Err(e) if is_retryable(&e) => Err(Retryable(e)),
+                Err(e) if !is_entry_error(&e) => Err(fatal(e)),
                 Err(e) => {
                     noop(engine, region_id, index)?;
                     Ok((Err(apply_failed(region_id, &e)), Effect::None))
@@ -108,7 +124,7 @@ pub(crate) fn apply_entry(
             }
         }
         Cmd::Freeze(_) => {
-            with_retries(|| engine.apply_freeze(region_id, index))?;
+            with_retries(|| engine.apply_freeze(region_id, index)).map_err(fatal)?;
             Ok((Ok(applied(None)), Effect::None))
         }
         Cmd::ChangeSet(bytes) => {
@@ -126,27 +142,37 @@ pub(crate) fn apply_entry(
             };
             match with_retries(|| engine.apply_change_set_at(index, &cs)) {
                 Ok(outcome) => Ok((Ok(applied(Some(outcome))), Effect::None)),
-                Err(Retryable(e)) if is_retryable(&e) => Err(Retryable(e)),
-                Err(Retryable(e)) => {
+                Err(e) if !is_entry_error(&e) => Err(fatal(e)),
+                Err(e) => {
                     noop(engine, region_id, index)?;
                     Ok((Err(apply_failed(region_id, &e)), Effect::None))
                 }
             }
         }
         Cmd::Split(split) => {
-            let outcome = match engine.apply_split(region_id, index, &split.key, split.right_id) {
+            let right_id = split.right_id;
+            let already = engine.shard_info(region_id).map_err(fatal)?.write_sequence >= index;
+            if !already {
+                child_log
+                    .prepare(right_id, index, entry.term)
+                    .map_err(Fatal)?;
+            }
+            let outcome = match engine.apply_split(region_id, index, &split.key, right_id) {
                 Ok(o) => o,
-                Err(e) if is_retryable(&e) => return Err(Retryable(e)),
+                Err(e) if !is_entry_error(&e) => return Err(fatal(e)),
                 Err(e) => {
+                    abandon(child_log, right_id, already)?;
                     noop(engine, region_id, index)?;
                     return Ok((Err(apply_failed(region_id, &e)), Effect::None));
                 }
             };
             let effect = match &outcome {
-                ApplyOutcome::Split { .. } => Effect::SplitRight {
-                    right_id: split.right_id,
-                },
-                _ => Effect::None,
+                ApplyOutcome::Split { .. } if !already => Effect::SplitRight { right_id },
+                ApplyOutcome::Split { .. } => Effect::None,
+                _ => {
+                    abandon(child_log, right_id, already)?;
+                    Effect::None
+                }
             };
             Ok((Ok(applied(Some(outcome))), effect))
         }
@@ -161,8 +187,15 @@ pub(crate) fn apply_entry(
     }
 }
 
-fn noop(engine: &Engine, region_id: u64, index: u64) -> Result<(), Retryable> {
-    engine.apply_noop(region_id, index).map_err(Retryable)
+fn abandon(child_log: &mut dyn ChildLog, right_id: u64, already: bool) -> Result<(), Fatal> {
+    if already {
+        return Ok(());
+    }
+    child_log.abandon(right_id).map_err(Fatal)
+}
+
+fn noop(engine: &Engine, region_id: u64, index: u64) -> Result<(), Fatal> {
+    engine.apply_noop(region_id, index).map_err(fatal)
 }
 
 fn invalid(region_id: u64, detail: &str) -> RaftStoreError {
@@ -179,14 +212,29 @@ fn apply_failed(region_id: u64, e: &kvengine::Error) -> RaftStoreError {
     }
 }
 
-/// Errors that say nothing about the entry (the object store or the disk did not answer).
+/// Errors that say nothing about the entry (the object store or the disk did not answer):
+/// worth trying again.
 fn is_retryable(e: &kvengine::Error) -> bool {
     matches!(e.kind(), ErrorKind::Io)
 }
 
+/// Errors decided by the entry and the applied state alone, so every replica gets the same
+/// one: the entry becomes a no-op everywhere and its proposer is told. Any other error (a
+/// missing or corrupt table, a closed engine, a local id clash) is this replica's own: turning
+/// the entry into a no-op here only would make it diverge, so the store stops instead.
+fn is_entry_error(e: &kvengine::Error) -> bool {
+    matches!(
+        e,
+        kvengine::Error::KeyNotInShard { .. }
+            | kvengine::Error::InvalidArgument { .. }
+            | kvengine::Error::ChangeSet(_)
+    )
+}
+
 /// Runs `f` until it succeeds, fails for a reason that will not pass, or fails for a passing
 /// reason ten times (then the caller stops the store: skipping the entry would diverge).
-fn with_retries<T>(mut f: impl FnMut() -> kvengine::Result<T>) -> Result<T, Retryable> {
+/// The sleeps stall the store loop: acceptable for a rare object-store hiccup.
+fn with_retries<T>(mut f: impl FnMut() -> kvengine::Result<T>) -> kvengine::Result<T> {
     let mut attempt = 0u32;
     loop {
         match f() {
@@ -196,7 +244,7 @@ fn with_retries<T>(mut f: impl FnMut() -> kvengine::Result<T>) -> Result<T, Retr
                 tracing::warn!(attempt, error = %e, "apply failed, retrying");
                 std::thread::sleep(Duration::from_millis(100 * u64::from(attempt)));
             }
-            Err(e) => return Err(Retryable(e)),
+            Err(e) => return Err(e),
         }
     }
 }

@@ -51,6 +51,8 @@ pub enum StartError {
     Raft { region_id: u64, detail: String },
     #[error("region {region_id} is in the raft log but not in the engine (or the other way round)")]
     Inconsistent { region_id: u64 },
+    #[error("region {region_id} has no leader: {detail}")]
+    NoLeader { region_id: u64, detail: String },
     #[error("cannot start the raft thread")]
     Thread(#[source] std::io::Error),
 }

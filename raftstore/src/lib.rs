@@ -34,12 +34,14 @@ mod peer;
 mod peer_storage;
 mod router;
 mod sink;
+mod standalone;
 mod store;
 pub mod transport;
 
 pub use apply::Applied;
 pub use error::{RaftStoreError, StartError};
 pub use router::{Callback, RegionStatus, Router};
+pub use standalone::{NoPeers, STANDALONE_STORE_ID, start_standalone};
 pub use store::{InitialRegion, RaftStore};
 
 pub use config::{PeerConfig, RaftConfig};

@@ -76,15 +76,18 @@ impl Peer {
             cb(Err(self.not_leader(store_id)));
             return;
         }
-        self.pending.push_back(Pending {
-            index,
-            term: self.term(),
-            cb,
-        });
+        // In (index, term) order: after a conflicting overwrite shortened this replica's log
+        // and it led again, a new proposal can take an index below older pending ones.
+        let term = self.term();
+        let at = self
+            .pending
+            .partition_point(|p| (p.index, p.term) <= (index, term));
+        self.pending.insert(at, Pending { index, term, cb });
     }
 
     /// Answers the proposal of the entry `(index, term)` that just applied with `result`, and
-    /// every older proposal (their entries were overwritten by another leader's) as stale.
+    /// every other proposal at this index or below (their entries were overwritten by another
+    /// leader's) as stale.
     pub(crate) fn on_applied(
         &mut self,
         index: u64,
@@ -94,6 +97,7 @@ impl Peer {
         if self.is_leader() && term == self.term() {
             self.applied_own_term = true;
         }
+        let mut result = Some(result);
         while let Some(p) = self.pending.front() {
             if p.index > index {
                 return;
@@ -101,9 +105,12 @@ impl Peer {
             let Some(p) = self.pending.pop_front() else {
                 return;
             };
-            if p.index == index && p.term == term {
-                (p.cb)(result);
-                return;
+            if p.index == index
+                && p.term == term
+                && let Some(r) = result.take()
+            {
+                (p.cb)(r);
+                continue;
             }
             (p.cb)(Err(RaftStoreError::StaleCommand {
                 region_id: self.region_id,

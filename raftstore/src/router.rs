@@ -37,6 +37,10 @@ pub(crate) enum StoreMsg {
     Campaign {
         region_id: u64,
     },
+    CreateRegion {
+        region: crate::store::InitialRegion,
+        cb: Callback,
+    },
 }
 
 /// One region as this server's replica sees it.
@@ -148,6 +152,33 @@ impl Router {
     /// Asks the leader of `region_id` (if this server) to hand leadership to store `to`.
     pub fn transfer_leader(&self, region_id: u64, to: u64) {
         let _ = self.tx.send(StoreMsg::TransferLeader { region_id, to });
+    }
+
+    /// Creates a new, empty region on this server (its replicas on the other voters are
+    /// created by their own servers the same way). Blocking.
+    pub fn create_region(
+        &self,
+        region: crate::store::InitialRegion,
+        timeout: Duration,
+    ) -> Result<(), RaftStoreError> {
+        let region_id = region.id;
+        let (tx, rx) = mpsc::sync_channel(1);
+        let cb: Callback = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        if let Err(mpsc::SendError(StoreMsg::CreateRegion { cb, .. })) =
+            self.tx.send(StoreMsg::CreateRegion { region, cb })
+        {
+            cb(Err(self.stopped_error()));
+        }
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r.map(|_| ()),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
+                region_id,
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.stopped_error()),
+        }
     }
 
     /// Starts an election for `region_id` on this server now.

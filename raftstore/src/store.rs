@@ -61,26 +61,34 @@ pub struct InitialRegion {
 pub struct RaftStore {
     router: Router,
     stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl RaftStore {
-    /// Creates `regions` in the engine and the log when both are empty (a new server). Every
-    /// replica of a region writes the same initial state (an empty log, term 0, the voters),
-    /// so whichever wins the first election leads a group all replicas agree on.
+    /// Creates each of `regions` the log does not hold yet: an empty shard in the engine
+    /// (unless a bootstrap interrupted by a crash already made it) and the initial log state.
+    /// Every replica of a region writes the same initial state (an empty log, term 0, the
+    /// voters), so whichever wins the first election leads a group all replicas agree on. The
+    /// engine goes first: a crash between the two leaves a shard the next bootstrap adopts.
+    /// Returns how many regions it created.
     pub fn bootstrap(
         engine: &Engine,
         log: &RaftLog,
         regions: &[InitialRegion],
-    ) -> Result<bool, StartError> {
-        if !engine.shard_ids().is_empty() || !log.regions().is_empty() {
-            return Ok(false);
-        }
+    ) -> Result<usize, StartError> {
+        let in_log = log.regions();
+        let in_engine = engine.shard_ids();
         let mut batch = LogBatch::default();
+        let mut created = 0;
         for r in regions {
-            engine
-                .create_shard(r.id, &r.start, &r.end)
-                .map_err(StartError::Engine)?;
+            if in_log.contains(&r.id) {
+                continue;
+            }
+            if !in_engine.contains(&r.id) {
+                engine
+                    .create_shard(r.id, &r.start, &r.end)
+                    .map_err(StartError::Engine)?;
+            }
             batch.set_conf_state(
                 r.id,
                 kvengine::raft_log::ConfState {
@@ -89,9 +97,12 @@ impl RaftStore {
                 },
             );
             batch.set_hard_state(r.id, HardState::default());
+            created += 1;
         }
-        log.write(&batch).map_err(StartError::Log)?;
-        Ok(true)
+        if !batch.is_empty() {
+            log.write(&batch).map_err(StartError::Log)?;
+        }
+        Ok(created)
     }
 
     /// Starts the loop over every region found in `log` (bootstrap first on a new server).
@@ -126,10 +137,27 @@ impl RaftStore {
         let mut log_ids = log.regions();
         engine_ids.sort_unstable();
         log_ids.sort_unstable();
+        // A region in the log only is the right child of a split whose log was written but
+        // whose engine record was not (a crash between the two, `apply::ChildLog`): the split
+        // entry is applied again and makes it again.
+        let mut orphans = LogBatch::default();
+        log_ids.retain(|id| {
+            let known = engine_ids.binary_search(id).is_ok();
+            if !known {
+                tracing::warn!(
+                    region_id = id,
+                    "dropping the raft log of a split child the engine never recorded"
+                );
+                orphans.remove_region(*id);
+            }
+            known
+        });
+        if !orphans.is_empty() {
+            log.write(&orphans).map_err(StartError::Log)?;
+        }
         if let Some(id) = engine_ids
             .iter()
-            .chain(&log_ids)
-            .find(|id| engine_ids.binary_search(id).is_err() || log_ids.binary_search(id).is_err())
+            .find(|id| log_ids.binary_search(id).is_err())
         {
             return Err(StartError::Inconsistent { region_id: *id });
         }
@@ -140,6 +168,7 @@ impl RaftStore {
                 .write_sequence;
             let commit = log.state(id).map_or(0, |s| s.hard_state.commit);
             store.add_peer(id, write_sequence.min(commit))?;
+            store.campaign_if_first(id);
         }
         engine.set_change_set_sink(Arc::new(RaftSink::new(router.clone(), propose_timeout)));
         store.publish();
@@ -152,7 +181,7 @@ impl RaftStore {
         Ok(RaftStore {
             router,
             stop,
-            thread: Some(thread),
+            thread: Mutex::new(Some(thread)),
         })
     }
 
@@ -160,22 +189,47 @@ impl RaftStore {
         &self.router
     }
 
-    /// Stops the loop and waits for it. Waiting proposals fail with `Stopped`.
-    pub fn stop(mut self) {
-        self.stop_and_join();
-    }
-
-    fn stop_and_join(&mut self) {
+    /// Stops the loop and waits for it. Waiting proposals fail with `Stopped`. Idempotent.
+    pub fn stop(&self) {
         self.stop.store(true, std::sync::atomic::Ordering::Release);
-        if let Some(t) = self.thread.take() {
+        let thread = self.thread.lock().take();
+        if let Some(t) = thread {
             let _ = t.join();
         }
+    }
+
+    /// Waits until every region in `regions` has a serving leader somewhere this server knows
+    /// of (on this server for a one-voter group), at most `timeout`.
+    pub fn wait_for_leaders(&self, regions: &[u64], timeout: Duration) -> Result<(), StartError> {
+        let deadline = Instant::now() + timeout;
+        for &id in regions {
+            loop {
+                match self.router.status(id) {
+                    Some(s) if s.serving || (s.leader.is_some() && !s.is_leader) => break,
+                    _ => {}
+                }
+                if let Some(reason) = self.router.stopped() {
+                    return Err(StartError::NoLeader {
+                        region_id: id,
+                        detail: reason,
+                    });
+                }
+                if Instant::now() >= deadline {
+                    return Err(StartError::NoLeader {
+                        region_id: id,
+                        detail: format!("no leader after {} ms", timeout.as_millis()),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(())
     }
 }
 
 impl Drop for RaftStore {
     fn drop(&mut self) {
-        self.stop_and_join();
+        self.stop();
     }
 }
 
@@ -194,6 +248,41 @@ struct Store {
     logger: slog::Logger,
 }
 
+/// The log side of a split (`apply::ChildLog`): the right child's initial state, written
+/// before the engine records the split.
+struct SplitChildLog<'a> {
+    log: &'a RaftLog,
+    /// The parent's voters: the child starts on the same servers.
+    conf: kvengine::raft_log::ConfState,
+}
+
+impl crate::apply::ChildLog for SplitChildLog<'_> {
+    fn prepare(&mut self, right_id: u64, index: u64, term: u64) -> Result<(), String> {
+        let mut batch = LogBatch::default();
+        batch.truncate(right_id, index, term);
+        batch.set_conf_state(right_id, self.conf.clone());
+        batch.set_hard_state(
+            right_id,
+            HardState {
+                term,
+                vote: 0,
+                commit: index,
+            },
+        );
+        self.log
+            .write(&batch)
+            .map_err(|e| format!("raft log write of split child {right_id} failed: {e}"))
+    }
+
+    fn abandon(&mut self, right_id: u64) -> Result<(), String> {
+        let mut batch = LogBatch::default();
+        batch.remove_region(right_id);
+        self.log
+            .write(&batch)
+            .map_err(|e| format!("raft log write removing split child {right_id} failed: {e}"))
+    }
+}
+
 /// Mailbox messages handled per round at most, so ticks and readies are never starved.
 const MAX_MESSAGES_PER_ROUND: usize = 4096;
 
@@ -208,6 +297,53 @@ impl Store {
         let storage = PeerStorage::new(region_id, self.log.clone());
         let raw = RawNode::new(&cfg, storage, &self.logger).map_err(raft_err)?;
         self.peers.insert(region_id, Peer::new(region_id, raw));
+        Ok(())
+    }
+
+    /// Starts an election at once instead of after an election timeout when this store is
+    /// the region's only voter (it can only win), or the first voter of a group that never
+    /// had a leader (the others wait their timeout, so the first election is not split).
+    fn campaign_if_first(&mut self, region_id: u64) {
+        let store_id = self.store_id;
+        let Some(p) = self.peers.get_mut(&region_id) else {
+            return;
+        };
+        let voters: Vec<u64> = p.raw.raft.prs().conf().voters().ids().iter().collect();
+        let first = voters.iter().min() == Some(&store_id);
+        let alone = voters == [store_id];
+        if (alone || (first && p.raw.raft.term == 0))
+            && let Err(e) = p.raw.campaign()
+        {
+            tracing::warn!(region_id, error = %e, "first campaign failed");
+        }
+    }
+
+    /// Creates a region here at run time: an empty shard in the engine, the initial log state
+    /// (as `RaftStore::bootstrap` writes it) and its peer.
+    fn create_region(&mut self, region: &InitialRegion) -> Result<(), RaftStoreError> {
+        let failed = |detail: String| RaftStoreError::Apply {
+            region_id: region.id,
+            detail,
+        };
+        if self.peers.contains_key(&region.id) {
+            return Err(failed("the region exists".into()));
+        }
+        self.engine
+            .create_shard(region.id, &region.start, &region.end)
+            .map_err(|e| failed(e.to_string()))?;
+        let mut batch = LogBatch::default();
+        batch.set_conf_state(
+            region.id,
+            kvengine::raft_log::ConfState {
+                voters: region.voters.clone(),
+                ..Default::default()
+            },
+        );
+        batch.set_hard_state(region.id, HardState::default());
+        self.log.write(&batch).map_err(|e| failed(e.to_string()))?;
+        self.add_peer(region.id, 0)
+            .map_err(|e| failed(e.to_string()))?;
+        self.campaign_if_first(region.id);
         Ok(())
     }
 
@@ -248,8 +384,10 @@ impl Store {
             store_id: self.store_id,
             reason,
         };
-        for p in self.peers.values_mut() {
+        for (id, p) in self.peers.iter_mut() {
             p.fail_pending(&err);
+            // The engine's leader-only jobs stop: their proposals could not go anywhere.
+            self.engine.set_leader(*id, false);
         }
         for msg in self.rx.try_iter() {
             if let StoreMsg::Propose { cb, .. } = msg {
@@ -289,12 +427,30 @@ impl Store {
                     },
                 };
                 let data = RaftCmd::new(ver, cmd).encode_to_vec();
+                let limit = self.config.max_entry_size.bytes();
+                if data.len() as u64 > limit {
+                    cb(Err(RaftStoreError::InvalidCommand {
+                        region_id,
+                        detail: format!(
+                            "entry too large: expected at most raft.max-entry-size={limit} bytes, found {}",
+                            data.len()
+                        ),
+                    }));
+                    return;
+                }
                 peer.propose(store_id, data, cb);
             }
             StoreMsg::TransferLeader { region_id, to } => {
                 if let Some(p) = self.peers.get_mut(&region_id) {
                     p.raw.transfer_leader(to);
                 }
+            }
+            StoreMsg::CreateRegion { region, cb } => {
+                let r = self.create_region(&region);
+                cb(r.map(|()| crate::apply::Applied {
+                    index: 0,
+                    outcome: None,
+                }));
             }
             StoreMsg::Campaign { region_id } => {
                 if let Some(p) = self.peers.get_mut(&region_id)
@@ -319,6 +475,11 @@ impl Store {
             return;
         };
         match convert::take_message(&mut m) {
+            Ok(msg) if msg.get_msg_type() == eraftpb::MessageType::MsgSnapshot => {
+                // Raft snapshots are not installed by this version (the log is never
+                // truncated below what a live replica needs): refuse it rather than stop.
+                tracing::warn!(region_id, from = m.from_store, "raft snapshot dropped");
+            }
             Ok(msg) => {
                 if let Err(e) = peer.raw.step(msg) {
                     tracing::debug!(region_id, error = %e, "raft step failed");
@@ -398,20 +559,27 @@ impl Store {
 
     fn apply(&mut self, region_id: u64, entries: Vec<eraftpb::Entry>) -> Result<(), String> {
         for entry in entries {
-            let (result, effect) = apply_entry(&self.engine, region_id, &entry).map_err(|e| {
-                format!(
-                    "applying entry {} of region {region_id} keeps failing: {}",
-                    entry.index, e.0
-                )
-            })?;
+            let conf = self
+                .peers
+                .get(&region_id)
+                .map(|p| conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state()));
+            let mut child_log = SplitChildLog {
+                log: &self.log,
+                conf: conf.unwrap_or_default(),
+            };
+            let (result, effect) = apply_entry(&self.engine, region_id, &entry, &mut child_log)
+                .map_err(|e| {
+                    format!(
+                        "cannot apply entry {} of region {region_id} on this replica: {}",
+                        entry.index, e.0
+                    )
+                })?;
             if let Some(peer) = self.peers.get_mut(&region_id) {
                 peer.on_applied(entry.index, entry.term, result);
             }
             match effect {
                 Effect::None => {}
-                Effect::CompactLog { index, term } => {
-                    self.deferred.truncate(region_id, index, term)
-                }
+                Effect::CompactLog { index, .. } => self.compact_log(region_id, index, entry.index),
                 Effect::SplitRight { right_id } => {
                     self.start_split_child(region_id, right_id, entry.index, entry.term)?
                 }
@@ -420,36 +588,37 @@ impl Store {
         Ok(())
     }
 
-    /// A split at `(index, term)` of `parent` created `right_id` in the engine: its group
-    /// starts here with an empty log truncated at the split's index, the parent's voters, and
-    /// (if this server leads the parent) an election right away, so the child has a leader
-    /// without waiting out an election timeout.
+    /// Drops log entries up to `to`, but never above what this replica has flushed: entries
+    /// above its `data_sequence` are its only durable copy of memtable rows. `at` is the
+    /// CompactLog entry's own index, which bounds `to` (a larger one is malformed).
+    fn compact_log(&mut self, region_id: u64, to: u64, at: u64) {
+        let flushed = self
+            .engine
+            .shard_info(region_id)
+            .map_or(0, |i| i.data_sequence);
+        let to = to.min(flushed).min(at.saturating_sub(1));
+        match self.log.term(region_id, to) {
+            Ok(term) if to > 0 => self.deferred.truncate(region_id, to, term),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(region_id, to, error = %e, "log compaction skipped"),
+        }
+    }
+
+    /// A split at `(index, term)` of `parent` created `right_id` in the engine (its log was
+    /// written just before, `SplitChildLog`): its group starts here with the parent's voters
+    /// and (if this server leads the parent) an election right away, so the child has a
+    /// leader without waiting out an election timeout.
     fn start_split_child(
         &mut self,
         parent: u64,
         right_id: u64,
         index: u64,
-        term: u64,
+        _term: u64,
     ) -> Result<(), String> {
         let Some(p) = self.peers.get(&parent) else {
             return Ok(());
         };
-        let conf = conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state());
         let lead = p.is_leader();
-        let mut batch = LogBatch::default();
-        batch.truncate(right_id, index, term);
-        batch.set_conf_state(right_id, conf);
-        batch.set_hard_state(
-            right_id,
-            HardState {
-                term,
-                vote: 0,
-                commit: index,
-            },
-        );
-        self.log
-            .write(&batch)
-            .map_err(|e| format!("raft log write of split child {right_id} failed: {e}"))?;
         self.add_peer(right_id, index)
             .map_err(|e| format!("cannot start split child {right_id}: {e}"))?;
         if lead && let Some(child) = self.peers.get_mut(&right_id) {

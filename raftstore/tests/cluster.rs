@@ -395,3 +395,33 @@ fn a_whole_cluster_restart_keeps_every_acknowledged_write() {
         assert!(rows.contains(row), "lost {row:?}");
     }
 }
+
+#[test]
+fn a_proposal_above_the_entry_size_limit_is_refused_and_nothing_applies() {
+    let c = Cluster::new(3);
+    let leader = c.wait_leader(REGION);
+    let before = c.nodes[&leader]
+        .engine
+        .shard_info(REGION)
+        .unwrap()
+        .write_sequence;
+    let mut batch = WriteBatch::new();
+    // The default limit is 8 MiB.
+    batch.put(ColumnFamily::Write, b"big", 10, b"", &vec![7u8; 9 << 20]);
+    let err = c
+        .router(leader)
+        .write(REGION, None, &batch, TIMEOUT)
+        .unwrap_err();
+    assert!(
+        matches!(&err, RaftStoreError::InvalidCommand { detail, .. } if detail.contains("raft.max-entry-size")),
+        "{err}"
+    );
+    assert_eq!(
+        c.nodes[&leader]
+            .engine
+            .shard_info(REGION)
+            .unwrap()
+            .write_sequence,
+        before
+    );
+}

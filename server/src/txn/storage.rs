@@ -1,16 +1,22 @@
 //! `Storage`: what every transaction command runs against on one server: the engine (with key
-//! → shard routing), the concurrency manager, the latches and the TSO.
+//! → shard routing), the Raft store its writes go through, the concurrency manager, the
+//! latches and the TSO.
 //!
 //! A command takes the latches of its keys, then a snapshot of every shard it touches (so its
 //! checks see every write made before it got the latches), checks, builds one write batch per
-//! shard, writes them, and releases the latches. The commands themselves live in the sibling
+//! shard, proposes them to the shards' Raft groups and waits until each is committed and
+//! applied here, and releases the latches. Only a serving leader takes snapshots for a command
+//! (`snapshots`): a follower answers `NotLeader`. The commands themselves live in the sibling
 //! modules (`prewrite`, `commit`, `rollback`, `txn_status`, `reads`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use arc_swap::ArcSwapOption;
 use kvengine::{Engine, SnapAccess, WriteBatch};
+use raftstore::{RaftStore, RaftStoreError, Router};
 
 use super::error::{Result, TxnError};
 use super::shard_map::{ShardMap, ShardRange};
@@ -34,6 +40,10 @@ pub type PrewriteHook = Box<dyn Fn(&PrewriteHookPoint) + Send + Sync>;
 
 pub struct Storage {
     pub(crate) engine: Engine,
+    /// Every write goes through it; stopped when the storage is dropped.
+    raft: RaftStore,
+    /// How long a write waits for its entry to be committed and applied.
+    propose_timeout: Duration,
     shards: ShardMap,
     pub(crate) cm: Arc<ConcurrencyManager>,
     pub(crate) latches: Latches,
@@ -80,26 +90,63 @@ impl Batches {
         self.0.entry(shard).or_default()
     }
 
-    /// Writes every non-empty batch. Batches of different shards are not atomic together: if
-    /// one fails, the earlier ones stay (prewrite locks and rollback records are safe to
-    /// leave; commit records left by a failed commit are what a retry or resolver would write).
-    pub(crate) fn write(self, engine: &Engine) -> Result<()> {
+    /// Proposes every non-empty batch to its shard's Raft group, all first, then waits for
+    /// each to be committed and applied here: one round trip for many shards, not one each.
+    /// Batches of different shards are not atomic together: if one fails, the others may stay
+    /// (prewrite locks and rollback records are safe to leave; commit records left by a failed
+    /// commit are what a retry or resolver would write). An error whose outcome is unknown (a
+    /// timeout, a leader change) may still apply: every command is idempotent per start_ts.
+    pub(crate) fn write(self, storage: &Storage) -> Result<()> {
+        let router = storage.raft.router();
+        let mut waiting = Vec::new();
         for (shard, batch) in self.0 {
-            if !batch.is_empty() {
-                engine.write(shard, &batch)?;
+            if batch.is_empty() {
+                continue;
+            }
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            router.propose(
+                shard,
+                None,
+                wire::raft_cmd::Cmd::Write(batch.encode()),
+                Box::new(move |r| {
+                    let _ = tx.send(r);
+                }),
+            );
+            waiting.push((shard, rx));
+        }
+        let mut first_error = None;
+        for (shard, rx) in waiting {
+            let r = match rx.recv_timeout(storage.propose_timeout) {
+                Ok(r) => r.map(|_| ()),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
+                    region_id: shard,
+                    timeout_ms: storage.propose_timeout.as_millis() as u64,
+                }),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    Err(RaftStoreError::Stopped {
+                        store_id: router.store_id(),
+                        reason: router.stopped().unwrap_or_default(),
+                    })
+                }
+            };
+            if let Err(e) = r {
+                first_error.get_or_insert(TxnError::Raft(e));
             }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 }
 
 impl Storage {
-    /// Storage over every shard `engine` has now (and later ones, found on demand).
-    pub fn new(engine: Engine, tso: Arc<dyn TimestampSource>) -> Result<Storage> {
+    /// Storage over every shard `engine` has now (and later ones, found on demand), writing
+    /// through `raft`, the Raft store over the same engine.
+    pub fn new(engine: Engine, tso: Arc<dyn TimestampSource>, raft: RaftStore) -> Result<Storage> {
         let shards = ShardMap::default();
         shards.refresh(&engine)?;
         Ok(Storage {
             engine,
+            raft,
+            propose_timeout: Duration::from_secs(10),
             shards,
             cm: ConcurrencyManager::new(),
             latches: Latches::default(),
@@ -110,6 +157,39 @@ impl Storage {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Proposals and region status of the Raft store.
+    pub fn router(&self) -> &Router {
+        self.raft.router()
+    }
+
+    /// The Raft store (to stop it after the engine's last flush went through it).
+    pub fn raft(&self) -> &RaftStore {
+        &self.raft
+    }
+
+    /// How long a write waits for its entry (`[raft] propose-timeout`).
+    pub fn set_propose_timeout(&mut self, timeout: Duration) {
+        self.propose_timeout = timeout;
+    }
+
+    /// `Ok` when this server's replica of `region_id` is a serving leader: it has applied an
+    /// entry of its own term, so its data holds every write acknowledged by earlier leaders.
+    pub fn check_leader(&self, region_id: u64) -> std::result::Result<(), RaftStoreError> {
+        let router = self.raft.router();
+        match router.status(region_id) {
+            Some(s) if s.serving => Ok(()),
+            Some(s) => Err(RaftStoreError::NotLeader {
+                region_id,
+                store_id: router.store_id(),
+                leader: s.leader.filter(|l| *l != router.store_id()),
+            }),
+            None => Err(RaftStoreError::RegionNotFound {
+                region_id,
+                store_id: router.store_id(),
+            }),
+        }
     }
 
     pub fn tso(&self) -> &Arc<dyn TimestampSource> {
@@ -164,6 +244,14 @@ impl Storage {
             for &id in &shard_of_key {
                 if by_shard.contains_key(&id) {
                     continue;
+                }
+                if let Err(e) = self.check_leader(id) {
+                    if matches!(e, RaftStoreError::RegionNotFound { .. }) && !refreshed {
+                        refreshed = true;
+                        self.refresh_shards()?;
+                        continue 'retry;
+                    }
+                    return Err(TxnError::Raft(e));
                 }
                 match self.engine.snapshot(id) {
                     Ok(s) => {
