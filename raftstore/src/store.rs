@@ -283,6 +283,11 @@ impl crate::apply::ChildLog for SplitChildLog<'_> {
     }
 }
 
+/// How often (in ticks) leaders look for log to truncate.
+const LOG_GC_TICKS: u64 = 10;
+/// Entries a truncation drops at least (fewer are not worth a proposal).
+const LOG_GC_ENTRIES: u64 = 64;
+
 /// Mailbox messages handled per round at most, so ticks and readies are never starved.
 const MAX_MESSAGES_PER_ROUND: usize = 4096;
 
@@ -350,6 +355,7 @@ impl Store {
     fn run(mut self, stop: &std::sync::atomic::AtomicBool) {
         let tick = self.config.tick_interval();
         let mut next_tick = Instant::now() + tick;
+        let mut ticks: u64 = 0;
         let reason = loop {
             if stop.load(std::sync::atomic::Ordering::Acquire) {
                 break "the store was stopped".to_string();
@@ -372,6 +378,10 @@ impl Store {
                     p.raw.tick();
                 }
                 next_tick = Instant::now() + tick;
+                ticks += 1;
+                if ticks % LOG_GC_TICKS == 0 {
+                    self.compact_logs();
+                }
             }
             if let Err(reason) = self.on_ready() {
                 break reason;
@@ -588,6 +598,48 @@ impl Store {
         Ok(())
     }
 
+    /// Log GC: the leader of a one-voter group proposes `CompactLog` at its `data_sequence`
+    /// once that is `LOG_GC_ENTRIES` past the truncated point (every replica, i.e. itself, has
+    /// flushed that far), then sealed segments nothing needs are deleted. A group with more
+    /// voters needs every replica's `data_sequence`, which no heartbeat carries yet: its log is
+    /// kept whole.
+    fn compact_logs(&mut self) {
+        let store_id = self.store_id;
+        for (id, p) in self.peers.iter_mut() {
+            if !p.is_leader() {
+                continue;
+            }
+            let alone = p
+                .raw
+                .raft
+                .prs()
+                .conf()
+                .voters()
+                .ids()
+                .iter()
+                .all(|v| v == store_id);
+            if !alone {
+                continue;
+            }
+            let flushed = self.engine.shard_info(*id).map_or(0, |i| i.data_sequence);
+            let truncated = self.log.state(*id).map_or(0, |s| s.truncated_index);
+            if flushed < truncated + LOG_GC_ENTRIES {
+                continue;
+            }
+            let cmd = wire::raft_cmd::Cmd::CompactLog(wire::raft_cmd::CompactLog {
+                index: flushed,
+                term: 0,
+            });
+            let data = RaftCmd::new(0, cmd).encode_to_vec();
+            p.propose(store_id, data, Box::new(|_| {}));
+        }
+        match self.log.purge() {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(segments = n, "raft log segments purged"),
+            Err(e) => tracing::warn!(error = %e, "raft log purge failed"),
+        }
+    }
+
     /// Drops log entries up to `to`, but never above what this replica has flushed: entries
     /// above its `data_sequence` are its only durable copy of memtable rows. `at` is the
     /// CompactLog entry's own index, which bounds `to` (a larger one is malformed).
@@ -652,6 +704,10 @@ impl Store {
     }
 
     fn publish(&self) {
+        // The Raft log is this server's write-ahead log: its counters are the WAL's.
+        let stats = self.log.stats();
+        kvengine::metrics::WAL_BYTES.set(stats.bytes_written as i64);
+        kvengine::metrics::WAL_FSYNCS.set(stats.fsyncs as i64);
         let mut status = self.router.status.write();
         status.clear();
         for (id, p) in &self.peers {
