@@ -56,8 +56,9 @@ pub struct RaftConfig {
     pub max_inflight_msgs: usize,
     /// Largest proposal accepted (a write batch, a ChangeSet); a larger one is refused.
     pub max_entry_size: ReadableSize,
-    /// How long a proposal waits to be committed and applied before its caller is told the
-    /// outcome is unknown.
+    /// How often a write waiting for its entry checks that this server still leads the region
+    /// in the term it proposed in (it keeps waiting while it does; the server's transaction
+    /// layer); how long a flush or compaction result waits to apply.
     pub propose_timeout: ReadableDuration,
 }
 

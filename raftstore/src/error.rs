@@ -51,6 +51,14 @@ pub enum StartError {
     Raft { region_id: u64, detail: String },
     #[error("region {region_id} is in the raft log but not in the engine (or the other way round)")]
     Inconsistent { region_id: u64 },
+    #[error(
+        "region {region_id}: the engine applied up to index {applied} but the raft log ends at {last_index}; the log lost entries (a crash with wal-sync = \"off\"?) and new writes would be skipped"
+    )]
+    LogBehindEngine {
+        region_id: u64,
+        applied: u64,
+        last_index: u64,
+    },
     #[error("region {region_id} has no leader: {detail}")]
     NoLeader { region_id: u64, detail: String },
     #[error("cannot start the raft thread")]

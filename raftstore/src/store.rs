@@ -166,6 +166,17 @@ impl RaftStore {
                 .shard_info(id)
                 .map_err(StartError::Engine)?
                 .write_sequence;
+            let last_index = log.state(id).map_or(0, |s| s.last_index);
+            if write_sequence > last_index {
+                // The engine flushed entries the log no longer has (its tail was lost: no
+                // fsync and a machine crash). New entries would take indexes the engine
+                // already counts as applied and be skipped: refuse rather than lose them.
+                return Err(StartError::LogBehindEngine {
+                    region_id: id,
+                    applied: write_sequence,
+                    last_index,
+                });
+            }
             let commit = log.state(id).map_or(0, |s| s.hard_state.commit);
             store.add_peer(id, write_sequence.min(commit))?;
             store.campaign_if_first(id);
@@ -390,6 +401,8 @@ impl Store {
         };
         tracing::info!(store_id = self.store_id, %reason, "raft store stopped");
         *self.router.stopped.lock() = Some(reason.clone());
+        // Nothing here leads or serves any more.
+        self.router.status.write().clear();
         let err = RaftStoreError::Stopped {
             store_id: self.store_id,
             reason,

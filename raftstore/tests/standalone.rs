@@ -88,3 +88,50 @@ fn the_log_is_truncated_after_flushes_and_every_write_survives_a_restart() {
     let after = engine.shard_info(1).unwrap();
     assert!(after.write_sequence >= before.data_sequence);
 }
+
+#[test]
+fn a_log_that_lost_what_the_engine_flushed_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, store) = open(dir.path());
+    for i in 0..50u64 {
+        let mut batch = WriteBatch::new();
+        batch.put(
+            ColumnFamily::Write,
+            format!("k{i:03}").as_bytes(),
+            10 + i,
+            b"",
+            b"v",
+        );
+        store.router().write(1, None, &batch, TIMEOUT).unwrap();
+    }
+    engine.flush_shard(1).unwrap();
+    assert!(engine.shard_info(1).unwrap().data_sequence > 0);
+    store.stop();
+    engine.close(false).unwrap();
+    drop(engine);
+    // What a machine crash without fsync can leave: the engine's manifest, but no log.
+    std::fs::remove_dir_all(dir.path().join("raft")).unwrap();
+
+    let mut opts = EngineOptions::new(dir.path().join("engine"));
+    opts.log_mode = LogMode::External;
+    let engine = Engine::open(
+        opts,
+        Arc::new(LocalDfs::open(dir.path().join("dfs")).unwrap()),
+    )
+    .unwrap();
+    let err = start_standalone(
+        engine,
+        RaftLogOptions::new(dir.path().join("raft")),
+        &[(1, Vec::new(), Vec::new())],
+        RaftConfig::default(),
+    )
+    .err()
+    .expect("a start over a log behind the engine");
+    assert!(
+        matches!(
+            err,
+            raftstore::StartError::LogBehindEngine { region_id: 1, .. }
+        ),
+        "{err}"
+    );
+}

@@ -109,33 +109,35 @@ impl Node {
             )
         };
         let store_id = config.store_id();
-        if log.regions().is_empty() && !engine.shard_ids().is_empty() {
-            // A first start that died between creating the shards and writing their logs:
-            // the shards it made are the regions.
-            let voters = config.raft.voters(store_id);
-            let mut regions = Vec::new();
-            for id in engine.shard_ids() {
-                let info = engine.shard_info(id)?;
-                regions.push(InitialRegion {
-                    id,
-                    start: info.start.to_vec(),
-                    end: info.end.to_vec(),
-                    voters: voters.clone(),
-                });
-            }
-            RaftStore::bootstrap(&engine, &log, &regions)?;
-        } else if log.regions().is_empty() {
+        if log.regions().is_empty() {
+            // A first start (or one that died between creating the shards and writing their
+            // logs: a shard with the range of a configured region is that region, and only an
+            // untouched one can be adopted).
             let voters = config.raft.voters(store_id);
             let alone = config.raft.peers.is_empty();
+            let mut existing = Vec::new();
+            for id in engine.shard_ids() {
+                let info = engine.shard_info(id)?;
+                if info.data_sequence > 0 || info.write_sequence > 0 {
+                    return Err(NodeError::Raft(raftstore::StartError::Inconsistent {
+                        region_id: id,
+                    }));
+                }
+                existing.push((info.start.to_vec(), info.end.to_vec(), id));
+            }
             let mut regions = Vec::new();
             for (i, (start, end)) in config.initial_ranges()?.into_iter().enumerate() {
+                let made = existing
+                    .iter()
+                    .find(|(s, e, _)| *s == start && *e == end)
+                    .map(|(_, _, id)| *id);
                 // Alone, ids come from the TSO: unique across servers that each own their
                 // ranges. Replicated, every replica must derive the same id on its own: the
                 // range's position.
-                let id = if alone {
-                    timestamps.get_ts()?
-                } else {
-                    i as u64 + 1
+                let id = match made {
+                    Some(id) => id,
+                    None if alone => timestamps.get_ts()?,
+                    None => i as u64 + 1,
                 };
                 tracing::info!(id, ?start, ?end, ?voters, "created initial region");
                 regions.push(InitialRegion {
@@ -163,13 +165,11 @@ impl Node {
             log,
             transport,
         )?;
-        let election = config.raft.tick_interval() * (config.raft.election_timeout_ticks as u32);
-        match raft.wait_for_leaders(&engine.shard_ids(), election * 4) {
-            Ok(()) => {}
-            // Alone, a region without a leader is a failure; replicated, the other servers may
-            // not be up yet, and the regions elect once a quorum is.
-            Err(e) if config.raft.peers.is_empty() => return Err(e.into()),
-            Err(e) => tracing::warn!(error = %e, "starting before every region has a leader"),
+        // Alone, every region elects this server at once (after replaying its log); replicated,
+        // the regions elect once a quorum of servers is up and this one answers /raft/batch,
+        // which it does only after this returns: nothing to wait for here.
+        if config.raft.peers.is_empty() {
+            raft.wait_for_leaders(&engine.shard_ids(), std::time::Duration::from_secs(60))?;
         }
         let mut storage = Storage::new(engine, timestamps.clone(), raft)?;
         storage.set_propose_timeout(config.raft.propose_timeout.duration());
@@ -243,8 +243,21 @@ impl Node {
         trigger: SplitTrigger,
     ) -> Result<(u64, u64), NodeError> {
         let _one_at_a_time = self.split_lock.lock();
+        // Writes to the region are refused while it splits, so the flush below leaves its
+        // memtables empty for the split entry (a write proposed just before may still land:
+        // the split is then rejected and tried again).
+        let _no_writes = self.storage.start_split(region_id);
         let right = self.timestamps.get_ts()?;
         let timeout = self.config.raft.propose_timeout.duration();
+        // A region just made by a split elects its leader right after: give it that moment,
+        // then only its leader splits it.
+        let _ = self.storage.raft().wait_for_leaders(&[region_id], timeout);
+        self.storage
+            .check_leader(region_id)
+            .map_err(|e| NodeError::Split {
+                region_id,
+                detail: e.to_string(),
+            })?;
         let mut last_reason = String::new();
         for _attempt in 0..5 {
             self.engine().flush_shard(region_id)?;
@@ -257,9 +270,12 @@ impl Node {
                     region_id,
                     detail: e.to_string(),
                 })?;
+            self.storage.refresh_shards()?;
             match applied.outcome {
                 Some(kvengine::ApplyOutcome::Split { .. }) => {
-                    self.storage.refresh_shards()?;
+                    // The right child's group elects here at once when this server leads the
+                    // parent; answer once it serves, so the caller can use both halves.
+                    let _ = self.storage.raft().wait_for_leaders(&[right], timeout);
                     metrics::SPLITS.with_label_values(&[trigger.as_str()]).inc();
                     tracing::info!(region_id, right, ?key, %trigger, "split region");
                     return Ok((region_id, right));
@@ -340,12 +356,21 @@ impl Node {
     }
 
     /// Flushes the memtables of the regions this server leads (through their logs, so the
-    /// Raft store is still running), stops the engine's background threads, then the Raft
-    /// store.
+    /// Raft store is still running), stops the Raft store, then the engine's threads.
     pub fn close(&self) -> Result<(), NodeError> {
-        let r = self.engine().close(true);
+        let mut flushed = Ok(());
+        for (id, status) in self.storage.router().regions() {
+            if status.is_leader {
+                flushed = self.engine().flush_shard(id);
+                if flushed.is_err() {
+                    break;
+                }
+            }
+        }
+        // The store stops before the engine closes, so no entry is applied to a closed engine.
         self.storage.raft().stop();
-        r?;
+        self.engine().close(false)?;
+        flushed?;
         Ok(())
     }
 }

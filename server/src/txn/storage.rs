@@ -42,8 +42,12 @@ pub struct Storage {
     pub(crate) engine: Engine,
     /// Every write goes through it; stopped when the storage is dropped.
     raft: RaftStore,
-    /// How long a write waits for its entry to be committed and applied.
+    /// How long a write waits for its entry before it checks that this replica still leads
+    /// in the term it proposed in (it keeps waiting while it does).
     propose_timeout: Duration,
+    /// Regions being split: their writes are refused (`ShardBusy`) until the split entry
+    /// applied, so the flush before it leaves empty memtables (`Node::split`).
+    splitting: parking_lot::Mutex<std::collections::BTreeSet<u64>>,
     shards: ShardMap,
     pub(crate) cm: Arc<ConcurrencyManager>,
     pub(crate) latches: Latches,
@@ -94,15 +98,32 @@ impl Batches {
     /// each to be committed and applied here: one round trip for many shards, not one each.
     /// Batches of different shards are not atomic together: if one fails, the others may stay
     /// (prewrite locks and rollback records are safe to leave; commit records left by a failed
-    /// commit are what a retry or resolver would write). An error whose outcome is unknown (a
-    /// timeout, a leader change) may still apply: every command is idempotent per start_ts.
+    /// commit are what a retry or resolver would write).
+    ///
+    /// **Why the wait has no deadline while this replica leads.** The caller holds latches
+    /// and memory locks; releasing them while the entry may still apply here would let another
+    /// command (a resolver's rollback, a reader at a later ts) act on a state the late entry
+    /// then changes. So a write waits for its answer (applied, stale or stopped) as long as
+    /// this replica leads in the term it proposed in; once it stepped down (or stopped), no
+    /// command here can act on its state (reads and writes need a serving leader), and the
+    /// outcome is reported unknown.
     pub(crate) fn write(self, storage: &Storage) -> Result<()> {
         let router = storage.raft.router();
         let mut waiting = Vec::new();
+        {
+            let splitting = storage.splitting.lock();
+            if let Some(shard) = self.0.keys().find(|s| splitting.contains(s)) {
+                return Err(TxnError::Engine(kvengine::Error::ShardBusy {
+                    shard_id: *shard,
+                    reason: "splitting",
+                }));
+            }
+        }
         for (shard, batch) in self.0 {
             if batch.is_empty() {
                 continue;
             }
+            let term = router.status(shard).map_or(0, |s| s.term);
             let (tx, rx) = std::sync::mpsc::sync_channel(1);
             router.propose(
                 shard,
@@ -112,28 +133,54 @@ impl Batches {
                     let _ = tx.send(r);
                 }),
             );
-            waiting.push((shard, rx));
+            waiting.push((shard, term, rx));
         }
         let mut first_error = None;
-        for (shard, rx) in waiting {
-            let r = match rx.recv_timeout(storage.propose_timeout) {
-                Ok(r) => r.map(|_| ()),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
-                    region_id: shard,
-                    timeout_ms: storage.propose_timeout.as_millis() as u64,
-                }),
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    Err(RaftStoreError::Stopped {
-                        store_id: router.store_id(),
-                        reason: router.stopped().unwrap_or_default(),
-                    })
-                }
-            };
-            if let Err(e) = r {
+        for (shard, term, rx) in waiting {
+            if let Err(e) = wait_for_apply(router, shard, term, &rx, storage.propose_timeout) {
                 first_error.get_or_insert(TxnError::Raft(e));
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Waits for a proposal's answer while this replica still leads `shard` in `term` (see
+/// [`Batches::write`]).
+fn wait_for_apply(
+    router: &Router,
+    shard: u64,
+    term: u64,
+    rx: &std::sync::mpsc::Receiver<std::result::Result<raftstore::Applied, RaftStoreError>>,
+    check_every: Duration,
+) -> std::result::Result<(), RaftStoreError> {
+    let started = std::time::Instant::now();
+    loop {
+        match rx.recv_timeout(check_every) {
+            Ok(r) => return r.map(|_| ()),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let leads = router
+                    .status(shard)
+                    .is_some_and(|s| s.is_leader && s.term == term);
+                if !leads || router.stopped().is_some() {
+                    return Err(RaftStoreError::Timeout {
+                        region_id: shard,
+                        timeout_ms: started.elapsed().as_millis() as u64,
+                    });
+                }
+                tracing::warn!(
+                    region_id = shard,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "a write is still waiting for its raft entry"
+                );
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(RaftStoreError::Stopped {
+                    store_id: router.store_id(),
+                    reason: router.stopped().unwrap_or_default(),
+                });
+            }
+        }
     }
 }
 
@@ -147,6 +194,7 @@ impl Storage {
             engine,
             raft,
             propose_timeout: Duration::from_secs(10),
+            splitting: parking_lot::Mutex::new(std::collections::BTreeSet::new()),
             shards,
             cm: ConcurrencyManager::new(),
             latches: Latches::default(),
@@ -265,6 +313,23 @@ impl Storage {
                     Err(e) => return Err(e.into()),
                 }
             }
+            // The left child of a split keeps the parent's id: a key routed by a map made
+            // before the split may now belong to the right child. Look again once.
+            let moved = keys.iter().zip(&shard_of_key).any(|(k, id)| {
+                let s = &by_shard[id];
+                let k = k.as_ref();
+                k < s.start() || (!s.end().is_empty() && k >= s.end())
+            });
+            if moved {
+                if refreshed {
+                    return Err(TxnError::InvalidRequest {
+                        what: "a key's region changed twice while the command ran; retry".into(),
+                    });
+                }
+                refreshed = true;
+                self.refresh_shards()?;
+                continue 'retry;
+            }
             return Ok(Snapshots {
                 by_shard,
                 shard_of_key,
@@ -274,7 +339,29 @@ impl Storage {
 
     /// A snapshot of shard `id`.
     pub(crate) fn snapshot(&self, id: u64) -> Result<SnapAccess> {
+        self.check_leader(id)?;
         Ok(self.engine.snapshot(id)?)
+    }
+
+    /// Marks `region_id` as splitting (writes to it are refused) until the guard drops.
+    pub fn start_split(&self, region_id: u64) -> SplitGuard<'_> {
+        self.splitting.lock().insert(region_id);
+        SplitGuard {
+            storage: self,
+            region_id,
+        }
+    }
+}
+
+/// Refuses writes to a region while it splits (see [`Storage::start_split`]).
+pub struct SplitGuard<'a> {
+    storage: &'a Storage,
+    region_id: u64,
+}
+
+impl Drop for SplitGuard<'_> {
+    fn drop(&mut self) {
+        self.storage.splitting.lock().remove(&self.region_id);
     }
 }
 
