@@ -390,7 +390,7 @@ impl Store {
                 }
                 next_tick = Instant::now() + tick;
                 ticks += 1;
-                if ticks % LOG_GC_TICKS == 0 {
+                if ticks.is_multiple_of(LOG_GC_TICKS) {
                     self.compact_logs();
                 }
             }
