@@ -22,16 +22,26 @@ const REPEATS: usize = 3;
 
 fn storage(dir: &std::path::Path, sync: SyncPolicy) -> Arc<Storage> {
     let mut opts = EngineOptions::new(dir.join("engine"));
-    opts.wal_sync = sync;
-    opts.wal_segment_size = 256 * 1024 * 1024;
+    opts.log_mode = kvengine::LogMode::External;
     let e = Engine::open(
         opts,
         Arc::new(LocalDfs::open(dir.join("dfs")).expect("dfs")),
     )
     .expect("open");
-    e.create_shard(1, b"", b"").expect("shard");
+    // One region, a one-voter Raft group: every commit goes through the Raft log.
+    let raft = raftstore::start_standalone(
+        e.clone(),
+        kvengine::raft_log::RaftLogOptions {
+            sync,
+            segment_size: 256 * 1024 * 1024,
+            ..kvengine::raft_log::RaftLogOptions::new(dir.join("raft"))
+        },
+        &[(1, Vec::new(), Vec::new())],
+        raftstore::RaftConfig::default(),
+    )
+    .expect("raft store");
     let tso = Arc::new(Tso::open(dir.join("tso")).expect("tso"));
-    Arc::new(Storage::new(e, tso).expect("storage"))
+    Arc::new(Storage::new(e, tso, raft).expect("storage"))
 }
 
 /// Runs `txns` transactions split over `threads` (thread t writes keys 2i, 2i + 1 for its

@@ -560,6 +560,7 @@ fn server_config(
         server,
         kvengine,
         dfs: dfs_section(opts),
+        raft: Default::default(),
     }
 }
 

@@ -567,7 +567,11 @@ impl Client {
                         last: err.message,
                     });
                 }
-                if err.kind == RegionErrorKind::ServerBusy as i32 {
+                // Transient: an election under way. (Routing to another replica's leader comes
+                // with the region cache that knows replicas.)
+                if err.kind == RegionErrorKind::ServerBusy as i32
+                    || err.kind == RegionErrorKind::NotLeader as i32
+                {
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;

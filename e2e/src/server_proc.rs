@@ -81,6 +81,7 @@ impl ServerSetup {
                     ..KvEngineSection::default()
                 },
                 dfs: store.dfs_section(),
+                raft: Default::default(),
             },
         }
     }

@@ -124,10 +124,12 @@ fn a_region_created_by_a_split_never_reuses_its_parents_entry() {
     let f = start(&[]);
     let c = EntryClient::new(&[&f.server], |_| {});
     // The read's ranges lie below the split key: after the split they are the left child's,
-    // with the same cache key.
+    // which keeps the parent's id (its Raft group goes on) under a new epoch, with the same
+    // cache key.
     let ranges = vec![KeyRange::new(T.key(0), T.key(500))];
     let dag = T.count_sum_dag();
-    let parent = f.server.region_of(&T.key(0)).id;
+    let parent_region = f.server.region_of(&T.key(0));
+    let parent = parent_region.id;
     c.coprocessor(&dag, ranges.clone(), f.server.tso());
     let resp: SplitResponse = post_proto(
         &f.server.url(paths::SPLIT),
@@ -137,8 +139,14 @@ fn a_region_created_by_a_split_never_reuses_its_parents_entry() {
         },
     );
     assert!(resp.error.is_empty(), "{resp:?}");
-    let child = resp.left.expect("left child").id;
-    assert_ne!(child, parent);
+    let left = resp.left.expect("left child");
+    let child = left.id;
+    assert_eq!(child, parent, "the left child keeps the region id");
+    assert!(
+        left.ver > parent_region.ver,
+        "{left:?} vs {parent_region:?}"
+    );
+    assert!(left.data_version > parent_region.data_version);
 
     let before = ServerCopCounters::read(&f.server);
     let r = c.coprocessor(&dag, ranges.clone(), f.server.tso());

@@ -200,6 +200,16 @@ mod tests {
                 s3_max_attempts: 1,
                 ..DfsSection::default()
             },
+            raft: server::config::RaftConfig {
+                peers: vec![server::config::PeerConfig {
+                    id: 65535,
+                    addr: "http://127.0.0.1:9".into(),
+                    zone: types::Zone::label("b"),
+                }],
+                replicas: 1,
+                tick_interval: ReadableDuration::millis(50),
+                ..Default::default()
+            },
         }
     }
 

@@ -280,8 +280,10 @@ pub(crate) fn request_freeze(inner: &Inner, shard: &Shard, force: bool) {
         let size = d.mem.size();
         let limit = inner.opts.memtable_size;
         let proposed = shard.freeze_proposed_at.load(Ordering::Acquire);
+        // A forced freeze (flush_shard) always proposes: a Freeze of an empty or already
+        // frozen memtable only takes an index, and an earlier proposal may have been dropped.
         let due = if force {
-            proposed == 0
+            true
         } else {
             size >= limit && (proposed == 0 || size >= proposed.saturating_add(limit))
         };

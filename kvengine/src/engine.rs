@@ -193,12 +193,14 @@ impl Inner {
     }
 
     /// Whether files an apply retires from the shard may be deleted by this engine: always with
-    /// the engine's own log; with an external one only by the leader (a follower may still be
-    /// behind the leader's deletes; the leader decides).
-    pub(crate) fn deletes_retired_files(&self, shard_id: u64) -> bool {
+    /// the engine's own log; with an external one, never yet. A follower that has not applied
+    /// the compaction that retired a file still reads it (and applies ChangeSets that name it),
+    /// so a delete must wait until every replica is past the retiring index; until that
+    /// cluster-wide GC exists, retired files stay in the object store (a leak, not a loss).
+    pub(crate) fn deletes_retired_files(&self, _shard_id: u64) -> bool {
         match self.log_mode() {
             LogMode::Internal => true,
-            LogMode::External => self.is_leader(shard_id),
+            LogMode::External => false,
         }
     }
 
@@ -450,15 +452,21 @@ impl Engine {
     /// (through their log, which must still be applying); the others are their leaders' job.
     /// Writes after close fail.
     pub fn close(&self, flush: bool) -> Result<()> {
+        let mut flushed = Ok(());
         if flush {
             for id in self.shard_ids() {
                 if self.inner.log_mode() == LogMode::Internal || self.inner.is_leader(id) {
-                    self.flush_shard(id)?;
+                    flushed = self.flush_shard(id);
+                    if flushed.is_err() {
+                        break;
+                    }
                 }
             }
         }
+        // Stop the threads even when a flush failed: nothing is lost (the log still holds the
+        // writes), and the directory lock must be released.
         self.inner.shutdown();
-        Ok(())
+        flushed
     }
 }
 

@@ -59,8 +59,10 @@ impl SnapAccess {
     }
 
     /// The shard's data version for the coprocessor cache: its SnapVersion (base_version +
-    /// write_sequence), which changes on every applied write, survives flush, compaction and
-    /// restart, and never repeats across a split. `None` on a snapshot rebuilt by
+    /// write_sequence). With the engine's own log it changes on every applied write and
+    /// survives flush, compaction and restart; with an external (Raft) log it is the applied
+    /// index, so every applied entry changes it and replicas at one index share it. It never
+    /// repeats across a split. `None` on a snapshot rebuilt by
     /// [`SnapAccess::from_remote`]: only the origin may vouch for a version.
     pub fn data_version(&self) -> Option<u64> {
         self.is_origin.then(|| self.snap_version())

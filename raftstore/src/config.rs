@@ -15,12 +15,6 @@
 //! max-inflight-msgs = 256
 //! max-entry-size = "8MiB"
 //! propose-timeout = "5s"
-//! log-gc-count-threshold = 256
-//! log-gc-size-limit = "128MiB"
-//! hibernate-regions = true
-//! store-heartbeat-interval = "200ms"
-//! store-down-after = "800ms"
-//! snapshot-max-size = "512MiB"
 //! ```
 //!
 //! Membership is static in this release: peer id = store id = the server's `node-id`, and
@@ -62,26 +56,10 @@ pub struct RaftConfig {
     pub max_inflight_msgs: usize,
     /// Largest proposal accepted (a write batch, a ChangeSet); a larger one is refused.
     pub max_entry_size: ReadableSize,
-    /// How long a proposal waits to be committed and applied before its caller is told the
-    /// outcome is unknown.
+    /// How often a write waiting for its entry checks that this server still leads the region
+    /// in the term it proposed in (it keeps waiting while it does; the server's transaction
+    /// layer); how long a flush or compaction result waits to apply.
     pub propose_timeout: ReadableDuration,
-    /// A leader truncates a region's log once this many entries are covered by every
-    /// replica's flushed data. Lower keeps less log in memory and on disk; higher truncates
-    /// less often.
-    pub log_gc_count_threshold: u64,
-    /// A replica whose unflushed log exceeds this is left out of truncation (it catches up by
-    /// snapshot later): bounds the log a dead replica makes the others keep.
-    pub log_gc_size_limit: ReadableSize,
-    /// Idle regions stop ticking (no heartbeats); server-level heartbeats detect a dead
-    /// server instead. Off: every region heartbeats every `heartbeat-ticks`.
-    pub hibernate_regions: bool,
-    /// Between two heartbeats of this server to each peer server.
-    pub store_heartbeat_interval: ReadableDuration,
-    /// A peer server silent this long counts as down: the regions it led wake up and elect.
-    /// Must exceed `store-heartbeat-interval`, by a few intervals to ride out a lost one.
-    pub store_down_after: ReadableDuration,
-    /// Largest Raft snapshot (file list and memtable rows) sent or accepted.
-    pub snapshot_max_size: ReadableSize,
 }
 
 /// One server of the cluster.
@@ -109,12 +87,6 @@ impl Default for RaftConfig {
             max_inflight_msgs: 256,
             max_entry_size: ReadableSize::mib(8),
             propose_timeout: ReadableDuration::secs(5),
-            log_gc_count_threshold: 256,
-            log_gc_size_limit: ReadableSize::mib(128),
-            hibernate_regions: true,
-            store_heartbeat_interval: ReadableDuration::millis(200),
-            store_down_after: ReadableDuration::millis(800),
-            snapshot_max_size: ReadableSize::mib(512),
         }
     }
 }
@@ -188,19 +160,6 @@ impl RaftConfig {
         at_least_one("max-inflight-msgs", self.max_inflight_msgs as u64)?;
         at_least_one("max-entry-size", self.max_entry_size.bytes())?;
         positive_duration("propose-timeout", self.propose_timeout)?;
-        at_least_one("log-gc-count-threshold", self.log_gc_count_threshold)?;
-        at_least_one("log-gc-size-limit", self.log_gc_size_limit.bytes())?;
-        positive_duration("store-heartbeat-interval", self.store_heartbeat_interval)?;
-        if self.store_down_after <= self.store_heartbeat_interval {
-            return Err(invalid(
-                "store-down-after",
-                format!(
-                    "expected more than raft.store-heartbeat-interval, found store-down-after={} store-heartbeat-interval={}",
-                    self.store_down_after, self.store_heartbeat_interval
-                ),
-            ));
-        }
-        at_least_one("snapshot-max-size", self.snapshot_max_size.bytes())?;
         Ok(())
     }
 
@@ -300,10 +259,7 @@ mod tests {
         let text = "peers = [{ id = 1, addr = \"http://10.0.0.1:20160\", zone = \"a\" }]\n\
                     replicas = 1\ntick-interval = \"100ms\"\nelection-timeout-ticks = 10\n\
                     heartbeat-ticks = 2\nmax-batch-size = \"1MiB\"\nmax-inflight-msgs = 256\n\
-                    max-entry-size = \"8MiB\"\npropose-timeout = \"5s\"\n\
-                    log-gc-count-threshold = 256\nlog-gc-size-limit = \"128MiB\"\n\
-                    hibernate-regions = true\nstore-heartbeat-interval = \"200ms\"\n\
-                    store-down-after = \"800ms\"\nsnapshot-max-size = \"512MiB\"\n";
+                    max-entry-size = \"8MiB\"\npropose-timeout = \"5s\"\n";
         let c: RaftConfig = parse(text, "raft.toml").unwrap();
         c.validate().unwrap();
         assert_eq!(
@@ -447,34 +403,6 @@ mod tests {
                     ..three()
                 },
             ),
-            (
-                "raft.log-gc-count-threshold",
-                RaftConfig {
-                    log_gc_count_threshold: 0,
-                    ..three()
-                },
-            ),
-            (
-                "raft.log-gc-size-limit",
-                RaftConfig {
-                    log_gc_size_limit: ReadableSize(0),
-                    ..three()
-                },
-            ),
-            (
-                "raft.store-heartbeat-interval",
-                RaftConfig {
-                    store_heartbeat_interval: ReadableDuration::millis(0),
-                    ..three()
-                },
-            ),
-            (
-                "raft.snapshot-max-size",
-                RaftConfig {
-                    snapshot_max_size: ReadableSize(0),
-                    ..three()
-                },
-            ),
         ];
         for (key, config) in cases {
             let e = rejected(config);
@@ -483,20 +411,6 @@ mod tests {
                 "{key}: {e}"
             );
         }
-    }
-
-    #[test]
-    fn a_store_must_count_as_down_only_after_more_than_one_heartbeat_interval() {
-        let e = rejected(RaftConfig {
-            store_down_after: ReadableDuration::millis(200),
-            ..three()
-        });
-        assert_eq!(
-            e,
-            "invalid config value raft.store-down-after: expected more than \
-             raft.store-heartbeat-interval, found store-down-after=200ms \
-             store-heartbeat-interval=200ms"
-        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Raft replication of regions (issue 16): the parts of the store that need no engine and no
-//! Raft log, on which the store loop is built.
+//! Raft replication of regions: every region is a Raft group, driven by one store loop per
+//! server over the engine (in external-log mode) and the durable Raft log.
 //!
 //! Every region is a raft-rs 0.7 group, driven by one store loop per server. raft-rs speaks
 //! `eraftpb` (rust-protobuf 2, whose parser has an unfixed advisory, RUSTSEC-2024-0437); the
@@ -14,14 +14,35 @@
 //!   processes (`POST /raft/batch`, batched per destination), [`ChannelTransport`] between
 //!   stores of one test process;
 //! * [`metrics`]: the transport's counters;
-//! * [`fuzzing`]: the check of the `raft_batch` fuzz target (decode, convert, round trip).
+//! * [`fuzzing`]: the check of the `raft_batch` fuzz target (decode, convert, round trip);
+//! * `store`: the loop ([`RaftStore`]): one thread ticks, steps and collects the `Ready` of every
+//!   region, writes all their entries with one `RaftLog::write`, sends, and applies;
+//! * `peer` / `peer_storage`: one region's raft-rs node, and raft-rs's `Storage` over the log;
+//! * `apply`: what a committed entry does to the engine, decided in one place;
+//! * `router` ([`Router`]): proposals and inbound messages into the loop, region status out;
+//! * `sink`: the engine's leader-only flush and compaction results back into the log.
 
+mod apply;
 pub mod config;
 pub mod convert;
+mod error;
 pub mod fuzzing;
+mod log_convert;
 pub mod logger;
 pub mod metrics;
+mod peer;
+mod peer_storage;
+mod router;
+mod sink;
+mod standalone;
+mod store;
 pub mod transport;
+
+pub use apply::Applied;
+pub use error::{RaftStoreError, StartError};
+pub use router::{Callback, RegionStatus, Router};
+pub use standalone::{NoPeers, STANDALONE_STORE_ID, start_standalone};
+pub use store::{InitialRegion, RaftStore};
 
 pub use config::{PeerConfig, RaftConfig};
 pub use convert::ConvertError;

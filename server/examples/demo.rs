@@ -41,15 +41,22 @@ fn main() -> Result<(), BoxError> {
     let dir = tempfile::tempdir()?;
     println!("data dir: {}", dir.path().display());
     let mut opts = EngineOptions::new(dir.path().join("engine"));
-    opts.wal_sync = SyncPolicy::GroupCommit;
+    opts.log_mode = kvengine::LogMode::External;
     let dfs = Arc::new(LocalDfs::open(dir.path().join("dfs"))?);
     let engine = Engine::open(opts, dfs.clone())?;
-    // Two shards: the table's first and second half.
+    // Two shards (one-voter Raft groups): the table's first and second half.
     let split = record_key(TABLE, rows / 2);
-    engine.create_shard(1, b"", &split)?;
-    engine.create_shard(2, &split, b"")?;
+    let raft = raftstore::start_standalone(
+        engine.clone(),
+        kvengine::raft_log::RaftLogOptions {
+            sync: SyncPolicy::GroupCommit,
+            ..kvengine::raft_log::RaftLogOptions::new(dir.path().join("raft"))
+        },
+        &[(1, Vec::new(), split.clone()), (2, split, Vec::new())],
+        raftstore::RaftConfig::default(),
+    )?;
     let tso = Arc::new(Tso::open(dir.path().join("tso"))?);
-    let storage = Arc::new(Storage::new(engine.clone(), tso)?);
+    let storage = Arc::new(Storage::new(engine.clone(), tso, raft)?);
     let client = TxnClient::new(storage);
 
     // Load: c1 = i, c2 = i % 1000, c3 = i % 7; 700 rows per transaction (some span both

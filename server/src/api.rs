@@ -40,6 +40,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(paths::STATUS, get(status))
         .route(paths::METRICS, get(node::http::metrics_handler))
         .route(paths::TSO, post(tso))
+        .route(paths::RAFT_BATCH, post(raft_batch))
         .route(paths::REGIONS, get(regions))
         .route(paths::SPLIT, post(split))
         .route(paths::RAW_LOAD, post(raw_load))
@@ -122,6 +123,18 @@ async fn tso(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         },
     };
     Ok(proto_response(&resp))
+}
+
+/// `POST /raft/batch`: Raft messages from another server, handed to the store loop. Decoded
+/// with prost (`wire::raft`); the store loop converts each to raft-rs's types and refuses what
+/// no peer may send.
+async fn raft_batch(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let batch: wire::raft::RaftBatch = decode_proto(&body)?;
+    let router = st.node.storage.router();
+    for m in batch.messages {
+        router.deliver(m);
+    }
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
 
 fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {

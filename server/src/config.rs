@@ -41,6 +41,8 @@
 //! compaction-threads = 1
 //!
 //! [dfs]                                # see kvengine::dfs_section
+//!
+//! [raft]                               # see raftstore::config
 //! ```
 
 use std::collections::BTreeMap;
@@ -48,6 +50,7 @@ use std::path::PathBuf;
 
 use kvengine::{DfsConfig, DfsSection};
 use node::config::{ConfigError, parse_escaped_key};
+pub use raftstore::config::{PeerConfig, RaftConfig};
 use serde::{Deserialize, Serialize};
 use types::{ReadableDuration, ReadableSize, Zone};
 
@@ -57,6 +60,9 @@ pub struct ServerConfig {
     pub server: ServerSection,
     pub kvengine: KvEngineSection,
     pub dfs: DfsSection,
+    /// Replication: every region is a Raft group over the servers in `peers` (none: this
+    /// server alone, every region a one-voter group).
+    pub raft: RaftConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -387,7 +393,26 @@ impl ServerConfig {
         }
         self.initial_ranges()?;
         self.dfs_config()?;
+        self.raft.validate()?;
+        if !self.raft.peers.is_empty() {
+            if self.server.node_id == 0 {
+                return Err(ConfigError::invalid(
+                    "server.node-id",
+                    "expected the id this server has in raft.peers (1 or more), found 0",
+                ));
+            }
+            self.raft.check_member(self.store_id())?;
+        }
         Ok(())
+    }
+
+    /// This server's Raft store id: its `node-id` when it has peers, 1 when it is alone.
+    pub fn store_id(&self) -> u64 {
+        if self.raft.peers.is_empty() {
+            raftstore::STANDALONE_STORE_ID
+        } else {
+            u64::from(self.server.node_id)
+        }
     }
 
     /// The object store to open: `[dfs]`.

@@ -200,6 +200,16 @@ impl Coprocessor {
                 info.ver,
             )));
         }
+        // Only a serving leader reads: a follower (or a new leader that has not applied its
+        // own term's first entry) may miss acknowledged writes.
+        if let Err(e) = self.storage.check_leader(ctx.region_id) {
+            return Err(Box::new(region_error(
+                RegionErrorKind::NotLeader,
+                ctx.region_id,
+                info.ver,
+                e.to_string(),
+            )));
+        }
         let ranges: Vec<(&[u8], &[u8])> = req
             .ranges
             .iter()

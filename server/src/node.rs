@@ -5,8 +5,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kvengine::{Engine, EngineOptions, SyncPolicy};
+use kvengine::raft_log::{RaftLog, RaftLogOptions};
+use kvengine::{Engine, EngineOptions, LogMode, SyncPolicy};
 use node::HttpClient;
+use raftstore::{
+    HttpTransport, HttpTransportOptions, InitialRegion, NoPeers, RaftStore, Transport,
+};
 
 use crate::config::{ServerConfig, WalSync};
 use crate::coprocessor::Coprocessor;
@@ -38,6 +42,8 @@ pub enum NodeError {
     CpuSampler(#[source] std::io::Error),
     #[error("cannot split region {region_id}: {detail}")]
     Split { region_id: u64, detail: String },
+    #[error("replication failed to start")]
+    Raft(#[from] raftstore::StartError),
 }
 
 pub struct Node {
@@ -70,19 +76,27 @@ impl Node {
             source,
         })?;
         let mut opts = EngineOptions::new(s.data_dir.join("engine"));
+        // The Raft log is the write-ahead log: the engine applies committed entries at their
+        // index and opens no WAL of its own.
+        opts.log_mode = LogMode::External;
         opts.memtable_size = kv.memtable_size.bytes() as usize;
         opts.block_size = kv.block_size.bytes() as usize;
         opts.block_cache_size = kv.block_cache_size.bytes();
-        opts.wal_sync = match kv.wal_sync {
+        let sync = match kv.wal_sync {
             WalSync::EveryBatch => SyncPolicy::EveryBatch,
             WalSync::GroupCommit => SyncPolicy::GroupCommit,
             WalSync::Off => SyncPolicy::Off,
         };
+        opts.wal_sync = sync;
         opts.flush_threads = kv.flush_threads;
         opts.compaction_threads = kv.compaction_threads;
         opts.node_id = s.node_id;
         let dfs = config.dfs_config()?.open()?;
         let engine = Engine::open(opts, dfs)?;
+        let log = Arc::new(RaftLog::open(RaftLogOptions {
+            sync,
+            ..RaftLogOptions::new(s.data_dir.join("raft"))
+        })?);
 
         let client = HttpClient::new(kv.remote_coprocessor_max_response_size.bytes() as usize);
         let (tso, timestamps): (Option<Arc<Tso>>, Arc<dyn TimestampSource>) = if s.tso {
@@ -91,17 +105,75 @@ impl Node {
         } else {
             (
                 None,
-                Arc::new(RemoteTso::new(&s.tso_addr, client.clone(), runtime)),
+                Arc::new(RemoteTso::new(&s.tso_addr, client.clone(), runtime.clone())),
             )
         };
-        if engine.shard_ids().is_empty() {
-            for (start, end) in config.initial_ranges()? {
-                let id = timestamps.get_ts()?;
-                engine.create_shard(id, &start, &end)?;
-                tracing::info!(id, ?start, ?end, "created initial region");
+        let store_id = config.store_id();
+        if log.regions().is_empty() {
+            // A first start (or one that died between creating the shards and writing their
+            // logs: a shard with the range of a configured region is that region, and only an
+            // untouched one can be adopted).
+            let voters = config.raft.voters(store_id);
+            let alone = config.raft.peers.is_empty();
+            let mut existing = Vec::new();
+            for id in engine.shard_ids() {
+                let info = engine.shard_info(id)?;
+                if info.data_sequence > 0 || info.write_sequence > 0 {
+                    return Err(NodeError::Raft(raftstore::StartError::Inconsistent {
+                        region_id: id,
+                    }));
+                }
+                existing.push((info.start.to_vec(), info.end.to_vec(), id));
             }
+            let mut regions = Vec::new();
+            for (i, (start, end)) in config.initial_ranges()?.into_iter().enumerate() {
+                let made = existing
+                    .iter()
+                    .find(|(s, e, _)| *s == start && *e == end)
+                    .map(|(_, _, id)| *id);
+                // Alone, ids come from the TSO: unique across servers that each own their
+                // ranges. Replicated, every replica must derive the same id on its own: the
+                // range's position.
+                let id = match made {
+                    Some(id) => id,
+                    None if alone => timestamps.get_ts()?,
+                    None => i as u64 + 1,
+                };
+                tracing::info!(id, ?start, ?end, ?voters, "created initial region");
+                regions.push(InitialRegion {
+                    id,
+                    start,
+                    end,
+                    voters: voters.clone(),
+                });
+            }
+            RaftStore::bootstrap(&engine, &log, &regions)?;
         }
-        let storage = Arc::new(Storage::new(engine, timestamps.clone())?);
+        let transport: Arc<dyn Transport> = if config.raft.peers.is_empty() {
+            Arc::new(NoPeers)
+        } else {
+            Arc::new(HttpTransport::start(
+                &runtime,
+                config.raft.peers.iter().map(|p| (p.id, p.addr.clone())),
+                HttpTransportOptions::new(store_id, &config.raft),
+            ))
+        };
+        let raft = RaftStore::start(
+            store_id,
+            config.raft.clone(),
+            engine.clone(),
+            log,
+            transport,
+        )?;
+        // Alone, every region elects this server at once (after replaying its log); replicated,
+        // the regions elect once a quorum of servers is up and this one answers /raft/batch,
+        // which it does only after this returns: nothing to wait for here.
+        if config.raft.peers.is_empty() {
+            raft.wait_for_leaders(&engine.shard_ids(), std::time::Duration::from_secs(60))?;
+        }
+        let mut storage = Storage::new(engine, timestamps.clone(), raft)?;
+        storage.set_propose_timeout(config.raft.propose_timeout.duration());
+        let storage = Arc::new(storage);
         let workers = config.offload_workers();
         let dispatcher = (!workers.is_empty()).then(|| {
             RemoteDagDispatcher::new(
@@ -159,8 +231,11 @@ impl Node {
         self.storage.engine()
     }
 
-    /// Splits `region_id` at `key` into two regions with fresh ids (TSO timestamps, unique
-    /// across the cluster). Blocking.
+    /// Splits `region_id` at `key`: the left part keeps the id, the right part gets a fresh
+    /// one (a TSO timestamp, unique across the cluster). The region is flushed first (a split
+    /// is decided at apply, on every replica alike, and only over empty memtables); a write
+    /// that lands between the flush and the split entry makes it rejected, and it is tried
+    /// again. Blocking. Returns `(left, right)`.
     pub fn split(
         &self,
         region_id: u64,
@@ -168,13 +243,51 @@ impl Node {
         trigger: SplitTrigger,
     ) -> Result<(u64, u64), NodeError> {
         let _one_at_a_time = self.split_lock.lock();
-        let left = self.timestamps.get_ts()?;
+        // Writes to the region are refused while it splits, so the flush below leaves its
+        // memtables empty for the split entry (a write proposed just before may still land:
+        // the split is then rejected and tried again).
+        let _no_writes = self.storage.start_split(region_id);
         let right = self.timestamps.get_ts()?;
-        self.engine().split(region_id, key, left, right)?;
-        self.storage.refresh_shards()?;
-        metrics::SPLITS.with_label_values(&[trigger.as_str()]).inc();
-        tracing::info!(region_id, left, right, ?key, %trigger, "split region");
-        Ok((left, right))
+        let timeout = self.config.raft.propose_timeout.duration();
+        // A region just made by a split elects its leader right after: give it that moment,
+        // then only its leader splits it.
+        let _ = self.storage.raft().wait_for_leaders(&[region_id], timeout);
+        self.storage
+            .check_leader(region_id)
+            .map_err(|e| NodeError::Split {
+                region_id,
+                detail: e.to_string(),
+            })?;
+        let mut last_reason = String::new();
+        for _attempt in 0..5 {
+            self.engine().flush_shard(region_id)?;
+            let ver = self.engine().shard_info(region_id)?.ver;
+            let applied = self
+                .storage
+                .router()
+                .split(region_id, ver, key, right, timeout)
+                .map_err(|e| NodeError::Split {
+                    region_id,
+                    detail: e.to_string(),
+                })?;
+            self.storage.refresh_shards()?;
+            match applied.outcome {
+                Some(kvengine::ApplyOutcome::Split { .. }) => {
+                    // The right child's group elects here at once when this server leads the
+                    // parent; answer once it serves, so the caller can use both halves.
+                    let _ = self.storage.raft().wait_for_leaders(&[right], timeout);
+                    metrics::SPLITS.with_label_values(&[trigger.as_str()]).inc();
+                    tracing::info!(region_id, right, ?key, %trigger, "split region");
+                    return Ok((region_id, right));
+                }
+                Some(kvengine::ApplyOutcome::Rejected { reason }) => last_reason = reason,
+                other => last_reason = format!("unexpected outcome {other:?}"),
+            }
+        }
+        Err(NodeError::Split {
+            region_id,
+            detail: format!("rejected five times, last: {last_reason}"),
+        })
     }
 
     /// Approximate bytes of a region: its memtables plus its SST blocks.
@@ -242,9 +355,22 @@ impl Node {
         Ok(splits)
     }
 
-    /// Flushes every memtable and stops the engine's background threads.
+    /// Flushes the memtables of the regions this server leads (through their logs, so the
+    /// Raft store is still running), stops the Raft store, then the engine's threads.
     pub fn close(&self) -> Result<(), NodeError> {
-        self.engine().close(true)?;
+        let mut flushed = Ok(());
+        for (id, status) in self.storage.router().regions() {
+            if status.is_leader {
+                flushed = self.engine().flush_shard(id);
+                if flushed.is_err() {
+                    break;
+                }
+            }
+        }
+        // The store stops before the engine closes, so no entry is applied to a closed engine.
+        self.storage.raft().stop();
+        self.engine().close(false)?;
+        flushed?;
         Ok(())
     }
 }

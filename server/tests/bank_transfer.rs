@@ -295,9 +295,8 @@ fn concurrent_transfers_conserve_the_total_in_every_snapshot() {
 /// The engine settings of the child (`stratus-bank-txn`), for the reopen.
 fn child_engine_options(dir: &std::path::Path) -> EngineOptions {
     let mut opts = EngineOptions::new(dir.join("engine"));
-    opts.wal_sync = SyncPolicy::EveryBatch;
+    opts.log_mode = kvengine::LogMode::External;
     opts.memtable_size = 64 * 1024;
-    opts.wal_segment_size = 64 * 1024;
     opts.block_cache_size = 8 * 1024 * 1024;
     opts
 }
@@ -444,7 +443,18 @@ fn sigkill_during_transfers_loses_nothing_and_leaves_no_partial_transaction() {
         )
         .unwrap_or_else(|e| panic!("round {round}: reopen failed: {e}"));
         let tso = Arc::new(Tso::open(dir.path().join("tso")).unwrap());
-        let storage = Arc::new(Storage::new(engine, tso).unwrap());
+        // Its regions are all in its Raft log: nothing to create, the store replays the log.
+        let raft = raftstore::start_standalone(
+            engine.clone(),
+            kvengine::raft_log::RaftLogOptions {
+                sync: SyncPolicy::EveryBatch,
+                ..kvengine::raft_log::RaftLogOptions::new(dir.path().join("raft"))
+            },
+            &[],
+            raftstore::RaftConfig::default(),
+        )
+        .unwrap_or_else(|e| panic!("round {round}: raft store restart failed: {e}"));
+        let storage = Arc::new(Storage::new(engine, tso, raft).unwrap());
         let client = TxnClient::with_options(
             storage,
             ClientOptions {

@@ -229,7 +229,7 @@ fn key_outside_every_shard_is_a_typed_error() {
         "{err:?}"
     );
     // A shard created later is found.
-    c.engine().create_shard(2, b"m", b"").unwrap();
+    c.create_region(2, b"m", b"");
     prewrite(&c.storage, vec![Mutation::put("z", "1")], 10).unwrap();
 }
 
@@ -320,7 +320,9 @@ fn commit_over_an_existing_record_at_commit_ts_is_detected() {
         commit_ts: 20,
     };
     b.put(ColumnFamily::Write, b"k", 20, &meta.encode(), b"other");
-    s.engine().write(1, &b).unwrap();
+    s.router()
+        .write(1, None, &b, std::time::Duration::from_secs(10))
+        .unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         s.commit(&keys(&[b"k"]), 10, 20)
     }));

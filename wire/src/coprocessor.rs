@@ -91,6 +91,9 @@ pub enum RegionErrorKind {
     EpochNotMatch = 2,
     KeyNotInRegion = 3,
     ServerBusy = 4,
+    /// This server's replica of the region is not its serving leader (or is a leader that has
+    /// not applied an entry of its term yet): ask the leader, or again shortly.
+    NotLeader = 5,
 }
 
 /// A transaction lock the request ran into (mirrors kvengine's `LockInfo`).

@@ -48,6 +48,7 @@ pub mod offload;
 pub mod paging;
 pub mod placement;
 pub mod raft;
+pub mod raft_cmd;
 pub mod region;
 pub mod txn;
 

@@ -35,7 +35,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use kvengine::{Engine, EngineOptions, LocalDfs, SyncPolicy};
+use kvengine::raft_log::RaftLogOptions;
+use kvengine::{Engine, EngineOptions, LocalDfs, LogMode, SyncPolicy};
+use raftstore::RaftConfig;
 use server::tso::Tso;
 use server::txn::{
     ClientOptions, CommitStage, KvEntry, Mode, Storage, Transaction, TxnClient, TxnError,
@@ -115,13 +117,22 @@ fn say(line: String) {
 
 fn engine_options(dir: &Path) -> EngineOptions {
     let mut opts = EngineOptions::new(dir.join("engine"));
-    // Every printed commit must survive the kill.
-    opts.wal_sync = SyncPolicy::EveryBatch;
-    // Small memtables and segments: kills land around flushes and WAL segment rolls too.
+    // Writes go through the Raft log, as on a server.
+    opts.log_mode = LogMode::External;
+    // Small memtables: kills land around freezes and flushes too.
     opts.memtable_size = 64 * 1024;
-    opts.wal_segment_size = 64 * 1024;
     opts.block_cache_size = 8 * 1024 * 1024;
     opts
+}
+
+/// The Raft log of the child: every printed commit must survive the kill; small segments, so
+/// kills land around segment rolls too.
+fn raft_log_options(dir: &Path) -> RaftLogOptions {
+    RaftLogOptions {
+        sync: SyncPolicy::EveryBatch,
+        segment_size: 64 * 1024,
+        ..RaftLogOptions::new(dir.join("raft"))
+    }
 }
 
 /// The three shards: `(id, start, end)`.
@@ -359,19 +370,19 @@ fn main() {
     let dfs = LocalDfs::open(dir.join("dfs")).unwrap_or_else(|e| fail(format!("open dfs: {e}")));
     let engine = Engine::open(engine_options(&dir), Arc::new(dfs))
         .unwrap_or_else(|e| fail(format!("open engine: {e}")));
+    // A kill may have come between two shard creations: `start_standalone` creates whichever
+    // is missing.
     let shards = shard_layout(accounts);
-    // A kill may have come between two shard creations: create whichever is missing.
-    let existing = engine.shard_ids();
-    for (id, start, end) in &shards {
-        if !existing.contains(id) {
-            engine
-                .create_shard(*id, start, end)
-                .unwrap_or_else(|e| fail(format!("create shard {id}: {e}")));
-        }
-    }
+    let raft = raftstore::start_standalone(
+        engine.clone(),
+        raft_log_options(&dir),
+        &shards,
+        RaftConfig::default(),
+    )
+    .unwrap_or_else(|e| fail(format!("start the raft store: {e}")));
     let tso = Tso::open(dir.join("tso")).unwrap_or_else(|e| fail(format!("open tso: {e}")));
     let storage = Arc::new(
-        Storage::new(engine.clone(), Arc::new(tso))
+        Storage::new(engine.clone(), Arc::new(tso), raft)
             .unwrap_or_else(|e| fail(format!("storage: {e}"))),
     );
     let client = TxnClient::with_options(

@@ -67,6 +67,6 @@ impl Storage {
                 },
             }
         }
-        batches.write(&self.engine)
+        batches.write(self)
     }
 }

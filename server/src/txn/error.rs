@@ -90,6 +90,11 @@ pub enum TxnError {
     Tso(#[from] TsoError),
     #[error("engine failed")]
     Engine(#[source] kvengine::Error),
+    /// The region's Raft group did not take the write here: not the leader, a stale epoch, a
+    /// leader change that dropped the entry, a timeout (the outcome is unknown), or a stopped
+    /// store.
+    #[error("replication: {0}")]
+    Raft(#[from] raftstore::RaftStoreError),
 }
 
 impl From<kvengine::Error> for TxnError {
@@ -139,6 +144,17 @@ impl TxnError {
             }
             TxnError::LockWaitTimeout { .. } => TxnErrorKind::Busy,
             TxnError::Tso(_) => TxnErrorKind::Io,
+            TxnError::Raft(e) => match e {
+                // Routing: ask elsewhere or again shortly.
+                raftstore::RaftStoreError::NotLeader { .. }
+                | raftstore::RaftStoreError::StaleCommand { .. } => TxnErrorKind::Busy,
+                raftstore::RaftStoreError::EpochNotMatch { .. }
+                | raftstore::RaftStoreError::RegionNotFound { .. }
+                | raftstore::RaftStoreError::InvalidCommand { .. } => TxnErrorKind::Invalid,
+                raftstore::RaftStoreError::Timeout { .. }
+                | raftstore::RaftStoreError::Apply { .. }
+                | raftstore::RaftStoreError::Stopped { .. } => TxnErrorKind::Io,
+            },
             TxnError::Engine(e) => match e.kind() {
                 kvengine::ErrorKind::Corruption => TxnErrorKind::Corruption,
                 kvengine::ErrorKind::Busy => TxnErrorKind::Busy,

@@ -28,5 +28,5 @@ pub use coordinator::{
 pub use error::{Result, TxnError, TxnErrorKind};
 pub use prewrite::{Mutation, MutationOp, PrewriteRequest, PrewriteResponse};
 pub use reads::KvEntry;
-pub use storage::{PrewriteHook, PrewriteHookPoint, Storage};
+pub use storage::{PrewriteHook, PrewriteHookPoint, SplitGuard, Storage};
 pub use txn_status::{SecondaryLocksStatus, TxnStatus, lock_expired};

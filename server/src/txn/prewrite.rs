@@ -222,7 +222,7 @@ impl Storage {
             };
             batch.put_lock(&m.key, &lock.encode());
         }
-        batches.write(&self.engine)?;
+        batches.write(self)?;
         // The locks (or records) are in the engine: readers find them there from now on.
         drop(guard);
         Ok(PrewriteResponse {

@@ -59,7 +59,7 @@ impl Storage {
                 }
             }
         }
-        batches.write(&self.engine)
+        batches.write(self)
     }
 
     /// Commits (`commit_ts > 0`) or rolls back (`commit_ts == 0`) the locks of transaction
@@ -113,7 +113,7 @@ impl Storage {
             }
             resolved += 1;
         }
-        batches.write(&self.engine)?;
+        batches.write(self)?;
         Ok(resolved)
     }
 

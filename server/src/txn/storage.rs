@@ -1,16 +1,22 @@
 //! `Storage`: what every transaction command runs against on one server: the engine (with key
-//! → shard routing), the concurrency manager, the latches and the TSO.
+//! → shard routing), the Raft store its writes go through, the concurrency manager, the
+//! latches and the TSO.
 //!
 //! A command takes the latches of its keys, then a snapshot of every shard it touches (so its
 //! checks see every write made before it got the latches), checks, builds one write batch per
-//! shard, writes them, and releases the latches. The commands themselves live in the sibling
+//! shard, proposes them to the shards' Raft groups and waits until each is committed and
+//! applied here, and releases the latches. Only a serving leader takes snapshots for a command
+//! (`snapshots`): a follower answers `NotLeader`. The commands themselves live in the sibling
 //! modules (`prewrite`, `commit`, `rollback`, `txn_status`, `reads`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use arc_swap::ArcSwapOption;
 use kvengine::{Engine, SnapAccess, WriteBatch};
+use raftstore::{RaftStore, RaftStoreError, Router};
 
 use super::error::{Result, TxnError};
 use super::shard_map::{ShardMap, ShardRange};
@@ -34,6 +40,14 @@ pub type PrewriteHook = Box<dyn Fn(&PrewriteHookPoint) + Send + Sync>;
 
 pub struct Storage {
     pub(crate) engine: Engine,
+    /// Every write goes through it; stopped when the storage is dropped.
+    raft: RaftStore,
+    /// How long a write waits for its entry before it checks that this replica still leads
+    /// in the term it proposed in (it keeps waiting while it does).
+    propose_timeout: Duration,
+    /// Regions being split: their writes are refused (`ShardBusy`) until the split entry
+    /// applied, so the flush before it leaves empty memtables (`Node::split`).
+    splitting: parking_lot::Mutex<std::collections::BTreeSet<u64>>,
     shards: ShardMap,
     pub(crate) cm: Arc<ConcurrencyManager>,
     pub(crate) latches: Latches,
@@ -80,26 +94,107 @@ impl Batches {
         self.0.entry(shard).or_default()
     }
 
-    /// Writes every non-empty batch. Batches of different shards are not atomic together: if
-    /// one fails, the earlier ones stay (prewrite locks and rollback records are safe to
-    /// leave; commit records left by a failed commit are what a retry or resolver would write).
-    pub(crate) fn write(self, engine: &Engine) -> Result<()> {
-        for (shard, batch) in self.0 {
-            if !batch.is_empty() {
-                engine.write(shard, &batch)?;
+    /// Proposes every non-empty batch to its shard's Raft group, all first, then waits for
+    /// each to be committed and applied here: one round trip for many shards, not one each.
+    /// Batches of different shards are not atomic together: if one fails, the others may stay
+    /// (prewrite locks and rollback records are safe to leave; commit records left by a failed
+    /// commit are what a retry or resolver would write).
+    ///
+    /// **Why the wait has no deadline while this replica leads.** The caller holds latches
+    /// and memory locks; releasing them while the entry may still apply here would let another
+    /// command (a resolver's rollback, a reader at a later ts) act on a state the late entry
+    /// then changes. So a write waits for its answer (applied, stale or stopped) as long as
+    /// this replica leads in the term it proposed in; once it stepped down (or stopped), no
+    /// command here can act on its state (reads and writes need a serving leader), and the
+    /// outcome is reported unknown.
+    pub(crate) fn write(self, storage: &Storage) -> Result<()> {
+        let router = storage.raft.router();
+        let mut waiting = Vec::new();
+        {
+            let splitting = storage.splitting.lock();
+            if let Some(shard) = self.0.keys().find(|s| splitting.contains(s)) {
+                return Err(TxnError::Engine(kvengine::Error::ShardBusy {
+                    shard_id: *shard,
+                    reason: "splitting",
+                }));
             }
         }
-        Ok(())
+        for (shard, batch) in self.0 {
+            if batch.is_empty() {
+                continue;
+            }
+            let term = router.status(shard).map_or(0, |s| s.term);
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            router.propose(
+                shard,
+                None,
+                wire::raft_cmd::Cmd::Write(batch.encode()),
+                Box::new(move |r| {
+                    let _ = tx.send(r);
+                }),
+            );
+            waiting.push((shard, term, rx));
+        }
+        let mut first_error = None;
+        for (shard, term, rx) in waiting {
+            if let Err(e) = wait_for_apply(router, shard, term, &rx, storage.propose_timeout) {
+                first_error.get_or_insert(TxnError::Raft(e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Waits for a proposal's answer while this replica still leads `shard` in `term` (see
+/// [`Batches::write`]).
+fn wait_for_apply(
+    router: &Router,
+    shard: u64,
+    term: u64,
+    rx: &std::sync::mpsc::Receiver<std::result::Result<raftstore::Applied, RaftStoreError>>,
+    check_every: Duration,
+) -> std::result::Result<(), RaftStoreError> {
+    let started = std::time::Instant::now();
+    loop {
+        match rx.recv_timeout(check_every) {
+            Ok(r) => return r.map(|_| ()),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let leads = router
+                    .status(shard)
+                    .is_some_and(|s| s.is_leader && s.term == term);
+                if !leads || router.stopped().is_some() {
+                    return Err(RaftStoreError::Timeout {
+                        region_id: shard,
+                        timeout_ms: started.elapsed().as_millis() as u64,
+                    });
+                }
+                tracing::warn!(
+                    region_id = shard,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "a write is still waiting for its raft entry"
+                );
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(RaftStoreError::Stopped {
+                    store_id: router.store_id(),
+                    reason: router.stopped().unwrap_or_default(),
+                });
+            }
+        }
     }
 }
 
 impl Storage {
-    /// Storage over every shard `engine` has now (and later ones, found on demand).
-    pub fn new(engine: Engine, tso: Arc<dyn TimestampSource>) -> Result<Storage> {
+    /// Storage over every shard `engine` has now (and later ones, found on demand), writing
+    /// through `raft`, the Raft store over the same engine.
+    pub fn new(engine: Engine, tso: Arc<dyn TimestampSource>, raft: RaftStore) -> Result<Storage> {
         let shards = ShardMap::default();
         shards.refresh(&engine)?;
         Ok(Storage {
             engine,
+            raft,
+            propose_timeout: Duration::from_secs(10),
+            splitting: parking_lot::Mutex::new(std::collections::BTreeSet::new()),
             shards,
             cm: ConcurrencyManager::new(),
             latches: Latches::default(),
@@ -110,6 +205,39 @@ impl Storage {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Proposals and region status of the Raft store.
+    pub fn router(&self) -> &Router {
+        self.raft.router()
+    }
+
+    /// The Raft store (to stop it after the engine's last flush went through it).
+    pub fn raft(&self) -> &RaftStore {
+        &self.raft
+    }
+
+    /// How long a write waits for its entry (`[raft] propose-timeout`).
+    pub fn set_propose_timeout(&mut self, timeout: Duration) {
+        self.propose_timeout = timeout;
+    }
+
+    /// `Ok` when this server's replica of `region_id` is a serving leader: it has applied an
+    /// entry of its own term, so its data holds every write acknowledged by earlier leaders.
+    pub fn check_leader(&self, region_id: u64) -> std::result::Result<(), RaftStoreError> {
+        let router = self.raft.router();
+        match router.status(region_id) {
+            Some(s) if s.serving => Ok(()),
+            Some(s) => Err(RaftStoreError::NotLeader {
+                region_id,
+                store_id: router.store_id(),
+                leader: s.leader.filter(|l| *l != router.store_id()),
+            }),
+            None => Err(RaftStoreError::RegionNotFound {
+                region_id,
+                store_id: router.store_id(),
+            }),
+        }
     }
 
     pub fn tso(&self) -> &Arc<dyn TimestampSource> {
@@ -165,6 +293,14 @@ impl Storage {
                 if by_shard.contains_key(&id) {
                     continue;
                 }
+                if let Err(e) = self.check_leader(id) {
+                    if matches!(e, RaftStoreError::RegionNotFound { .. }) && !refreshed {
+                        refreshed = true;
+                        self.refresh_shards()?;
+                        continue 'retry;
+                    }
+                    return Err(TxnError::Raft(e));
+                }
                 match self.engine.snapshot(id) {
                     Ok(s) => {
                         by_shard.insert(id, s);
@@ -177,6 +313,23 @@ impl Storage {
                     Err(e) => return Err(e.into()),
                 }
             }
+            // The left child of a split keeps the parent's id: a key routed by a map made
+            // before the split may now belong to the right child. Look again once.
+            let moved = keys.iter().zip(&shard_of_key).any(|(k, id)| {
+                let s = &by_shard[id];
+                let k = k.as_ref();
+                k < s.start() || (!s.end().is_empty() && k >= s.end())
+            });
+            if moved {
+                if refreshed {
+                    return Err(TxnError::InvalidRequest {
+                        what: "a key's region changed twice while the command ran; retry".into(),
+                    });
+                }
+                refreshed = true;
+                self.refresh_shards()?;
+                continue 'retry;
+            }
             return Ok(Snapshots {
                 by_shard,
                 shard_of_key,
@@ -186,7 +339,29 @@ impl Storage {
 
     /// A snapshot of shard `id`.
     pub(crate) fn snapshot(&self, id: u64) -> Result<SnapAccess> {
+        self.check_leader(id)?;
         Ok(self.engine.snapshot(id)?)
+    }
+
+    /// Marks `region_id` as splitting (writes to it are refused) until the guard drops.
+    pub fn start_split(&self, region_id: u64) -> SplitGuard<'_> {
+        self.splitting.lock().insert(region_id);
+        SplitGuard {
+            storage: self,
+            region_id,
+        }
+    }
+}
+
+/// Refuses writes to a region while it splits (see [`Storage::start_split`]).
+pub struct SplitGuard<'a> {
+    storage: &'a Storage,
+    region_id: u64,
+}
+
+impl Drop for SplitGuard<'_> {
+    fn drop(&mut self) {
+        self.storage.splitting.lock().remove(&self.region_id);
     }
 }
 

@@ -79,7 +79,7 @@ impl Storage {
             let batch = batches.get(snaps.shard(0));
             batch.delete_lock(primary);
             put_rollback(batch, snap, primary, lock_ts, false)?;
-            batches.write(&self.engine)?;
+            batches.write(self)?;
             return Ok(TxnStatus::RolledBack);
         }
         match find_txn_record(snap, primary, lock_ts)? {
@@ -95,7 +95,7 @@ impl Storage {
                     lock_ts,
                     lock.is_some(),
                 )?;
-                batches.write(&self.engine)?;
+                batches.write(self)?;
                 Ok(TxnStatus::LockNotExistRolledBack)
             }
             TxnRecord::Missing => Ok(TxnStatus::LockNotExist),
@@ -151,7 +151,7 @@ impl Storage {
                     other_lock,
                 )?;
             }
-            batches.write(&self.engine)?;
+            batches.write(self)?;
         }
         Ok(SecondaryLocksStatus {
             all_locked,

@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use kvengine::{Engine, EngineOptions, LocalDfs, SyncPolicy};
+use kvengine::raft_log::RaftLogOptions;
+use kvengine::{Engine, EngineOptions, LocalDfs, LogMode, SyncPolicy};
+use raftstore::{InitialRegion, RaftConfig, STANDALONE_STORE_ID};
 use server::tso::{Clock, ManualClock, Tso, TsoOptions};
 use server::txn::{ClientOptions, Storage, TxnClient};
 
@@ -26,6 +28,27 @@ impl Cluster {
         self.storage.tso().get_ts().unwrap()
     }
 
+    /// Creates an empty region at run time (a one-voter group, like the others) and waits
+    /// until this server leads it.
+    pub fn create_region(&self, id: u64, start: &[u8], end: &[u8]) {
+        self.storage
+            .router()
+            .create_region(
+                InitialRegion {
+                    id,
+                    start: start.to_vec(),
+                    end: end.to_vec(),
+                    voters: vec![STANDALONE_STORE_ID],
+                },
+                std::time::Duration::from_secs(10),
+            )
+            .unwrap();
+        self.storage
+            .raft()
+            .wait_for_leaders(&[id], std::time::Duration::from_secs(10))
+            .unwrap();
+    }
+
     /// Moves the manual clock forward.
     pub fn advance_ms(&self, ms: u64) {
         self.clock.as_ref().expect("manual clock").advance(ms);
@@ -34,8 +57,8 @@ impl Cluster {
 
 pub fn engine_options(dir: &std::path::Path) -> EngineOptions {
     let mut opts = EngineOptions::new(dir.join("engine"));
-    // Durability is not what these tests are about.
-    opts.wal_sync = SyncPolicy::Off;
+    // Writes go through a (one-voter) Raft log, as on a server.
+    opts.log_mode = LogMode::External;
     opts.memtable_size = 256 * 1024;
     opts.block_cache_size = 8 * 1024 * 1024;
     opts.compaction_threads = 0;
@@ -58,9 +81,21 @@ pub fn cluster_with(
         Arc::new(LocalDfs::open(dir.path().join("dfs")).unwrap()),
     )
     .unwrap();
-    for &(id, start, end) in shards {
-        engine.create_shard(id, start, end).unwrap();
-    }
+    let regions: Vec<(u64, Vec<u8>, Vec<u8>)> = shards
+        .iter()
+        .map(|&(id, start, end)| (id, start.to_vec(), end.to_vec()))
+        .collect();
+    // Durability is not what these tests are about.
+    let raft = raftstore::start_standalone(
+        engine.clone(),
+        RaftLogOptions {
+            sync: SyncPolicy::Off,
+            ..RaftLogOptions::new(dir.path().join("raft"))
+        },
+        &regions,
+        RaftConfig::default(),
+    )
+    .unwrap();
     let clock = manual_clock.then(|| Arc::new(ManualClock::new(1_700_000_000_000)));
     let clock_dyn: Arc<dyn Clock> = match &clock {
         Some(c) => c.clone(),
@@ -68,7 +103,7 @@ pub fn cluster_with(
     };
     let tso =
         Arc::new(Tso::open_with(dir.path().join("tso"), clock_dyn, TsoOptions::default()).unwrap());
-    let storage = Arc::new(Storage::new(engine, tso).unwrap());
+    let storage = Arc::new(Storage::new(engine, tso, raft).unwrap());
     let client = TxnClient::with_options(storage.clone(), client_opts);
     Cluster {
         dir,

@@ -1,0 +1,66 @@
+//! What the Raft store answers when a command cannot be carried out.
+
+/// Why a proposal or a region lookup failed. The first three are what a client retries on (a
+/// routing error with a hint, or a command that a leader change dropped).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RaftStoreError {
+    #[error("region {region_id} is not led by this server (store {store_id}); leader={leader:?}")]
+    NotLeader {
+        region_id: u64,
+        store_id: u64,
+        /// The leader's store id when this replica knows it.
+        leader: Option<u64>,
+    },
+    #[error("region {region_id} epoch changed: expected ver={expected}, found ver={found}")]
+    EpochNotMatch {
+        region_id: u64,
+        expected: u64,
+        found: u64,
+    },
+    #[error(
+        "the command to region {region_id} at index {index} was dropped by a leader change (proposed in term {term}, the entry there has term {found_term})"
+    )]
+    StaleCommand {
+        region_id: u64,
+        index: u64,
+        term: u64,
+        found_term: u64,
+    },
+    #[error("region {region_id} has no replica on store {store_id}")]
+    RegionNotFound { region_id: u64, store_id: u64 },
+    #[error(
+        "no answer from region {region_id} within {timeout_ms} ms; the command may still apply"
+    )]
+    Timeout { region_id: u64, timeout_ms: u64 },
+    #[error("the command to region {region_id} failed at apply: {detail}")]
+    Apply { region_id: u64, detail: String },
+    #[error("invalid command to region {region_id}: {detail}")]
+    InvalidCommand { region_id: u64, detail: String },
+    #[error("the raft store of store {store_id} stopped: {reason}")]
+    Stopped { store_id: u64, reason: String },
+}
+
+/// Why the store could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("raft log failed")]
+    Log(#[source] kvengine::Error),
+    #[error("engine failed")]
+    Engine(#[source] kvengine::Error),
+    #[error("raft rejected the configuration of region {region_id}: {detail}")]
+    Raft { region_id: u64, detail: String },
+    #[error("region {region_id} is in the raft log but not in the engine (or the other way round)")]
+    Inconsistent { region_id: u64 },
+    #[error(
+        "region {region_id}: the engine applied up to index {applied} but the raft log ends at {last_index}; the log lost entries (a crash with wal-sync = \"off\"?) and new writes would be skipped"
+    )]
+    LogBehindEngine {
+        region_id: u64,
+        applied: u64,
+        last_index: u64,
+    },
+    #[error("region {region_id} has no leader: {detail}")]
+    NoLeader { region_id: u64, detail: String },
+    #[error("cannot start the raft thread")]
+    Thread(#[source] std::io::Error),
+}

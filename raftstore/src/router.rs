@@ -1,0 +1,211 @@
+//! `Router`: how the rest of the server talks to the store loop: proposals, inbound Raft
+//! messages, leader transfers, and the published state of every region.
+//!
+//! The store loop owns every `Peer`; nothing else touches raft-rs. Callers send a message to
+//! its mailbox and (for proposals) get a callback when the entry applied. What the loop knows
+//! about each region (leader, term, applied index, whether it serves) is published after every
+//! round in a map the router reads without a round trip.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use kvengine::WriteBatch;
+use parking_lot::{Mutex, RwLock};
+use wire::raft_cmd::{Cmd, SplitCmd};
+
+use crate::apply::Applied;
+use crate::error::RaftStoreError;
+
+/// Answers a proposal, on the store thread: keep it short (send on a channel).
+pub type Callback = Box<dyn FnOnce(Result<Applied, RaftStoreError>) + Send>;
+
+pub(crate) enum StoreMsg {
+    Raft(Box<wire::raft::RaftMessage>),
+    Propose {
+        region_id: u64,
+        /// The epoch the proposer routed with; `None` = the region's current one.
+        region_ver: Option<u64>,
+        cmd: Cmd,
+        cb: Callback,
+    },
+    TransferLeader {
+        region_id: u64,
+        to: u64,
+    },
+    Campaign {
+        region_id: u64,
+    },
+    CreateRegion {
+        region: crate::store::InitialRegion,
+        cb: Callback,
+    },
+}
+
+/// One region as this server's replica sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RegionStatus {
+    /// The leader's store id, when known.
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub is_leader: bool,
+    /// A leader that has applied an entry of its own term: what it reads includes every write
+    /// acknowledged by earlier leaders.
+    pub serving: bool,
+    /// The applied index (the region's `write_sequence`).
+    pub applied: u64,
+}
+
+/// A cheap handle to the store loop (clone it freely).
+#[derive(Clone)]
+pub struct Router {
+    pub(crate) store_id: u64,
+    pub(crate) tx: mpsc::Sender<StoreMsg>,
+    pub(crate) status: Arc<RwLock<HashMap<u64, RegionStatus>>>,
+    /// Why the loop stopped, once it has.
+    pub(crate) stopped: Arc<Mutex<Option<String>>>,
+}
+
+impl Router {
+    pub fn store_id(&self) -> u64 {
+        self.store_id
+    }
+
+    /// Hands a Raft message from another server to the loop (the transport's inbound side).
+    pub fn deliver(&self, msg: wire::raft::RaftMessage) {
+        // A stopped loop drops messages, as a dead server would.
+        let _ = self.tx.send(StoreMsg::Raft(Box::new(msg)));
+    }
+
+    /// Proposes `cmd` to `region_id`; `cb` is answered when its entry applied here, or with
+    /// the reason it will not be.
+    pub fn propose(&self, region_id: u64, region_ver: Option<u64>, cmd: Cmd, cb: Callback) {
+        let msg = StoreMsg::Propose {
+            region_id,
+            region_ver,
+            cmd,
+            cb,
+        };
+        if let Err(mpsc::SendError(StoreMsg::Propose { cb, .. })) = self.tx.send(msg) {
+            cb(Err(self.stopped_error()));
+        }
+    }
+
+    /// Proposes and waits for the entry to apply on this server, at most `timeout`.
+    pub fn propose_and_wait(
+        &self,
+        region_id: u64,
+        region_ver: Option<u64>,
+        cmd: Cmd,
+        timeout: Duration,
+    ) -> Result<Applied, RaftStoreError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.propose(
+            region_id,
+            region_ver,
+            cmd,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
+                region_id,
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.stopped_error()),
+        }
+    }
+
+    /// Writes `batch` to `region_id` through its log: returns once a quorum holds it and this
+    /// (leader) replica applied it.
+    pub fn write(
+        &self,
+        region_id: u64,
+        region_ver: Option<u64>,
+        batch: &WriteBatch,
+        timeout: Duration,
+    ) -> Result<Applied, RaftStoreError> {
+        self.propose_and_wait(region_id, region_ver, Cmd::Write(batch.encode()), timeout)
+    }
+
+    /// Splits `region_id` (at epoch `region_ver`) at `key`: the left part keeps the id, the
+    /// right one becomes `right_id`. The split is rejected (the outcome says why) while the
+    /// region holds unflushed writes: flush it first.
+    pub fn split(
+        &self,
+        region_id: u64,
+        region_ver: u64,
+        key: &[u8],
+        right_id: u64,
+        timeout: Duration,
+    ) -> Result<Applied, RaftStoreError> {
+        let cmd = Cmd::Split(SplitCmd {
+            key: key.to_vec(),
+            right_id,
+        });
+        self.propose_and_wait(region_id, Some(region_ver), cmd, timeout)
+    }
+
+    /// Asks the leader of `region_id` (if this server) to hand leadership to store `to`.
+    pub fn transfer_leader(&self, region_id: u64, to: u64) {
+        let _ = self.tx.send(StoreMsg::TransferLeader { region_id, to });
+    }
+
+    /// Creates a new, empty region on this server (its replicas on the other voters are
+    /// created by their own servers the same way). Blocking.
+    pub fn create_region(
+        &self,
+        region: crate::store::InitialRegion,
+        timeout: Duration,
+    ) -> Result<(), RaftStoreError> {
+        let region_id = region.id;
+        let (tx, rx) = mpsc::sync_channel(1);
+        let cb: Callback = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        if let Err(mpsc::SendError(StoreMsg::CreateRegion { cb, .. })) =
+            self.tx.send(StoreMsg::CreateRegion { region, cb })
+        {
+            cb(Err(self.stopped_error()));
+        }
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r.map(|_| ()),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
+                region_id,
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.stopped_error()),
+        }
+    }
+
+    /// Starts an election for `region_id` on this server now.
+    pub fn campaign(&self, region_id: u64) {
+        let _ = self.tx.send(StoreMsg::Campaign { region_id });
+    }
+
+    pub fn status(&self, region_id: u64) -> Option<RegionStatus> {
+        self.status.read().get(&region_id).copied()
+    }
+
+    /// Every region this server has a replica of, in id order.
+    pub fn regions(&self) -> Vec<(u64, RegionStatus)> {
+        let mut v: Vec<_> = self.status.read().iter().map(|(k, s)| (*k, *s)).collect();
+        v.sort_unstable_by_key(|(k, _)| *k);
+        v
+    }
+
+    /// Why the loop stopped, if it has.
+    pub fn stopped(&self) -> Option<String> {
+        self.stopped.lock().clone()
+    }
+
+    fn stopped_error(&self) -> RaftStoreError {
+        RaftStoreError::Stopped {
+            store_id: self.store_id,
+            reason: self.stopped().unwrap_or_else(|| "stopped".into()),
+        }
+    }
+}

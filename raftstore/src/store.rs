@@ -1,0 +1,739 @@
+//! The store loop: one thread drives the Raft groups of every region on this server.
+//!
+//! Each round (TiKV's `RaftPoller`, reduced to one thread):
+//!
+//! 1. drain the mailbox: inbound messages are stepped, proposals appended, admin requests run;
+//! 2. on the tick clock, tick every peer;
+//! 3. collect the `Ready` of every peer that has one: send what a leader may send before its
+//!    own append, apply the entries committed earlier, and gather every region's new entries
+//!    and hard state into **one** `LogBatch`;
+//! 4. write that batch with one `RaftLog::write` (one write(2) and one fdatasync for all
+//!    regions), then send the messages that had to wait for it, advance every peer and apply
+//!    what the advance committed (a single replica commits on its own append);
+//! 5. publish each region's status for the router.
+//!
+//! Apply runs on this thread too: a write is a memtable insert, and a ChangeSet only opens the
+//! tables it names (the flush threads wrote them). If applying an entry keeps failing for a
+//! reason outside the entry (the object store), the store stops rather than skip it: a replica
+//! that skipped an entry would serve different data at the same index.
+//!
+//! **Commit index on disk.** A commit index learned from a light ready is written with the next
+//! batch, not at once (an extra fdatasync per round). After a crash the persisted commit may
+//! be below what was applied and flushed; `start` clamps raft-rs's applied index to it, and the
+//! engine skips the re-delivered entries it already holds (`index <= write_sequence`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kvengine::Engine;
+use kvengine::raft_log::{HardState, LogBatch, RaftLog};
+use parking_lot::{Mutex, RwLock};
+use prost::Message as _;
+use raft::RawNode;
+use raft::eraftpb;
+use wire::raft_cmd::RaftCmd;
+
+use crate::apply::{Effect, apply_entry};
+use crate::config::RaftConfig;
+use crate::convert;
+use crate::error::{RaftStoreError, StartError};
+use crate::log_convert::{conf_state_from_pb, entry_from_pb, hard_state_from_pb};
+use crate::peer::Peer;
+use crate::peer_storage::PeerStorage;
+use crate::router::{RegionStatus, Router, StoreMsg};
+use crate::sink::RaftSink;
+use crate::transport::Transport;
+
+/// A region to create when the server starts for the first time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitialRegion {
+    pub id: u64,
+    pub start: Vec<u8>,
+    pub end: Vec<u8>,
+    /// Store ids of its replicas.
+    pub voters: Vec<u64>,
+}
+
+/// The running store: its router and its thread.
+pub struct RaftStore {
+    router: Router,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl RaftStore {
+    /// Creates each of `regions` the log does not hold yet: an empty shard in the engine
+    /// (unless a bootstrap interrupted by a crash already made it) and the initial log state.
+    /// Every replica of a region writes the same initial state (an empty log, term 0, the
+    /// voters), so whichever wins the first election leads a group all replicas agree on. The
+    /// engine goes first: a crash between the two leaves a shard the next bootstrap adopts.
+    /// Returns how many regions it created.
+    pub fn bootstrap(
+        engine: &Engine,
+        log: &RaftLog,
+        regions: &[InitialRegion],
+    ) -> Result<usize, StartError> {
+        let in_log = log.regions();
+        let in_engine = engine.shard_ids();
+        let mut batch = LogBatch::default();
+        let mut created = 0;
+        for r in regions {
+            if in_log.contains(&r.id) {
+                continue;
+            }
+            if !in_engine.contains(&r.id) {
+                engine
+                    .create_shard(r.id, &r.start, &r.end)
+                    .map_err(StartError::Engine)?;
+            }
+            batch.set_conf_state(
+                r.id,
+                kvengine::raft_log::ConfState {
+                    voters: r.voters.clone(),
+                    ..Default::default()
+                },
+            );
+            batch.set_hard_state(r.id, HardState::default());
+            created += 1;
+        }
+        if !batch.is_empty() {
+            log.write(&batch).map_err(StartError::Log)?;
+        }
+        Ok(created)
+    }
+
+    /// Starts the loop over every region found in `log` (bootstrap first on a new server).
+    pub fn start(
+        store_id: u64,
+        config: RaftConfig,
+        engine: Engine,
+        log: Arc<RaftLog>,
+        transport: Arc<dyn Transport>,
+    ) -> Result<RaftStore, StartError> {
+        let (tx, rx) = mpsc::channel();
+        let router = Router {
+            store_id,
+            tx,
+            status: Arc::new(RwLock::new(HashMap::new())),
+            stopped: Arc::new(Mutex::new(None)),
+        };
+        let propose_timeout = config.propose_timeout.duration();
+        let mut store = Store {
+            store_id,
+            config,
+            engine: engine.clone(),
+            log: log.clone(),
+            transport,
+            peers: BTreeMap::new(),
+            rx,
+            router: router.clone(),
+            deferred: LogBatch::default(),
+            logger: crate::logger::logger(),
+        };
+        let mut engine_ids = engine.shard_ids();
+        let mut log_ids = log.regions();
+        engine_ids.sort_unstable();
+        log_ids.sort_unstable();
+        // A region in the log only is the right child of a split whose log was written but
+        // whose engine record was not (a crash between the two, `apply::ChildLog`): the split
+        // entry is applied again and makes it again.
+        let mut orphans = LogBatch::default();
+        log_ids.retain(|id| {
+            let known = engine_ids.binary_search(id).is_ok();
+            if !known {
+                tracing::warn!(
+                    region_id = id,
+                    "dropping the raft log of a split child the engine never recorded"
+                );
+                orphans.remove_region(*id);
+            }
+            known
+        });
+        if !orphans.is_empty() {
+            log.write(&orphans).map_err(StartError::Log)?;
+        }
+        if let Some(id) = engine_ids
+            .iter()
+            .find(|id| log_ids.binary_search(id).is_err())
+        {
+            return Err(StartError::Inconsistent { region_id: *id });
+        }
+        for id in log_ids {
+            let write_sequence = engine
+                .shard_info(id)
+                .map_err(StartError::Engine)?
+                .write_sequence;
+            let last_index = log.state(id).map_or(0, |s| s.last_index);
+            if write_sequence > last_index {
+                // The engine flushed entries the log no longer has (its tail was lost: no
+                // fsync and a machine crash). New entries would take indexes the engine
+                // already counts as applied and be skipped: refuse rather than lose them.
+                return Err(StartError::LogBehindEngine {
+                    region_id: id,
+                    applied: write_sequence,
+                    last_index,
+                });
+            }
+            let commit = log.state(id).map_or(0, |s| s.hard_state.commit);
+            store.add_peer(id, write_sequence.min(commit))?;
+            store.campaign_if_first(id);
+        }
+        engine.set_change_set_sink(Arc::new(RaftSink::new(router.clone(), propose_timeout)));
+        store.publish();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("stratus-raft-{store_id}"))
+            .spawn(move || store.run(&stop2))
+            .map_err(StartError::Thread)?;
+        Ok(RaftStore {
+            router,
+            stop,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// Stops the loop and waits for it. Waiting proposals fail with `Stopped`. Idempotent.
+    pub fn stop(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let thread = self.thread.lock().take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+
+    /// Waits until every region in `regions` has a serving leader somewhere this server knows
+    /// of (on this server for a one-voter group), at most `timeout`.
+    pub fn wait_for_leaders(&self, regions: &[u64], timeout: Duration) -> Result<(), StartError> {
+        let deadline = Instant::now() + timeout;
+        for &id in regions {
+            loop {
+                match self.router.status(id) {
+                    Some(s) if s.serving || (s.leader.is_some() && !s.is_leader) => break,
+                    _ => {}
+                }
+                if let Some(reason) = self.router.stopped() {
+                    return Err(StartError::NoLeader {
+                        region_id: id,
+                        detail: reason,
+                    });
+                }
+                if Instant::now() >= deadline {
+                    return Err(StartError::NoLeader {
+                        region_id: id,
+                        detail: format!("no leader after {} ms", timeout.as_millis()),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RaftStore {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct Store {
+    store_id: u64,
+    config: RaftConfig,
+    engine: Engine,
+    log: Arc<RaftLog>,
+    transport: Arc<dyn Transport>,
+    peers: BTreeMap<u64, Peer>,
+    rx: mpsc::Receiver<StoreMsg>,
+    router: Router,
+    /// Records made outside a ready (commit indexes from light readies, log truncations), written
+    /// with the next batch.
+    deferred: LogBatch,
+    logger: slog::Logger,
+}
+
+/// The log side of a split (`apply::ChildLog`): the right child's initial state, written
+/// before the engine records the split.
+struct SplitChildLog<'a> {
+    log: &'a RaftLog,
+    /// The parent's voters: the child starts on the same servers.
+    conf: kvengine::raft_log::ConfState,
+}
+
+impl crate::apply::ChildLog for SplitChildLog<'_> {
+    fn prepare(&mut self, right_id: u64, index: u64, term: u64) -> Result<(), String> {
+        let mut batch = LogBatch::default();
+        batch.truncate(right_id, index, term);
+        batch.set_conf_state(right_id, self.conf.clone());
+        batch.set_hard_state(
+            right_id,
+            HardState {
+                term,
+                vote: 0,
+                commit: index,
+            },
+        );
+        self.log
+            .write(&batch)
+            .map_err(|e| format!("raft log write of split child {right_id} failed: {e}"))
+    }
+
+    fn abandon(&mut self, right_id: u64) -> Result<(), String> {
+        let mut batch = LogBatch::default();
+        batch.remove_region(right_id);
+        self.log
+            .write(&batch)
+            .map_err(|e| format!("raft log write removing split child {right_id} failed: {e}"))
+    }
+}
+
+/// How often (in ticks) leaders look for log to truncate.
+const LOG_GC_TICKS: u64 = 10;
+/// Entries a truncation drops at least (fewer are not worth a proposal).
+const LOG_GC_ENTRIES: u64 = 64;
+
+/// Mailbox messages handled per round at most, so ticks and readies are never starved.
+const MAX_MESSAGES_PER_ROUND: usize = 4096;
+
+impl Store {
+    fn add_peer(&mut self, region_id: u64, applied: u64) -> Result<(), StartError> {
+        let cfg = self.config.to_raft_config(self.store_id, applied);
+        let raft_err = |e: raft::Error| StartError::Raft {
+            region_id,
+            detail: e.to_string(),
+        };
+        cfg.validate().map_err(raft_err)?;
+        let storage = PeerStorage::new(region_id, self.log.clone());
+        let raw = RawNode::new(&cfg, storage, &self.logger).map_err(raft_err)?;
+        self.peers.insert(region_id, Peer::new(region_id, raw));
+        Ok(())
+    }
+
+    /// Starts an election at once instead of after an election timeout when this store is
+    /// the region's only voter (it can only win), or the first voter of a group that never
+    /// had a leader (the others wait their timeout, so the first election is not split).
+    fn campaign_if_first(&mut self, region_id: u64) {
+        let store_id = self.store_id;
+        let Some(p) = self.peers.get_mut(&region_id) else {
+            return;
+        };
+        let voters: Vec<u64> = p.raw.raft.prs().conf().voters().ids().iter().collect();
+        let first = voters.iter().min() == Some(&store_id);
+        let alone = voters == [store_id];
+        if (alone || (first && p.raw.raft.term == 0))
+            && let Err(e) = p.raw.campaign()
+        {
+            tracing::warn!(region_id, error = %e, "first campaign failed");
+        }
+    }
+
+    /// Creates a region here at run time: an empty shard in the engine, the initial log state
+    /// (as `RaftStore::bootstrap` writes it) and its peer.
+    fn create_region(&mut self, region: &InitialRegion) -> Result<(), RaftStoreError> {
+        let failed = |detail: String| RaftStoreError::Apply {
+            region_id: region.id,
+            detail,
+        };
+        if self.peers.contains_key(&region.id) {
+            return Err(failed("the region exists".into()));
+        }
+        self.engine
+            .create_shard(region.id, &region.start, &region.end)
+            .map_err(|e| failed(e.to_string()))?;
+        let mut batch = LogBatch::default();
+        batch.set_conf_state(
+            region.id,
+            kvengine::raft_log::ConfState {
+                voters: region.voters.clone(),
+                ..Default::default()
+            },
+        );
+        batch.set_hard_state(region.id, HardState::default());
+        self.log.write(&batch).map_err(|e| failed(e.to_string()))?;
+        self.add_peer(region.id, 0)
+            .map_err(|e| failed(e.to_string()))?;
+        self.campaign_if_first(region.id);
+        Ok(())
+    }
+
+    fn run(mut self, stop: &std::sync::atomic::AtomicBool) {
+        let tick = self.config.tick_interval();
+        let mut next_tick = Instant::now() + tick;
+        let mut ticks: u64 = 0;
+        let reason = loop {
+            if stop.load(std::sync::atomic::Ordering::Acquire) {
+                break "the store was stopped".to_string();
+            }
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait.min(Duration::from_millis(50))) {
+                Ok(msg) => {
+                    self.handle(msg);
+                    let more: Vec<StoreMsg> =
+                        self.rx.try_iter().take(MAX_MESSAGES_PER_ROUND).collect();
+                    for msg in more {
+                        self.handle(msg);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break "the router is gone".into(),
+            }
+            if Instant::now() >= next_tick {
+                for p in self.peers.values_mut() {
+                    p.raw.tick();
+                }
+                next_tick = Instant::now() + tick;
+                ticks += 1;
+                if ticks.is_multiple_of(LOG_GC_TICKS) {
+                    self.compact_logs();
+                }
+            }
+            if let Err(reason) = self.on_ready() {
+                break reason;
+            }
+            self.publish();
+        };
+        tracing::info!(store_id = self.store_id, %reason, "raft store stopped");
+        *self.router.stopped.lock() = Some(reason.clone());
+        // Nothing here leads or serves any more.
+        self.router.status.write().clear();
+        let err = RaftStoreError::Stopped {
+            store_id: self.store_id,
+            reason,
+        };
+        for (id, p) in self.peers.iter_mut() {
+            p.fail_pending(&err);
+            // The engine's leader-only jobs stop: their proposals could not go anywhere.
+            self.engine.set_leader(*id, false);
+        }
+        for msg in self.rx.try_iter() {
+            if let StoreMsg::Propose { cb, .. } = msg {
+                cb(Err(err.clone()));
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: StoreMsg) {
+        match msg {
+            StoreMsg::Raft(m) => self.step(*m),
+            StoreMsg::Propose {
+                region_id,
+                region_ver,
+                cmd,
+                cb,
+            } => {
+                let store_id = self.store_id;
+                let Some(peer) = self.peers.get_mut(&region_id) else {
+                    cb(Err(RaftStoreError::RegionNotFound {
+                        region_id,
+                        store_id,
+                    }));
+                    return;
+                };
+                let ver = match region_ver {
+                    Some(v) => v,
+                    None => match self.engine.shard_info(region_id) {
+                        Ok(info) => info.ver,
+                        Err(e) => {
+                            cb(Err(RaftStoreError::Apply {
+                                region_id,
+                                detail: e.to_string(),
+                            }));
+                            return;
+                        }
+                    },
+                };
+                let data = RaftCmd::new(ver, cmd).encode_to_vec();
+                let limit = self.config.max_entry_size.bytes();
+                if data.len() as u64 > limit {
+                    cb(Err(RaftStoreError::InvalidCommand {
+                        region_id,
+                        detail: format!(
+                            "entry too large: expected at most raft.max-entry-size={limit} bytes, found {}",
+                            data.len()
+                        ),
+                    }));
+                    return;
+                }
+                peer.propose(store_id, data, cb);
+            }
+            StoreMsg::TransferLeader { region_id, to } => {
+                if let Some(p) = self.peers.get_mut(&region_id) {
+                    p.raw.transfer_leader(to);
+                }
+            }
+            StoreMsg::CreateRegion { region, cb } => {
+                let r = self.create_region(&region);
+                cb(r.map(|()| crate::apply::Applied {
+                    index: 0,
+                    outcome: None,
+                }));
+            }
+            StoreMsg::Campaign { region_id } => {
+                if let Some(p) = self.peers.get_mut(&region_id)
+                    && let Err(e) = p.raw.campaign()
+                {
+                    tracing::debug!(region_id, error = %e, "campaign failed");
+                }
+            }
+        }
+    }
+
+    /// Steps an inbound message into its region's peer. A message for a region this server
+    /// has no replica of (a split not applied here yet) is dropped: the sender retries.
+    fn step(&mut self, mut m: wire::raft::RaftMessage) {
+        let region_id = m.region_id;
+        let Some(peer) = self.peers.get_mut(&region_id) else {
+            tracing::debug!(
+                region_id,
+                from = m.from_store,
+                "message for an unknown region dropped"
+            );
+            return;
+        };
+        match convert::take_message(&mut m) {
+            Ok(msg) if msg.get_msg_type() == eraftpb::MessageType::MsgSnapshot => {
+                // Raft snapshots are not installed by this version (the log is never
+                // truncated below what a live replica needs): refuse it rather than stop.
+                tracing::warn!(region_id, from = m.from_store, "raft snapshot dropped");
+            }
+            Ok(msg) => {
+                if let Err(e) = peer.raw.step(msg) {
+                    tracing::debug!(region_id, error = %e, "raft step failed");
+                }
+            }
+            Err(e) => tracing::warn!(region_id, error = %e, "undecodable raft message dropped"),
+        }
+    }
+
+    /// One ready round over every peer (module docs, steps 3 and 4).
+    fn on_ready(&mut self) -> Result<(), String> {
+        let mut batch = std::mem::take(&mut self.deferred);
+        let mut readies = Vec::new();
+        let ids: Vec<u64> = self.peers.keys().copied().collect();
+        for id in &ids {
+            let Some(peer) = self.peers.get_mut(id) else {
+                continue;
+            };
+            if !peer.raw.has_ready() {
+                continue;
+            }
+            let mut rd = peer.raw.ready();
+            if let Some(ss) = rd.ss() {
+                let leader = ss.raft_state == raft::StateRole::Leader;
+                peer.on_role_changed();
+                self.engine.set_leader(*id, leader);
+                tracing::info!(region_id = id, store_id = self.store_id, role = ?ss.raft_state, leader_id = ss.leader_id, term = peer.term(), "raft role changed");
+            }
+            let msgs = rd.take_messages();
+            self.send(*id, msgs);
+            if !rd.snapshot().is_empty() {
+                return Err(format!(
+                    "region {id} received a raft snapshot, which this version cannot install"
+                ));
+            }
+            let committed = rd.take_committed_entries();
+            self.apply(*id, committed)?;
+            let Some(peer) = self.peers.get_mut(id) else {
+                continue;
+            };
+            if !rd.entries().is_empty() {
+                batch.append(*id, rd.entries().iter().map(entry_from_pb).collect());
+            }
+            if let Some(hs) = rd.hs() {
+                batch.set_hard_state(*id, hard_state_from_pb(hs));
+            }
+            let _ = peer;
+            readies.push((*id, rd));
+        }
+        if !batch.is_empty() {
+            self.log
+                .write(&batch)
+                .map_err(|e| format!("raft log write failed: {e}"))?;
+        }
+        for (id, mut rd) in readies {
+            let msgs = rd.take_persisted_messages();
+            self.send(id, msgs);
+            let Some(peer) = self.peers.get_mut(&id) else {
+                continue;
+            };
+            let mut light = peer.raw.advance(rd);
+            if let Some(commit) = light.commit_index() {
+                let mut hs = peer.raw.raft.hard_state();
+                hs.commit = commit;
+                self.deferred.set_hard_state(id, hard_state_from_pb(&hs));
+            }
+            let msgs = light.take_messages();
+            self.send(id, msgs);
+            let committed = light.take_committed_entries();
+            self.apply(id, committed)?;
+            if let Some(peer) = self.peers.get_mut(&id) {
+                peer.raw.advance_apply();
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, region_id: u64, entries: Vec<eraftpb::Entry>) -> Result<(), String> {
+        for entry in entries {
+            let conf = self
+                .peers
+                .get(&region_id)
+                .map(|p| conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state()));
+            let mut child_log = SplitChildLog {
+                log: &self.log,
+                conf: conf.unwrap_or_default(),
+            };
+            let (result, effect) = apply_entry(&self.engine, region_id, &entry, &mut child_log)
+                .map_err(|e| {
+                    format!(
+                        "cannot apply entry {} of region {region_id} on this replica: {}",
+                        entry.index, e.0
+                    )
+                })?;
+            if let Some(peer) = self.peers.get_mut(&region_id) {
+                peer.on_applied(entry.index, entry.term, result);
+            }
+            match effect {
+                Effect::None => {}
+                Effect::CompactLog { index, .. } => self.compact_log(region_id, index, entry.index),
+                Effect::SplitRight { right_id } => {
+                    self.start_split_child(region_id, right_id, entry.index, entry.term)?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Log GC: the leader of a one-voter group proposes `CompactLog` at its `data_sequence`
+    /// once that is `LOG_GC_ENTRIES` past the truncated point (every replica, i.e. itself, has
+    /// flushed that far), then sealed segments nothing needs are deleted. A group with more
+    /// voters needs every replica's `data_sequence`, which no heartbeat carries yet: its log is
+    /// kept whole.
+    fn compact_logs(&mut self) {
+        let store_id = self.store_id;
+        for (id, p) in self.peers.iter_mut() {
+            if !p.is_leader() {
+                continue;
+            }
+            let alone = p
+                .raw
+                .raft
+                .prs()
+                .conf()
+                .voters()
+                .ids()
+                .iter()
+                .all(|v| v == store_id);
+            if !alone {
+                continue;
+            }
+            let flushed = self.engine.shard_info(*id).map_or(0, |i| i.data_sequence);
+            let truncated = self.log.state(*id).map_or(0, |s| s.truncated_index);
+            if flushed < truncated + LOG_GC_ENTRIES {
+                continue;
+            }
+            let cmd = wire::raft_cmd::Cmd::CompactLog(wire::raft_cmd::CompactLog {
+                index: flushed,
+                term: 0,
+            });
+            let data = RaftCmd::new(0, cmd).encode_to_vec();
+            p.propose(store_id, data, Box::new(|_| {}));
+        }
+        match self.log.purge() {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(segments = n, "raft log segments purged"),
+            Err(e) => tracing::warn!(error = %e, "raft log purge failed"),
+        }
+    }
+
+    /// Drops log entries up to `to`, but never above what this replica has flushed: entries
+    /// above its `data_sequence` are its only durable copy of memtable rows. `at` is the
+    /// CompactLog entry's own index, which bounds `to` (a larger one is malformed).
+    fn compact_log(&mut self, region_id: u64, to: u64, at: u64) {
+        let flushed = self
+            .engine
+            .shard_info(region_id)
+            .map_or(0, |i| i.data_sequence);
+        let to = to.min(flushed).min(at.saturating_sub(1));
+        match self.log.term(region_id, to) {
+            Ok(term) if to > 0 => self.deferred.truncate(region_id, to, term),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(region_id, to, error = %e, "log compaction skipped"),
+        }
+    }
+
+    /// A split at `(index, term)` of `parent` created `right_id` in the engine (its log was
+    /// written just before, `SplitChildLog`): its group starts here with the parent's voters
+    /// and (if this server leads the parent) an election right away, so the child has a
+    /// leader without waiting out an election timeout.
+    fn start_split_child(
+        &mut self,
+        parent: u64,
+        right_id: u64,
+        index: u64,
+        _term: u64,
+    ) -> Result<(), String> {
+        let Some(p) = self.peers.get(&parent) else {
+            return Ok(());
+        };
+        let lead = p.is_leader();
+        self.add_peer(right_id, index)
+            .map_err(|e| format!("cannot start split child {right_id}: {e}"))?;
+        if lead && let Some(child) = self.peers.get_mut(&right_id) {
+            let _ = child.raw.campaign();
+        }
+        tracing::info!(parent, right_id, index, "split child group started");
+        Ok(())
+    }
+
+    fn send(&self, region_id: u64, msgs: Vec<eraftpb::Message>) {
+        if msgs.is_empty() {
+            return;
+        }
+        let ver = self
+            .engine
+            .shard_info(region_id)
+            .map(|i| i.ver)
+            .unwrap_or(0);
+        let out = msgs
+            .into_iter()
+            .map(|m| wire::raft::RaftMessage {
+                region_id,
+                from_store: self.store_id,
+                region_ver: ver,
+                to_store: m.to,
+                message: Some(convert::message_to_wire(m)),
+                ..Default::default()
+            })
+            .collect();
+        self.transport.send(out);
+    }
+
+    fn publish(&self) {
+        // The Raft log is this server's write-ahead log: its counters are the WAL's.
+        let stats = self.log.stats();
+        kvengine::metrics::WAL_BYTES.set(stats.bytes_written as i64);
+        kvengine::metrics::WAL_FSYNCS.set(stats.fsyncs as i64);
+        let mut status = self.router.status.write();
+        status.clear();
+        for (id, p) in &self.peers {
+            status.insert(
+                *id,
+                RegionStatus {
+                    leader: p.leader(),
+                    term: p.term(),
+                    is_leader: p.is_leader(),
+                    serving: p.is_leader() && p.applied_own_term,
+                    applied: p.raw.raft.raft_log.applied,
+                },
+            );
+        }
+    }
+}

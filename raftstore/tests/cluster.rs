@@ -1,0 +1,427 @@
+//! Three Raft stores in one process, over real engines (external log mode), real Raft logs on
+//! disk (fdatasync'd) and one shared object store directory, connected by an in-process
+//! transport that can cut links. What it proves: a region replicated on three stores elects a
+//! leader, acknowledges a write only once a quorum holds it, applies the same entries to every
+//! replica (same data version and scans at the same applied index), keeps working when one
+//! store dies, and a restarted store catches up from its own log.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kvengine::raft_log::{RaftLog, RaftLogOptions};
+use kvengine::{
+    ColumnFamily, Dfs, DfsOp, Engine, EngineOptions, FaultDfs, LocalDfs, LogMode, SyncPolicy,
+    WriteBatch,
+};
+use raftstore::{ChannelNetwork, InitialRegion, RaftConfig, RaftStore, RaftStoreError, Router};
+
+const REGION: u64 = 1;
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+struct Node {
+    engine: Engine,
+    store: RaftStore,
+    /// This store's view of the shared object store, counting its calls.
+    dfs: Arc<FaultDfs<LocalDfs>>,
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    net: Arc<ChannelNetwork>,
+    nodes: HashMap<u64, Node>,
+}
+
+fn config() -> RaftConfig {
+    RaftConfig {
+        tick_interval: types::ReadableDuration::millis(20),
+        propose_timeout: types::ReadableDuration::secs(10),
+        ..RaftConfig::default()
+    }
+}
+
+impl Cluster {
+    fn new(stores: u64) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Cluster {
+            dir,
+            net: ChannelNetwork::new(),
+            nodes: HashMap::new(),
+        };
+        for id in 1..=stores {
+            c.start(id);
+        }
+        c
+    }
+
+    fn store_dir(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("store-{id}"))
+    }
+
+    fn start(&mut self, id: u64) {
+        let dir = self.store_dir(id);
+        let dfs = Arc::new(FaultDfs::new(
+            LocalDfs::open(self.dir.path().join("dfs")).unwrap(),
+        ));
+        let (engine, log) = open_store(&dir, id, dfs.clone());
+        let voters: Vec<u64> = (1..=3).collect();
+        RaftStore::bootstrap(
+            &engine,
+            &log,
+            &[InitialRegion {
+                id: REGION,
+                start: Vec::new(),
+                end: Vec::new(),
+                voters,
+            }],
+        )
+        .unwrap();
+        let inbox = self.net.register(id);
+        let transport = Arc::new(self.net.transport(id));
+        let store = RaftStore::start(id, config(), engine.clone(), log, transport).unwrap();
+        let router = store.router().clone();
+        // The network's inbox of this store feeds its loop until the store is unregistered.
+        std::thread::spawn(move || {
+            for batch in inbox {
+                for m in batch.messages {
+                    router.deliver(m);
+                }
+            }
+        });
+        self.nodes.insert(id, Node { engine, store, dfs });
+    }
+
+    /// Stops store `id` as a crash would leave it: no flush, its directories kept.
+    fn kill(&mut self, id: u64) {
+        self.net.unregister(id);
+        let node = self.nodes.remove(&id).unwrap();
+        node.store.stop();
+        node.engine.close(false).unwrap();
+    }
+
+    fn router(&self, id: u64) -> &Router {
+        self.nodes[&id].store.router()
+    }
+
+    fn wait_leader(&self, region: u64) -> u64 {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            for (id, n) in &self.nodes {
+                if n.store.router().status(region).is_some_and(|s| s.serving) {
+                    return *id;
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader for region {region}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Writes `key = value` at `version` through the current leader, retrying on routing errors.
+    fn put(&self, key: &[u8], version: u64, value: &[u8]) -> u64 {
+        let mut batch = WriteBatch::new();
+        batch.put(ColumnFamily::Write, key, version, b"", value);
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let leader = self.wait_leader(REGION);
+            match self.router(leader).write(REGION, None, &batch, TIMEOUT) {
+                Ok(applied) => return applied.index,
+                Err(
+                    e @ (RaftStoreError::NotLeader { .. } | RaftStoreError::StaleCommand { .. }),
+                ) => {
+                    assert!(Instant::now() < deadline, "write kept failing: {e}");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("write failed: {e}"),
+            }
+        }
+    }
+
+    /// Waits until every live replica applied `index`, then checks they agree.
+    fn wait_applied_everywhere(&self, index: u64) {
+        let deadline = Instant::now() + TIMEOUT;
+        for (id, n) in &self.nodes {
+            while n.engine.shard_info(REGION).unwrap().write_sequence < index {
+                assert!(
+                    Instant::now() < deadline,
+                    "store {id} never applied {index}"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+fn open_store(dir: &Path, id: u64, dfs: Arc<dyn Dfs>) -> (Engine, Arc<RaftLog>) {
+    let mut opts = EngineOptions::new(dir.join("engine"));
+    opts.log_mode = LogMode::External;
+    opts.node_id = id as u16;
+    opts.memtable_size = 16 * 1024;
+    let engine = Engine::open(opts, dfs).unwrap();
+    let log = RaftLog::open(RaftLogOptions {
+        dir: dir.join("raft"),
+        segment_size: 1 << 20,
+        sync: SyncPolicy::EveryBatch,
+    })
+    .unwrap();
+    (engine, Arc::new(log))
+}
+
+/// Every WRITE-CF version of the region on a replica at its applied index, with that index and
+/// the data version.
+/// `(key, version, value)`.
+type Row = (Vec<u8>, u64, Vec<u8>);
+
+fn dump(engine: &Engine) -> (u64, u64, Vec<Row>) {
+    let snap = engine.snapshot(REGION).unwrap();
+    let mut rows = Vec::new();
+    let mut it = snap
+        .iter(ColumnFamily::Write, b"", b"", u64::MAX, false)
+        .unwrap();
+    while it.valid() {
+        rows.push((it.key().to_vec(), it.version(), it.value().to_vec()));
+        it.next().unwrap();
+    }
+    (snap.write_sequence(), snap.snap_version(), rows)
+}
+
+fn assert_replicas_agree(c: &Cluster) {
+    let dumps: Vec<_> = c
+        .nodes
+        .iter()
+        .map(|(id, n)| (*id, dump(&n.engine)))
+        .collect();
+    let (first_id, first) = &dumps[0];
+    for (id, d) in &dumps[1..] {
+        assert_eq!(
+            d, first,
+            "store {id} and store {first_id} differ at applied index {} / {}",
+            d.0, first.0
+        );
+    }
+}
+
+#[test]
+fn a_write_is_applied_on_every_replica_with_the_same_data_version() {
+    let c = Cluster::new(3);
+    let mut last = 0;
+    for i in 0..50u64 {
+        last = c.put(
+            format!("k{i:03}").as_bytes(),
+            10 + i,
+            format!("v{i}").as_bytes(),
+        );
+    }
+    c.wait_applied_everywhere(last);
+    assert_replicas_agree(&c);
+    let (_, _, rows) = dump(&c.nodes[&1].engine);
+    assert_eq!(rows.len(), 50);
+}
+
+#[test]
+fn writes_go_on_after_the_leader_dies_and_the_restarted_store_catches_up() {
+    let mut c = Cluster::new(3);
+    for i in 0..20u64 {
+        c.put(format!("a{i:03}").as_bytes(), 10 + i, b"before");
+    }
+    let old_leader = c.wait_leader(REGION);
+    c.kill(old_leader);
+    let started = Instant::now();
+    let mut last = 0;
+    for i in 0..20u64 {
+        last = c.put(format!("b{i:03}").as_bytes(), 100 + i, b"after");
+    }
+    assert_ne!(c.wait_leader(REGION), old_leader);
+    eprintln!(
+        "writes resumed {:?} after the leader died",
+        started.elapsed()
+    );
+    c.start(old_leader);
+    c.wait_applied_everywhere(last);
+    assert_replicas_agree(&c);
+    let (_, _, rows) = dump(&c.nodes[&old_leader].engine);
+    assert_eq!(
+        rows.len(),
+        40,
+        "the restarted store holds every acknowledged write"
+    );
+}
+
+#[test]
+fn an_isolated_leader_cannot_acknowledge_a_write() {
+    let c = Cluster::new(3);
+    c.put(b"x", 10, b"1");
+    let old = c.wait_leader(REGION);
+    c.net.partition(&[&[old]]);
+    let mut batch = WriteBatch::new();
+    batch.put(ColumnFamily::Write, b"y", 11, b"", b"lost?");
+    let r = c
+        .router(old)
+        .write(REGION, None, &batch, Duration::from_secs(2));
+    assert!(r.is_err(), "an isolated leader acknowledged a write: {r:?}");
+    // The others elect a leader and take writes.
+    let deadline = Instant::now() + TIMEOUT;
+    let new = loop {
+        let l = c
+            .nodes
+            .iter()
+            .find(|(id, n)| {
+                **id != old && n.store.router().status(REGION).is_some_and(|s| s.serving)
+            })
+            .map(|(id, _)| *id);
+        if let Some(l) = l {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "no new leader");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut batch = WriteBatch::new();
+    batch.put(ColumnFamily::Write, b"z", 12, b"", b"2");
+    let applied = c.router(new).write(REGION, None, &batch, TIMEOUT).unwrap();
+    c.net.heal();
+    c.wait_applied_everywhere(applied.index);
+    assert_replicas_agree(&c);
+    let (_, _, rows) = dump(&c.nodes[&old].engine);
+    let keys: Vec<_> = rows.iter().map(|r| r.0.clone()).collect();
+    assert!(keys.contains(&b"z".to_vec()));
+}
+
+#[test]
+fn only_the_leader_writes_files_and_followers_apply_its_change_sets() {
+    let c = Cluster::new(3);
+    let mut last = 0;
+    // 16 KiB memtables: these writes freeze and flush several times.
+    for i in 0..400u64 {
+        last = c.put(format!("k{i:04}").as_bytes(), 10 + i, &[b'v'; 100]);
+    }
+    let leader = c.wait_leader(REGION);
+    c.nodes[&leader].engine.flush_shard(REGION).unwrap();
+    let after_flush = c.put(b"zzz", 1000, b"last");
+    c.wait_applied_everywhere(after_flush.max(last));
+    let files: Vec<_> = c
+        .nodes
+        .values()
+        .map(|n| n.engine.shard_files(REGION).unwrap())
+        .collect();
+    assert!(
+        !c.nodes[&leader]
+            .engine
+            .shard_table_ids(REGION)
+            .unwrap()
+            .is_empty(),
+        "nothing was flushed"
+    );
+    for (id, n) in &c.nodes {
+        let puts = n.dfs.stats(DfsOp::Put).calls;
+        if *id == leader {
+            assert!(puts > 0, "the leader put no file");
+        } else {
+            assert_eq!(puts, 0, "follower {id} wrote {puts} files");
+        }
+    }
+    for f in &files[1..] {
+        assert_eq!(f, &files[0], "replicas hold different file lists");
+    }
+    assert_replicas_agree(&c);
+}
+
+#[test]
+fn a_split_starts_the_right_child_group_on_every_store() {
+    let c = Cluster::new(3);
+    for i in 0..20u64 {
+        c.put(format!("k{i:03}").as_bytes(), 10 + i, b"v");
+    }
+    let leader = c.wait_leader(REGION);
+    c.nodes[&leader].engine.flush_shard(REGION).unwrap();
+    let ver = c.nodes[&leader].engine.shard_info(REGION).unwrap().ver;
+    let applied = c
+        .router(leader)
+        .split(REGION, ver, b"k010", 2, TIMEOUT)
+        .unwrap();
+    assert!(
+        matches!(applied.outcome, Some(kvengine::ApplyOutcome::Split { .. })),
+        "{applied:?}"
+    );
+    let right_leader = c.wait_leader(2);
+    let mut batch = WriteBatch::new();
+    batch.put(ColumnFamily::Write, b"k015", 100, b"", b"right");
+    let index = c
+        .router(right_leader)
+        .write(2, None, &batch, TIMEOUT)
+        .unwrap()
+        .index;
+    let deadline = Instant::now() + TIMEOUT;
+    for n in c.nodes.values() {
+        while n
+            .engine
+            .shard_info(2)
+            .map(|i| i.write_sequence)
+            .unwrap_or(0)
+            < index
+        {
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let info = n.engine.shard_info(REGION).unwrap();
+        assert_eq!(info.end.as_ref(), b"k010");
+    }
+}
+
+#[test]
+fn a_whole_cluster_restart_keeps_every_acknowledged_write() {
+    let mut c = Cluster::new(3);
+    let mut last = 0;
+    for i in 0..300u64 {
+        // Enough to freeze and flush a few memtables: the restart replays the log above what
+        // each replica flushed.
+        last = c.put(format!("k{i:04}").as_bytes(), 10 + i, &[b'v'; 100]);
+    }
+    c.wait_applied_everywhere(last);
+    let before = dump(&c.nodes[&1].engine);
+    for id in 1..=3 {
+        c.kill(id);
+    }
+    for id in 1..=3 {
+        c.start(id);
+    }
+    let after_restart = c.put(b"zzzz", 5000, b"after");
+    c.wait_applied_everywhere(after_restart);
+    assert_replicas_agree(&c);
+    let (_, _, rows) = dump(&c.nodes[&1].engine);
+    assert_eq!(rows.len(), before.2.len() + 1);
+    for row in &before.2 {
+        assert!(rows.contains(row), "lost {row:?}");
+    }
+}
+
+#[test]
+fn a_proposal_above_the_entry_size_limit_is_refused_and_nothing_applies() {
+    let c = Cluster::new(3);
+    let leader = c.wait_leader(REGION);
+    let before = c.nodes[&leader]
+        .engine
+        .shard_info(REGION)
+        .unwrap()
+        .write_sequence;
+    let mut batch = WriteBatch::new();
+    // The default limit is 8 MiB.
+    batch.put(ColumnFamily::Write, b"big", 10, b"", &vec![7u8; 9 << 20]);
+    let err = c
+        .router(leader)
+        .write(REGION, None, &batch, TIMEOUT)
+        .unwrap_err();
+    assert!(
+        matches!(&err, RaftStoreError::InvalidCommand { detail, .. } if detail.contains("raft.max-entry-size")),
+        "{err}"
+    );
+    assert_eq!(
+        c.nodes[&leader]
+            .engine
+            .shard_info(REGION)
+            .unwrap()
+            .write_sequence,
+        before
+    );
+}
