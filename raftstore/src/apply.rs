@@ -95,7 +95,7 @@ pub(crate) fn apply_entry(
             return Ok((Err(invalid(region_id, &e.to_string())), Effect::None));
         }
     };
-    let current_ver = engine.shard_info(region_id).map_err(fatal)?.ver;
+    let current_ver = engine.snapshot(region_id).map_err(fatal)?.ver();
     if matches!(cmd, Cmd::Write(_) | Cmd::Split(_)) && region_ver != current_ver {
         noop(engine, region_id, index)?;
         let err = RaftStoreError::EpochNotMatch {

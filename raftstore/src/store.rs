@@ -264,7 +264,7 @@ struct Store {
 struct SplitChildLog<'a> {
     log: &'a RaftLog,
     /// The parent's voters: the child starts on the same servers.
-    conf: kvengine::raft_log::ConfState,
+    conf: &'a kvengine::raft_log::ConfState,
 }
 
 impl crate::apply::ChildLog for SplitChildLog<'_> {
@@ -438,8 +438,8 @@ impl Store {
                 };
                 let ver = match region_ver {
                     Some(v) => v,
-                    None => match self.engine.shard_info(region_id) {
-                        Ok(info) => info.ver,
+                    None => match self.engine.snapshot(region_id) {
+                        Ok(snap) => snap.ver(),
                         Err(e) => {
                             cb(Err(RaftStoreError::Apply {
                                 region_id,
@@ -581,14 +581,20 @@ impl Store {
     }
 
     fn apply(&mut self, region_id: u64, entries: Vec<eraftpb::Entry>) -> Result<(), String> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        // Membership is static, so the parent's voters (what a split child starts with) are
+        // read once per batch of entries, not per entry.
+        let conf = self
+            .peers
+            .get(&region_id)
+            .map(|p| conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state()))
+            .unwrap_or_default();
         for entry in entries {
-            let conf = self
-                .peers
-                .get(&region_id)
-                .map(|p| conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state()));
             let mut child_log = SplitChildLog {
                 log: &self.log,
-                conf: conf.unwrap_or_default(),
+                conf: &conf,
             };
             let (result, effect) = apply_entry(&self.engine, region_id, &entry, &mut child_log)
                 .map_err(|e| {
@@ -697,11 +703,8 @@ impl Store {
         if msgs.is_empty() {
             return;
         }
-        let ver = self
-            .engine
-            .shard_info(region_id)
-            .map(|i| i.ver)
-            .unwrap_or(0);
+        // The epoch only (a snapshot is two atomic loads; `shard_info` would count files).
+        let ver = self.engine.snapshot(region_id).map_or(0, |s| s.ver());
         let out = msgs
             .into_iter()
             .map(|m| wire::raft::RaftMessage {

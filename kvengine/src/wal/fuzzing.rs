@@ -1,6 +1,6 @@
 //! The entry point shared by the `wal_record` fuzz target and the corpus replay test.
 
-use crate::wal::frame::{FramesEnd, decode_frame};
+use crate::wal::frame::{FrameLimits, FramesEnd, decode_frame};
 use crate::wal::segment_codec::{
     RECORD_LIMITS, SEGMENT_HEADER_LEN, decode_segment, encode_record, encode_segment_header,
 };
@@ -44,17 +44,24 @@ pub fn fuzz_check(data: &[u8]) {
         prefix.records == segment.records,
         "the valid prefix decodes to other records"
     );
+    check_resync_point(data, &segment.end, RECORD_LIMITS);
+}
+
+/// For a segment whose frames end in corruption: the valid frame that proves it (rather than
+/// a torn tail) comes after the damage and really decodes there. Shared by both logs' fuzz
+/// checks, since both read frames the same way.
+pub(crate) fn check_resync_point(data: &[u8], end: &FramesEnd, limits: FrameLimits) {
     if let FramesEnd::Corrupt {
         offset, next_valid, ..
-    } = segment.end
+    } = *end
     {
         assert!(
             next_valid > offset,
-            "the valid record is not after the damage"
+            "the valid frame is not after the damage"
         );
         assert!(
-            decode_frame(data, next_valid as usize, RECORD_LIMITS).is_ok(),
-            "no valid record where corruption says one starts"
+            decode_frame(data, next_valid as usize, limits).is_ok(),
+            "no valid frame where corruption says one starts"
         );
     }
 }

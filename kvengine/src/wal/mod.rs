@@ -29,7 +29,7 @@
 //! * [`fuzz_check`]: the fuzz target's entry point.
 
 pub mod frame;
-mod fuzzing;
+pub(crate) mod fuzzing;
 mod group_commit;
 mod options;
 pub(crate) mod replay;
