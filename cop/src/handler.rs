@@ -221,6 +221,7 @@ fn check_ranges(ranges: &[KeyRange], snap: &SnapAccess) -> Result<Option<Respons
                     kind: RegionErrorKind::KeyNotInRegion as i32,
                     region_id: snap.shard_id(),
                     current_ver: snap.ver(),
+                    ..RegionError::default()
                 }),
                 ..Response::default()
             }));
@@ -369,6 +370,7 @@ fn error_response(e: Error, snap: &SnapAccess) -> Response {
                 kind: RegionErrorKind::KeyNotInRegion as i32,
                 region_id: snap.shard_id(),
                 current_ver: snap.ver(),
+                ..RegionError::default()
             });
         }
         Error::Storage(kvengine::Error::ShardBusy { .. }) => {
@@ -377,6 +379,7 @@ fn error_response(e: Error, snap: &SnapAccess) -> Response {
                 kind: RegionErrorKind::ServerBusy as i32,
                 region_id: snap.shard_id(),
                 current_ver: snap.ver(),
+                ..RegionError::default()
             });
         }
         _ => resp.other_error = error_chain(&e),

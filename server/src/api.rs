@@ -146,6 +146,7 @@ fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
         end: info.end.to_vec(),
         data_version: info.snap_version(),
         approximate_size: node.region_size(id)?,
+        ..Region::default()
     })
 }
 
@@ -189,7 +190,7 @@ async fn split(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
                         message: error_chain(&e),
                         kind: wire::coprocessor::RegionErrorKind::RegionNotFound as i32,
                         region_id: req.region_id,
-                        current_ver: 0,
+                        ..Default::default()
                     }),
                     ..SplitResponse::default()
                 };
@@ -320,6 +321,7 @@ pub fn key_error(e: &TxnError) -> KeyError {
             } => *conflict_commit_ts,
             _ => 0,
         },
+        ..KeyError::default()
     }
 }
 

@@ -321,6 +321,7 @@ fn region_error(
             kind: kind as i32,
             region_id,
             current_ver,
+            ..RegionError::default()
         }),
         ..Response::default()
     }

@@ -82,6 +82,23 @@ pub struct RegionError {
     /// The region's current version, when known.
     #[prost(uint64, tag = "4")]
     pub current_ver: u64,
+    /// For `NotLeader`: the leader's store id when the answering server knows it (0: unknown).
+    #[prost(uint64, tag = "5")]
+    pub leader_store_id: u64,
+    /// For `NotLeader`: the leader's base URL when known ("" = unknown).
+    #[prost(string, tag = "6")]
+    pub leader_addr: String,
+    /// For `EpochNotMatch`: the answering server's regions overlapping the request, when known,
+    /// so the client can re-split without another round trip.
+    #[prost(message, repeated, tag = "7")]
+    pub current_regions: Vec<crate::region::Region>,
+}
+
+impl RegionError {
+    /// The typed kind (`None`: a kind this build does not know, from a newer server).
+    pub fn kind(&self) -> Option<RegionErrorKind> {
+        RegionErrorKind::from_i32(self.kind)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +111,36 @@ pub enum RegionErrorKind {
     /// This server's replica of the region is not its serving leader (or is a leader that has
     /// not applied an entry of its term yet): ask the leader, or again shortly.
     NotLeader = 5,
+    /// A leader change dropped the command, or left its outcome unknown: send it again to the
+    /// new leader (every command that can get this answer is idempotent).
+    StaleCommand = 6,
+}
+
+impl RegionErrorKind {
+    pub const ALL: [RegionErrorKind; 6] = [
+        RegionErrorKind::RegionNotFound,
+        RegionErrorKind::EpochNotMatch,
+        RegionErrorKind::KeyNotInRegion,
+        RegionErrorKind::ServerBusy,
+        RegionErrorKind::NotLeader,
+        RegionErrorKind::StaleCommand,
+    ];
+
+    pub fn from_i32(v: i32) -> Option<RegionErrorKind> {
+        RegionErrorKind::ALL.into_iter().find(|k| *k as i32 == v)
+    }
+
+    /// A stable name (metric label, logs).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RegionErrorKind::RegionNotFound => "region_not_found",
+            RegionErrorKind::EpochNotMatch => "epoch_not_match",
+            RegionErrorKind::KeyNotInRegion => "key_not_in_region",
+            RegionErrorKind::ServerBusy => "server_busy",
+            RegionErrorKind::NotLeader => "not_leader",
+            RegionErrorKind::StaleCommand => "stale_command",
+        }
+    }
 }
 
 /// A transaction lock the request ran into (mirrors kvengine's `LockInfo`).

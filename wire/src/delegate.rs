@@ -186,6 +186,7 @@ mod tests {
                     kind: crate::coprocessor::RegionErrorKind::EpochNotMatch as i32,
                     region_id: 7,
                     current_ver: 4,
+                    ..Default::default()
                 }),
                 ..DelegateResponse::default()
             },

@@ -73,10 +73,15 @@ pub mod paths {
     pub const SCAN_LOCK: &str = "/txn/scan_lock";
     pub const GET: &str = "/txn/get";
     pub const SCAN: &str = "/txn/scan";
-    /// Flushes every region's memtables to L0 files (empty body; answers 200 when done).
+    /// Flushes the memtables of every region this server leads to L0 files (empty body; answers
+    /// 200 when done). Followers get the files through the log, so flushing every server
+    /// flushes every region once.
     pub const ADMIN_FLUSH: &str = "/admin/flush";
-    /// Compacts every region (L0 into the levels) (empty body; answers 200 when done).
+    /// Compacts every region this server leads (L0 into the levels) (empty body; answers 200
+    /// when done).
     pub const ADMIN_COMPACT: &str = "/admin/compact";
+    /// `POST`: [`crate::region::TransferLeaderRequest`].
+    pub const ADMIN_TRANSFER_LEADER: &str = "/admin/transfer_leader";
     /// Server: a [`crate::raft::RaftBatch`] from another server in; an empty 200 once the
     /// messages are queued for the store loop.
     pub const RAFT_BATCH: &str = "/raft/batch";

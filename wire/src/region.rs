@@ -39,6 +39,19 @@ pub struct Region {
     /// Bytes in memtables and SST files (an estimate).
     #[prost(uint64, tag = "6")]
     pub approximate_size: u64,
+    // Tag 7 is reserved for the conf version (membership changes, issue 17).
+    /// The servers holding a replica (the voters of the region's Raft group). Membership is
+    /// static today: the configured `[raft] peers`, or the one answering server when it runs
+    /// alone.
+    #[prost(message, repeated, tag = "8")]
+    pub peers: Vec<Peer>,
+    /// The store id of the leader as the answering server knows it (0: unknown).
+    #[prost(uint64, tag = "9")]
+    pub leader_store_id: u64,
+    /// The Raft term `leader_store_id` leads in: of two answers naming different leaders, the
+    /// higher term is the newer.
+    #[prost(uint64, tag = "10")]
+    pub leader_term: u64,
 }
 
 impl Region {
@@ -46,6 +59,56 @@ impl Region {
     pub fn region_id(&self) -> RegionId {
         RegionId(self.id)
     }
+
+    /// The peer named as leader, when it is one of `peers`.
+    pub fn leader(&self) -> Option<&Peer> {
+        match self.leader_store_id {
+            0 => None,
+            id => self.peers.iter().find(|p| p.store_id == id),
+        }
+    }
+
+    /// The zones holding a replica, each once, in peer order.
+    pub fn replica_zones(&self) -> Vec<Zone> {
+        let mut zones: Vec<Zone> = Vec::new();
+        for z in self.peers.iter().filter_map(Peer::zone) {
+            if !zones.contains(&z) {
+                zones.push(z);
+            }
+        }
+        zones
+    }
+}
+
+/// One replica of a region: the server holding it.
+#[derive(Clone, PartialEq, Eq, Message)]
+pub struct Peer {
+    /// The server's Raft store id (unique within the cluster; 1 for every standalone server).
+    #[prost(uint64, tag = "1")]
+    pub store_id: u64,
+    /// The server's base URL, `http://host:port`.
+    #[prost(string, tag = "2")]
+    pub addr: String,
+    /// The server's zone label ("" = none).
+    #[prost(string, tag = "3")]
+    pub zone: String,
+}
+
+impl Peer {
+    pub fn zone(&self) -> Option<Zone> {
+        Zone::label(self.zone.as_str())
+    }
+}
+
+/// `POST /admin/transfer_leader`: ask the region's leader on this server to hand leadership to
+/// the replica on `to_store_id`. Answers 204 once the transfer is started (not finished: poll
+/// `/regions`); a region this server does not lead gets 409.
+#[derive(Clone, PartialEq, Message)]
+pub struct TransferLeaderRequest {
+    #[prost(uint64, tag = "1")]
+    pub region_id: u64,
+    #[prost(uint64, tag = "2")]
+    pub to_store_id: u64,
 }
 
 #[derive(Clone, PartialEq, Message)]

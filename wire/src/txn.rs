@@ -39,6 +39,15 @@ pub struct KeyError {
     /// For a write conflict: the conflicting commit.
     #[prost(uint64, tag = "4")]
     pub conflict_commit_ts: u64,
+    /// Set when the command failed because of where it was sent (not the leader, a stale
+    /// epoch, a leader change mid-command): the client refreshes its region cache and sends it
+    /// again. `kind` stays `Busy`/`Invalid` for clients that do not read this field.
+    #[prost(message, optional, tag = "5")]
+    pub region_error: Option<crate::coprocessor::RegionError>,
+    /// For `TxnAlreadyCommitted`-style answers (a rollback of, or a retried 1PC prewrite of, a
+    /// transaction that committed): its commit timestamp; 0 otherwise.
+    #[prost(uint64, tag = "6")]
+    pub committed_ts: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
