@@ -33,6 +33,14 @@ impl HttpError {
             message: message.into(),
         }
     }
+    /// The request is valid but this node's state refuses it (e.g. it does not lead the
+    /// region the request names).
+    pub fn conflict(message: impl Into<String>) -> HttpError {
+        HttpError {
+            status: StatusCode::CONFLICT,
+            message: message.into(),
+        }
+    }
     pub fn unavailable(message: impl Into<String>) -> HttpError {
         HttpError {
             status: StatusCode::SERVICE_UNAVAILABLE,

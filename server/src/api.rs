@@ -15,13 +15,14 @@ use node::http::{HttpError, decode_proto, proto_response};
 use types::ZoneRelation;
 use wire::paths;
 use wire::region::{
-    Label, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
-    TsoRequest, TsoResponse,
+    Label, Peer, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest,
+    SplitResponse, TransferLeaderRequest, TsoRequest, TsoResponse,
 };
 use wire::txn::{self as txn_wire, ErrorKind, KeyError};
 
 use crate::metrics::{self, SplitTrigger, TxnCommand, TxnOutcome};
 use crate::node::{Node, NodeError};
+use crate::region_error;
 use crate::txn::{Mutation, MutationOp, PrewriteRequest, TxnError, TxnErrorKind, TxnStatus};
 
 /// Shared by every handler.
@@ -46,6 +47,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(paths::RAW_LOAD, post(raw_load))
         .route(paths::ADMIN_FLUSH, post(admin_flush))
         .route(paths::ADMIN_COMPACT, post(admin_compact))
+        .route(paths::ADMIN_TRANSFER_LEADER, post(transfer_leader))
         .route(paths::COPROCESSOR, post(coprocessor))
         .route(paths::DELEGATE, post(delegate))
         .route(paths::PREWRITE, post(prewrite))
@@ -137,8 +139,27 @@ async fn raft_batch(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
 
+/// One region as `/regions` and split answers show it: range and epoch from the engine, the
+/// replicas from the configured `[raft] peers` (membership is static until the placement
+/// service exists, issue 17; a standalone server sends none, and the client takes the server
+/// it asked as the one replica), the leader and its term from the Raft store.
 fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
     let info = node.engine().shard_info(id)?;
+    let raft = &node.config.raft;
+    let peers = if raft.peers.is_empty() {
+        Vec::new()
+    } else {
+        raft.voters(node.config.store_id())
+            .into_iter()
+            .filter_map(|v| raft.peer(v))
+            .map(|p| Peer {
+                store_id: p.id,
+                addr: p.addr.clone(),
+                zone: p.zone.as_ref().map(|z| z.to_string()).unwrap_or_default(),
+            })
+            .collect()
+    };
+    let status = node.storage.router().status(id);
     Ok(Region {
         id,
         ver: info.ver,
@@ -146,7 +167,9 @@ fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
         end: info.end.to_vec(),
         data_version: info.snap_version(),
         approximate_size: node.region_size(id)?,
-        ..Region::default()
+        peers,
+        leader_store_id: status.as_ref().and_then(|s| s.leader).unwrap_or(0),
+        leader_term: status.map_or(0, |s| s.term),
     })
 }
 
@@ -202,6 +225,11 @@ async fn split(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
                 right: region_of(&node, r).ok(),
                 ..SplitResponse::default()
             },
+            Err(NodeError::NotLeader(e)) => SplitResponse {
+                region_error: region_error::from_raft(&e, &node.config.raft),
+                error: error_chain(&e),
+                ..SplitResponse::default()
+            },
             Err(e) => SplitResponse {
                 error: error_chain(&e),
                 ..SplitResponse::default()
@@ -223,17 +251,29 @@ async fn raw_load(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         },
         Err(e) => RawLoadResponse {
             commit_ts: 0,
-            error: Some(key_error(&e)),
+            error: Some(key_error(&e, &st.node.config.raft)),
         },
     };
     count(TxnCommand::RawLoad, resp.error.is_none());
     Ok(proto_response(&resp))
 }
 
+/// The regions this server leads: only a leader flushes or compacts (followers apply its
+/// ChangeSets from the log), so flushing every server flushes every region once.
+fn led_regions(node: &Node) -> Vec<u64> {
+    node.storage
+        .router()
+        .regions()
+        .into_iter()
+        .filter(|(_, s)| s.is_leader)
+        .map(|(id, _)| id)
+        .collect()
+}
+
 async fn admin_flush(State(st): State<Arc<AppState>>) -> AppResult {
     let node = st.node.clone();
     blocking(move || -> Result<(), kvengine::Error> {
-        for id in node.engine().shard_ids() {
+        for id in led_regions(&node) {
             node.engine().flush_shard(id)?;
         }
         Ok(())
@@ -247,7 +287,7 @@ async fn admin_compact(State(st): State<Arc<AppState>>) -> AppResult {
     let node = st.node.clone();
     let n = blocking(move || -> Result<usize, kvengine::Error> {
         let mut n = 0;
-        for id in node.engine().shard_ids() {
+        for id in led_regions(&node) {
             node.engine().flush_shard(id)?;
             n += node.engine().compact_shard(id, true)?;
         }
@@ -256,6 +296,40 @@ async fn admin_compact(State(st): State<Arc<AppState>>) -> AppResult {
     .await?
     .map_err(|e| HttpError::internal(format!("compaction failed: {}", error_chain(&e))))?;
     Ok(format!("compacted {n}\n").into_response())
+}
+
+/// `POST /admin/transfer_leader`: starts handing the leadership of a region this server leads
+/// to another of its replicas (raft-rs's leader transfer: the target campaigns once it has
+/// caught up). 204 when started, 409 when this server does not lead the region or the target
+/// is not a replica.
+async fn transfer_leader(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
+    let req: TransferLeaderRequest = decode_proto(&body)?;
+    let node = &st.node;
+    let router = node.storage.router();
+    let Some(status) = router.status(req.region_id) else {
+        return Err(HttpError::conflict(format!(
+            "region {} has no replica here (store {})",
+            req.region_id,
+            router.store_id()
+        )));
+    };
+    if !status.is_leader {
+        return Err(HttpError::conflict(format!(
+            "region {} is not led by this server (store {}); leader={:?}",
+            req.region_id,
+            router.store_id(),
+            status.leader
+        )));
+    }
+    let voters = node.config.raft.voters(router.store_id());
+    if !voters.contains(&req.to_store_id) {
+        return Err(HttpError::conflict(format!(
+            "expected a replica of region {} as the target (one of {voters:?}), found store {}",
+            req.region_id, req.to_store_id
+        )));
+    }
+    router.transfer_leader(req.region_id, req.to_store_id);
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
 
 async fn coprocessor(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
@@ -300,8 +374,12 @@ fn count(command: TxnCommand, ok: bool) {
         .inc();
 }
 
-/// The wire form of a transaction error.
-pub fn key_error(e: &TxnError) -> KeyError {
+/// The wire form of a transaction error. Errors about where the command was sent (not the
+/// leader, a stale epoch, a leader change mid-command, a region busy or gone, a key outside
+/// this server's regions) also carry a `region_error` ([`crate::region_error`]), so the
+/// client re-routes instead of failing the statement; `kind` stays `Busy`/`Invalid` for
+/// clients that do not read it.
+pub fn key_error(e: &TxnError, raft: &raftstore::RaftConfig) -> KeyError {
     let kind = match e.kind() {
         TxnErrorKind::Locked => ErrorKind::Locked,
         TxnErrorKind::Conflict => ErrorKind::Conflict,
@@ -321,7 +399,20 @@ pub fn key_error(e: &TxnError) -> KeyError {
             } => *conflict_commit_ts,
             _ => 0,
         },
-        ..KeyError::default()
+        region_error: match e {
+            TxnError::Raft(r) => region_error::from_raft(r, raft),
+            TxnError::Engine(en) => region_error::from_engine(en),
+            TxnError::KeyOutsideShards { .. } => Some(wire::coprocessor::RegionError {
+                message: error_chain(e),
+                kind: wire::coprocessor::RegionErrorKind::KeyNotInRegion as i32,
+                ..Default::default()
+            }),
+            _ => None,
+        },
+        committed_ts: match e {
+            TxnError::TxnAlreadyCommitted { commit_ts, .. } => *commit_ts,
+            _ => 0,
+        },
     }
 }
 
@@ -369,7 +460,7 @@ async fn prewrite(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
             error: None,
         },
         Err(e) => txn_wire::PrewriteResponse {
-            error: Some(key_error(&e)),
+            error: Some(key_error(&e, &st.node.config.raft)),
             ..Default::default()
         },
     };
@@ -381,20 +472,20 @@ async fn commit(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let req: txn_wire::CommitRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || storage.commit(&req.keys, req.start_ts, req.commit_ts)).await?;
-    command_response(TxnCommand::Commit, r.err())
+    command_response(&st, TxnCommand::Commit, r.err())
 }
 
 async fn rollback(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let req: txn_wire::RollbackRequest = decode_proto(&body)?;
     let storage = st.node.storage.clone();
     let r = blocking(move || storage.rollback(&req.keys, req.start_ts)).await?;
-    command_response(TxnCommand::Rollback, r.err())
+    command_response(&st, TxnCommand::Rollback, r.err())
 }
 
-fn command_response(command: TxnCommand, err: Option<TxnError>) -> AppResult {
+fn command_response(st: &AppState, command: TxnCommand, err: Option<TxnError>) -> AppResult {
     count(command, err.is_none());
     Ok(proto_response(&txn_wire::CommandResponse {
-        error: err.as_ref().map(key_error),
+        error: err.as_ref().map(|e| key_error(e, &st.node.config.raft)),
     }))
 }
 
@@ -429,7 +520,7 @@ async fn check_txn_status(State(st): State<Arc<AppState>>, body: Bytes) -> AppRe
             resp.state = txn_wire::TxnState::LockNotExistRolledBack as i32
         }
         Ok(TxnStatus::LockNotExist) => resp.state = txn_wire::TxnState::LockNotExist as i32,
-        Err(e) => resp.error = Some(key_error(&e)),
+        Err(e) => resp.error = Some(key_error(&e, &st.node.config.raft)),
     }
     count(TxnCommand::CheckTxnStatus, resp.error.is_none());
     Ok(proto_response(&resp))
@@ -447,7 +538,7 @@ async fn check_secondary_locks(State(st): State<Arc<AppState>>, body: Bytes) -> 
             error: None,
         },
         Err(e) => txn_wire::CheckSecondaryLocksResponse {
-            error: Some(key_error(&e)),
+            error: Some(key_error(&e, &st.node.config.raft)),
             ..Default::default()
         },
     };
@@ -473,7 +564,7 @@ async fn resolve_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult
         },
         Err(e) => txn_wire::ResolveLockResponse {
             resolved: 0,
-            error: Some(key_error(&e)),
+            error: Some(key_error(&e, &st.node.config.raft)),
         },
     };
     count(TxnCommand::ResolveLock, resp.error.is_none());
@@ -493,7 +584,7 @@ async fn scan_lock(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         },
         Err(e) => txn_wire::ScanLockResponse {
             locks: Vec::new(),
-            error: Some(key_error(&e)),
+            error: Some(key_error(&e, &st.node.config.raft)),
         },
     };
     count(TxnCommand::ScanLock, resp.error.is_none());
@@ -513,7 +604,7 @@ async fn kv_get(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         },
         Ok(None) => txn_wire::GetResponse::default(),
         Err(e) => txn_wire::GetResponse {
-            error: Some(key_error(&e)),
+            error: Some(key_error(&e, &st.node.config.raft)),
             ..Default::default()
         },
     };
@@ -548,7 +639,7 @@ async fn kv_scan(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         },
         Err(e) => txn_wire::ScanResponse {
             entries: Vec::new(),
-            error: Some(key_error(&e)),
+            error: Some(key_error(&e, &st.node.config.raft)),
         },
     };
     count(TxnCommand::Scan, resp.error.is_none());
@@ -569,5 +660,57 @@ pub async fn split_checker(node: Arc<Node>, every: Duration) {
             Ok(Err(e)) => tracing::warn!("size split check failed: {}", error_chain(&e)),
             Err(e) => tracing::warn!("size split check panicked: {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::coprocessor::RegionErrorKind;
+
+    #[test]
+    fn key_error_carries_the_region_error_and_committed_ts() {
+        let raft = raftstore::RaftConfig {
+            peers: vec![raftstore::PeerConfig {
+                id: 2,
+                addr: "http://b:1".into(),
+                zone: None,
+            }],
+            ..raftstore::RaftConfig::default()
+        };
+        let not_leader = TxnError::Raft(raftstore::RaftStoreError::NotLeader {
+            region_id: 9,
+            store_id: 1,
+            leader: Some(2),
+        });
+        let k = key_error(&not_leader, &raft);
+        assert_eq!(k.kind, ErrorKind::Busy as i32);
+        let re = k.region_error.expect("a region error");
+        assert_eq!(re.kind(), Some(RegionErrorKind::NotLeader));
+        assert_eq!((re.region_id, re.leader_addr.as_str()), (9, "http://b:1"));
+
+        let outside = key_error(&TxnError::KeyOutsideShards { key: b"k".to_vec() }, &raft);
+        assert_eq!(
+            outside.region_error.and_then(|r| r.kind()),
+            Some(RegionErrorKind::KeyNotInRegion)
+        );
+
+        let committed = TxnError::TxnAlreadyCommitted {
+            key: b"k".to_vec(),
+            start_ts: 5,
+            commit_ts: 8,
+        };
+        let k = key_error(&committed, &raft);
+        assert_eq!((k.kind, k.committed_ts), (ErrorKind::TxnFinished as i32, 8));
+        assert!(k.region_error.is_none());
+
+        let conflict = TxnError::WriteConflict {
+            key: b"k".to_vec(),
+            start_ts: 5,
+            conflict_start_ts: 6,
+            conflict_commit_ts: 7,
+        };
+        let k = key_error(&conflict, &raft);
+        assert_eq!((k.committed_ts, k.region_error), (0, None));
     }
 }

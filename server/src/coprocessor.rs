@@ -44,6 +44,8 @@ pub struct Coprocessor {
     /// The CPU signal of load-aware routing (`None` when it is off).
     cpu: Option<Arc<CpuMonitor>>,
     history: PatternHistory,
+    /// The replicas' addresses, for the leader hint of a `NotLeader` answer.
+    raft: raftstore::RaftConfig,
 }
 
 /// Patterns whose local runs a server remembers.
@@ -75,6 +77,7 @@ impl Coprocessor {
         policy: OffloadPolicy,
         topn_max_pushdown_rows: u64,
         cpu: Option<Arc<CpuMonitor>>,
+        raft: raftstore::RaftConfig,
     ) -> Coprocessor {
         Coprocessor {
             storage,
@@ -83,6 +86,7 @@ impl Coprocessor {
             topn_max_pushdown_rows,
             cpu,
             history: PatternHistory::new(PATTERN_CAPACITY),
+            raft,
         }
     }
 
@@ -203,12 +207,12 @@ impl Coprocessor {
         // Only a serving leader reads: a follower (or a new leader that has not applied its
         // own term's first entry) may miss acknowledged writes.
         if let Err(e) = self.storage.check_leader(ctx.region_id) {
-            return Err(Box::new(region_error(
-                RegionErrorKind::NotLeader,
-                ctx.region_id,
-                info.ver,
-                e.to_string(),
-            )));
+            let mut error = crate::region_error::from_raft(&e, &self.raft).unwrap_or_default();
+            error.current_ver = info.ver;
+            return Err(Box::new(Response {
+                region_error: Some(error),
+                ..Response::default()
+            }));
         }
         let ranges: Vec<(&[u8], &[u8])> = req
             .ranges

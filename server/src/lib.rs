@@ -29,6 +29,7 @@ pub mod node;
 pub mod offload_policy;
 pub mod pattern_history;
 pub mod raw_load;
+pub mod region_error;
 pub mod remote_snapshot;
 pub mod remote_tso;
 pub mod tso;

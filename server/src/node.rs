@@ -42,6 +42,10 @@ pub enum NodeError {
     CpuSampler(#[source] std::io::Error),
     #[error("cannot split region {region_id}: {detail}")]
     Split { region_id: u64, detail: String },
+    /// The request needs this server to lead the region (split), and it does not: the answer
+    /// names the leader when known, so the caller can ask it.
+    #[error("not the region's serving leader")]
+    NotLeader(#[source] raftstore::RaftStoreError),
     #[error("replication failed to start")]
     Raft(#[from] raftstore::StartError),
 }
@@ -213,6 +217,7 @@ impl Node {
             config.offload_policy(),
             kv.remote_coprocessor_topn_max_pushdown_rows,
             cpu.clone(),
+            config.raft.clone(),
         ));
         Ok(Node {
             config,
@@ -254,10 +259,7 @@ impl Node {
         let _ = self.storage.raft().wait_for_leaders(&[region_id], timeout);
         self.storage
             .check_leader(region_id)
-            .map_err(|e| NodeError::Split {
-                region_id,
-                detail: e.to_string(),
-            })?;
+            .map_err(NodeError::NotLeader)?;
         let mut last_reason = String::new();
         for _attempt in 0..5 {
             self.engine().flush_shard(region_id)?;
@@ -335,7 +337,10 @@ impl Node {
             return Ok(0);
         }
         let mut splits = 0;
-        for id in self.engine().shard_ids() {
+        let router = self.storage.router();
+        // Only a region's leader splits it; followers learn of the split from the log.
+        let led = router.regions().into_iter().filter(|(_, s)| s.is_leader);
+        for (id, _) in led {
             let size = match self.region_size(id) {
                 Ok(s) => s,
                 Err(NodeError::Engine(kvengine::Error::ShardNotFound { .. })) => continue,
@@ -345,25 +350,34 @@ impl Node {
                 continue;
             }
             match self.middle_key(id)? {
-                Some(key) => {
-                    self.split(id, &key, SplitTrigger::Size)?;
-                    splits += 1;
-                }
+                Some(key) => match self.split(id, &key, SplitTrigger::Size) {
+                    Ok(_) => splits += 1,
+                    // Leadership moved since the list was taken: the new leader splits it.
+                    Err(NodeError::NotLeader(e)) => tracing::debug!(id, %e, "split skipped"),
+                    Err(e) => return Err(e),
+                },
                 None => tracing::debug!(id, size, "region above the split size has no middle key"),
             }
         }
         Ok(splits)
     }
 
-    /// Flushes the memtables of the regions this server leads (through their logs, so the
-    /// Raft store is still running), stops the Raft store, then the engine's threads.
+    /// Stops the server's storage: alone, it flushes every region first (through the log, so
+    /// the Raft store is still running); then it stops the Raft store, then the engine's
+    /// threads.
+    ///
+    /// With replicas there is no shutdown flush: the writes are already durable in the Raft
+    /// log, which the next start replays, and a flush needs a quorum that the last servers of
+    /// a stopping cluster do not have (it would wait out `external_flush_timeout` per region).
     pub fn close(&self) -> Result<(), NodeError> {
         let mut flushed = Ok(());
-        for (id, status) in self.storage.router().regions() {
-            if status.is_leader {
-                flushed = self.engine().flush_shard(id);
-                if flushed.is_err() {
-                    break;
+        if self.config.raft.peers.is_empty() {
+            for (id, status) in self.storage.router().regions() {
+                if status.is_leader {
+                    flushed = self.engine().flush_shard(id);
+                    if flushed.is_err() {
+                        break;
+                    }
                 }
             }
         }
