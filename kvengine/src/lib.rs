@@ -45,6 +45,7 @@ pub mod metrics;
 pub mod mvcc;
 mod options;
 pub mod raft_log;
+mod raft_snapshot;
 mod recovery;
 mod remote;
 mod remote_rows;

@@ -201,6 +201,11 @@ impl RaftConfig {
         self.tick_interval.duration()
     }
 
+    /// The election timeout as a duration (`election-timeout-ticks` ticks).
+    pub fn election_timeout(&self) -> Duration {
+        self.tick_interval() * self.election_timeout_ticks as u32
+    }
+
     /// raft-rs's settings for the peer `id` of one region, restarted with `applied` as its
     /// applied index: ticks from this section, check-quorum (a leader cut off from a majority
     /// steps down, so a partitioned minority stops serving), pre-vote (a rejoining server

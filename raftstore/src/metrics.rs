@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use prometheus::{IntCounter, IntCounterVec, Opts};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts};
 
 types::label_enum! {
     /// Why a Raft message was not delivered
@@ -48,6 +48,101 @@ pub static MESSAGES_DROPPED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     c
 });
 
+fn counter(name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("valid metric");
+    prometheus::register(Box::new(c.clone())).expect("metric registered once");
+    c
+}
+
+fn gauge(name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("valid metric");
+    prometheus::register(Box::new(g.clone())).expect("metric registered once");
+    g
+}
+
+/// Seconds, 0.5 ms to about 16 s.
+fn histogram(name: &str, help: &str) -> Histogram {
+    let buckets = prometheus::exponential_buckets(0.0005, 2.0, 16).expect("valid buckets");
+    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
+        .expect("valid metric");
+    prometheus::register(Box::new(h.clone())).expect("metric registered once");
+    h
+}
+
+/// Commands proposed by this server's leaders (writes, ChangeSets, splits, log compactions).
+pub static PROPOSALS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_raft_proposals_total",
+        "Commands proposed to a Raft group this server leads.",
+    )
+});
+
+/// From a proposal to its entry applied on the leader: commit by a quorum (append, fsync and
+/// a round trip to the followers), then apply, which follows in the same store round.
+pub static PROPOSE_DURATION: LazyLock<Histogram> = LazyLock::new(|| {
+    histogram(
+        "stratus_raft_propose_duration_seconds",
+        "Time from proposing a command to its entry being committed by a quorum and applied (leader).",
+    )
+});
+
+/// Applying one batch of committed entries of one region.
+pub static APPLY_DURATION: LazyLock<Histogram> = LazyLock::new(|| {
+    histogram(
+        "stratus_raft_apply_duration_seconds",
+        "Time to apply one batch of committed entries of one region to the engine.",
+    )
+});
+
+/// From a read-index request to its answer (a quorum confirmed the leader, and this replica
+/// applied up to the index).
+pub static READ_INDEX_DURATION: LazyLock<Histogram> = LazyLock::new(|| {
+    histogram(
+        "stratus_raft_read_index_duration_seconds",
+        "Time from a read-index request to the read being allowed on this replica.",
+    )
+});
+
+/// Regions this server leads.
+pub static LEADERS: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "stratus_raft_leaders",
+        "Regions whose Raft leader is this server.",
+    )
+});
+
+/// Regions this server holds a replica of.
+pub static REPLICAS: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "stratus_raft_replicas",
+        "Regions this server holds a replica of (leader or follower).",
+    )
+});
+
+/// Committed entries not yet applied, summed over this server's replicas.
+pub static APPLY_LAG: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "stratus_raft_apply_lag_entries",
+        "Committed Raft entries not applied yet, summed over this server's replicas.",
+    )
+});
+
+/// Raft snapshots this server's leaders built for a lagging replica.
+pub static SNAPSHOTS_SENT: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_raft_snapshots_sent_total",
+        "Raft snapshots (a ChangeSet plus memtable rows) built for a lagging replica.",
+    )
+});
+
+/// Raft snapshots this server's replicas installed.
+pub static SNAPSHOTS_RECEIVED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_raft_snapshots_received_total",
+        "Raft snapshots installed by a replica on this server.",
+    )
+});
+
 /// Counts `n` messages dropped for `reason`.
 pub fn count_dropped(reason: DropReason, n: usize) {
     if n > 0 {
@@ -62,4 +157,13 @@ pub fn count_dropped(reason: DropReason, n: usize) {
 pub fn register_all() {
     LazyLock::force(&BATCHES_SENT);
     LazyLock::force(&MESSAGES_DROPPED);
+    LazyLock::force(&PROPOSALS);
+    LazyLock::force(&PROPOSE_DURATION);
+    LazyLock::force(&APPLY_DURATION);
+    LazyLock::force(&READ_INDEX_DURATION);
+    LazyLock::force(&LEADERS);
+    LazyLock::force(&REPLICAS);
+    LazyLock::force(&APPLY_LAG);
+    LazyLock::force(&SNAPSHOTS_SENT);
+    LazyLock::force(&SNAPSHOTS_RECEIVED);
 }

@@ -2,18 +2,27 @@
 //! to answer.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use raft::{RawNode, StateRole};
 
 use crate::apply::Applied;
 use crate::error::RaftStoreError;
 use crate::peer_storage::PeerStorage;
-use crate::router::Callback;
+use crate::router::{Callback, ReadCallback};
+
+/// Reads that asked raft-rs for one read index together (one request context).
+struct InflightRead {
+    ctx: u64,
+    sent: Instant,
+    cbs: Vec<ReadCallback>,
+}
 
 /// A proposal waiting for its entry to apply.
 struct Pending {
     index: u64,
     term: u64,
+    proposed: Instant,
     cb: Callback,
 }
 
@@ -25,15 +34,109 @@ pub(crate) struct Peer {
     /// A leader serves only once it has applied an entry of its own term: everything
     /// acknowledged by earlier leaders is then applied here.
     pub(crate) applied_own_term: bool,
+    /// The last index applied here (answered reads wait for it to reach their read index).
+    applied: u64,
+    /// Reads that arrived this round: they share one read-index request (one heartbeat round
+    /// for all of them), sent by [`Peer::send_reads`].
+    unsent_reads: Vec<ReadCallback>,
+    /// Read-index requests raft-rs has not answered yet, oldest first.
+    inflight_reads: VecDeque<InflightRead>,
+    /// Reads whose index a quorum confirmed, waiting until this replica applied that far.
+    confirmed_reads: VecDeque<(u64, Vec<ReadCallback>)>,
+    next_read_ctx: u64,
 }
 
 impl Peer {
     pub(crate) fn new(region_id: u64, raw: RawNode<PeerStorage>) -> Peer {
         Peer {
             region_id,
+            applied: raw.raft.raft_log.applied,
             raw,
             pending: VecDeque::new(),
             applied_own_term: false,
+            unsent_reads: Vec::new(),
+            inflight_reads: VecDeque::new(),
+            confirmed_reads: VecDeque::new(),
+            next_read_ctx: 1,
+        }
+    }
+
+    /// Queues a read: it is answered with an index such that every write acknowledged before
+    /// the read arrived is at or below it, once this replica applied that far. A replica
+    /// that knows no leader refuses at once (raft-rs would drop the request).
+    pub(crate) fn read(&mut self, store_id: u64, cb: ReadCallback) {
+        if self.leader().is_none() || (self.is_leader() && !self.applied_own_term) {
+            cb(Err(self.not_leader(store_id)));
+            return;
+        }
+        self.unsent_reads.push(cb);
+    }
+
+    /// Sends this round's reads as one read-index request (the leader confirms it still
+    /// leads with a heartbeat round to a quorum; a follower forwards it to the leader).
+    pub(crate) fn send_reads(&mut self) {
+        if self.unsent_reads.is_empty() {
+            return;
+        }
+        let ctx = self.next_read_ctx;
+        self.next_read_ctx += 1;
+        self.raw.read_index(ctx.to_be_bytes().to_vec());
+        self.inflight_reads.push_back(InflightRead {
+            ctx,
+            sent: Instant::now(),
+            cbs: std::mem::take(&mut self.unsent_reads),
+        });
+    }
+
+    /// Read indexes raft-rs answered (from a ready): those reads now wait for apply.
+    pub(crate) fn on_read_states(&mut self, states: Vec<raft::ReadState>) {
+        for rs in states {
+            let Ok(bytes) = <[u8; 8]>::try_from(rs.request_ctx.as_slice()) else {
+                continue;
+            };
+            let ctx = u64::from_be_bytes(bytes);
+            if let Some(at) = self.inflight_reads.iter().position(|r| r.ctx == ctx)
+                && let Some(r) = self.inflight_reads.remove(at)
+            {
+                self.confirmed_reads.push_back((rs.index, r.cbs));
+            }
+        }
+        self.answer_reads();
+    }
+
+    /// A Raft snapshot at `index` was installed: the engine is at `index`.
+    pub(crate) fn on_snapshot_installed(&mut self, index: u64) {
+        self.applied = self.applied.max(index);
+        self.answer_reads();
+    }
+
+    /// Answers the confirmed reads this replica has applied far enough for.
+    fn answer_reads(&mut self) {
+        while let Some((index, _)) = self.confirmed_reads.front() {
+            if *index > self.applied {
+                // Indexes arrive in order of the requests; a later one is never lower.
+                return;
+            }
+            if let Some((index, cbs)) = self.confirmed_reads.pop_front() {
+                for cb in cbs {
+                    cb(Ok(index));
+                }
+            }
+        }
+    }
+
+    /// Fails the read-index requests older than `timeout` (raft-rs drops a request silently
+    /// when leadership moves under it): the caller retries, elsewhere if need be.
+    pub(crate) fn expire_reads(&mut self, store_id: u64, timeout: Duration) {
+        while let Some(r) = self.inflight_reads.front() {
+            if r.sent.elapsed() < timeout {
+                return;
+            }
+            if let Some(r) = self.inflight_reads.pop_front() {
+                for cb in r.cbs {
+                    cb(Err(self.not_leader(store_id)));
+                }
+            }
         }
     }
 
@@ -82,7 +185,17 @@ impl Peer {
         let at = self
             .pending
             .partition_point(|p| (p.index, p.term) <= (index, term));
-        self.pending.insert(at, Pending { index, term, cb });
+        crate::metrics::PROPOSALS.inc();
+        let proposed = Instant::now();
+        self.pending.insert(
+            at,
+            Pending {
+                index,
+                term,
+                proposed,
+                cb,
+            },
+        );
     }
 
     /// Answers the proposal of the entry `(index, term)` that just applied with `result`, and
@@ -97,6 +210,8 @@ impl Peer {
         if self.is_leader() && term == self.term() {
             self.applied_own_term = true;
         }
+        self.applied = self.applied.max(index);
+        self.answer_reads();
         let mut result = Some(result);
         while let Some(p) = self.pending.front() {
             if p.index > index {
@@ -109,6 +224,7 @@ impl Peer {
                 && p.term == term
                 && let Some(r) = result.take()
             {
+                crate::metrics::PROPOSE_DURATION.observe(p.proposed.elapsed().as_secs_f64());
                 (p.cb)(r);
                 continue;
             }
@@ -121,16 +237,36 @@ impl Peer {
         }
     }
 
-    /// The replica stepped down: its proposals may still commit under the new leader, so
-    /// they stay until their index applies. Only the flag that lets it serve is reset.
-    pub(crate) fn on_role_changed(&mut self) {
+    /// The replica's role changed: its proposals may still commit under the new leader, so
+    /// they stay until their index applies. The flag that lets it serve is reset, and reads
+    /// not yet confirmed fail (raft-rs drops a read-index request a leader change crosses);
+    /// confirmed ones stay valid (their index was current when a quorum answered).
+    pub(crate) fn on_role_changed(&mut self, store_id: u64) {
         self.applied_own_term = false;
+        let unconfirmed: Vec<ReadCallback> = self
+            .inflight_reads
+            .drain(..)
+            .flat_map(|r| r.cbs)
+            .chain(self.unsent_reads.drain(..))
+            .collect();
+        for cb in unconfirmed {
+            cb(Err(self.not_leader(store_id)));
+        }
     }
 
-    /// Fails every waiting proposal (the store is stopping).
+    /// Fails every waiting proposal and read (the store is stopping).
     pub(crate) fn fail_pending(&mut self, err: &RaftStoreError) {
         for p in self.pending.drain(..) {
             (p.cb)(Err(err.clone()));
+        }
+        let reads = self
+            .inflight_reads
+            .drain(..)
+            .flat_map(|r| r.cbs)
+            .chain(self.unsent_reads.drain(..))
+            .chain(self.confirmed_reads.drain(..).flat_map(|(_, cbs)| cbs));
+        for cb in reads {
+            cb(Err(err.clone()));
         }
     }
 }

@@ -4,6 +4,12 @@
 //! `RaftLog::write` per round for every region). The log's truncated point plays the part of
 //! raft-rs's snapshot metadata: `first_index = truncated_index + 1`, and `term(truncated_index)`
 //! answers the truncated term.
+//!
+//! **Snapshots** (for a replica behind the truncated point) are the region's file list at its
+//! `data_sequence` (`Engine::raft_snapshot`, module docs of `kvengine::raft_snapshot`): the
+//! metadata's index is that `data_sequence`, whose term the log still answers because it is
+//! never truncated above what this replica flushed. The receiver reads the SSTs from the object
+//! store and gets every later entry from the log.
 
 use std::sync::Arc;
 
@@ -16,11 +22,16 @@ use crate::log_convert::{conf_state_to_pb, entry_to_pb, hard_state_to_pb};
 pub(crate) struct PeerStorage {
     region_id: u64,
     log: Arc<RaftLog>,
+    engine: kvengine::Engine,
 }
 
 impl PeerStorage {
-    pub(crate) fn new(region_id: u64, log: Arc<RaftLog>) -> PeerStorage {
-        PeerStorage { region_id, log }
+    pub(crate) fn new(region_id: u64, log: Arc<RaftLog>, engine: kvengine::Engine) -> PeerStorage {
+        PeerStorage {
+            region_id,
+            log,
+            engine,
+        }
     }
 
     fn state(&self) -> raft::Result<kvengine::raft_log::RegionLogState> {
@@ -74,12 +85,43 @@ impl raft::Storage for PeerStorage {
         Ok(self.state()?.last_index)
     }
 
-    /// Raft snapshots (a ChangeSet plus memtable rows) are not built yet: a replica that
-    /// needs entries below the truncated point waits. The log is truncated only below what
-    /// every replica has flushed, so only a replica that lost its disk needs one.
-    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        Err(raft::Error::Store(
-            StorageError::SnapshotTemporarilyUnavailable,
-        ))
+    /// The region's file list at its `data_sequence` (module docs). A failure is
+    /// "temporarily unavailable": raft-rs asks again on a later round.
+    fn snapshot(&self, _request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        let unavailable = |detail: String| {
+            tracing::warn!(region_id = self.region_id, to, %detail, "raft snapshot not built");
+            raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable)
+        };
+        let cs = self
+            .engine
+            .raft_snapshot(self.region_id)
+            .map_err(|e| unavailable(e.to_string()))?;
+        let Some(changeset::Change::Snapshot(files)) = &cs.change else {
+            return Err(unavailable(
+                "the shard's file list is not a snapshot".into(),
+            ));
+        };
+        let index = files.data_sequence;
+        let term = self
+            .log
+            .term(self.region_id, index)
+            .map_err(|e| unavailable(format!("no term for index {index}: {e}")))?;
+        let st = self.state()?;
+        let mut snap = Snapshot::default();
+        snap.data = prost::Message::encode_to_vec(&cs).into();
+        let meta = snap.mut_metadata();
+        meta.index = index;
+        meta.term = term;
+        meta.set_conf_state(conf_state_to_pb(&st.conf_state));
+        crate::metrics::SNAPSHOTS_SENT.inc();
+        tracing::info!(
+            region_id = self.region_id,
+            to,
+            index,
+            term,
+            files = files.file_ids().len(),
+            "raft snapshot built"
+        );
+        Ok(snap)
     }
 }

@@ -21,8 +21,16 @@ use crate::error::RaftStoreError;
 /// Answers a proposal, on the store thread: keep it short (send on a channel).
 pub type Callback = Box<dyn FnOnce(Result<Applied, RaftStoreError>) + Send>;
 
+/// Answers a read-index request with the index to read at (applied here already), on the
+/// store thread: keep it short.
+pub type ReadCallback = Box<dyn FnOnce(Result<u64, RaftStoreError>) + Send>;
+
 pub(crate) enum StoreMsg {
     Raft(Box<wire::raft::RaftMessage>),
+    ReadIndex {
+        region_id: u64,
+        cb: ReadCallback,
+    },
     Propose {
         region_id: u64,
         /// The epoch the proposer routed with; `None` = the region's current one.
@@ -129,6 +137,34 @@ impl Router {
         timeout: Duration,
     ) -> Result<Applied, RaftStoreError> {
         self.propose_and_wait(region_id, region_ver, Cmd::Write(batch.encode()), timeout)
+    }
+
+    /// A linearizable read point for `region_id` on this replica (Raft's read index, the
+    /// `Safe` option: no clock assumption). The leader confirms it still leads with one
+    /// heartbeat round to a quorum (shared by every read that arrived in the same store
+    /// round); a follower asks the leader. Returns once this replica has applied up to the
+    /// returned index, so a snapshot taken now holds every write acknowledged before the
+    /// call. A leader that was partitioned away (or paused) cannot confirm and answers
+    /// `NotLeader`: it never serves a stale read.
+    pub fn read_index(&self, region_id: u64, timeout: Duration) -> Result<u64, RaftStoreError> {
+        let _timer = crate::metrics::READ_INDEX_DURATION.start_timer();
+        let (tx, rx) = mpsc::sync_channel(1);
+        let cb: ReadCallback = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        if let Err(mpsc::SendError(StoreMsg::ReadIndex { cb, .. })) =
+            self.tx.send(StoreMsg::ReadIndex { region_id, cb })
+        {
+            cb(Err(self.stopped_error()));
+        }
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
+                region_id,
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.stopped_error()),
+        }
     }
 
     /// Splits `region_id` (at epoch `region_ver`) at `key`: the left part keeps the id, the

@@ -113,6 +113,7 @@ impl RaftStore {
         log: Arc<RaftLog>,
         transport: Arc<dyn Transport>,
     ) -> Result<RaftStore, StartError> {
+        crate::metrics::register_all();
         let (tx, rx) = mpsc::channel();
         let router = Router {
             store_id,
@@ -310,7 +311,7 @@ impl Store {
             detail: e.to_string(),
         };
         cfg.validate().map_err(raft_err)?;
-        let storage = PeerStorage::new(region_id, self.log.clone());
+        let storage = PeerStorage::new(region_id, self.log.clone(), self.engine.clone());
         let raw = RawNode::new(&cfg, storage, &self.logger).map_err(raft_err)?;
         self.peers.insert(region_id, Peer::new(region_id, raw));
         Ok(())
@@ -384,9 +385,14 @@ impl Store {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break "the router is gone".into(),
             }
+            for p in self.peers.values_mut() {
+                p.send_reads();
+            }
             if Instant::now() >= next_tick {
+                let read_timeout = self.config.election_timeout();
                 for p in self.peers.values_mut() {
                     p.raw.tick();
+                    p.expire_reads(self.store_id, read_timeout);
                 }
                 next_tick = Instant::now() + tick;
                 ticks += 1;
@@ -463,6 +469,16 @@ impl Store {
                 }
                 peer.propose(store_id, data, cb);
             }
+            StoreMsg::ReadIndex { region_id, cb } => {
+                let store_id = self.store_id;
+                match self.peers.get_mut(&region_id) {
+                    Some(peer) => peer.read(store_id, cb),
+                    None => cb(Err(RaftStoreError::RegionNotFound {
+                        region_id,
+                        store_id,
+                    })),
+                }
+            }
             StoreMsg::TransferLeader { region_id, to } => {
                 if let Some(p) = self.peers.get_mut(&region_id) {
                     p.raw.transfer_leader(to);
@@ -498,11 +514,6 @@ impl Store {
             return;
         };
         match convert::take_message(&mut m) {
-            Ok(msg) if msg.get_msg_type() == eraftpb::MessageType::MsgSnapshot => {
-                // Raft snapshots are not installed by this version (the log is never
-                // truncated below what a live replica needs): refuse it rather than stop.
-                tracing::warn!(region_id, from = m.from_store, "raft snapshot dropped");
-            }
             Ok(msg) => {
                 if let Err(e) = peer.raw.step(msg) {
                     tracing::debug!(region_id, error = %e, "raft step failed");
@@ -527,22 +538,24 @@ impl Store {
             let mut rd = peer.raw.ready();
             if let Some(ss) = rd.ss() {
                 let leader = ss.raft_state == raft::StateRole::Leader;
-                peer.on_role_changed();
+                peer.on_role_changed(self.store_id);
                 self.engine.set_leader(*id, leader);
                 tracing::info!(region_id = id, store_id = self.store_id, role = ?ss.raft_state, leader_id = ss.leader_id, term = peer.term(), "raft role changed");
             }
             let msgs = rd.take_messages();
-            self.send(*id, msgs);
+            self.send_reporting_snapshots(*id, msgs);
             if !rd.snapshot().is_empty() {
-                return Err(format!(
-                    "region {id} received a raft snapshot, which this version cannot install"
-                ));
+                self.install_snapshot(*id, rd.snapshot(), &mut batch)?;
             }
             let committed = rd.take_committed_entries();
             self.apply(*id, committed)?;
             let Some(peer) = self.peers.get_mut(id) else {
                 continue;
             };
+            let read_states = rd.take_read_states();
+            if !read_states.is_empty() {
+                peer.on_read_states(read_states);
+            }
             if !rd.entries().is_empty() {
                 batch.append(*id, rd.entries().iter().map(entry_from_pb).collect());
             }
@@ -584,6 +597,7 @@ impl Store {
         if entries.is_empty() {
             return Ok(());
         }
+        let _timer = crate::metrics::APPLY_DURATION.start_timer();
         // Membership is static, so the parent's voters (what a split child starts with) are
         // read once per batch of entries, not per entry.
         let conf = self
@@ -617,38 +631,33 @@ impl Store {
         Ok(())
     }
 
-    /// Log GC: the leader of a one-voter group proposes `CompactLog` at its `data_sequence`
-    /// once that is `LOG_GC_ENTRIES` past the truncated point (every replica, i.e. itself, has
-    /// flushed that far), then sealed segments nothing needs are deleted. A group with more
-    /// voters needs every replica's `data_sequence`, which no heartbeat carries yet: its log is
-    /// kept whole.
+    /// Log GC: each region's leader proposes `CompactLog` once the log holds `LOG_GC_ENTRIES`
+    /// entries below the point every replica can do without, then sealed segments nothing
+    /// needs are deleted. That point is the leader's `data_sequence` (what it flushed; a
+    /// snapshot stands for exactly that index, `peer_storage`), lowered to what each
+    /// recently active follower has appended (`matched`), so a live follower a little behind
+    /// keeps getting entries rather than a snapshot. A follower that is down does not hold
+    /// the log back: it catches up by snapshot when it returns. Every replica applies the
+    /// entry by truncating only below its own `data_sequence` (`compact_log`), so no replica
+    /// drops an entry it has not flushed.
     fn compact_logs(&mut self) {
         let store_id = self.store_id;
         for (id, p) in self.peers.iter_mut() {
             if !p.is_leader() {
                 continue;
             }
-            let alone = p
-                .raw
-                .raft
-                .prs()
-                .conf()
-                .voters()
-                .ids()
-                .iter()
-                .all(|v| v == store_id);
-            if !alone {
-                continue;
+            let mut to = self.engine.shard_info(*id).map_or(0, |i| i.data_sequence);
+            for (peer_id, pr) in p.raw.raft.prs().iter() {
+                if *peer_id != store_id && pr.recent_active {
+                    to = to.min(pr.matched);
+                }
             }
-            let flushed = self.engine.shard_info(*id).map_or(0, |i| i.data_sequence);
             let truncated = self.log.state(*id).map_or(0, |s| s.truncated_index);
-            if flushed < truncated + LOG_GC_ENTRIES {
+            if to < truncated + LOG_GC_ENTRIES {
                 continue;
             }
-            let cmd = wire::raft_cmd::Cmd::CompactLog(wire::raft_cmd::CompactLog {
-                index: flushed,
-                term: 0,
-            });
+            let cmd =
+                wire::raft_cmd::Cmd::CompactLog(wire::raft_cmd::CompactLog { index: to, term: 0 });
             let data = RaftCmd::new(0, cmd).encode_to_vec();
             p.propose(store_id, data, Box::new(|_| {}));
         }
@@ -699,6 +708,64 @@ impl Store {
         Ok(())
     }
 
+    /// Installs a Raft snapshot a leader sent (module docs of `peer_storage`): the engine
+    /// takes the file list as the state at the snapshot's index, and this round's log batch
+    /// drops every entry up to it and records the snapshot's membership. Failing to install
+    /// stops the store: raft-rs already counts the snapshot as restored, so going on would
+    /// leave the engine behind its log.
+    fn install_snapshot(
+        &mut self,
+        region_id: u64,
+        snap: &eraftpb::Snapshot,
+        batch: &mut LogBatch,
+    ) -> Result<(), String> {
+        let meta = snap.get_metadata();
+        let (index, term) = (meta.index, meta.term);
+        let fail = |detail: String| {
+            format!(
+                "cannot install the raft snapshot of region {region_id} at index {index}: {detail}"
+            )
+        };
+        let cs = <changeset::ChangeSet as prost::Message>::decode(&snap.data[..])
+            .map_err(|e| fail(format!("undecodable changeset: {e}")))?;
+        if cs.shard_id != region_id {
+            return Err(fail(format!(
+                "expected a changeset of region {region_id}, found one of {}",
+                cs.shard_id
+            )));
+        }
+        let outcome = self
+            .engine
+            .install_raft_snapshot(index, &cs)
+            .map_err(|e| fail(e.to_string()))?;
+        batch.truncate(region_id, index, term);
+        batch.set_conf_state(region_id, conf_state_from_pb(meta.get_conf_state()));
+        if let Some(peer) = self.peers.get_mut(&region_id) {
+            peer.on_snapshot_installed(index);
+        }
+        crate::metrics::SNAPSHOTS_RECEIVED.inc();
+        tracing::info!(region_id, index, term, ?outcome, "raft snapshot installed");
+        Ok(())
+    }
+
+    /// Sends a ready's messages; a snapshot among them is reported sent at once, so the
+    /// leader goes back to probing the follower: if the snapshot is lost on the way, the probe
+    /// finds the follower still behind the truncated log and a new snapshot goes (a lost one
+    /// would otherwise pause the follower's progress for good).
+    fn send_reporting_snapshots(&mut self, region_id: u64, msgs: Vec<eraftpb::Message>) {
+        let snapshot_to: Vec<u64> = msgs
+            .iter()
+            .filter(|m| m.get_msg_type() == eraftpb::MessageType::MsgSnapshot)
+            .map(|m| m.to)
+            .collect();
+        self.send(region_id, msgs);
+        if let Some(peer) = self.peers.get_mut(&region_id) {
+            for to in snapshot_to {
+                peer.raw.report_snapshot(to, raft::SnapshotStatus::Finish);
+            }
+        }
+    }
+
     fn send(&self, region_id: u64, msgs: Vec<eraftpb::Message>) {
         if msgs.is_empty() {
             return;
@@ -724,6 +791,15 @@ impl Store {
         let stats = self.log.stats();
         kvengine::metrics::WAL_BYTES.set(stats.bytes_written as i64);
         kvengine::metrics::WAL_FSYNCS.set(stats.fsyncs as i64);
+        let (mut leaders, mut lag) = (0i64, 0u64);
+        for p in self.peers.values() {
+            leaders += i64::from(p.is_leader());
+            let log = &p.raw.raft.raft_log;
+            lag += log.committed.saturating_sub(log.applied);
+        }
+        crate::metrics::LEADERS.set(leaders);
+        crate::metrics::REPLICAS.set(self.peers.len() as i64);
+        crate::metrics::APPLY_LAG.set(lag as i64);
         let mut status = self.router.status.write();
         status.clear();
         for (id, p) in &self.peers {

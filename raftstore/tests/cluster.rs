@@ -25,6 +25,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 struct Node {
     engine: Engine,
     store: RaftStore,
+    log: Arc<RaftLog>,
     /// This store's view of the shared object store, counting its calls.
     dfs: Arc<FaultDfs<LocalDfs>>,
 }
@@ -81,7 +82,7 @@ impl Cluster {
         .unwrap();
         let inbox = self.net.register(id);
         let transport = Arc::new(self.net.transport(id));
-        let store = RaftStore::start(id, config(), engine.clone(), log, transport).unwrap();
+        let store = RaftStore::start(id, config(), engine.clone(), log.clone(), transport).unwrap();
         let router = store.router().clone();
         // The network's inbox of this store feeds its loop until the store is unregistered.
         std::thread::spawn(move || {
@@ -91,7 +92,15 @@ impl Cluster {
                 }
             }
         });
-        self.nodes.insert(id, Node { engine, store, dfs });
+        self.nodes.insert(
+            id,
+            Node {
+                engine,
+                store,
+                log,
+                dfs,
+            },
+        );
     }
 
     /// Stops store `id` as a crash would leave it: no flush, its directories kept.
@@ -423,5 +432,126 @@ fn a_proposal_above_the_entry_size_limit_is_refused_and_nothing_applies() {
             .unwrap()
             .write_sequence,
         before
+    );
+}
+
+#[test]
+fn a_read_index_covers_every_acknowledged_write_on_the_leader_and_on_a_follower() {
+    let c = Cluster::new(3);
+    let acked = c.put(b"r", 10, b"1");
+    let leader = c.wait_leader(REGION);
+    let at = c.router(leader).read_index(REGION, TIMEOUT).unwrap();
+    assert!(
+        at >= acked,
+        "leader read index {at} below the write at {acked}"
+    );
+    // A follower asks the leader and answers only once it applied that far itself.
+    let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    let acked = c.put(b"s", 11, b"2");
+    let at = c.router(follower).read_index(REGION, TIMEOUT).unwrap();
+    assert!(
+        at >= acked,
+        "follower read index {at} below the write at {acked}"
+    );
+    let applied = c.nodes[&follower]
+        .engine
+        .shard_info(REGION)
+        .unwrap()
+        .write_sequence;
+    assert!(
+        applied >= at,
+        "follower answered at {at} having applied {applied}"
+    );
+}
+
+#[test]
+fn an_isolated_leader_cannot_confirm_a_read_while_the_majority_takes_writes() {
+    let c = Cluster::new(3);
+    c.put(b"x", 10, b"1");
+    let old = c.wait_leader(REGION);
+    c.net.partition(&[&[old]]);
+    // The majority elects a leader and takes a write the old leader never sees.
+    let deadline = Instant::now() + TIMEOUT;
+    let new = loop {
+        let l = c
+            .nodes
+            .iter()
+            .find(|(id, n)| {
+                **id != old && n.store.router().status(REGION).is_some_and(|s| s.serving)
+            })
+            .map(|(id, _)| *id);
+        if let Some(l) = l {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "no new leader");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut batch = WriteBatch::new();
+    batch.put(ColumnFamily::Write, b"z", 12, b"", b"2");
+    c.router(new).write(REGION, None, &batch, TIMEOUT).unwrap();
+    // The old leader may still believe it leads, but a read needs a quorum's heartbeat answer.
+    let r = c.router(old).read_index(REGION, Duration::from_secs(3));
+    assert!(
+        matches!(
+            r,
+            Err(RaftStoreError::NotLeader { .. } | RaftStoreError::Timeout { .. })
+        ),
+        "an isolated old leader confirmed a read: {r:?}"
+    );
+}
+
+#[test]
+fn a_replica_behind_the_truncated_log_catches_up_by_snapshot_without_copying_a_file() {
+    let mut c = Cluster::new(3);
+    c.put(b"a", 10, b"first");
+    let leader = c.wait_leader(REGION);
+    let victim = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    let victim_applied = c.nodes[&victim]
+        .engine
+        .shard_info(REGION)
+        .unwrap()
+        .write_sequence;
+    c.kill(victim);
+    // 16 KiB memtables: these writes freeze and flush several times; then the leader flushes
+    // the rest and its log GC truncates past everything the victim has.
+    let mut last = 0;
+    for i in 0..400u64 {
+        last = c.put(format!("k{i:04}").as_bytes(), 100 + i, &[b'v'; 100]);
+    }
+    let leader = c.wait_leader(REGION);
+    c.nodes[&leader].engine.flush_shard(REGION).unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let truncated = c.nodes[&leader].log.state(REGION).unwrap().truncated_index;
+        if truncated > victim_applied + 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the leader never truncated its log past index {victim_applied} (truncated at {truncated})"
+        );
+        // Writes keep the log GC's threshold within reach.
+        last = c.put(b"tick", 1000, b"x");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.start(victim);
+    last = last.max(c.put(b"z", 2000, b"after restart"));
+    c.wait_applied_everywhere(last);
+    assert_replicas_agree(&c);
+    let restarted = &c.nodes[&victim];
+    assert_eq!(
+        restarted.dfs.stats(DfsOp::Put).calls,
+        0,
+        "the restarted replica wrote files instead of referencing the leader's"
+    );
+    let truncated = restarted.log.state(REGION).unwrap().truncated_index;
+    assert!(
+        truncated > victim_applied,
+        "the restarted replica's log starts at {truncated}: it replayed entries instead of installing a snapshot"
+    );
+    assert_eq!(
+        restarted.engine.shard_files(REGION).unwrap(),
+        c.nodes[&leader].engine.shard_files(REGION).unwrap(),
+        "the snapshot's file list differs from the leader's"
     );
 }

@@ -135,3 +135,21 @@ fn a_log_that_lost_what_the_engine_flushed_is_refused_at_start() {
         "{err}"
     );
 }
+
+#[test]
+fn a_one_voter_read_index_covers_the_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_engine, store) = open(dir.path());
+    store.wait_for_leaders(&[1], TIMEOUT).unwrap();
+    for i in 0..20u64 {
+        let mut batch = WriteBatch::new();
+        batch.put(ColumnFamily::Write, b"k", 10 + i, b"", b"v");
+        let acked = store
+            .router()
+            .write(1, None, &batch, TIMEOUT)
+            .unwrap()
+            .index;
+        let at = store.router().read_index(1, TIMEOUT).unwrap();
+        assert!(at >= acked, "read index {at} below the write at {acked}");
+    }
+}

@@ -204,9 +204,10 @@ impl Coprocessor {
                 info.ver,
             )));
         }
-        // Only a serving leader reads: a follower (or a new leader that has not applied its
-        // own term's first entry) may miss acknowledged writes.
-        if let Err(e) = self.storage.check_leader(ctx.region_id) {
+        // Only a serving leader reads, and only after a read index: a follower, a new leader
+        // that has not applied its own term's first entry, or an old leader cut off from the
+        // others may miss acknowledged writes.
+        if let Err(e) = self.storage.read_barrier(ctx.region_id) {
             let mut error = crate::region_error::from_raft(&e, &self.raft).unwrap_or_default();
             error.current_ver = info.ver;
             return Err(Box::new(Response {

@@ -25,6 +25,7 @@ impl Storage {
         self.cm
             .check_key(key, start_ts, bypass)
             .map_err(TxnError::KeyIsLocked)?;
+        self.read_barrier(self.shard_for_key(key)?)?;
         let snaps = self.snapshots(&[key])?;
         Ok(snaps
             .of(0)

@@ -240,6 +240,20 @@ impl Storage {
         }
     }
 
+    /// Call before taking a snapshot to read from (not for writes: a write's checks run on
+    /// the leader's snapshot and its entry commits only if that leader still leads). `Ok`
+    /// once a quorum confirmed this replica still leads and it applied up to the read index
+    /// (`Router::read_index`): a snapshot taken after it holds every write acknowledged
+    /// before the call, even if this server was paused or cut off while another leader took
+    /// writes (its `serving` flag alone could be stale then).
+    pub fn read_barrier(&self, region_id: u64) -> std::result::Result<(), RaftStoreError> {
+        self.check_leader(region_id)?;
+        self.raft
+            .router()
+            .read_index(region_id, self.propose_timeout)
+            .map(|_| ())
+    }
+
     pub fn tso(&self) -> &Arc<dyn TimestampSource> {
         &self.tso
     }
@@ -337,9 +351,9 @@ impl Storage {
         }
     }
 
-    /// A snapshot of shard `id`.
+    /// A snapshot of shard `id` to read from (after a read barrier).
     pub(crate) fn snapshot(&self, id: u64) -> Result<SnapAccess> {
-        self.check_leader(id)?;
+        self.read_barrier(id)?;
         Ok(self.engine.snapshot(id)?)
     }
 

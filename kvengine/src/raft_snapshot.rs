@@ -1,0 +1,88 @@
+//! Raft snapshots of a shard (`LogMode::External`): what a replica that is behind the leader's
+//! truncated log installs instead of the entries it missed.
+//!
+//! **What travels: the file list, nothing else.** The snapshot is the shard's file list as a
+//! ChangeSet holding a [`Change::Snapshot`] (the same description a manifest rewrite stores),
+//! and it stands for the log index equal to its `data_sequence`: every write at or below that
+//! index is in the files, which the receiver opens from the shared object store; no SST is
+//! copied. Memtable rows do not travel: the leader's log is never truncated above its own
+//! `data_sequence`, so the receiver gets every entry after the snapshot's index from the log,
+//! and applying them rebuilds the memtables *and* makes them durable on the receiver (its own
+//! Raft log holds them). Rows shipped inside the snapshot would exist on the receiver only in
+//! memory until its next flush, and a crash would lose them with the log already past them.
+//!
+//! **Install.** The receiver's files become the snapshot's (the one apply path, sequence =
+//! index), its memtables are dropped (every row in them is at or below its applied index,
+//! which is below the snapshot's, so the files hold them), and `write_sequence` becomes the
+//! index. The range and version must be the receiver's own: a replica that missed a split
+//! cannot catch up this way (an error; the owner stops rather than diverge).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use changeset::{Change, ChangeSet};
+use memtable::Memtable;
+
+use crate::apply::{ApplyOutcome, apply_locked};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::shard_data::OpenTables;
+
+impl Engine {
+    /// The leader's side: the shard's file list as a snapshot ChangeSet. Its
+    /// `Snapshot::data_sequence` is the log index the snapshot stands for.
+    pub fn raft_snapshot(&self, shard_id: u64) -> Result<ChangeSet> {
+        let shard = self.entry_shard("raft_snapshot", shard_id)?;
+        let _m = shard.meta.lock();
+        Ok(shard.data.load().files().to_changeset())
+    }
+
+    /// The receiver's side: installs `cs` (from [`Engine::raft_snapshot`] on the leader) as
+    /// the state at log index `index` (module docs). `Skipped` when this replica applied
+    /// `index` already.
+    ///
+    /// Errors: `cs` is not a snapshot, or stands for another index, or for another range or
+    /// version of the shard ([`Error::InvalidArgument`]); a table that cannot be opened fails
+    /// with the object store's error. On any error nothing changed.
+    pub fn install_raft_snapshot(&self, index: u64, cs: &ChangeSet) -> Result<ApplyOutcome> {
+        let shard = self.entry_shard("install_raft_snapshot", cs.shard_id)?;
+        let invalid = |what: String| Error::InvalidArgument { what };
+        let Some(Change::Snapshot(snap)) = &cs.change else {
+            return Err(invalid(format!(
+                "expected a snapshot changeset for a raft snapshot, found another change: shard_id={}",
+                cs.shard_id
+            )));
+        };
+        if snap.data_sequence != index {
+            return Err(invalid(format!(
+                "raft snapshot at index {index} describes data_sequence={}: expected them equal",
+                snap.data_sequence
+            )));
+        }
+        let meta = shard.meta.lock();
+        if index <= shard.write_sequence.load(Ordering::Acquire) {
+            return Ok(ApplyOutcome::Skipped);
+        }
+        let cur = shard.data.load_full();
+        if cs.shard_ver != cur.ver() || snap.start != cur.start() || snap.end != cur.end() {
+            return Err(invalid(format!(
+                "raft snapshot of shard {} is for another range or version (a split this replica missed?): expected ver={} found ver={}",
+                cs.shard_id,
+                cur.ver(),
+                cs.shard_ver
+            )));
+        }
+        let mut stamped = cs.clone();
+        stamped.sequence = index;
+        let outcome = apply_locked(&self.inner, &shard, &meta, &stamped, OpenTables::default())?;
+        let _w = shard.write.lock();
+        let now = shard.data.load_full();
+        let emptied = (*now)
+            .clone()
+            .with_memtables(Arc::new(Memtable::new()), Vec::new());
+        shard.data.store(Arc::new(emptied));
+        shard.freeze_proposed_at.store(0, Ordering::Release);
+        shard.write_sequence.store(index, Ordering::Release);
+        Ok(outcome)
+    }
+}
