@@ -24,6 +24,8 @@ use crate::error::{Error, Result};
 const FIRST_SLEEP: Duration = Duration::from_millis(10);
 /// The longest sleep.
 const MAX_SLEEP: Duration = Duration::from_millis(500);
+/// The shortest timeout of one attempt.
+pub const MIN_ATTEMPT: Duration = Duration::from_millis(200);
 /// Immediate retries allowed in a row (each on a fresh hint).
 pub const MAX_IMMEDIATE: u32 = 3;
 
@@ -129,9 +131,33 @@ impl Backoff {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// The timeout of one attempt: at most `per_request`, never past the deadline.
-    pub fn attempt_timeout(&self, per_request: Duration) -> Duration {
-        per_request.min(self.remaining())
+    /// The timeout of one attempt: what is left of the deadline, but at least
+    /// [`MIN_ATTEMPT`] (the attempt after a sleep that ended at the deadline still gets a
+    /// chance to answer).
+    pub fn attempt_timeout(&self) -> Duration {
+        self.remaining().max(MIN_ATTEMPT)
+    }
+
+    /// Runs one attempt, `call` to `server`, for at most [`Backoff::attempt_timeout`]: a
+    /// server that accepted the connection but does not answer (stopped, overloaded) costs
+    /// the request's deadline, not a transport timeout on top of it. Running out is a
+    /// connection error (`Error::is_connection`), as a transport timeout is.
+    pub async fn attempt<T>(
+        &self,
+        server: &str,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let limit = self.attempt_timeout();
+        match tokio::time::timeout(limit, call).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Transport {
+                url: server.to_string(),
+                source: node::ClientError::Timeout {
+                    url: server.to_string(),
+                    after: limit,
+                },
+            }),
+        }
     }
 
     /// The deadline as Unix milliseconds (`Context.deadline_ms`: a server stops waiting for a
@@ -262,6 +288,11 @@ mod tests {
             }
             e => panic!("unexpected error {e}"),
         }
+        assert_eq!(
+            b.attempt_timeout(),
+            MIN_ATTEMPT,
+            "the last attempt still gets a chance"
+        );
         let mut region = Backoff::new(Duration::ZERO);
         let e = region.wait(RetryReason::NotLeader, "x").await.unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::Region);
@@ -280,6 +311,22 @@ mod tests {
         assert!(t0.elapsed() >= FIRST_SLEEP / 2);
         assert!(b.now_ok(RetryReason::NotLeader), "a sleep resets the count");
         assert_eq!(b.attempts(), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_that_outlives_the_deadline_is_a_connection_error() {
+        let b = Backoff::new(Duration::from_secs(2));
+        let hung = b
+            .attempt("http://s1", async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(())
+            })
+            .await
+            .unwrap_err();
+        assert!(hung.is_connection(), "{hung}");
+        assert_eq!(b.remaining(), Duration::ZERO, "it ran until the deadline");
+        let answered = b.attempt("http://s1", async { Ok(7) }).await.unwrap();
+        assert_eq!(answered, 7);
     }
 
     #[test]

@@ -605,7 +605,7 @@ impl Client {
             };
             let t0 = Instant::now();
             let server = task.region.server().to_string();
-            let resp = match self.send_page(&task, &req).await {
+            let resp = match backoff.attempt(&server, self.send_page(&task, &req)).await {
                 Ok(resp) => resp,
                 Err(e) if leader_unreachable(&task.target, &e) => {
                     stats.requests += 1;

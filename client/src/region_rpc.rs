@@ -210,7 +210,10 @@ impl Router<'_> {
             for (region, indices) in self.group(&batch).await? {
                 let part: Vec<I> = indices.iter().map(|&i| batch[i].clone()).collect();
                 let server = region.server().to_string();
-                match send(server.clone(), part.clone()).await {
+                match backoff
+                    .attempt(&server, send(server.clone(), part.clone()))
+                    .await
+                {
                     Err(e) if e.is_connection() => {
                         self.after_connection_error(&server, &e, backoff).await?;
                         pending.push_back(part);

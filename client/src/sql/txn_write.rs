@@ -160,8 +160,10 @@ pub async fn write(
                 return Err(e.into());
             }
         };
-        // A retried 1PC prewrite whose first try committed: the statement is done.
+        // A retried 1PC prewrite whose first try committed: the statement is done. (Without a
+        // 1PC try nothing can have committed before the commit below.)
         if let Some(e) = first_error(&answers)
+            && one_pc_size > 0
             && e.kind == ErrorKind::TxnFinished as i32
             && e.committed_ts > 0
         {
