@@ -560,3 +560,115 @@ fn a_request_fails_with_retry_deadline_when_no_replica_answers() {
     }
     assert!(seed.received_at(paths::COPROCESSOR).is_empty());
 }
+
+/// One region on s1 alone, whose prewrite (no 1PC granted) and TSO answer, and whose commit
+/// never answers; `rollback` is what the rollback of the primary gets.
+fn lost_commit(rollback: Answer) -> (FakeServer, EntryClient) {
+    let s1 = FakeServer::start();
+    let u1 = s1.base_url();
+    s1.script(
+        paths::REGIONS,
+        [regions(vec![region(
+            1,
+            (b"", b""),
+            1,
+            &[(1, u1.as_str())],
+            1,
+        )])],
+    );
+    s1.script(paths::PREWRITE, [Answer::ok(&PrewriteResponse::default())]);
+    s1.script(
+        paths::TSO,
+        [Answer::ok(&TsoResponse {
+            first_ts: 200,
+            ..TsoResponse::default()
+        })],
+    );
+    s1.script(paths::COMMIT, [Answer::Hangup]);
+    s1.script(paths::ROLLBACK, [rollback]);
+    let c = client_of(&[&u1], |cfg| {
+        cfg.request_timeout = ReadableDuration::millis(400);
+    });
+    (s1, c)
+}
+
+fn write_k(c: &EntryClient) -> Result<txn_write::WriteOutcome, client::sql::SqlError> {
+    let writes = vec![RowWrite::Put {
+        key: b"k".to_vec(),
+        value: b"v".to_vec(),
+    }];
+    c.block_on(txn_write::write(&c.client, &writes, 100, "insert"))
+}
+
+fn rolled_back_keys(s: &FakeServer) -> Vec<Vec<Vec<u8>>> {
+    s.received_at(paths::ROLLBACK)
+        .iter()
+        .map(|r| r.decode::<wire::txn::RollbackRequest>().keys)
+        .collect()
+}
+
+#[test]
+fn a_lost_primary_commit_that_a_rollback_finds_committed_is_a_success_with_a_warning() {
+    let (s1, c) = lost_commit(Answer::ok(&CommandResponse {
+        error: Some(KeyError {
+            kind: ErrorKind::TxnFinished as i32,
+            message: "already committed".into(),
+            committed_ts: 200,
+            ..KeyError::default()
+        }),
+    }));
+    let out = write_k(&c).unwrap();
+    assert!(!out.one_pc);
+    assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+    assert!(
+        out.warnings[0].contains("commit_ts=200"),
+        "{:?}",
+        out.warnings
+    );
+    assert!(
+        s1.received_at(paths::COMMIT).len() >= 2,
+        "the commit was retried"
+    );
+    assert_eq!(rolled_back_keys(&s1), vec![vec![b"k".to_vec()]]);
+}
+
+#[test]
+fn a_lost_primary_commit_that_a_rollback_undoes_is_an_error() {
+    let (s1, c) = lost_commit(Answer::ok(&CommandResponse::default()));
+    let err = write_k(&c).expect_err("rolled back");
+    assert!(
+        matches!(
+            &err,
+            client::sql::SqlError::Client(client::Error::RetryDeadline { reason, .. })
+                if *reason == client::backoff::RetryReason::Connection
+        ),
+        "{err}"
+    );
+    // The deciding rollback of the primary, then the statement's rollback of every key.
+    assert_eq!(
+        rolled_back_keys(&s1),
+        vec![vec![b"k".to_vec()], vec![b"k".to_vec()]]
+    );
+}
+
+#[test]
+fn a_lost_primary_commit_whose_rollback_is_lost_too_is_undetermined() {
+    let (s1, c) = lost_commit(Answer::Hangup);
+    let err = write_k(&c).expect_err("unknown outcome");
+    assert!(
+        matches!(
+            err,
+            client::sql::SqlError::Undetermined {
+                statement: "insert",
+                start_ts: 100
+            }
+        ),
+        "{err}"
+    );
+    assert_ne!(
+        err.kind(),
+        client::ErrorKind::Busy,
+        "never re-run by the statement loop"
+    );
+    assert!(!s1.received_at(paths::ROLLBACK).is_empty());
+}
