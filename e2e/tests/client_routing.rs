@@ -672,3 +672,104 @@ fn a_lost_primary_commit_whose_rollback_is_lost_too_is_undetermined() {
     );
     assert!(!s1.received_at(paths::ROLLBACK).is_empty());
 }
+
+#[test]
+fn a_worker_whose_origin_is_unreachable_is_sent_the_next_replica() {
+    let (s2, worker) = (FakeServer::start(), FakeServer::start());
+    let (dead, u2) = (refused_url(), s2.base_url());
+    let peers = [(1, dead.as_str()), (2, u2.as_str())];
+    s2.script(
+        paths::REGIONS,
+        [regions(vec![region(7, (b"", b""), 1, &peers, 1)])],
+    );
+    worker.script(
+        paths::STATUS,
+        [Answer::Reply {
+            status: 200,
+            body: b"{}".to_vec(),
+        }],
+    );
+    // The worker could not reach the leader it was named (502), then reads from s2.
+    worker.script(
+        paths::DELEGATE_COPROCESSOR,
+        [
+            Answer::Reply {
+                status: 502,
+                body: b"origin unreachable".to_vec(),
+            },
+            page(&[(3, 30)]),
+        ],
+    );
+    let c = client_of(&[&u2], |cfg| cfg.workers = vec![worker.base_url()]);
+    let r = c
+        .block_on(c.client.delegate_coprocessor(
+            &handle_v_dag(T, false),
+            vec![T.range()],
+            100,
+            NodeSelectionPolicy::AllNodes,
+        ))
+        .unwrap();
+    assert_eq!(r.rows, vec![vec![Datum::Int(3), Datum::Int(30)]]);
+    let origins: Vec<String> = worker
+        .received_at(paths::DELEGATE_COPROCESSOR)
+        .iter()
+        .map(|r| {
+            r.headers
+                .get(REGION_SERVER_HEADER)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(origins, vec![dead, u2]);
+}
+
+#[test]
+fn a_stale_command_is_sent_again_and_follows_the_next_hint() {
+    let (s1, s2) = (FakeServer::start(), FakeServer::start());
+    let (u1, u2) = (s1.base_url(), s2.base_url());
+    let peers = [(1, u1.as_str()), (2, u2.as_str())];
+    s1.script(
+        paths::REGIONS,
+        [regions(vec![region(1, (b"", b""), 1, &peers, 1)])],
+    );
+    s1.script(
+        paths::PREWRITE,
+        [
+            Answer::ok(&PrewriteResponse {
+                error: Some(routing_error(RegionError {
+                    kind: RegionErrorKind::StaleCommand as i32,
+                    region_id: 1,
+                    message: "leader changed".into(),
+                    ..RegionError::default()
+                })),
+                ..PrewriteResponse::default()
+            }),
+            Answer::ok(&PrewriteResponse {
+                error: Some(routing_error(not_leader(1, Some((2, u2.as_str()))))),
+                ..PrewriteResponse::default()
+            }),
+        ],
+    );
+    s2.script(
+        paths::PREWRITE,
+        [Answer::ok(&PrewriteResponse {
+            one_pc_commit_ts: 120,
+            ..PrewriteResponse::default()
+        })],
+    );
+    let c = client_of(&[&u1], |_| {});
+    let writes = vec![RowWrite::Put {
+        key: b"k".to_vec(),
+        value: b"v".to_vec(),
+    }];
+    let out = c
+        .block_on(txn_write::write(&c.client, &writes, 100, "insert"))
+        .unwrap();
+    assert_eq!((out.rows, out.one_pc), (1, true));
+    assert_eq!(
+        s1.received_at(paths::PREWRITE).len(),
+        2,
+        "sent again after the stale command"
+    );
+    assert_eq!(s2.received_at(paths::PREWRITE).len(), 1);
+}
