@@ -27,13 +27,17 @@ pub struct ClientConfig {
     /// How long a worker whose liveness probe failed counts as dead before it is probed again.
     /// Longer: fewer probes of a dead node, slower return of a recovered one.
     pub dead_worker_ttl: ReadableDuration,
-    /// Per-call timeout of every HTTP request the client sends.
+    /// How long one logical request may take, retries included: a page, a transaction
+    /// command or a timestamp is sent again (to the region's new leader, another replica, a
+    /// restarted server) until this much time passed since its first try. Longer: rides out
+    /// longer outages; shorter: fails sooner when the cluster is down.
     pub request_timeout: ReadableDuration,
     /// How long a read waits for the transaction holding a lock it met to finish (or for its
     /// TTL to pass) before it fails with `LockWaitTimeout`.
     pub lock_wait_timeout: ReadableDuration,
-    /// How many times one region task refreshes the region cache after a region error before
-    /// it gives up (each split or epoch change in flight costs one).
+    /// How many times one region task re-splits after an epoch change before it gives up
+    /// (each split or epoch change in flight costs one; leader changes and busy servers are
+    /// bounded by `request-timeout` instead).
     pub max_region_retries: u32,
     /// The largest response body accepted from a server.
     pub max_response_size: ReadableSize,

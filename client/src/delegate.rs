@@ -4,19 +4,20 @@
 //!
 //! 1. Every configured worker not within its dead TTL is probed (`GET /status`: liveness and
 //!    the worker's `zone` label).
-//! 2. The ranges are cut at region boundaries (the region cache gives each region's server and
-//!    that server's zone). [`select_nodes`] chooses one worker per region under the session's
-//!    `tidb_tiflash_node_selection_policy`, the entry node's zone (the config's `labels.zone`)
-//!    and, per region, its replica zones: today one replica, on the owning server, so
-//!    `{server zone}` (none when the server has no zone label). A selection error fails the
+//! 2. The ranges are cut at region boundaries (the region cache gives each region's replicas,
+//!    their zones and the leader). [`select_nodes`] chooses one worker per region under the
+//!    session's `tidb_tiflash_node_selection_policy`, the entry node's zone (the config's
+//!    `labels.zone`) and, per region, its replica zones: the zones of its peers (on standalone
+//!    servers, the one owning server's zone, none when it has no zone label). A selection error fails the
 //!    request with [`crate::Error::NodeSelection`]; the selection's warnings are returned in
 //!    [`CopResult::warnings`].
 //! 3. Each region task then runs the ordinary paging driver ([`crate::paging`]) with its pages
 //!    sent to `POST {worker}/delegate/coprocessor` (a plain cop request) with the header
-//!    `x-stratus-region-server: {owning server's base URL}`. The worker fetches what the read
-//!    needs from that server and executes. Resume ranges, region errors (the worker passes the
-//!    origin's back; the client reloads that server's regions and re-splits what is left, the
-//!    children keeping their parent's worker), `locked` answers (resolved through the server's
+//!    `x-stratus-region-server: {the region leader's base URL}`. The worker fetches what the
+//!    read needs from that server and executes. Resume ranges, region errors (the worker passes
+//!    the origin's back: a `NotLeader` moves the header to the new leader; an epoch change
+//!    re-splits what is left, the children keeping their parent's worker), an origin the
+//!    worker could not reach (its 502: the next replica is tried as on the server path), `locked` answers (resolved through the server's
 //!    transaction API) and the final merge are exactly as on the server path. Every page
 //!    records the worker that served it ([`crate::PageRows::served_by`]).
 //!
@@ -97,7 +98,7 @@ impl Client {
             .iter()
             .map(|rr| RegionReplicas {
                 id: rr.region.id(),
-                replica_zones: rr.region.zone.iter().cloned().collect(),
+                replica_zones: rr.region.replica_zones(),
             })
             .collect();
         let entry_zone = self.config().zone();
@@ -149,6 +150,7 @@ mod tests {
     use super::*;
     use crate::config::ClientConfig;
     use crate::node_selection::NodeSelectionError;
+    use crate::region_cache::CachedRegion;
     use wire::region::Region;
 
     fn split_of(client: &Client, zones: &[Option<&str>]) -> Vec<RegionRanges> {
@@ -160,17 +162,17 @@ mod tests {
             } else {
                 vec![i as u8 + 1]
             };
-            cache.replace_server(
-                &format!("http://s{i}"),
-                zone.and_then(types::Zone::label),
-                vec![Region {
+            cache.insert(CachedRegion::standalone(
+                Region {
                     id: 10 + i as u64,
                     ver: 1,
                     start,
                     end,
                     ..Region::default()
-                }],
-            );
+                },
+                &format!("http://s{i}"),
+                zone.and_then(types::Zone::label),
+            ));
         }
         cache
             .split_ranges(&[KeyRange::new(Vec::new(), Vec::new())])

@@ -50,6 +50,17 @@ pub enum Error {
     /// Region errors kept coming back after the region cache was refreshed each time.
     #[error("region errors did not stop after retries: retries={retries} last={last}")]
     RegionRetriesExhausted { retries: u32, last: String },
+    /// A request kept failing (region errors, refused connections) until its deadline
+    /// (`request-timeout` from its start) passed.
+    #[error(
+        "request retried until its deadline: reason={reason} attempts={attempts} waited_ms={waited_ms} last={last}"
+    )]
+    RetryDeadline {
+        reason: crate::backoff::RetryReason,
+        attempts: u32,
+        waited_ms: u64,
+        last: String,
+    },
     /// A lock's transaction stayed alive for longer than the client waits.
     #[error("lock wait timed out: key={key:?} lock_ts={lock_ts} waited={waited:?}")]
     LockWaitTimeout {
@@ -132,6 +143,10 @@ impl Error {
                 ErrorKind::Transport
             }
             Error::NoRegion { .. } | Error::RegionRetriesExhausted { .. } => ErrorKind::Region,
+            Error::RetryDeadline { reason, .. } => match reason {
+                crate::backoff::RetryReason::Connection => ErrorKind::Transport,
+                _ => ErrorKind::Region,
+            },
             Error::LockWaitTimeout { .. } => ErrorKind::Locked,
             Error::CacheHitWithoutEntry { .. } => ErrorKind::CacheProtocol,
             Error::Eval { .. } => ErrorKind::Eval,
@@ -142,6 +157,14 @@ impl Error {
             | Error::Rows { .. }
             | Error::UnsupportedMerge { .. } => ErrorKind::Invalid,
         }
+    }
+}
+
+impl Error {
+    /// The peer could not be reached (refused, reset, timed out): another replica, or the same
+    /// one after a restart, may answer.
+    pub fn is_connection(&self) -> bool {
+        matches!(self, Error::Transport { source, .. } if source.is_retryable())
     }
 }
 

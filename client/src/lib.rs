@@ -9,8 +9,10 @@
 //!
 //! * [`config`]: [`ClientConfig`] (servers, workers, own labels, paging, cache, TTLs), validated
 //!   with errors that name the field;
-//! * [`region_cache`]: regions learned from each server's `GET /regions`, looked up by key,
-//!   reloaded on region errors; [`worker_liveness`]: workers probed at `GET /status`, a failed
+//! * [`region_cache`]: regions learned from each server's `GET /regions`, with their replicas
+//!   and leader, looked up by key, updated on region errors and unreachable servers;
+//!   [`backoff`]: the one retry policy (a deadline per logical request); `region_rpc`: the
+//!   reactions to region errors and the driver of keyed transaction commands; [`worker_liveness`]: workers probed at `GET /status`, a failed
 //!   probe marks one dead for a TTL;
 //! * [`paging`]: [`Client::coprocessor`], the paging driver: splits ranges by region, pages
 //!   each region 128 → 50,000 rows, follows resume ranges, re-splits on region errors, resolves
@@ -29,16 +31,19 @@
 //! * [`sql`]: the SQL front (CREATE TABLE, INSERT, UPDATE, DELETE, SELECT over one table,
 //!   EXPLAIN, SET, SHOW VARIABLES, SHOW WARNINGS) on a [`Session`].
 
+pub mod backoff;
 pub mod config;
 pub mod cop_cache;
 pub mod delegate;
 pub mod error;
 pub mod final_merge;
+mod join;
 pub mod lock_resolver;
 pub mod metrics;
 pub mod node_selection;
 pub mod paging;
 pub mod region_cache;
+mod region_rpc;
 pub mod sql;
 pub mod transport;
 pub mod variables;

@@ -3,20 +3,21 @@
 //!
 //! 1. a fresh `current_ts` from the TSO; the met lock expired iff its TTL (milliseconds from
 //!    the physical part of its start_ts) passed by then;
-//! 2. `POST /txn/check_txn_status` on the server owning the lock's **primary** key (with
+//! 2. `POST /txn/check_txn_status` at the leader of the lock's **primary** key (with
 //!    `rollback_if_not_exist` once the met lock expired, so a primary whose prewrite never
 //!    landed is rolled back and can never land);
 //! 3. committed → `POST /txn/resolve_lock` commits the met key at the commit_ts; rolled back
 //!    (now or before) → it rolls the key back; an async-commit primary past its TTL →
-//!    `check_secondary_locks` on every listed secondary (grouped by server): one committed, or
+//!    `check_secondary_locks` on every listed secondary (grouped by region): one committed, or
 //!    all still locked → commit every key (at the max min_commit_ts when all are locked),
 //!    otherwise roll every key back; a live primary → [`ResolveOutcome::Alive`]: the caller
 //!    backs off and retries the read.
 //!
 //! Resolution is idempotent: two readers resolving the same lock reach the same decision,
-//! because the primary decides.
+//! because the primary decides. So every command goes through [`Router::send_by_region`]: a
+//! command a leader change cut off is simply sent again to the new leader.
 
-use std::collections::BTreeMap;
+use std::time::Duration;
 
 use types::Ts;
 use wire::coprocessor::LockInfo;
@@ -27,9 +28,9 @@ use wire::txn::{
     CheckTxnStatusResponse, KeyError, ResolveLockRequest, ResolveLockResponse, TxnState,
 };
 
+use crate::backoff::{Backoff, RetryReason};
 use crate::error::{Error, Result};
-use crate::region_cache::RegionCache;
-use crate::transport::Transport;
+use crate::region_rpc::Router;
 
 /// What became of one lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,24 +48,36 @@ pub fn lock_expired(lock_ts: u64, ttl_ms: u64, current_ts: u64) -> bool {
 }
 
 pub struct LockResolver<'a> {
-    pub transport: &'a Transport,
-    pub regions: &'a RegionCache,
+    pub(crate) router: Router<'a>,
     /// Base URL of the server running the TSO.
     pub tso_server: &'a str,
+    /// The budget of each command, retries included.
+    pub request_timeout: Duration,
 }
 
 impl LockResolver<'_> {
-    /// A fresh timestamp.
+    /// A fresh timestamp. The TSO runs on one server: a refused connection (it is
+    /// restarting) is retried until the deadline.
     pub async fn current_ts(&self) -> Result<u64> {
-        let r: TsoResponse = self
-            .transport
-            .post(
-                self.tso_server,
-                paths::TSO,
-                &TsoRequest { count: 1 },
-                "tso response",
-            )
-            .await?;
+        let mut backoff = Backoff::new(self.request_timeout);
+        let r: TsoResponse = loop {
+            let sent = self
+                .router
+                .transport
+                .post(
+                    self.tso_server,
+                    paths::TSO,
+                    &TsoRequest { count: 1 },
+                    "tso response",
+                )
+                .await;
+            match sent {
+                Err(e) if e.is_connection() => {
+                    backoff.wait(RetryReason::Connection, e.to_string()).await?;
+                }
+                r => break r?,
+            }
+        };
         if !r.error.is_empty() {
             return Err(Error::TxnCommand {
                 command: "tso",
@@ -78,22 +91,39 @@ impl LockResolver<'_> {
     pub async fn resolve(&self, lock: &LockInfo, caller_start_ts: u64) -> Result<ResolveOutcome> {
         let current_ts = self.current_ts().await?;
         let expired = lock_expired(lock.lock_version, lock.lock_ttl, current_ts);
-        let primary_server = self.server_of(&lock.primary_lock).await?;
-        let status: CheckTxnStatusResponse = self
-            .transport
-            .post(
-                &primary_server,
-                paths::CHECK_TXN_STATUS,
-                &CheckTxnStatusRequest {
-                    primary: lock.primary_lock.clone(),
-                    lock_ts: lock.lock_version,
-                    current_ts,
-                    rollback_if_not_exist: expired,
-                    caller_start_ts,
+        let mut backoff = Backoff::new(self.request_timeout);
+        let transport = self.router.transport;
+        let answers: Vec<CheckTxnStatusResponse> = self
+            .router
+            .send_by_region(
+                vec![lock.primary_lock.clone()],
+                &mut backoff,
+                |server, mut keys| async move {
+                    let req = CheckTxnStatusRequest {
+                        primary: keys.pop().unwrap_or_default(),
+                        lock_ts: lock.lock_version,
+                        current_ts,
+                        rollback_if_not_exist: expired,
+                        caller_start_ts,
+                    };
+                    transport
+                        .post(
+                            &server,
+                            paths::CHECK_TXN_STATUS,
+                            &req,
+                            "check_txn_status response",
+                        )
+                        .await
                 },
-                "check_txn_status response",
             )
             .await?;
+        let status = answers
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::TxnCommand {
+                command: "check_txn_status",
+                message: "no answer".into(),
+            })?;
         check("check_txn_status", status.error.as_ref())?;
         let met_key = std::slice::from_ref(&lock.key);
         match TxnState::try_from(status.state).unwrap_or(TxnState::Unknown) {
@@ -131,19 +161,29 @@ impl LockResolver<'_> {
         let commit_ts = if secondaries.is_empty() {
             primary_min_commit_ts
         } else {
+            let mut backoff = Backoff::new(self.request_timeout);
+            let transport = self.router.transport;
+            let answers: Vec<CheckSecondaryLocksResponse> = self
+                .router
+                .send_by_region(
+                    secondaries.clone(),
+                    &mut backoff,
+                    |server, keys| async move {
+                        transport
+                            .post(
+                                &server,
+                                paths::CHECK_SECONDARY_LOCKS,
+                                &CheckSecondaryLocksRequest { keys, start_ts },
+                                "check_secondary_locks response",
+                            )
+                            .await
+                    },
+                )
+                .await?;
             let mut all_locked = true;
             let mut committed = None;
             let mut min_commit_ts = primary_min_commit_ts;
-            for (server, keys) in self.group_by_server(&secondaries).await? {
-                let r: CheckSecondaryLocksResponse = self
-                    .transport
-                    .post(
-                        &server,
-                        paths::CHECK_SECONDARY_LOCKS,
-                        &CheckSecondaryLocksRequest { keys, start_ts },
-                        "check_secondary_locks response",
-                    )
-                    .await?;
+            for r in answers {
                 check("check_secondary_locks", r.error.as_ref())?;
                 if r.commit_ts > 0 {
                     committed = Some(r.commit_ts);
@@ -164,49 +204,29 @@ impl LockResolver<'_> {
         self.resolve_keys(start_ts, commit_ts, &keys).await
     }
 
-    /// Commits (`commit_ts > 0`) or rolls back the locks of `start_ts` on `keys`, on each key's
-    /// server.
+    /// Commits (`commit_ts > 0`) or rolls back the locks of `start_ts` on `keys`, at each
+    /// key's region leader.
     async fn resolve_keys(&self, start_ts: u64, commit_ts: u64, keys: &[Vec<u8>]) -> Result<()> {
-        for (server, keys) in self.group_by_server(keys).await? {
-            let r: ResolveLockResponse = self
-                .transport
-                .post(
-                    &server,
-                    paths::RESOLVE_LOCK,
-                    &ResolveLockRequest {
-                        start_ts,
-                        commit_ts,
-                        keys,
-                        ..ResolveLockRequest::default()
-                    },
-                    "resolve_lock response",
-                )
-                .await?;
+        let mut backoff = Backoff::new(self.request_timeout);
+        let transport = self.router.transport;
+        let answers: Vec<ResolveLockResponse> = self
+            .router
+            .send_by_region(keys.to_vec(), &mut backoff, |server, keys| async move {
+                let req = ResolveLockRequest {
+                    start_ts,
+                    commit_ts,
+                    keys,
+                    ..ResolveLockRequest::default()
+                };
+                transport
+                    .post(&server, paths::RESOLVE_LOCK, &req, "resolve_lock response")
+                    .await
+            })
+            .await?;
+        for r in answers {
             check("resolve_lock", r.error.as_ref())?;
         }
         Ok(())
-    }
-
-    async fn group_by_server(&self, keys: &[Vec<u8>]) -> Result<BTreeMap<String, Vec<Vec<u8>>>> {
-        let mut out: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
-        for k in keys {
-            out.entry(self.server_of(k).await?)
-                .or_default()
-                .push(k.clone());
-        }
-        Ok(out)
-    }
-
-    /// The server owning `key` (reloading the region cache once if no region holds it).
-    pub(crate) async fn server_of(&self, key: &[u8]) -> Result<String> {
-        if let Some(r) = self.regions.lookup(key) {
-            return Ok(r.server);
-        }
-        self.regions.load_all(self.transport).await?;
-        self.regions
-            .lookup(key)
-            .map(|r| r.server)
-            .ok_or_else(|| Error::NoRegion { key: key.to_vec() })
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use prometheus::IntCounter;
+use prometheus::{IntCounter, IntCounterVec, Opts};
 
 fn counter(name: &str, help: &str) -> IntCounter {
     let c = IntCounter::new(name, help).expect("valid metric");
@@ -34,4 +34,19 @@ pub static COP_CACHE_EVICTIONS: LazyLock<IntCounter> = LazyLock::new(|| {
         "stratus_client_cop_cache_evictions_total",
         "Coprocessor cache entries evicted by the byte budget.",
     )
+});
+
+/// Requests sent again, by why (`crate::backoff::RetryReason::as_str`: not_leader,
+/// epoch_not_match, stale_command, server_busy, region_not_found, connection).
+pub static RETRIES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = IntCounterVec::new(
+        Opts::new(
+            "stratus_client_retries_total",
+            "Requests the client sent again after a region error or a failed connection, by reason.",
+        ),
+        &["reason"],
+    )
+    .expect("valid metric");
+    prometheus::register(Box::new(c.clone())).expect("metric registered once");
+    c
 });

@@ -177,8 +177,9 @@ impl WorkerNode {
 pub struct RegionReplicas {
     /// The region's id, unique among the regions of a request.
     pub id: RegionId,
-    /// The zones holding a replica; order and repetition do not matter. Today a region has one
-    /// replica, on its owning server, so this is that server's zone.
+    /// The zones holding a replica; order and repetition do not matter. The zones of the
+    /// region's peers (every server of a replicated cluster), or, on standalone servers, the
+    /// owning server's zone.
     pub replica_zones: Vec<Zone>,
 }
 

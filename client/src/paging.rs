@@ -8,12 +8,16 @@
 //!    every page up to `paging.max-size` (50,000). A response with a resume range (the span
 //!    it covered, see `wire::paging`) continues with the task's ranges minus that span; a
 //!    response without one ends the task.
-//! 3. A region error (epoch changed, region split, region gone, key not in region) reloads the
-//!    regions of the server that answered and re-splits **what the task has left**: rows of
-//!    pages already returned are never asked again, rows not yet returned are asked from the
-//!    new regions, so a split between two pages loses and duplicates nothing. `ServerBusy`
-//!    backs off and retries the same request. Each task refreshes at most
-//!    `max-region-retries` times.
+//! 3. Pages go to the region's leader. A region error (epoch changed, region split, region
+//!    gone, key not in region) replaces the region by the answer's current regions (or those
+//!    the answering server lists) and re-splits **what the task has left**: rows of pages
+//!    already returned are never asked again, rows not yet returned are asked from the new
+//!    regions, so a split between two pages loses and duplicates nothing. Each task re-splits
+//!    at most `max-region-retries` times. `NotLeader` moves the task to the leader it names
+//!    (at once) or to the next replica (after a backoff); `ServerBusy` and `StaleCommand` back
+//!    off and retry the same request; a refused connection marks the server down and moves to
+//!    the next replica. Retries of a request share one deadline, `request-timeout` from its
+//!    start ([`crate::backoff`]).
 //! 4. A `locked` response resolves the lock ([`crate::lock_resolver`]) and retries; while the
 //!    lock's transaction is alive the task backs off (up to `lock-wait-timeout`).
 //! 5. Every page goes through the coprocessor cache ([`crate::cop_cache`]): a page may be
@@ -35,10 +39,7 @@
 //! and the cache lookup differ (a worker never answers a cache hit).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -47,21 +48,23 @@ use prost::Message;
 use types::{RegionId, Ts};
 use wire::codec::datum::decode_datums;
 use wire::coprocessor::{
-    self as proto, Context, DagRequest, ExecType, KeyRange, RegionErrorKind, Request, Response,
-    SelectResponse,
+    self as proto, Context, DagRequest, ExecType, KeyRange, Request, Response, SelectResponse,
 };
 use wire::datum::Datum;
 use wire::delegate::REGION_SERVER_HEADER;
 use wire::paths;
 use wire::placement::{Location, OffloadReason};
 
+use crate::backoff::{Backoff, RetryReason};
 use crate::config::{ClientConfig, base_url};
 use crate::cop_cache::{CacheEntry, CacheKey, Candidate, CopCache};
 use crate::error::{Error, Result};
 use crate::final_merge::FinalMerge;
+use crate::join::{BoxFuture, next_finished};
 use crate::lock_resolver::{LockResolver, ResolveOutcome};
 use crate::node_selection::{NodeSelectionPolicy, WorkerNode};
-use crate::region_cache::{CachedRegion, RegionCache};
+use crate::region_cache::{CachedRegion, RegionCache, RegionRanges};
+use crate::region_rpc::{AfterError, Router};
 use crate::transport::Transport;
 use crate::worker_liveness::WorkerLiveness;
 
@@ -211,8 +214,8 @@ struct RegionTask {
     /// by a child index each time a region error re-split it.
     order: Vec<u32>,
     region: CachedRegion,
-    /// Where its pages go. The children of a re-split keep it: a region never moves between
-    /// servers, so a child's replica zones are its parent's and the choice still holds.
+    /// Where its pages go. The children of a re-split keep it: a split child has its parent's
+    /// replicas, so its replica zones are its parent's and the choice still holds.
     target: ServedBy,
     ranges: Vec<KeyRange>,
     paging_size: u64,
@@ -229,6 +232,8 @@ struct RequestParts {
     desc: bool,
     limit: Option<u64>,
     opts: CopOptions,
+    /// When the request gives up (`request-timeout` after it started), retries included.
+    deadline: tokio::time::Instant,
 }
 
 /// What one region task produced.
@@ -239,21 +244,7 @@ struct TaskOutput {
     end: TaskEnd,
 }
 
-type TaskFuture<'a> = Pin<Box<dyn Future<Output = Result<TaskOutput>> + Send + 'a>>;
-
-/// Waits for the first of `running` to finish and removes it.
-async fn next_finished(running: &mut Vec<TaskFuture<'_>>) -> Result<TaskOutput> {
-    std::future::poll_fn(|cx| {
-        for i in 0..running.len() {
-            if let Poll::Ready(out) = running[i].as_mut().poll(cx) {
-                drop(running.swap_remove(i));
-                return Poll::Ready(out);
-            }
-        }
-        Poll::Pending
-    })
-    .await
-}
+type TaskFuture<'a> = BoxFuture<'a, Result<TaskOutput>>;
 
 impl CopStats {
     fn add(&mut self, o: &CopStats) {
@@ -279,9 +270,6 @@ pub(crate) enum Dispatch {
     /// Every region to a worker chosen by node selection under this policy.
     Workers(NodeSelectionPolicy),
 }
-
-/// Longest sleep between two attempts (busy region, live lock).
-const MAX_BACKOFF: Duration = Duration::from_millis(200);
 
 impl Client {
     /// A client for `config` (validated); regions load on first use.
@@ -336,9 +324,33 @@ impl Client {
         &self.workers
     }
 
-    /// Reloads every server's regions.
+    /// Reloads the regions from every server that answers (fails only when none does).
     pub async fn refresh_regions(&self) -> Result<()> {
-        self.regions.load_all(&self.transport).await
+        self.regions.load(&self.transport).await
+    }
+
+    /// The region cache and the transport to refresh it.
+    pub(crate) fn router(&self) -> Router<'_> {
+        Router {
+            transport: &self.transport,
+            regions: &self.regions,
+        }
+    }
+
+    /// A backoff for one logical request: `request-timeout` from now.
+    pub(crate) fn backoff(&self) -> Backoff {
+        Backoff::new(self.config.request_timeout.duration())
+    }
+
+    /// `ranges` split by the cached regions, loading the regions once when a key has none.
+    async fn split_or_load(&self, ranges: &[KeyRange]) -> Result<Vec<RegionRanges>> {
+        match self.regions.split_ranges(ranges) {
+            Err(Error::NoRegion { .. }) => {
+                self.refresh_regions().await?;
+                self.regions.split_ranges(ranges)
+            }
+            r => r,
+        }
     }
 
     /// Probes every worker not within its dead TTL.
@@ -358,9 +370,9 @@ impl Client {
 
     pub(crate) fn lock_resolver(&self) -> LockResolver<'_> {
         LockResolver {
-            transport: &self.transport,
-            regions: &self.regions,
+            router: self.router(),
             tso_server: &self.tso_server,
+            request_timeout: self.config.request_timeout.duration(),
         }
     }
 
@@ -420,10 +432,11 @@ impl Client {
             FinalMerge::Limit(n) => Some(n),
             _ => None,
         };
+        let deadline = tokio::time::Instant::now() + self.config.request_timeout.duration();
         if self.regions.is_empty() {
             self.refresh_regions().await?;
         }
-        let split = self.regions.split_ranges(&ranges)?;
+        let split = self.split_or_load(&ranges).await?;
         let (targets, warnings) = match dispatch {
             Dispatch::Servers => (vec![ServedBy::Server; split.len()], Vec::new()),
             Dispatch::Workers(policy) => self.choose_workers(policy, &split).await?,
@@ -449,6 +462,7 @@ impl Client {
             desc,
             limit,
             opts,
+            deadline,
         };
         let on_page = Mutex::new(on_page);
         let concurrency = self.config.region_task_concurrency.max(1);
@@ -473,7 +487,7 @@ impl Client {
             if let TaskEnd::Resplit(left) = out.end {
                 // The new regions' tasks go first, in key order, carrying the paging state;
                 // their order extends the parent's, so their pages sort after its pages.
-                let split = self.regions.split_ranges(&left.ranges)?;
+                let split = self.split_or_load(&left.ranges).await?;
                 for (j, rr) in split.into_iter().enumerate().rev() {
                     let mut order = left.order.clone();
                     order.push(j as u32);
@@ -505,16 +519,40 @@ impl Client {
         match &task.target {
             ServedBy::Server => {
                 self.transport
-                    .post(&task.region.server, paths::COPROCESSOR, req, what)
+                    .post(task.region.server(), paths::COPROCESSOR, req, what)
                     .await
             }
             ServedBy::Worker { addr, .. } => {
-                let headers = [(REGION_SERVER_HEADER, task.region.server.as_str())];
+                let headers = [(REGION_SERVER_HEADER, task.region.server())];
                 self.transport
                     .post_with_headers(addr, paths::DELEGATE_COPROCESSOR, &headers, req, what)
                     .await
             }
         }
+    }
+
+    /// Ends `task` for a re-split of what it has left, counting one region retry (at most
+    /// `max-region-retries`; `last` names the last cause).
+    fn resplit(
+        &self,
+        mut task: RegionTask,
+        pages: Vec<PageRows>,
+        stats: CopStats,
+        last: String,
+    ) -> Result<TaskOutput> {
+        task.region_retries += 1;
+        if task.region_retries > self.config.max_region_retries {
+            return Err(Error::RegionRetriesExhausted {
+                retries: task.region_retries - 1,
+                last,
+            });
+        }
+        Ok(TaskOutput {
+            order: task.order.clone(),
+            pages,
+            stats,
+            end: TaskEnd::Resplit(Box::new(task)),
+        })
     }
 
     /// Pages through one region task until it is done or a region error ends it.
@@ -530,9 +568,19 @@ impl Client {
         let mut pages = Vec::new();
         let mut stats = CopStats::default();
         let region_id = task.region.id();
-        let mut backoff = Duration::from_millis(5);
-        let mut lock_wait_started: Option<Instant> = None;
+        let mut backoff = Backoff::until(req.deadline);
+        // The lock wait has its own budget, restarted after every page.
+        let mut lock_wait: Option<Backoff> = None;
+        let router = self.router();
         loop {
+            // The leader may have moved (another task's answer), or the region changed.
+            match self.regions.current(&task.region) {
+                Some(r) if r.region.ver == task.region.region.ver => task.region = r,
+                _ => {
+                    let last = format!("region changed in the cache: region_id={region_id}");
+                    return self.resplit(task, pages, stats, last);
+                }
+            }
             let key = CacheKey::new(proto::REQ_TYPE_DAG, data, &task.ranges, true);
             // A worker never answers a hit: no lookup, so no `cache_if_match_version` (and a
             // hit from a worker is a protocol error below).
@@ -544,6 +592,7 @@ impl Client {
                 context: Some(Context {
                     region_id: region_id.get(),
                     region_ver: task.region.region.ver,
+                    deadline_ms: backoff.deadline_unix_ms(),
                     ..Context::default()
                 }),
                 tp: proto::REQ_TYPE_DAG,
@@ -555,54 +604,52 @@ impl Client {
                 paging_size: task.paging_size,
             };
             let t0 = Instant::now();
-            let resp = self.send_page(&task, &req).await?;
+            let server = task.region.server().to_string();
+            let resp = match backoff.attempt(&server, self.send_page(&task, &req)).await {
+                Ok(resp) => resp,
+                Err(e) if leader_unreachable(&task.target, &e) => {
+                    stats.requests += 1;
+                    router
+                        .after_connection_error(&server, &e, &mut backoff)
+                        .await?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let wall = t0.elapsed();
             stats.requests += 1;
             if let Some(err) = resp.region_error {
                 stats.region_errors += 1;
-                task.region_retries += 1;
-                if task.region_retries > self.config.max_region_retries {
-                    return Err(Error::RegionRetriesExhausted {
-                        retries: task.region_retries - 1,
-                        last: err.message,
-                    });
-                }
-                // Transient: an election under way. (Routing to another replica's leader comes
-                // with the region cache that knows replicas.)
-                if err.kind == RegionErrorKind::ServerBusy as i32
-                    || err.kind == RegionErrorKind::NotLeader as i32
-                {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    continue;
-                }
-                tracing::debug!(region_id = region_id.get(), kind = err.kind, message = %err.message, "region error; reloading the server's regions");
-                self.regions.invalidate(region_id);
-                self.regions
-                    .reload_server(&self.transport, &task.region.server)
+                let after = router
+                    .after_region_error(&task.region, &server, &err, &mut backoff)
                     .await?;
-                return Ok(TaskOutput {
-                    order: task.order.clone(),
-                    pages,
-                    stats,
-                    end: TaskEnd::Resplit(Box::new(task)),
-                });
+                match after {
+                    AfterError::Retry => continue,
+                    AfterError::Resplit => {
+                        let last = format!(
+                            "{} region_id={} {}",
+                            RetryReason::from_region_error(&err),
+                            err.region_id,
+                            err.message
+                        );
+                        return self.resplit(task, pages, stats, last);
+                    }
+                }
             }
             if let Some(lock) = resp.locked {
-                let started = *lock_wait_started.get_or_insert_with(Instant::now);
                 match self.lock_resolver().resolve(&lock, start_ts).await? {
                     ResolveOutcome::Resolved => stats.locks_resolved += 1,
                     ResolveOutcome::Alive => {
-                        let waited = started.elapsed();
-                        if waited >= self.config.lock_wait_timeout.duration() {
+                        let wait = lock_wait.get_or_insert_with(|| {
+                            Backoff::new(self.config.lock_wait_timeout.duration())
+                        });
+                        if !wait.pause().await {
                             return Err(Error::LockWaitTimeout {
                                 key: lock.key,
                                 lock_ts: lock.lock_version,
-                                waited,
+                                waited: wait.elapsed(),
                             });
                         }
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(MAX_BACKOFF);
                     }
                 }
                 continue;
@@ -664,14 +711,14 @@ impl Client {
                 from_cache,
                 resumed: range.is_some(),
                 rows,
-                server: task.region.server.clone(),
+                server: task.region.server().to_string(),
                 location,
                 remote_addr: details.remote_addr,
                 reason: details.reason,
             };
             (on_page.lock())(&page);
             pages.push(page);
-            lock_wait_started = None;
+            lock_wait = None;
             let done = match range {
                 None => true,
                 Some(scanned) => {
@@ -690,6 +737,17 @@ impl Client {
             task.page_index += 1;
             task.paging_size = task.paging_size.saturating_mul(2).min(max_size);
         }
+    }
+}
+
+/// Whether `e`, from sending a page to `target`, means the region's leader could not be
+/// reached: a refused or broken connection to it, or, through a worker, the worker's 502
+/// (its origin, the leader, did not answer). An unreachable worker is not the leader's fault
+/// and stays fatal.
+fn leader_unreachable(target: &ServedBy, e: &Error) -> bool {
+    match target {
+        ServedBy::Server => e.is_connection(),
+        ServedBy::Worker { .. } => matches!(e, Error::BadStatus { status: 502, .. }),
     }
 }
 

@@ -296,18 +296,22 @@ impl Client {
         ) {
             self.global_variables().await?.apply(setting)?;
         }
-        let key = global_key(setting.name());
-        let server = self.lock_resolver().server_of(&key).await?;
-        let req = RawLoadRequest {
-            pairs: vec![KvPair {
-                key,
-                value: setting.value_text().into_bytes(),
-            }],
+        let pair = KvPair {
+            key: global_key(setting.name()),
+            value: setting.value_text().into_bytes(),
         };
-        let resp: RawLoadResponse = self
-            .transport()
-            .post(&server, paths::RAW_LOAD, &req, "raw load response")
+        let mut backoff = self.backoff();
+        let transport = self.transport();
+        let answers: Vec<RawLoadResponse> = self
+            .router()
+            .send_by_region(vec![pair], &mut backoff, |server, pairs| async move {
+                let req = RawLoadRequest { pairs };
+                transport
+                    .post(&server, paths::RAW_LOAD, &req, "raw load response")
+                    .await
+            })
             .await?;
+        let resp = answers.into_iter().next().unwrap_or_default();
         if let Some(e) = resp.error {
             return Err(Error::TxnCommand {
                 command: "raw_load",
@@ -324,17 +328,7 @@ impl Client {
         let ts = self.current_ts().await?;
         let mut vars = Variables::from_config(self.config());
         for name in NAMES {
-            let key = global_key(name);
-            let server = self.lock_resolver().server_of(&key).await?;
-            let req = GetRequest {
-                key,
-                start_ts: ts,
-                bypass_locks: Vec::new(),
-            };
-            let resp: GetResponse = self
-                .transport()
-                .post(&server, paths::GET, &req, "get response")
-                .await?;
+            let resp = self.get_at(global_key(name), ts).await?;
             if let Some(e) = resp.error {
                 return Err(Error::TxnCommand {
                     command: "get",
@@ -349,6 +343,27 @@ impl Client {
             }
         }
         Ok(vars)
+    }
+
+    /// The answer to `GET key` at `start_ts` from the key's region leader (following leader
+    /// changes until the request's deadline).
+    pub(crate) async fn get_at(&self, key: Vec<u8>, start_ts: u64) -> Result<GetResponse> {
+        let mut backoff = self.backoff();
+        let transport = self.transport();
+        let answers: Vec<GetResponse> = self
+            .router()
+            .send_by_region(vec![key], &mut backoff, |server, mut keys| async move {
+                let req = GetRequest {
+                    key: keys.pop().unwrap_or_default(),
+                    start_ts,
+                    bypass_locks: Vec::new(),
+                };
+                transport
+                    .post(&server, paths::GET, &req, "get response")
+                    .await
+            })
+            .await?;
+        Ok(answers.into_iter().next().unwrap_or_default())
     }
 
     /// A session starting from the GLOBAL values.

@@ -17,6 +17,8 @@
 //! * [`entry_client`]: the entry node's library (`client::Client`) on its own runtime;
 //! * [`sample_table`]: a table with known answers;
 //! * [`fake_worker`]: a worker stand-in answering a fixed status (fault injection);
+//! * [`fake_server`]: a storage-server stand-in answering scripted queues per path and
+//!   recording every request (client routing tests);
 //! * [`offload_body`]: offload bodies captured from a server, changed, sent to a worker;
 //! * [`zones`]: zone labels, several zoned workers, the delegate endpoint of a worker.
 
@@ -24,6 +26,7 @@ pub mod binaries;
 pub mod cluster;
 pub mod coprocessor;
 pub mod entry_client;
+pub mod fake_server;
 pub mod fake_worker;
 pub mod http_client;
 pub mod offload_body;

@@ -356,15 +356,17 @@ fn a_cache_hit_for_a_request_without_a_local_entry_is_an_error() {
         .to_string();
     let c = EntryClient::with_config(ClientConfig::new([base.clone()]));
     // The fake cannot list regions: give the client one region covering everything.
-    c.client.region_cache().replace_server(
-        &base,
-        None,
-        vec![wire::region::Region {
-            id: 1,
-            ver: 1,
-            ..Default::default()
-        }],
-    );
+    c.client
+        .region_cache()
+        .insert(client::region_cache::CachedRegion::standalone(
+            wire::region::Region {
+                id: 1,
+                ver: 1,
+                ..Default::default()
+            },
+            &base,
+            None,
+        ));
     let err = c
         .try_coprocessor(&T.count_sum_dag(), vec![T.range()], 100)
         .expect_err("a hit the client never asked for");

@@ -17,8 +17,6 @@
 use sqlparser::ast::{self, ColumnOption, DataType, TableConstraint};
 use wire::coprocessor::ColumnInfo;
 use wire::datum::FieldType;
-use wire::paths;
-use wire::txn::{GetRequest, GetResponse};
 
 use super::txn_write::{self, RowWrite};
 use super::{Result, SqlError, simple_name, unsupported};
@@ -348,16 +346,7 @@ fn txn_error(command: &'static str, kind: i32, message: &str) -> SqlError {
 
 /// The value of `key` committed at `start_ts`, if any.
 async fn get_at(client: &Client, key: &[u8], start_ts: u64) -> Result<Option<Vec<u8>>> {
-    let server = client.lock_resolver().server_of(key).await?;
-    let req = GetRequest {
-        key: key.to_vec(),
-        start_ts,
-        bypass_locks: Vec::new(),
-    };
-    let resp: GetResponse = client
-        .transport()
-        .post(&server, paths::GET, &req, "get response")
-        .await?;
+    let resp = client.get_at(key.to_vec(), start_ts).await?;
     if let Some(e) = resp.error {
         return Err(txn_error("get", e.kind, &e.message));
     }

@@ -120,6 +120,17 @@ pub enum SqlError {
         statement: &'static str,
         reason: String,
     },
+    /// The commit of the statement's primary key got no answer, and neither did the rollback
+    /// that would have decided: the statement may or may not have committed. Read before
+    /// running it again.
+    #[error(
+        "commit outcome unknown, the statement may have committed: statement={statement} \
+         start_ts={start_ts}"
+    )]
+    Undetermined {
+        statement: &'static str,
+        start_ts: u64,
+    },
     #[error("column must appear in GROUP BY or in an aggregate: column={column}")]
     NotGrouped { column: String },
     /// A catalog row that does not decode (written by something else, or a newer format).
@@ -139,6 +150,8 @@ impl SqlError {
             SqlError::Client(e) => e.kind(),
             SqlError::WriteConflict { .. } | SqlError::KeyLocked { .. } => crate::ErrorKind::Locked,
             SqlError::ServerBusy { .. } => crate::ErrorKind::Busy,
+            // Not retried by the statement loop: a re-run could write the rows twice.
+            SqlError::Undetermined { .. } => crate::ErrorKind::Transport,
             _ => crate::ErrorKind::Invalid,
         }
     }

@@ -1,8 +1,21 @@
 //! Writing one statement's rows as one transaction through the servers' txn API (shared by
-//! INSERT, UPDATE and DELETE): a prewrite per owning server — asking for 1PC when there is
-//! only one, which the server grants when the keys fall in one region — then, when that did
-//! not commit, the primary key's commit (the commit point, Percolator: the first mutation's
-//! key is the primary) and the other keys' commits.
+//! INSERT, UPDATE and DELETE): a prewrite per region, sent to its leader — asking for 1PC when
+//! the statement's keys fall in one region — then, when that did not commit, the primary key's
+//! commit (the commit point, Percolator: the first mutation's key is the primary) and the other
+//! keys' commits.
+//!
+//! Every command goes through the region driver (`region_rpc`): a leader change, an epoch
+//! change or a refused connection re-sends it to the region's leader until the request's
+//! deadline. Re-sending is safe because every command is idempotent, and two outcomes need care:
+//!
+//! * a retried 1PC prewrite answering `TxnFinished` with a `committed_ts`: the first try
+//!   committed, so the statement did;
+//! * a primary commit still failing at the deadline: its outcome is unknown, and a rollback of
+//!   the primary decides (a `committed_ts` in its answer: committed, a warning; success: rolled
+//!   back, the error). If the rollback fails too, [`SqlError::Undetermined`].
+//!
+//! A statement is thus either rolled back or committed when `write` returns (except
+//! `Undetermined`), so the statement loop's re-run never meets its own rows.
 //!
 //! The caller chooses the `start_ts`: UPDATE and DELETE read the rows they change at it, so a
 //! row committed by someone else after that read makes the prewrite fail with a write
@@ -14,12 +27,10 @@
 //! own keys back; the write then fails with [`SqlError::KeyLocked`], which the [`super::Engine`]
 //! answers by running the whole statement again from a fresh timestamp.
 
-use std::collections::BTreeMap;
-
 use wire::paths;
 use wire::txn::{
-    CommandResponse, CommitRequest, ErrorKind, Mutation, Op, PrewriteRequest, PrewriteResponse,
-    RollbackRequest,
+    CommandResponse, CommitRequest, ErrorKind, KeyError, Mutation, Op, PrewriteRequest,
+    PrewriteResponse, RollbackRequest,
 };
 
 use super::{Result, SqlError};
@@ -68,16 +79,21 @@ impl RowWrite {
 pub struct WriteOutcome {
     /// Keys written.
     pub rows: u64,
-    /// Committed in one phase (one server, one region).
+    /// Committed in one phase (one region).
     pub one_pc: bool,
     pub warnings: Vec<String>,
 }
 
-fn txn_err(command: &'static str, e: &wire::txn::KeyError) -> SqlError {
+fn txn_err(command: &'static str, e: &KeyError) -> SqlError {
     SqlError::Client(Error::TxnCommand {
         command,
         message: format!("kind={} {}", e.kind, e.message),
     })
+}
+
+/// The first `KeyError` among `answers`.
+fn first_error<R: crate::region_rpc::HasKeyError>(answers: &[R]) -> Option<&KeyError> {
+    answers.iter().find_map(|r| r.key_error())
 }
 
 /// Writes `writes` as one transaction at `start_ts` (see the module docs); `statement` names
@@ -98,70 +114,79 @@ pub async fn write(
         });
     };
     let primary = first.key().to_vec();
-    let primary_server = client.lock_resolver().server_of(&primary).await?;
-    let mut by_server: BTreeMap<String, Vec<Mutation>> = BTreeMap::new();
-    for w in writes {
-        let server = client.lock_resolver().server_of(w.key()).await?;
-        by_server.entry(server).or_default().push(w.mutation());
-    }
-    // The primary's server first: its locks must exist before any secondary's.
-    let mut groups: Vec<(String, Vec<Mutation>)> = by_server.into_iter().collect();
-    groups.sort_by_key(|(server, _)| *server != primary_server);
-    let single = groups.len() == 1;
+    let mutations: Vec<Mutation> = writes.iter().map(RowWrite::mutation).collect();
+    let router = client.router();
+    // By region, the primary's first: its lock must exist before any secondary's.
+    let mut groups: Vec<Vec<Mutation>> = router
+        .group(&mutations)
+        .await?
+        .into_iter()
+        .map(|(_, idx)| idx.into_iter().map(|i| mutations[i].clone()).collect())
+        .collect();
+    groups.sort_by_key(|g: &Vec<Mutation>| !g.iter().any(|m| m.key == primary));
     let rows = writes.len() as u64;
+    // 1PC only for the whole statement in one request: a group that a region change splits
+    // again on its way is prewritten in parts, each an ordinary 2PC prewrite.
+    let one_pc_size = if groups.len() == 1 { writes.len() } else { 0 };
     let mut min_commit_ts = start_ts + 1;
-    for (i, (server, mutations)) in groups.iter().enumerate() {
-        let req = PrewriteRequest {
-            mutations: mutations.clone(),
-            primary: primary.clone(),
-            start_ts,
-            lock_ttl_ms: LOCK_TTL_MS,
-            txn_size: rows,
-            use_async_commit: false,
-            secondaries: Vec::new(),
-            try_one_pc: single,
-        };
-        let resp: PrewriteResponse = client
-            .transport()
-            .post(server, paths::PREWRITE, &req, "prewrite response")
-            .await?;
-        if let Some(e) = resp.error {
-            rollback(client, &groups[..=i], start_ts).await;
-            if e.kind == ErrorKind::Conflict as i32 {
-                return Err(SqlError::WriteConflict {
-                    statement,
+    let mut backoff = client.backoff();
+    let transport = client.transport();
+    for (i, group) in groups.iter().enumerate() {
+        let prewrite = |server: String, mutations: Vec<Mutation>| {
+            let primary = primary.clone();
+            async move {
+                let req = PrewriteRequest {
+                    try_one_pc: mutations.len() == one_pc_size,
+                    mutations,
+                    primary,
                     start_ts,
-                    conflict_commit_ts: e.conflict_commit_ts,
-                });
-            }
-            if let (true, Some(lock)) = (e.kind == ErrorKind::Locked as i32, &e.locked) {
-                let resolution = match client.lock_resolver().resolve(lock, start_ts).await {
-                    Ok(ResolveOutcome::Resolved) => "resolved".to_string(),
-                    Ok(ResolveOutcome::Alive) => "alive".to_string(),
-                    Err(e) => format!("not resolved: {e}"),
+                    lock_ttl_ms: LOCK_TTL_MS,
+                    txn_size: rows,
+                    use_async_commit: false,
+                    secondaries: Vec::new(),
                 };
-                return Err(SqlError::KeyLocked {
-                    statement,
-                    lock_ts: lock.lock_version,
-                    resolution,
-                });
+                transport
+                    .post(&server, paths::PREWRITE, &req, "prewrite response")
+                    .await
             }
-            if e.kind == ErrorKind::Busy as i32 {
-                return Err(SqlError::ServerBusy {
-                    statement,
-                    reason: e.message,
-                });
+        };
+        let answers: Vec<PrewriteResponse> = match router
+            .send_by_region(group.clone(), &mut backoff, prewrite)
+            .await
+        {
+            Ok(a) => a,
+            Err(e) => {
+                rollback(client, &groups[..=i], start_ts).await;
+                return Err(e.into());
             }
-            return Err(txn_err("prewrite", &e));
-        }
-        if single && resp.one_pc_commit_ts != 0 {
+        };
+        // A retried 1PC prewrite whose first try committed: the statement is done. (Without a
+        // 1PC try nothing can have committed before the commit below.)
+        if let Some(e) = first_error(&answers)
+            && one_pc_size > 0
+            && e.kind == ErrorKind::TxnFinished as i32
+            && e.committed_ts > 0
+        {
             return Ok(WriteOutcome {
                 rows,
                 one_pc: true,
                 warnings: Vec::new(),
             });
         }
-        min_commit_ts = min_commit_ts.max(resp.min_commit_ts);
+        if let Some(e) = first_error(&answers) {
+            rollback(client, &groups[..=i], start_ts).await;
+            return Err(prewrite_error(client, e, start_ts, statement).await);
+        }
+        if answers.iter().any(|r| r.one_pc_commit_ts != 0) {
+            return Ok(WriteOutcome {
+                rows,
+                one_pc: true,
+                warnings: Vec::new(),
+            });
+        }
+        for r in &answers {
+            min_commit_ts = min_commit_ts.max(r.min_commit_ts);
+        }
     }
     let commit_ts = client.current_ts().await?.max(min_commit_ts);
     let commit = |server: String, keys: Vec<Vec<u8>>| async move {
@@ -170,34 +195,61 @@ pub async fn write(
             start_ts,
             commit_ts,
         };
-        let resp: CommandResponse = client
-            .transport()
-            .post(&server, paths::COMMIT, &req, "commit response")
-            .await?;
-        match resp.error {
-            Some(e) => Err(txn_err("commit", &e)),
-            None => Ok(()),
-        }
+        transport
+            .post::<_, CommandResponse>(&server, paths::COMMIT, &req, "commit response")
+            .await
     };
-    if let Err(e) = commit(primary_server.clone(), vec![primary.clone()]).await {
-        rollback(client, &groups, start_ts).await;
-        return Err(e);
-    }
+    // The commit point.
+    let mut backoff = client.backoff();
     let mut warnings = Vec::new();
-    for (server, mutations) in groups {
-        let keys: Vec<Vec<u8>> = mutations
-            .into_iter()
-            .map(|m| m.key)
-            .filter(|k| *k != primary)
-            .collect();
-        if keys.is_empty() {
-            continue;
+    match router
+        .send_by_region(vec![primary.clone()], &mut backoff, commit)
+        .await
+    {
+        Ok(answers) => {
+            if let Some(e) = first_error(&answers) {
+                rollback(client, &groups, start_ts).await;
+                return Err(txn_err("commit", e));
+            }
         }
-        if let Err(e) = commit(server.clone(), keys).await {
-            warnings.push(format!(
-                "{statement} committed, but a secondary commit failed (readers resolve its \
-                 locks): server={server} error={e}"
-            ));
+        Err(e) => {
+            // The outcome is unknown (a leader change cut the commit off, or no replica
+            // answered until the deadline): a rollback of the primary decides.
+            match decide_by_rollback(client, &primary, start_ts).await {
+                Decided::Committed(ts) => warnings.push(format!(
+                    "{statement} committed, though its commit answer was lost (a rollback                      found it committed): commit_ts={ts} error={e}"
+                )),
+                Decided::RolledBack => {
+                    rollback(client, &groups, start_ts).await;
+                    return Err(e.into());
+                }
+                Decided::Unknown(why) => {
+                    tracing::warn!(statement, start_ts, error = %e, rollback = %why, "commit outcome unknown");
+                    return Err(SqlError::Undetermined {
+                        statement,
+                        start_ts,
+                    });
+                }
+            }
+        }
+    }
+    let secondaries: Vec<Vec<u8>> = mutations
+        .into_iter()
+        .map(|m| m.key)
+        .filter(|k| *k != primary)
+        .collect();
+    if !secondaries.is_empty() {
+        let mut backoff = client.backoff();
+        match router
+            .send_by_region(secondaries, &mut backoff, commit)
+            .await
+        {
+            Ok(answers) => {
+                if let Some(e) = first_error(&answers) {
+                    warnings.push(secondary_warning(statement, &txn_err("commit", e)));
+                }
+            }
+            Err(e) => warnings.push(secondary_warning(statement, &e)),
         }
     }
     Ok(WriteOutcome {
@@ -207,20 +259,108 @@ pub async fn write(
     })
 }
 
+fn secondary_warning(statement: &str, e: &dyn std::fmt::Display) -> String {
+    format!(
+        "{statement} committed, but a secondary commit failed (readers resolve its locks): \
+         error={e}"
+    )
+}
+
+/// The statement error for a prewrite's `KeyError` (its keys were rolled back).
+async fn prewrite_error(
+    client: &Client,
+    e: &KeyError,
+    start_ts: u64,
+    statement: &'static str,
+) -> SqlError {
+    if e.kind == ErrorKind::Conflict as i32 {
+        return SqlError::WriteConflict {
+            statement,
+            start_ts,
+            conflict_commit_ts: e.conflict_commit_ts,
+        };
+    }
+    if let (true, Some(lock)) = (e.kind == ErrorKind::Locked as i32, &e.locked) {
+        let resolution = match client.lock_resolver().resolve(lock, start_ts).await {
+            Ok(ResolveOutcome::Resolved) => "resolved".to_string(),
+            Ok(ResolveOutcome::Alive) => "alive".to_string(),
+            Err(e) => format!("not resolved: {e}"),
+        };
+        return SqlError::KeyLocked {
+            statement,
+            lock_ts: lock.lock_version,
+            resolution,
+        };
+    }
+    if e.kind == ErrorKind::Busy as i32 {
+        return SqlError::ServerBusy {
+            statement,
+            reason: e.message.clone(),
+        };
+    }
+    txn_err("prewrite", e)
+}
+
+/// What a rollback of the primary said about a transaction whose commit answer was lost.
+enum Decided {
+    /// The primary had committed at this ts.
+    Committed(u64),
+    /// The rollback succeeded: the transaction can never commit.
+    RolledBack,
+    /// The rollback failed too (why).
+    Unknown(String),
+}
+
+async fn decide_by_rollback(client: &Client, primary: &[u8], start_ts: u64) -> Decided {
+    let mut backoff = client.backoff();
+    let transport = client.transport();
+    let answers: crate::error::Result<Vec<CommandResponse>> = client
+        .router()
+        .send_by_region(
+            vec![primary.to_vec()],
+            &mut backoff,
+            |server, keys| async move {
+                let req = RollbackRequest { keys, start_ts };
+                transport
+                    .post(&server, paths::ROLLBACK, &req, "rollback response")
+                    .await
+            },
+        )
+        .await;
+    match answers {
+        Err(e) => Decided::Unknown(e.to_string()),
+        Ok(answers) => match first_error(&answers) {
+            None => Decided::RolledBack,
+            Some(e) if e.committed_ts > 0 => Decided::Committed(e.committed_ts),
+            Some(e) => Decided::Unknown(format!("kind={} {}", e.kind, e.message)),
+        },
+    }
+}
+
 /// Best-effort rollback of every key of `groups` (a reader resolves what is left after the
 /// lock TTL).
-async fn rollback(client: &Client, groups: &[(String, Vec<Mutation>)], start_ts: u64) {
-    for (server, mutations) in groups {
-        let req = RollbackRequest {
-            keys: mutations.iter().map(|m| m.key.clone()).collect(),
-            start_ts,
-        };
-        let r: crate::error::Result<CommandResponse> = client
-            .transport()
-            .post(server, paths::ROLLBACK, &req, "rollback response")
-            .await;
-        if let Err(e) = r {
-            tracing::warn!(server = %server, error = %e, "statement rollback failed");
+async fn rollback(client: &Client, groups: &[Vec<Mutation>], start_ts: u64) {
+    let keys: Vec<Vec<u8>> = groups
+        .iter()
+        .flat_map(|g| g.iter().map(|m| m.key.clone()))
+        .collect();
+    let mut backoff = client.backoff();
+    let transport = client.transport();
+    let answers: crate::error::Result<Vec<CommandResponse>> = client
+        .router()
+        .send_by_region(keys, &mut backoff, |server, keys| async move {
+            let req = RollbackRequest { keys, start_ts };
+            transport
+                .post(&server, paths::ROLLBACK, &req, "rollback response")
+                .await
+        })
+        .await;
+    match answers {
+        Err(e) => tracing::warn!(start_ts, error = %e, "statement rollback failed"),
+        Ok(answers) => {
+            if let Some(e) = first_error(&answers) {
+                tracing::warn!(start_ts, kind = e.kind, message = %e.message, "statement rollback failed");
+            }
         }
     }
 }
