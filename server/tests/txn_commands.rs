@@ -1033,3 +1033,44 @@ fn resolve_locks_in_range_finishes_every_abandoned_txn() {
         }
     }
 }
+
+/// A new leader does not know the reads an earlier leader (on another server) served, which
+/// raised that server's `max_ts`; an async-commit prewrite must still commit above them. So
+/// the first write of a term raises `max_ts` to a fresh TSO timestamp.
+#[test]
+fn the_first_write_of_a_leaders_term_raises_max_ts_above_every_earlier_timestamp() {
+    let c = one_shard(false);
+    let cm = c.storage.concurrency_manager().clone();
+    let before = c.ts();
+    assert!(cm.max_ts() < before, "max_ts starts below the TSO");
+    let start_ts = c.ts();
+    let resp = async_prewrite(
+        &c.storage,
+        vec![Mutation::put(b"k".to_vec(), b"v".to_vec())],
+        b"k",
+        &[],
+        start_ts,
+    )
+    .unwrap();
+    let synced = cm.max_ts();
+    assert!(
+        synced > start_ts,
+        "max_ts {synced} was not raised from the TSO (start_ts {start_ts})"
+    );
+    assert!(
+        resp.min_commit_ts > synced,
+        "min_commit_ts {} not above the synced max_ts {synced}",
+        resp.min_commit_ts
+    );
+    // Once per term: a second write does not ask the TSO again.
+    let again = c.ts();
+    async_prewrite(
+        &c.storage,
+        vec![Mutation::put(b"k2".to_vec(), b"v".to_vec())],
+        b"k2",
+        &[],
+        again,
+    )
+    .unwrap();
+    assert!(cm.max_ts() < again, "max_ts synced twice in one term");
+}

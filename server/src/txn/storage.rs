@@ -48,6 +48,9 @@ pub struct Storage {
     /// Regions being split: their writes are refused (`ShardBusy`) until the split entry
     /// applied, so the flush before it leaves empty memtables (`Node::split`).
     splitting: parking_lot::Mutex<std::collections::BTreeSet<u64>>,
+    /// The Raft term in which `max_ts` was last raised from the TSO for each region this
+    /// server leads (see [`Storage::sync_max_ts`]).
+    max_ts_synced: parking_lot::Mutex<std::collections::HashMap<u64, u64>>,
     shards: ShardMap,
     pub(crate) cm: Arc<ConcurrencyManager>,
     pub(crate) latches: Latches,
@@ -195,6 +198,7 @@ impl Storage {
             raft,
             propose_timeout: Duration::from_secs(10),
             splitting: parking_lot::Mutex::new(std::collections::BTreeSet::new()),
+            max_ts_synced: parking_lot::Mutex::new(std::collections::HashMap::new()),
             shards,
             cm: ConcurrencyManager::new(),
             latches: Latches::default(),
@@ -293,6 +297,30 @@ impl Storage {
         }
     }
 
+    /// Once per Raft term of a region this server leads, before its first write of the term:
+    /// raises `max_ts` to a fresh TSO timestamp. `max_ts` is what async commit and 1PC take
+    /// their `min_commit_ts` from (above every read that may have passed a key unlocked); reads
+    /// served by an earlier leader on another server raised that server's `max_ts`, not ours,
+    /// and every such read's ts is below a timestamp the TSO hands out now.
+    fn sync_max_ts(&self, region_id: u64) -> Result<()> {
+        let Some(term) = self.raft.router().status(region_id).map(|s| s.term) else {
+            return Ok(());
+        };
+        if self.max_ts_synced.lock().get(&region_id) == Some(&term) {
+            return Ok(());
+        }
+        let ts = self.tso.get_ts()?;
+        self.cm.update_max_ts(ts);
+        self.max_ts_synced.lock().insert(region_id, term);
+        tracing::debug!(
+            region_id,
+            term,
+            max_ts = ts,
+            "max_ts synced from the TSO for a new term"
+        );
+        Ok(())
+    }
+
     /// Snapshots of the shards holding `keys` (taken now: call with the latches held). A shard
     /// retired by a split since routing is re-routed once.
     pub(crate) fn snapshots<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Snapshots> {
@@ -315,6 +343,7 @@ impl Storage {
                     }
                     return Err(TxnError::Raft(e));
                 }
+                self.sync_max_ts(id)?;
                 match self.engine.snapshot(id) {
                     Ok(s) => {
                         by_shard.insert(id, s);
