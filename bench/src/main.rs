@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
 //! ```
 
 mod cop_bench;
@@ -15,6 +15,7 @@ mod node_selection_bench;
 mod offload_bench;
 mod report;
 mod sst_bench;
+mod replication_bench;
 mod txn_bench;
 mod txn_snapshot_bench;
 mod workload;
@@ -33,13 +34,13 @@ fn main() {
                     std::process::exit(2)
                 });
             }
-            "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "txn-snapshot" | "cop"
-            | "offload" | "mixed" | "cop-cache" | "node-selection" | "all" => suite = a,
+            "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "txn-snapshot" | "replication"
+            | "cop" | "offload" | "mixed" | "cop-cache" | "node-selection" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -64,6 +65,9 @@ fn main() {
     }
     if suite == "txn" || suite == "all" {
         txn_bench::run(entries);
+    }
+    if suite == "replication" || suite == "all" {
+        replication_bench::run(entries);
     }
     if suite == "txn-snapshot" || suite == "all" {
         txn_snapshot_bench::run(entries);

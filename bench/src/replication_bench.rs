@@ -1,0 +1,204 @@
+//! What replication costs a commit: the same transactions through a region replicated on
+//! three Raft stores against the same region on one store, on the same cluster code.
+//!
+//! Each store is a real engine (external-log mode) with its own Raft log on disk (fdatasync'd
+//! per round in the every-batch rows), all sharing one object-store directory, connected by
+//! the in-process transport (`raftstore::ChannelNetwork`): what is measured is the Raft path
+//! (append on every replica, a quorum round, apply) without HTTP between servers. The
+//! transactions run through `TxnClient` on the leader's `Storage`, as a server runs them.
+//!
+//! Rows: throughput (3 replicas / 1 replica, higher is better) and commit latency p50/p99
+//! (3 replicas / 1 replica, lower is better), 2PC and 1PC, 1 and 2 client threads.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kvengine::raft_log::{RaftLog, RaftLogOptions};
+use kvengine::{Engine, EngineOptions, LocalDfs, LogMode, SyncPolicy};
+use raftstore::{ChannelNetwork, InitialRegion, RaftConfig, RaftStore};
+use server::tso::Tso;
+use server::txn::{Mode, Storage, TxnClient};
+
+use crate::report::{rate, row, table_header};
+use crate::workload::{key, rng, value};
+
+const REGION: u64 = 1;
+
+/// `replicas` stores of one region; the leader's storage serves the transactions.
+struct Group {
+    _dir: tempfile::TempDir,
+    storages: Vec<Arc<Storage>>,
+    leader: usize,
+}
+
+fn group(replicas: u64, sync: SyncPolicy) -> Group {
+    let dir = tempfile::tempdir().expect("tmp");
+    let net = ChannelNetwork::new();
+    let tso = Arc::new(Tso::open(dir.path().join("tso")).expect("tso"));
+    let voters: Vec<u64> = (1..=replicas).collect();
+    let mut storages = Vec::new();
+    for id in 1..=replicas {
+        let sd = dir.path().join(format!("store-{id}"));
+        let mut opts = EngineOptions::new(sd.join("engine"));
+        opts.log_mode = LogMode::External;
+        opts.node_id = id as u16;
+        let dfs = Arc::new(LocalDfs::open(dir.path().join("dfs")).expect("dfs"));
+        let engine = Engine::open(opts, dfs).expect("engine");
+        let log = Arc::new(
+            RaftLog::open(RaftLogOptions {
+                sync,
+                segment_size: 256 * 1024 * 1024,
+                ..RaftLogOptions::new(sd.join("raft"))
+            })
+            .expect("raft log"),
+        );
+        RaftStore::bootstrap(
+            &engine,
+            &log,
+            &[InitialRegion {
+                id: REGION,
+                start: Vec::new(),
+                end: Vec::new(),
+                voters: voters.clone(),
+            }],
+        )
+        .expect("bootstrap");
+        let inbox = net.register(id);
+        let transport = Arc::new(net.transport(id));
+        let config = RaftConfig {
+            tick_interval: types::ReadableDuration::millis(50),
+            ..RaftConfig::default()
+        };
+        let store = RaftStore::start(id, config, engine.clone(), log, transport).expect("start");
+        let router = store.router().clone();
+        std::thread::spawn(move || {
+            for batch in inbox {
+                for m in batch.messages {
+                    router.deliver(m);
+                }
+            }
+        });
+        storages.push(Arc::new(
+            Storage::new(engine, tso.clone(), store).expect("storage"),
+        ));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let leader = loop {
+        if let Some(i) = storages
+            .iter()
+            .position(|s| s.router().status(REGION).is_some_and(|st| st.serving))
+        {
+            break i;
+        }
+        assert!(Instant::now() < deadline, "no leader elected");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Group {
+        _dir: dir,
+        storages,
+        leader,
+    }
+}
+
+struct Run {
+    elapsed: Duration,
+    /// Every commit's latency, sorted.
+    latencies: Vec<Duration>,
+}
+
+impl Run {
+    fn percentile(&self, p: f64) -> Duration {
+        let i = ((self.latencies.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies.get(i).copied().unwrap_or_default()
+    }
+}
+
+fn commit_run(replicas: u64, sync: SyncPolicy, mode: Mode, txns: usize, threads: usize) -> Run {
+    let g = group(replicas, sync);
+    let client = TxnClient::new(g.storages[g.leader].clone());
+    let per_thread = txns / threads;
+    let t0 = Instant::now();
+    let mut latencies: Vec<Duration> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let client = client.clone();
+                s.spawn(move || {
+                    let v = value(&mut rng(t as u64));
+                    let mut lat = Vec::with_capacity(per_thread);
+                    for i in t * per_thread..(t + 1) * per_thread {
+                        let t1 = Instant::now();
+                        let mut txn = client.begin().expect("begin");
+                        txn.set(key(2 * i), v.clone());
+                        txn.set(key(2 * i + 1), v.clone());
+                        txn.commit(mode).expect("commit");
+                        lat.push(t1.elapsed());
+                    }
+                    lat
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("client thread"))
+            .collect()
+    });
+    let elapsed = t0.elapsed();
+    latencies.sort_unstable();
+    for s in &g.storages {
+        s.raft().stop();
+        s.engine().close(false).expect("close");
+    }
+    Run { elapsed, latencies }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A latency row: lower is better, the ratio is ours / baseline.
+fn latency_row(name: &str, ours: Duration, base_name: &str, base: Duration) {
+    println!(
+        "| {name} | {:.2} ms | {:.2} ms ({base_name}) | {:.2} |",
+        ms(ours),
+        ms(base),
+        ms(ours) / ms(base).max(1e-9)
+    );
+}
+
+fn suite(sync: SyncPolicy, sync_name: &str, txns: usize, thread_counts: &[usize]) {
+    table_header(&format!(
+        "replicated commits ({txns} txns of 2 puts in one region, Raft log sync {sync_name} on every replica)"
+    ));
+    for &threads in thread_counts {
+        let th = if threads == 1 { "thread" } else { "threads" };
+        for (mode, name) in [(Mode::TwoPc, "2PC"), (Mode::OnePc, "1PC")] {
+            let three = commit_run(3, sync, mode, txns, threads);
+            let one = commit_run(1, sync, mode, txns, threads);
+            let n = (txns / threads * threads) as f64;
+            row(
+                &format!("{name}, 3 replicas, {threads} {th}"),
+                "txns/s",
+                rate(n, three.elapsed),
+                "1 replica",
+                rate(n, one.elapsed),
+            );
+            latency_row(
+                &format!("{name} commit p50, 3 replicas, {threads} {th}"),
+                three.percentile(0.5),
+                "1 replica",
+                one.percentile(0.5),
+            );
+            latency_row(
+                &format!("{name} commit p99, 3 replicas, {threads} {th}"),
+                three.percentile(0.99),
+                "1 replica",
+                one.percentile(0.99),
+            );
+        }
+    }
+}
+
+pub fn run(_entries: usize) {
+    suite(SyncPolicy::Off, "off", 5_000, &[1, 4]);
+    suite(SyncPolicy::EveryBatch, "every-batch", 400, &[1, 4]);
+}
