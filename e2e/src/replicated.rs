@@ -210,15 +210,15 @@ impl ReplicatedCluster {
     ) -> (usize, T) {
         let mut last: Vec<String> = vec!["not tried".into(); SERVERS];
         loop {
-            for i in 0..SERVERS {
+            for (i, refusal) in last.iter_mut().enumerate() {
                 if !self.reachable(i) {
-                    last[i] = "down or stopped".into();
+                    *refusal = "down or stopped".into();
                     continue;
                 }
                 let left = deadline.saturating_duration_since(Instant::now());
                 match call(&self.servers[i], left.max(RETRY_PAUSE)) {
                     Ok(answer) => return (i, answer),
-                    Err(e) => last[i] = e,
+                    Err(e) => *refusal = e,
                 }
             }
             if Instant::now() >= deadline {
