@@ -174,6 +174,69 @@ fn up_restarts_a_killed_server_which_keeps_its_acknowledged_rows() {
     stop_with_sigint(up, home.path());
 }
 
+#[test]
+fn up_gives_up_and_exits_1_when_a_node_dies_six_times_within_a_minute() {
+    let home = tempfile::Builder::new()
+        .prefix("stratus-up-give-up-")
+        .tempdir()
+        .expect("tempdir");
+    let mut up = start_up(home.path(), &[], |_| {});
+    let url = printed_url(&up, "worker-a1");
+    let restarted = format!("worker-a1 exited (signal: 9); restarted on {url} after ");
+    let deadline = Instant::now() + UP_TIMEOUT;
+    let mut killed = Vec::new();
+    let status = loop {
+        if let Some(status) = up.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stratus up still running after {} kills",
+            killed.len()
+        );
+        // The next kill once the last one's restart is done (a kill during a start would be
+        // a failed restart, not a death of a running node).
+        let restarts = up.log().matches(&restarted).count();
+        if restarts == killed.len()
+            && let Some(pid) = pid_of_node(&up, "worker-a1")
+        {
+            up.nodes.push(pid);
+            let sent = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .expect("run kill");
+            assert!(sent.success());
+            killed.push(pid);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = up.log();
+    assert_eq!(status.code(), Some(1), "{status}\n{log}");
+    assert_eq!(killed.len(), 6, "{log}");
+    let delays: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix(restarted.as_str()))
+        .collect();
+    assert_eq!(
+        delays,
+        ["0.5 s", "1.0 s", "2.0 s", "4.0 s", "8.0 s"],
+        "{log}"
+    );
+    assert!(
+        log.contains("Error: gave up restarting worker-a1: restarts=5 window=60s"),
+        "{log}"
+    );
+    let left: Vec<u32> = up.nodes.iter().copied().filter(|&p| alive(p)).collect();
+    assert!(
+        left.is_empty(),
+        "nodes still running after up gave up: {left:?}"
+    );
+    assert!(
+        !home.path().join("cluster.toml").exists(),
+        "the cluster file outlived the cluster"
+    );
+}
+
 /// The last line of CSV output as numbers.
 fn last_csv_row(stdout: &str) -> Vec<f64> {
     let line = stdout.lines().last().expect("a result row");
