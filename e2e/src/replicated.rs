@@ -173,6 +173,18 @@ impl ReplicatedCluster {
             .collect()
     }
 
+    /// Moves the leadership of every region off server `i`: SIGSTOPs it, waits until the
+    /// others lead every region, and SIGCONTs it; the new leaders. (A crude leader transfer
+    /// that needs no server API. Right after the SIGCONT the server may still take itself for
+    /// a leader until it hears of the new term: its Raft ticks stood still while it was
+    /// frozen.)
+    pub fn move_leaders_off(&mut self, i: usize, timeout: Duration) -> Vec<usize> {
+        self.stop(i);
+        let leaders = self.wait_until_every_region_has_a_leader(timeout);
+        self.cont(i);
+        leaders
+    }
+
     /// Raw-loads `pairs` (all in one region: a load over several regions could commit in
     /// some and fail in others) through the first reachable server that takes them, trying
     /// them in turn until `timeout`; that server's index and the commit ts. Panics after
