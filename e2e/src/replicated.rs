@@ -135,6 +135,12 @@ impl ReplicatedCluster {
         self.stopped[i] = false;
     }
 
+    /// SIGTERM server `i` and wait for its exit (it flushes what it must first); its status.
+    pub fn terminate(&mut self, i: usize) -> std::process::ExitStatus {
+        self.stopped[i] = false;
+        self.servers[i].terminate()
+    }
+
     /// Starts server `i` again after it died: same port, same data dir, same log.
     pub fn restart(&mut self, i: usize) {
         self.servers[i].restart();
