@@ -549,7 +549,11 @@ mod tests {
     }
 
     fn launch(dir: &Path, script: &str) -> Launch {
-        let mut l = Launch::new("fake", sh(script), "fake", dir.join("logs/fake.log"));
+        launch_command(dir, sh(script))
+    }
+
+    fn launch_command(dir: &Path, command: Command) -> Launch {
+        let mut l = Launch::new("fake", command, "fake", dir.join("logs/fake.log"));
         l.start_timeout = Duration::from_secs(10);
         l
     }
@@ -691,9 +695,11 @@ mod tests {
     #[test]
     fn restart_reuses_the_log_and_refuses_a_running_child() {
         let dir = tempfile::tempdir().unwrap();
-        let mut l = launch(dir.path(), "");
-        l.command = announcing("http://h:1", "first-run");
-        let mut node = NodeProcess::start(l).unwrap();
+        let mut node = NodeProcess::start(launch_command(
+            dir.path(),
+            announcing("http://h:1", "first-run"),
+        ))
+        .unwrap();
         let first_pid = node.pid().unwrap();
         let e = node
             .restart(announcing("http://h:1", "never-started"))
@@ -729,9 +735,11 @@ mod tests {
     #[test]
     fn a_restart_on_another_url_is_refused_and_its_child_killed() {
         let dir = tempfile::tempdir().unwrap();
-        let mut l = launch(dir.path(), "");
-        l.command = announcing("http://h:1", "first");
-        let mut node = NodeProcess::start(l).unwrap();
+        let mut node = NodeProcess::start(launch_command(
+            dir.path(),
+            announcing("http://h:1", "first"),
+        ))
+        .unwrap();
         node.kill().unwrap();
         let e = node.restart(announcing("http://h:2", "moved")).unwrap_err();
         assert!(
@@ -747,9 +755,11 @@ mod tests {
     #[test]
     fn a_restart_that_exits_before_listening_is_an_error_and_can_be_retried() {
         let dir = tempfile::tempdir().unwrap();
-        let mut l = launch(dir.path(), "");
-        l.command = announcing("http://h:1", "first");
-        let mut node = NodeProcess::start(l).unwrap();
+        let mut node = NodeProcess::start(launch_command(
+            dir.path(),
+            announcing("http://h:1", "first"),
+        ))
+        .unwrap();
         node.kill().unwrap();
         let e = node
             .restart(sh("echo 'address in use' >&2; exit 4"))
