@@ -872,6 +872,120 @@ mod tests {
         assert_eq!(server.server.addr, format!("127.0.0.1:{}", ports[1]));
     }
 
+    /// A cluster in `dir` of one node, `worker-a1`, run by a fake `stratus` that announces
+    /// `http://127.0.0.1:1` and sleeps, with `policy`.
+    fn fake_cluster(dir: &Path, policy: RestartPolicy) -> LocalCluster {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = dir.join("fake-stratus");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\necho 'stratus-worker listening on http://127.0.0.1:1'\nexec sleep 30\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut cluster = LocalCluster {
+            data_dir: dir.to_path_buf(),
+            exe,
+            cpu_load_file: false,
+            servers: Vec::new(),
+            workers: Vec::new(),
+            nodes: Vec::new(),
+            policy,
+        };
+        let config = worker_config(&opts(false, 7000), &ports(), &WORKERS[0]);
+        // The script was just written: a process forked meanwhile by another test's thread
+        // may still hold it open for writing until it execs, and the kernel refuses to run it
+        // then (ETXTBSY). Try again a little later.
+        let mut tries = 0;
+        let info = loop {
+            match cluster.launch(&WORKERS[0], &config) {
+                Err(ClusterError::Node(NodeError::Spawn { cause, .. }))
+                    if cause.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                launched => break launched.unwrap(),
+            }
+        };
+        cluster.workers.push(info);
+        cluster
+    }
+
+    fn kill_worker(cluster: &mut LocalCluster) {
+        cluster.nodes[0].process.kill().unwrap();
+    }
+
+    #[test]
+    fn restart_dead_waits_for_the_policys_delay_then_restarts_on_the_same_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = RestartPolicy {
+            first_delay: Duration::from_millis(300),
+            ..RestartPolicy::default()
+        };
+        let mut cluster = fake_cluster(dir.path(), policy);
+        assert_eq!(cluster.restart_dead().unwrap(), Vec::<String>::new());
+        let first_pid = cluster.nodes[0].process.pid().unwrap();
+        kill_worker(&mut cluster);
+        let seen = Instant::now();
+        assert_eq!(
+            cluster.restart_dead().unwrap(),
+            Vec::<String>::new(),
+            "no restart before the delay"
+        );
+        let said = loop {
+            let said = cluster.restart_dead().unwrap();
+            if !said.is_empty() {
+                break said;
+            }
+            assert!(seen.elapsed() < Duration::from_secs(10), "never restarted");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(seen.elapsed() >= Duration::from_millis(300));
+        assert_eq!(
+            said,
+            ["worker-a1 exited (signal: 9); restarted on http://127.0.0.1:1 after 0.3 s"]
+        );
+        let process = &cluster.nodes[0].process;
+        assert_ne!(process.pid(), Some(first_pid));
+        assert!(process.pid().is_some());
+        assert_eq!(process.restarts(), 1);
+    }
+
+    #[test]
+    fn restart_dead_gives_up_once_the_policy_does_naming_the_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = RestartPolicy {
+            first_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(2),
+            max_restarts: 2,
+            window: Duration::from_secs(60),
+        };
+        let mut cluster = fake_cluster(dir.path(), policy);
+        let mut restarted = 0;
+        let error = loop {
+            if cluster.nodes[0].process.pid().is_some() {
+                kill_worker(&mut cluster);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            match cluster.restart_dead() {
+                Ok(said) => restarted += said.len(),
+                Err(e) => break e,
+            }
+            assert!(restarted <= 2, "restarted past the policy");
+        };
+        assert_eq!(restarted, 2);
+        let text = error.to_string();
+        assert!(
+            matches!(&error, ClusterError::GaveUp { node, restarts: 2, .. } if node == "worker-a1"),
+            "{text}"
+        );
+        assert!(
+            text.starts_with("gave up restarting worker-a1: restarts=2 window=60s; "),
+            "{text}"
+        );
+    }
+
     #[test]
     fn s3_replaces_the_local_directory() {
         let mut o = opts(false, 0);
