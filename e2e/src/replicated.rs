@@ -15,7 +15,11 @@
 //! Which server leads a region is found by asking: a server serves a read or a write of a
 //! region only while it is the region's serving leader, and refuses it otherwise (a key error
 //! saying the region is not led by it). So the first server that answers a read of a key is
-//! the leader of the key's region (for the moment: leadership moves on its own).
+//! the leader of the key's region (for the moment: leadership moves on its own). The probe is a
+//! read at timestamp 1 of a key no test writes, not a write: it needs no timestamp from the TSO
+//! and leaves nothing behind. One exception to "only the leader answers": a server frozen
+//! (SIGSTOP) while it led, then resumed, answers as the leader for a moment, until it hears of
+//! the term elected without it (see [`ReplicatedCluster::move_leaders_off`]).
 
 use std::time::{Duration, Instant};
 
