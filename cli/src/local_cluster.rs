@@ -25,6 +25,15 @@
 //!   ([`ClusterOptions::cpu_load_file`]), never, so the file alone decides;
 //! * `shutdown-grace = 5s`: `stratus up` stops quickly on Ctrl-C.
 //!
+//! Ports: with `--base-port P`, `server-a` listens on P, `server-b` on P+1 and the workers on
+//! P+2..=P+5. With base port 0 every node still gets a fixed port, reserved before the first
+//! node starts ([`harness::ports::reserve`]), so that a node restarted after it died comes back
+//! on the URL its peers and clients know.
+//!
+//! A node that dies is restarted by [`LocalCluster::restart_dead`] (which `stratus up` calls
+//! periodically) with the same command as its first start, after a delay that doubles with
+//! each restart; after five restarts within a minute it gives up ([`RestartPolicy`]).
+//!
 //! Layout under the data dir: `<name>.toml` (each node's config, rewritten at every start),
 //! `<name>/` (each node's own directory), `logs/<name>.log` (stdout and stderr of each node,
 //! appended), `objects/` (the shared local object store, unless S3), `cpu-load`.
@@ -40,14 +49,16 @@
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use client::ClientConfig;
 use harness::NodeConfig;
 use harness::config_file::{self, ConfigFileError, write_atomically};
 use harness::http::HttpError;
-use harness::supervisor::{Launch, NodeError, NodeProcess};
+use harness::ports::{self, PortError};
+use harness::restart_policy::{RestartDecision, RestartPolicy};
+use harness::supervisor::{Launch, NodeError, NodeProcess, exit_summary};
 use kvengine::DfsSection;
 use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection, WorkerEndpoint};
 use types::{ReadableDuration, ReadableSize};
@@ -124,6 +135,17 @@ pub enum ClusterError {
     CpuLoad(String),
     #[error("{node}: {cause}")]
     Http { node: String, cause: HttpError },
+    #[error(transparent)]
+    Ports(#[from] PortError),
+    /// A node died once too often in the restart window ([`RestartPolicy`]).
+    #[error("gave up restarting {node}: restarts={restarts} window={window:?}; {last}")]
+    GaveUp {
+        node: String,
+        restarts: usize,
+        window: Duration,
+        /// Its last death, with the tail of its log.
+        last: Box<NodeError>,
+    },
 }
 
 /// The split key between `server-a` and `server-b`: the record key of table 1, handle 0.
@@ -134,65 +156,120 @@ pub fn split_key() -> Vec<u8> {
 /// The running cluster (see the module docs).
 pub struct LocalCluster {
     data_dir: PathBuf,
+    /// The `stratus` executable every node runs.
+    exe: PathBuf,
     cpu_load_file: bool,
     servers: Vec<NodeInfo>,
     workers: Vec<NodeInfo>,
     /// In start order: workers, then `server-a`, then `server-b`. Dropping one SIGKILLs it.
-    nodes: Vec<NodeProcess>,
+    nodes: Vec<Member>,
+    policy: RestartPolicy,
+}
+
+/// A node of the running cluster, and what its restarts need.
+struct Member {
+    spec: &'static NodeSpec,
+    process: NodeProcess,
+    /// When each restart of it was attempted (failed ones too), for the policy.
+    restarts: Vec<Instant>,
+    /// Seen dead and waiting for its restart.
+    down: Option<Down>,
+}
+
+/// A death seen by [`LocalCluster::restart_dead`], not yet followed by a restart.
+struct Down {
+    status: ExitStatus,
+    seen: Instant,
+    delay: Duration,
+}
+
+/// Which program a node runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Server,
+    Worker,
+}
+
+impl Role {
+    fn subcommand(self) -> &'static str {
+        match self {
+            Role::Server => ServerConfig::SUBCOMMAND,
+            Role::Worker => WorkerConfig::SUBCOMMAND,
+        }
+    }
+
+    fn program(self) -> &'static str {
+        match self {
+            Role::Server => ServerConfig::PROGRAM,
+            Role::Worker => WorkerConfig::PROGRAM,
+        }
+    }
 }
 
 /// What a node is, before it runs.
 struct NodeSpec {
     name: &'static str,
     zone: &'static str,
+    role: Role,
     /// Offset from the base port.
     port_offset: u16,
 }
 
-const WORKERS: [NodeSpec; 4] = [
+/// How many nodes the cluster has (ports to reserve).
+const NODES: usize = 6;
+
+static WORKERS: [NodeSpec; 4] = [
     NodeSpec {
         name: "worker-a1",
         zone: "a",
+        role: Role::Worker,
         port_offset: 2,
     },
     NodeSpec {
         name: "worker-a2",
         zone: "a",
+        role: Role::Worker,
         port_offset: 3,
     },
     NodeSpec {
         name: "worker-b1",
         zone: "b",
+        role: Role::Worker,
         port_offset: 4,
     },
     NodeSpec {
         name: "worker-b2",
         zone: "b",
+        role: Role::Worker,
         port_offset: 5,
     },
 ];
 
-const SERVER_A: NodeSpec = NodeSpec {
+static SERVER_A: NodeSpec = NodeSpec {
     name: "server-a",
     zone: "a",
+    role: Role::Server,
     port_offset: 0,
 };
 
-const SERVER_B: NodeSpec = NodeSpec {
+static SERVER_B: NodeSpec = NodeSpec {
     name: "server-b",
     zone: "b",
+    role: Role::Server,
     port_offset: 1,
 };
 
 impl LocalCluster {
     /// Writes every node's config, starts the workers, then `server-a`, then `server-b`;
     /// returns when every node listens. A node that fails to start is an error naming it, with
-    /// the tail of its log; the nodes started so far are killed.
+    /// the tail of its log; the nodes started so far are killed. With base port 0, a failed
+    /// start is tried once more on freshly reserved ports (another process may have taken one
+    /// between the reservation and the node's bind).
     pub fn start(opts: ClusterOptions) -> Result<LocalCluster, ClusterError> {
-        if opts.base_port != 0 && opts.base_port.checked_add(5).is_none() {
+        if opts.base_port != 0 && opts.base_port.checked_add(NODES as u16 - 1).is_none() {
             return Err(ClusterError::Options(format!(
                 "expected a base port of at most {}, found {}",
-                u16::MAX - 5,
+                u16::MAX - (NODES as u16 - 1),
                 opts.base_port
             )));
         }
@@ -206,15 +283,31 @@ impl LocalCluster {
             write_atomically(&cpu_load_path(&opts.data_dir), "0\n")?;
         }
         let exe = std::env::current_exe().map_err(ClusterError::Exe)?;
+        match Self::start_on(&exe, &opts, &node_ports(opts.base_port)?) {
+            Err(ClusterError::Node(_)) if opts.base_port == 0 => {
+                Self::start_on(&exe, &opts, &node_ports(0)?)
+            }
+            started => started,
+        }
+    }
+
+    /// [`LocalCluster::start`] with `ports` (indexed by [`NodeSpec::port_offset`]).
+    fn start_on(
+        exe: &Path,
+        opts: &ClusterOptions,
+        ports: &[u16],
+    ) -> Result<LocalCluster, ClusterError> {
         let mut cluster = LocalCluster {
             data_dir: opts.data_dir.clone(),
+            exe: exe.to_path_buf(),
             cpu_load_file: opts.cpu_load_file,
             servers: Vec::new(),
             workers: Vec::new(),
             nodes: Vec::new(),
+            policy: RestartPolicy::default(),
         };
         for spec in &WORKERS {
-            let info = cluster.launch(&exe, &opts, spec, &worker_config(&opts, spec))?;
+            let info = cluster.launch(spec, &worker_config(opts, ports, spec))?;
             cluster.workers.push(info);
         }
         let zone_workers = |zone: &str| -> Vec<WorkerEndpoint> {
@@ -230,40 +323,41 @@ impl LocalCluster {
         };
         let (a_workers, b_workers) = (zone_workers("a"), zone_workers("b"));
         let key = split_key();
-        let config = server_config(&opts, &SERVER_A, 1, (&[], &key), a_workers, None);
-        let a = cluster.launch(&exe, &opts, &SERVER_A, &config)?;
-        let config = server_config(&opts, &SERVER_B, 2, (&key, &[]), b_workers, Some(&a.url));
+        let config = server_config(opts, ports, &SERVER_A, 1, (&[], &key), a_workers, None);
+        let a = cluster.launch(&SERVER_A, &config)?;
+        let config = server_config(
+            opts,
+            ports,
+            &SERVER_B,
+            2,
+            (&key, &[]),
+            b_workers,
+            Some(&a.url),
+        );
         cluster.servers.push(a);
-        let b = cluster.launch(&exe, &opts, &SERVER_B, &config)?;
+        let b = cluster.launch(&SERVER_B, &config)?;
         cluster.servers.push(b);
         Ok(cluster)
     }
 
-    /// Writes `<data>/<name>.toml`, creates `<data>/<name>/`, and starts the node (`stratus
-    /// server` or `stratus worker`, after the config's type) in its own process group, with its
-    /// output appended to `<data>/logs/<name>.log`.
+    /// Writes `<data>/<name>.toml`, creates `<data>/<name>/`, and starts the node
+    /// ([`LocalCluster::launch_command`]) with its output appended to
+    /// `<data>/logs/<name>.log`.
     fn launch<C: NodeConfig>(
         &mut self,
-        exe: &Path,
-        opts: &ClusterOptions,
-        spec: &NodeSpec,
+        spec: &'static NodeSpec,
         config: &C,
     ) -> Result<NodeInfo, ClusterError> {
-        create_dir(&opts.data_dir.join(spec.name))?;
-        let config_path = opts.data_dir.join(format!("{}.toml", spec.name));
-        config_file::write(&config_path, config)?;
-        let log = opts
-            .data_dir
-            .join("logs")
-            .join(format!("{}.log", spec.name));
-        let mut command = Command::new(exe);
-        command
-            .arg(C::SUBCOMMAND)
-            .arg("--config")
-            .arg(&config_path)
-            // Its own process group: the terminal's Ctrl-C goes to the supervisor only.
-            .process_group(0);
-        let mut launch = Launch::new(spec.name, command, C::PROGRAM, &log);
+        debug_assert_eq!(C::SUBCOMMAND, spec.role.subcommand());
+        create_dir(&self.data_dir.join(spec.name))?;
+        config_file::write(&self.config_path(spec), config)?;
+        let log = self.log_path(spec);
+        let mut launch = Launch::new(
+            spec.name,
+            self.launch_command(spec),
+            spec.role.program(),
+            &log,
+        );
         launch.start_timeout = START_TIMEOUT;
         let process = NodeProcess::start(launch)?;
         let info = NodeInfo {
@@ -272,8 +366,36 @@ impl LocalCluster {
             url: process.url().to_string(),
             log,
         };
-        self.nodes.push(process);
+        self.nodes.push(Member {
+            spec,
+            process,
+            restarts: Vec::new(),
+            down: None,
+        });
         Ok(info)
+    }
+
+    /// The command running the node of `spec` (`stratus server` or `stratus worker` with its
+    /// config file) in its own process group: the first start and every restart run this.
+    fn launch_command(&self, spec: &NodeSpec) -> Command {
+        let mut command = Command::new(&self.exe);
+        command
+            .arg(spec.role.subcommand())
+            .arg("--config")
+            .arg(self.config_path(spec))
+            // Its own process group: the terminal's Ctrl-C goes to the supervisor only.
+            .process_group(0);
+        command
+    }
+
+    fn config_path(&self, spec: &NodeSpec) -> PathBuf {
+        self.data_dir.join(format!("{}.toml", spec.name))
+    }
+
+    fn log_path(&self, spec: &NodeSpec) -> PathBuf {
+        self.data_dir
+            .join("logs")
+            .join(format!("{}.log", spec.name))
     }
 
     pub fn servers(&self) -> &[NodeInfo] {
@@ -380,14 +502,58 @@ impl LocalCluster {
         Ok(harness::http::text(&reply))
     }
 
-    /// An error naming the first node that has exited (the cluster should be stopped then).
-    pub fn check_running(&mut self) -> Result<(), ClusterError> {
-        for node in &mut self.nodes {
-            if let Some(status) = node.try_exit()? {
-                return Err(node.exited(status).into());
+    /// Restarts the nodes that died, each once its [`RestartPolicy`] delay has passed since its
+    /// death was first seen here (so call this periodically: it never sleeps for a delay). A
+    /// node is restarted with its first start's command and must come back on its URL. What
+    /// happened, one line per restart attempted (`server-b exited (signal: 9); restarted on
+    /// http://127.0.0.1:7001 after 0.5 s`); a restart that fails is reported and tried again on
+    /// a later call. [`ClusterError::GaveUp`] once a node died too often within the window:
+    /// the cluster should be stopped then.
+    pub fn restart_dead(&mut self) -> Result<Vec<String>, ClusterError> {
+        let mut said = Vec::new();
+        for i in 0..self.nodes.len() {
+            let now = Instant::now();
+            let member = &mut self.nodes[i];
+            if member.down.is_none() {
+                let Some(status) = member.process.try_exit()? else {
+                    continue;
+                };
+                match self.policy.next_delay(&member.restarts, now) {
+                    RestartDecision::After(delay) => {
+                        member.down = Some(Down {
+                            status,
+                            seen: now,
+                            delay,
+                        })
+                    }
+                    RestartDecision::GiveUp { restarts, window } => {
+                        return Err(ClusterError::GaveUp {
+                            node: member.spec.name.into(),
+                            restarts,
+                            window,
+                            last: Box::new(member.process.exited(status)),
+                        });
+                    }
+                }
             }
+            let Some(down) = member.down.take_if(|d| now >= d.seen + d.delay) else {
+                continue;
+            };
+            let spec = member.spec;
+            let command = self.launch_command(spec);
+            let member = &mut self.nodes[i];
+            member.restarts.push(now);
+            let exited = format!("{} exited ({})", spec.name, exit_summary(down.status));
+            let after = format!("{:.1} s", down.delay.as_secs_f64());
+            said.push(match member.process.restart(command) {
+                Ok(()) => format!(
+                    "{exited}; restarted on {} after {after}",
+                    member.process.url()
+                ),
+                Err(e) => format!("{exited}; its restart after {after} failed: {e}"),
+            });
         }
-        Ok(())
+        Ok(said)
     }
 
     /// Stops every node with SIGTERM, servers first (`server-b`, then `server-a`, whose TSO
@@ -398,7 +564,7 @@ impl LocalCluster {
         let nodes = std::mem::take(&mut self.nodes);
         let mut first_error = None;
         for mut node in nodes.into_iter().rev() {
-            if let Err(e) = terminate(&mut node) {
+            if let Err(e) = terminate(&mut node.process) {
                 first_error.get_or_insert(e);
             }
         }
@@ -454,13 +620,17 @@ fn create_dir(dir: &Path) -> Result<(), ClusterError> {
     })
 }
 
-fn listen_addr(opts: &ClusterOptions, spec: &NodeSpec) -> String {
-    let port = if opts.base_port == 0 {
-        0
-    } else {
-        opts.base_port + spec.port_offset
-    };
-    format!("127.0.0.1:{port}")
+/// Every node's port, indexed by [`NodeSpec::port_offset`]: consecutive from `base_port`, or
+/// reserved free ports when it is 0.
+fn node_ports(base_port: u16) -> Result<Vec<u16>, ClusterError> {
+    if base_port == 0 {
+        return Ok(ports::reserve(NODES)?);
+    }
+    Ok((0..NODES as u16).map(|offset| base_port + offset).collect())
+}
+
+fn listen_addr(ports: &[u16], spec: &NodeSpec) -> String {
+    format!("127.0.0.1:{}", ports[usize::from(spec.port_offset)])
 }
 
 fn zone_labels(zone: &str) -> BTreeMap<String, String> {
@@ -487,10 +657,10 @@ fn dfs_section(opts: &ClusterOptions) -> DfsSection {
     }
 }
 
-fn worker_config(opts: &ClusterOptions, spec: &NodeSpec) -> WorkerConfig {
+fn worker_config(opts: &ClusterOptions, ports: &[u16], spec: &NodeSpec) -> WorkerConfig {
     WorkerConfig {
         worker: WorkerSection {
-            addr: listen_addr(opts, spec),
+            addr: listen_addr(ports, spec),
             labels: zone_labels(spec.zone),
             cache_dir: opts.data_dir.join(spec.name).join("cache"),
             shutdown_grace: SHUTDOWN_GRACE,
@@ -505,6 +675,7 @@ fn worker_config(opts: &ClusterOptions, spec: &NodeSpec) -> WorkerConfig {
 /// offloads to, `tso` the URL of the TSO server (None: runs it).
 fn server_config(
     opts: &ClusterOptions,
+    ports: &[u16],
     spec: &NodeSpec,
     node_id: u16,
     range: (&[u8], &[u8]),
@@ -512,7 +683,7 @@ fn server_config(
     tso: Option<&str>,
 ) -> ServerConfig {
     let server = ServerSection {
-        addr: listen_addr(opts, spec),
+        addr: listen_addr(ports, spec),
         data_dir: opts.data_dir.join(spec.name),
         node_id,
         labels: zone_labels(spec.zone),
@@ -586,6 +757,11 @@ mod tests {
         loaded
     }
 
+    /// Ports as `--base-port 7000` gives them.
+    fn ports() -> Vec<u16> {
+        node_ports(7000).unwrap()
+    }
+
     fn workers(zone: &str) -> Vec<WorkerEndpoint> {
         vec![WorkerEndpoint {
             addr: "http://127.0.0.1:1/coprocessor".into(),
@@ -598,6 +774,7 @@ mod tests {
         let key = split_key();
         let a = written_server(&server_config(
             &opts(false, 0),
+            &ports(),
             &SERVER_A,
             1,
             (&[], &key),
@@ -606,6 +783,7 @@ mod tests {
         ));
         let b = written_server(&server_config(
             &opts(false, 0),
+            &ports(),
             &SERVER_B,
             2,
             (&key, &[]),
@@ -630,6 +808,7 @@ mod tests {
         let key = split_key();
         let cfg = written_server(&server_config(
             &opts(true, 0),
+            &ports(),
             &SERVER_A,
             1,
             (&[], &key),
@@ -644,6 +823,7 @@ mod tests {
         assert!(la.force_blocks_size >= 1 << 50);
         let cfg = written_server(&server_config(
             &opts(false, 0),
+            &ports(),
             &SERVER_A,
             1,
             (&[], &key),
@@ -659,12 +839,151 @@ mod tests {
 
     #[test]
     fn workers_get_their_zone_the_shared_store_and_consecutive_ports() {
-        let text = config_file::render(&worker_config(&opts(false, 7000), &WORKERS[3])).unwrap();
+        let o = opts(false, 7000);
+        let text = config_file::render(&worker_config(&o, &node_ports(7000).unwrap(), &WORKERS[3]))
+            .unwrap();
         let cfg = WorkerConfig::parse(&text, "generated").unwrap();
         assert_eq!(cfg.worker.addr, "127.0.0.1:7005");
         assert_eq!(cfg.worker.labels.get("zone").map(String::as_str), Some("b"));
         assert_eq!(cfg.dfs.local_dir, PathBuf::from("/d/objects"));
         assert_eq!(cfg.worker.cache_dir, PathBuf::from("/d/worker-b2/cache"));
+    }
+
+    #[test]
+    fn base_port_zero_gives_every_node_a_fixed_port_of_its_own() {
+        let ports = node_ports(0).unwrap();
+        assert_eq!(ports.len(), NODES);
+        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), NODES, "{ports:?}");
+        assert!(!ports.contains(&0), "{ports:?}");
+        let specs = WORKERS.iter().chain([&SERVER_A, &SERVER_B]);
+        let addrs: std::collections::BTreeSet<String> =
+            specs.map(|spec| listen_addr(&ports, spec)).collect();
+        assert_eq!(addrs.len(), NODES, "{addrs:?}");
+        let server = written_server(&server_config(
+            &opts(false, 0),
+            &ports,
+            &SERVER_B,
+            2,
+            (&[], &[]),
+            Vec::new(),
+            Some("http://127.0.0.1:9"),
+        ));
+        assert_eq!(server.server.addr, format!("127.0.0.1:{}", ports[1]));
+    }
+
+    /// A cluster in `dir` of one node, `worker-a1`, run by a fake `stratus` that announces
+    /// `http://127.0.0.1:1` and sleeps, with `policy`.
+    fn fake_cluster(dir: &Path, policy: RestartPolicy) -> LocalCluster {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = dir.join("fake-stratus");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\necho 'stratus-worker listening on http://127.0.0.1:1'\nexec sleep 30\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut cluster = LocalCluster {
+            data_dir: dir.to_path_buf(),
+            exe,
+            cpu_load_file: false,
+            servers: Vec::new(),
+            workers: Vec::new(),
+            nodes: Vec::new(),
+            policy,
+        };
+        let config = worker_config(&opts(false, 7000), &ports(), &WORKERS[0]);
+        // The script was just written: a process forked meanwhile by another test's thread
+        // may still hold it open for writing until it execs, and the kernel refuses to run it
+        // then (ETXTBSY). Try again a little later.
+        let mut tries = 0;
+        let info = loop {
+            match cluster.launch(&WORKERS[0], &config) {
+                Err(ClusterError::Node(NodeError::Spawn { cause, .. }))
+                    if cause.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                launched => break launched.unwrap(),
+            }
+        };
+        cluster.workers.push(info);
+        cluster
+    }
+
+    fn kill_worker(cluster: &mut LocalCluster) {
+        cluster.nodes[0].process.kill().unwrap();
+    }
+
+    #[test]
+    fn restart_dead_waits_for_the_policys_delay_then_restarts_on_the_same_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = RestartPolicy {
+            first_delay: Duration::from_millis(300),
+            ..RestartPolicy::default()
+        };
+        let mut cluster = fake_cluster(dir.path(), policy);
+        assert_eq!(cluster.restart_dead().unwrap(), Vec::<String>::new());
+        let first_pid = cluster.nodes[0].process.pid().unwrap();
+        kill_worker(&mut cluster);
+        let seen = Instant::now();
+        assert_eq!(
+            cluster.restart_dead().unwrap(),
+            Vec::<String>::new(),
+            "no restart before the delay"
+        );
+        let said = loop {
+            let said = cluster.restart_dead().unwrap();
+            if !said.is_empty() {
+                break said;
+            }
+            assert!(seen.elapsed() < Duration::from_secs(10), "never restarted");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(seen.elapsed() >= Duration::from_millis(300));
+        assert_eq!(
+            said,
+            ["worker-a1 exited (signal: 9); restarted on http://127.0.0.1:1 after 0.3 s"]
+        );
+        let process = &cluster.nodes[0].process;
+        assert_ne!(process.pid(), Some(first_pid));
+        assert!(process.pid().is_some());
+        assert_eq!(process.restarts(), 1);
+    }
+
+    #[test]
+    fn restart_dead_gives_up_once_the_policy_does_naming_the_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = RestartPolicy {
+            first_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(2),
+            max_restarts: 2,
+            window: Duration::from_secs(60),
+        };
+        let mut cluster = fake_cluster(dir.path(), policy);
+        let mut restarted = 0;
+        let error = loop {
+            if cluster.nodes[0].process.pid().is_some() {
+                kill_worker(&mut cluster);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            match cluster.restart_dead() {
+                Ok(said) => restarted += said.len(),
+                Err(e) => break e,
+            }
+            assert!(restarted <= 2, "restarted past the policy");
+        };
+        assert_eq!(restarted, 2);
+        let text = error.to_string();
+        assert!(
+            matches!(&error, ClusterError::GaveUp { node, restarts: 2, .. } if node == "worker-a1"),
+            "{text}"
+        );
+        assert!(
+            text.starts_with("gave up restarting worker-a1: restarts=2 window=60s; "),
+            "{text}"
+        );
     }
 
     #[test]

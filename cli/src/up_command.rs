@@ -3,8 +3,11 @@
 //! Starts the six nodes, prints a table of them (name, zone, URL, log), writes the cluster file
 //! (`<state dir>/cluster.toml`, which `stratus sql` and `stratus load` then find by themselves)
 //! and waits. Ctrl-C (SIGINT) or SIGTERM removes the cluster file, stops every node with
-//! SIGTERM (servers first) and exits 0. A node that dies meanwhile is named on stderr; the
-//! others are stopped and `up` exits 1.
+//! SIGTERM (servers first) and exits 0. A node that dies meanwhile is restarted on its port
+//! ([`LocalCluster::restart_dead`], checked every 250 ms), and the restart is named on stderr
+//! (`server-b exited (signal: 9); restarted on http://127.0.0.1:7001 after 0.5 s`). Only when
+//! a node dies too often (five restarts within a minute) are the others stopped, and `up`
+//! exits 1.
 //!
 //! The signal handlers are installed before the first node starts, so a Ctrl-C during the
 //! start stops the cluster as soon as it is up instead of leaving nodes behind.
@@ -20,6 +23,9 @@ use crate::state_dir::{self, StateDirError};
 
 /// The default `--base-port`: server-a 7000, server-b 7001, workers 7002..=7005.
 pub const DEFAULT_BASE_PORT: u16 = 7000;
+
+/// How often `up` looks for nodes that died (and restarts those whose delay has passed).
+const RESTART_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
 /// `stratus up`'s options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,9 +99,14 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
             tokio::select! {
                 _ = interrupt.recv() => return None,
                 _ = terminate.recv() => return None,
-                _ = tokio::time::sleep(Duration::from_millis(250)) => {
-                    if let Err(e) = cluster.check_running() {
-                        return Some(e);
+                _ = tokio::time::sleep(RESTART_CHECK_INTERVAL) => {
+                    match cluster.restart_dead() {
+                        Ok(said) => {
+                            for line in said {
+                                eprintln!("{line}");
+                            }
+                        }
+                        Err(e) => return Some(e),
                     }
                 }
             }

@@ -10,7 +10,8 @@
 //! * [`process`]: a node whose failures panic and whose log is shown when its test fails;
 //! * [`server_proc`], [`worker_proc`], [`s3_proc`]: the three processes, their setups (a
 //!   directory and a typed config) and typed HTTP calls; [`cluster`]: a temporary directory, a
-//!   store, common topologies;
+//!   store, common topologies; [`replicated`]: three servers replicating every region with
+//!   Raft, each of which a test can SIGKILL, restart, SIGSTOP and SIGCONT;
 //! * [`http_client`]: the HTTP calls with a test's assertions (protobuf bodies, 200 expected);
 //! * [`transactions`]: identical two-phase commits on several servers sharing a TSO;
 //! * [`coprocessor`]: requests with region context, paging, row decoding;
@@ -31,6 +32,7 @@ pub mod fake_worker;
 pub mod http_client;
 pub mod offload_body;
 pub mod process;
+pub mod replicated;
 pub mod s3_proc;
 pub mod sample_table;
 pub mod server_proc;

@@ -80,6 +80,16 @@ impl TestNode {
         }
     }
 
+    /// Starts the node again with `command` after it exited (see
+    /// [`NodeProcess::restart`]: the same log, the same URL); panics with the tail of this
+    /// run's output when it does not come back.
+    pub fn restart(&mut self, command: Command) {
+        if let Err(e) = self.process.restart(command) {
+            self.reported = true;
+            panic!("{e}\n{}", self.output_report())
+        }
+    }
+
     /// SIGKILL and reap.
     pub fn kill(&mut self) {
         if let Err(e) = self.process.kill() {

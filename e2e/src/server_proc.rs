@@ -11,7 +11,7 @@ use harness::config_file;
 use harness::http::HttpReply;
 use harness::metrics::Metrics;
 use harness::supervisor::{Launch, Signal};
-use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection};
+use server::config::{KvEngineSection, PeerConfig, RangeConfig, ServerConfig, ServerSection};
 use types::{ReadableDuration, ReadableSize};
 use wire::coprocessor::{Request, Response};
 use wire::paths;
@@ -125,8 +125,44 @@ impl ServerSetup {
 
     /// Take timestamps from `tso` instead of running a TSO.
     pub fn tso_from(&mut self, tso: &ServerProc) -> &mut ServerSetup {
+        self.tso_at(tso.base_url())
+    }
+
+    /// Take timestamps from the server at `url` (`http://HOST:PORT`, which may not run yet)
+    /// instead of running a TSO.
+    pub fn tso_at(&mut self, url: &str) -> &mut ServerSetup {
         self.config.server.tso = false;
-        self.config.server.tso_addr = tso.base_url().to_string();
+        self.config.server.tso_addr = url.to_string();
+        self
+    }
+
+    /// The server's `node-id`: its SST file id prefix and, with peers, its Raft peer id.
+    pub fn node_id(&mut self, id: u16) -> &mut ServerSetup {
+        self.config.server.node_id = id;
+        self
+    }
+
+    /// Listen on 127.0.0.1:`port` (a port known before the start, e.g. from
+    /// [`harness::ports::reserve`]: peers name it, and a restart comes back on it).
+    pub fn listen_port(&mut self, port: u16) -> &mut ServerSetup {
+        self.config.server.addr = format!("127.0.0.1:{port}");
+        self
+    }
+
+    /// The server's zone label.
+    pub fn zone(&mut self, zone: &str) -> &mut ServerSetup {
+        self.config
+            .server
+            .labels
+            .insert("zone".to_string(), zone.to_string());
+        self
+    }
+
+    /// Replicate every region on `peers` (`[raft] peers`; `replicas` = all of them). This
+    /// server's `node_id` must be one of their ids.
+    pub fn peers(&mut self, peers: Vec<PeerConfig>) -> &mut ServerSetup {
+        self.config.raft.replicas = peers.len();
+        self.config.raft.peers = peers;
         self
     }
 
@@ -228,6 +264,13 @@ impl ServerProc {
         self.node.kill()
     }
 
+    /// Starts the server again after it exited (a SIGKILL, a SIGTERM), from the same config
+    /// file and data dir, appending to the same log; panics unless it listens on the same URL.
+    pub fn restart(&mut self) {
+        let command = self.config.command();
+        self.node.restart(command)
+    }
+
     /// Sends `signal` (fault injection: SIGSTOP freezes the server, SIGCONT resumes it).
     pub fn signal(&mut self, signal: Signal) {
         self.node.signal(signal)
@@ -300,6 +343,60 @@ impl ServerProc {
         let r: RawLoadResponse = post_proto(&self.url(paths::RAW_LOAD), &req);
         assert!(r.error.is_none(), "raw load: {:?}", r.error);
         r.commit_ts
+    }
+
+    /// [`ServerProc::raw_load`] that reports instead of panicking: the commit ts, or why the
+    /// server did not take the rows (its key error, a status other than 200, a transport error
+    /// such as a refused connection or `timeout`).
+    pub fn try_raw_load(
+        &self,
+        pairs: Vec<(Vec<u8>, Vec<u8>)>,
+        timeout: Duration,
+    ) -> Result<u64, String> {
+        let req = RawLoadRequest {
+            pairs: pairs
+                .into_iter()
+                .map(|(key, value)| KvPair { key, value })
+                .collect(),
+        };
+        let r: RawLoadResponse = self.try_post_proto(paths::RAW_LOAD, &req, timeout)?;
+        match r.error {
+            None => Ok(r.commit_ts),
+            Some(e) => Err(format!("key error: kind={} {}", e.kind, e.message)),
+        }
+    }
+
+    /// [`ServerProc::get`] that reports instead of panicking: the value (None: absent), or why
+    /// the server did not answer it (as [`ServerProc::try_raw_load`]).
+    pub fn try_get(
+        &self,
+        key: &[u8],
+        start_ts: u64,
+        timeout: Duration,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let req = GetRequest {
+            key: key.to_vec(),
+            start_ts,
+            bypass_locks: Vec::new(),
+        };
+        let r: GetResponse = self.try_post_proto(paths::GET, &req, timeout)?;
+        match r.error {
+            None => Ok(r.found.then_some(r.value)),
+            Some(e) => Err(format!("key error: kind={} {}", e.kind, e.message)),
+        }
+    }
+
+    fn try_post_proto<Req: prost::Message, Resp: prost::Message + Default>(
+        &self,
+        path: &str,
+        req: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, String> {
+        let url = self.url(path);
+        let reply = harness::http::post_ok(&url, req.encode_to_vec(), timeout)
+            .map_err(|e| e.to_string())?;
+        Resp::decode(reply.body.as_ref())
+            .map_err(|e| format!("POST {url}: the 200 body does not decode: {e}"))
     }
 
     pub fn prewrite(&self, req: &PrewriteRequest) -> PrewriteResponse {

@@ -1,7 +1,8 @@
 //! `stratus up` as a process: it writes the cluster file to the state dir, `stratus load` and
 //! `stratus sql` find the cluster there without `--cluster`, the answer matches the sample
-//! table's formula, and SIGINT stops every node, removes the cluster file and exits 0. Without
-//! any cluster, `stratus sql` says how to get one.
+//! table's formula, and SIGINT stops every node, removes the cluster file and exits 0. A node
+//! killed with SIGKILL is restarted by `up` on the same URL, saying so. Without any cluster,
+//! `stratus sql` says how to get one.
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
@@ -11,7 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use e2e::binaries::{self, STRATUS};
-use e2e::http_client::post;
+use e2e::http_client::{get, post};
 use e2e::process::stdout_of_success;
 use e2e::s3_proc::{BUCKET, S3Faults, S3Proc, s3_env};
 
@@ -84,6 +85,156 @@ fn children_of(parent: u32) -> Vec<u32> {
 /// Whether `pid` still exists (a zombie counts: nobody reaped it).
 fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The command line of `pid`, arguments separated by spaces ("" once it is gone).
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// The live child of `up` that runs the node `name` (its command line names `<name>.toml`).
+fn pid_of_node(up: &Up, name: &str) -> Option<u32> {
+    let config = format!("{name}.toml");
+    children_of(up.child.id())
+        .into_iter()
+        .find(|&pid| cmdline(pid).contains(&config))
+}
+
+/// The URL `up` printed for the node `name` in its table of nodes (`NAME ZONE URL LOG`).
+fn printed_url(up: &Up, name: &str) -> String {
+    let log = up.log();
+    log.lines()
+        .find_map(|line| {
+            let mut fields = line.split_whitespace();
+            (fields.next() == Some(name))
+                .then(|| fields.nth(1))
+                .flatten()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| panic!("no row for {name} in:\n{log}"))
+}
+
+/// SIGKILLs the node `name` of `up` and waits until `up` has restarted it on the URL it printed
+/// at start: the restart line is in `up`'s output, a new process runs the node, and the URL
+/// answers `GET /status`. The new pid (added to those `up`'s drop kills).
+fn kill_and_see_restarted(up: &mut Up, name: &str) -> u32 {
+    let url = printed_url(up, name);
+    let old = pid_of_node(up, name).unwrap_or_else(|| panic!("no process runs {name}"));
+    let killed = Command::new("kill")
+        .args(["-KILL", &old.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let said = format!("{name} exited (signal: 9); restarted on {url} after 0.5 s");
+    let deadline = Instant::now() + UP_TIMEOUT;
+    while !up.log().contains(&said) {
+        if let Some(status) = up.child.try_wait().expect("wait") {
+            panic!("stratus up exited instead of restarting {name}: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {said:?} within {UP_TIMEOUT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let new =
+        pid_of_node(up, name).unwrap_or_else(|| panic!("no process runs {name} after the restart"));
+    up.nodes.push(new);
+    assert_ne!(new, old, "{name} still runs in the killed process");
+    assert!(!alive(old), "the killed {name} was not reaped");
+    let reply = get(&format!("{url}{}", wire::paths::STATUS));
+    assert_eq!(reply.status, 200, "GET {url}/status after the restart");
+    new
+}
+
+#[test]
+fn up_restarts_a_killed_worker_on_its_port() {
+    let home = tempfile::Builder::new()
+        .prefix("stratus-up-restart-")
+        .tempdir()
+        .expect("tempdir");
+    let mut up = start_up(home.path(), &[], |_| {});
+    kill_and_see_restarted(&mut up, "worker-a1");
+    stop_with_sigint(up, home.path());
+}
+
+#[test]
+fn up_restarts_a_killed_server_which_keeps_its_acknowledged_rows() {
+    let home = tempfile::Builder::new()
+        .prefix("stratus-up-restart-")
+        .tempdir()
+        .expect("tempdir");
+    let mut up = start_up(home.path(), &[], |_| {});
+    load_and_check_sum(home.path(), 3000);
+    // server-b is not the TSO, and holds the rows of non-negative handles.
+    kill_and_see_restarted(&mut up, "server-b");
+    check_sum(home.path(), 3000);
+    stop_with_sigint(up, home.path());
+}
+
+#[test]
+fn up_gives_up_and_exits_1_when_a_node_dies_six_times_within_a_minute() {
+    let home = tempfile::Builder::new()
+        .prefix("stratus-up-give-up-")
+        .tempdir()
+        .expect("tempdir");
+    let mut up = start_up(home.path(), &[], |_| {});
+    let url = printed_url(&up, "worker-a1");
+    let restarted = format!("worker-a1 exited (signal: 9); restarted on {url} after ");
+    let deadline = Instant::now() + UP_TIMEOUT;
+    let mut killed = Vec::new();
+    let status = loop {
+        if let Some(status) = up.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stratus up still running after {} kills",
+            killed.len()
+        );
+        // The next kill once the last one's restart is done (a kill during a start would be
+        // a failed restart, not a death of a running node).
+        let restarts = up.log().matches(&restarted).count();
+        if restarts == killed.len()
+            && let Some(pid) = pid_of_node(&up, "worker-a1")
+        {
+            up.nodes.push(pid);
+            let sent = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .expect("run kill");
+            assert!(sent.success());
+            killed.push(pid);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = up.log();
+    assert_eq!(status.code(), Some(1), "{status}\n{log}");
+    assert_eq!(killed.len(), 6, "{log}");
+    let delays: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix(restarted.as_str()))
+        .collect();
+    assert_eq!(
+        delays,
+        ["0.5 s", "1.0 s", "2.0 s", "4.0 s", "8.0 s"],
+        "{log}"
+    );
+    assert!(
+        log.contains("Error: gave up restarting worker-a1: restarts=5 window=60s"),
+        "{log}"
+    );
+    let left: Vec<u32> = up.nodes.iter().copied().filter(|&p| alive(p)).collect();
+    assert!(
+        left.is_empty(),
+        "nodes still running after up gave up: {left:?}"
+    );
+    assert!(
+        !home.path().join("cluster.toml").exists(),
+        "the cluster file outlived the cluster"
+    );
 }
 
 /// The last line of CSV output as numbers.

@@ -7,10 +7,13 @@
 //!
 //! Modules, in the order a node's life uses them:
 //!
+//! * [`ports`]: free ports reserved before the nodes that need each other's addresses start;
 //! * [`config_file`]: a node's config is its program's own config struct, serialized, and
 //!   proven to load back equal before it is written;
 //! * [`supervisor`]: spawn a node with its output in a log, wait for its listening line, stop
-//!   it with SIGTERM and a deadline, SIGKILL it on drop, signal it for fault injection;
+//!   it with SIGTERM and a deadline, SIGKILL it on drop, signal it for fault injection,
+//!   restart it once it died;
+//! * [`restart_policy`]: when to restart a node that died, and when to give up;
 //! * [`http`]: blocking calls to a node, safe from any thread;
 //! * [`metrics`]: a node's `/metrics` page, read strictly (a missing series is an error).
 //!
@@ -21,7 +24,10 @@
 pub mod config_file;
 pub mod http;
 pub mod metrics;
+pub mod ports;
+pub mod restart_policy;
 pub mod supervisor;
 
 pub use config_file::NodeConfig;
+pub use restart_policy::{RestartDecision, RestartPolicy};
 pub use supervisor::{Launch, NodeError, NodeProcess};

@@ -25,6 +25,14 @@
 //! `stratus`, which then stops the nodes in order; tests leave nodes in their own group, so that
 //! a Ctrl-C on `cargo test` stops the nodes with it.
 //!
+//! A node that has exited (and was reaped) can be started again with
+//! [`NodeProcess::restart`]: the same name, log and listening line, a command the caller
+//! rebuilds (a [`Command`] spawns once). Its output is appended to the same log from a new
+//! offset, so [`NodeProcess::output`] and the wait for the listening line read the new run
+//! only, and it must come back on the same URL: its peers and clients know it by that URL.
+//! When to restart is [`RestartPolicy`]'s decision, a pure function of the restart history,
+//! so that a node dying at every start is given up on instead of restarted forever.
+//!
 //! The pid stays available for fault injection ([`NodeProcess::signal`]: SIGSTOP, SIGCONT,
 //! SIGKILL) until the node is reaped, and no signal is sent after that: the pid may already
 //! belong to another process.
@@ -126,6 +134,17 @@ pub enum NodeError {
     },
     #[error("cannot wait for {node}: cause={cause}")]
     Wait { node: String, cause: std::io::Error },
+    /// [`NodeProcess::restart`] of a child that has not exited (or not been reaped) yet.
+    #[error("cannot restart {node}: it is still running: pid={pid}")]
+    StillRunning { node: String, pid: u32 },
+    /// A restarted node announced another URL than its first start: nobody would find it.
+    #[error("{node} came back on another url: before={before} after={after} log={}", log.display())]
+    MovedOnRestart {
+        node: String,
+        before: String,
+        after: String,
+        log: PathBuf,
+    },
     #[error(
         "{command} still running after {timeout:?} (expected it to exit) and was killed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     )]
@@ -149,6 +168,11 @@ pub struct NodeProcess {
     log_offset: u64,
     /// Set once the child is reaped; no signal is sent after that.
     exit: Option<ExitStatus>,
+    /// The start of its listening line: `{announce} listening on `.
+    listening_prefix: String,
+    start_timeout: Duration,
+    /// Successful restarts since the first start.
+    restarts: u32,
 }
 
 impl NodeProcess {
@@ -158,36 +182,12 @@ impl NodeProcess {
     pub fn start(launch: Launch) -> Result<NodeProcess, NodeError> {
         let Launch {
             name,
-            mut command,
+            command,
             announce,
             log,
             start_timeout,
         } = launch;
-        let log_err = |cause: std::io::Error| NodeError::Log {
-            node: name.clone(),
-            path: log.clone(),
-            cause,
-        };
-        if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(log_err)?;
-        }
-        let out = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(log_err)?;
-        let log_offset = out.metadata().map_err(log_err)?.len();
-        let err = out.try_clone().map_err(log_err)?;
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|cause| NodeError::Spawn {
-                node: name.clone(),
-                program: command.get_program().to_string_lossy().into_owned(),
-                cause,
-            })?;
+        let (child, log_offset) = spawn(&name, command, &log)?;
         let mut node = NodeProcess {
             name,
             child,
@@ -195,18 +195,66 @@ impl NodeProcess {
             log,
             log_offset,
             exit: None,
+            listening_prefix: format!("{announce} listening on "),
+            start_timeout,
+            restarts: 0,
         };
         // On error, `node` is dropped here, which kills the child.
-        node.url = node.wait_listening(&format!("{announce} listening on "), start_timeout)?;
+        node.url = node.wait_listening()?;
         Ok(node)
     }
 
-    /// Waits for `prefix` followed by the node's URL in this start's output.
-    fn wait_listening(&mut self, prefix: &str, timeout: Duration) -> Result<String, NodeError> {
+    /// Starts the node again with `command` (the caller rebuilds it: a [`Command`] spawns
+    /// once), after it exited and was reaped ([`NodeProcess::try_exit`] returned its status):
+    /// a child that still runs is [`NodeError::StillRunning`], never a second copy. Its output
+    /// is appended to the same log from a new offset, and it must print its listening line
+    /// within the start timeout, with the URL of its first start
+    /// ([`NodeError::MovedOnRestart`] otherwise). On error the new child is killed, so the
+    /// node can be restarted again.
+    pub fn restart(&mut self, command: Command) -> Result<(), NodeError> {
+        if self.try_exit()?.is_none() {
+            return Err(NodeError::StillRunning {
+                node: self.name.clone(),
+                pid: self.child.id(),
+            });
+        }
+        let (child, log_offset) = spawn(&self.name, command, &self.log)?;
+        // The old child was reaped: replacing it leaks nothing.
+        self.child = child;
+        self.log_offset = log_offset;
+        self.exit = None;
+        let url = match self.wait_listening() {
+            Ok(url) => url,
+            Err(e) => {
+                self.kill()?;
+                return Err(e);
+            }
+        };
+        if url != self.url {
+            self.kill()?;
+            return Err(NodeError::MovedOnRestart {
+                node: self.name.clone(),
+                before: self.url.clone(),
+                after: url,
+                log: self.log.clone(),
+            });
+        }
+        self.restarts += 1;
+        Ok(())
+    }
+
+    /// How many times [`NodeProcess::restart`] brought the node back.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    /// Waits for the listening line and the node's URL in this start's output.
+    fn wait_listening(&mut self) -> Result<String, NodeError> {
+        let timeout = self.start_timeout;
         let deadline = Instant::now() + timeout;
         loop {
             let text = self.output();
-            if let Some(url) = listening_url(&text, prefix) {
+            if let Some(url) = listening_url(&text, &self.listening_prefix) {
                 return Ok(url);
             }
             if let Some(status) = self.try_exit()? {
@@ -346,6 +394,48 @@ impl Drop for NodeProcess {
     }
 }
 
+/// Spawns `command` with stdin closed and stdout and stderr appended to `log` (created with
+/// its directory if missing); the child and the log's length before it wrote anything.
+fn spawn(name: &str, mut command: Command, log: &Path) -> Result<(Child, u64), NodeError> {
+    let log_err = |cause: std::io::Error| NodeError::Log {
+        node: name.to_string(),
+        path: log.to_path_buf(),
+        cause,
+    };
+    if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(log_err)?;
+    }
+    let out = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(log_err)?;
+    let log_offset = out.metadata().map_err(log_err)?.len();
+    let err = out.try_clone().map_err(log_err)?;
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|cause| NodeError::Spawn {
+            node: name.to_string(),
+            program: command.get_program().to_string_lossy().into_owned(),
+            cause,
+        })?;
+    Ok((child, log_offset))
+}
+
+/// How a node ended, for one line of a message: `exit status: 1` or `signal: 9`
+/// ([`ExitStatus`]'s own text adds the signal's name in some Rust versions).
+pub fn exit_summary(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status: {code}"),
+        (None, Some(signal)) => format!("signal: {signal}"),
+        (None, None) => status.to_string(),
+    }
+}
+
 /// The URL on the first line of `text` that starts (after blanks) with `prefix`.
 fn listening_url(text: &str, prefix: &str) -> Option<String> {
     text.lines()
@@ -459,7 +549,11 @@ mod tests {
     }
 
     fn launch(dir: &Path, script: &str) -> Launch {
-        let mut l = Launch::new("fake", sh(script), "fake", dir.join("logs/fake.log"));
+        launch_command(dir, sh(script))
+    }
+
+    fn launch_command(dir: &Path, command: Command) -> Launch {
+        let mut l = Launch::new("fake", command, "fake", dir.join("logs/fake.log"));
         l.start_timeout = Duration::from_secs(10);
         l
     }
@@ -589,6 +683,109 @@ mod tests {
             !Path::new(&format!("/proc/{pid}")).exists(),
             "pid {pid} outlived its NodeProcess"
         );
+    }
+
+    /// A node announcing `url` that writes `marker` first, then runs until killed.
+    fn announcing(url: &str, marker: &str) -> Command {
+        sh(&format!(
+            "echo {marker}; echo 'fake listening on {url}'; exec sleep 30"
+        ))
+    }
+
+    #[test]
+    fn restart_reuses_the_log_and_refuses_a_running_child() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = NodeProcess::start(launch_command(
+            dir.path(),
+            announcing("http://h:1", "first-run"),
+        ))
+        .unwrap();
+        let first_pid = node.pid().unwrap();
+        let e = node
+            .restart(announcing("http://h:1", "never-started"))
+            .unwrap_err();
+        assert!(
+            matches!(&e, NodeError::StillRunning { pid, .. } if *pid == first_pid),
+            "{e}"
+        );
+        assert_eq!(node.pid(), Some(first_pid), "the running child is kept");
+
+        node.signal(Signal::SIGKILL).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while node.try_exit().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "SIGKILL did not end the child");
+            std::thread::sleep(POLL);
+        }
+        node.restart(announcing("http://h:1", "second-run"))
+            .unwrap();
+        assert_eq!(node.restarts(), 1);
+        assert_eq!(node.url(), "http://h:1");
+        let second_pid = node.pid().unwrap();
+        assert_ne!(second_pid, first_pid);
+        assert!(node.output().contains("second-run"), "{}", node.output());
+        assert!(!node.output().contains("first-run"), "{}", node.output());
+        let log = std::fs::read_to_string(node.log_path()).unwrap();
+        assert!(
+            log.find("first-run") < log.find("second-run"),
+            "both runs, in order, in one log:\n{log}"
+        );
+        assert!(!log.contains("never-started"), "{log}");
+    }
+
+    #[test]
+    fn a_restart_on_another_url_is_refused_and_its_child_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = NodeProcess::start(launch_command(
+            dir.path(),
+            announcing("http://h:1", "first"),
+        ))
+        .unwrap();
+        node.kill().unwrap();
+        let e = node.restart(announcing("http://h:2", "moved")).unwrap_err();
+        assert!(
+            matches!(&e, NodeError::MovedOnRestart { before, after, .. }
+                if before == "http://h:1" && after == "http://h:2"),
+            "{e}"
+        );
+        assert_eq!(node.pid(), None, "the moved child was killed and reaped");
+        assert_eq!(node.restarts(), 0);
+        assert_eq!(node.url(), "http://h:1");
+    }
+
+    #[test]
+    fn a_restart_that_exits_before_listening_is_an_error_and_can_be_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = NodeProcess::start(launch_command(
+            dir.path(),
+            announcing("http://h:1", "first"),
+        ))
+        .unwrap();
+        node.kill().unwrap();
+        let e = node
+            .restart(sh("echo 'address in use' >&2; exit 4"))
+            .unwrap_err();
+        assert!(matches!(e, NodeError::Exited { .. }), "{e}");
+        assert!(e.to_string().contains("address in use"), "{e}");
+        assert!(
+            !e.to_string().contains("first"),
+            "this run's output only: {e}"
+        );
+        node.restart(announcing("http://h:1", "third")).unwrap();
+        assert_eq!(node.restarts(), 1);
+        assert!(node.pid().is_some());
+    }
+
+    #[test]
+    fn the_exit_summary_names_the_code_or_the_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = NodeProcess::start(launch(
+            dir.path(),
+            "echo 'fake listening on http://h:1'; exec sleep 30",
+        ))
+        .unwrap();
+        assert_eq!(exit_summary(node.kill().unwrap()), "signal: 9");
+        let done = run_to_exit(sh("exit 3"), Duration::from_secs(10)).unwrap();
+        assert_eq!(exit_summary(done.status), "exit status: 3");
     }
 
     #[test]
