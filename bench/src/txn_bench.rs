@@ -72,11 +72,12 @@ fn commit_run(sync: SyncPolicy, mode: Mode, txns: usize, threads: usize) -> Dura
     elapsed
 }
 
-/// The baseline: the same two puts per transaction as one engine batch each, no transaction.
+/// The baseline: the same two puts per transaction as one write batch each through the
+/// region's Raft group (the engine's write path on a server), no transaction.
 fn engine_run(sync: SyncPolicy, txns: usize, threads: usize) -> Duration {
     let d = tempfile::tempdir().expect("tmp");
     let storage = storage(d.path(), sync);
-    let e = storage.engine();
+    let router = storage.router();
     let per_thread = txns / threads;
     let t0 = Instant::now();
     std::thread::scope(|s| {
@@ -93,13 +94,15 @@ fn engine_run(sync: SyncPolicy, txns: usize, threads: usize) -> Duration {
                         b"",
                         &v,
                     );
-                    e.write(1, &b).expect("write");
+                    router
+                        .write(1, None, &b, Duration::from_secs(10))
+                        .expect("write");
                 }
             });
         }
     });
     let elapsed = t0.elapsed();
-    e.close(false).expect("close");
+    storage.engine().close(false).expect("close");
     elapsed
 }
 

@@ -183,6 +183,29 @@ impl ReplicatedCluster {
             .collect()
     }
 
+    /// The server leading each region as the servers report it (`GET /regions`: of the
+    /// answers naming a leader, the one of the highest term wins), by region id; a region
+    /// no reachable server knows a leader of is missing.
+    pub fn reported_leaders(&mut self) -> std::collections::BTreeMap<u64, usize> {
+        let mut best: std::collections::BTreeMap<u64, (u64, usize)> = Default::default();
+        for i in 0..SERVERS {
+            if !self.reachable(i) {
+                continue;
+            }
+            for r in self.servers[i].regions().regions {
+                if r.leader_store_id == 0 {
+                    continue;
+                }
+                let leader = r.leader_store_id as usize - 1;
+                let e = best.entry(r.id).or_insert((r.leader_term, leader));
+                if r.leader_term > e.0 {
+                    *e = (r.leader_term, leader);
+                }
+            }
+        }
+        best.into_iter().map(|(id, (_, l))| (id, l)).collect()
+    }
+
     /// Moves the leadership of every region off server `i`: SIGSTOPs it, waits until the
     /// others lead every region, and SIGCONTs it; the new leaders. (A crude leader transfer
     /// that needs no server API. Right after the SIGCONT the server may still take itself for

@@ -4,7 +4,10 @@
 /// routing error with a hint, or a command that a leader change dropped).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RaftStoreError {
-    #[error("region {region_id} is not led by this server (store {store_id}); leader={leader:?}")]
+    #[error(
+        "region {region_id} is not led by this server (store {store_id}); leader={}",
+        leader.map_or_else(|| "unknown".to_string(), |l| l.to_string())
+    )]
     NotLeader {
         region_id: u64,
         store_id: u64,

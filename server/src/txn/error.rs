@@ -93,7 +93,7 @@ pub enum TxnError {
     /// The region's Raft group did not take the write here: not the leader, a stale epoch, a
     /// leader change that dropped the entry, a timeout (the outcome is unknown), or a stopped
     /// store.
-    #[error("replication: {0}")]
+    #[error("replication failed")]
     Raft(#[from] raftstore::RaftStoreError),
 }
 

@@ -141,6 +141,9 @@ impl Storage {
         let keys: Vec<&[u8]> = req.mutations.iter().map(|m| m.key.as_slice()).collect();
         let _latches = self.latches.acquire(keys.iter().copied());
         let snaps = self.snapshots(&keys)?;
+        for id in snaps.shard_ids() {
+            self.sync_max_ts(id)?;
+        }
 
         let mut existing_min_commit_ts = 0;
         let mut fresh = Vec::with_capacity(keys.len());

@@ -86,6 +86,11 @@ impl Snapshots {
     pub(crate) fn shard_count(&self) -> usize {
         self.by_shard.len()
     }
+
+    /// The shards the command touches, ascending.
+    pub(crate) fn shard_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.by_shard.keys().copied()
+    }
 }
 
 /// One write batch per shard, written in shard order.
@@ -297,12 +302,14 @@ impl Storage {
         }
     }
 
-    /// Once per Raft term of a region this server leads, before its first write of the term:
+    /// Once per Raft term of a region this server leads, before its first prewrite of the term
+    /// (the only command that takes a timestamp from `max_ts`; reads must not wait for the
+    /// TSO):
     /// raises `max_ts` to a fresh TSO timestamp. `max_ts` is what async commit and 1PC take
     /// their `min_commit_ts` from (above every read that may have passed a key unlocked); reads
     /// served by an earlier leader on another server raised that server's `max_ts`, not ours,
     /// and every such read's ts is below a timestamp the TSO hands out now.
-    fn sync_max_ts(&self, region_id: u64) -> Result<()> {
+    pub(crate) fn sync_max_ts(&self, region_id: u64) -> Result<()> {
         let Some(term) = self.raft.router().status(region_id).map(|s| s.term) else {
             return Ok(());
         };
@@ -343,7 +350,6 @@ impl Storage {
                     }
                     return Err(TxnError::Raft(e));
                 }
-                self.sync_max_ts(id)?;
                 match self.engine.snapshot(id) {
                     Ok(s) => {
                         by_shard.insert(id, s);
