@@ -2,12 +2,13 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|failover|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
 //! ```
 
 mod cop_bench;
 mod cop_cache_bench;
 mod engine_bench;
+mod failover_bench;
 mod fjall_bench;
 mod memtable_bench;
 mod mixed_bench;
@@ -35,12 +36,14 @@ fn main() {
                 });
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "txn-snapshot" | "replication"
-            | "cop" | "offload" | "mixed" | "cop-cache" | "node-selection" | "all" => suite = a,
+            | "failover" | "cop" | "offload" | "mixed" | "cop-cache" | "node-selection" | "all" => {
+                suite = a
+            }
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|failover|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -65,6 +68,9 @@ fn main() {
     }
     if suite == "txn" || suite == "all" {
         txn_bench::run(entries);
+    }
+    if suite == "failover" || suite == "all" {
+        failover_bench::run();
     }
     if suite == "replication" || suite == "all" {
         replication_bench::run(entries);

@@ -58,6 +58,12 @@ impl ReplicatedCluster {
     /// over the whole key space). It does not wait for leaders: see
     /// [`ReplicatedCluster::wait_until_every_region_has_a_leader`].
     pub fn start(cuts: &[Vec<u8>]) -> ReplicatedCluster {
+        ReplicatedCluster::start_with_tick(cuts, TICK)
+    }
+
+    /// [`ReplicatedCluster::start`] with another Raft tick (benchmarks measure failover with
+    /// the default one).
+    pub fn start_with_tick(cuts: &[Vec<u8>], tick: Duration) -> ReplicatedCluster {
         let cluster = Cluster::new(StoreKind::Local);
         let ports = harness::ports::reserve(SERVERS).unwrap_or_else(|e| panic!("{e}"));
         let urls: Vec<String> = ports
@@ -80,7 +86,7 @@ impl ReplicatedCluster {
                 .zone(ZONES[i])
                 .peers(peers.clone())
                 .regions_cut_at(cuts);
-            setup.raft.tick_interval = ReadableDuration::millis(TICK.as_millis() as u64);
+            setup.raft.tick_interval = ReadableDuration::millis(tick.as_millis() as u64);
             if i != TSO {
                 setup.tso_at(&urls[TSO]);
             }

@@ -381,6 +381,60 @@ fn a_retried_one_pc_prewrite_that_committed_is_a_success() {
     }
 }
 
+/// The lost 1PC answer again, but the retry meets another transaction's write on the key
+/// before the server finds this one's commit record: the conflict must not fail the statement
+/// (the statement loop would run it again and apply it twice); a rollback of the primary finds
+/// it committed.
+#[test]
+fn a_retried_one_pc_prewrite_that_meets_a_conflict_is_decided_by_a_rollback() {
+    let (s1, s2) = (FakeServer::start(), FakeServer::start());
+    let (u1, u2) = (s1.base_url(), s2.base_url());
+    let peers = [(1, u1.as_str()), (2, u2.as_str())];
+    s1.script(
+        paths::REGIONS,
+        [regions(vec![region(1, (b"", b""), 1, &peers, 1)])],
+    );
+    s1.script(paths::PREWRITE, [Answer::Hangup]);
+    s2.script(
+        paths::PREWRITE,
+        [Answer::ok(&PrewriteResponse {
+            error: Some(KeyError {
+                kind: ErrorKind::Conflict as i32,
+                message: "write conflict".into(),
+                conflict_commit_ts: 180,
+                ..KeyError::default()
+            }),
+            ..PrewriteResponse::default()
+        })],
+    );
+    s2.script(
+        paths::ROLLBACK,
+        [Answer::ok(&wire::txn::CommandResponse {
+            error: Some(KeyError {
+                kind: ErrorKind::TxnFinished as i32,
+                message: "already committed".into(),
+                committed_ts: 150,
+                ..KeyError::default()
+            }),
+        })],
+    );
+    let c = client_of(&[&u1], |_| {});
+    let writes = vec![RowWrite::Put {
+        key: b"k".to_vec(),
+        value: b"v".to_vec(),
+    }];
+    let out = c
+        .block_on(txn_write::write(&c.client, &writes, 100, "update"))
+        .unwrap();
+    assert_eq!((out.rows, out.one_pc), (1, true));
+    assert_eq!(
+        s2.received_at(paths::ROLLBACK).len(),
+        1,
+        "the rollback decides"
+    );
+    assert!(s2.received_at(paths::COMMIT).is_empty());
+}
+
 #[test]
 fn lock_resolver_retries_check_txn_status_at_the_leader() {
     let (s1, s2) = (FakeServer::start(), FakeServer::start());

@@ -44,6 +44,10 @@ pub(crate) struct Peer {
     /// Reads whose index a quorum confirmed, waiting until this replica applied that far.
     confirmed_reads: VecDeque<(u64, Vec<ReadCallback>)>,
     next_read_ctx: u64,
+    /// The index of the last split entry this replica applied (0: none since it started):
+    /// the log is not truncated past it while a voter has not appended it, because a
+    /// replica that missed a split cannot catch up by snapshot (the range changed).
+    pub(crate) last_split_index: u64,
 }
 
 impl Peer {
@@ -58,14 +62,18 @@ impl Peer {
             inflight_reads: VecDeque::new(),
             confirmed_reads: VecDeque::new(),
             next_read_ctx: 1,
+            last_split_index: 0,
         }
     }
 
     /// Queues a read: it is answered with an index such that every write acknowledged before
-    /// the read arrived is at or below it, once this replica applied that far. A replica
-    /// that knows no leader refuses at once (raft-rs would drop the request).
+    /// the read arrived is at or below it, once this replica applied that far. Only a serving
+    /// leader takes one: a follower would get the index from the leader, but the reader's
+    /// lock checks and `max_ts` would be this server's, not the leader's (a follower read
+    /// must carry its start_ts to the leader first); and read contexts are numbered per peer,
+    /// so forwarded ones could collide at the leader.
     pub(crate) fn read(&mut self, store_id: u64, cb: ReadCallback) {
-        if self.leader().is_none() || (self.is_leader() && !self.applied_own_term) {
+        if !(self.is_leader() && self.applied_own_term) {
             cb(Err(self.not_leader(store_id)));
             return;
         }

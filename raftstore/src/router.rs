@@ -142,7 +142,7 @@ impl Router {
     /// A linearizable read point for `region_id` on this replica (Raft's read index, the
     /// `Safe` option: no clock assumption). The leader confirms it still leads with one
     /// heartbeat round to a quorum (shared by every read that arrived in the same store
-    /// round); a follower asks the leader. Returns once this replica has applied up to the
+    /// round); any other replica answers `NotLeader`. Returns once this replica has applied up to the
     /// returned index, so a snapshot taken now holds every write acknowledged before the
     /// call. A leader that was partitioned away (or paused) cannot confirm and answers
     /// `NotLeader`: it never serves a stale read.

@@ -624,6 +624,9 @@ impl Store {
                 Effect::None => {}
                 Effect::CompactLog { index, .. } => self.compact_log(region_id, index, entry.index),
                 Effect::SplitRight { right_id } => {
+                    if let Some(peer) = self.peers.get_mut(&region_id) {
+                        peer.last_split_index = entry.index;
+                    }
                     self.start_split_child(region_id, right_id, entry.index, entry.term)?
                 }
             }
@@ -637,7 +640,8 @@ impl Store {
     /// snapshot stands for exactly that index, `peer_storage`), lowered to what each
     /// recently active follower has appended (`matched`), so a live follower a little behind
     /// keeps getting entries rather than a snapshot. A follower that is down does not hold
-    /// the log back: it catches up by snapshot when it returns. Every replica applies the
+    /// the log back (it catches up by snapshot when it returns), except below a split it has
+    /// not appended (`Peer::last_split_index`). Every replica applies the
     /// entry by truncating only below its own `data_sequence` (`compact_log`), so no replica
     /// drops an entry it has not flushed.
     fn compact_logs(&mut self) {
@@ -648,8 +652,17 @@ impl Store {
             }
             let mut to = self.engine.shard_info(*id).map_or(0, |i| i.data_sequence);
             for (peer_id, pr) in p.raw.raft.prs().iter() {
-                if *peer_id != store_id && pr.recent_active {
+                if *peer_id == store_id {
+                    continue;
+                }
+                if pr.recent_active {
                     to = to.min(pr.matched);
+                }
+                // A voter that has not appended the last split, even one that is down, must
+                // get it from the log: a snapshot of the changed range cannot be installed
+                // on its unsplit replica.
+                if pr.matched < p.last_split_index {
+                    to = to.min(p.last_split_index.saturating_sub(1));
                 }
             }
             let truncated = self.log.state(*id).map_or(0, |s| s.truncated_index);

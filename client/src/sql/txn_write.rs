@@ -150,19 +150,13 @@ pub async fn write(
                     .await
             }
         };
-        let answers: Vec<PrewriteResponse> = match router
+        let sent: crate::error::Result<Vec<PrewriteResponse>> = router
             .send_by_region(group.clone(), &mut backoff, prewrite)
-            .await
-        {
-            Ok(a) => a,
-            Err(e) => {
-                rollback(client, &groups[..=i], start_ts).await;
-                return Err(e.into());
-            }
-        };
+            .await;
         // A retried 1PC prewrite whose first try committed: the statement is done. (Without a
         // 1PC try nothing can have committed before the commit below.)
-        if let Some(e) = first_error(&answers)
+        if let Ok(answers) = &sent
+            && let Some(e) = first_error(answers)
             && one_pc_size > 0
             && e.kind == ErrorKind::TxnFinished as i32
             && e.committed_ts > 0
@@ -173,9 +167,49 @@ pub async fn write(
                 warnings: Vec::new(),
             });
         }
-        if let Some(e) = first_error(&answers) {
+        let key_error: Option<KeyError> = match &sent {
+            Ok(answers) => first_error(answers).cloned(),
+            Err(_) => None,
+        };
+        if one_pc_size > 0 && (sent.is_err() || key_error.is_some()) {
+            // A 1PC try whose answer was lost may have committed, and its retry can then meet
+            // another transaction's lock or write on the same keys before it finds its own
+            // commit record: a rollback of the primary decides, so a committed statement is
+            // never reported failed (and run again by the statement loop).
+            match decide_by_rollback(client, &primary, start_ts).await {
+                Decided::Committed(ts) => {
+                    tracing::info!(
+                        statement,
+                        start_ts,
+                        commit_ts = ts,
+                        "a retried 1PC prewrite had committed"
+                    );
+                    return Ok(WriteOutcome {
+                        rows,
+                        one_pc: true,
+                        warnings: Vec::new(),
+                    });
+                }
+                Decided::RolledBack => {}
+                Decided::Unknown(why) => {
+                    tracing::warn!(statement, start_ts, rollback = %why, "1PC outcome unknown");
+                    return Err(SqlError::Undetermined {
+                        statement,
+                        start_ts,
+                    });
+                }
+            }
+        }
+        let answers = match sent {
+            Ok(a) => a,
+            Err(e) => {
+                rollback(client, &groups[..=i], start_ts).await;
+                return Err(e.into());
+            }
+        };
+        if let Some(e) = key_error {
             rollback(client, &groups[..=i], start_ts).await;
-            return Err(prewrite_error(client, e, start_ts, statement).await);
+            return Err(prewrite_error(client, &e, start_ts, statement).await);
         }
         if answers.iter().any(|r| r.one_pc_commit_ts != 0) {
             return Ok(WriteOutcome {

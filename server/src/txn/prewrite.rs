@@ -141,8 +141,12 @@ impl Storage {
         let keys: Vec<&[u8]> = req.mutations.iter().map(|m| m.key.as_slice()).collect();
         let _latches = self.latches.acquire(keys.iter().copied());
         let snaps = self.snapshots(&keys)?;
-        for id in snaps.shard_ids() {
-            self.sync_max_ts(id)?;
+        // Async commit and 1PC take their commit_ts from max_ts (a 2PC commit_ts comes from
+        // the TSO after the prewrite, above every read before it).
+        if req.use_async_commit || req.try_one_pc {
+            for id in snaps.shard_ids() {
+                self.sync_max_ts(id)?;
+            }
         }
 
         let mut existing_min_commit_ts = 0;

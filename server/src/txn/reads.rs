@@ -25,8 +25,23 @@ impl Storage {
         self.cm
             .check_key(key, start_ts, bypass)
             .map_err(TxnError::KeyIsLocked)?;
-        self.read_barrier(self.shard_for_key(key)?)?;
-        let snaps = self.snapshots(&[key])?;
+        // The barrier goes to the region the snapshot is taken from, after it is resolved: a
+        // split may move the key to another region between the two.
+        let mut barrier_on = None;
+        let snaps = loop {
+            let snaps = self.snapshots(&[key])?;
+            let id = snaps.shard(0);
+            if barrier_on == Some(id) {
+                break snaps;
+            }
+            if barrier_on.is_some() {
+                return Err(TxnError::InvalidRequest {
+                    what: "the key's region changed twice while the read waited; retry".into(),
+                });
+            }
+            self.read_barrier(id)?;
+            barrier_on = Some(id);
+        };
         Ok(snaps
             .of(0)
             .mvcc_get(key, start_ts, bypass)?
