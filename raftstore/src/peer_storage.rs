@@ -107,8 +107,10 @@ impl raft::Storage for PeerStorage {
             .term(self.region_id, index)
             .map_err(|e| unavailable(format!("no term for index {index}: {e}")))?;
         let st = self.state()?;
-        let mut snap = Snapshot::default();
-        snap.data = prost::Message::encode_to_vec(&cs).into();
+        let mut snap = Snapshot {
+            data: prost::Message::encode_to_vec(&cs).into(),
+            ..Snapshot::default()
+        };
         let meta = snap.mut_metadata();
         meta.index = index;
         meta.term = term;
