@@ -603,16 +603,18 @@ fn check_txn_status_raises_max_ts_to_the_caller_start_ts() {
 #[test]
 fn check_secondary_locks_when_all_locked_reports_the_max_min_commit_ts() {
     let c = two_shards(false);
+    c.sync_max_ts();
+    let b = c.ts();
     let s = &c.storage;
-    let r1 = async_prewrite(s, vec![Mutation::put("a", "1")], b"a", &[b"x"], 10).unwrap();
+    let r1 = async_prewrite(s, vec![Mutation::put("a", "1")], b"a", &[b"x"], b + 10).unwrap();
     // A read raises max_ts on the way: the second prewrite gets a higher min_commit_ts.
-    assert_eq!(value_at(s, b"q", 500), None);
-    let r2 = async_prewrite(s, vec![Mutation::put("x", "1")], b"a", &[], 10).unwrap();
-    assert_eq!((r1.min_commit_ts, r2.min_commit_ts), (11, 501));
-    let st = s.check_secondary_locks(&keys(&[b"x"]), 10).unwrap();
+    assert_eq!(value_at(s, b"q", b + 500), None);
+    let r2 = async_prewrite(s, vec![Mutation::put("x", "1")], b"a", &[], b + 10).unwrap();
+    assert_eq!((r1.min_commit_ts, r2.min_commit_ts), (b + 11, b + 501));
+    let st = s.check_secondary_locks(&keys(&[b"x"]), b + 10).unwrap();
     assert!(st.all_locked);
     assert_eq!(st.commit_ts, None);
-    assert_eq!(st.min_commit_ts, 501);
+    assert_eq!(st.min_commit_ts, b + 501);
 }
 
 #[test]
@@ -634,18 +636,20 @@ fn check_secondary_locks_rolls_back_a_missing_key_so_its_prewrite_can_never_land
 #[test]
 fn check_secondary_locks_reports_a_commit_record() {
     let c = one_shard(false);
+    c.sync_max_ts();
+    let b = c.ts();
     let s = &c.storage;
     async_prewrite(
         s,
         vec![Mutation::put("a", "1"), Mutation::put("b", "1")],
         b"a",
         &[b"b"],
-        10,
+        b + 10,
     )
     .unwrap();
-    s.commit(&keys(&[b"b"]), 10, 15).unwrap();
-    let st = s.check_secondary_locks(&keys(&[b"b"]), 10).unwrap();
-    assert_eq!(st.commit_ts, Some(15));
+    s.commit(&keys(&[b"b"]), b + 10, b + 15).unwrap();
+    let st = s.check_secondary_locks(&keys(&[b"b"]), b + 10).unwrap();
+    assert_eq!(st.commit_ts, Some(b + 15));
 }
 
 // ---- resolve_lock and scan_locks ----
@@ -764,26 +768,28 @@ fn a_read_below_min_commit_ts_ignores_the_lock_and_one_above_meets_it() {
 #[test]
 fn one_pc_is_visible_at_its_commit_ts_and_not_before() {
     let c = one_shard(false);
+    c.sync_max_ts();
+    let b = c.ts();
     let s = &c.storage;
     let mut req = PrewriteRequest::new(
         vec![Mutation::put("a", "1"), Mutation::put("b", "2")],
-        10,
+        b + 10,
         TTL,
     );
     req.try_one_pc = true;
-    assert_eq!(value_at(s, b"a", 40), None);
+    assert_eq!(value_at(s, b"a", b + 40), None);
     let r = s.prewrite(&req).unwrap();
-    assert_eq!(r.one_pc_commit_ts, Some(41));
-    assert_eq!(r.min_commit_ts, 41);
+    assert_eq!(r.one_pc_commit_ts, Some(b + 41));
+    assert_eq!(r.min_commit_ts, b + 41);
     assert!(
         s.scan_locks(b"", b"", u64::MAX, 0).unwrap().is_empty(),
         "1PC leaves no lock"
     );
-    assert_eq!(value_at(s, b"a", 40), None);
-    let got = s.scan(b"", b"", 0, 41, false).unwrap();
+    assert_eq!(value_at(s, b"a", b + 40), None);
+    let got = s.scan(b"", b"", 0, b + 41, false).unwrap();
     assert_eq!(got.len(), 2);
-    assert!(got.iter().all(|e| e.commit_ts == 41));
-    assert_eq!(write_meta_at(s, b"b", 41).unwrap().0.start_ts, 10);
+    assert!(got.iter().all(|e| e.commit_ts == b + 41));
+    assert_eq!(write_meta_at(s, b"b", b + 41).unwrap().0.start_ts, b + 10);
 }
 
 #[test]
@@ -833,6 +839,7 @@ fn coordinator_one_pc_commits_without_locks_and_falls_back_to_2pc_across_shards(
 #[test]
 fn async_commit_ts_is_the_max_min_commit_ts_and_above_every_earlier_read() {
     let c = two_shards(false);
+    c.sync_max_ts();
     let mut t = c.client.begin().unwrap();
     t.set("a", "1");
     t.set("z", "2");

@@ -309,7 +309,7 @@ impl Storage {
     /// their `min_commit_ts` from (above every read that may have passed a key unlocked); reads
     /// served by an earlier leader on another server raised that server's `max_ts`, not ours,
     /// and every such read's ts is below a timestamp the TSO hands out now.
-    pub(crate) fn sync_max_ts(&self, region_id: u64) -> Result<()> {
+    pub fn sync_max_ts(&self, region_id: u64) -> Result<()> {
         let Some(term) = self.raft.router().status(region_id).map(|s| s.term) else {
             return Ok(());
         };

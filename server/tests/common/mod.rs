@@ -49,6 +49,15 @@ impl Cluster {
             .unwrap();
     }
 
+    /// Does now what the first 1PC or async-commit prewrite of each region's term would do:
+    /// raise `max_ts` to a fresh TSO timestamp. Tests that check `min_commit_ts` arithmetic
+    /// call it first, then take their timestamps from the TSO above it.
+    pub fn sync_max_ts(&self) {
+        for (id, _) in self.storage.router().regions() {
+            self.storage.sync_max_ts(id).unwrap();
+        }
+    }
+
     /// Moves the manual clock forward.
     pub fn advance_ms(&self, ms: u64) {
         self.clock.as_ref().expect("manual clock").advance(ms);
