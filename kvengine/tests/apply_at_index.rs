@@ -655,3 +655,75 @@ fn a_compaction_proposed_before_a_split_is_rejected_everywhere_and_its_outputs_a
     }
     c.check_agreement(&[u64::MAX]);
 }
+
+/// A Raft snapshot that does not fit is refused with an error naming why, and nothing
+/// changes: a changeset that is not a snapshot, one standing for another index than the one
+/// it is installed at, and one of another range (a split the replica missed).
+#[test]
+fn a_raft_snapshot_that_does_not_fit_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = external(dir.path());
+    for i in 1..=3 {
+        replicas::apply(&e, SHARD, i, &put(i, i)).unwrap();
+    }
+    let before = e.shard_info(SHARD).unwrap();
+    let good = e.raft_snapshot(SHARD).unwrap();
+    let mut not_a_snapshot = good.clone();
+    not_a_snapshot.change = None;
+    let mut other_range = good.clone();
+    if let Some(changeset::Change::Snapshot(s)) = &mut other_range.change {
+        s.end = bytes::Bytes::from_static(b"m");
+        s.data_sequence = 10;
+    }
+    let mut other_index = good.clone();
+    if let Some(changeset::Change::Snapshot(s)) = &mut other_index.change {
+        s.data_sequence = 9;
+    }
+    for (what, cs, index) in [
+        ("not a snapshot", &not_a_snapshot, 10),
+        ("another range", &other_range, 10),
+        ("another index", &other_index, 10),
+    ] {
+        let err = e.install_raft_snapshot(index, cs).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Invalid, "{what}: {err}");
+        let after = e.shard_info(SHARD).unwrap();
+        assert_eq!(
+            (after.write_sequence, after.ver, after.end.to_vec()),
+            (before.write_sequence, before.ver, before.end.to_vec()),
+            "{what} changed the shard"
+        );
+    }
+}
+
+/// A fitting snapshot at a later index replaces the memtables by the files and moves the
+/// write sequence there; one at or below the applied index is skipped.
+#[test]
+fn a_raft_snapshot_at_a_later_index_becomes_the_state_at_that_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = external(dir.path());
+    for i in 1..=3 {
+        replicas::apply(&e, SHARD, i, &put(i, i)).unwrap();
+    }
+    let mut snap = e.raft_snapshot(SHARD).unwrap();
+    if let Some(changeset::Change::Snapshot(s)) = &mut snap.change {
+        s.data_sequence = 7;
+    }
+    assert_eq!(
+        e.install_raft_snapshot(3, &{
+            let mut s = snap.clone();
+            if let Some(changeset::Change::Snapshot(f)) = &mut s.change {
+                f.data_sequence = 3;
+            }
+            s
+        })
+        .unwrap(),
+        ApplyOutcome::Skipped
+    );
+    e.install_raft_snapshot(7, &snap).unwrap();
+    let info = e.shard_info(SHARD).unwrap();
+    assert_eq!((info.write_sequence, info.data_sequence), (7, 7));
+    assert_eq!(info.memtable_size, 0, "the memtables were dropped");
+    // The next entry applies at 8.
+    replicas::apply(&e, SHARD, 8, &put(8, 8)).unwrap();
+    assert_eq!(e.shard_info(SHARD).unwrap().write_sequence, 8);
+}
