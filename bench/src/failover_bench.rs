@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use e2e::replicated::{ReplicatedCluster, SERVERS, TSO};
 
+use crate::report::{latency_row, percentile, table_header};
+
 const KILLS: usize = 20;
 const DOWN: Duration = Duration::from_secs(60);
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -47,25 +49,6 @@ fn outage(c: &mut ReplicatedCluster, victim: usize, n: &mut usize) -> Duration {
     c.restart(victim);
     c.wait_until_every_region_has_a_leader(TIMEOUT);
     took
-}
-
-fn percentile(v: &mut [Duration], p: f64) -> Duration {
-    v.sort_unstable();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v.get(i).copied().unwrap_or_default()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn latency_row(name: &str, ours: Duration, base_name: &str, base: Duration) {
-    println!(
-        "| {name} | {:.0} ms | {:.0} ms ({base_name}) | {:.2} |",
-        ms(ours),
-        ms(base),
-        ms(ours) / ms(base).max(1e-9)
-    );
 }
 
 /// Until every server reports the same data version for every region as the others.
@@ -125,17 +108,17 @@ pub fn run() {
             leader_kills[round], follower_kills[round]
         );
     }
-    println!(
-        "\n### failover (3 server processes, 1 region, default [raft]: 100 ms ticks, election after 10-20 ticks; {KILLS} kills of each kind)\n"
-    );
-    println!("| benchmark | stratus | baseline | ratio (stratus / baseline) |");
-    println!("|---|---|---|---|");
+    table_header(&format!(
+        "failover (3 server processes, 1 region, default [raft]: 100 ms ticks, election after 10-20 ticks; {KILLS} kills of each kind)"
+    ));
+    leader_kills.sort_unstable();
+    follower_kills.sort_unstable();
     for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
         latency_row(
             &format!("kill to first acknowledged write, leader's server killed, {name}"),
-            percentile(&mut leader_kills, p),
+            percentile(&leader_kills, p),
             "follower's server killed",
-            percentile(&mut follower_kills, p),
+            percentile(&follower_kills, p),
         );
     }
     let idle = catch_up(&mut c, Duration::ZERO, &mut n);

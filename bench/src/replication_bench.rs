@@ -19,7 +19,7 @@ use raftstore::{ChannelNetwork, InitialRegion, RaftConfig, RaftStore};
 use server::tso::Tso;
 use server::txn::{Mode, Storage, TxnClient};
 
-use crate::report::{rate, row, table_header};
+use crate::report::{latency_row, rate, row, table_header};
 use crate::workload::{key, rng, value};
 
 const REGION: u64 = 1;
@@ -108,8 +108,7 @@ struct Run {
 
 impl Run {
     fn percentile(&self, p: f64) -> Duration {
-        let i = ((self.latencies.len() as f64 - 1.0) * p).round() as usize;
-        self.latencies.get(i).copied().unwrap_or_default()
+        crate::report::percentile(&self.latencies, p)
     }
 }
 
@@ -149,20 +148,6 @@ fn commit_run(replicas: u64, sync: SyncPolicy, mode: Mode, txns: usize, threads:
         s.engine().close(false).expect("close");
     }
     Run { elapsed, latencies }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// A latency row: lower is better, the ratio is ours / baseline.
-fn latency_row(name: &str, ours: Duration, base_name: &str, base: Duration) {
-    println!(
-        "| {name} | {:.2} ms | {:.2} ms ({base_name}) | {:.2} |",
-        ms(ours),
-        ms(base),
-        ms(ours) / ms(base).max(1e-9)
-    );
 }
 
 fn suite(sync: SyncPolicy, sync_name: &str, txns: usize, thread_counts: &[usize]) {

@@ -44,3 +44,20 @@ fn fmt(v: f64) -> String {
         format!("{v:.1}")
     }
 }
+
+/// One row of latencies: lower is better, the ratio is ours / baseline.
+pub fn latency_row(name: &str, ours: Duration, base_name: &str, base: Duration) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "| {name} | {:.2} ms | {:.2} ms ({base_name}) | {:.2} |",
+        ms(ours),
+        ms(base),
+        ms(ours) / ms(base).max(1e-9)
+    );
+}
+
+/// The `p` quantile (0..=1) of `sorted` (ascending), nearest rank; zero when empty.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted.get(i).copied().unwrap_or_default()
+}

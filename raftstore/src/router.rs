@@ -117,14 +117,7 @@ impl Router {
                 let _ = tx.send(r);
             }),
         );
-        match rx.recv_timeout(timeout) {
-            Ok(r) => r,
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
-                region_id,
-                timeout_ms: timeout.as_millis() as u64,
-            }),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.stopped_error()),
-        }
+        self.wait_answer(&rx, region_id, timeout)
     }
 
     /// Writes `batch` to `region_id` through its log: returns once a quorum holds it and this
@@ -157,14 +150,7 @@ impl Router {
         {
             cb(Err(self.stopped_error()));
         }
-        match rx.recv_timeout(timeout) {
-            Ok(r) => r,
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
-                region_id,
-                timeout_ms: timeout.as_millis() as u64,
-            }),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.stopped_error()),
-        }
+        self.wait_answer(&rx, region_id, timeout)
     }
 
     /// Splits `region_id` (at epoch `region_ver`) at `key`: the left part keeps the id, the
@@ -207,14 +193,7 @@ impl Router {
         {
             cb(Err(self.stopped_error()));
         }
-        match rx.recv_timeout(timeout) {
-            Ok(r) => r.map(|_| ()),
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
-                region_id,
-                timeout_ms: timeout.as_millis() as u64,
-            }),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.stopped_error()),
-        }
+        self.wait_answer(&rx, region_id, timeout).map(|_| ())
     }
 
     /// Starts an election for `region_id` on this server now.
@@ -236,6 +215,24 @@ impl Router {
     /// Why the loop stopped, if it has.
     pub fn stopped(&self) -> Option<String> {
         self.stopped.lock().clone()
+    }
+
+    /// The store loop's answer on `rx`, or `Timeout` after `timeout`, or `Stopped` when the
+    /// loop dropped the callback.
+    fn wait_answer<T>(
+        &self,
+        rx: &mpsc::Receiver<Result<T, RaftStoreError>>,
+        region_id: u64,
+        timeout: Duration,
+    ) -> Result<T, RaftStoreError> {
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(RaftStoreError::Timeout {
+                region_id,
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.stopped_error()),
+        }
     }
 
     fn stopped_error(&self) -> RaftStoreError {

@@ -128,6 +128,24 @@ impl Cluster {
         }
     }
 
+    /// Waits until a store other than `old` serves `region` as its leader.
+    fn wait_leader_other_than(&self, region: u64, old: u64) -> u64 {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let serving = self.nodes.iter().find(|(id, n)| {
+                **id != old && n.store.router().status(region).is_some_and(|s| s.serving)
+            });
+            if let Some((id, _)) = serving {
+                return *id;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no new leader for region {region}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Writes `key = value` at `version` through the current leader, retrying on routing errors.
     fn put(&self, key: &[u8], version: u64, value: &[u8]) -> u64 {
         let mut batch = WriteBatch::new();
@@ -271,21 +289,7 @@ fn an_isolated_leader_cannot_acknowledge_a_write() {
         .write(REGION, None, &batch, Duration::from_secs(2));
     assert!(r.is_err(), "an isolated leader acknowledged a write: {r:?}");
     // The others elect a leader and take writes.
-    let deadline = Instant::now() + TIMEOUT;
-    let new = loop {
-        let l = c
-            .nodes
-            .iter()
-            .find(|(id, n)| {
-                **id != old && n.store.router().status(REGION).is_some_and(|s| s.serving)
-            })
-            .map(|(id, _)| *id);
-        if let Some(l) = l {
-            break l;
-        }
-        assert!(Instant::now() < deadline, "no new leader");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let new = c.wait_leader_other_than(REGION, old);
     let mut batch = WriteBatch::new();
     batch.put(ColumnFamily::Write, b"z", 12, b"", b"2");
     let applied = c.router(new).write(REGION, None, &batch, TIMEOUT).unwrap();
@@ -471,21 +475,7 @@ fn an_isolated_leader_cannot_confirm_a_read_while_the_majority_takes_writes() {
     let old = c.wait_leader(REGION);
     c.net.partition(&[&[old]]);
     // The majority elects a leader and takes a write the old leader never sees.
-    let deadline = Instant::now() + TIMEOUT;
-    let new = loop {
-        let l = c
-            .nodes
-            .iter()
-            .find(|(id, n)| {
-                **id != old && n.store.router().status(REGION).is_some_and(|s| s.serving)
-            })
-            .map(|(id, _)| *id);
-        if let Some(l) = l {
-            break l;
-        }
-        assert!(Instant::now() < deadline, "no new leader");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let new = c.wait_leader_other_than(REGION, old);
     let mut batch = WriteBatch::new();
     batch.put(ColumnFamily::Write, b"z", 12, b"", b"2");
     c.router(new).write(REGION, None, &batch, TIMEOUT).unwrap();

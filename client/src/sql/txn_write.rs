@@ -346,21 +346,7 @@ enum Decided {
 }
 
 async fn decide_by_rollback(client: &Client, primary: &[u8], start_ts: u64) -> Decided {
-    let mut backoff = client.backoff();
-    let transport = client.transport();
-    let answers: crate::error::Result<Vec<CommandResponse>> = client
-        .router()
-        .send_by_region(
-            vec![primary.to_vec()],
-            &mut backoff,
-            |server, keys| async move {
-                let req = RollbackRequest { keys, start_ts };
-                transport
-                    .post(&server, paths::ROLLBACK, &req, "rollback response")
-                    .await
-            },
-        )
-        .await;
+    let answers = send_rollback(client, vec![primary.to_vec()], start_ts).await;
     match answers {
         Err(e) => Decided::Unknown(e.to_string()),
         Ok(answers) => match first_error(&answers) {
@@ -371,16 +357,15 @@ async fn decide_by_rollback(client: &Client, primary: &[u8], start_ts: u64) -> D
     }
 }
 
-/// Best-effort rollback of every key of `groups` (a reader resolves what is left after the
-/// lock TTL).
-async fn rollback(client: &Client, groups: &[Vec<Mutation>], start_ts: u64) {
-    let keys: Vec<Vec<u8>> = groups
-        .iter()
-        .flat_map(|g| g.iter().map(|m| m.key.clone()))
-        .collect();
+/// Rolls `keys` back at their regions' leaders (the one rollback request of this module).
+async fn send_rollback(
+    client: &Client,
+    keys: Vec<Vec<u8>>,
+    start_ts: u64,
+) -> crate::error::Result<Vec<CommandResponse>> {
     let mut backoff = client.backoff();
     let transport = client.transport();
-    let answers: crate::error::Result<Vec<CommandResponse>> = client
+    client
         .router()
         .send_by_region(keys, &mut backoff, |server, keys| async move {
             let req = RollbackRequest { keys, start_ts };
@@ -388,7 +373,17 @@ async fn rollback(client: &Client, groups: &[Vec<Mutation>], start_ts: u64) {
                 .post(&server, paths::ROLLBACK, &req, "rollback response")
                 .await
         })
-        .await;
+        .await
+}
+
+/// Best-effort rollback of every key of `groups` (a reader resolves what is left after the
+/// lock TTL).
+async fn rollback(client: &Client, groups: &[Vec<Mutation>], start_ts: u64) {
+    let keys: Vec<Vec<u8>> = groups
+        .iter()
+        .flat_map(|g| g.iter().map(|m| m.key.clone()))
+        .collect();
+    let answers = send_rollback(client, keys, start_ts).await;
     match answers {
         Err(e) => tracing::warn!(start_ts, error = %e, "statement rollback failed"),
         Ok(answers) => {

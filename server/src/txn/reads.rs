@@ -25,23 +25,22 @@ impl Storage {
         self.cm
             .check_key(key, start_ts, bypass)
             .map_err(TxnError::KeyIsLocked)?;
-        // The barrier goes to the region the snapshot is taken from, after it is resolved: a
-        // split may move the key to another region between the two.
-        let mut barrier_on = None;
-        let snaps = loop {
-            let snaps = self.snapshots(&[key])?;
-            let id = snaps.shard(0);
-            if barrier_on == Some(id) {
-                break snaps;
-            }
-            if barrier_on.is_some() {
+        // The barrier goes to the region the snapshot is taken from: a split may move the key
+        // to another region between the lookup and the snapshot, then the barrier is taken
+        // again there (once).
+        let mut barrier_on = self.shard_for_key(key)?;
+        self.read_barrier(barrier_on)?;
+        let mut snaps = self.snapshots(&[key])?;
+        if snaps.shard(0) != barrier_on {
+            barrier_on = snaps.shard(0);
+            self.read_barrier(barrier_on)?;
+            snaps = self.snapshots(&[key])?;
+            if snaps.shard(0) != barrier_on {
                 return Err(TxnError::InvalidRequest {
                     what: "the key's region changed twice while the read waited; retry".into(),
                 });
             }
-            self.read_barrier(id)?;
-            barrier_on = Some(id);
-        };
+        }
         Ok(snaps
             .of(0)
             .mvcc_get(key, start_ts, bypass)?
