@@ -199,17 +199,7 @@ fn read_request(conn: &TcpStream) -> Option<Received> {
         .get("transfer-encoding")
         .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
     {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size).ok()?;
-            let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).ok()?;
-            if size == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..size]);
-        }
+        body = read_chunked(&mut reader)?;
     } else {
         let len: usize = headers
             .get("content-length")
@@ -223,4 +213,21 @@ fn read_request(conn: &TcpStream) -> Option<Received> {
         headers,
         body,
     })
+}
+
+/// A `Transfer-Encoding: chunked` request body (shared with `fake_worker`); `None` when the
+/// framing is broken.
+pub(crate) fn read_chunked(reader: &mut impl std::io::BufRead) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        reader.read_line(&mut size).ok()?;
+        let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
+        let mut chunk = vec![0; size + 2];
+        reader.read_exact(&mut chunk).ok()?;
+        if size == 0 {
+            return Some(body);
+        }
+        body.extend_from_slice(&chunk[..size]);
+    }
 }

@@ -117,17 +117,7 @@ fn serve(conn: TcpStream, status: u16, body: &[u8]) -> Option<Received> {
     }
     let mut req_body = Vec::new();
     if chunked {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size).ok()?;
-            let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).ok()?;
-            if size == 0 {
-                break;
-            }
-            req_body.extend_from_slice(&chunk[..size]);
-        }
+        req_body = crate::fake_server::read_chunked(&mut reader)?;
     } else {
         req_body.resize(content_length, 0);
         reader.read_exact(&mut req_body).ok()?;
