@@ -1081,3 +1081,46 @@ fn the_first_write_of_a_leaders_term_raises_max_ts_above_every_earlier_timestamp
     .unwrap();
     assert!(cm.max_ts() < again, "max_ts synced twice in one term");
 }
+
+// ---- region epochs ----
+
+/// A split that applies between a prewrite's checks (its snapshot) and its Raft entry moves
+/// the prewrite's key to another region: the entry carries the epoch its snapshot had, so
+/// apply refuses it (`EpochNotMatch`, which the client retries on the new region) instead of
+/// writing a key its region no longer holds, and nothing is left behind.
+#[test]
+fn a_prewrite_whose_region_split_after_its_checks_fails_with_epoch_not_match_and_writes_nothing() {
+    let c = one_shard(false);
+    let s = c.storage.clone();
+    let ver = s.engine().snapshot(1).unwrap().ver();
+    let router = s.router().clone();
+    let split_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let once = split_done.clone();
+    s.set_prewrite_hook(Some(Box::new(move |_point| {
+        if !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            router
+                .split(1, ver, b"m", 2, std::time::Duration::from_secs(10))
+                .unwrap();
+        }
+    })));
+    let err = prewrite(&s, vec![Mutation::put(b"x", b"v")], c.ts()).unwrap_err();
+    s.set_prewrite_hook(None);
+    assert!(split_done.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(
+        matches!(
+            err,
+            TxnError::Raft(raftstore::RaftStoreError::EpochNotMatch { region_id: 1, .. })
+        ),
+        "{err:?}"
+    );
+    s.refresh_shards().unwrap();
+    assert_eq!(s.shard_for_key(b"x").unwrap(), 2);
+    s.raft()
+        .wait_for_leaders(&[2], std::time::Duration::from_secs(10))
+        .unwrap();
+    // No lock was left on the key: another transaction prewrites it at once.
+    let later = c.ts();
+    prewrite(&s, vec![Mutation::put(b"x", b"w")], later).unwrap();
+    s.commit(&keys(&[b"x"]), later, c.ts()).unwrap();
+    assert_eq!(value_at(&s, b"x", c.ts()), Some(b"w".to_vec()));
+}

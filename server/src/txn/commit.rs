@@ -39,7 +39,7 @@ impl Storage {
                         });
                     }
                     check_commit_ts_free(snap, key, commit_ts)?;
-                    let batch = batches.get(snaps.shard(i));
+                    let batch = batches.get(&snaps, i);
                     put_commit_record(
                         batch,
                         key,

@@ -198,7 +198,7 @@ impl Storage {
         let mut batches = Batches::default();
         for &i in &fresh {
             let m = &req.mutations[i];
-            let batch = batches.get(snaps.shard(i));
+            let batch = batches.get(&snaps, i);
             if one_pc {
                 put_commit_record(
                     batch,

@@ -34,7 +34,7 @@ impl Storage {
             let snap = snaps.of(i);
             let lock = snap.lock(key)?;
             if lock.as_ref().is_some_and(|l| l.start_ts == start_ts) {
-                let batch = batches.get(snaps.shard(i));
+                let batch = batches.get(&snaps, i);
                 batch.delete_lock(key);
                 put_rollback(batch, snap, key, start_ts, false)?;
                 continue;
@@ -50,7 +50,7 @@ impl Storage {
                 TxnRecord::RolledBack => {}
                 TxnRecord::Missing => {
                     put_rollback(
-                        batches.get(snaps.shard(i)),
+                        batches.get(&snaps, i),
                         snap,
                         key,
                         start_ts,
@@ -88,7 +88,7 @@ impl Storage {
             let Some(lock) = snap.lock(key)?.filter(|l| l.start_ts == start_ts) else {
                 continue;
             };
-            let batch = batches.get(snaps.shard(i));
+            let batch = batches.get(&snaps, i);
             if commit_ts == 0 {
                 batch.delete_lock(key);
                 put_rollback(batch, snap, key, start_ts, false)?;

@@ -93,13 +93,25 @@ impl Snapshots {
     }
 }
 
-/// One write batch per shard, written in shard order.
+/// One write batch per shard, written in shard order, each with the region epoch (`ver`)
+/// of the snapshot its command read.
+///
+/// The epoch goes with the proposal, and apply refuses a write whose epoch changed
+/// (`EpochNotMatch`, a region error the client retries on): a split applied between the
+/// command's snapshot and its entry may have moved some of its keys to another region, and
+/// the state the command checked (locks, write conflicts) is no longer the whole truth.
 #[derive(Default)]
-pub(crate) struct Batches(BTreeMap<u64, WriteBatch>);
+pub(crate) struct Batches(BTreeMap<u64, (u64, WriteBatch)>);
 
 impl Batches {
-    pub(crate) fn get(&mut self, shard: u64) -> &mut WriteBatch {
-        self.0.entry(shard).or_default()
+    /// The batch of the shard holding key number `i` of the command.
+    pub(crate) fn get(&mut self, snaps: &Snapshots, i: usize) -> &mut WriteBatch {
+        let ver = snaps.of(i).ver();
+        &mut self
+            .0
+            .entry(snaps.shard(i))
+            .or_insert_with(|| (ver, WriteBatch::default()))
+            .1
     }
 
     /// Proposes every non-empty batch to its shard's Raft group, all first, then waits for
@@ -127,7 +139,7 @@ impl Batches {
                 }));
             }
         }
-        for (shard, batch) in self.0 {
+        for (shard, (ver, batch)) in self.0 {
             if batch.is_empty() {
                 continue;
             }
@@ -135,7 +147,7 @@ impl Batches {
             let (tx, rx) = std::sync::mpsc::sync_channel(1);
             router.propose(
                 shard,
-                None,
+                Some(ver),
                 wire::raft_cmd::Cmd::Write(batch.encode()),
                 Box::new(move |r| {
                     let _ = tx.send(r);

@@ -76,7 +76,7 @@ impl Storage {
             }
             self.cm.update_max_ts(lock_ts);
             let mut batches = Batches::default();
-            let batch = batches.get(snaps.shard(0));
+            let batch = batches.get(&snaps, 0);
             batch.delete_lock(primary);
             put_rollback(batch, snap, primary, lock_ts, false)?;
             batches.write(self)?;
@@ -89,7 +89,7 @@ impl Storage {
                 self.cm.update_max_ts(lock_ts);
                 let mut batches = Batches::default();
                 put_rollback(
-                    batches.get(snaps.shard(0)),
+                    batches.get(&snaps, 0),
                     snap,
                     primary,
                     lock_ts,
@@ -144,7 +144,7 @@ impl Storage {
             let mut batches = Batches::default();
             for (i, other_lock) in to_roll_back {
                 put_rollback(
-                    batches.get(snaps.shard(i)),
+                    batches.get(&snaps, i),
                     snaps.of(i),
                     &keys[i],
                     start_ts,
