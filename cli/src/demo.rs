@@ -2,7 +2,8 @@
 //! directory, loads the sample table and walks through what Stratus decides and why, in output
 //! meant to be read by a person:
 //!
-//! 1. the nodes (two servers, four workers, zones `a` and `b`);
+//! 1. the nodes (three servers in zones `a`, `b` and `c`, each holding a replica of every
+//!    region; four workers in zones `a` and `b`), and which server leads which regions;
 //! 2. the load of table `t` (progress bar on stderr, rows/s), then a flush of every server:
 //!    the offload estimate counts SST blocks only, so data still in memtables would look small;
 //! 3. local or offloaded, and why: a query over a small table stays local (too small to be
@@ -13,10 +14,15 @@
 //! 4. the coprocessor cache: the same aggregate again is answered from the cache
 //!    (`cache_hit=true`), and how much faster that is;
 //! 5. node selection on the delegate path: the same aggregate under each value of
-//!    `tidb_tiflash_node_selection_policy`, which worker read which region, and `SHOW WARNINGS`;
+//!    `tidb_tiflash_node_selection_policy`, which worker read which region, and `SHOW WARNINGS`
+//!    (none: every region has a replica in the client's zone);
 //! 6. the servers' decision counters (`tikv_coprocessor_remote_decision_total`), counted
 //!    from the first query of step 3 (the loads' own reads are left out);
-//! 7. a clean stop of every node, and the total time.
+//! 7. failover ([`failover_step`](crate::failover_step)): `server-b` is SIGKILLed while a
+//!    query loop and a write loop run; both go on once the other replicas elect new leaders,
+//!    and the supervisor restarts `server-b`, which catches up (after step 6: a restarted
+//!    server's counters start from zero);
+//! 8. a clean stop of every node, and the total time.
 //!
 //! Every claim the demo prints is checked against what the cluster answered: a region that
 //! ran elsewhere than the step says is a [`DemoError::Unexpected`], not a misleading line.
@@ -41,6 +47,8 @@ use wire::placement::OffloadReason;
 
 use crate::decision_metrics::{decision_counts, decision_delta, render_decisions};
 use crate::explain_rows::{Explained, NodeNames, Place, Session, node, place};
+use crate::failover_step;
+use crate::leader_placement;
 use crate::loaded_cluster::{LoadedCluster, StepError};
 use crate::table_format::{self, column_names, text_cell};
 
@@ -112,7 +120,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
         opts.rows
     )?;
     heading(out, "1. the cluster")?;
-    let lab = LoadedCluster::start(out)?;
+    let mut lab = LoadedCluster::start(out)?;
     heading(out, "2. the sample table")?;
     lab.load(opts.rows, out)?;
     let names = NodeNames::of(&lab.cluster);
@@ -212,11 +220,12 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
         out,
         "With stratus_remote_coprocessor = ON the client sends each region straight to a \
          worker chosen by tidb_tiflash_node_selection_policy. This client is in zone a; \
-         each region has its one replica on the server owning it."
+         every region has a replica in each of zones a, b and c (a Raft group of three), so \
+         no region is out of reach of zone a."
     )?;
     session.execute("SET stratus_cop_cache = OFF")?;
     session.execute("SET stratus_remote_coprocessor = ON")?;
-    let owners = region_owners(&idle, &names);
+    let replicas = replica_zones(&lab)?;
     for policy in POLICIES {
         session.execute(&format!(
             "SET tidb_tiflash_node_selection_policy = {policy}"
@@ -224,12 +233,13 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
         let run = session.explained(AGGREGATE)?;
         let warnings = session.execute("SHOW WARNINGS")?;
         writeln!(out, "\n{policy} ({}):", ms(run.elapsed))?;
-        let placed = print_selection(out, &run, &owners, &names)?;
+        let placed = print_selection(out, &run, &replicas, &names)?;
         out.write_all(table_format::render(&warnings.columns, &warnings.rows).as_bytes())?;
         let warned = !run.warnings.is_empty() || !warnings.rows.is_empty();
         writeln!(out, "→ {}", explain_policy(policy, &placed, warned)?)?;
     }
     session.execute("SET stratus_remote_coprocessor = OFF")?;
+    drop(session);
 
     // 6. Decision counts.
     heading(out, "6. the servers' decisions")?;
@@ -242,10 +252,18 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     let after = decision_counts(&lab.cluster)?;
     out.write_all(render_decisions(&decision_delta(&before, &after)?).as_bytes())?;
 
-    // 7. Stop.
-    drop(session);
+    // 7. Failover.
+    heading(out, "7. failover")?;
+    writeln!(
+        out,
+        "Every write is committed by a quorum of the region's three replicas before it is \
+         acknowledged, so losing one server loses nothing and stops nothing for long.\n"
+    )?;
+    failover_step::run(&mut lab, &client, AGGREGATE, SMALL_TABLE, out)?;
+
+    // 8. Stop.
     drop(client);
-    heading(out, "7. stop")?;
+    heading(out, "8. stop")?;
     lab.stop()?;
     writeln!(out, "every node stopped cleanly")?;
     writeln!(
@@ -333,35 +351,46 @@ fn unexpected(run: &Explained, step: &'static str, expected: &str) -> DemoError 
     }
 }
 
-/// Region id → (owning server name, its zone), from an EXPLAIN on the server path.
-fn region_owners(run: &Explained, names: &NodeNames) -> BTreeMap<RegionId, (String, String)> {
-    run.regions
-        .iter()
-        .filter(|r| matches!(place(r), Place::Local | Place::Remote))
-        .map(|r| {
-            (
-                r.region_id,
-                (
-                    names.name(node(r)).to_string(),
-                    names.zone(node(r)).to_string(),
-                ),
-            )
+/// Region id → the zones holding a replica of it, from the servers' `/regions`.
+fn replica_zones(lab: &LoadedCluster) -> Result<BTreeMap<RegionId, Vec<String>>, DemoError> {
+    let view =
+        leader_placement::leaders(&lab.cluster.server_urls()).map_err(|e| StepError::Regions {
+            server: "all".into(),
+            reason: e.to_string(),
+        })?;
+    Ok(view
+        .into_iter()
+        .map(|(id, led)| {
+            let zones = led
+                .region
+                .replica_zones()
+                .iter()
+                .map(|z| z.as_str().to_string())
+                .collect();
+            (RegionId(id), zones)
         })
-        .collect()
+        .collect())
 }
 
-/// One region under a node selection policy: the zone of its replica and of its reader.
+/// One region under a node selection policy: the zones of its replicas and of its reader.
 struct Placed {
-    owner_zone: String,
+    replica_zones: Vec<String>,
     worker: String,
     worker_zone: String,
 }
 
-/// region | owner (zone) | worker (zone) | read; returns the placements.
+impl Placed {
+    /// Read by a worker of a zone holding a replica.
+    fn in_zone(&self) -> bool {
+        self.replica_zones.contains(&self.worker_zone)
+    }
+}
+
+/// region | replicas in | read by (zone) | read; returns the placements.
 fn print_selection(
     out: &mut dyn Write,
     run: &Explained,
-    owners: &BTreeMap<RegionId, (String, String)>,
+    replicas: &BTreeMap<RegionId, Vec<String>>,
     names: &NodeNames,
 ) -> Result<Vec<Placed>, DemoError> {
     let mut placed = Vec::new();
@@ -374,30 +403,26 @@ fn print_selection(
                 "every region sent to a worker",
             ));
         }
-        let (owner, owner_zone) = owners
-            .get(&r.region_id)
-            .cloned()
-            .unwrap_or_else(|| ("?".into(), "?".into()));
         let p = Placed {
-            owner_zone,
+            replica_zones: replicas.get(&r.region_id).cloned().unwrap_or_default(),
             worker: names.name(node(r)).to_string(),
             worker_zone: names.zone(node(r)).to_string(),
         };
-        let read = if p.owner_zone == p.worker_zone {
-            "in its zone"
+        let read = if p.in_zone() {
+            "in a replica's zone"
         } else {
             "across zones"
         };
         rows.push(vec![
             text_cell(&r.id_text()),
-            text_cell(&format!("{owner} ({})", p.owner_zone)),
+            text_cell(&p.replica_zones.join(", ")),
             text_cell(&format!("{} ({})", p.worker, p.worker_zone)),
             text_cell(read),
             text_cell(&r.detail()),
         ]);
         placed.push(p);
     }
-    let cols = column_names(&["region", "replica on", "read by", "read", "detail"]);
+    let cols = column_names(&["region", "replicas in", "read by", "read", "detail"]);
     out.write_all(table_format::render(&cols, &rows).as_bytes())?;
     Ok(placed)
 }
@@ -408,48 +433,40 @@ fn explain_policy(
     placed: &[Placed],
     warned: bool,
 ) -> Result<String, DemoError> {
-    let workers = |zone: &str| {
-        let mut w: Vec<&str> = placed
-            .iter()
-            .filter(|p| p.owner_zone == zone)
-            .map(|p| p.worker.as_str())
-            .collect();
+    let all = |f: &dyn Fn(&Placed) -> bool| !placed.is_empty() && placed.iter().all(f);
+    // The workers that read, each once.
+    let read_by = || {
+        let mut w: Vec<&str> = placed.iter().map(|p| p.worker.as_str()).collect();
         w.sort_unstable();
         w.dedup();
         w.join(", ")
     };
-    let all = |f: &dyn Fn(&Placed) -> bool| !placed.is_empty() && placed.iter().all(f);
-    let has_b = placed.iter().any(|p| p.owner_zone == "b");
     let (ok, expected, line) = match policy {
         "all_nodes" => (
-            all(&|p| p.worker_zone == p.owner_zone) && !warned,
-            "every region read in its own zone, no warning",
+            all(&|p| p.in_zone()) && !warned,
+            "every region read in a zone holding a replica of it, no warning",
             format!(
-                "all_nodes: every region is read by a worker of its own zone (zone a: {}; \
-                 zone b: {}); no warning",
-                workers("a"),
-                workers("b")
+                "all_nodes: any worker of a zone holding a replica may read a region (here \
+                 every worker); read by {}; no warning",
+                read_by()
             ),
         ),
         "priority_local_zone_nodes" => (
-            all(&|p| p.worker_zone == p.owner_zone) && has_b && warned,
-            "zone-a regions read in zone a, zone-b regions in zone b, with a warning",
+            all(&|p| p.worker_zone == "a" && p.in_zone()) && !warned,
+            "every region read in zone a, no warning",
             format!(
-                "priority_local_zone_nodes: zone-a regions go to zone-a workers ({}); the \
-                 zone-b regions have no replica in zone a, so they go to zone b ({}), and \
-                 the warning says they cannot be read in zone a",
-                workers("a"),
-                workers("b")
+                "priority_local_zone_nodes: every region has a replica in zone a, so zone-a \
+                 workers read them all ({}); no warning",
+                read_by()
             ),
         ),
         _ => (
-            all(&|p| p.worker_zone == "a") && has_b && warned,
-            "every region read by a zone-a worker, with a warning",
+            all(&|p| p.worker_zone == "a" && p.in_zone()) && !warned,
+            "every region read in zone a, no warning",
             format!(
-                "only_local_zone_nodes: only zone-a workers read, so the zone-b regions are \
-                 read across zones by {} (allowed up to 3 regions per local worker), with the \
-                 same warning",
-                workers("b")
+                "only_local_zone_nodes: the same, and a region without a zone-a replica would \
+                 be read across zones with a warning; there is none ({})",
+                read_by()
             ),
         ),
     };
@@ -460,8 +477,10 @@ fn explain_policy(
             .iter()
             .map(|p| {
                 format!(
-                    "{} zone {} → zone {}",
-                    p.worker, p.owner_zone, p.worker_zone
+                    "{} zone {} → replicas in {}",
+                    p.worker,
+                    p.worker_zone,
+                    p.replica_zones.join("/")
                 )
             })
             .collect();
@@ -477,9 +496,9 @@ fn explain_policy(
 mod tests {
     use super::*;
 
-    fn placed(owner_zone: &str, worker: &str, worker_zone: &str) -> Placed {
+    fn placed(replicas: &[&str], worker: &str, worker_zone: &str) -> Placed {
         Placed {
-            owner_zone: owner_zone.into(),
+            replica_zones: replicas.iter().map(|z| z.to_string()).collect(),
             worker: worker.into(),
             worker_zone: worker_zone.into(),
         }
@@ -487,15 +506,25 @@ mod tests {
 
     #[test]
     fn each_policy_line_is_checked_against_where_regions_were_read() {
-        let in_zone = [placed("a", "worker-a1", "a"), placed("b", "worker-b1", "b")];
-        let only_a = [placed("a", "worker-a1", "a"), placed("b", "worker-a2", "a")];
-        assert!(explain_policy("all_nodes", &in_zone, false).is_ok());
-        assert!(explain_policy("all_nodes", &in_zone, true).is_err());
-        assert!(explain_policy("all_nodes", &only_a, false).is_err());
-        assert!(explain_policy("priority_local_zone_nodes", &in_zone, true).is_ok());
-        assert!(explain_policy("priority_local_zone_nodes", &in_zone, false).is_err());
-        let line = explain_policy("only_local_zone_nodes", &only_a, true).unwrap();
-        assert!(line.contains("across zones by worker-a2"), "{line}");
-        assert!(explain_policy("only_local_zone_nodes", &in_zone, true).is_err());
+        let abc = ["a", "b", "c"];
+        let spread = [
+            placed(&abc, "worker-a1", "a"),
+            placed(&abc, "worker-b1", "b"),
+        ];
+        let only_a = [
+            placed(&abc, "worker-a1", "a"),
+            placed(&abc, "worker-a2", "a"),
+        ];
+        let away = [placed(&["b"], "worker-a1", "a")];
+        assert!(explain_policy("all_nodes", &spread, false).is_ok());
+        assert!(explain_policy("all_nodes", &spread, true).is_err());
+        assert!(explain_policy("all_nodes", &away, false).is_err());
+        assert!(explain_policy("priority_local_zone_nodes", &only_a, false).is_ok());
+        assert!(explain_policy("priority_local_zone_nodes", &spread, false).is_err());
+        assert!(explain_policy("priority_local_zone_nodes", &only_a, true).is_err());
+        let line = explain_policy("only_local_zone_nodes", &only_a, false).unwrap();
+        assert!(line.contains("worker-a1, worker-a2"), "{line}");
+        assert!(explain_policy("only_local_zone_nodes", &away, true).is_err());
+        assert!(explain_policy("only_local_zone_nodes", &[], false).is_err());
     }
 }

@@ -13,7 +13,8 @@
 //!
 //! Modules, in the order a user meets them: [`state_dir`] (where state lives, which cluster
 //! `sql` and `load` use), [`local_cluster`] (the nodes of `up`, `demo` and `bench`, run by the
-//! `harness` crate's supervisor, as the end-to-end tests run theirs) and [`up_command`];
+//! `harness` crate's supervisor, as the end-to-end tests run theirs; [`leader_placement`] moves
+//! its region leaders where it wants them) and [`up_command`];
 //! [`sample_table`] and [`load_command`]; [`sql_command`] with [`statement_input`] (stdin) and
 //! [`sql_prompt`] (the terminal), printing through [`output_format`]; [`demo`] and [`bench`](mod@bench), which share [`loaded_cluster`] (a started
 //! cluster with the sample table loaded), [`explain_rows`] (where each region ran, from the
@@ -51,7 +52,9 @@ pub mod csv_format;
 pub mod decision_metrics;
 pub mod demo;
 pub mod explain_rows;
+pub mod failover_step;
 pub mod json_format;
+pub mod leader_placement;
 pub mod load_command;
 pub mod loaded_cluster;
 pub mod local_cluster;

@@ -14,6 +14,7 @@ use client::sql::TableSchema;
 use client::{Client, ClientConfig};
 use wire::datum::Datum;
 
+use crate::leader_placement;
 use crate::local_cluster::{ClusterError, ClusterOptions, LocalCluster, NodeInfo};
 use crate::sample_table::{self, LoadError};
 use crate::table_format::{self, column_names, text_cell};
@@ -88,7 +89,17 @@ impl LoadedCluster {
             dir.path().display()
         )?;
         log.write_all(render_nodes(&cluster).as_bytes())?;
-        Ok(LoadedCluster { cluster, rt, dir })
+        let lab = LoadedCluster { cluster, rt, dir };
+        writeln!(
+            log,
+            "every region has a replica on each server (Raft, 3 voters); leaders: {}",
+            lab.leaders_per_server()?
+                .iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+        Ok(lab)
     }
 
     /// Creates [`TABLE`], loads `rows` rows with a progress bar on stderr, prints the load rate
@@ -134,17 +145,50 @@ impl LoadedCluster {
         )?;
         let t = Instant::now();
         let regions = settle_regions(self.cluster.servers())?;
+        let leaders = self.leaders_per_server()?;
         writeln!(
             log,
-            "regions settled in {:.1} s: {}",
+            "regions settled in {:.1} s: {regions} regions, each replicated on all {} servers; \
+             leaders: {}",
             t.elapsed().as_secs_f64(),
-            regions
+            self.cluster.servers().len(),
+            leaders
                 .iter()
                 .map(|(name, n)| format!("{name} {n}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         )?;
         Ok(schema)
+    }
+
+    /// How many regions each server leads (every server named, in start order; `none` counts
+    /// regions no server knows a leader of, when there are any).
+    pub fn leaders_per_server(&self) -> Result<Vec<(String, usize)>, StepError> {
+        let urls = self.cluster.server_urls();
+        let view = leader_placement::leaders(&urls).map_err(|e| StepError::Regions {
+            server: "all".into(),
+            reason: e.to_string(),
+        })?;
+        let mut counts: Vec<(String, usize)> = self
+            .cluster
+            .servers()
+            .iter()
+            .map(|s| (s.name.clone(), 0))
+            .collect();
+        let mut unknown = 0;
+        for led in view.values() {
+            let at = led
+                .leader
+                .and_then(|(store, _)| urls.iter().position(|(id, _)| *id == store));
+            match at {
+                Some(i) => counts[i].1 += 1,
+                None => unknown += 1,
+            }
+        }
+        if unknown > 0 {
+            counts.push(("none".into(), unknown));
+        }
+        Ok(counts)
     }
 
     /// A new client (with its own, empty coprocessor cache) for `config`.
@@ -185,8 +229,9 @@ const SETTLED_POLLS: usize = 3;
 
 /// Waits until no server splits regions any more (a split changes a region's version and
 /// so invalidates cached results and moves work between requests: measuring while it goes on
-/// measures the splitting), and returns each server's region count.
-fn settle_regions(servers: &[NodeInfo]) -> Result<Vec<(String, usize)>, StepError> {
+/// measures the splitting) and every replica applied every split (each server lists as many
+/// regions as the others), and returns that number.
+fn settle_regions(servers: &[NodeInfo]) -> Result<usize, StepError> {
     let started = Instant::now();
     let mut last: Vec<(String, usize)> = Vec::new();
     let mut same = 0;
@@ -205,9 +250,10 @@ fn settle_regions(servers: &[NodeInfo]) -> Result<Vec<(String, usize)>, StepErro
                     .map_err(|e| err(format!("undecodable /regions answer: {e}")))?;
             now.push((s.name.clone(), regions.regions.len()));
         }
-        same = if now == last { same + 1 } else { 0 };
+        let agreed = now.windows(2).all(|w| w[0].1 == w[1].1);
+        same = if now == last && agreed { same + 1 } else { 0 };
         if same + 1 >= SETTLED_POLLS {
-            return Ok(now);
+            return Ok(now.first().map_or(0, |(_, n)| *n));
         }
         if started.elapsed() > SETTLE_TIMEOUT {
             return Err(StepError::Regions {

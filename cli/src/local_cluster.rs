@@ -2,17 +2,29 @@
 //! (`stratus server` / `stratus worker`): what `stratus up`, `stratus demo` and `stratus bench`
 //! run.
 //!
-//! Two zones, each with one server and two workers:
+//! Three servers in zones a, b and c, every region replicated on all three (a Raft group of
+//! three voters), and two workers in each of zones a and b:
 //!
 //! | node        | zone | role                                                            |
 //! |-------------|------|-----------------------------------------------------------------|
-//! | `server-a`  | a    | runs the TSO; owns the keys `["", K)`                           |
-//! | `server-b`  | b    | timestamps from `server-a`; owns `[K, "")`                      |
+//! | `server-a`  | a    | runs the TSO; leads the regions of `["", K)` once started       |
+//! | `server-b`  | b    | timestamps from `server-a`; leads the regions of `[K, "")`      |
+//! | `server-c`  | c    | timestamps from `server-a`; a replica of every region, leads none at first |
 //! | `worker-a1`, `worker-a2` | a | `server-a` offloads to them                        |
 //! | `worker-b1`, `worker-b2` | b | `server-b` offloads to them                        |
 //!
+//! Every server holds both initial regions (`["", K)` is region 1, `[K, "")` region 2, the same
+//! ids on every replica) and lists the three servers as its `[raft] peers`. Raft elects the
+//! leaders; [`LocalCluster::start`] then moves each region's leadership to the server named
+//! above (`POST /admin/transfer_leader`, [`leader_placement`](crate::leader_placement)), so
+//! that queries land as they did before replication: the regions of negative handles on
+//! `server-a`, the others on `server-b`. A split child starts led by its parent's leader. When a
+//! server dies its regions elect a new leader among the other two within seconds; the
+//! supervisor restarts the dead one and it catches up from the others' logs (or a Raft
+//! snapshot). `server-c` offloads to every worker (its zone has none).
+//!
 //! K is the record key of table 1, handle 0 ([`split_key`]): the catalog allocates table ids
-//! from 1, so the first table created is split across both servers by the sign of its handles
+//! from 1, so the first table created is split across both regions by the sign of its handles
 //! (and `stratus load` centres its handles on 0).
 //!
 //! Settings that differ from the embedded defaults, and why:
@@ -25,8 +37,8 @@
 //!   ([`ClusterOptions::cpu_load_file`]), never, so the file alone decides;
 //! * `shutdown-grace = 5s`: `stratus up` stops quickly on Ctrl-C.
 //!
-//! Ports: with `--base-port P`, `server-a` listens on P, `server-b` on P+1 and the workers on
-//! P+2..=P+5. With base port 0 every node still gets a fixed port, reserved before the first
+//! Ports: with `--base-port P`, `server-a` listens on P, `server-b` on P+1, the workers on
+//! P+2..=P+5 and `server-c` on P+6. With base port 0 every node still gets a fixed port, reserved before the first
 //! node starts ([`harness::ports::reserve`]), so that a node restarted after it died comes back
 //! on the URL its peers and clients know.
 //!
@@ -57,10 +69,13 @@ use harness::NodeConfig;
 use harness::config_file::{self, ConfigFileError, write_atomically};
 use harness::http::HttpError;
 use harness::ports::{self, PortError};
+
+use crate::leader_placement;
 use harness::restart_policy::{RestartDecision, RestartPolicy};
 use harness::supervisor::{Launch, NodeError, NodeProcess, exit_summary};
 use kvengine::DfsSection;
 use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection, WorkerEndpoint};
+use server::config::{PeerConfig, RaftConfig};
 use types::{ReadableDuration, ReadableSize};
 use worker::{WorkerConfig, WorkerSection};
 
@@ -90,7 +105,8 @@ pub struct ClusterOptions {
     /// None: a local directory object store (`<data>/objects`).
     pub s3: Option<S3Target>,
     /// 0: ephemeral ports (tests, demo, bench). Otherwise `server-a` listens on this port,
-    /// `server-b` on the next, then `worker-a1`, `worker-a2`, `worker-b1`, `worker-b2`.
+    /// `server-b` on the next, then `worker-a1`, `worker-a2`, `worker-b1`, `worker-b2`, and
+    /// `server-c` last.
     pub base_port: u16,
     /// true: servers read their CPU load from `<data>/cpu-load` (`file:` cpu source, 1 s
     /// sampling, 3 s hold) and the load-aware force thresholds are disabled, so
@@ -137,6 +153,9 @@ pub enum ClusterError {
     Http { node: String, cause: HttpError },
     #[error(transparent)]
     Ports(#[from] PortError),
+    /// The regions did not elect leaders, or leadership did not move where it should.
+    #[error("cannot place the region leaders: {0}")]
+    Leaders(String),
     /// A node died once too often in the restart window ([`RestartPolicy`]).
     #[error("gave up restarting {node}: restarts={restarts} window={window:?}; {last}")]
     GaveUp {
@@ -148,9 +167,16 @@ pub enum ClusterError {
     },
 }
 
-/// The split key between `server-a` and `server-b`: the record key of table 1, handle 0.
+/// The split key between the two initial regions (led by `server-a` and `server-b`): the
+/// record key of table 1, handle 0.
 pub fn split_key() -> Vec<u8> {
     wire::codec::table::record_key(1, 0)
+}
+
+/// The store id that should lead `region` after a start: `server-a` below [`split_key`],
+/// `server-b` from it on (a region split off later has its parent's side).
+fn initial_leader(region: &wire::region::Region) -> u64 {
+    if region.start < split_key() { 1 } else { 2 }
 }
 
 /// The running cluster (see the module docs).
@@ -216,7 +242,7 @@ struct NodeSpec {
 }
 
 /// How many nodes the cluster has (ports to reserve).
-const NODES: usize = 6;
+const NODES: usize = 7;
 
 static WORKERS: [NodeSpec; 4] = [
     NodeSpec {
@@ -259,9 +285,26 @@ static SERVER_B: NodeSpec = NodeSpec {
     port_offset: 1,
 };
 
+/// Added with replication, after the workers' ports: `--base-port` keeps the ports it gave
+/// before.
+static SERVER_C: NodeSpec = NodeSpec {
+    name: "server-c",
+    zone: "c",
+    role: Role::Server,
+    port_offset: 6,
+};
+
+/// The servers in start order, with their store ids (`node-id`, 1 = the TSO server).
+static SERVERS: [(&NodeSpec, u64); 3] = [(&SERVER_A, 1), (&SERVER_B, 2), (&SERVER_C, 3)];
+
+/// How long the regions may take to elect their first leaders and move them where
+/// [`LocalCluster::start`] wants them.
+const LEADER_TIMEOUT: Duration = Duration::from_secs(60);
+
 impl LocalCluster {
-    /// Writes every node's config, starts the workers, then `server-a`, then `server-b`;
-    /// returns when every node listens. A node that fails to start is an error naming it, with
+    /// Writes every node's config, starts the workers, then `server-a`, `server-b` and
+    /// `server-c`; returns when every node listens and each region is led by the server the
+    /// module docs name. A node that fails to start is an error naming it, with
     /// the tail of its log; the nodes started so far are killed. With base port 0, a failed
     /// start is tried once more on freshly reserved ports (another process may have taken one
     /// between the reservation and the node's bind).
@@ -274,6 +317,7 @@ impl LocalCluster {
             )));
         }
         let data_dir = absolute(&opts.data_dir)?;
+        refuse_two_server_layout(&data_dir)?;
         let opts = ClusterOptions { data_dir, ..opts };
         create_dir(&opts.data_dir.join("logs"))?;
         if opts.s3.is_none() {
@@ -310,34 +354,43 @@ impl LocalCluster {
             let info = cluster.launch(spec, &worker_config(opts, ports, spec))?;
             cluster.workers.push(info);
         }
-        let zone_workers = |zone: &str| -> Vec<WorkerEndpoint> {
-            cluster
+        let endpoint = |w: &NodeInfo| WorkerEndpoint {
+            addr: format!("{}/coprocessor", w.url),
+            zone: types::Zone::label(w.zone.as_str()),
+        };
+        let tso_url = node_url(ports, &SERVER_A);
+        for &(spec, store_id) in &SERVERS {
+            // A server offloads to the workers of its zone, or to all when its zone has none.
+            let mut workers: Vec<WorkerEndpoint> = cluster
                 .workers
                 .iter()
-                .filter(|w| w.zone == zone)
-                .map(|w| WorkerEndpoint {
-                    addr: format!("{}/coprocessor", w.url),
-                    zone: types::Zone::label(w.zone.as_str()),
-                })
-                .collect()
-        };
-        let (a_workers, b_workers) = (zone_workers("a"), zone_workers("b"));
-        let key = split_key();
-        let config = server_config(opts, ports, &SERVER_A, 1, (&[], &key), a_workers, None);
-        let a = cluster.launch(&SERVER_A, &config)?;
-        let config = server_config(
-            opts,
-            ports,
-            &SERVER_B,
-            2,
-            (&key, &[]),
-            b_workers,
-            Some(&a.url),
-        );
-        cluster.servers.push(a);
-        let b = cluster.launch(&SERVER_B, &config)?;
-        cluster.servers.push(b);
+                .filter(|w| w.zone == spec.zone)
+                .map(endpoint)
+                .collect();
+            if workers.is_empty() {
+                workers = cluster.workers.iter().map(endpoint).collect();
+            }
+            let tso = (store_id != 1).then_some(tso_url.as_str());
+            let config = server_config(opts, ports, spec, store_id, workers, tso);
+            let info = cluster.launch(spec, &config)?;
+            cluster.servers.push(info);
+        }
+        leader_placement::place(
+            &cluster.server_urls(),
+            &|region| initial_leader(region),
+            LEADER_TIMEOUT,
+        )
+        .map_err(|e| ClusterError::Leaders(e.to_string()))?;
         Ok(cluster)
+    }
+
+    /// `(store id, URL)` of every server, in start order.
+    pub fn server_urls(&self) -> Vec<(u64, String)> {
+        SERVERS
+            .iter()
+            .zip(&self.servers)
+            .map(|((_, id), info)| (*id, info.url.clone()))
+            .collect()
     }
 
     /// Writes `<data>/<name>.toml`, creates `<data>/<name>/`, and starts the node
@@ -411,7 +464,7 @@ impl LocalCluster {
         &self.data_dir
     }
 
-    /// A client of this cluster: both servers, the four workers, in zone `a`.
+    /// A client of this cluster: the three servers, the four workers, in zone `a`.
     pub fn client_config(&self) -> ClientConfig {
         ClientConfig {
             servers: self.servers.iter().map(|n| n.url.clone()).collect(),
@@ -502,6 +555,20 @@ impl LocalCluster {
         Ok(harness::http::text(&reply))
     }
 
+    /// SIGKILLs the node named `name` (fault injection: the demo's failover step);
+    /// [`LocalCluster::restart_dead`] brings it back.
+    pub fn kill(&mut self, name: &str) -> Result<(), ClusterError> {
+        let member = self
+            .nodes
+            .iter_mut()
+            .find(|m| m.spec.name == name)
+            .ok_or_else(|| {
+                ClusterError::Options(format!("expected a node name, found {name:?}"))
+            })?;
+        member.process.kill()?;
+        Ok(())
+    }
+
     /// Restarts the nodes that died, each once its [`RestartPolicy`] delay has passed since its
     /// death was first seen here (so call this periodically: it never sleeps for a delay). A
     /// node is restarted with its first start's command and must come back on its URL. What
@@ -556,8 +623,8 @@ impl LocalCluster {
         Ok(said)
     }
 
-    /// Stops every node with SIGTERM, servers first (`server-b`, then `server-a`, whose TSO
-    /// `server-b` uses), then the workers, each within [`STOP_TIMEOUT`] (SIGKILL after it).
+    /// Stops every node with SIGTERM, servers first (`server-c`, `server-b`, then `server-a`,
+    /// whose TSO the others use), then the workers, each within [`STOP_TIMEOUT`] (SIGKILL after it).
     /// Every node is stopped even when one fails; the first failure is the error: a node that
     /// exited before, or with a non-zero status, or not in time.
     pub fn stop(mut self) -> Result<(), ClusterError> {
@@ -600,6 +667,22 @@ fn render_cluster_file(cfg: &ClientConfig) -> Result<String, toml::ser::Error> {
         workers: &cfg.workers,
         labels: &cfg.labels,
     })
+}
+
+/// A data dir written by a `stratus up` of before replication (two servers, each the only
+/// replica of its own regions) cannot be reopened as three replicas: its regions' Raft groups
+/// have one voter. Refused with what to do, rather than started half-replicated.
+fn refuse_two_server_layout(data_dir: &Path) -> Result<(), ClusterError> {
+    let has = |spec: &NodeSpec| data_dir.join(spec.name).exists();
+    if has(&SERVER_A) && !has(&SERVER_C) {
+        return Err(ClusterError::Options(format!(
+            "expected a data dir of three replicated servers, found one of two standalone \
+             servers (no {}/): remove it or pass another --data-dir; path={}",
+            SERVER_C.name,
+            data_dir.display()
+        )));
+    }
+    Ok(())
 }
 
 fn cpu_load_path(data_dir: &Path) -> PathBuf {
@@ -671,26 +754,37 @@ fn worker_config(opts: &ClusterOptions, ports: &[u16], spec: &NodeSpec) -> Worke
     }
 }
 
-/// A server's config: `range` is `(start, end)` (empty end = unbounded), `workers` those it
-/// offloads to, `tso` the URL of the TSO server (None: runs it).
+/// `http://127.0.0.1:PORT` of the node of `spec`.
+fn node_url(ports: &[u16], spec: &NodeSpec) -> String {
+    format!("http://{}", listen_addr(ports, spec))
+}
+
+/// A server's config: both initial regions, replicated on the three servers; `workers` those
+/// it offloads to, `tso` the URL of the TSO server (None: runs it).
 fn server_config(
     opts: &ClusterOptions,
     ports: &[u16],
     spec: &NodeSpec,
-    node_id: u16,
-    range: (&[u8], &[u8]),
+    node_id: u64,
     workers: Vec<WorkerEndpoint>,
     tso: Option<&str>,
 ) -> ServerConfig {
+    let key = node::config::escape_key(&split_key());
     let server = ServerSection {
         addr: listen_addr(ports, spec),
         data_dir: opts.data_dir.join(spec.name),
-        node_id,
+        node_id: node_id as u16,
         labels: zone_labels(spec.zone),
-        ranges: vec![RangeConfig {
-            start: node::config::escape_key(range.0),
-            end: node::config::escape_key(range.1),
-        }],
+        ranges: vec![
+            RangeConfig {
+                start: String::new(),
+                end: key.clone(),
+            },
+            RangeConfig {
+                start: key,
+                end: String::new(),
+            },
+        ],
         tso: tso.is_none(),
         tso_addr: tso.unwrap_or_default().to_string(),
         region_split_size: ReadableSize::mib(2),
@@ -698,6 +792,18 @@ fn server_config(
         // seconds, and the demo and bench wait for that before they measure.
         split_check_interval: ReadableDuration::secs(1),
         shutdown_grace: SHUTDOWN_GRACE,
+    };
+    let raft = RaftConfig {
+        peers: SERVERS
+            .iter()
+            .map(|&(spec, id)| PeerConfig {
+                id,
+                addr: node_url(ports, spec),
+                zone: types::Zone::label(spec.zone),
+            })
+            .collect(),
+        replicas: SERVERS.len(),
+        ..RaftConfig::default()
     };
     let kvengine = KvEngineSection {
         remote_coprocessor_workers: workers,
@@ -731,7 +837,7 @@ fn server_config(
         server,
         kvengine,
         dfs: dfs_section(opts),
-        raft: Default::default(),
+        raft,
     }
 }
 
@@ -770,48 +876,74 @@ mod tests {
     }
 
     #[test]
-    fn the_servers_split_the_key_space_at_table_one_handle_zero() {
+    fn every_server_replicates_both_regions_split_at_table_one_handle_zero() {
         let key = split_key();
-        let a = written_server(&server_config(
-            &opts(false, 0),
-            &ports(),
-            &SERVER_A,
-            1,
-            (&[], &key),
-            workers("a"),
-            None,
-        ));
-        let b = written_server(&server_config(
-            &opts(false, 0),
-            &ports(),
-            &SERVER_B,
-            2,
-            (&key, &[]),
-            workers("b"),
-            Some("http://127.0.0.1:9"),
-        ));
-        assert_eq!(a.initial_ranges().unwrap(), vec![(vec![], key.clone())]);
-        assert_eq!(b.initial_ranges().unwrap(), vec![(key.clone(), vec![])]);
-        assert!(a.server.tso && !b.server.tso);
-        assert_eq!(b.server.tso_addr, "http://127.0.0.1:9");
-        assert_eq!(
-            (a.zone(), b.zone()),
-            (types::Zone::label("a"), types::Zone::label("b"))
-        );
-        assert_ne!(a.server.node_id, b.server.node_id);
+        let configs: Vec<ServerConfig> = SERVERS
+            .iter()
+            .map(|&(spec, id)| {
+                let tso = (id != 1).then_some("http://127.0.0.1:9");
+                written_server(&server_config(
+                    &opts(false, 7000),
+                    &ports(),
+                    spec,
+                    id,
+                    workers(spec.zone),
+                    tso,
+                ))
+            })
+            .collect();
+        let peers: Vec<(u64, &str, Option<types::Zone>)> = vec![
+            (1, "http://127.0.0.1:7000", types::Zone::label("a")),
+            (2, "http://127.0.0.1:7001", types::Zone::label("b")),
+            (3, "http://127.0.0.1:7006", types::Zone::label("c")),
+        ];
+        for (cfg, (id, addr, zone)) in configs.iter().zip(&peers) {
+            assert_eq!(
+                cfg.initial_ranges().unwrap(),
+                vec![(vec![], key.clone()), (key.clone(), vec![])]
+            );
+            assert_eq!(cfg.raft.replicas, 3);
+            let listed: Vec<(u64, &str, Option<types::Zone>)> = cfg
+                .raft
+                .peers
+                .iter()
+                .map(|p| (p.id, p.addr.as_str(), p.zone.clone()))
+                .collect();
+            assert_eq!(listed, peers);
+            assert_eq!(u64::from(cfg.server.node_id), *id);
+            assert_eq!(format!("http://{}", cfg.server.addr), *addr);
+            assert_eq!(&cfg.zone(), zone);
+        }
+        assert!(configs[0].server.tso);
+        for cfg in &configs[1..] {
+            assert!(!cfg.server.tso);
+            assert_eq!(cfg.server.tso_addr, "http://127.0.0.1:9");
+        }
         assert!(wire::codec::table::record_key(1, -1) < key);
         assert!(wire::codec::table::record_key(1, 1) > key);
+        let region = |start: Vec<u8>| wire::region::Region {
+            start,
+            ..Default::default()
+        };
+        assert_eq!(initial_leader(&region(Vec::new())), 1);
+        assert_eq!(
+            initial_leader(&region(wire::codec::table::record_key(1, -5))),
+            1
+        );
+        assert_eq!(initial_leader(&region(key.clone())), 2);
+        assert_eq!(
+            initial_leader(&region(wire::codec::table::record_key(2, -5))),
+            2
+        );
     }
 
     #[test]
     fn the_cpu_load_file_replaces_the_process_cpu_and_the_force_thresholds() {
-        let key = split_key();
         let cfg = written_server(&server_config(
             &opts(true, 0),
             &ports(),
             &SERVER_A,
             1,
-            (&[], &key),
             Vec::new(),
             None,
         ));
@@ -826,7 +958,6 @@ mod tests {
             &ports(),
             &SERVER_A,
             1,
-            (&[], &key),
             Vec::new(),
             None,
         ));
@@ -856,7 +987,7 @@ mod tests {
         let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), NODES, "{ports:?}");
         assert!(!ports.contains(&0), "{ports:?}");
-        let specs = WORKERS.iter().chain([&SERVER_A, &SERVER_B]);
+        let specs = WORKERS.iter().chain(SERVERS.iter().map(|(spec, _)| *spec));
         let addrs: std::collections::BTreeSet<String> =
             specs.map(|spec| listen_addr(&ports, spec)).collect();
         assert_eq!(addrs.len(), NODES, "{addrs:?}");
@@ -865,7 +996,6 @@ mod tests {
             &ports,
             &SERVER_B,
             2,
-            (&[], &[]),
             Vec::new(),
             Some("http://127.0.0.1:9"),
         ));
@@ -983,6 +1113,25 @@ mod tests {
         assert!(
             text.starts_with("gave up restarting worker-a1: restarts=2 window=60s; "),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_data_dir_of_two_standalone_servers_is_refused_naming_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(refuse_two_server_layout(dir.path()).is_ok(), "an empty dir");
+        std::fs::create_dir(dir.path().join("server-a")).unwrap();
+        let err = refuse_two_server_layout(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("remove it or pass another --data-dir"),
+            "{err}"
+        );
+        std::fs::create_dir(dir.path().join("server-c")).unwrap();
+        assert!(
+            refuse_two_server_layout(dir.path()).is_ok(),
+            "three servers"
         );
     }
 

@@ -80,7 +80,8 @@ enum Command {
         /// The S3 bucket.
         #[arg(long, value_name = "BUCKET", default_value = "stratus")]
         s3_bucket: String,
-        /// server-a listens on P, server-b on P+1, the workers on P+2..=P+5; 0 = free ports.
+        /// server-a listens on P, server-b on P+1, the workers on P+2..=P+5, server-c on P+6;
+        /// 0 = free ports.
         #[arg(long, value_name = "P", default_value_t = up_command::DEFAULT_BASE_PORT)]
         base_port: u16,
     },

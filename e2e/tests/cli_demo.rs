@@ -1,7 +1,8 @@
 //! `stratus demo` and `stratus bench` as processes, with few rows: each starts its own local
 //! cluster, exits 0, and prints what it promises — the demo a region offloaded because the
 //! server was busy, one kept local because it was idle, a cache hit, the three node selection
-//! policies and the decision counts; the benchmark a table of 5 queries × 4 configurations.
+//! policies (no warning: every region has a replica in the client's zone), the decision
+//! counts and a failover that loses nothing; the benchmark a table of 5 queries × 4 configurations.
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
@@ -52,9 +53,45 @@ fn demo_shows_offload_reasons_cache_hits_policies_and_decision_counts() {
             "policy {policy} not shown:\n{stdout}"
         );
     }
+    // Every region has a replica in zone a (three replicas in zones a, b, c): no policy warns,
+    // and the local-zone policies read everything in zone a.
     assert!(
-        stdout.contains("can not be accessed by TiFlash in the zone [a]"),
-        "no node selection warning:\n{stdout}"
+        !stdout.contains("can not be accessed by TiFlash"),
+        "a node selection warning:\n{stdout}"
+    );
+    for policy in ["priority_local_zone_nodes", "only_local_zone_nodes"] {
+        assert!(
+            has_line(&|l| l.starts_with(&format!("→ {policy}: "))
+                && (l.contains("no warning") || l.contains("there is none"))),
+            "policy {policy} not explained:\n{stdout}"
+        );
+    }
+    // The failover step: server-b killed and restarted; nothing failed, nothing lost.
+    for server in ["server-a", "server-b", "server-c"] {
+        assert!(
+            has_line(&|l| l.starts_with(&format!(" {server} ")) && l.contains("| server |")),
+            "{server} not in the node table:\n{stdout}"
+        );
+    }
+    assert!(
+        has_line(&|l| l.starts_with("supervisor: server-b exited (signal: 9); restarted on ")),
+        "no restart of server-b:\n{stdout}"
+    );
+    assert!(
+        has_line(&|l| l.starts_with("queries: ") && l.contains(" answered, 0 failed, 0 different")),
+        "queries failed during the failover:\n{stdout}"
+    );
+    assert!(
+        has_line(&|l| l.starts_with("writes: ") && l.contains(" after the kill), 0 failed")),
+        "writes failed during the failover:\n{stdout}"
+    );
+    assert!(
+        has_line(&|l| l.starts_with("server-b caught up ")),
+        "server-b did not catch up:\n{stdout}"
+    );
+    assert!(
+        has_line(&|l| l.starts_with("all ") && l.contains(" acknowledged rows are in t_small")),
+        "acknowledged rows missing:\n{stdout}"
     );
     // The decision table: a header, then at least one remote/cpu_busy and one local/cpu_idle
     // count on some server.

@@ -168,7 +168,8 @@ fn up_restarts_a_killed_server_which_keeps_its_acknowledged_rows() {
         .expect("tempdir");
     let mut up = start_up(home.path(), &[], |_| {});
     load_and_check_sum(home.path(), 3000);
-    // server-b is not the TSO, and holds the rows of non-negative handles.
+    // server-b is not the TSO, and leads the regions of non-negative handles: the other two
+    // replicas elect new leaders, and the restarted server catches up.
     kill_and_see_restarted(&mut up, "server-b");
     check_sum(home.path(), 3000);
     stop_with_sigint(up, home.path());
@@ -282,14 +283,15 @@ fn start_up(home: &Path, extra: &[&str], env: impl FnOnce(&mut Command)) -> Up {
     up.nodes = children_of(up.child.id());
     assert_eq!(
         up.nodes.len(),
-        6,
-        "two servers and four workers: {:?}",
+        7,
+        "three servers and four workers: {:?}",
         up.nodes
     );
     let printed = up.log();
     for node in [
         "server-a",
         "server-b",
+        "server-c",
         "worker-a1",
         "worker-a2",
         "worker-b1",
@@ -391,7 +393,7 @@ fn up_with_s3_keeps_the_sst_files_in_the_bucket() {
         .parse()
         .expect("cluster file is TOML");
     let servers = cluster["servers"].as_array().expect("servers");
-    assert_eq!(servers.len(), 2);
+    assert_eq!(servers.len(), 3);
     for s in servers {
         let url = s.as_str().expect("server url").trim_end_matches('/');
         let reply = post(&format!("{url}{}", wire::paths::ADMIN_FLUSH), Vec::new());
