@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|failover|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
 //! ```
 
 mod cop_bench;
@@ -10,6 +10,7 @@ mod cop_cache_bench;
 mod engine_bench;
 mod failover_bench;
 mod fjall_bench;
+mod idle_bench;
 mod memtable_bench;
 mod mixed_bench;
 mod node_selection_bench;
@@ -36,14 +37,13 @@ fn main() {
                 });
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "txn-snapshot" | "replication"
-            | "failover" | "cop" | "offload" | "mixed" | "cop-cache" | "node-selection" | "all" => {
-                suite = a
-            }
+            | "failover" | "idle" | "cop" | "offload" | "mixed" | "cop-cache"
+            | "node-selection" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|failover|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -71,6 +71,9 @@ fn main() {
     }
     if suite == "failover" || suite == "all" {
         failover_bench::run();
+    }
+    if suite == "idle" || suite == "all" {
+        idle_bench::run();
     }
     if suite == "replication" || suite == "all" {
         replication_bench::run(entries);

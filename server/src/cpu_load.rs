@@ -192,6 +192,11 @@ fn process_cpu_seconds() -> Option<f64> {
     parse_proc_stat_cpu(&std::fs::read_to_string("/proc/self/stat").ok()?)
 }
 
+/// Seconds of CPU process `pid` has used (user + system; benchmarks read a server's).
+pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    parse_proc_stat_cpu(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
 /// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line, in seconds. The command
 /// name (field 2) may hold spaces and parentheses, so fields are counted after its last `)`.
 fn parse_proc_stat_cpu(stat: &str) -> Option<f64> {
