@@ -15,6 +15,7 @@
 //! max-inflight-msgs = 256
 //! max-entry-size = "8MiB"
 //! propose-timeout = "5s"
+//! hibernate-regions = true                  # idle regions stop ticking and heartbeating
 //! ```
 //!
 //! Membership is static in this release: peer id = store id = the server's `node-id`, and
@@ -60,6 +61,10 @@ pub struct RaftConfig {
     /// in the term it proposed in (it keeps waiting while it does; the server's transaction
     /// layer); how long a flush or compaction result waits to apply.
     pub propose_timeout: ReadableDuration,
+    /// Idle regions stop ticking and sending heartbeats (`hibernation`): a server's Raft cost
+    /// then follows its active regions. Stores still send each other one heartbeat per
+    /// `heartbeat-ticks`, from which a sleeping follower learns that its leader died.
+    pub hibernate_regions: bool,
 }
 
 /// One server of the cluster.
@@ -87,6 +92,7 @@ impl Default for RaftConfig {
             max_inflight_msgs: 256,
             max_entry_size: ReadableSize::mib(8),
             propose_timeout: ReadableDuration::secs(5),
+            hibernate_regions: true,
         }
     }
 }

@@ -61,12 +61,14 @@ pub fn raft_batch(data: &[u8]) {
 /// Seed batches for the fuzzer and the corpus replay: (name, batch). One per kind of traffic a
 /// server receives (heartbeats of many regions, appends with normal and conf-change entries,
 /// a snapshot with its metadata, votes, read-index with context), plus what must be refused
-/// (a forwarded proposal, an unknown message type) and the empty batch.
+/// (a forwarded proposal, an unknown message type), the empty batch, and the store loops' own
+/// messages (hibernation, store heartbeat).
 pub fn raft_batch_seeds() -> Vec<(&'static str, RaftBatch)> {
     use bytes::Bytes;
     use wire::raft::{
         ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2,
-        ConfState, Entry, EntryType, Message, MessageType, RaftMessage, Snapshot, SnapshotMetadata,
+        ConfState, Entry, EntryType, ExtraKind, ExtraMessage, Message, MessageType, RaftMessage,
+        Snapshot, SnapshotMetadata,
     };
 
     let envelope = |region_id: u64, message: Message| RaftMessage {
@@ -78,6 +80,18 @@ pub fn raft_batch_seeds() -> Vec<(&'static str, RaftBatch)> {
         start_key: format!("t{region_id:04}").into_bytes(),
         end_key: format!("t{:04}", region_id + 1).into_bytes(),
         message: Some(message),
+        extra: None,
+    };
+    let extra = |region_id: u64, kind: ExtraKind, term: u64, index: u64| RaftMessage {
+        region_id,
+        from_store: 1,
+        to_store: 2,
+        extra: Some(ExtraMessage {
+            kind: kind as i32,
+            term,
+            index,
+        }),
+        ..RaftMessage::default()
     };
     let message = |msg_type: MessageType| Message {
         msg_type: msg_type as i32,
@@ -217,5 +231,14 @@ pub fn raft_batch_seeds() -> Vec<(&'static str, RaftBatch)> {
         ("refused_proposal", batch(vec![envelope(6, proposal)])),
         ("unknown_message_type", batch(vec![envelope(7, unknown)])),
         ("empty", batch(Vec::new())),
+        // The store loops' own messages (`hibernation`): no Raft message, never converted.
+        (
+            "hibernate",
+            batch(vec![extra(8, ExtraKind::Hibernate, 7, 42)]),
+        ),
+        (
+            "store_heartbeat",
+            batch(vec![extra(0, ExtraKind::StoreHeartbeat, 0, 0)]),
+        ),
     ]
 }

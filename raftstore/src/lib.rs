@@ -20,6 +20,7 @@
 //! * `peer` / `peer_storage`: one region's raft-rs node, and raft-rs's `Storage` over the log;
 //! * `apply`: what a committed entry does to the engine, decided in one place;
 //! * `router` ([`Router`]): proposals and inbound messages into the loop, region status out;
+//! * `hibernation`: idle regions stop ticking; stores tell each other they are alive;
 //! * `sink`: the engine's leader-only flush and compaction results back into the log.
 
 mod apply;
@@ -27,6 +28,7 @@ pub mod config;
 pub mod convert;
 mod error;
 pub mod fuzzing;
+mod hibernation;
 mod log_convert;
 pub mod logger;
 pub mod metrics;

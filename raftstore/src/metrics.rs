@@ -119,6 +119,14 @@ pub static REPLICAS: LazyLock<IntGauge> = LazyLock::new(|| {
     )
 });
 
+/// Regions sleeping here (`hibernation`).
+pub static HIBERNATED: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "stratus_raft_hibernated_regions",
+        "Regions whose replica on this server sleeps (idle: not ticking, no heartbeats).",
+    )
+});
+
 /// Committed entries not yet applied, summed over this server's replicas.
 pub static APPLY_LAG: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(
@@ -164,6 +172,7 @@ pub fn register_all() {
     LazyLock::force(&LEADERS);
     LazyLock::force(&REPLICAS);
     LazyLock::force(&APPLY_LAG);
+    LazyLock::force(&HIBERNATED);
     LazyLock::force(&SNAPSHOTS_SENT);
     LazyLock::force(&SNAPSHOTS_RECEIVED);
 }

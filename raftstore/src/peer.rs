@@ -48,6 +48,10 @@ pub(crate) struct Peer {
     /// the log is not truncated past it while a voter has not appended it, because a
     /// replica that missed a split cannot catch up by snapshot (the range changed).
     pub(crate) last_split_index: u64,
+    /// Not ticking: the region is idle (`hibernation`).
+    pub(crate) hibernating: bool,
+    /// Consecutive ticks this leader found its region idle.
+    pub(crate) idle_ticks: usize,
 }
 
 impl Peer {
@@ -63,7 +67,41 @@ impl Peer {
             confirmed_reads: VecDeque::new(),
             next_read_ctx: 1,
             last_split_index: 0,
+            hibernating: false,
+            idle_ticks: 0,
         }
+    }
+
+    /// Proposals or reads are waiting here: the region is not idle.
+    pub(crate) fn busy(&self) -> bool {
+        !(self.pending.is_empty()
+            && self.unsent_reads.is_empty()
+            && self.inflight_reads.is_empty()
+            && self.confirmed_reads.is_empty())
+    }
+
+    /// Something happened to the region: it ticks again. A leader that slept restarts its
+    /// election clock and pings its followers at once, so that its next quorum check
+    /// (`check_quorum`, one election timeout on) finds them active.
+    pub(crate) fn wake(&mut self) {
+        self.idle_ticks = 0;
+        if !self.hibernating {
+            return;
+        }
+        self.hibernating = false;
+        if self.is_leader() {
+            self.raw.raft.election_elapsed = 0;
+            self.raw.ping();
+        }
+    }
+
+    /// The leader's store went silent while this follower slept: tick again with the election
+    /// clock at the timeout, so it campaigns within one more randomized timeout (and grants
+    /// the other follower's vote, being out of the leader's lease).
+    pub(crate) fn wake_to_elect(&mut self) {
+        self.hibernating = false;
+        self.idle_ticks = 0;
+        self.raw.raft.election_elapsed = self.raw.raft.election_timeout();
     }
 
     /// Queues a read: it is answered with an index such that every write acknowledged before
@@ -73,6 +111,7 @@ impl Peer {
     /// must carry its start_ts to the leader first); and read contexts are numbered per peer,
     /// so forwarded ones could collide at the leader.
     pub(crate) fn read(&mut self, store_id: u64, cb: ReadCallback) {
+        self.wake();
         if !(self.is_leader() && self.applied_own_term) {
             cb(Err(self.not_leader(store_id)));
             return;
@@ -172,6 +211,7 @@ impl Peer {
 
     /// Proposes `data`; `cb` is answered when its entry applies (or is known dropped).
     pub(crate) fn propose(&mut self, store_id: u64, data: Vec<u8>, cb: Callback) {
+        self.wake();
         if !self.is_leader() {
             cb(Err(self.not_leader(store_id)));
             return;

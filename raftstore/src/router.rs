@@ -17,6 +17,7 @@ use wire::raft_cmd::{Cmd, SplitCmd};
 
 use crate::apply::Applied;
 use crate::error::RaftStoreError;
+use crate::hibernation::Liveness;
 
 /// Answers a proposal, on the store thread: keep it short (send on a channel).
 pub type Callback = Box<dyn FnOnce(Result<Applied, RaftStoreError>) + Send>;
@@ -63,6 +64,8 @@ pub struct RegionStatus {
     pub serving: bool,
     /// The applied index (the region's `write_sequence`).
     pub applied: u64,
+    /// Asleep: idle, not ticking (`hibernation`).
+    pub hibernating: bool,
 }
 
 /// A cheap handle to the store loop (clone it freely).
@@ -73,6 +76,8 @@ pub struct Router {
     pub(crate) status: Arc<RwLock<HashMap<u64, RegionStatus>>>,
     /// Why the loop stopped, once it has.
     pub(crate) stopped: Arc<Mutex<Option<String>>>,
+    /// When each other store was last heard from (`hibernation`).
+    pub(crate) liveness: Liveness,
 }
 
 impl Router {
@@ -82,6 +87,14 @@ impl Router {
 
     /// Hands a Raft message from another server to the loop (the transport's inbound side).
     pub fn deliver(&self, msg: wire::raft::RaftMessage) {
+        self.liveness.heard_from(msg.from_store);
+        if msg
+            .extra
+            .as_ref()
+            .is_some_and(|e| e.kind() == wire::raft::ExtraKind::StoreHeartbeat)
+        {
+            return;
+        }
         // A stopped loop drops messages, as a dead server would.
         let _ = self.tx.send(StoreMsg::Raft(Box::new(msg)));
     }

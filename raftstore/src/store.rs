@@ -40,6 +40,7 @@ use crate::apply::{Effect, apply_entry};
 use crate::config::RaftConfig;
 use crate::convert;
 use crate::error::{RaftStoreError, StartError};
+use crate::hibernation::{self, Liveness};
 use crate::log_convert::{conf_state_from_pb, entry_from_pb, hard_state_from_pb};
 use crate::peer::Peer;
 use crate::peer_storage::PeerStorage;
@@ -120,6 +121,7 @@ impl RaftStore {
             tx,
             status: Arc::new(RwLock::new(HashMap::new())),
             stopped: Arc::new(Mutex::new(None)),
+            liveness: Liveness::new(),
         };
         let propose_timeout = config.propose_timeout.duration();
         let mut store = Store {
@@ -132,6 +134,7 @@ impl RaftStore {
             rx,
             router: router.clone(),
             deferred: LogBatch::default(),
+            after_ready: Vec::new(),
             logger: crate::logger::logger(),
         };
         let mut engine_ids = engine.shard_ids();
@@ -257,6 +260,8 @@ struct Store {
     /// Records made outside a ready (commit indexes from light readies, log truncations), written
     /// with the next batch.
     deferred: LogBatch,
+    /// Messages of the store loop itself (`hibernation`), sent after this round's ready.
+    after_ready: Vec<wire::raft::RaftMessage>,
     logger: slog::Logger,
 }
 
@@ -390,18 +395,22 @@ impl Store {
             }
             if Instant::now() >= next_tick {
                 let read_timeout = self.config.election_timeout();
-                for p in self.peers.values_mut() {
+                for p in self.peers.values_mut().filter(|p| !p.hibernating) {
                     p.raw.tick();
                     p.expire_reads(self.store_id, read_timeout);
                 }
                 next_tick = Instant::now() + tick;
                 ticks += 1;
+                self.hibernation_tick(ticks);
                 if ticks.is_multiple_of(LOG_GC_TICKS) {
                     self.compact_logs();
                 }
             }
             if let Err(reason) = self.on_ready() {
                 break reason;
+            }
+            if !self.after_ready.is_empty() {
+                self.transport.send(std::mem::take(&mut self.after_ready));
             }
             self.publish();
         };
@@ -481,6 +490,7 @@ impl Store {
             }
             StoreMsg::TransferLeader { region_id, to } => {
                 if let Some(p) = self.peers.get_mut(&region_id) {
+                    p.wake();
                     p.raw.transfer_leader(to);
                 }
             }
@@ -492,10 +502,11 @@ impl Store {
                 }));
             }
             StoreMsg::Campaign { region_id } => {
-                if let Some(p) = self.peers.get_mut(&region_id)
-                    && let Err(e) = p.raw.campaign()
-                {
-                    tracing::debug!(region_id, error = %e, "campaign failed");
+                if let Some(p) = self.peers.get_mut(&region_id) {
+                    p.wake();
+                    if let Err(e) = p.raw.campaign() {
+                        tracing::debug!(region_id, error = %e, "campaign failed");
+                    }
                 }
             }
         }
@@ -513,8 +524,20 @@ impl Store {
             );
             return;
         };
+        if let Some(extra) = &m.extra {
+            // A sleeping leader's word: sleep too if this replica is where the leader is.
+            if extra.kind() == wire::raft::ExtraKind::Hibernate
+                && hibernation::follower_may_sleep(&peer.raw, m.from_store, extra.term, extra.index)
+            {
+                peer.hibernating = true;
+            }
+            return;
+        }
         match convert::take_message(&mut m) {
             Ok(msg) => {
+                if hibernation::wakes(&msg) {
+                    peer.wake();
+                }
                 if let Err(e) = peer.raw.step(msg) {
                     tracing::debug!(region_id, error = %e, "raft step failed");
                 }
@@ -632,6 +655,75 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// After each tick (`hibernation`): leaders idle long enough put their regions to sleep
+    /// and tell their followers; sleeping followers whose leader's store went silent wake to
+    /// elect; every `heartbeat-ticks`, one heartbeat to each other store.
+    fn hibernation_tick(&mut self, ticks: u64) {
+        if !self.config.hibernate_regions {
+            return;
+        }
+        let now = Instant::now();
+        let timeout = self.config.election_timeout();
+        let sleep_after =
+            hibernation::HIBERNATE_AFTER_ELECTIONS * self.config.election_timeout_ticks;
+        let mut out = Vec::new();
+        let mut stores = std::collections::BTreeSet::new();
+        for (id, p) in self.peers.iter_mut() {
+            stores.extend(p.raw.raft.prs().conf().voters().ids().iter());
+            if p.hibernating {
+                let leader_silent = p.leader().is_some_and(|l| {
+                    l != self.store_id && self.router.liveness.silent(l, timeout, now)
+                });
+                if !p.is_leader() && leader_silent {
+                    tracing::info!(region_id = id, leader = ?p.leader(), "leader's store silent: waking to elect");
+                    p.wake_to_elect();
+                }
+                continue;
+            }
+            if !hibernation::leader_idle(&p.raw, p.busy()) {
+                p.idle_ticks = 0;
+                continue;
+            }
+            p.idle_ticks += 1;
+            if p.idle_ticks < sleep_after {
+                continue;
+            }
+            p.hibernating = true;
+            let extra = wire::raft::ExtraMessage {
+                kind: wire::raft::ExtraKind::Hibernate as i32,
+                term: p.term(),
+                index: p.raw.raft.raft_log.last_index(),
+            };
+            for (voter, _) in p.raw.raft.prs().iter() {
+                if *voter != self.store_id {
+                    out.push(wire::raft::RaftMessage {
+                        region_id: *id,
+                        from_store: self.store_id,
+                        to_store: *voter,
+                        extra: Some(extra.clone()),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        if ticks.is_multiple_of(self.config.heartbeat_ticks as u64) {
+            for store in stores.into_iter().filter(|s| *s != self.store_id) {
+                out.push(wire::raft::RaftMessage {
+                    from_store: self.store_id,
+                    to_store: store,
+                    extra: Some(wire::raft::ExtraMessage {
+                        kind: wire::raft::ExtraKind::StoreHeartbeat as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+            }
+        }
+        // After this round's ready: a heartbeat raft-rs produced at this tick must not reach a
+        // follower after the Hibernate and wake it again (the transport keeps the order).
+        self.after_ready.extend(out);
     }
 
     /// Log GC: each region's leader proposes `CompactLog` once the log holds `LOG_GC_ENTRIES`
@@ -813,6 +905,8 @@ impl Store {
         crate::metrics::LEADERS.set(leaders);
         crate::metrics::REPLICAS.set(self.peers.len() as i64);
         crate::metrics::APPLY_LAG.set(lag as i64);
+        crate::metrics::HIBERNATED
+            .set(self.peers.values().filter(|p| p.hibernating).count() as i64);
         let mut status = self.router.status.write();
         status.clear();
         for (id, p) in &self.peers {
@@ -824,6 +918,7 @@ impl Store {
                     is_leader: p.is_leader(),
                     serving: p.is_leader() && p.applied_own_term,
                     applied: p.raw.raft.raft_log.applied,
+                    hibernating: p.hibernating,
                 },
             );
         }

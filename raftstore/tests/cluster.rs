@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kvengine::raft_log::{RaftLog, RaftLogOptions};
@@ -34,6 +35,8 @@ struct Cluster {
     dir: tempfile::TempDir,
     net: Arc<ChannelNetwork>,
     nodes: HashMap<u64, Node>,
+    /// Raft messages (not stores' heartbeats) delivered to any store so far.
+    raft_messages: Arc<AtomicU64>,
 }
 
 fn config() -> RaftConfig {
@@ -51,6 +54,7 @@ impl Cluster {
             dir,
             net: ChannelNetwork::new(),
             nodes: HashMap::new(),
+            raft_messages: Arc::new(AtomicU64::new(0)),
         };
         for id in 1..=stores {
             c.start(id);
@@ -84,10 +88,14 @@ impl Cluster {
         let transport = Arc::new(self.net.transport(id));
         let store = RaftStore::start(id, config(), engine.clone(), log.clone(), transport).unwrap();
         let router = store.router().clone();
+        let raft_messages = self.raft_messages.clone();
         // The network's inbox of this store feeds its loop until the store is unregistered.
         std::thread::spawn(move || {
             for batch in inbox {
                 for m in batch.messages {
+                    if m.message.is_some() {
+                        raft_messages.fetch_add(1, Ordering::Relaxed);
+                    }
                     router.deliver(m);
                 }
             }
@@ -544,4 +552,113 @@ fn a_replica_behind_the_truncated_log_catches_up_by_snapshot_without_copying_a_f
         c.nodes[&leader].engine.shard_files(REGION).unwrap(),
         "the snapshot's file list differs from the leader's"
     );
+}
+
+// ---- hibernation ----
+
+impl Cluster {
+    /// Waits until every live store's replica of `region` sleeps.
+    fn wait_asleep(&self, region: u64) {
+        let deadline = Instant::now() + TIMEOUT;
+        while !self.nodes.values().all(|n| {
+            n.store
+                .router()
+                .status(region)
+                .is_some_and(|s| s.hibernating)
+        }) {
+            let statuses: Vec<_> = self
+                .nodes
+                .iter()
+                .map(|(id, n)| (*id, n.store.router().status(region)))
+                .collect();
+            assert!(
+                Instant::now() < deadline,
+                "region {region} never fell asleep: {statuses:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Raft messages delivered during `window`.
+    fn raft_messages_during(&self, window: Duration) -> u64 {
+        let before = self.raft_messages.load(Ordering::Relaxed);
+        std::thread::sleep(window);
+        self.raft_messages.load(Ordering::Relaxed) - before
+    }
+}
+
+/// Ten election timeouts at the test's 20 ms ticks.
+const QUIET: Duration = Duration::from_secs(2);
+
+#[test]
+fn an_idle_region_falls_asleep_on_every_replica_and_sends_no_raft_message() {
+    let c = Cluster::new(3);
+    c.put(b"x", 10, b"1");
+    let awake = c.raft_messages_during(QUIET);
+    assert!(awake > 0, "an awake region heartbeats");
+    c.wait_asleep(REGION);
+    let asleep = c.raft_messages_during(QUIET);
+    assert_eq!(
+        asleep, 0,
+        "a sleeping region sent Raft messages (awake: {awake})"
+    );
+}
+
+#[test]
+fn a_write_wakes_a_sleeping_region_and_it_falls_asleep_again() {
+    let c = Cluster::new(3);
+    c.put(b"x", 10, b"1");
+    c.wait_asleep(REGION);
+    let leader = c.wait_leader(REGION);
+    let term = c.router(leader).status(REGION).unwrap().term;
+    let index = c.put(b"y", 11, b"2");
+    c.wait_applied_everywhere(index);
+    assert_replicas_agree(&c);
+    assert_eq!(
+        c.wait_leader(REGION),
+        leader,
+        "a wake-up is not an election"
+    );
+    assert_eq!(c.router(leader).status(REGION).unwrap().term, term);
+    c.wait_asleep(REGION);
+}
+
+#[test]
+fn a_sleeping_region_elects_a_new_leader_once_the_leaders_store_dies() {
+    let mut c = Cluster::new(3);
+    c.put(b"x", 10, b"1");
+    c.wait_asleep(REGION);
+    let old = c.wait_leader(REGION);
+    c.kill(old);
+    let started = Instant::now();
+    let index = c.put(b"y", 11, b"2");
+    let new = c.wait_leader(REGION);
+    assert_ne!(new, old);
+    eprintln!(
+        "a sleeping region took writes {:?} after its leader died",
+        started.elapsed()
+    );
+    c.start(old);
+    c.wait_applied_everywhere(index);
+    assert_replicas_agree(&c);
+}
+
+#[test]
+fn a_restarted_follower_does_not_depose_the_leader_of_a_sleeping_region() {
+    let mut c = Cluster::new(3);
+    c.put(b"x", 10, b"1");
+    c.wait_asleep(REGION);
+    let leader = c.wait_leader(REGION);
+    let term = c.router(leader).status(REGION).unwrap().term;
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    c.kill(follower);
+    c.start(follower);
+    // The restarted replica ticks and, hearing no heartbeat, asks for pre-votes: they wake
+    // the leader, whose heartbeats make it a follower again, in the same term.
+    std::thread::sleep(QUIET);
+    assert_eq!(c.wait_leader(REGION), leader);
+    assert_eq!(c.router(leader).status(REGION).unwrap().term, term);
+    let index = c.put(b"y", 11, b"2");
+    c.wait_applied_everywhere(index);
+    assert_replicas_agree(&c);
 }

@@ -288,6 +288,41 @@ pub struct RaftMessage {
     /// Tag 8: the Raft message itself.
     #[prost(message, optional, tag = "8")]
     pub message: Option<Message>,
+    /// Tag 9: a message between the stores' loops rather than between raft-rs nodes
+    /// (hibernation of idle regions; a store's heartbeat). An envelope carries `message` or
+    /// `extra`, not both.
+    #[prost(message, optional, tag = "9")]
+    pub extra: Option<ExtraMessage>,
+}
+
+/// What an [`ExtraMessage`] says (Stratus's own, not raft-rs's; TiKV's `ExtraMessageType`
+/// plays the same part).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum ExtraKind {
+    /// A kind this build does not know (sent by a newer peer): ignored.
+    Unknown = 0,
+    /// The region's leader (`term`) goes to sleep with its log at `index`: a follower whose
+    /// log and commit are there too stops ticking the region until a message for it arrives.
+    Hibernate = 1,
+    /// The sending store is alive (`region_id` 0): a follower of a sleeping region wakes when
+    /// its leader's store has not been heard from for an election timeout.
+    StoreHeartbeat = 2,
+}
+
+/// A message between two stores' loops (see [`ExtraKind`]).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExtraMessage {
+    /// Tag 1, one of [`ExtraKind`] (`kind()` reads a value this build does not know as
+    /// `Unknown`).
+    #[prost(enumeration = "ExtraKind", tag = "1")]
+    pub kind: i32,
+    /// Tag 2: the sender's Raft term of the region.
+    #[prost(uint64, tag = "2")]
+    pub term: u64,
+    /// Tag 3: the sender's last log index of the region.
+    #[prost(uint64, tag = "3")]
+    pub index: u64,
 }
 
 impl RaftMessage {

@@ -15,7 +15,8 @@ use bytes::Bytes;
 use prost::Message as _;
 use wire::raft::{
     ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState, Entry,
-    EntryType, HardState, Message, MessageType, RaftBatch, RaftMessage, Snapshot, SnapshotMetadata,
+    EntryType, ExtraKind, ExtraMessage, HardState, Message, MessageType, RaftBatch, RaftMessage,
+    Snapshot, SnapshotMetadata,
 };
 
 const FILE: &str = "raft_batch_v1.bin";
@@ -55,6 +56,7 @@ fn batch() -> RaftBatch {
         start_key: b"t\x80\x00".to_vec(),
         end_key: b"t\x81".to_vec(),
         message: Some(message),
+        extra: None,
     };
     let append = Message {
         msg_type: MessageType::MsgAppend as i32,
@@ -209,4 +211,42 @@ fn a_small_batch_has_the_documented_layout() {
         .encode_to_vec(),
         [0x08, 1, 0x10, 2, 0x18, 3]
     );
+}
+
+#[test]
+fn a_store_heartbeat_is_an_envelope_with_an_extra_message_and_no_region() {
+    let batch = RaftBatch {
+        from_store: 1,
+        messages: vec![RaftMessage {
+            from_store: 1,
+            to_store: 2,
+            extra: Some(ExtraMessage {
+                kind: ExtraKind::StoreHeartbeat as i32,
+                ..ExtraMessage::default()
+            }),
+            ..RaftMessage::default()
+        }],
+    };
+    #[rustfmt::skip]
+    let expected: Vec<u8> = [
+        &[0x08u8, 1][..],          // RaftBatch.from_store (1, varint) = 1
+        &[0x12, 8],                // RaftBatch.messages (2, bytes), 8 bytes
+        &[0x10, 1],                //   from_store (2) = 1
+        &[0x18, 2],                //   to_store (3) = 2
+        &[0x4a, 2],                //   extra (9, bytes), 2 bytes
+        &[0x08, 2],                //     ExtraMessage.kind (1) = StoreHeartbeat
+    ]
+    .concat();
+    assert_eq!(batch.encode_to_vec(), expected);
+    let back = RaftBatch::decode(expected.as_slice()).unwrap();
+    assert_eq!(back, batch);
+    let extra = back.messages[0].extra.as_ref().unwrap();
+    assert_eq!(extra.kind(), ExtraKind::StoreHeartbeat);
+    // A kind a newer peer sends decodes, and reads as Unknown.
+    let newer = ExtraMessage {
+        kind: 99,
+        ..ExtraMessage::default()
+    };
+    let newer = ExtraMessage::decode(newer.encode_to_vec().as_slice()).unwrap();
+    assert_eq!(newer.kind(), ExtraKind::Unknown);
 }
