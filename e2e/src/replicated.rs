@@ -212,6 +212,39 @@ impl ReplicatedCluster {
         best.into_iter().map(|(id, (_, l))| (id, l)).collect()
     }
 
+    /// Moves the leadership of region `region_id` to server `to` (`POST
+    /// /admin/transfer_leader` to its current leader, asked again while it has not moved) and
+    /// returns once `to` serves it: it answers a read of the region.
+    pub fn transfer_leader(&mut self, region_id: u64, to: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let region = (0..self.regions())
+            .find(|r| self.servers[to].region_of(&self.probe_key(*r)).id == region_id)
+            .unwrap_or_else(|| panic!("no initial region has id {region_id}"));
+        let key = self.probe_key(region);
+        loop {
+            if let Some(&from) = self.reported_leaders().get(&region_id)
+                && from != to
+            {
+                let body = wire::region::TransferLeaderRequest {
+                    region_id,
+                    to_store_id: to as u64 + 1,
+                };
+                let url = self.servers[from].url(wire::paths::ADMIN_TRANSFER_LEADER);
+                // 409 when leadership moved meanwhile: the next look finds where.
+                let _ =
+                    harness::http::post(&url, prost::Message::encode_to_vec(&body), PROBE_TIMEOUT);
+            }
+            if self.servers[to].try_get(&key, 1, PROBE_TIMEOUT).is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server {to} does not lead region {region_id} after {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Moves the leadership of every region off server `i`: SIGSTOPs it, waits until the
     /// others lead every region, and SIGCONTs it; the new leaders. (A crude leader transfer
     /// that needs no server API. Right after the SIGCONT the server may still take itself for
