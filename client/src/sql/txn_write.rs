@@ -6,7 +6,7 @@
 //!   phase (when that did not commit, 2PC goes on from there);
 //! * **async commit** when the session's `tidb_enable_async_commit` is ON, the keys span
 //!   several regions and number at most [`ASYNC_COMMIT_KEYS_LIMIT`] (TiDB's limit: the
-//!   primary's lock lists every other key): see [`async_commit`];
+//!   primary's lock lists every other key): see the `async_commit` module;
 //! * **2PC** otherwise: the primary key's commit (the commit point, Percolator: the first
 //!   mutation's key is the primary) and then the other keys' commits.
 //!
