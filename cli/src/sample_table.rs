@@ -25,7 +25,7 @@ use wire::datum::Datum;
 
 use client::Client;
 use client::sql::insert::{InsertPlan, write};
-use client::sql::{Engine, SqlError, SqlType, TableSchema};
+use client::sql::{CommitOptions, Engine, SqlError, SqlType, TableSchema};
 
 /// How long a batch is retried while its region is busy (splitting).
 pub const BUSY_RETRY_FOR: Duration = Duration::from_secs(60);
@@ -171,7 +171,7 @@ async fn write_retrying_busy(client: &Client, plan: &InsertPlan) -> Result<(), L
     let started = std::time::Instant::now();
     let mut backoff = Duration::from_millis(50);
     loop {
-        match write(client, plan).await {
+        match write(client, plan, CommitOptions::default()).await {
             Ok(_) => return Ok(()),
             Err(e) if is_busy(&e) && started.elapsed() + backoff < BUSY_RETRY_FOR => {
                 tokio::time::sleep(backoff).await;

@@ -23,7 +23,8 @@
 //!   I/O);
 //! * [`variables`]: the session's system variables (`stratus_remote_coprocessor`,
 //!   `tidb_tiflash_node_selection_policy`, `stratus_paging_initial_size`,
-//!   `stratus_paging_max_size`, `stratus_cop_cache`), GLOBAL values stored in the cluster;
+//!   `stratus_paging_max_size`, `stratus_cop_cache`, `tidb_enable_async_commit`), GLOBAL
+//!   values stored in the cluster;
 //! * [`delegate`]: the delegate path: with `stratus_remote_coprocessor` ON,
 //!   [`Session::coprocessor`] sends each region's pages to the worker node selection chose, at
 //!   its `POST /delegate/coprocessor`, through the same paging driver;

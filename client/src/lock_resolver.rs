@@ -14,8 +14,14 @@
 //!    backs off and retries the read.
 //!
 //! Resolution is idempotent: two readers resolving the same lock reach the same decision,
-//! because the primary decides. So every command goes through [`Router::send_by_region`]: a
-//! command a leader change cut off is simply sent again to the new leader.
+//! because the primary decides (for async commit: the primary, then the secondaries it lists,
+//! each missing one rolled back as it is checked, so the first party to check fixes the
+//! answer). So every command goes through [`Router::send_by_region`]: a command a leader change
+//! cut off is simply sent again to the new leader.
+//!
+//! The SQL writer, when it cannot know whether all its async-commit prewrites landed, decides
+//! its own transaction with the same code ([`LockResolver::decide_async_commit`], which ends
+//! in the resolver's own decision over the secondaries), so it and every resolver agree.
 
 use std::time::Duration;
 
@@ -39,6 +45,16 @@ pub enum ResolveOutcome {
     Resolved,
     /// Its transaction may still be running: back off, then retry.
     Alive,
+}
+
+/// What became of an async-commit transaction whose coordinator was in doubt
+/// ([`LockResolver::decide_async_commit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsyncCommitFate {
+    /// Committed (every key was prewritten), at `commit_ts`; its keys are committed now.
+    Committed { commit_ts: u64 },
+    /// Rolled back; its keys are rolled back now, and no late prewrite of it can land.
+    RolledBack,
 }
 
 /// Whether a lock taken at `lock_ts` with `ttl_ms` has expired by `current_ts`: the TTL counts
@@ -91,19 +107,119 @@ impl LockResolver<'_> {
     pub async fn resolve(&self, lock: &LockInfo, caller_start_ts: u64) -> Result<ResolveOutcome> {
         let current_ts = self.current_ts().await?;
         let expired = lock_expired(lock.lock_version, lock.lock_ttl, current_ts);
+        let status = self
+            .txn_status(
+                &lock.primary_lock,
+                lock.lock_version,
+                current_ts,
+                expired,
+                caller_start_ts,
+            )
+            .await?;
+        let met_key = std::slice::from_ref(&lock.key);
+        match TxnState::try_from(status.state).unwrap_or(TxnState::Unknown) {
+            TxnState::Committed => {
+                self.resolve_keys(lock.lock_version, status.commit_ts, met_key)
+                    .await?;
+                Ok(ResolveOutcome::Resolved)
+            }
+            TxnState::RolledBack | TxnState::LockNotExistRolledBack => {
+                self.resolve_keys(lock.lock_version, 0, met_key).await?;
+                Ok(ResolveOutcome::Resolved)
+            }
+            TxnState::Locked if status.ttl_expired => {
+                let primary_min = status.lock.as_ref().map_or(0, |l| l.min_commit_ts);
+                self.settle_async_commit(
+                    &lock.primary_lock,
+                    lock.lock_version,
+                    primary_min,
+                    status.secondaries,
+                )
+                .await?;
+                Ok(ResolveOutcome::Resolved)
+            }
+            TxnState::Locked | TxnState::LockNotExist => Ok(ResolveOutcome::Alive),
+            TxnState::Unknown => Err(unknown_state(status.state)),
+        }
+    }
+
+    /// Decides async-commit transaction `start_ts` (primary `primary`, every other key in
+    /// `secondaries`) for a coordinator that does not know whether all its prewrites landed,
+    /// and commits or rolls back every key accordingly (see `sql::txn_write`). The decision
+    /// is a resolver's, without waiting for the TTL: `check_txn_status` on the primary with
+    /// `rollback_if_not_exist` (a primary prewrite still on its way can then never land), then,
+    /// while the primary is locked, the resolver's decision over the secondaries, which leaves a
+    /// rollback marker on every secondary whose lock is missing. Whatever it answers, every
+    /// other party that decides the transaction later answers the same.
+    pub async fn decide_async_commit(
+        &self,
+        primary: &[u8],
+        start_ts: u64,
+        secondaries: &[Vec<u8>],
+    ) -> Result<AsyncCommitFate> {
+        // current_ts 0: a TTL never counts as expired here (an async-commit lock is never
+        // rolled back by check_txn_status anyway); caller_start_ts 0: no reader to make room
+        // for.
+        let status = self.txn_status(primary, start_ts, 0, true, 0).await?;
+        let mut keys = Vec::with_capacity(secondaries.len() + 1);
+        keys.push(primary.to_vec());
+        keys.extend(secondaries.iter().cloned());
+        match TxnState::try_from(status.state).unwrap_or(TxnState::Unknown) {
+            TxnState::Committed => {
+                self.resolve_keys(start_ts, status.commit_ts, &keys).await?;
+                Ok(AsyncCommitFate::Committed {
+                    commit_ts: status.commit_ts,
+                })
+            }
+            TxnState::RolledBack | TxnState::LockNotExistRolledBack => {
+                self.resolve_keys(start_ts, 0, &keys).await?;
+                Ok(AsyncCommitFate::RolledBack)
+            }
+            TxnState::Locked => match status.lock {
+                Some(lock) if lock.use_async_commit => {
+                    self.settle_async_commit(
+                        primary,
+                        start_ts,
+                        lock.min_commit_ts,
+                        secondaries.to_vec(),
+                    )
+                    .await
+                }
+                _ => Err(Error::TxnCommand {
+                    command: "check_txn_status",
+                    message: format!(
+                        "expected the async-commit lock of the primary, found another: \
+                         start_ts={start_ts}"
+                    ),
+                }),
+            },
+            // rollback_if_not_exist never leaves the primary without lock or record.
+            TxnState::LockNotExist | TxnState::Unknown => Err(unknown_state(status.state)),
+        }
+    }
+
+    /// `check_txn_status` of transaction `start_ts` at the leader of its primary key.
+    async fn txn_status(
+        &self,
+        primary: &[u8],
+        start_ts: u64,
+        current_ts: u64,
+        rollback_if_not_exist: bool,
+        caller_start_ts: u64,
+    ) -> Result<CheckTxnStatusResponse> {
         let mut backoff = Backoff::new(self.request_timeout);
         let transport = self.router.transport;
         let answers: Vec<CheckTxnStatusResponse> = self
             .router
             .send_by_region(
-                vec![lock.primary_lock.clone()],
+                vec![primary.to_vec()],
                 &mut backoff,
                 |server, mut keys| async move {
                     let req = CheckTxnStatusRequest {
                         primary: keys.pop().unwrap_or_default(),
-                        lock_ts: lock.lock_version,
+                        lock_ts: start_ts,
                         current_ts,
-                        rollback_if_not_exist: expired,
+                        rollback_if_not_exist,
                         caller_start_ts,
                     };
                     transport
@@ -125,39 +241,22 @@ impl LockResolver<'_> {
                 message: "no answer".into(),
             })?;
         check("check_txn_status", status.error.as_ref())?;
-        let met_key = std::slice::from_ref(&lock.key);
-        match TxnState::try_from(status.state).unwrap_or(TxnState::Unknown) {
-            TxnState::Committed => {
-                self.resolve_keys(lock.lock_version, status.commit_ts, met_key)
-                    .await?;
-                Ok(ResolveOutcome::Resolved)
-            }
-            TxnState::RolledBack | TxnState::LockNotExistRolledBack => {
-                self.resolve_keys(lock.lock_version, 0, met_key).await?;
-                Ok(ResolveOutcome::Resolved)
-            }
-            TxnState::Locked if status.ttl_expired => {
-                let primary_min = status.lock.as_ref().map_or(0, |l| l.min_commit_ts);
-                self.resolve_async_commit(lock, primary_min, status.secondaries)
-                    .await?;
-                Ok(ResolveOutcome::Resolved)
-            }
-            TxnState::Locked | TxnState::LockNotExist => Ok(ResolveOutcome::Alive),
-            TxnState::Unknown => Err(Error::TxnCommand {
-                command: "check_txn_status",
-                message: format!("unknown transaction state: state={}", status.state),
-            }),
-        }
+        Ok(status)
     }
 
-    /// Decides an async-commit transaction whose primary lock expired, then resolves its keys.
-    async fn resolve_async_commit(
+    /// Decides an async-commit transaction whose primary still holds its lock (the one
+    /// decision of a resolver and of a coordinator in doubt): `check_secondary_locks` on every
+    /// secondary (grouped by region; a missing lock is rolled back there, so its prewrite can
+    /// never land): one committed → committed at its commit_ts; all locked → committed at the
+    /// max min_commit_ts, the primary's included; otherwise rolled back. Then commits or rolls
+    /// back every key.
+    async fn settle_async_commit(
         &self,
-        lock: &LockInfo,
+        primary: &[u8],
+        start_ts: u64,
         primary_min_commit_ts: u64,
         secondaries: Vec<Vec<u8>>,
-    ) -> Result<()> {
-        let start_ts = lock.lock_version;
+    ) -> Result<AsyncCommitFate> {
         let commit_ts = if secondaries.is_empty() {
             primary_min_commit_ts
         } else {
@@ -199,9 +298,13 @@ impl LockResolver<'_> {
             }
         };
         let mut keys = Vec::with_capacity(secondaries.len() + 1);
-        keys.push(lock.primary_lock.clone());
+        keys.push(primary.to_vec());
         keys.extend(secondaries);
-        self.resolve_keys(start_ts, commit_ts, &keys).await
+        self.resolve_keys(start_ts, commit_ts, &keys).await?;
+        Ok(match commit_ts {
+            0 => AsyncCommitFate::RolledBack,
+            commit_ts => AsyncCommitFate::Committed { commit_ts },
+        })
     }
 
     /// Commits (`commit_ts > 0`) or rolls back the locks of `start_ts` on `keys`, at each
@@ -227,6 +330,13 @@ impl LockResolver<'_> {
             check("resolve_lock", r.error.as_ref())?;
         }
         Ok(())
+    }
+}
+
+fn unknown_state(state: i32) -> Error {
+    Error::TxnCommand {
+        command: "check_txn_status",
+        message: format!("unknown transaction state: state={state}"),
     }
 }
 

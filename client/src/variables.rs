@@ -13,6 +13,12 @@
 //! * `stratus_cop_cache` (`ON` | `OFF`, default `ON`): whether requests look pages up in the
 //!   coprocessor cache and offer computed pages to it (`OFF` to measure uncached runs).
 //!
+//! One steers writes ([`Variables::commit_options`]):
+//! * `tidb_enable_async_commit` (`ON` | `OFF`, default `OFF`, TiDB's name): a statement whose
+//!   rows span several regions commits with async commit (acknowledged once every prewrite
+//!   landed: one round trip less) instead of 2PC (see `sql::txn_write`). `OFF` by default so
+//!   nothing changes for existing users.
+//!
 //! All have GLOBAL and SESSION scope. A GLOBAL value is stored in the cluster, so every entry
 //! node sees it: one committed row per variable under the reserved key prefix
 //! [`GLOBAL_PREFIX`] (`m_sysvar_<name>`, value = the canonical value text; table data lives
@@ -33,19 +39,22 @@ use crate::config::{ClientConfig, PagingConfig};
 use crate::error::{Error, Result};
 use crate::node_selection::{NodeSelectionPolicy, POLICY_VARIABLE};
 use crate::paging::{Client, CopOptions};
+use crate::sql::txn_write::CommitOptions;
 
 pub const REMOTE_COPROCESSOR: &str = "stratus_remote_coprocessor";
 pub const NODE_SELECTION_POLICY: &str = POLICY_VARIABLE;
 pub const PAGING_INITIAL_SIZE: &str = "stratus_paging_initial_size";
 pub const PAGING_MAX_SIZE: &str = "stratus_paging_max_size";
 pub const COP_CACHE: &str = "stratus_cop_cache";
+pub const ASYNC_COMMIT: &str = "tidb_enable_async_commit";
 /// Every variable an entry session knows.
-pub const NAMES: [&str; 5] = [
+pub const NAMES: [&str; 6] = [
     REMOTE_COPROCESSOR,
     NODE_SELECTION_POLICY,
     PAGING_INITIAL_SIZE,
     PAGING_MAX_SIZE,
     COP_CACHE,
+    ASYNC_COMMIT,
 ];
 /// Key prefix of GLOBAL values in the cluster.
 pub const GLOBAL_PREFIX: &[u8] = b"m_sysvar_";
@@ -64,6 +73,7 @@ pub struct Variables {
     pub paging_initial_size: u64,
     pub paging_max_size: u64,
     pub cop_cache: bool,
+    pub async_commit: bool,
 }
 
 impl Default for Variables {
@@ -81,6 +91,7 @@ pub enum Setting {
     PagingInitialSize(u64),
     PagingMaxSize(u64),
     CopCache(bool),
+    AsyncCommit(bool),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -130,6 +141,7 @@ impl Setting {
                 return on_off(REMOTE_COPROCESSOR, value).map(Setting::RemoteCoprocessor);
             }
             COP_CACHE => return on_off(COP_CACHE, value).map(Setting::CopCache),
+            ASYNC_COMMIT => return on_off(ASYNC_COMMIT, value).map(Setting::AsyncCommit),
             PAGING_INITIAL_SIZE => {
                 return page_size(PAGING_INITIAL_SIZE, value).map(Setting::PagingInitialSize);
             }
@@ -164,14 +176,16 @@ impl Setting {
             Setting::PagingInitialSize(_) => PAGING_INITIAL_SIZE,
             Setting::PagingMaxSize(_) => PAGING_MAX_SIZE,
             Setting::CopCache(_) => COP_CACHE,
+            Setting::AsyncCommit(_) => ASYNC_COMMIT,
         }
     }
 
     /// The canonical value text (what is stored and shown).
     pub fn value_text(&self) -> String {
         match self {
-            Setting::RemoteCoprocessor(true) | Setting::CopCache(true) => "ON".into(),
-            Setting::RemoteCoprocessor(false) | Setting::CopCache(false) => "OFF".into(),
+            Setting::RemoteCoprocessor(on) | Setting::CopCache(on) | Setting::AsyncCommit(on) => {
+                if *on { "ON" } else { "OFF" }.into()
+            }
             Setting::NodeSelectionPolicy(p) => p.as_str().into(),
             Setting::PagingInitialSize(n) | Setting::PagingMaxSize(n) => n.to_string(),
         }
@@ -197,6 +211,7 @@ impl Variables {
             paging_initial_size: paging.initial_size,
             paging_max_size: paging.max_size,
             cop_cache: true,
+            async_commit: false,
         }
     }
 
@@ -242,17 +257,19 @@ impl Variables {
             Setting::PagingInitialSize(n) => self.paging_initial_size = n,
             Setting::PagingMaxSize(n) => self.paging_max_size = n,
             Setting::CopCache(on) => self.cop_cache = on,
+            Setting::AsyncCommit(on) => self.async_commit = on,
         }
     }
 
     /// Every variable's setting, in [`NAMES`] order.
-    pub fn settings(&self) -> [Setting; 5] {
+    pub fn settings(&self) -> [Setting; NAMES.len()] {
         [
             Setting::RemoteCoprocessor(self.remote_coprocessor),
             Setting::NodeSelectionPolicy(self.node_selection_policy),
             Setting::PagingInitialSize(self.paging_initial_size),
             Setting::PagingMaxSize(self.paging_max_size),
             Setting::CopCache(self.cop_cache),
+            Setting::AsyncCommit(self.async_commit),
         ]
     }
 
@@ -274,6 +291,13 @@ impl Variables {
             paging_initial_size: self.paging_initial_size.max(1),
             paging_max_size: self.paging_max_size.max(self.paging_initial_size).max(1),
             use_cache: self.cop_cache,
+        }
+    }
+
+    /// How a write statement of this session may commit.
+    pub fn commit_options(&self) -> CommitOptions {
+        CommitOptions {
+            async_commit: self.async_commit,
         }
     }
 }
@@ -447,7 +471,8 @@ mod tests {
             e.to_string(),
             "unknown system variable: name=\"tidb_mystery\" \
              known=stratus_remote_coprocessor,tidb_tiflash_node_selection_policy,\
-             stratus_paging_initial_size,stratus_paging_max_size,stratus_cop_cache"
+             stratus_paging_initial_size,stratus_paging_max_size,stratus_cop_cache,\
+             tidb_enable_async_commit"
         );
         assert!(Variables::default().get("tidb_mystery").is_err());
     }
@@ -458,6 +483,8 @@ mod tests {
         assert_eq!(v.get(REMOTE_COPROCESSOR).unwrap(), "OFF");
         assert_eq!(v.get(NODE_SELECTION_POLICY).unwrap(), "all_nodes");
         assert_eq!(v.get(COP_CACHE).unwrap(), "ON");
+        assert_eq!(v.get(ASYNC_COMMIT).unwrap(), "OFF");
+        assert!(!v.commit_options().async_commit);
     }
 
     #[test]
@@ -527,6 +554,43 @@ mod tests {
         assert!(!v.cop_options().use_cache);
         let e = Setting::parse(COP_CACHE, "maybe").unwrap_err();
         assert!(e.to_string().contains("allowed=ON,OFF"), "{e}");
+    }
+
+    #[test]
+    fn async_commit_parses_on_off_words_and_reaches_the_commit_options() {
+        for v in ["ON", "on", "1", "TRUE"] {
+            let s = Setting::parse("TIDB_ENABLE_ASYNC_COMMIT", v).unwrap();
+            assert_eq!(s, Setting::AsyncCommit(true), "{v}");
+            assert_eq!(s.value_text(), "ON");
+        }
+        for v in ["off", "0", "false", " Off "] {
+            let s = Setting::parse(ASYNC_COMMIT, v).unwrap();
+            assert_eq!(s, Setting::AsyncCommit(false), "{v:?}");
+            assert_eq!(s.value_text(), "OFF");
+        }
+        let mut vars = Variables::default();
+        vars.apply(Setting::parse(ASYNC_COMMIT, "on").unwrap())
+            .unwrap();
+        assert_eq!(vars.get("tidb_enable_async_commit").unwrap(), "ON");
+        assert!(vars.commit_options().async_commit);
+        assert!(
+            vars.settings().contains(&Setting::AsyncCommit(true)),
+            "SHOW VARIABLES lists it"
+        );
+    }
+
+    #[test]
+    fn a_bad_async_commit_value_is_refused_naming_on_and_off() {
+        for bad in ["2", "yes", "", "async"] {
+            let e = Setting::parse(ASYNC_COMMIT, bad).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "variable tidb_enable_async_commit can't be set to the value of {bad:?}: \
+                     allowed=ON,OFF"
+                )
+            );
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use client::sql::txn_write::{self, RowWrite};
+use client::sql::txn_write::{self, CommitMode, CommitOptions, RowWrite};
 use client::{ClientConfig, NodeSelectionPolicy};
 use e2e::entry_client::{EntryClient, handle_v_dag};
 use e2e::fake_server::{Answer, FakeServer, refused_url};
@@ -19,9 +19,9 @@ use wire::delegate::REGION_SERVER_HEADER;
 use wire::paths;
 use wire::region::{Peer, RawLoadResponse, Region, RegionsResponse, TsoResponse};
 use wire::txn::{
-    CheckTxnStatusRequest, CheckTxnStatusResponse, CommandResponse, CommitRequest, ErrorKind,
-    GetResponse, KeyError, PrewriteRequest, PrewriteResponse, ResolveLockRequest,
-    ResolveLockResponse, TxnState,
+    CheckSecondaryLocksRequest, CheckSecondaryLocksResponse, CheckTxnStatusRequest,
+    CheckTxnStatusResponse, CommandResponse, CommitRequest, ErrorKind, GetResponse, KeyError,
+    PrewriteRequest, PrewriteResponse, ResolveLockRequest, ResolveLockResponse, TxnState,
 };
 
 const T: SampleTable = SampleTable { id: 31 };
@@ -292,9 +292,15 @@ fn txn_write_regroups_after_epoch_not_match() {
         },
     ];
     let out = c
-        .block_on(txn_write::write(&c.client, &writes, 100, "insert"))
+        .block_on(txn_write::write(
+            &c.client,
+            &writes,
+            100,
+            "insert",
+            CommitOptions::default(),
+        ))
         .unwrap();
-    assert_eq!((out.rows, out.one_pc), (2, false));
+    assert_eq!((out.rows, out.mode), (2, CommitMode::TwoPc));
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     let prewrites = |s: &FakeServer| -> Vec<(Vec<Vec<u8>>, bool)> {
         s.received_at(paths::PREWRITE)
@@ -360,9 +366,15 @@ fn a_retried_one_pc_prewrite_that_committed_is_a_success() {
         value: b"v".to_vec(),
     }];
     let out = c
-        .block_on(txn_write::write(&c.client, &writes, 100, "insert"))
+        .block_on(txn_write::write(
+            &c.client,
+            &writes,
+            100,
+            "insert",
+            CommitOptions::default(),
+        ))
         .unwrap();
-    assert_eq!((out.rows, out.one_pc), (1, true));
+    assert_eq!((out.rows, out.mode), (1, CommitMode::OnePc));
     assert_eq!(s1.received_at(paths::PREWRITE).len(), 1);
     let retried: Vec<bool> = s2
         .received_at(paths::PREWRITE)
@@ -424,9 +436,15 @@ fn a_retried_one_pc_prewrite_that_meets_a_conflict_is_decided_by_a_rollback() {
         value: b"v".to_vec(),
     }];
     let out = c
-        .block_on(txn_write::write(&c.client, &writes, 100, "update"))
+        .block_on(txn_write::write(
+            &c.client,
+            &writes,
+            100,
+            "update",
+            CommitOptions::default(),
+        ))
         .unwrap();
-    assert_eq!((out.rows, out.one_pc), (1, true));
+    assert_eq!((out.rows, out.mode), (1, CommitMode::OnePc));
     assert_eq!(
         s2.received_at(paths::ROLLBACK).len(),
         1,
@@ -651,7 +669,13 @@ fn write_k(c: &EntryClient) -> Result<txn_write::WriteOutcome, client::sql::SqlE
         key: b"k".to_vec(),
         value: b"v".to_vec(),
     }];
-    c.block_on(txn_write::write(&c.client, &writes, 100, "insert"))
+    c.block_on(txn_write::write(
+        &c.client,
+        &writes,
+        100,
+        "insert",
+        CommitOptions::default(),
+    ))
 }
 
 fn rolled_back_keys(s: &FakeServer) -> Vec<Vec<Vec<u8>>> {
@@ -672,7 +696,7 @@ fn a_lost_primary_commit_that_a_rollback_finds_committed_is_a_success_with_a_war
         }),
     }));
     let out = write_k(&c).unwrap();
-    assert!(!out.one_pc);
+    assert_eq!(out.mode, CommitMode::TwoPc);
     assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
     assert!(
         out.warnings[0].contains("commit_ts=200"),
@@ -817,13 +841,343 @@ fn a_stale_command_is_sent_again_and_follows_the_next_hint() {
         value: b"v".to_vec(),
     }];
     let out = c
-        .block_on(txn_write::write(&c.client, &writes, 100, "insert"))
+        .block_on(txn_write::write(
+            &c.client,
+            &writes,
+            100,
+            "insert",
+            CommitOptions::default(),
+        ))
         .unwrap();
-    assert_eq!((out.rows, out.one_pc), (1, true));
+    assert_eq!((out.rows, out.mode), (1, CommitMode::OnePc));
     assert_eq!(
         s1.received_at(paths::PREWRITE).len(),
         2,
         "sent again after the stale command"
     );
     assert_eq!(s2.received_at(paths::PREWRITE).len(), 1);
+}
+
+/// Two regions split at "m", each on one fake of its own (no other replica to fail over to):
+/// s1 leads the primary "a", s2 the secondary "z". Requests that are not scripted answer 404,
+/// so a test also proves what the writer did not send.
+fn two_regions_for_async_commit() -> (FakeServer, FakeServer, EntryClient) {
+    let (s1, s2) = (FakeServer::start(), FakeServer::start());
+    let (u1, u2) = (s1.base_url(), s2.base_url());
+    s1.script(
+        paths::REGIONS,
+        [regions(vec![
+            region(1, (b"", b"m"), 1, &[(1, u1.as_str())], 1),
+            region(2, (b"m", b""), 1, &[(2, u2.as_str())], 2),
+        ])],
+    );
+    let c = client_of(&[&u1], |cfg| {
+        cfg.request_timeout = ReadableDuration::millis(400);
+    });
+    (s1, s2, c)
+}
+
+fn prewritten(min_commit_ts: u64) -> Answer {
+    Answer::ok(&PrewriteResponse {
+        min_commit_ts,
+        ..PrewriteResponse::default()
+    })
+}
+
+/// `UPDATE ... WHERE id IN (a, z)` as the writer sees it, with async commit ON.
+fn write_a_and_z(c: &EntryClient) -> Result<txn_write::WriteOutcome, client::sql::SqlError> {
+    let writes = vec![
+        RowWrite::Put {
+            key: b"a".to_vec(),
+            value: b"1".to_vec(),
+        },
+        RowWrite::Put {
+            key: b"z".to_vec(),
+            value: b"2".to_vec(),
+        },
+    ];
+    c.block_on(txn_write::write(
+        &c.client,
+        &writes,
+        100,
+        "update",
+        CommitOptions { async_commit: true },
+    ))
+}
+
+/// The primary's status as check_txn_status reports an async-commit primary still locked.
+fn primary_locked(min_commit_ts: u64) -> Answer {
+    Answer::ok(&CheckTxnStatusResponse {
+        state: TxnState::Locked as i32,
+        lock: Some(LockInfo {
+            key: b"a".to_vec(),
+            primary_lock: b"a".to_vec(),
+            lock_version: 100,
+            lock_ttl: 3000,
+            use_async_commit: true,
+            min_commit_ts,
+            ..LockInfo::default()
+        }),
+        secondaries: vec![b"z".to_vec()],
+        ..CheckTxnStatusResponse::default()
+    })
+}
+
+fn secondaries_checked(all_locked: bool, min_commit_ts: u64) -> Answer {
+    Answer::ok(&CheckSecondaryLocksResponse {
+        all_locked,
+        min_commit_ts,
+        ..CheckSecondaryLocksResponse::default()
+    })
+}
+
+/// (keys, commit_ts) of every resolve_lock `s` received.
+fn resolved(s: &FakeServer) -> Vec<(Vec<Vec<u8>>, u64)> {
+    s.received_at(paths::RESOLVE_LOCK)
+        .iter()
+        .map(|r| {
+            let req: ResolveLockRequest = r.decode();
+            assert_eq!(req.start_ts, 100);
+            (req.keys, req.commit_ts)
+        })
+        .collect()
+}
+
+/// The writer's own check of its primary: rollback_if_not_exist, so a late prewrite of the
+/// primary can no longer land.
+fn assert_primary_checked_with_rollback_if_not_exist(s1: &FakeServer) {
+    let checks: Vec<CheckTxnStatusRequest> = s1
+        .received_at(paths::CHECK_TXN_STATUS)
+        .iter()
+        .map(|r| r.decode())
+        .collect();
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert_eq!(
+        (
+            checks[0].primary.as_slice(),
+            checks[0].lock_ts,
+            checks[0].rollback_if_not_exist
+        ),
+        (b"a".as_slice(), 100, true)
+    );
+}
+
+#[test]
+fn async_commit_lists_the_secondaries_with_the_primary_and_commits_at_the_max_min_commit_ts() {
+    let (s1, s2, c) = two_regions_for_async_commit();
+    s1.script(paths::PREWRITE, [prewritten(150)]);
+    s2.script(paths::PREWRITE, [prewritten(170)]);
+    for s in [&s1, &s2] {
+        s.script(paths::COMMIT, [Answer::ok(&CommandResponse::default())]);
+    }
+    let out = write_a_and_z(&c).unwrap();
+    assert_eq!((out.rows, out.mode), (2, CommitMode::AsyncCommit));
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let prewrite = |s: &FakeServer| -> PrewriteRequest {
+        let got = s.received_at(paths::PREWRITE);
+        assert_eq!(got.len(), 1);
+        got[0].decode()
+    };
+    let (p1, p2) = (prewrite(&s1), prewrite(&s2));
+    for p in [&p1, &p2] {
+        assert!(p.use_async_commit && !p.try_one_pc, "{p:?}");
+        assert_eq!((p.primary.as_slice(), p.start_ts), (b"a".as_slice(), 100));
+    }
+    assert_eq!(
+        p1.secondaries,
+        vec![b"z".to_vec()],
+        "the primary's lock lists z"
+    );
+    assert!(
+        p2.secondaries.is_empty(),
+        "only the primary's prewrite lists them"
+    );
+    let commits = |s: &FakeServer| -> Vec<(Vec<Vec<u8>>, u64)> {
+        s.received_at(paths::COMMIT)
+            .iter()
+            .map(|r| {
+                let c: CommitRequest = r.decode();
+                (c.keys, c.commit_ts)
+            })
+            .collect()
+    };
+    assert_eq!(commits(&s1), vec![(vec![b"a".to_vec()], 170)]);
+    assert_eq!(commits(&s2), vec![(vec![b"z".to_vec()], 170)]);
+    assert!(
+        s1.received_at(paths::TSO).is_empty(),
+        "the commit_ts comes from the prewrites, not the TSO"
+    );
+}
+
+#[test]
+fn an_async_commit_secondary_whose_answer_is_lost_but_whose_lock_landed_is_committed() {
+    let (s1, s2, c) = two_regions_for_async_commit();
+    s1.script(paths::PREWRITE, [prewritten(150)]);
+    // z's lock landed, but no answer ever comes back until the deadline.
+    s2.script(paths::PREWRITE, [Answer::Hangup]);
+    s1.script(paths::CHECK_TXN_STATUS, [primary_locked(150)]);
+    s2.script(
+        paths::CHECK_SECONDARY_LOCKS,
+        [secondaries_checked(true, 170)],
+    );
+    for s in [&s1, &s2] {
+        s.script(
+            paths::RESOLVE_LOCK,
+            [Answer::ok(&ResolveLockResponse::default())],
+        );
+    }
+    let out = write_a_and_z(&c).expect("committed: every key is locked");
+    assert_eq!((out.rows, out.mode), (2, CommitMode::AsyncCommit));
+    assert!(
+        out.warnings.len() == 1 && out.warnings[0].contains("commit_ts=170"),
+        "{:?}",
+        out.warnings
+    );
+    assert!(s2.received_at(paths::PREWRITE).len() >= 2, "re-sent");
+    assert_primary_checked_with_rollback_if_not_exist(&s1);
+    let checked: Vec<CheckSecondaryLocksRequest> = s2
+        .received_at(paths::CHECK_SECONDARY_LOCKS)
+        .iter()
+        .map(|r| r.decode())
+        .collect();
+    assert_eq!(
+        checked,
+        vec![CheckSecondaryLocksRequest {
+            keys: vec![b"z".to_vec()],
+            start_ts: 100
+        }]
+    );
+    assert_eq!(resolved(&s1), vec![(vec![b"a".to_vec()], 170)]);
+    assert_eq!(resolved(&s2), vec![(vec![b"z".to_vec()], 170)]);
+    for s in [&s1, &s2] {
+        assert!(
+            s.received_at(paths::ROLLBACK).is_empty(),
+            "never rolled back"
+        );
+    }
+}
+
+#[test]
+fn an_async_commit_secondary_that_never_landed_is_rolled_back_and_the_statement_fails() {
+    let (s1, s2, c) = two_regions_for_async_commit();
+    s1.script(paths::PREWRITE, [prewritten(150)]);
+    s2.script(paths::PREWRITE, [Answer::Hangup]);
+    s1.script(paths::CHECK_TXN_STATUS, [primary_locked(150)]);
+    // z has no lock: the check leaves a rollback marker there and says so.
+    s2.script(
+        paths::CHECK_SECONDARY_LOCKS,
+        [secondaries_checked(false, 0)],
+    );
+    for s in [&s1, &s2] {
+        s.script(
+            paths::RESOLVE_LOCK,
+            [Answer::ok(&ResolveLockResponse::default())],
+        );
+    }
+    let err = write_a_and_z(&c).expect_err("rolled back");
+    assert!(
+        matches!(
+            &err,
+            client::sql::SqlError::Client(client::Error::RetryDeadline { reason, .. })
+                if *reason == client::backoff::RetryReason::Connection
+        ),
+        "{err}"
+    );
+    assert_primary_checked_with_rollback_if_not_exist(&s1);
+    assert_eq!(resolved(&s1), vec![(vec![b"a".to_vec()], 0)]);
+    assert_eq!(resolved(&s2), vec![(vec![b"z".to_vec()], 0)]);
+    for s in [&s1, &s2] {
+        assert!(s.received_at(paths::COMMIT).is_empty());
+    }
+}
+
+/// z's first prewrite landed and its answer was lost; before the re-send arrived, a resolver
+/// committed the statement and another one wrote z: the re-send meets a write conflict. That
+/// refusal proves nothing, and the primary says committed.
+#[test]
+fn a_conflict_met_by_a_resent_async_prewrite_is_decided_by_the_primary() {
+    let (s1, s2, c) = two_regions_for_async_commit();
+    s1.script(paths::PREWRITE, [prewritten(150)]);
+    s2.script(
+        paths::PREWRITE,
+        [
+            Answer::Hangup,
+            Answer::ok(&PrewriteResponse {
+                error: Some(KeyError {
+                    kind: ErrorKind::Conflict as i32,
+                    message: "write conflict".into(),
+                    conflict_commit_ts: 190,
+                    ..KeyError::default()
+                }),
+                ..PrewriteResponse::default()
+            }),
+        ],
+    );
+    s1.script(
+        paths::CHECK_TXN_STATUS,
+        [Answer::ok(&CheckTxnStatusResponse {
+            state: TxnState::Committed as i32,
+            commit_ts: 170,
+            ..CheckTxnStatusResponse::default()
+        })],
+    );
+    for s in [&s1, &s2] {
+        s.script(
+            paths::RESOLVE_LOCK,
+            [Answer::ok(&ResolveLockResponse::default())],
+        );
+    }
+    let out = write_a_and_z(&c).expect("committed by a resolver");
+    assert_eq!(out.mode, CommitMode::AsyncCommit);
+    assert!(
+        out.warnings.len() == 1 && out.warnings[0].contains("commit_ts=170"),
+        "{:?}",
+        out.warnings
+    );
+    assert_primary_checked_with_rollback_if_not_exist(&s1);
+    assert!(s2.received_at(paths::CHECK_SECONDARY_LOCKS).is_empty());
+    assert_eq!(resolved(&s1), vec![(vec![b"a".to_vec()], 170)]);
+    assert_eq!(resolved(&s2), vec![(vec![b"z".to_vec()], 170)]);
+    for s in [&s1, &s2] {
+        assert!(s.received_at(paths::ROLLBACK).is_empty());
+    }
+}
+
+/// The common failure: z refused on its first try, every earlier prewrite answered on its
+/// first try. z is not locked and never will be, so the statement rolls every key back as 2PC
+/// does, without asking anyone.
+#[test]
+fn a_first_try_conflict_with_no_prewrite_in_doubt_rolls_every_key_back() {
+    let (s1, s2, c) = two_regions_for_async_commit();
+    s1.script(paths::PREWRITE, [prewritten(150)]);
+    s2.script(
+        paths::PREWRITE,
+        [Answer::ok(&PrewriteResponse {
+            error: Some(KeyError {
+                kind: ErrorKind::Conflict as i32,
+                message: "write conflict".into(),
+                conflict_commit_ts: 190,
+                ..KeyError::default()
+            }),
+            ..PrewriteResponse::default()
+        })],
+    );
+    for s in [&s1, &s2] {
+        s.script(paths::ROLLBACK, [Answer::ok(&CommandResponse::default())]);
+    }
+    let err = write_a_and_z(&c).expect_err("a write conflict");
+    assert!(
+        matches!(
+            err,
+            client::sql::SqlError::WriteConflict {
+                conflict_commit_ts: 190,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(rolled_back_keys(&s1), vec![vec![b"a".to_vec()]]);
+    assert_eq!(rolled_back_keys(&s2), vec![vec![b"z".to_vec()]]);
+    assert!(s1.received_at(paths::CHECK_TXN_STATUS).is_empty());
+    assert!(s2.received_at(paths::CHECK_SECONDARY_LOCKS).is_empty());
 }

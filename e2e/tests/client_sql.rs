@@ -11,7 +11,8 @@
 use std::cmp::Ordering;
 
 use client::sql::{
-    self, Engine, InsertPlan, Plan, QueryResult, RowWrite, SqlError, TableSchema, insert,
+    self, CommitMode, CommitOptions, Engine, InsertPlan, Plan, QueryResult, RowWrite, SqlError,
+    TableSchema, insert,
 };
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::entry_client::EntryClient;
@@ -382,13 +383,29 @@ fn an_insert_commits_in_one_phase_in_one_region_and_in_two_across_regions() {
     assert!(server.split_at(record_key(schema.id, 70)));
 
     let one = c
-        .block_on(insert::write(&c.client, &insert_plan(&schema, 0..50)))
+        .block_on(insert::write(
+            &c.client,
+            &insert_plan(&schema, 0..50),
+            CommitOptions::default(),
+        ))
         .unwrap();
-    assert!(one.one_pc, "rows of one region commit in one phase");
+    assert_eq!(
+        one.mode,
+        CommitMode::OnePc,
+        "rows of one region commit in one phase"
+    );
     let two = c
-        .block_on(insert::write(&c.client, &insert_plan(&schema, 50..90)))
+        .block_on(insert::write(
+            &c.client,
+            &insert_plan(&schema, 50..90),
+            CommitOptions::default(),
+        ))
         .unwrap();
-    assert!(!two.one_pc, "rows of two regions commit in two phases");
+    assert_eq!(
+        two.mode,
+        CommitMode::TwoPc,
+        "rows of two regions commit in two phases"
+    );
     assert_eq!(two.rows, 40);
     assert!(two.warnings.is_empty(), "{:?}", two.warnings);
 
@@ -404,6 +421,83 @@ fn an_insert_commits_in_one_phase_in_one_region_and_in_two_across_regions() {
         r.rows,
         vec![vec![Datum::Int(90), Datum::Int(0), Datum::Int(89)]]
     );
+}
+
+/// Async-commit prewrites the server answered, as it counts them.
+const ASYNC_PREWRITES: &str = "stratus_server_txn_async_commit_prewrites_total";
+
+#[test]
+fn a_session_with_async_commit_on_commits_statements_over_several_regions_with_it() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let server = ServerProc::start(&cluster.server_config("server"));
+    let c = EntryClient::new(&[&server], |_| {});
+    let mut e = Engine::new(&c.client);
+    exec(
+        &c,
+        &mut e,
+        "CREATE TABLE acct (id BIGINT PRIMARY KEY, v BIGINT)",
+    );
+    let schema = c.block_on(e.table("acct")).unwrap().unwrap();
+    assert!(server.split_at(record_key(schema.id, 10)));
+    let async_prewrites = || server.metric(ASYNC_PREWRITES, &[]);
+
+    let r = exec(&c, &mut e, "SHOW VARIABLES LIKE 'tidb_enable_async_commit'");
+    assert_eq!(
+        r.rows,
+        vec![vec![text("tidb_enable_async_commit"), text("OFF")]],
+        "off by default"
+    );
+    let err = exec_err(&c, &mut e, "SET tidb_enable_async_commit = 2");
+    assert!(err.to_string().contains("allowed=ON,OFF"), "{err}");
+    exec(&c, &mut e, "INSERT INTO acct VALUES (1, 0), (11, 0)");
+    assert_eq!(async_prewrites(), 0.0, "OFF: 2PC across regions");
+
+    exec(&c, &mut e, "SET tidb_enable_async_commit = ON");
+    let r = exec(&c, &mut e, "SELECT @@tidb_enable_async_commit");
+    assert_eq!(r.rows, vec![vec![text("ON")]]);
+    let r = exec(&c, &mut e, "INSERT INTO acct VALUES (2, 5), (12, 7)");
+    assert_eq!(r.affected_rows, 2);
+    assert_eq!(async_prewrites(), 2.0, "one async prewrite per region");
+    let r = exec(
+        &c,
+        &mut e,
+        "UPDATE acct SET v = v + 1 WHERE id IN (1, 2, 11, 12)",
+    );
+    assert_eq!(r.affected_rows, 4);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(async_prewrites(), 4.0);
+    exec(&c, &mut e, "UPDATE acct SET v = v + 1 WHERE id IN (1, 2)");
+    assert_eq!(
+        async_prewrites(),
+        4.0,
+        "one region: 1PC, even with async commit ON"
+    );
+
+    // Acknowledged means visible, to this session and to any later reader, with no lock left.
+    let r = exec(&c, &mut e, "SELECT id, v FROM acct ORDER BY id");
+    let int = |v| Datum::Int(v);
+    assert_eq!(
+        r.rows,
+        vec![
+            vec![int(1), int(2)],
+            vec![int(2), int(7)],
+            vec![int(11), int(1)],
+            vec![int(12), int(8)],
+        ]
+    );
+    let ts = server.tso();
+    for id in [1, 2, 11, 12] {
+        let got = server.get(&record_key(schema.id, id), ts);
+        assert!(got.error.is_none(), "id={id}: {:?}", got.error);
+    }
+    // A new session starts from GLOBAL (OFF): 2PC again.
+    let mut fresh = Engine::new(&c.client);
+    exec(
+        &c,
+        &mut fresh,
+        "UPDATE acct SET v = v + 1 WHERE id IN (1, 11)",
+    );
+    assert_eq!(async_prewrites(), 4.0);
 }
 
 fn text(s: &str) -> Datum {
@@ -767,7 +861,13 @@ fn a_write_at_a_start_ts_older_than_a_rows_last_commit_is_a_write_conflict_and_w
         },
     ];
     let err = c
-        .block_on(sql::txn_write::write(&c.client, &writes, stale, "delete"))
+        .block_on(sql::txn_write::write(
+            &c.client,
+            &writes,
+            stale,
+            "delete",
+            CommitOptions::default(),
+        ))
         .unwrap_err();
     assert!(
         matches!(

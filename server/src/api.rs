@@ -452,6 +452,7 @@ async fn prewrite(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         secondaries: req.secondaries,
         try_one_pc: req.try_one_pc,
     };
+    let use_async_commit = preq.use_async_commit;
     let storage = st.node.storage.clone();
     let resp = match blocking(move || storage.prewrite(&preq)).await? {
         Ok(r) => txn_wire::PrewriteResponse {
@@ -465,6 +466,9 @@ async fn prewrite(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         },
     };
     count(TxnCommand::Prewrite, resp.error.is_none());
+    if use_async_commit && resp.error.is_none() {
+        metrics::ASYNC_COMMIT_PREWRITES.inc();
+    }
     Ok(proto_response(&resp))
 }
 

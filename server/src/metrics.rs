@@ -272,6 +272,15 @@ pub static TXN_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     c
 });
 
+/// Prewrite requests that asked for async commit and succeeded (their locks written, or found
+/// from an earlier try): how a test or an operator sees that clients use async commit.
+pub static ASYNC_COMMIT_PREWRITES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_server_txn_async_commit_prewrites_total",
+        "Prewrite requests with async commit that succeeded.",
+    )
+});
+
 /// Region splits by [`SplitTrigger`] (request | size).
 pub static SPLITS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     let c = counter_vec(
@@ -301,6 +310,7 @@ pub fn register_all() {
     LazyLock::force(&TOPN_PAGING);
     LazyLock::force(&COP_DURATION);
     LazyLock::force(&TXN_REQUESTS);
+    LazyLock::force(&ASYNC_COMMIT_PREWRITES);
     LazyLock::force(&SPLITS);
 }
 

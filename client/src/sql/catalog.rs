@@ -411,7 +411,15 @@ pub async fn create(client: &Client, mut schema: TableSchema) -> Result<TableSch
                 value: next.to_le_bytes().to_vec(),
             },
         ];
-        match txn_write::write(client, &writes, start_ts, "CREATE TABLE").await {
+        match txn_write::write(
+            client,
+            &writes,
+            start_ts,
+            "CREATE TABLE",
+            txn_write::CommitOptions::default(),
+        )
+        .await
+        {
             Ok(_) => return Ok(schema),
             Err(e @ SqlError::WriteConflict { .. }) => last_conflict = Some(e),
             Err(e) => return Err(e),

@@ -22,7 +22,7 @@ use wire::datum::Datum;
 
 use super::catalog::{SqlType, TableSchema};
 pub use super::txn_write::WriteOutcome;
-use super::txn_write::{self, RowWrite};
+use super::txn_write::{self, CommitOptions, RowWrite};
 use super::{Result, SqlError, simple_name, unsupported};
 use crate::paging::Client;
 
@@ -196,13 +196,13 @@ pub(crate) fn literal(e: &ast::Expr, ty: SqlType, column: &str) -> Result<Datum>
 
 /// Writes the rows as one transaction ([`txn_write::write`]) at a fresh start_ts, after
 /// checking that none of their keys is visible at it.
-pub async fn write(client: &Client, plan: &InsertPlan) -> Result<WriteOutcome> {
+pub async fn write(
+    client: &Client,
+    plan: &InsertPlan,
+    opts: CommitOptions,
+) -> Result<WriteOutcome> {
     if plan.rows.is_empty() {
-        return Ok(WriteOutcome {
-            rows: 0,
-            one_pc: false,
-            warnings: Vec::new(),
-        });
+        return Ok(WriteOutcome::empty());
     }
     let start_ts = client.current_ts().await?;
     check_no_stored_duplicate(client, plan, start_ts).await?;
@@ -214,7 +214,7 @@ pub async fn write(client: &Client, plan: &InsertPlan) -> Result<WriteOutcome> {
             value: value.clone(),
         })
         .collect();
-    txn_write::write(client, &writes, start_ts, "insert").await
+    txn_write::write(client, &writes, start_ts, "insert", opts).await
 }
 
 /// Refuses the insert if a row with one of its keys is visible at `start_ts`: a scan of

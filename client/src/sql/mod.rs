@@ -10,7 +10,8 @@
 //!   one primary key column of an integer type (the row handle). The schema is stored in the
 //!   cluster ([`catalog`]).
 //! * `INSERT INTO t [(cols)] VALUES (...), ...` with literal values ([`insert`]); rows are
-//!   written as one transaction (1PC in one region, else 2PC, [`txn_write`]).
+//!   written as one transaction (1PC in one region, else 2PC, or async commit with
+//!   `tidb_enable_async_commit` ON, [`txn_write`]).
 //! * `UPDATE t SET c = <literal | column | + - * over those>, ... [WHERE ...]` and
 //!   `DELETE FROM t [WHERE ...]` ([`modify`]): the rows are read at the statement's start_ts
 //!   through the coprocessor with the `WHERE` as SELECT plans it, and written as one
@@ -59,7 +60,7 @@ pub use explain::{Explain, RegionExplain};
 pub use insert::InsertPlan;
 pub use modify::ModifyPlan;
 pub use select::SelectPlan;
-pub use txn_write::{RowWrite, WriteOutcome};
+pub use txn_write::{CommitMode, CommitOptions, RowWrite, WriteOutcome};
 
 /// The errors of the SQL front. [`SqlError::Client`] carries a cluster error (its
 /// [`crate::Error::kind`] says what the caller can do); every other variant is a fault of the
@@ -121,8 +122,9 @@ pub enum SqlError {
         reason: String,
     },
     /// The commit of the statement's primary key got no answer, and neither did the rollback
-    /// that would have decided: the statement may or may not have committed. Read before
-    /// running it again.
+    /// that would have decided (or, with async commit, a prewrite's outcome was unknown and
+    /// the check of its locks that would have decided failed too): the statement may or may
+    /// not have committed. Read before running it again.
     #[error(
         "commit outcome unknown, the statement may have committed: statement={statement} \
          start_ts={start_ts}"
@@ -444,7 +446,8 @@ impl<'a> Engine<'a> {
                 QueryResult::default()
             }
             Plan::Insert(p) => {
-                let out = retrying_write(|| insert::write(client, &p)).await?;
+                let opts = session.variables().commit_options();
+                let out = retrying_write(|| insert::write(client, &p, opts)).await?;
                 QueryResult {
                     affected_rows: out.rows,
                     warnings: out.warnings,

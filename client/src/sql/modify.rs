@@ -464,7 +464,8 @@ pub async fn run(session: &Session<'_>, plan: &ModifyPlan) -> Result<QueryResult
         Change::Delete => "delete",
         Change::Update(_) => "update",
     };
-    let out = txn_write::write(client, &writes, start_ts, statement).await?;
+    let opts = session.variables().commit_options();
+    let out = txn_write::write(client, &writes, start_ts, statement, opts).await?;
     let mut warnings = found.warnings;
     warnings.extend(out.warnings);
     Ok(QueryResult {

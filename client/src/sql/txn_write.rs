@@ -1,8 +1,14 @@
 //! Writing one statement's rows as one transaction through the servers' txn API (shared by
-//! INSERT, UPDATE and DELETE): a prewrite per region, sent to its leader — asking for 1PC when
-//! the statement's keys fall in one region — then, when that did not commit, the primary key's
-//! commit (the commit point, Percolator: the first mutation's key is the primary) and the other
-//! keys' commits.
+//! INSERT, UPDATE and DELETE): a prewrite per region, sent to its leader, then the commit.
+//! [`CommitMode::choose`] picks how:
+//!
+//! * **1PC** when the statement's keys fall in one region: the prewrite asks to commit in one
+//!   phase (when that did not commit, 2PC goes on from there);
+//! * **async commit** when the session's `tidb_enable_async_commit` is ON, the keys span
+//!   several regions and number at most [`ASYNC_COMMIT_KEYS_LIMIT`] (TiDB's limit: the
+//!   primary's lock lists every other key): see the `async_commit` module;
+//! * **2PC** otherwise: the primary key's commit (the commit point, Percolator: the first
+//!   mutation's key is the primary) and then the other keys' commits.
 //!
 //! Every command goes through the region driver (`region_rpc`): a leader change, an epoch
 //! change or a refused connection re-sends it to the region's leader until the request's
@@ -27,6 +33,8 @@
 //! own keys back; the write then fails with [`SqlError::KeyLocked`], which the [`super::Engine`]
 //! answers by running the whole statement again from a fresh timestamp.
 
+mod async_commit;
+
 use wire::paths;
 use wire::txn::{
     CommandResponse, CommitRequest, ErrorKind, KeyError, Mutation, Op, PrewriteRequest,
@@ -41,6 +49,44 @@ use crate::paging::Client;
 /// Lock TTL of a statement's prewrite: how long a reader waits before it may roll back the
 /// locks of a statement whose client died.
 const LOCK_TTL_MS: u64 = 3_000;
+
+/// The most keys a statement commits with async commit (TiDB's
+/// `tidb_async_commit_keys_limit` default): the primary's lock carries every other key, and
+/// a resolver checks them all. A larger statement commits with 2PC.
+pub const ASYNC_COMMIT_KEYS_LIMIT: usize = 256;
+
+/// How a statement may commit: the session's choice ([`crate::Variables::commit_options`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitOptions {
+    /// `tidb_enable_async_commit`: async commit for a statement over several regions.
+    pub async_commit: bool,
+}
+
+/// How a statement commits (or committed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitMode {
+    /// The prewrite commits (one region).
+    OnePc,
+    /// Prewrite, then commit the primary (the commit point), then the others.
+    TwoPc,
+    /// Prewrite with async commit: committed once every prewrite landed.
+    AsyncCommit,
+}
+
+impl CommitMode {
+    /// The mode to try for `keys` keys in `regions` regions: 1PC in one region (the fewest
+    /// round trips, whatever the session says), async commit when the session asks for it and
+    /// the statement is small enough ([`ASYNC_COMMIT_KEYS_LIMIT`]), 2PC otherwise.
+    pub fn choose(regions: usize, keys: usize, opts: CommitOptions) -> CommitMode {
+        if regions <= 1 {
+            CommitMode::OnePc
+        } else if opts.async_commit && keys <= ASYNC_COMMIT_KEYS_LIMIT {
+            CommitMode::AsyncCommit
+        } else {
+            CommitMode::TwoPc
+        }
+    }
+}
 
 /// One key's change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,9 +125,28 @@ impl RowWrite {
 pub struct WriteOutcome {
     /// Keys written.
     pub rows: u64,
-    /// Committed in one phase (one region).
-    pub one_pc: bool,
+    /// How it committed (1PC tried in one region and not possible there is `TwoPc`).
+    pub mode: CommitMode,
     pub warnings: Vec<String>,
+}
+
+impl WriteOutcome {
+    /// A statement without rows: nothing to commit.
+    pub fn empty() -> WriteOutcome {
+        WriteOutcome {
+            rows: 0,
+            mode: CommitMode::TwoPc,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn committed(rows: u64, mode: CommitMode) -> WriteOutcome {
+        WriteOutcome {
+            rows,
+            mode,
+            warnings: Vec::new(),
+        }
+    }
 }
 
 fn txn_err(command: &'static str, e: &KeyError) -> SqlError {
@@ -96,22 +161,19 @@ fn first_error<R: crate::region_rpc::HasKeyError>(answers: &[R]) -> Option<&KeyE
     answers.iter().find_map(|r| r.key_error())
 }
 
-/// Writes `writes` as one transaction at `start_ts` (see the module docs); `statement` names
-/// the statement in errors and warnings. A failed prewrite rolls back every key and is an
-/// error (a write conflict is [`SqlError::WriteConflict`]); a failed secondary commit after
-/// the commit point is a warning (readers roll those keys forward from the primary).
+/// Writes `writes` as one transaction at `start_ts`, committing as `opts` allows (see the
+/// module docs); `statement` names the statement in errors and warnings. A failed prewrite
+/// rolls back every key and is an error (a write conflict is [`SqlError::WriteConflict`]); a
+/// failed commit after the commit point is a warning (readers roll those keys forward).
 pub async fn write(
     client: &Client,
     writes: &[RowWrite],
     start_ts: u64,
     statement: &'static str,
+    opts: CommitOptions,
 ) -> Result<WriteOutcome> {
     let Some(first) = writes.first() else {
-        return Ok(WriteOutcome {
-            rows: 0,
-            one_pc: false,
-            warnings: Vec::new(),
-        });
+        return Ok(WriteOutcome::empty());
     };
     let primary = first.key().to_vec();
     let mutations: Vec<Mutation> = writes.iter().map(RowWrite::mutation).collect();
@@ -125,9 +187,17 @@ pub async fn write(
         .collect();
     groups.sort_by_key(|g: &Vec<Mutation>| !g.iter().any(|m| m.key == primary));
     let rows = writes.len() as u64;
+    let mode = CommitMode::choose(groups.len(), writes.len(), opts);
+    if mode == CommitMode::AsyncCommit {
+        return async_commit::write(client, &groups, &primary, start_ts, statement).await;
+    }
     // 1PC only for the whole statement in one request: a group that a region change splits
     // again on its way is prewritten in parts, each an ordinary 2PC prewrite.
-    let one_pc_size = if groups.len() == 1 { writes.len() } else { 0 };
+    let one_pc_size = if mode == CommitMode::OnePc {
+        writes.len()
+    } else {
+        0
+    };
     let mut min_commit_ts = start_ts + 1;
     let mut backoff = client.backoff();
     let transport = client.transport();
@@ -161,11 +231,7 @@ pub async fn write(
             && e.kind == ErrorKind::TxnFinished as i32
             && e.committed_ts > 0
         {
-            return Ok(WriteOutcome {
-                rows,
-                one_pc: true,
-                warnings: Vec::new(),
-            });
+            return Ok(WriteOutcome::committed(rows, CommitMode::OnePc));
         }
         let key_error: Option<KeyError> = match &sent {
             Ok(answers) => first_error(answers).cloned(),
@@ -184,11 +250,7 @@ pub async fn write(
                         commit_ts = ts,
                         "a retried 1PC prewrite had committed"
                     );
-                    return Ok(WriteOutcome {
-                        rows,
-                        one_pc: true,
-                        warnings: Vec::new(),
-                    });
+                    return Ok(WriteOutcome::committed(rows, CommitMode::OnePc));
                 }
                 Decided::RolledBack => {}
                 Decided::Unknown(why) => {
@@ -212,11 +274,7 @@ pub async fn write(
             return Err(prewrite_error(client, &e, start_ts, statement).await);
         }
         if answers.iter().any(|r| r.one_pc_commit_ts != 0) {
-            return Ok(WriteOutcome {
-                rows,
-                one_pc: true,
-                warnings: Vec::new(),
-            });
+            return Ok(WriteOutcome::committed(rows, CommitMode::OnePc));
         }
         for r in &answers {
             min_commit_ts = min_commit_ts.max(r.min_commit_ts);
@@ -288,7 +346,7 @@ pub async fn write(
     }
     Ok(WriteOutcome {
         rows,
-        one_pc: false,
+        mode: CommitMode::TwoPc,
         warnings,
     })
 }
@@ -397,6 +455,34 @@ async fn rollback(client: &Client, groups: &[Vec<Mutation>], start_ts: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_region_tries_one_pc_whatever_the_session_says() {
+        for async_commit in [false, true] {
+            let opts = CommitOptions { async_commit };
+            assert_eq!(CommitMode::choose(1, 3, opts), CommitMode::OnePc);
+            assert_eq!(CommitMode::choose(1, 1000, opts), CommitMode::OnePc);
+        }
+    }
+
+    #[test]
+    fn several_regions_use_async_commit_only_when_asked_and_up_to_the_key_limit() {
+        let on = CommitOptions { async_commit: true };
+        assert_eq!(CommitMode::choose(2, 2, on), CommitMode::AsyncCommit);
+        assert_eq!(
+            CommitMode::choose(5, ASYNC_COMMIT_KEYS_LIMIT, on),
+            CommitMode::AsyncCommit
+        );
+        assert_eq!(
+            CommitMode::choose(5, ASYNC_COMMIT_KEYS_LIMIT + 1, on),
+            CommitMode::TwoPc
+        );
+        assert_eq!(
+            CommitMode::choose(2, 2, CommitOptions::default()),
+            CommitMode::TwoPc,
+            "off by default"
+        );
+    }
 
     #[test]
     fn puts_and_deletes_become_txn_mutations() {
