@@ -4,13 +4,14 @@
 //!
 //! 1. drain the mailbox: inbound messages are stepped, proposals appended, admin requests run;
 //! 2. on the tick clock, tick every peer;
-//! 3. collect the `Ready` of every peer that has one: send what a leader may send before its
-//!    own append, apply the entries committed earlier, and gather every region's new entries
-//!    and hard state into **one** `LogBatch`;
+//! 3. collect the `Ready` of every peer that has one among those touched since their last
+//!    ready (a message, a proposal, a read or a tick reached them; the others cannot have
+//!    one): send what a leader may send before its own append, apply the entries committed
+//!    earlier, and gather every region's new entries and hard state into **one** `LogBatch`;
 //! 4. write that batch with one `RaftLog::write` (one write(2) and one fdatasync for all
 //!    regions), then send the messages that had to wait for it, advance every peer and apply
 //!    what the advance committed (a single replica commits on its own append);
-//! 5. publish each region's status for the router.
+//! 5. publish the status of those regions for the router.
 //!
 //! **Who runs a round.** The `Store` sits behind one mutex, so rounds never overlap and run in
 //! the order they take it. The store thread runs one whenever its mailbox has something or a
@@ -35,7 +36,7 @@
 //! be below what was applied and flushed; `start` clamps raft-rs's applied index to it, and the
 //! engine skips the re-delivered entries it already holds (`index <= write_sequence`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -153,6 +154,7 @@ impl RaftStore {
                 router,
                 deferred: LogBatch::default(),
                 logger: crate::logger::logger(),
+                touched: BTreeSet::new(),
                 ticks: 0,
                 halted: false,
             })
@@ -208,7 +210,8 @@ impl RaftStore {
             store.campaign_if_first(id);
         }
         engine.set_change_set_sink(Arc::new(RaftSink::new(router.clone(), propose_timeout)));
-        store.publish();
+        let all: Vec<u64> = store.peers.keys().copied().collect();
+        store.publish(&all, true);
         drop(store);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -287,6 +290,12 @@ pub(crate) struct Store {
     /// with the next batch.
     deferred: LogBatch,
     logger: slog::Logger,
+    /// Peers something happened to since their last ready (a message, a proposal, a read, a
+    /// tick, a new peer): a round checks only these for a `Ready` and republishes only their
+    /// status, so a write to one region costs the same however many regions the server holds
+    /// (TiKV polls only the state machines that got a message). Only those calls change a
+    /// raft-rs node, and a peer still holding a ready after its round stays in.
+    touched: BTreeSet<u64>,
     /// Ticks so far (the log GC runs every `LOG_GC_TICKS`).
     ticks: u64,
     /// Set once the store stopped (asked to, or a round failed): no round runs any more.
@@ -425,6 +434,7 @@ impl Store {
         let storage = PeerStorage::new(region_id, self.log.clone(), self.engine.clone());
         let raw = RawNode::new(&cfg, storage, &self.logger).map_err(raft_err)?;
         self.peers.insert(region_id, Peer::new(region_id, raw));
+        self.touched.insert(region_id);
         Ok(())
     }
 
@@ -490,8 +500,11 @@ impl Store {
                 self.post(msg);
             }
         }
-        for p in self.peers.values_mut() {
-            p.send_reads();
+        for id in &self.touched {
+            // Reads arrive through the mailbox, which touched their peer.
+            if let Some(p) = self.peers.get_mut(id) {
+                p.send_reads();
+            }
         }
         if tick {
             let read_timeout = self.config.election_timeout();
@@ -499,13 +512,14 @@ impl Store {
                 p.raw.tick();
                 p.expire_reads(self.store_id, read_timeout);
             }
+            self.touched.extend(self.peers.keys().copied());
             self.ticks += 1;
             if self.ticks.is_multiple_of(LOG_GC_TICKS) {
                 self.compact_logs();
             }
         }
-        self.on_ready()?;
-        self.publish();
+        let readied = self.on_ready()?;
+        self.publish(&readied, tick);
         Ok(())
     }
 
@@ -569,6 +583,20 @@ impl Store {
     }
 
     fn handle(&mut self, msg: StoreMsg) {
+        let region_id = match &msg {
+            StoreMsg::Raft(m) => Some(m.region_id),
+            StoreMsg::ReadIndex { region_id, .. }
+            | StoreMsg::Propose { region_id, .. }
+            | StoreMsg::TransferLeader { region_id, .. }
+            | StoreMsg::Campaign { region_id } => Some(*region_id),
+            // `add_peer` touches the new region.
+            StoreMsg::CreateRegion { .. } => None,
+        };
+        if let Some(id) = region_id
+            && self.peers.contains_key(&id)
+        {
+            self.touched.insert(id);
+        }
         match msg {
             StoreMsg::Raft(m) => self.step(*m),
             StoreMsg::Propose {
@@ -666,11 +694,11 @@ impl Store {
         }
     }
 
-    /// One ready round over every peer (module docs, steps 3 and 4).
-    fn on_ready(&mut self) -> Result<(), String> {
+    /// One ready round over the touched peers (module docs, steps 3 and 4); returns them.
+    fn on_ready(&mut self) -> Result<Vec<u64>, String> {
         let mut batch = std::mem::take(&mut self.deferred);
         let mut readies = Vec::new();
-        let ids: Vec<u64> = self.peers.keys().copied().collect();
+        let ids: Vec<u64> = std::mem::take(&mut self.touched).into_iter().collect();
         for id in &ids {
             let Some(peer) = self.peers.get_mut(id) else {
                 continue;
@@ -733,7 +761,12 @@ impl Store {
                 peer.raw.advance_apply();
             }
         }
-        Ok(())
+        for id in &ids {
+            if self.peers.get(id).is_some_and(|p| p.raw.has_ready()) {
+                self.touched.insert(*id);
+            }
+        }
+        Ok(ids)
     }
 
     fn apply(&mut self, region_id: u64, entries: Vec<eraftpb::Entry>) -> Result<(), String> {
@@ -942,7 +975,34 @@ impl Store {
         self.transport.send(out);
     }
 
-    fn publish(&self) {
+    /// Publishes the status of `ids` (the peers a round readied: no other status changed) for
+    /// the router. The gauges, which sum over every peer, are refreshed on ticks and when a
+    /// region appeared or changed leader, not every round (the engine WAL's gauges too).
+    fn publish(&self, ids: &[u64], tick: bool) {
+        let mut reshaped = false;
+        {
+            let mut status = self.router.status.write();
+            for id in ids {
+                let Some(p) = self.peers.get(id) else {
+                    continue;
+                };
+                let now = RegionStatus {
+                    leader: p.leader(),
+                    term: p.term(),
+                    is_leader: p.is_leader(),
+                    serving: p.is_leader() && p.applied_own_term,
+                    applied: p.raw.raft.raft_log.applied,
+                };
+                let before = status.insert(*id, now);
+                reshaped |= before.is_none_or(|b| b.is_leader != now.is_leader);
+            }
+        }
+        if tick || reshaped {
+            self.publish_gauges();
+        }
+    }
+
+    fn publish_gauges(&self) {
         // The Raft log is this server's write-ahead log: its counters are the WAL's.
         let stats = self.log.stats();
         kvengine::metrics::WAL_BYTES.set(stats.bytes_written as i64);
@@ -956,19 +1016,5 @@ impl Store {
         crate::metrics::LEADERS.set(leaders);
         crate::metrics::REPLICAS.set(self.peers.len() as i64);
         crate::metrics::APPLY_LAG.set(lag as i64);
-        let mut status = self.router.status.write();
-        status.clear();
-        for (id, p) in &self.peers {
-            status.insert(
-                *id,
-                RegionStatus {
-                    leader: p.leader(),
-                    term: p.term(),
-                    is_leader: p.is_leader(),
-                    serving: p.is_leader() && p.applied_own_term,
-                    applied: p.raw.raft.raft_log.applied,
-                },
-            );
-        }
     }
 }

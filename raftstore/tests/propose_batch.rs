@@ -2,7 +2,9 @@
 //! one-voter store. What it proves: concurrent writers, whichever thread runs the round that
 //! carries their entry, are each answered with their own index, in the order of the log; a
 //! proposal that fails in a batch fails alone; a lone writer is answered before its call
-//! returns (no store-thread round trip); and a stopped store answers `Stopped` at once.
+//! returns (no store-thread round trip); on a store of many regions, the status a writer reads
+//! after its write already counts it, whichever region it wrote to; and a stopped store
+//! answers `Stopped` at once.
 
 #![allow(clippy::unwrap_used)]
 
@@ -19,6 +21,10 @@ use wire::raft_cmd::Cmd;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn open(dir: &Path) -> (Engine, RaftStore) {
+    open_regions(dir, &[(1, Vec::new(), Vec::new())])
+}
+
+fn open_regions(dir: &Path, regions: &[(u64, Vec<u8>, Vec<u8>)]) -> (Engine, RaftStore) {
     let mut opts = EngineOptions::new(dir.join("engine"));
     opts.log_mode = LogMode::External;
     let engine = Engine::open(opts, Arc::new(LocalDfs::open(dir.join("dfs")).unwrap())).unwrap();
@@ -28,7 +34,7 @@ fn open(dir: &Path) -> (Engine, RaftStore) {
             sync: SyncPolicy::Off,
             ..RaftLogOptions::new(dir.join("raft"))
         },
-        &[(1, Vec::new(), Vec::new())],
+        regions,
         RaftConfig {
             tick_interval: types::ReadableDuration::millis(10),
             ..RaftConfig::default()
@@ -174,6 +180,37 @@ fn a_lone_writer_is_answered_before_propose_batch_returns() {
         answered_at_once >= 15,
         "only {answered_at_once} of 20 writes were answered by their own caller's round"
     );
+}
+
+#[test]
+fn on_a_store_of_many_regions_the_status_after_a_write_counts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 20u64;
+    let bound = |i: u64| format!("r{i:03}").into_bytes();
+    let regions: Vec<(u64, Vec<u8>, Vec<u8>)> = (1..=n)
+        .map(|i| {
+            let start = if i == 1 { Vec::new() } else { bound(i) };
+            let end = if i == n { Vec::new() } else { bound(i + 1) };
+            (i, start, end)
+        })
+        .collect();
+    let (_engine, store) = open_regions(dir.path(), &regions);
+    let router = store.router();
+    assert_eq!(router.regions().len(), n as usize);
+    for round in 0..3 {
+        for (id, start, _) in &regions {
+            let mut key = start.clone();
+            key.extend_from_slice(format!("-{round}").as_bytes());
+            let mut b = WriteBatch::new();
+            b.put(ColumnFamily::Write, &key, 10, b"", b"v");
+            let at = router.write(*id, None, &b, TIMEOUT).unwrap().index;
+            let status = router.status(*id).unwrap();
+            assert!(
+                status.applied >= at && status.serving,
+                "region {id} published {status:?} after a write applied at {at}"
+            );
+        }
+    }
 }
 
 #[test]
