@@ -2,7 +2,8 @@
 //! bytes each) through the region's one-voter Raft group (`Router::write`: proposal, Raft log,
 //! apply, answer), against the same batch through the engine's own WAL (`Engine::write` in
 //! internal-log mode, written in the caller's thread), in the same run, with the same sync
-//! policy on both sides, 1 and 2 writer threads on one region.
+//! policy on both sides: 1 and 2 writer threads on one region, and 1 writer on one region of a
+//! server holding 1000 (what a round costs per region it does not write to).
 //!
 //! This is the part of every transaction row of `txn` that changed when writes became Raft
 //! proposals; the `txn` suite measures the whole commit.
@@ -57,7 +58,19 @@ fn timed(writes: usize, threads: usize, write: impl Fn(&WriteBatch) + Sync) -> D
     t0.elapsed()
 }
 
-fn raft_run(sync: SyncPolicy, writes: usize, threads: usize) -> Duration {
+/// `n` regions splitting the key space; the writes all go to region 1 (keys below "z").
+fn regions(n: u64) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+    let bound = |i: u64| format!("z{i:06}").into_bytes();
+    (1..=n)
+        .map(|i| {
+            let start = if i == 1 { Vec::new() } else { bound(i) };
+            let end = if i == n { Vec::new() } else { bound(i + 1) };
+            (i, start, end)
+        })
+        .collect()
+}
+
+fn raft_run(sync: SyncPolicy, writes: usize, threads: usize, region_count: u64) -> Duration {
     let d = tempfile::tempdir().expect("tmp");
     let e = engine(d.path(), sync, LogMode::External);
     let raft = raftstore::start_standalone(
@@ -67,7 +80,7 @@ fn raft_run(sync: SyncPolicy, writes: usize, threads: usize) -> Duration {
             segment_size: 256 * 1024 * 1024,
             ..kvengine::raft_log::RaftLogOptions::new(d.path().join("raft"))
         },
-        &[(1, Vec::new(), Vec::new())],
+        &regions(region_count),
         raftstore::RaftConfig::default(),
     )
     .expect("raft store");
@@ -82,10 +95,12 @@ fn raft_run(sync: SyncPolicy, writes: usize, threads: usize) -> Duration {
     elapsed
 }
 
-fn wal_run(sync: SyncPolicy, writes: usize, threads: usize) -> Duration {
+fn wal_run(sync: SyncPolicy, writes: usize, threads: usize, region_count: u64) -> Duration {
     let d = tempfile::tempdir().expect("tmp");
     let e = engine(d.path(), sync, LogMode::Internal);
-    e.create_shard(1, b"", b"").expect("shard");
+    for (id, start, end) in regions(region_count) {
+        e.create_shard(id, &start, &end).expect("shard");
+    }
     let elapsed = timed(writes, threads, |b| {
         e.write(1, b).expect("engine write");
     });
@@ -97,17 +112,23 @@ fn best(mut f: impl FnMut() -> Duration) -> Duration {
     (0..REPEATS).map(|_| f()).min().unwrap_or_default()
 }
 
-fn suite(sync: SyncPolicy, sync_name: &str, writes: usize, thread_counts: &[usize]) {
+/// One row per `(threads, regions)`.
+fn suite(sync: SyncPolicy, sync_name: &str, writes: usize, shapes: &[(usize, u64)]) {
     table_header(&format!(
-        "one-voter Raft writes ({writes} batches of 2 puts in one region, log sync {sync_name} on both sides)"
+        "one-voter Raft writes ({writes} batches of 2 puts to one region, log sync {sync_name} on both sides)"
     ));
-    for &threads in thread_counts {
+    for &(threads, region_count) in shapes {
         let n = (writes / threads * threads) as f64;
-        let raft = rate(n, best(|| raft_run(sync, writes, threads)));
-        let wal = rate(n, best(|| wal_run(sync, writes, threads)));
+        let raft = rate(n, best(|| raft_run(sync, writes, threads, region_count)));
+        let wal = rate(n, best(|| wal_run(sync, writes, threads, region_count)));
         let th = if threads == 1 { "thread" } else { "threads" };
+        let of = if region_count == 1 {
+            String::new()
+        } else {
+            format!(", 1 of {region_count} regions")
+        };
         row(
-            &format!("Router::write, {threads} {th}"),
+            &format!("Router::write, {threads} {th}{of}"),
             "batches/s",
             raft,
             "Engine::write through the engine WAL",
@@ -117,6 +138,6 @@ fn suite(sync: SyncPolicy, sync_name: &str, writes: usize, thread_counts: &[usiz
 }
 
 pub fn run(_entries: usize) {
-    suite(SyncPolicy::Off, "off", 20_000, &[1, 2]);
-    suite(SyncPolicy::EveryBatch, "every-batch", 1_000, &[1, 2]);
+    suite(SyncPolicy::Off, "off", 20_000, &[(1, 1), (2, 1), (1, 1000)]);
+    suite(SyncPolicy::EveryBatch, "every-batch", 1_000, &[(1, 1), (2, 1)]);
 }
