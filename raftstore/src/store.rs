@@ -310,15 +310,20 @@ pub(crate) struct Store {
 /// before the engine records the split.
 struct SplitChildLog<'a> {
     log: &'a RaftLog,
-    /// The parent's voters: the child starts on the same servers.
-    conf: &'a kvengine::raft_log::ConfState,
+    /// The parent: the child starts on the same servers (its voters are read only for a
+    /// split, not for every entry applied).
+    parent: Option<&'a Peer>,
 }
 
 impl crate::apply::ChildLog for SplitChildLog<'_> {
     fn prepare(&mut self, right_id: u64, index: u64, term: u64) -> Result<(), String> {
+        let conf = self
+            .parent
+            .map(|p| conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state()))
+            .unwrap_or_default();
         let mut batch = LogBatch::default();
         batch.truncate(right_id, index, term);
-        batch.set_conf_state(right_id, self.conf.clone());
+        batch.set_conf_state(right_id, conf);
         batch.set_hard_state(
             right_id,
             HardState {
@@ -835,17 +840,10 @@ impl Store {
             return Ok(());
         }
         let _timer = crate::metrics::APPLY_DURATION.start_timer();
-        // Membership is static, so the parent's voters (what a split child starts with) are
-        // read once per batch of entries, not per entry.
-        let conf = self
-            .peers
-            .get(&region_id)
-            .map(|p| conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state()))
-            .unwrap_or_default();
         for entry in entries {
             let mut child_log = SplitChildLog {
                 log: &self.log,
-                conf: &conf,
+                parent: self.peers.get(&region_id),
             };
             let (result, effect) = apply_entry(&self.engine, region_id, &entry, &mut child_log)
                 .map_err(|e| {
