@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
 //! ```
 
 mod cop_bench;
@@ -15,6 +15,7 @@ mod memtable_bench;
 mod mixed_bench;
 mod node_selection_bench;
 mod offload_bench;
+mod raft_write_bench;
 mod replication_bench;
 mod report;
 mod sst_bench;
@@ -36,14 +37,14 @@ fn main() {
                     std::process::exit(2)
                 });
             }
-            "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "txn-snapshot" | "replication"
-            | "failover" | "idle" | "cop" | "offload" | "mixed" | "cop-cache"
+            "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "raft-write" | "txn-snapshot"
+            | "replication" | "failover" | "idle" | "cop" | "offload" | "mixed" | "cop-cache"
             | "node-selection" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -68,6 +69,9 @@ fn main() {
     }
     if suite == "txn" || suite == "all" {
         txn_bench::run(entries);
+    }
+    if suite == "raft-write" || suite == "all" {
+        raft_write_bench::run(entries);
     }
     if suite == "failover" || suite == "all" {
         failover_bench::run();

@@ -263,6 +263,8 @@ fn check(log: &RaftLog, model: &Model) -> Result<(), TestCaseError> {
     for region_id in 1..=REGIONS + 1 {
         let Some(m) = model.get(&region_id) else {
             prop_assert_eq!(log.state(region_id), None);
+            prop_assert_eq!(log.first_index(region_id), None);
+            prop_assert_eq!(log.last_index(region_id), None);
             prop_assert_eq!(
                 log.term(region_id, 0),
                 Err(LogReadError::UnknownRegion { region_id })
@@ -271,6 +273,8 @@ fn check(log: &RaftLog, model: &Model) -> Result<(), TestCaseError> {
         };
         prop_assert_eq!(log.state(region_id), Some(m.state()));
         let (t, last) = (m.truncated.0, m.last);
+        prop_assert_eq!(log.first_index(region_id), Some(t + 1));
+        prop_assert_eq!(log.last_index(region_id), Some(last));
         let expected: Vec<LogEntry> = m.entries.values().cloned().collect();
         prop_assert_eq!(
             log.entries(region_id, t + 1, last + 1, None).unwrap(),

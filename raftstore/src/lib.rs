@@ -15,8 +15,9 @@
 //!   stores of one test process;
 //! * [`metrics`]: the transport's counters;
 //! * [`fuzzing`]: the check of the `raft_batch` fuzz target (decode, convert, round trip);
-//! * `store`: the loop ([`RaftStore`]): one thread ticks, steps and collects the `Ready` of every
-//!   region, writes all their entries with one `RaftLog::write`, sends, and applies;
+//! * `store`: the loop ([`RaftStore`]): one round at a time ticks, steps and collects the `Ready`
+//!   of every region, writes all their entries with one `RaftLog::write`, sends, and applies;
+//!   the store thread runs rounds, and so do writers (`Router::write`, `propose_batch`);
 //! * `peer` / `peer_storage`: one region's raft-rs node, and raft-rs's `Storage` over the log;
 //! * `apply`: what a committed entry does to the engine, decided in one place;
 //! * `router` ([`Router`]): proposals and inbound messages into the loop, region status out;
@@ -42,7 +43,7 @@ pub mod transport;
 
 pub use apply::Applied;
 pub use error::{RaftStoreError, StartError};
-pub use router::{Callback, RegionStatus, Router};
+pub use router::{Callback, Proposal, RegionStatus, Router};
 pub use standalone::{NoPeers, STANDALONE_STORE_ID, start_standalone};
 pub use store::{InitialRegion, RaftStore};
 

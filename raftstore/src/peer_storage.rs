@@ -78,11 +78,15 @@ impl raft::Storage for PeerStorage {
     }
 
     fn first_index(&self) -> raft::Result<u64> {
-        Ok(self.state()?.truncated_index + 1)
+        self.log
+            .first_index(self.region_id)
+            .ok_or(raft::Error::Store(StorageError::Unavailable))
     }
 
     fn last_index(&self) -> raft::Result<u64> {
-        Ok(self.state()?.last_index)
+        self.log
+            .last_index(self.region_id)
+            .ok_or(raft::Error::Store(StorageError::Unavailable))
     }
 
     /// The region's file list at its `data_sequence` (module docs). A failure is

@@ -2,13 +2,16 @@
 //! messages, leader transfers, and the published state of every region.
 //!
 //! The store loop owns every `Peer`; nothing else touches raft-rs. Callers send a message to
-//! its mailbox and (for proposals) get a callback when the entry applied. What the loop knows
-//! about each region (leader, term, applied index, whether it serves) is published after every
-//! round in a map the router reads without a round trip.
+//! its mailbox and (for proposals) get a callback when the entry applied. A caller that will
+//! block for the answer anyway ([`Router::write`], [`Router::propose_batch`]) runs the loop's
+//! round itself when none is running, rather than waking the store thread and being woken
+//! back (module docs of `store`). What the loop knows about each region (leader, term, applied
+//! index, whether it serves) is published after every round in a map the router reads without
+//! a round trip.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use kvengine::WriteBatch;
@@ -18,6 +21,7 @@ use wire::raft_cmd::{Cmd, SplitCmd};
 use crate::apply::Applied;
 use crate::error::RaftStoreError;
 use crate::hibernation::Liveness;
+use crate::store::{Shared, run_round_with};
 
 /// Answers a proposal, on the store thread: keep it short (send on a channel).
 pub type Callback = Box<dyn FnOnce(Result<Applied, RaftStoreError>) + Send>;
@@ -52,6 +56,27 @@ pub(crate) enum StoreMsg {
     },
 }
 
+impl StoreMsg {
+    fn propose(p: Proposal) -> StoreMsg {
+        StoreMsg::Propose {
+            region_id: p.region_id,
+            region_ver: p.region_ver,
+            cmd: p.cmd,
+            cb: p.cb,
+        }
+    }
+}
+
+/// A proposal for [`Router::propose_batch`]: what [`Router::propose`] takes.
+pub struct Proposal {
+    pub region_id: u64,
+    /// The epoch the proposer routed with; `None` = the region's current one.
+    pub region_ver: Option<u64>,
+    pub cmd: Cmd,
+    /// Answered when the entry applied here, or with the reason it will not be.
+    pub cb: Callback,
+}
+
 /// One region as this server's replica sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RegionStatus {
@@ -72,7 +97,10 @@ pub struct RegionStatus {
 #[derive(Clone)]
 pub struct Router {
     pub(crate) store_id: u64,
-    pub(crate) tx: mpsc::Sender<StoreMsg>,
+    pub(crate) tx: crossbeam_channel::Sender<StoreMsg>,
+    /// The loop's state, to run a round on the caller's thread (weak: the store holds the
+    /// engine, which holds a router).
+    pub(crate) store: Weak<Shared>,
     pub(crate) status: Arc<RwLock<HashMap<u64, RegionStatus>>>,
     /// Why the loop stopped, once it has.
     pub(crate) stopped: Arc<Mutex<Option<String>>>,
@@ -108,8 +136,33 @@ impl Router {
             cmd,
             cb,
         };
-        if let Err(mpsc::SendError(StoreMsg::Propose { cb, .. })) = self.tx.send(msg) {
-            cb(Err(self.stopped_error()));
+        if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(msg) {
+            self.fail_stopped(msg);
+        }
+    }
+
+    /// Proposes every one of `proposals`, in order, one entry each, in a round of the store
+    /// loop that the calling thread runs (one log write for all of them): at once when no round
+    /// is running, else right after the running one, which the proposals of every caller that
+    /// queued meanwhile share (group commit). A one-voter group has applied and answered every
+    /// proposal when this returns, and the store thread was not woken. Each callback is
+    /// answered on its own: a proposal that fails (not leader, epoch changed, too large) fails
+    /// alone.
+    ///
+    /// Blocks for up to two rounds (the log write and its fdatasync, the apply of every
+    /// committed entry): call it from a thread that may block, as for [`Router::write`];
+    /// [`Router::propose`] only posts.
+    pub fn propose_batch(&self, proposals: Vec<Proposal>) {
+        let msgs: Vec<StoreMsg> = proposals.into_iter().map(StoreMsg::propose).collect();
+        if msgs.is_empty() {
+            return;
+        }
+        if let Err(msgs) = run_round_with(&self.store, msgs) {
+            for msg in msgs {
+                if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(msg) {
+                    self.fail_stopped(msg);
+                }
+            }
         }
     }
 
@@ -134,7 +187,8 @@ impl Router {
     }
 
     /// Writes `batch` to `region_id` through its log: returns once a quorum holds it and this
-    /// (leader) replica applied it.
+    /// (leader) replica applied it. Runs the store round on this thread when none is running
+    /// ([`Router::propose_batch`]).
     pub fn write(
         &self,
         region_id: u64,
@@ -142,7 +196,16 @@ impl Router {
         batch: &WriteBatch,
         timeout: Duration,
     ) -> Result<Applied, RaftStoreError> {
-        self.propose_and_wait(region_id, region_ver, Cmd::Write(batch.encode()), timeout)
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.propose_batch(vec![Proposal {
+            region_id,
+            region_ver,
+            cmd: Cmd::Write(batch.encode()),
+            cb: Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        }]);
+        self.wait_answer(&rx, region_id, timeout)
     }
 
     /// A linearizable read point for `region_id` on this replica (Raft's read index, the
@@ -158,10 +221,10 @@ impl Router {
         let cb: ReadCallback = Box::new(move |r| {
             let _ = tx.send(r);
         });
-        if let Err(mpsc::SendError(StoreMsg::ReadIndex { cb, .. })) =
+        if let Err(crossbeam_channel::SendError(msg)) =
             self.tx.send(StoreMsg::ReadIndex { region_id, cb })
         {
-            cb(Err(self.stopped_error()));
+            self.fail_stopped(msg);
         }
         self.wait_answer(&rx, region_id, timeout)
     }
@@ -201,10 +264,10 @@ impl Router {
         let cb: Callback = Box::new(move |r| {
             let _ = tx.send(r);
         });
-        if let Err(mpsc::SendError(StoreMsg::CreateRegion { cb, .. })) =
+        if let Err(crossbeam_channel::SendError(msg)) =
             self.tx.send(StoreMsg::CreateRegion { region, cb })
         {
-            cb(Err(self.stopped_error()));
+            self.fail_stopped(msg);
         }
         self.wait_answer(&rx, region_id, timeout).map(|_| ())
     }
@@ -245,6 +308,17 @@ impl Router {
                 timeout_ms: timeout.as_millis() as u64,
             }),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.stopped_error()),
+        }
+    }
+
+    /// Answers `msg` (if it waits for an answer) with `Stopped`.
+    pub(crate) fn fail_stopped(&self, msg: StoreMsg) {
+        match msg {
+            StoreMsg::Propose { cb, .. } | StoreMsg::CreateRegion { cb, .. } => {
+                cb(Err(self.stopped_error()))
+            }
+            StoreMsg::ReadIndex { cb, .. } => cb(Err(self.stopped_error())),
+            StoreMsg::Raft(_) | StoreMsg::TransferLeader { .. } | StoreMsg::Campaign { .. } => {}
         }
     }
 

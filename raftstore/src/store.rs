@@ -1,18 +1,32 @@
-//! The store loop: one thread drives the Raft groups of every region on this server.
+//! The store loop: the Raft groups of every region on this server, driven one round at a time.
 //!
-//! Each round (TiKV's `RaftPoller`, reduced to one thread):
+//! Each round (TiKV's `RaftPoller`, reduced to one thread at a time):
 //!
 //! 1. drain the mailbox: inbound messages are stepped, proposals appended, admin requests run;
 //! 2. on the tick clock, tick every peer;
-//! 3. collect the `Ready` of every peer that has one: send what a leader may send before its
-//!    own append, apply the entries committed earlier, and gather every region's new entries
-//!    and hard state into **one** `LogBatch`;
+//! 3. collect the `Ready` of every peer that has one among those touched since their last
+//!    ready (a message, a proposal, a read or a tick reached them; the others cannot have
+//!    one): send what a leader may send before its own append, apply the entries committed
+//!    earlier, and gather every region's new entries and hard state into **one** `LogBatch`;
 //! 4. write that batch with one `RaftLog::write` (one write(2) and one fdatasync for all
 //!    regions), then send the messages that had to wait for it, advance every peer and apply
 //!    what the advance committed (a single replica commits on its own append);
-//! 5. publish each region's status for the router.
+//! 5. publish the status of those regions for the router.
 //!
-//! Apply runs on this thread too: a write is a memtable insert, and a ChangeSet only opens the
+//! **Who runs a round.** The `Store` sits behind one mutex, so rounds never overlap and run in
+//! the order they take it. The store thread runs one whenever its mailbox has something or a
+//! tick is due. A caller of [`Router::write`] or [`Router::propose_batch`] runs one itself
+//! instead of handing its proposals to the store thread: the mailbox first (so anything this
+//! caller sent earlier stays ahead), then its own proposals, then steps 3 to 5. In a one-voter
+//! group its entry commits on the round's own append, so it is applied and answered before the
+//! call returns, with no thread wake-up on either side (measured in BENCHMARKS.md: the two
+//! wake-ups were most of a write's cost). A caller that finds a round running queues its
+//! proposals (`Shared::waiting`) and waits for the mutex; the next round, whoever runs it,
+//! takes everything queued meanwhile in one batch (one write, one fdatasync: group commit), and
+//! a caller whose proposals that round took returns without running another. Only the store
+//! thread ticks. What holds in every round holds whoever runs it: a round is the same code.
+//!
+//! Apply runs in the round too: a write is a memtable insert, and a ChangeSet only opens the
 //! tables it names (the flush threads wrote them). If applying an entry keeps failing for a
 //! reason outside the entry (the object store), the store stops rather than skip it: a replica
 //! that skipped an entry would serve different data at the same index.
@@ -22,12 +36,13 @@
 //! be below what was applied and flushed; `start` clamps raft-rs's applied index to it, and the
 //! engine skips the re-delivered entries it already holds (`index <= write_sequence`).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use std::sync::mpsc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Receiver, Select, TryRecvError};
 use kvengine::Engine;
 use kvengine::raft_log::{HardState, LogBatch, RaftLog};
 use parking_lot::{Mutex, RwLock};
@@ -61,7 +76,7 @@ pub struct InitialRegion {
 /// The running store: its router and its thread.
 pub struct RaftStore {
     router: Router,
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -115,28 +130,44 @@ impl RaftStore {
         transport: Arc<dyn Transport>,
     ) -> Result<RaftStore, StartError> {
         crate::metrics::register_all();
-        let (tx, rx) = mpsc::channel();
-        let router = Router {
-            store_id,
-            tx,
-            status: Arc::new(RwLock::new(HashMap::new())),
-            stopped: Arc::new(Mutex::new(None)),
-            liveness: Liveness::new(),
-        };
+        let (tx, rx) = crossbeam_channel::unbounded();
         let propose_timeout = config.propose_timeout.duration();
-        let mut store = Store {
-            store_id,
-            config,
-            engine: engine.clone(),
-            log: log.clone(),
-            transport,
-            peers: BTreeMap::new(),
-            rx,
-            router: router.clone(),
-            deferred: LogBatch::default(),
-            after_ready: Vec::new(),
-            logger: crate::logger::logger(),
-        };
+        let tick = config.tick_interval();
+        // The router reaches the store weakly: the engine holds a router (its change-set
+        // sink) and the store holds the engine, so a strong reference would keep both alive
+        // after the store thread ended.
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared>| {
+            let router = Router {
+                store_id,
+                tx,
+                status: Arc::new(RwLock::new(HashMap::new())),
+                stopped: Arc::new(Mutex::new(None)),
+                store: weak.clone(),
+                liveness: Liveness::new(),
+            };
+            let store = Mutex::new(Store {
+                store_id,
+                config,
+                engine: engine.clone(),
+                log: log.clone(),
+                transport,
+                peers: BTreeMap::new(),
+                rx: Some(rx.clone()),
+                router,
+                deferred: LogBatch::default(),
+                after_ready: Vec::new(),
+                logger: crate::logger::logger(),
+                touched: BTreeSet::new(),
+                ticks: 0,
+                halted: false,
+            });
+            Shared {
+                store,
+                waiting: Mutex::new(Vec::new()),
+            }
+        });
+        let mut store = shared.store.lock();
+        let router = store.router.clone();
         let mut engine_ids = engine.shard_ids();
         let mut log_ids = log.regions();
         engine_ids.sort_unstable();
@@ -186,12 +217,14 @@ impl RaftStore {
             store.campaign_if_first(id);
         }
         engine.set_change_set_sink(Arc::new(RaftSink::new(router.clone(), propose_timeout)));
-        store.publish();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let all: Vec<u64> = store.peers.keys().copied().collect();
+        store.publish(&all, true);
+        drop(store);
+        let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("stratus-raft-{store_id}"))
-            .spawn(move || store.run(&stop2))
+            .spawn(move || run(shared, rx, &stop2, tick))
             .map_err(StartError::Thread)?;
         Ok(RaftStore {
             router,
@@ -206,7 +239,7 @@ impl RaftStore {
 
     /// Stops the loop and waits for it. Waiting proposals fail with `Stopped`. Idempotent.
     pub fn stop(&self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        self.stop.store(true, Ordering::Release);
         let thread = self.thread.lock().take();
         if let Some(t) = thread {
             let _ = t.join();
@@ -248,14 +281,17 @@ impl Drop for RaftStore {
     }
 }
 
-struct Store {
+/// Every peer of this server and what a round needs; behind the mutex that serializes rounds
+/// (module docs, "Who runs a round").
+pub(crate) struct Store {
     store_id: u64,
     config: RaftConfig,
     engine: Engine,
     log: Arc<RaftLog>,
     transport: Arc<dyn Transport>,
     peers: BTreeMap<u64, Peer>,
-    rx: mpsc::Receiver<StoreMsg>,
+    /// The mailbox; `None` once the store halted (what is posted later fails as stopped).
+    rx: Option<Receiver<StoreMsg>>,
     router: Router,
     /// Records made outside a ready (commit indexes from light readies, log truncations), written
     /// with the next batch.
@@ -263,21 +299,36 @@ struct Store {
     /// Messages of the store loop itself (`hibernation`), sent after this round's ready.
     after_ready: Vec<wire::raft::RaftMessage>,
     logger: slog::Logger,
+    /// Peers something happened to since their last ready (a message, a proposal, a read, a
+    /// tick, a new peer): a round checks only these for a `Ready` and republishes only their
+    /// status, so a write to one region costs the same however many regions the server holds
+    /// (TiKV polls only the state machines that got a message). Only those calls change a
+    /// raft-rs node, and a peer still holding a ready after its round stays in.
+    touched: BTreeSet<u64>,
+    /// Ticks so far (the log GC runs every `LOG_GC_TICKS`).
+    ticks: u64,
+    /// Set once the store stopped (asked to, or a round failed): no round runs any more.
+    halted: bool,
 }
 
 /// The log side of a split (`apply::ChildLog`): the right child's initial state, written
 /// before the engine records the split.
 struct SplitChildLog<'a> {
     log: &'a RaftLog,
-    /// The parent's voters: the child starts on the same servers.
-    conf: &'a kvengine::raft_log::ConfState,
+    /// The parent: the child starts on the same servers (its voters are read only for a
+    /// split, not for every entry applied).
+    parent: Option<&'a Peer>,
 }
 
 impl crate::apply::ChildLog for SplitChildLog<'_> {
     fn prepare(&mut self, right_id: u64, index: u64, term: u64) -> Result<(), String> {
+        let conf = self
+            .parent
+            .map(|p| conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state()))
+            .unwrap_or_default();
         let mut batch = LogBatch::default();
         batch.truncate(right_id, index, term);
-        batch.set_conf_state(right_id, self.conf.clone());
+        batch.set_conf_state(right_id, conf);
         batch.set_hard_state(
             right_id,
             HardState {
@@ -308,6 +359,131 @@ const LOG_GC_ENTRIES: u64 = 64;
 /// Mailbox messages handled per round at most, so ticks and readies are never starved.
 const MAX_MESSAGES_PER_ROUND: usize = 4096;
 
+/// What the store thread and the router share: the store behind the mutex that serializes
+/// rounds, and the proposals of callers waiting for that mutex.
+pub(crate) struct Shared {
+    store: Mutex<Store>,
+    /// Proposals of callers that found a round running: each caller waits for the mutex and
+    /// runs the next round itself, and every round (whoever runs it) takes all of them after
+    /// the mailbox, so callers that queued during one round share the next one (one log write
+    /// and one fdatasync for all: group commit). The store thread never waits on this list:
+    /// a queued caller runs its round itself, so nobody needs waking.
+    waiting: Mutex<Vec<StoreMsg>>,
+}
+
+/// The store thread: whenever the mailbox has something or a tick is due, a round. It waits
+/// without taking a message: the round drains the mailbox under the mutex, so messages are
+/// handled in the order they were posted whoever runs the round.
+fn run(shared: Arc<Shared>, rx: Receiver<StoreMsg>, stop: &AtomicBool, tick: Duration) {
+    let mut next_tick = Instant::now() + tick;
+    loop {
+        if stop.load(Ordering::Acquire) {
+            shared
+                .store
+                .lock()
+                .shut_down("the store was stopped".to_string(), &shared.waiting);
+            return;
+        }
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        let mut mailbox = Select::new();
+        mailbox.recv(&rx);
+        // Ready, timed out or disconnected: the round tells which.
+        let _ = mailbox.ready_timeout(wait.min(Duration::from_millis(50)));
+        let mut store = shared.store.lock();
+        if store.halted {
+            return;
+        }
+        let tick_due = Instant::now() >= next_tick;
+        if tick_due {
+            next_tick = Instant::now() + tick;
+        }
+        Round::new(&mut store, &shared.waiting).run(Vec::new(), tick_due);
+        if store.halted {
+            return;
+        }
+    }
+}
+
+/// Handles `own` in a round on the calling thread (module docs, "Who runs a round"): at once
+/// when no round is running; otherwise `own` waits in `Shared::waiting` for the running
+/// round to end, and this thread runs the next one unless another round took `own` first.
+/// Either way `own` has been handled (a one-voter proposal applied and answered) when this
+/// returns. `Err(own)` when the store is gone (the caller answers it `Stopped`).
+pub(crate) fn run_round_with(
+    shared: &Weak<Shared>,
+    own: Vec<StoreMsg>,
+) -> Result<(), Vec<StoreMsg>> {
+    if IN_ROUND.get() {
+        // Called from inside a round (a callback, the engine's apply): waiting for the mutex
+        // this thread holds would never end; the caller posts to the mailbox instead.
+        return Err(own);
+    }
+    let Some(shared) = shared.upgrade() else {
+        return Err(own);
+    };
+    if let Some(mut store) = shared.store.try_lock() {
+        if store.halted {
+            return Err(own);
+        }
+        Round::new(&mut store, &shared.waiting).run(own, false);
+        return Ok(());
+    }
+    shared.waiting.lock().extend(own);
+    let mut store = shared.store.lock();
+    if store.halted {
+        // `shut_down` answered what waited then; what came later is answered here.
+        let late = std::mem::take(&mut *shared.waiting.lock());
+        for msg in late {
+            store.router.fail_stopped(msg);
+        }
+        return Ok(());
+    }
+    if shared.waiting.lock().is_empty() {
+        // A round took `own` (and everything queued with it) while this thread waited.
+        return Ok(());
+    }
+    Round::new(&mut store, &shared.waiting).run(Vec::new(), false);
+    Ok(())
+}
+
+/// Runs a round and stops the store when it fails, or when it panics: a round cut short may
+/// leave a peer between its ready and its advance, so no later round may run (the store
+/// thread would otherwise go on after a caller's round panicked).
+struct Round<'a> {
+    store: &'a mut Store,
+    waiting: &'a Mutex<Vec<StoreMsg>>,
+}
+
+impl<'a> Round<'a> {
+    fn new(store: &'a mut Store, waiting: &'a Mutex<Vec<StoreMsg>>) -> Round<'a> {
+        Round { store, waiting }
+    }
+
+    fn run(self, own: Vec<StoreMsg>, tick: bool) {
+        IN_ROUND.set(true);
+        if let Err(reason) = self.store.round(own, tick, self.waiting) {
+            self.store.shut_down(reason, self.waiting);
+        }
+    }
+}
+
+thread_local! {
+    /// Whether this thread is running a round (`Round` sets it and clears it when dropped).
+    static IN_ROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl Drop for Round<'_> {
+    fn drop(&mut self) {
+        IN_ROUND.set(false);
+        if std::thread::panicking() {
+            self.store.shut_down(
+                "a store round panicked (see the panic message)".to_string(),
+                self.waiting,
+            );
+        }
+    }
+}
+
 impl Store {
     fn add_peer(&mut self, region_id: u64, applied: u64) -> Result<(), StartError> {
         let cfg = self.config.to_raft_config(self.store_id, applied);
@@ -319,6 +495,7 @@ impl Store {
         let storage = PeerStorage::new(region_id, self.log.clone(), self.engine.clone());
         let raw = RawNode::new(&cfg, storage, &self.logger).map_err(raft_err)?;
         self.peers.insert(region_id, Peer::new(region_id, raw));
+        self.touched.insert(region_id);
         Ok(())
     }
 
@@ -369,51 +546,95 @@ impl Store {
         Ok(())
     }
 
-    fn run(mut self, stop: &std::sync::atomic::AtomicBool) {
-        let tick = self.config.tick_interval();
-        let mut next_tick = Instant::now() + tick;
-        let mut ticks: u64 = 0;
-        let reason = loop {
-            if stop.load(std::sync::atomic::Ordering::Acquire) {
-                break "the store was stopped".to_string();
+    /// One round (module docs): the mailbox, then the proposals of callers `waiting`, then
+    /// `own` (the calling thread's), then the ticks when `tick`, the readies, the published
+    /// status.
+    fn round(
+        &mut self,
+        own: Vec<StoreMsg>,
+        tick: bool,
+        waiting: &Mutex<Vec<StoreMsg>>,
+    ) -> Result<(), String> {
+        let drained = self.drain_mailbox()?;
+        let queued = std::mem::take(&mut *waiting.lock());
+        if drained {
+            for msg in queued.into_iter().chain(own) {
+                self.handle(msg);
             }
-            let wait = next_tick.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(wait.min(Duration::from_millis(50))) {
-                Ok(msg) => {
-                    self.handle(msg);
-                    let more: Vec<StoreMsg> =
-                        self.rx.try_iter().take(MAX_MESSAGES_PER_ROUND).collect();
-                    for msg in more {
-                        self.handle(msg);
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break "the router is gone".into(),
+        } else {
+            // The mailbox holds more than a round takes: the callers' proposals go behind
+            // it, so what they posted earlier is still handled first.
+            for msg in queued.into_iter().chain(own) {
+                self.post(msg);
             }
-            for p in self.peers.values_mut() {
+        }
+        for id in &self.touched {
+            // Reads arrive through the mailbox, which touched their peer.
+            if let Some(p) = self.peers.get_mut(id) {
                 p.send_reads();
             }
-            if Instant::now() >= next_tick {
-                let read_timeout = self.config.election_timeout();
-                for p in self.peers.values_mut().filter(|p| !p.hibernating) {
-                    p.raw.tick();
-                    p.expire_reads(self.store_id, read_timeout);
-                }
-                next_tick = Instant::now() + tick;
-                ticks += 1;
-                self.hibernation_tick(ticks);
-                if ticks.is_multiple_of(LOG_GC_TICKS) {
-                    self.compact_logs();
-                }
+        }
+        if tick {
+            let read_timeout = self.config.election_timeout();
+            // A sleeping region is not ticked (`hibernation`), nor touched by the tick.
+            for (id, p) in self.peers.iter_mut().filter(|(_, p)| !p.hibernating) {
+                p.raw.tick();
+                p.expire_reads(self.store_id, read_timeout);
+                self.touched.insert(*id);
             }
-            if let Err(reason) = self.on_ready() {
-                break reason;
+            self.ticks += 1;
+            self.hibernation_tick(self.ticks);
+            if self.ticks.is_multiple_of(LOG_GC_TICKS) {
+                self.compact_logs();
             }
-            if !self.after_ready.is_empty() {
-                self.transport.send(std::mem::take(&mut self.after_ready));
-            }
-            self.publish();
+        }
+        let readied = self.on_ready()?;
+        // The store loop's own messages go after the round's Raft messages (`hibernation`).
+        if !self.after_ready.is_empty() {
+            self.transport.send(std::mem::take(&mut self.after_ready));
+        }
+        self.publish(&readied, tick);
+        Ok(())
+    }
+
+    /// Handles what the mailbox holds, at most `MAX_MESSAGES_PER_ROUND` messages so ticks
+    /// and readies are never starved; `Ok(false)` when some were left.
+    fn drain_mailbox(&mut self) -> Result<bool, String> {
+        let Some(rx) = self.rx.take() else {
+            return Ok(true);
         };
+        let mut drained = Ok(false);
+        for _ in 0..MAX_MESSAGES_PER_ROUND {
+            match rx.try_recv() {
+                Ok(msg) => self.handle(msg),
+                Err(TryRecvError::Empty) => {
+                    drained = Ok(true);
+                    break;
+                }
+                Err(TryRecvError::Disconnected) => {
+                    drained = Err("the router is gone".to_string());
+                    break;
+                }
+            }
+        }
+        self.rx = Some(rx);
+        drained
+    }
+
+    /// Puts `msg` at the back of the mailbox (a stopped store answers it at once).
+    fn post(&self, msg: StoreMsg) {
+        if let Err(crossbeam_channel::SendError(msg)) = self.router.tx.send(msg) {
+            self.router.fail_stopped(msg);
+        }
+    }
+
+    /// Stops the store for `reason`: nothing leads or serves here any more, every waiting
+    /// proposal and read fails with `Stopped`, and no round runs again. Idempotent.
+    fn shut_down(&mut self, reason: String, waiting: &Mutex<Vec<StoreMsg>>) {
+        if self.halted {
+            return;
+        }
+        self.halted = true;
         tracing::info!(store_id = self.store_id, %reason, "raft store stopped");
         *self.router.stopped.lock() = Some(reason.clone());
         // Nothing here leads or serves any more.
@@ -427,14 +648,32 @@ impl Store {
             // The engine's leader-only jobs stop: their proposals could not go anywhere.
             self.engine.set_leader(*id, false);
         }
-        for msg in self.rx.try_iter() {
-            if let StoreMsg::Propose { cb, .. } = msg {
-                cb(Err(err.clone()));
+        // Later posts fail at once once the store thread's receiver is gone too.
+        if let Some(rx) = self.rx.take() {
+            for msg in rx.try_iter() {
+                self.router.fail_stopped(msg);
             }
+        }
+        for msg in std::mem::take(&mut *waiting.lock()) {
+            self.router.fail_stopped(msg);
         }
     }
 
     fn handle(&mut self, msg: StoreMsg) {
+        let region_id = match &msg {
+            StoreMsg::Raft(m) => Some(m.region_id),
+            StoreMsg::ReadIndex { region_id, .. }
+            | StoreMsg::Propose { region_id, .. }
+            | StoreMsg::TransferLeader { region_id, .. }
+            | StoreMsg::Campaign { region_id } => Some(*region_id),
+            // `add_peer` touches the new region.
+            StoreMsg::CreateRegion { .. } => None,
+        };
+        if let Some(id) = region_id
+            && self.peers.contains_key(&id)
+        {
+            self.touched.insert(id);
+        }
         match msg {
             StoreMsg::Raft(m) => self.step(*m),
             StoreMsg::Propose {
@@ -546,11 +785,11 @@ impl Store {
         }
     }
 
-    /// One ready round over every peer (module docs, steps 3 and 4).
-    fn on_ready(&mut self) -> Result<(), String> {
+    /// One ready round over the touched peers (module docs, steps 3 and 4); returns them.
+    fn on_ready(&mut self) -> Result<Vec<u64>, String> {
         let mut batch = std::mem::take(&mut self.deferred);
         let mut readies = Vec::new();
-        let ids: Vec<u64> = self.peers.keys().copied().collect();
+        let ids: Vec<u64> = std::mem::take(&mut self.touched).into_iter().collect();
         for id in &ids {
             let Some(peer) = self.peers.get_mut(id) else {
                 continue;
@@ -613,7 +852,12 @@ impl Store {
                 peer.raw.advance_apply();
             }
         }
-        Ok(())
+        for id in &ids {
+            if self.peers.get(id).is_some_and(|p| p.raw.has_ready()) {
+                self.touched.insert(*id);
+            }
+        }
+        Ok(ids)
     }
 
     fn apply(&mut self, region_id: u64, entries: Vec<eraftpb::Entry>) -> Result<(), String> {
@@ -621,17 +865,10 @@ impl Store {
             return Ok(());
         }
         let _timer = crate::metrics::APPLY_DURATION.start_timer();
-        // Membership is static, so the parent's voters (what a split child starts with) are
-        // read once per batch of entries, not per entry.
-        let conf = self
-            .peers
-            .get(&region_id)
-            .map(|p| conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state()))
-            .unwrap_or_default();
         for entry in entries {
             let mut child_log = SplitChildLog {
                 log: &self.log,
-                conf: &conf,
+                parent: self.peers.get(&region_id),
             };
             let (result, effect) = apply_entry(&self.engine, region_id, &entry, &mut child_log)
                 .map_err(|e| {
@@ -764,7 +1001,9 @@ impl Store {
             let cmd =
                 wire::raft_cmd::Cmd::CompactLog(wire::raft_cmd::CompactLog { index: to, term: 0 });
             let data = RaftCmd::new(0, cmd).encode_to_vec();
+            // The proposal wakes a sleeping region; its ready must be collected this round.
             p.propose(store_id, data, Box::new(|_| {}));
+            self.touched.insert(*id);
         }
         match self.log.purge() {
             Ok(0) => {}
@@ -891,7 +1130,43 @@ impl Store {
         self.transport.send(out);
     }
 
-    fn publish(&self) {
+    /// Publishes the status of `ids` (the peers a round readied: no other status changed) for
+    /// the router. The gauges, which sum over every peer, are refreshed on ticks and when a
+    /// region appeared or changed leader, not every round (the engine WAL's gauges too).
+    fn publish(&self, ids: &[u64], tick: bool) {
+        let mut reshaped = false;
+        {
+            let mut status = self.router.status.write();
+            for id in ids {
+                let Some(p) = self.peers.get(id) else {
+                    continue;
+                };
+                let now = RegionStatus {
+                    leader: p.leader(),
+                    term: p.term(),
+                    is_leader: p.is_leader(),
+                    serving: p.is_leader() && p.applied_own_term,
+                    applied: p.raw.raft.raft_log.applied,
+                    hibernating: p.hibernating,
+                };
+                let before = status.insert(*id, now);
+                reshaped |= before.is_none_or(|b| b.is_leader != now.is_leader);
+            }
+            // Falling asleep needs no ready: on ticks, the flag of every region is checked.
+            if tick {
+                for (id, p) in &self.peers {
+                    if let Some(s) = status.get_mut(id) {
+                        s.hibernating = p.hibernating;
+                    }
+                }
+            }
+        }
+        if tick || reshaped {
+            self.publish_gauges();
+        }
+    }
+
+    fn publish_gauges(&self) {
         // The Raft log is this server's write-ahead log: its counters are the WAL's.
         let stats = self.log.stats();
         kvengine::metrics::WAL_BYTES.set(stats.bytes_written as i64);
@@ -907,20 +1182,5 @@ impl Store {
         crate::metrics::APPLY_LAG.set(lag as i64);
         crate::metrics::HIBERNATED
             .set(self.peers.values().filter(|p| p.hibernating).count() as i64);
-        let mut status = self.router.status.write();
-        status.clear();
-        for (id, p) in &self.peers {
-            status.insert(
-                *id,
-                RegionStatus {
-                    leader: p.leader(),
-                    term: p.term(),
-                    is_leader: p.is_leader(),
-                    serving: p.is_leader() && p.applied_own_term,
-                    applied: p.raw.raft.raft_log.applied,
-                    hibernating: p.hibernating,
-                },
-            );
-        }
     }
 }

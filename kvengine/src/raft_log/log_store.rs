@@ -133,6 +133,20 @@ impl RaftLog {
         self.logs.read().state(region_id)
     }
 
+    /// `truncated_index + 1` of [`RaftLog::state`], without copying the state (raft-rs asks
+    /// for it whenever it checks a group for work, every round).
+    pub fn first_index(&self, region_id: u64) -> Option<u64> {
+        self.logs
+            .read()
+            .bounds(region_id)
+            .map(|b| b.truncated_index + 1)
+    }
+
+    /// `last_index` of [`RaftLog::state`], without copying the state.
+    pub fn last_index(&self, region_id: u64) -> Option<u64> {
+        self.logs.read().bounds(region_id).map(|b| b.last_index)
+    }
+
     /// Entries [low, high), at most `max_size` bytes ([`LogEntry::size`]) but always at least
     /// one. `low <= truncated_index` is `Compacted`, `high > last_index + 1` `Unavailable`.
     pub fn entries(

@@ -142,7 +142,7 @@ pub fn encode_segment_header(segment_seq: u64) -> [u8; SEGMENT_HEADER_LEN] {
 
 /// Appends the frame of `batch` to `out`. The caller checks the batch is not empty.
 pub fn encode_batch_record(batch: &LogBatch, out: &mut Vec<u8>) -> Result<(), BatchError> {
-    let mut body = Vec::new();
+    let mut body = Vec::with_capacity(batch_body_len(batch));
     body.push(BODY_BATCH);
     put_count(&mut body, batch.ops().len());
     for RegionOp { region_id, op } in batch.ops() {
@@ -177,6 +177,38 @@ pub fn encode_batch_record(batch: &LogBatch, out: &mut Vec<u8>) -> Result<(), Ba
         }
     }
     frame_body(&body, out)
+}
+
+/// The length of `batch`'s body as `encode_batch_record` writes it, so the body is allocated
+/// once (a Raft round writes one record; growing the buffer was a tenth of its cost).
+fn batch_body_len(batch: &LogBatch) -> usize {
+    let ops: usize = batch
+        .ops()
+        .iter()
+        .map(|RegionOp { op, .. }| {
+            8 + 1
+                + match op {
+                    LogOp::Append(entries) => {
+                        8 + 4
+                            + entries
+                                .iter()
+                                .map(|e| 8 + 1 + 4 + e.data.len() + 4 + e.context.len())
+                                .sum::<usize>()
+                    }
+                    LogOp::HardState(_) => 3 * 8,
+                    LogOp::ConfState(cs) => {
+                        let ids = cs.voters.len()
+                            + cs.learners.len()
+                            + cs.voters_outgoing.len()
+                            + cs.learners_next.len();
+                        4 * 4 + 8 * ids + 1
+                    }
+                    LogOp::Truncate { .. } => 2 * 8,
+                    LogOp::RemoveRegion => 0,
+                }
+        })
+        .sum();
+    1 + 4 + ops
 }
 
 /// Appends the frame of a checkpoint to `out`; `regions` sorted by region id, no repeats.
@@ -570,6 +602,36 @@ mod tests {
                 (16, RaftRecord::Checkpoint(checkpoint)),
                 (114, RaftRecord::Batch(batch))
             ]
+        );
+    }
+
+    #[test]
+    fn a_batch_body_is_allocated_at_its_encoded_length() {
+        let (_, mut batch) = pinned_records();
+        batch.set_hard_state(
+            3,
+            HardState {
+                term: 2,
+                vote: 1,
+                commit: 6,
+            },
+        );
+        batch.set_conf_state(
+            4,
+            ConfState {
+                voters: vec![1, 2, 3],
+                learners: vec![4],
+                voters_outgoing: vec![5],
+                learners_next: vec![6, 7],
+                auto_leave: true,
+            },
+        );
+        batch.remove_region(5);
+        let mut framed = Vec::new();
+        encode_batch_record(&batch, &mut framed).unwrap();
+        assert_eq!(
+            batch_body_len(&batch),
+            framed.len() - frame::FRAME_HEADER_LEN
         );
     }
 

@@ -285,6 +285,11 @@ impl RegionLogs {
         self.regions.get(&region_id).map(RegionLog::state)
     }
 
+    /// A region's truncated and last index, without copying its state.
+    pub(crate) fn bounds(&self, region_id: u64) -> Option<Bounds> {
+        self.regions.get(&region_id).map(RegionLog::bounds)
+    }
+
     fn region(&self, region_id: u64) -> Result<&RegionLog, LogReadError> {
         self.regions
             .get(&region_id)

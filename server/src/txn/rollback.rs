@@ -49,13 +49,7 @@ impl Storage {
                 }
                 TxnRecord::RolledBack => {}
                 TxnRecord::Missing => {
-                    put_rollback(
-                        batches.get(&snaps, i),
-                        snap,
-                        key,
-                        start_ts,
-                        lock.is_some(),
-                    )?;
+                    put_rollback(batches.get(&snaps, i), snap, key, start_ts, lock.is_some())?;
                 }
             }
         }

@@ -114,8 +114,9 @@ impl Batches {
             .1
     }
 
-    /// Proposes every non-empty batch to its shard's Raft group, all first, then waits for
-    /// each to be committed and applied here: one round trip for many shards, not one each.
+    /// Proposes every non-empty batch to its shard's Raft group, all in one store round
+    /// (`Router::propose_batch`), then waits for each to be committed and applied here: one
+    /// round trip for many shards, not one each.
     /// Batches of different shards are not atomic together: if one fails, the others may stay
     /// (prewrite locks and rollback records are safe to leave; commit records left by a failed
     /// commit are what a retry or resolver would write).
@@ -139,22 +140,26 @@ impl Batches {
                 }));
             }
         }
+        let mut proposals = Vec::new();
         for (shard, (ver, batch)) in self.0 {
             if batch.is_empty() {
                 continue;
             }
             let term = router.status(shard).map_or(0, |s| s.term);
             let (tx, rx) = std::sync::mpsc::sync_channel(1);
-            router.propose(
-                shard,
-                Some(ver),
-                wire::raft_cmd::Cmd::Write(batch.encode()),
-                Box::new(move |r| {
+            proposals.push(raftstore::Proposal {
+                region_id: shard,
+                region_ver: Some(ver),
+                cmd: wire::raft_cmd::Cmd::Write(batch.encode()),
+                cb: Box::new(move |r| {
                     let _ = tx.send(r);
                 }),
-            );
+            });
             waiting.push((shard, term, rx));
         }
+        // One store round for every shard; on this thread when no round is running, so a
+        // one-voter group has answered before the waits below.
+        router.propose_batch(proposals);
         let mut first_error = None;
         for (shard, term, rx) in waiting {
             if let Err(e) = wait_for_apply(router, shard, term, &rx, storage.propose_timeout) {
