@@ -37,9 +37,8 @@ fn main() {
                 });
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "raft-write" | "txn-snapshot"
-            | "replication" | "failover" | "cop" | "offload" | "mixed" | "cop-cache" | "node-selection" | "all" => {
-                suite = a
-            }
+            | "replication" | "failover" | "cop" | "offload" | "mixed" | "cop-cache"
+            | "node-selection" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {

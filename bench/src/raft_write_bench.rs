@@ -139,5 +139,10 @@ fn suite(sync: SyncPolicy, sync_name: &str, writes: usize, shapes: &[(usize, u64
 
 pub fn run(_entries: usize) {
     suite(SyncPolicy::Off, "off", 20_000, &[(1, 1), (2, 1), (1, 1000)]);
-    suite(SyncPolicy::EveryBatch, "every-batch", 1_000, &[(1, 1), (2, 1)]);
+    suite(
+        SyncPolicy::EveryBatch,
+        "every-batch",
+        1_000,
+        &[(1, 1), (2, 1)],
+    );
 }

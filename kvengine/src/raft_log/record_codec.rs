@@ -629,7 +629,10 @@ mod tests {
         batch.remove_region(5);
         let mut framed = Vec::new();
         encode_batch_record(&batch, &mut framed).unwrap();
-        assert_eq!(batch_body_len(&batch), framed.len() - frame::FRAME_HEADER_LEN);
+        assert_eq!(
+            batch_body_len(&batch),
+            framed.len() - frame::FRAME_HEADER_LEN
+        );
     }
 
     #[test]
