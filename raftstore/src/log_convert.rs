@@ -1,6 +1,6 @@
-//! raft-rs's log types <-> the raft-agnostic records of `kvengine::raft_log`.
+//! raft-rs's log types <-> the raft-agnostic records of `kvengine::raft_log`. Entry data and
+//! context are `bytes::Bytes` on both sides: a conversion shares them, never copies.
 
-use bytes::Bytes;
 use kvengine::raft_log::{ConfState, EntryKind, HardState, LogEntry};
 use raft::eraftpb;
 
@@ -8,8 +8,8 @@ pub(crate) fn entry_to_pb(e: &LogEntry) -> eraftpb::Entry {
     let mut out = eraftpb::Entry {
         index: e.index,
         term: e.term,
-        data: e.data.to_vec().into(),
-        context: e.context.to_vec().into(),
+        data: e.data.clone(),
+        context: e.context.clone(),
         ..Default::default()
     };
     out.set_entry_type(match e.kind {
@@ -29,8 +29,8 @@ pub(crate) fn entry_from_pb(e: &eraftpb::Entry) -> LogEntry {
             eraftpb::EntryType::EntryConfChange => EntryKind::ConfChange,
             eraftpb::EntryType::EntryConfChangeV2 => EntryKind::ConfChangeV2,
         },
-        data: Bytes::copy_from_slice(&e.data),
-        context: Bytes::copy_from_slice(&e.context),
+        data: e.data.clone(),
+        context: e.context.clone(),
     }
 }
 

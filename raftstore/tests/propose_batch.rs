@@ -153,21 +153,12 @@ fn a_failing_proposal_in_a_batch_fails_alone() {
     assert_eq!(last.index, first.index + 2);
     assert_eq!(rows(&engine), 2);
     let snap = engine.snapshot(1).unwrap();
-    assert!(
-        snap.get(ColumnFamily::Write, b"a", u64::MAX)
+    let holds = |key: &[u8]| {
+        snap.get(ColumnFamily::Write, key, u64::MAX)
             .unwrap()
             .is_some()
-    );
-    assert!(
-        snap.get(ColumnFamily::Write, b"b", u64::MAX)
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        snap.get(ColumnFamily::Write, b"c", u64::MAX)
-            .unwrap()
-            .is_some()
-    );
+    };
+    assert!(holds(b"a") && !holds(b"b") && holds(b"c"));
 }
 
 /// Sets its flag when dropped, so helper threads of a scope stop even when an assertion of
