@@ -22,11 +22,12 @@ use crate::apply::Applied;
 use crate::error::RaftStoreError;
 use crate::store::{Store, try_run_round};
 
-/// Answers a proposal, on the store thread: keep it short (send on a channel).
+/// Answers a proposal, on the thread running the store round (the store thread or a writer's):
+/// keep it short (send on a channel).
 pub type Callback = Box<dyn FnOnce(Result<Applied, RaftStoreError>) + Send>;
 
 /// Answers a read-index request with the index to read at (applied here already), on the
-/// store thread: keep it short.
+/// thread running the store round: keep it short.
 pub type ReadCallback = Box<dyn FnOnce(Result<u64, RaftStoreError>) + Send>;
 
 pub(crate) enum StoreMsg {
