@@ -17,7 +17,7 @@
 //! * [`fuzzing`]: the check of the `raft_batch` fuzz target (decode, convert, round trip);
 //! * `store`: the loop ([`RaftStore`]): one round at a time ticks, steps and collects the `Ready`
 //!   of every region, writes all their entries with one `RaftLog::write`, sends, and applies;
-//!   the store thread runs rounds, and so do writers (`Router::write`, `propose_batch`);
+//!   the store thread runs rounds, and so does a writer that finds none running;
 //! * `peer` / `peer_storage`: one region's raft-rs node, and raft-rs's `Storage` over the log;
 //! * `apply`: what a committed entry does to the engine, decided in one place;
 //! * `router` ([`Router`]): proposals and inbound messages into the loop, region status out;

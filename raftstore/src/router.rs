@@ -21,13 +21,14 @@ use wire::raft_cmd::{Cmd, SplitCmd};
 use crate::apply::Applied;
 use crate::error::RaftStoreError;
 use crate::hibernation::Liveness;
-use crate::store::{Shared, run_round_with};
+use crate::store::{Store, try_run_round};
 
-/// Answers a proposal, on the store thread: keep it short (send on a channel).
+/// Answers a proposal, on the thread running the store round (the store thread or a writer's):
+/// keep it short (send on a channel).
 pub type Callback = Box<dyn FnOnce(Result<Applied, RaftStoreError>) + Send>;
 
 /// Answers a read-index request with the index to read at (applied here already), on the
-/// store thread: keep it short.
+/// thread running the store round: keep it short.
 pub type ReadCallback = Box<dyn FnOnce(Result<u64, RaftStoreError>) + Send>;
 
 pub(crate) enum StoreMsg {
@@ -100,7 +101,7 @@ pub struct Router {
     pub(crate) tx: crossbeam_channel::Sender<StoreMsg>,
     /// The loop's state, to run a round on the caller's thread (weak: the store holds the
     /// engine, which holds a router).
-    pub(crate) store: Weak<Shared>,
+    pub(crate) store: Weak<Mutex<Store>>,
     pub(crate) status: Arc<RwLock<HashMap<u64, RegionStatus>>>,
     /// Why the loop stopped, once it has.
     pub(crate) stopped: Arc<Mutex<Option<String>>>,
@@ -141,23 +142,22 @@ impl Router {
         }
     }
 
-    /// Proposes every one of `proposals`, in order, one entry each, in a round of the store
-    /// loop that the calling thread runs (one log write for all of them): at once when no round
-    /// is running, else right after the running one, which the proposals of every caller that
-    /// queued meanwhile share (group commit). A one-voter group has applied and answered every
-    /// proposal when this returns, and the store thread was not woken. Each callback is
-    /// answered on its own: a proposal that fails (not leader, epoch changed, too large) fails
-    /// alone.
+    /// Proposes every one of `proposals`, in order, one entry each. When no round of the store
+    /// loop is running, the calling thread runs one with all of them (one log write): a
+    /// one-voter group then applies and answers every proposal before this returns, without
+    /// waking the store thread. Otherwise they go to the mailbox, as with [`Router::propose`],
+    /// and the next round takes them with everything else posted meanwhile (group commit).
+    /// Each callback is answered on its own: a proposal that fails (not leader, epoch changed,
+    /// too large) fails alone.
     ///
-    /// Blocks for up to two rounds (the log write and its fdatasync, the apply of every
-    /// committed entry): call it from a thread that may block, as for [`Router::write`];
-    /// [`Router::propose`] only posts.
+    /// May block for a round (the log write and its fdatasync, the apply of every committed
+    /// entry): call it from a thread that may block, as for [`Router::write`].
     pub fn propose_batch(&self, proposals: Vec<Proposal>) {
         let msgs: Vec<StoreMsg> = proposals.into_iter().map(StoreMsg::propose).collect();
         if msgs.is_empty() {
             return;
         }
-        if let Err(msgs) = run_round_with(&self.store, msgs) {
+        if let Err(msgs) = try_run_round(&self.store, msgs) {
             for msg in msgs {
                 if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(msg) {
                     self.fail_stopped(msg);

@@ -15,16 +15,16 @@
 //!
 //! **Who runs a round.** The `Store` sits behind one mutex, so rounds never overlap and run in
 //! the order they take it. The store thread runs one whenever its mailbox has something or a
-//! tick is due. A caller of [`Router::write`] or [`Router::propose_batch`] runs one itself
-//! instead of handing its proposals to the store thread: the mailbox first (so anything this
-//! caller sent earlier stays ahead), then its own proposals, then steps 3 to 5. In a one-voter
-//! group its entry commits on the round's own append, so it is applied and answered before the
-//! call returns, with no thread wake-up on either side (measured in BENCHMARKS.md: the two
-//! wake-ups were most of a write's cost). A caller that finds a round running queues its
-//! proposals (`Shared::waiting`) and waits for the mutex; the next round, whoever runs it,
-//! takes everything queued meanwhile in one batch (one write, one fdatasync: group commit), and
-//! a caller whose proposals that round took returns without running another. Only the store
-//! thread ticks. What holds in every round holds whoever runs it: a round is the same code.
+//! tick is due. A caller of [`Router::write`] or [`Router::propose_batch`] that finds the mutex
+//! free runs a round itself instead of handing its proposal to the store thread: the mailbox
+//! first (so anything this caller sent earlier stays ahead), then its own proposals, then
+//! steps 3 to 5. In a one-voter group its entry commits on the round's own append, so it is
+//! applied and answered before the caller's call returns, with no thread wake-up on either side
+//! (measured in BENCHMARKS.md: the two wake-ups were most of a write's cost). A caller that finds
+//! a round running posts to the mailbox as `Router::propose` does, and the next round takes
+//! everything posted meanwhile in one batch (one write, one fdatasync): group commit. Only the
+//! store thread ticks. What holds in every round holds in both: a round is the same code
+//! whoever runs it.
 //!
 //! Apply runs in the round too: a write is a memtable insert, and a ChangeSet only opens the
 //! tables it names (the flush threads wrote them). If applying an entry keeps failing for a
@@ -136,7 +136,7 @@ impl RaftStore {
         // The router reaches the store weakly: the engine holds a router (its change-set
         // sink) and the store holds the engine, so a strong reference would keep both alive
         // after the store thread ended.
-        let shared = Arc::new_cyclic(|weak: &Weak<Shared>| {
+        let shared = Arc::new_cyclic(|weak: &Weak<Mutex<Store>>| {
             let router = Router {
                 store_id,
                 tx,
@@ -145,7 +145,7 @@ impl RaftStore {
                 store: weak.clone(),
                 liveness: Liveness::new(),
             };
-            let store = Mutex::new(Store {
+            Mutex::new(Store {
                 store_id,
                 config,
                 engine: engine.clone(),
@@ -160,13 +160,9 @@ impl RaftStore {
                 touched: BTreeSet::new(),
                 ticks: 0,
                 halted: false,
-            });
-            Shared {
-                store,
-                waiting: Mutex::new(Vec::new()),
-            }
+            })
         });
-        let mut store = shared.store.lock();
+        let mut store = shared.lock();
         let router = store.router.clone();
         let mut engine_ids = engine.shard_ids();
         let mut log_ids = log.regions();
@@ -359,29 +355,14 @@ const LOG_GC_ENTRIES: u64 = 64;
 /// Mailbox messages handled per round at most, so ticks and readies are never starved.
 const MAX_MESSAGES_PER_ROUND: usize = 4096;
 
-/// What the store thread and the router share: the store behind the mutex that serializes
-/// rounds, and the proposals of callers waiting for that mutex.
-pub(crate) struct Shared {
-    store: Mutex<Store>,
-    /// Proposals of callers that found a round running: each caller waits for the mutex and
-    /// runs the next round itself, and every round (whoever runs it) takes all of them after
-    /// the mailbox, so callers that queued during one round share the next one (one log write
-    /// and one fdatasync for all: group commit). The store thread never waits on this list:
-    /// a queued caller runs its round itself, so nobody needs waking.
-    waiting: Mutex<Vec<StoreMsg>>,
-}
-
 /// The store thread: whenever the mailbox has something or a tick is due, a round. It waits
 /// without taking a message: the round drains the mailbox under the mutex, so messages are
 /// handled in the order they were posted whoever runs the round.
-fn run(shared: Arc<Shared>, rx: Receiver<StoreMsg>, stop: &AtomicBool, tick: Duration) {
+fn run(shared: Arc<Mutex<Store>>, rx: Receiver<StoreMsg>, stop: &AtomicBool, tick: Duration) {
     let mut next_tick = Instant::now() + tick;
     loop {
         if stop.load(Ordering::Acquire) {
-            shared
-                .store
-                .lock()
-                .shut_down("the store was stopped".to_string(), &shared.waiting);
+            shared.lock().shut_down("the store was stopped".to_string());
             return;
         }
         let wait = next_tick.saturating_duration_since(Instant::now());
@@ -389,7 +370,7 @@ fn run(shared: Arc<Shared>, rx: Receiver<StoreMsg>, stop: &AtomicBool, tick: Dur
         mailbox.recv(&rx);
         // Ready, timed out or disconnected: the round tells which.
         let _ = mailbox.ready_timeout(wait.min(Duration::from_millis(50)));
-        let mut store = shared.store.lock();
+        let mut store = shared.lock();
         if store.halted {
             return;
         }
@@ -397,89 +378,57 @@ fn run(shared: Arc<Shared>, rx: Receiver<StoreMsg>, stop: &AtomicBool, tick: Dur
         if tick_due {
             next_tick = Instant::now() + tick;
         }
-        Round::new(&mut store, &shared.waiting).run(Vec::new(), tick_due);
+        HaltOnPanic::new(&mut store).round(Vec::new(), tick_due);
         if store.halted {
             return;
         }
     }
 }
 
-/// Handles `own` in a round on the calling thread (module docs, "Who runs a round"): at once
-/// when no round is running; otherwise `own` waits in `Shared::waiting` for the running
-/// round to end, and this thread runs the next one unless another round took `own` first.
-/// Either way `own` has been handled (a one-voter proposal applied and answered) when this
-/// returns. `Err(own)` when the store is gone (the caller answers it `Stopped`).
-pub(crate) fn run_round_with(
-    shared: &Weak<Shared>,
+/// Runs a round on the calling thread with `own` messages handled after the mailbox, when no
+/// round is running and the store has not stopped (module docs, "Who runs a round"); hands
+/// `own` back otherwise.
+pub(crate) fn try_run_round(
+    store: &Weak<Mutex<Store>>,
     own: Vec<StoreMsg>,
 ) -> Result<(), Vec<StoreMsg>> {
-    if IN_ROUND.get() {
-        // Called from inside a round (a callback, the engine's apply): waiting for the mutex
-        // this thread holds would never end; the caller posts to the mailbox instead.
-        return Err(own);
-    }
-    let Some(shared) = shared.upgrade() else {
+    let Some(shared) = store.upgrade() else {
         return Err(own);
     };
-    if let Some(mut store) = shared.store.try_lock() {
-        if store.halted {
-            return Err(own);
-        }
-        Round::new(&mut store, &shared.waiting).run(own, false);
-        return Ok(());
-    }
-    shared.waiting.lock().extend(own);
-    let mut store = shared.store.lock();
+    let Some(mut store) = shared.try_lock() else {
+        return Err(own);
+    };
     if store.halted {
-        // `shut_down` answered what waited then; what came later is answered here.
-        let late = std::mem::take(&mut *shared.waiting.lock());
-        for msg in late {
-            store.router.fail_stopped(msg);
-        }
-        return Ok(());
+        return Err(own);
     }
-    if shared.waiting.lock().is_empty() {
-        // A round took `own` (and everything queued with it) while this thread waited.
-        return Ok(());
-    }
-    Round::new(&mut store, &shared.waiting).run(Vec::new(), false);
+    HaltOnPanic::new(&mut store).round(own, false);
     Ok(())
 }
 
 /// Runs a round and stops the store when it fails, or when it panics: a round cut short may
 /// leave a peer between its ready and its advance, so no later round may run (the store
 /// thread would otherwise go on after a caller's round panicked).
-struct Round<'a> {
+struct HaltOnPanic<'a> {
     store: &'a mut Store,
-    waiting: &'a Mutex<Vec<StoreMsg>>,
 }
 
-impl<'a> Round<'a> {
-    fn new(store: &'a mut Store, waiting: &'a Mutex<Vec<StoreMsg>>) -> Round<'a> {
-        Round { store, waiting }
+impl<'a> HaltOnPanic<'a> {
+    fn new(store: &'a mut Store) -> HaltOnPanic<'a> {
+        HaltOnPanic { store }
     }
 
-    fn run(self, own: Vec<StoreMsg>, tick: bool) {
-        IN_ROUND.set(true);
-        if let Err(reason) = self.store.round(own, tick, self.waiting) {
-            self.store.shut_down(reason, self.waiting);
+    fn round(self, own: Vec<StoreMsg>, tick: bool) {
+        if let Err(reason) = self.store.round(own, tick) {
+            self.store.shut_down(reason);
         }
     }
 }
 
-thread_local! {
-    /// Whether this thread is running a round (`Round` sets it and clears it when dropped).
-    static IN_ROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-impl Drop for Round<'_> {
+impl Drop for HaltOnPanic<'_> {
     fn drop(&mut self) {
-        IN_ROUND.set(false);
         if std::thread::panicking() {
-            self.store.shut_down(
-                "a store round panicked (see the panic message)".to_string(),
-                self.waiting,
-            );
+            self.store
+                .shut_down("a store round panicked (see the panic message)".to_string());
         }
     }
 }
@@ -546,25 +495,18 @@ impl Store {
         Ok(())
     }
 
-    /// One round (module docs): the mailbox, then the proposals of callers `waiting`, then
-    /// `own` (the calling thread's), then the ticks when `tick`, the readies, the published
-    /// status.
-    fn round(
-        &mut self,
-        own: Vec<StoreMsg>,
-        tick: bool,
-        waiting: &Mutex<Vec<StoreMsg>>,
-    ) -> Result<(), String> {
+    /// One round (module docs): the mailbox, then `own` (a calling thread's proposals), then
+    /// the ticks when `tick`, the readies, the published status.
+    fn round(&mut self, own: Vec<StoreMsg>, tick: bool) -> Result<(), String> {
         let drained = self.drain_mailbox()?;
-        let queued = std::mem::take(&mut *waiting.lock());
         if drained {
-            for msg in queued.into_iter().chain(own) {
+            for msg in own {
                 self.handle(msg);
             }
         } else {
-            // The mailbox holds more than a round takes: the callers' proposals go behind
-            // it, so what they posted earlier is still handled first.
-            for msg in queued.into_iter().chain(own) {
+            // The mailbox holds more than a round takes: `own` goes behind it, so what this
+            // caller posted earlier is still handled first.
+            for msg in own {
                 self.post(msg);
             }
         }
@@ -630,7 +572,7 @@ impl Store {
 
     /// Stops the store for `reason`: nothing leads or serves here any more, every waiting
     /// proposal and read fails with `Stopped`, and no round runs again. Idempotent.
-    fn shut_down(&mut self, reason: String, waiting: &Mutex<Vec<StoreMsg>>) {
+    fn shut_down(&mut self, reason: String) {
         if self.halted {
             return;
         }
@@ -653,9 +595,6 @@ impl Store {
             for msg in rx.try_iter() {
                 self.router.fail_stopped(msg);
             }
-        }
-        for msg in std::mem::take(&mut *waiting.lock()) {
-            self.router.fail_stopped(msg);
         }
     }
 
