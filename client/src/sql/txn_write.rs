@@ -281,23 +281,9 @@ pub async fn write(
         }
     }
     let commit_ts = client.current_ts().await?.max(min_commit_ts);
-    let commit = |server: String, keys: Vec<Vec<u8>>| async move {
-        let req = CommitRequest {
-            keys,
-            start_ts,
-            commit_ts,
-        };
-        transport
-            .post::<_, CommandResponse>(&server, paths::COMMIT, &req, "commit response")
-            .await
-    };
     // The commit point.
-    let mut backoff = client.backoff();
     let mut warnings = Vec::new();
-    match router
-        .send_by_region(vec![primary.clone()], &mut backoff, commit)
-        .await
-    {
+    match send_commit(client, vec![primary.clone()], start_ts, commit_ts).await {
         Ok(answers) => {
             if let Some(e) = first_error(&answers) {
                 rollback(client, &groups, start_ts).await;
@@ -309,7 +295,8 @@ pub async fn write(
             // answered until the deadline): a rollback of the primary decides.
             match decide_by_rollback(client, &primary, start_ts).await {
                 Decided::Committed(ts) => warnings.push(format!(
-                    "{statement} committed, though its commit answer was lost (a rollback                      found it committed): commit_ts={ts} error={e}"
+                    "{statement} committed, though its commit answer was lost (a rollback \
+                     found it committed): commit_ts={ts} error={e}"
                 )),
                 Decided::RolledBack => {
                     rollback(client, &groups, start_ts).await;
@@ -331,11 +318,7 @@ pub async fn write(
         .filter(|k| *k != primary)
         .collect();
     if !secondaries.is_empty() {
-        let mut backoff = client.backoff();
-        match router
-            .send_by_region(secondaries, &mut backoff, commit)
-            .await
-        {
+        match send_commit(client, secondaries, start_ts, commit_ts).await {
             Ok(answers) => {
                 if let Some(e) = first_error(&answers) {
                     warnings.push(secondary_warning(statement, &txn_err("commit", e)));
@@ -413,6 +396,31 @@ async fn decide_by_rollback(client: &Client, primary: &[u8], start_ts: u64) -> D
             Some(e) => Decided::Unknown(format!("kind={} {}", e.kind, e.message)),
         },
     }
+}
+
+/// Commits `keys` of `start_ts` at `commit_ts` at their regions' leaders (the one commit
+/// request of this module and of `async_commit`).
+async fn send_commit(
+    client: &Client,
+    keys: Vec<Vec<u8>>,
+    start_ts: u64,
+    commit_ts: u64,
+) -> crate::error::Result<Vec<CommandResponse>> {
+    let mut backoff = client.backoff();
+    let transport = client.transport();
+    client
+        .router()
+        .send_by_region(keys, &mut backoff, |server, keys| async move {
+            let req = CommitRequest {
+                keys,
+                start_ts,
+                commit_ts,
+            };
+            transport
+                .post(&server, paths::COMMIT, &req, "commit response")
+                .await
+        })
+        .await
 }
 
 /// Rolls `keys` back at their regions' leaders (the one rollback request of this module).

@@ -40,14 +40,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use wire::paths;
-use wire::txn::{
-    CommandResponse, CommitRequest, ErrorKind, KeyError, Mutation, PrewriteRequest,
-    PrewriteResponse,
-};
+use wire::txn::{ErrorKind, KeyError, Mutation, PrewriteRequest, PrewriteResponse};
 
 use super::{
     CommitMode, LOCK_TTL_MS, Result, SqlError, WriteOutcome, first_error, prewrite_error, rollback,
-    txn_err,
+    send_commit, txn_err,
 };
 use crate::error::Error;
 use crate::lock_resolver::AsyncCommitFate;
@@ -164,19 +161,8 @@ pub(super) async fn write(
         return decide(client, primary, &secondaries, start_ts, statement, failure).await;
     }
     // Every key is locked: committed at commit_ts, acknowledged from here on.
-    let commit = |server: String, keys: Vec<Vec<u8>>| async move {
-        let req = CommitRequest {
-            keys,
-            start_ts,
-            commit_ts,
-        };
-        transport
-            .post::<_, CommandResponse>(&server, paths::COMMIT, &req, "commit response")
-            .await
-    };
-    let mut backoff = client.backoff();
     let mut warnings = Vec::new();
-    match router.send_by_region(keys, &mut backoff, commit).await {
+    match send_commit(client, keys, start_ts, commit_ts).await {
         Ok(answers) => {
             if let Some(e) = first_error(&answers) {
                 warnings.push(commit_warning(statement, commit_ts, &txn_err("commit", e)));
