@@ -40,8 +40,9 @@ fn batch(i: usize, v: &[u8]) -> WriteBatch {
     b
 }
 
-/// `writes` batches split over `threads` through `write`; returns the wall time.
-fn timed(writes: usize, threads: usize, write: impl Fn(&WriteBatch) + Sync) -> Duration {
+/// `writes` batches (the two puts of transaction `i`) split over `threads` through `write`;
+/// returns the wall time. The `txn` suite's baseline writes the same batches.
+pub(crate) fn timed(writes: usize, threads: usize, write: impl Fn(&WriteBatch) + Sync) -> Duration {
     let per_thread = writes / threads;
     let write = &write;
     let t0 = Instant::now();

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{Engine, EngineOptions, LocalDfs, SyncPolicy};
 use server::tso::Tso;
 use server::txn::{Mode, Storage, TxnClient};
 
@@ -78,30 +78,11 @@ fn engine_run(sync: SyncPolicy, txns: usize, threads: usize) -> Duration {
     let d = tempfile::tempdir().expect("tmp");
     let storage = storage(d.path(), sync);
     let router = storage.router();
-    let per_thread = txns / threads;
-    let t0 = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            s.spawn(move || {
-                let v = value(&mut rng(t as u64));
-                for i in t * per_thread..(t + 1) * per_thread {
-                    let mut b = WriteBatch::new();
-                    b.put(ColumnFamily::Write, &key(2 * i), 2 * i as u64 + 2, b"", &v);
-                    b.put(
-                        ColumnFamily::Write,
-                        &key(2 * i + 1),
-                        2 * i as u64 + 2,
-                        b"",
-                        &v,
-                    );
-                    router
-                        .write(1, None, &b, Duration::from_secs(10))
-                        .expect("write");
-                }
-            });
-        }
+    let elapsed = crate::raft_write_bench::timed(txns, threads, |b| {
+        router
+            .write(1, None, b, Duration::from_secs(10))
+            .expect("write");
     });
-    let elapsed = t0.elapsed();
     storage.engine().close(false).expect("close");
     elapsed
 }
