@@ -69,7 +69,7 @@ pub fn leaders(servers: &[(u64, String)]) -> Result<BTreeMap<u64, Led>, Placemen
 }
 
 /// `GET /regions` of the server at `url`.
-fn regions_of(url: &str) -> Result<RegionsResponse, PlacementError> {
+pub fn regions_of(url: &str) -> Result<RegionsResponse, PlacementError> {
     let reply = harness::http::get_ok(&format!("{url}{}", wire::paths::REGIONS), CALL_TIMEOUT)
         .map_err(|e| PlacementError::NoServer(format!("{url}: {e}")))?;
     RegionsResponse::decode(reply.body.as_ref()).map_err(|cause| PlacementError::Decode {

@@ -238,16 +238,10 @@ fn settle_regions(servers: &[NodeInfo]) -> Result<usize, StepError> {
     loop {
         let mut now = Vec::with_capacity(servers.len());
         for s in servers {
-            let err = |reason: String| StepError::Regions {
+            let regions = leader_placement::regions_of(&s.url).map_err(|e| StepError::Regions {
                 server: s.name.clone(),
-                reason,
-            };
-            let url = format!("{}{}", s.url, wire::paths::REGIONS);
-            let reply =
-                harness::http::get_ok(&url, FLUSH_TIMEOUT).map_err(|e| err(e.to_string()))?;
-            let regions: wire::region::RegionsResponse =
-                prost::Message::decode(reply.body.as_ref())
-                    .map_err(|e| err(format!("undecodable /regions answer: {e}")))?;
+                reason: e.to_string(),
+            })?;
             now.push((s.name.clone(), regions.regions.len()));
         }
         let agreed = now.windows(2).all(|w| w[0].1 == w[1].1);

@@ -845,9 +845,7 @@ impl Store {
         let sleep_after =
             hibernation::HIBERNATE_AFTER_ELECTIONS * self.config.election_timeout_ticks;
         let mut out = Vec::new();
-        let mut stores = std::collections::BTreeSet::new();
         for (id, p) in self.peers.iter_mut() {
-            stores.extend(p.raw.raft.prs().conf().voters().ids().iter());
             if p.hibernating {
                 let leader_silent = p.leader().is_some_and(|l| {
                     l != self.store_id && self.router.liveness.silent(l, timeout, now)
@@ -885,6 +883,12 @@ impl Store {
             }
         }
         if ticks.is_multiple_of(self.config.heartbeat_ticks as u64) {
+            // The servers this one shares a region with (membership is static: read only
+            // when a heartbeat goes, not every tick).
+            let mut stores = std::collections::BTreeSet::new();
+            for p in self.peers.values() {
+                stores.extend(p.raw.raft.prs().conf().voters().ids().iter());
+            }
             for store in stores.into_iter().filter(|s| *s != self.store_id) {
                 out.push(wire::raft::RaftMessage {
                     from_store: self.store_id,
