@@ -225,6 +225,7 @@ fn request_of(dag: &DagRequest, paging_size: u64) -> Request {
             region_ver: 9,
             keyspace_id: 1,
             deadline_ms: 0,
+            replica_read: false,
         }),
         tp: REQ_TYPE_DAG,
         data: dag.encode_to_vec(),

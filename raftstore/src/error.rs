@@ -2,7 +2,7 @@
 
 /// Why a proposal or a region lookup failed. The first three are what a client retries on (a
 /// routing error with a hint, or a command that a leader change dropped).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RaftStoreError {
     #[error(
         "region {region_id} is not led by this server (store {store_id}); leader={}",
@@ -41,6 +41,27 @@ pub enum RaftStoreError {
     InvalidCommand { region_id: u64, detail: String },
     #[error("the raft store of store {store_id} stopped: {reason}")]
     Stopped { store_id: u64, reason: String },
+    /// A replica read's check at the leader found a memory lock (an async-commit or 1PC
+    /// prewrite not committed yet) that may commit at or below the read's start_ts: the
+    /// reader resolves it, as a lock met in the data.
+    #[error(
+        "the read of region {region_id} at start_ts {start_ts} is blocked by a lock at the leader: key={:?} lock_version={}",
+        String::from_utf8_lossy(&lock.key),
+        lock.lock_version
+    )]
+    ReadLocked {
+        region_id: u64,
+        start_ts: u64,
+        lock: Box<wire::coprocessor::LockInfo>,
+    },
+    /// The leader answered a replica read's read index without checking its memory locks (a
+    /// build that does not know the check, or one not ready to check yet): this replica
+    /// cannot serve the read; the leader can.
+    #[error(
+        "the leader of region {region_id} did not check the replica read's locks; read from the leader (store {})",
+        leader.map_or_else(|| "unknown".to_string(), |l| l.to_string())
+    )]
+    ReadNotChecked { region_id: u64, leader: Option<u64> },
 }
 
 /// Why the store could not start.

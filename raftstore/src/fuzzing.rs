@@ -4,6 +4,7 @@
 
 use prost::Message as _;
 use wire::raft::RaftBatch;
+use wire::read_index::ReadIndexContext;
 
 use crate::convert;
 
@@ -25,6 +26,19 @@ pub fn raft_batch(data: &[u8]) {
             original.as_ref(),
             "a converted message converts back to itself"
         );
+        // A read-index context (a follower read's start_ts, ranges, and the leader's lock
+        // check) is decoded with prost by the leader and by the follower it comes back to.
+        let read_index = matches!(
+            wire::raft::MessageType::try_from(back.msg_type),
+            Ok(wire::raft::MessageType::MsgReadIndex | wire::raft::MessageType::MsgReadIndexResp)
+        );
+        if read_index
+            && let Some(entry) = back.entries.first()
+            && let Some(ctx) = ReadIndexContext::decode_from(&entry.data)
+        {
+            let again = ReadIndexContext::decode_from(&ctx.encode_to_bytes());
+            assert_eq!(again, Some(ctx), "a read-index context round-trips");
+        }
         // Conf-change payloads are decoded with prost too, by whoever applies the entry.
         for entry in &back.entries {
             match wire::raft::EntryType::try_from(entry.entry_type) {
@@ -213,6 +227,53 @@ pub fn raft_batch_seeds() -> Vec<(&'static str, RaftBatch)> {
             },
         ),
     ];
+    // A follower's replica read on its way to the leader, and back checked with a lock.
+    let asked = ReadIndexContext {
+        store_id: 2,
+        id: 9,
+        start_ts: 400,
+        ranges: vec![wire::coprocessor::KeyRange {
+            start: b"t0005".to_vec(),
+            end: b"t0006".to_vec(),
+        }],
+        ..ReadIndexContext::default()
+    };
+    let answered = ReadIndexContext {
+        checked: true,
+        locked: Some(wire::coprocessor::LockInfo {
+            key: b"t0005_r01".to_vec(),
+            primary_lock: b"t0005_r01".to_vec(),
+            lock_version: 390,
+            lock_ttl: 3000,
+            use_async_commit: true,
+            min_commit_ts: 401,
+            ..wire::coprocessor::LockInfo::default()
+        }),
+        ..asked.clone()
+    };
+    let replica_read = vec![
+        envelope(
+            5,
+            Message {
+                entries: vec![Entry {
+                    data: Bytes::from(asked.encode_to_bytes()),
+                    ..Entry::default()
+                }],
+                ..message(MessageType::MsgReadIndex)
+            },
+        ),
+        envelope(
+            5,
+            Message {
+                index: 78,
+                entries: vec![Entry {
+                    data: Bytes::from(answered.encode_to_bytes()),
+                    ..Entry::default()
+                }],
+                ..message(MessageType::MsgReadIndexResp)
+            },
+        ),
+    ];
     let proposal = Message {
         entries: vec![entry(0, EntryType::EntryConfChange, cc.encode_to_vec())],
         ..message(MessageType::MsgPropose)
@@ -228,6 +289,7 @@ pub fn raft_batch_seeds() -> Vec<(&'static str, RaftBatch)> {
         ("snapshot", batch(vec![envelope(4, snapshot)])),
         ("votes", batch(votes)),
         ("read_index", batch(read_index)),
+        ("replica_read", batch(replica_read)),
         ("refused_proposal", batch(vec![envelope(6, proposal)])),
         ("unknown_message_type", batch(vec![envelope(7, unknown)])),
         ("empty", batch(Vec::new())),

@@ -22,6 +22,8 @@
 //! * `apply`: what a committed entry does to the engine, decided in one place;
 //! * `router` ([`Router`]): proposals and inbound messages into the loop, region status out;
 //! * `hibernation`: idle regions stop ticking; stores tell each other they are alive;
+//! * `replica_read`: follower reads: the read-index context a follower's read carries to the
+//!   leader, and the leader's check of its memory locks and `max_ts` ([`ReplicaReadCheck`]);
 //! * `sink`: the engine's leader-only flush and compaction results back into the log.
 
 mod apply;
@@ -35,6 +37,7 @@ pub mod logger;
 pub mod metrics;
 mod peer;
 mod peer_storage;
+mod replica_read;
 mod router;
 mod sink;
 mod standalone;
@@ -43,6 +46,7 @@ pub mod transport;
 
 pub use apply::Applied;
 pub use error::{RaftStoreError, StartError};
+pub use replica_read::{ReplicaRead, ReplicaReadCheck};
 pub use router::{Callback, Proposal, RegionStatus, Router};
 pub use standalone::{NoPeers, STANDALONE_STORE_ID, start_standalone};
 pub use store::{InitialRegion, RaftStore};

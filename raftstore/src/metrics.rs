@@ -20,6 +20,21 @@ types::label_enum! {
     }
 }
 
+types::label_enum! {
+    /// What became of a replica read's read index on this server
+    /// (`stratus_raft_replica_reads_total{result}`).
+    pub enum ReplicaReadResult: "replica read result" {
+        /// This server leads the region: it served the read as its own.
+        Leader = "leader",
+        /// A follower got its read point from the leader (checked there).
+        Follower = "follower",
+        /// The leader found a memory lock in the read's ranges: the reader resolves it.
+        Locked = "locked",
+        /// The leader did not check (an older build): the read goes to the leader instead.
+        Unchecked = "unchecked",
+    }
+}
+
 /// `POST /raft/batch` requests answered with success.
 pub static BATCHES_SENT: LazyLock<IntCounter> = LazyLock::new(|| {
     let c = IntCounter::new(
@@ -151,6 +166,36 @@ pub static SNAPSHOTS_RECEIVED: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
+/// Replica reads by [`ReplicaReadResult`].
+pub static REPLICA_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = IntCounterVec::new(
+        Opts::new(
+            "stratus_raft_replica_reads_total",
+            "Replica reads' read indexes on this server, by result (served as leader, by a follower, blocked by a lock at the leader, unchecked by the leader).",
+        ),
+        &["result"],
+    )
+    .expect("valid metric");
+    prometheus::register(Box::new(c.clone())).expect("metric registered once");
+    for result in ReplicaReadResult::ALL {
+        c.with_label_values(&[result.as_str()]);
+    }
+    c
+});
+
+/// Leaders' checks of a follower's read (memory locks, `max_ts`) before its read index.
+pub static REPLICA_READ_CHECKS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_raft_replica_read_checks_total",
+        "Follower reads this server's leaders checked (max_ts raised, memory locks looked up) before answering their read index.",
+    )
+});
+
+/// Counts one replica read ending as `result`.
+pub fn count_replica_read(result: ReplicaReadResult) {
+    REPLICA_READS.with_label_values(&[result.as_str()]).inc();
+}
+
 /// Counts `n` messages dropped for `reason`.
 pub fn count_dropped(reason: DropReason, n: usize) {
     if n > 0 {
@@ -175,4 +220,6 @@ pub fn register_all() {
     LazyLock::force(&HIBERNATED);
     LazyLock::force(&SNAPSHOTS_SENT);
     LazyLock::force(&SNAPSHOTS_RECEIVED);
+    LazyLock::force(&REPLICA_READS);
+    LazyLock::force(&REPLICA_READ_CHECKS);
 }

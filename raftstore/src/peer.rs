@@ -8,12 +8,16 @@ use raft::{RawNode, StateRole};
 
 use crate::apply::Applied;
 use crate::error::RaftStoreError;
+use crate::metrics::{ReplicaReadResult, count_replica_read};
 use crate::peer_storage::PeerStorage;
+use crate::replica_read::ReplicaRead;
 use crate::router::{Callback, ReadCallback};
+use wire::read_index::ReadIndexContext;
 
 /// Reads that asked raft-rs for one read index together (one request context).
 struct InflightRead {
-    ctx: u64,
+    /// The context's id ([`ReadIndexContext::id`]).
+    id: u64,
     sent: Instant,
     cbs: Vec<ReadCallback>,
 }
@@ -39,6 +43,9 @@ pub(crate) struct Peer {
     /// Reads that arrived this round: they share one read-index request (one heartbeat round
     /// for all of them), sent by [`Peer::send_reads`].
     unsent_reads: Vec<ReadCallback>,
+    /// Replica reads that arrived at this follower this round: each sends its own request (its
+    /// start_ts and ranges are checked at the leader, `replica_read`).
+    unsent_replica_reads: Vec<(ReplicaRead, ReadCallback)>,
     /// Read-index requests raft-rs has not answered yet, oldest first.
     inflight_reads: VecDeque<InflightRead>,
     /// Reads whose index a quorum confirmed, waiting until this replica applied that far.
@@ -63,6 +70,7 @@ impl Peer {
             pending: VecDeque::new(),
             applied_own_term: false,
             unsent_reads: Vec::new(),
+            unsent_replica_reads: Vec::new(),
             inflight_reads: VecDeque::new(),
             confirmed_reads: VecDeque::new(),
             next_read_ctx: 1,
@@ -76,6 +84,7 @@ impl Peer {
     pub(crate) fn busy(&self) -> bool {
         !(self.pending.is_empty()
             && self.unsent_reads.is_empty()
+            && self.unsent_replica_reads.is_empty()
             && self.inflight_reads.is_empty()
             && self.confirmed_reads.is_empty())
     }
@@ -105,47 +114,118 @@ impl Peer {
     }
 
     /// Queues a read: it is answered with an index such that every write acknowledged before
-    /// the read arrived is at or below it, once this replica applied that far. Only a serving
-    /// leader takes one: a follower would get the index from the leader, but the reader's
-    /// lock checks and `max_ts` would be this server's, not the leader's (a follower read
-    /// must carry its start_ts to the leader first); and read contexts are numbered per peer,
-    /// so forwarded ones could collide at the leader.
-    pub(crate) fn read(&mut self, store_id: u64, cb: ReadCallback) {
+    /// the read arrived is at or below it, once this replica applied that far.
+    ///
+    /// A serving leader takes every read (a replica read too: the server checks its own
+    /// memory locks after the read point). A follower takes only a replica read, whose
+    /// start_ts and ranges go to the leader to be checked against its memory locks and
+    /// `max_ts` (`replica_read`); a plain read would be checked against this server's, which
+    /// knows neither. Anything else is `NotLeader`.
+    pub(crate) fn read(&mut self, store_id: u64, replica: Option<ReplicaRead>, cb: ReadCallback) {
         self.wake();
-        if !(self.is_leader() && self.applied_own_term) {
-            cb(Err(self.not_leader(store_id)));
+        if self.is_leader() {
+            if !self.applied_own_term {
+                cb(Err(self.not_leader(store_id)));
+                return;
+            }
+            if replica.is_some() {
+                count_replica_read(ReplicaReadResult::Leader);
+            }
+            self.unsent_reads.push(cb);
             return;
         }
-        self.unsent_reads.push(cb);
+        match replica {
+            // Without a known leader raft-rs would drop the request: say so now.
+            Some(r) if self.leader().is_some() => self.unsent_replica_reads.push((r, cb)),
+            _ => cb(Err(self.not_leader(store_id))),
+        }
     }
 
-    /// Sends this round's reads as one read-index request (the leader confirms it still
-    /// leads with a heartbeat round to a quorum; a follower forwards it to the leader).
-    pub(crate) fn send_reads(&mut self) {
-        if self.unsent_reads.is_empty() {
-            return;
-        }
-        let ctx = self.next_read_ctx;
+    fn next_context(&mut self, store_id: u64) -> ReadIndexContext {
+        let id = self.next_read_ctx;
         self.next_read_ctx += 1;
-        self.raw.read_index(ctx.to_be_bytes().to_vec());
-        self.inflight_reads.push_back(InflightRead {
-            ctx,
-            sent: Instant::now(),
-            cbs: std::mem::take(&mut self.unsent_reads),
-        });
+        ReadIndexContext {
+            store_id,
+            id,
+            ..ReadIndexContext::default()
+        }
     }
 
-    /// Read indexes raft-rs answered (from a ready): those reads now wait for apply.
+    /// Sends this round's reads: the leader's as one read-index request (it confirms it still
+    /// leads with a heartbeat round to a quorum), a follower's replica reads one request each
+    /// (raft-rs forwards them to the leader). Contexts carry the store id, so requests of
+    /// different replicas never collide at the leader, which keys pending reads by context.
+    pub(crate) fn send_reads(&mut self, store_id: u64) {
+        if !self.unsent_replica_reads.is_empty() && self.is_leader() {
+            // Became leader since they arrived: they are its own reads now (or fail, before
+            // its first entry of the term applied).
+            for (_, cb) in std::mem::take(&mut self.unsent_replica_reads) {
+                self.read(store_id, None, cb);
+            }
+        }
+        if !self.unsent_reads.is_empty() {
+            let ctx = self.next_context(store_id);
+            self.raw.read_index(ctx.encode_to_bytes());
+            self.inflight_reads.push_back(InflightRead {
+                id: ctx.id,
+                sent: Instant::now(),
+                cbs: std::mem::take(&mut self.unsent_reads),
+            });
+        }
+        for (read, cb) in std::mem::take(&mut self.unsent_replica_reads) {
+            let ctx = ReadIndexContext {
+                start_ts: read.start_ts,
+                ranges: read.ranges,
+                ..self.next_context(store_id)
+            };
+            self.raw.read_index(ctx.encode_to_bytes());
+            self.inflight_reads.push_back(InflightRead {
+                id: ctx.id,
+                sent: Instant::now(),
+                cbs: vec![cb],
+            });
+        }
+    }
+
+    /// Read indexes raft-rs answered (from a ready): those reads now wait for apply. A replica
+    /// read's answer says whether the leader checked it and found a lock (`replica_read`).
     pub(crate) fn on_read_states(&mut self, states: Vec<raft::ReadState>) {
         for rs in states {
-            let Ok(bytes) = <[u8; 8]>::try_from(rs.request_ctx.as_slice()) else {
+            let Some(ctx) = ReadIndexContext::decode_from(&rs.request_ctx) else {
                 continue;
             };
-            let ctx = u64::from_be_bytes(bytes);
-            if let Some(at) = self.inflight_reads.iter().position(|r| r.ctx == ctx)
-                && let Some(r) = self.inflight_reads.remove(at)
-            {
-                self.confirmed_reads.push_back((rs.index, r.cbs));
+            let Some(at) = self.inflight_reads.iter().position(|r| r.id == ctx.id) else {
+                continue;
+            };
+            let Some(r) = self.inflight_reads.remove(at) else {
+                continue;
+            };
+            let refused = if !ctx.needs_check() {
+                None
+            } else if !ctx.checked {
+                count_replica_read(ReplicaReadResult::Unchecked);
+                Some(RaftStoreError::ReadNotChecked {
+                    region_id: self.region_id,
+                    leader: self.leader(),
+                })
+            } else if let Some(lock) = ctx.locked {
+                count_replica_read(ReplicaReadResult::Locked);
+                Some(RaftStoreError::ReadLocked {
+                    region_id: self.region_id,
+                    start_ts: ctx.start_ts,
+                    lock: Box::new(lock),
+                })
+            } else {
+                count_replica_read(ReplicaReadResult::Follower);
+                None
+            };
+            match refused {
+                Some(e) => {
+                    for cb in r.cbs {
+                        cb(Err(e.clone()));
+                    }
+                }
+                None => self.confirmed_reads.push_back((rs.index, r.cbs)),
             }
         }
         self.answer_reads();
@@ -296,6 +376,7 @@ impl Peer {
             .drain(..)
             .flat_map(|r| r.cbs)
             .chain(self.unsent_reads.drain(..))
+            .chain(self.unsent_replica_reads.drain(..).map(|(_, cb)| cb))
             .collect();
         for cb in unconfirmed {
             cb(Err(self.not_leader(store_id)));
@@ -312,6 +393,7 @@ impl Peer {
             .drain(..)
             .flat_map(|r| r.cbs)
             .chain(self.unsent_reads.drain(..))
+            .chain(self.unsent_replica_reads.drain(..).map(|(_, cb)| cb))
             .chain(self.confirmed_reads.drain(..).flat_map(|(_, cbs)| cbs));
         for cb in reads {
             cb(Err(err.clone()));

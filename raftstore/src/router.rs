@@ -21,6 +21,7 @@ use wire::raft_cmd::{Cmd, SplitCmd};
 use crate::apply::Applied;
 use crate::error::RaftStoreError;
 use crate::hibernation::Liveness;
+use crate::replica_read::ReplicaRead;
 use crate::store::{Store, try_run_round};
 
 /// Answers a proposal, on the thread running the store round (the store thread or a writer's):
@@ -35,6 +36,9 @@ pub(crate) enum StoreMsg {
     Raft(Box<wire::raft::RaftMessage>),
     ReadIndex {
         region_id: u64,
+        /// A replica read (a follower may serve it, checked at the leader); `None` = a
+        /// leader's read.
+        replica: Option<ReplicaRead>,
         cb: ReadCallback,
     },
     Propose {
@@ -216,14 +220,40 @@ impl Router {
     /// call. A leader that was partitioned away (or paused) cannot confirm and answers
     /// `NotLeader`: it never serves a stale read.
     pub fn read_index(&self, region_id: u64, timeout: Duration) -> Result<u64, RaftStoreError> {
+        self.read_index_for(region_id, None, timeout)
+    }
+
+    /// [`Router::read_index`] for a replica read: a follower may answer it too, once the leader
+    /// confirmed the read point and checked its memory locks for `read` (raising its `max_ts`
+    /// to the read's start_ts; module `replica_read`), and this replica applied up to it. A
+    /// lock found there is [`RaftStoreError::ReadLocked`]; a leader that did not check is
+    /// [`RaftStoreError::ReadNotChecked`]. On the leader it is [`Router::read_index`] (the
+    /// caller checks the leader's memory locks after it, as for any read).
+    pub fn replica_read_index(
+        &self,
+        region_id: u64,
+        read: ReplicaRead,
+        timeout: Duration,
+    ) -> Result<u64, RaftStoreError> {
+        self.read_index_for(region_id, Some(read), timeout)
+    }
+
+    fn read_index_for(
+        &self,
+        region_id: u64,
+        replica: Option<ReplicaRead>,
+        timeout: Duration,
+    ) -> Result<u64, RaftStoreError> {
         let _timer = crate::metrics::READ_INDEX_DURATION.start_timer();
         let (tx, rx) = mpsc::sync_channel(1);
         let cb: ReadCallback = Box::new(move |r| {
             let _ = tx.send(r);
         });
-        if let Err(crossbeam_channel::SendError(msg)) =
-            self.tx.send(StoreMsg::ReadIndex { region_id, cb })
-        {
+        if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(StoreMsg::ReadIndex {
+            region_id,
+            replica,
+            cb,
+        }) {
             self.fail_stopped(msg);
         }
         self.wait_answer(&rx, region_id, timeout)

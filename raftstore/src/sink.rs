@@ -50,7 +50,13 @@ impl ChangeSetSink for RaftSink {
             ) => Err(SinkError::Dropped {
                 reason: e.to_string(),
             }),
-            Err(e @ (RaftStoreError::Timeout { .. } | RaftStoreError::Stopped { .. })) => {
+            // Read errors never answer a proposal; were one to, the outcome is not known.
+            Err(
+                e @ (RaftStoreError::Timeout { .. }
+                | RaftStoreError::Stopped { .. }
+                | RaftStoreError::ReadLocked { .. }
+                | RaftStoreError::ReadNotChecked { .. }),
+            ) => {
                 Err(SinkError::Unknown {
                     reason: e.to_string(),
                 })

@@ -59,6 +59,7 @@ use crate::hibernation::{self, Liveness};
 use crate::log_convert::{conf_state_from_pb, entry_from_pb, hard_state_from_pb};
 use crate::peer::Peer;
 use crate::peer_storage::PeerStorage;
+use crate::replica_read::{self, ReplicaReadCheck};
 use crate::router::{RegionStatus, Router, StoreMsg};
 use crate::sink::RaftSink;
 use crate::transport::Transport;
@@ -160,6 +161,7 @@ impl RaftStore {
                 touched: BTreeSet::new(),
                 ticks: 0,
                 halted: false,
+                read_check: None,
             })
         });
         let mut store = shared.lock();
@@ -231,6 +233,14 @@ impl RaftStore {
 
     pub fn router(&self) -> &Router {
         &self.router
+    }
+
+    /// Installs the leader's side of follower reads (`replica_read`): until then this server's
+    /// leaders answer followers' replica reads unchecked, which the followers refuse to serve.
+    pub fn set_replica_read_check(&self, check: Arc<dyn ReplicaReadCheck>) {
+        if let Some(store) = self.router.store.upgrade() {
+            store.lock().read_check = Some(check);
+        }
     }
 
     /// Stops the loop and waits for it. Waiting proposals fail with `Stopped`. Idempotent.
@@ -305,6 +315,8 @@ pub(crate) struct Store {
     ticks: u64,
     /// Set once the store stopped (asked to, or a round failed): no round runs any more.
     halted: bool,
+    /// The leader's side of follower reads, once the server installed it (`replica_read`).
+    read_check: Option<Arc<dyn ReplicaReadCheck>>,
 }
 
 /// The log side of a split (`apply::ChildLog`): the right child's initial state, written
@@ -513,7 +525,7 @@ impl Store {
         for id in &self.touched {
             // Reads arrive through the mailbox, which touched their peer.
             if let Some(p) = self.peers.get_mut(id) {
-                p.send_reads();
+                p.send_reads(self.store_id);
             }
         }
         if tick {
@@ -656,10 +668,14 @@ impl Store {
                 }
                 peer.propose(store_id, data, cb);
             }
-            StoreMsg::ReadIndex { region_id, cb } => {
+            StoreMsg::ReadIndex {
+                region_id,
+                replica,
+                cb,
+            } => {
                 let store_id = self.store_id;
                 match self.peers.get_mut(&region_id) {
-                    Some(peer) => peer.read(store_id, cb),
+                    Some(peer) => peer.read(store_id, replica, cb),
                     None => cb(Err(RaftStoreError::RegionNotFound {
                         region_id,
                         store_id,
@@ -712,9 +728,14 @@ impl Store {
             return;
         }
         match convert::take_message(&mut m) {
-            Ok(msg) => {
+            Ok(mut msg) => {
                 if hibernation::wakes(&msg) {
                     peer.wake();
+                }
+                if msg.get_msg_type() == eraftpb::MessageType::MsgReadIndex
+                    && peer.is_leader()
+                {
+                    replica_read::check_forwarded(self.read_check.as_ref(), region_id, &mut msg);
                 }
                 if let Err(e) = peer.raw.step(msg) {
                     tracing::debug!(region_id, error = %e, "raft step failed");

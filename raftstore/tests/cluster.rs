@@ -662,3 +662,144 @@ fn a_restarted_follower_does_not_depose_the_leader_of_a_sleeping_region() {
     c.wait_applied_everywhere(index);
     assert_replicas_agree(&c);
 }
+
+/// A leader's side of follower reads that records what it was asked and reports a lock on any
+/// range that holds `locked_key`.
+#[derive(Default)]
+struct RecordingCheck {
+    asked: std::sync::Mutex<Vec<(u64, u64, Vec<wire::coprocessor::KeyRange>)>>,
+    locked_key: Option<Vec<u8>>,
+}
+
+impl raftstore::ReplicaReadCheck for RecordingCheck {
+    fn check(
+        &self,
+        region_id: u64,
+        start_ts: u64,
+        ranges: &[wire::coprocessor::KeyRange],
+    ) -> Option<wire::coprocessor::LockInfo> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((region_id, start_ts, ranges.to_vec()));
+        let key = self.locked_key.as_ref()?;
+        ranges
+            .iter()
+            .any(|r| r.start.as_slice() <= key.as_slice() && (r.end.is_empty() || key < &r.end))
+            .then(|| wire::coprocessor::LockInfo {
+                key: key.clone(),
+                primary_lock: key.clone(),
+                lock_version: start_ts - 1,
+                ..wire::coprocessor::LockInfo::default()
+            })
+    }
+}
+
+fn replica_read(start_ts: u64, start: &[u8], end: &[u8]) -> raftstore::ReplicaRead {
+    raftstore::ReplicaRead {
+        start_ts,
+        ranges: vec![wire::coprocessor::KeyRange {
+            start: start.to_vec(),
+            end: end.to_vec(),
+        }],
+    }
+}
+
+/// Installs one check per store; returns them by store id.
+fn install_checks(c: &Cluster, locked_key: Option<&[u8]>) -> HashMap<u64, Arc<RecordingCheck>> {
+    c.nodes
+        .iter()
+        .map(|(id, n)| {
+            let check = Arc::new(RecordingCheck {
+                locked_key: locked_key.map(<[u8]>::to_vec),
+                ..RecordingCheck::default()
+            });
+            n.store.set_replica_read_check(check.clone());
+            (*id, check)
+        })
+        .collect()
+}
+
+#[test]
+fn a_follower_serves_a_replica_read_once_the_leader_checked_it_and_it_applied_every_acknowledged_write()
+ {
+    let c = Cluster::new(3);
+    let checks = install_checks(&c, None);
+    let acked = c.put(b"r", 10, b"1");
+    let leader = c.wait_leader(REGION);
+    let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    let at = c
+        .router(follower)
+        .replica_read_index(REGION, replica_read(50, b"a", b"z"), TIMEOUT)
+        .unwrap();
+    assert!(at >= acked, "follower read point {at} below the write at {acked}");
+    let applied = c.nodes[&follower]
+        .engine
+        .shard_info(REGION)
+        .unwrap()
+        .write_sequence;
+    assert!(
+        applied >= at,
+        "the follower answered at {at} having applied {applied}"
+    );
+    // The leader checked the read with its start_ts and ranges; nobody else was asked.
+    let asked = checks[&leader].asked.lock().unwrap().clone();
+    assert_eq!(asked, vec![(REGION, 50, replica_read(50, b"a", b"z").ranges)]);
+    for (id, check) in &checks {
+        if *id != leader {
+            assert!(check.asked.lock().unwrap().is_empty(), "store {id} was asked");
+        }
+    }
+    // A replica read on the leader is its own read: nothing to forward, nothing to check.
+    let on_leader = c
+        .router(leader)
+        .replica_read_index(REGION, replica_read(60, b"", b""), TIMEOUT)
+        .unwrap();
+    assert!(on_leader >= acked);
+    assert_eq!(checks[&leader].asked.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn a_lock_the_leader_holds_in_the_ranges_blocks_a_follower_read_and_others_pass() {
+    let c = Cluster::new(3);
+    install_checks(&c, Some(b"m"));
+    c.put(b"r", 10, b"1");
+    let leader = c.wait_leader(REGION);
+    let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    match c
+        .router(follower)
+        .replica_read_index(REGION, replica_read(70, b"a", b"z"), TIMEOUT)
+    {
+        Err(RaftStoreError::ReadLocked {
+            region_id,
+            start_ts,
+            lock,
+        }) => {
+            assert_eq!((region_id, start_ts), (REGION, 70));
+            assert_eq!(lock.key, b"m".to_vec());
+            assert_eq!(lock.lock_version, 69);
+        }
+        other => panic!("a read over the leader's lock was allowed: {other:?}"),
+    }
+    // Ranges clear of the lock read on.
+    c.router(follower)
+        .replica_read_index(REGION, replica_read(70, b"n", b"z"), TIMEOUT)
+        .unwrap();
+}
+
+#[test]
+fn a_follower_refuses_a_replica_read_its_leader_did_not_check() {
+    let c = Cluster::new(3);
+    c.put(b"r", 10, b"1");
+    let leader = c.wait_leader(REGION);
+    let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    match c
+        .router(follower)
+        .replica_read_index(REGION, replica_read(80, b"", b""), TIMEOUT)
+    {
+        Err(RaftStoreError::ReadNotChecked { leader: hint, .. }) => {
+            assert_eq!(hint, Some(leader), "the refusal names the leader")
+        }
+        other => panic!("an unchecked follower read was allowed: {other:?}"),
+    }
+}

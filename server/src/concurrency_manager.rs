@@ -162,6 +162,25 @@ impl ConcurrencyManager {
     }
 }
 
+/// The leader's side of a follower read (`raftstore::replica_read`): the follower's reader is
+/// checked here as a reader on the leader would be, `max_ts` raised first.
+impl raftstore::ReplicaReadCheck for ConcurrencyManager {
+    fn check(
+        &self,
+        _region_id: u64,
+        start_ts: u64,
+        ranges: &[wire::coprocessor::KeyRange],
+    ) -> Option<wire::coprocessor::LockInfo> {
+        let ranges: Vec<(&[u8], &[u8])> = ranges
+            .iter()
+            .map(|r| (r.start.as_slice(), r.end.as_slice()))
+            .collect();
+        self.check_memory_locks(&ranges, start_ts, &[])
+            .err()
+            .map(|lock| cop::handler::lock_info(&lock))
+    }
+}
+
 /// Memory locks of one command; removed when dropped (after the engine write).
 #[derive(Debug)]
 pub struct MemLockGuard {
@@ -234,6 +253,31 @@ mod tests {
         drop(g);
         cm.check_key(b"k", 20, &[]).unwrap();
         assert_eq!(cm.memory_lock_count(), 0);
+    }
+
+    #[test]
+    fn a_followers_read_checked_here_raises_max_ts_and_reports_a_memory_lock_in_its_ranges() {
+        use raftstore::ReplicaReadCheck;
+        use wire::coprocessor::KeyRange;
+        let range = |start: &[u8], end: &[u8]| KeyRange {
+            start: start.to_vec(),
+            end: end.to_vec(),
+        };
+        let cm = ConcurrencyManager::new();
+        assert_eq!(cm.check(1, 100, &[range(b"a", b"z")]), None);
+        // A prewrite after the check commits above the follower's start_ts.
+        let g = cm.lock_keys(&[(b"k".to_vec(), LockType::Put)], |max_ts| {
+            lock(10, max_ts.max(10) + 1)
+        });
+        assert_eq!(g.lock().min_commit_ts, 101);
+        let found = cm.check(1, 200, &[range(b"a", b"z")]).expect("the lock on k");
+        assert_eq!(found.key, b"k".to_vec());
+        assert_eq!(found.lock_version, 10);
+        assert_eq!(found.min_commit_ts, 101);
+        assert_eq!(cm.max_ts(), 200);
+        assert_eq!(cm.check(1, 200, &[range(b"l", b"")]), None);
+        drop(g);
+        assert_eq!(cm.check(1, 200, &[range(b"a", b"z")]), None);
     }
 
     #[test]

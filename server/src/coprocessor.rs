@@ -1,7 +1,12 @@
 //! The coprocessor endpoint: one request from arrival to answer.
 //!
-//! 1. Region and epoch: the request's `context` must name a region of this server at its
-//!    current version (else a region error: the client refreshes its region cache).
+//! 1. Region, epoch and read point: the request's `context` must name a region of this server
+//!    at its current version (else a region error: the client refreshes its region cache),
+//!    and pass a read index: on the leader ([`crate::txn::Storage::read_barrier`]), or, for a
+//!    replica read (`context.replica_read`), on any replica
+//!    ([`crate::txn::Storage::replica_read_barrier`]: the leader checks its memory locks for
+//!    the request's start_ts and ranges, and this replica applies up to the read point; a lock
+//!    found there is answered as `locked`).
 //! 2. `check_memory_locks` over the ranges (raising max_ts to start_ts) *before* the snapshot,
 //!    so a transaction between its conflict check and its engine write is either seen here or
 //!    commits above start_ts.
@@ -24,6 +29,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cop::handler::HandlerOptions;
 use kvengine::SnapAccess;
+use raftstore::RaftStoreError;
 use types::Ts;
 use wire::coprocessor::{ExecDetails, RegionError, RegionErrorKind, Request, Response};
 use wire::placement::{Location, OffloadReason};
@@ -197,23 +203,43 @@ impl Coprocessor {
             }
             Err(e) => return Err(Box::new(other_error(format!("region lookup: {e}")))),
         };
-        if info.ver != ctx.region_ver {
+        // A follower may not have applied the split the client routed by yet: a replica read
+        // checks the epoch once it applied up to its read point (on the snapshot, below).
+        if info.ver != ctx.region_ver && !ctx.replica_read {
             return Err(Box::new(epoch_not_match(
                 ctx.region_id,
                 ctx.region_ver,
                 info.ver,
             )));
         }
-        // Only a serving leader reads, and only after a read index: a follower, a new leader
-        // that has not applied its own term's first entry, or an old leader cut off from the
-        // others may miss acknowledged writes.
-        if let Err(e) = self.storage.read_barrier(ctx.region_id) {
-            let mut error = crate::region_error::from_raft(&e, &self.raft).unwrap_or_default();
-            error.current_ver = info.ver;
-            return Err(Box::new(Response {
-                region_error: Some(error),
-                ..Response::default()
-            }));
+        // Only after a read index: a follower serves only a replica read, whose locks the
+        // leader checked; a new leader that has not applied its own term's first entry, or an
+        // old leader cut off from the others, may miss acknowledged writes and answers
+        // `NotLeader`.
+        let barrier = if ctx.replica_read {
+            self.storage
+                .replica_read_barrier(ctx.region_id, req.start_ts, &req.ranges)
+        } else {
+            self.storage.read_barrier(ctx.region_id)
+        };
+        match barrier {
+            Ok(()) => {}
+            Err(RaftStoreError::ReadLocked { lock, .. }) => {
+                return Err(Box::new(Response {
+                    locked: Some(*lock),
+                    ..Response::default()
+                }));
+            }
+            Err(e) => {
+                let Some(mut error) = crate::region_error::from_raft(&e, &self.raft) else {
+                    return Err(Box::new(other_error(e.to_string())));
+                };
+                error.current_ver = info.ver;
+                return Err(Box::new(Response {
+                    region_error: Some(error),
+                    ..Response::default()
+                }));
+            }
         }
         let ranges: Vec<(&[u8], &[u8])> = req
             .ranges

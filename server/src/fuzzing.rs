@@ -567,6 +567,7 @@ fn seeds(facts: &Facts) -> Vec<(String, Vec<u8>)> {
             region_ver: r.ver,
             keyspace_id: 0,
             deadline_ms: 0,
+            replica_read: false,
         }),
         tp: REQ_TYPE_DAG,
         data: dag.encode_to_vec(),

@@ -60,7 +60,26 @@ pub fn from_raft(e: &RaftStoreError, raft: &RaftConfig) -> Option<RegionError> {
             kind: RegionErrorKind::NotLeader as i32,
             ..RegionError::default()
         },
-        RaftStoreError::Apply { .. } | RaftStoreError::InvalidCommand { .. } => return None,
+        // The leader did not check a replica read: the read goes to the leader.
+        RaftStoreError::ReadNotChecked { region_id, leader } => {
+            let leader_store_id = leader.unwrap_or(0);
+            RegionError {
+                message,
+                kind: RegionErrorKind::NotLeader as i32,
+                region_id: *region_id,
+                leader_store_id,
+                leader_addr: raft
+                    .peer(leader_store_id)
+                    .map(|p| p.addr.clone())
+                    .unwrap_or_default(),
+                ..RegionError::default()
+            }
+        }
+        // A lock is the reader's to resolve (the caller answers it as `locked`), not a
+        // routing error.
+        RaftStoreError::Apply { .. }
+        | RaftStoreError::InvalidCommand { .. }
+        | RaftStoreError::ReadLocked { .. } => return None,
     };
     Some(error)
 }

@@ -44,6 +44,11 @@ pub struct Context {
     /// Unix milliseconds after which the client no longer waits; 0 = no deadline.
     #[prost(uint64, tag = "4")]
     pub deadline_ms: u64,
+    /// A replica read: any replica may serve it, a follower after a read index from the leader
+    /// (which checks its memory locks for the request's start_ts and ranges) and after applying
+    /// up to it. Without it only the region's leader answers (`NotLeader` elsewhere).
+    #[prost(bool, tag = "5")]
+    pub replica_read: bool,
 }
 
 #[derive(Clone, PartialEq, Message)]

@@ -136,6 +136,7 @@ mod tests {
                 region_ver: 3,
                 keyspace_id: 1,
                 deadline_ms: 99,
+                replica_read: false,
             }),
             tp: crate::coprocessor::REQ_TYPE_DAG,
             data: vec![1, 2, 3],

@@ -28,6 +28,8 @@
 //! * [`raft`]: Raft messages between storage servers (a prost mirror of raft-rs's `eraftpb`,
 //!   so that rust-protobuf never parses bytes from the network), in per-region envelopes,
 //!   batched per destination server;
+//! * [`read_index`]: the context a read-index request carries to the leader and back (a
+//!   follower read's start_ts and ranges, the leader's memory-lock check);
 //! * [`paths`] and [`PROTOBUF_CONTENT_TYPE`]: where each message is POSTed;
 //! * [`fuzzing`]: the engine-free parts of the fuzz targets over these messages (framing and
 //!   round-trip checks, sample DAGs for seeds).
@@ -49,6 +51,7 @@ pub mod paging;
 pub mod placement;
 pub mod raft;
 pub mod raft_cmd;
+pub mod read_index;
 pub mod region;
 pub mod txn;
 

@@ -200,6 +200,7 @@ fn seed_requests() -> Vec<(String, Request)> {
             region_ver: 1,
             keyspace_id: 0,
             deadline_ms: 0,
+            replica_read: false,
         }),
         tp: REQ_TYPE_DAG,
         data: dag.encode_to_vec(),

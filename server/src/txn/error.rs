@@ -147,7 +147,9 @@ impl TxnError {
             TxnError::Raft(e) => match e {
                 // Routing: ask elsewhere or again shortly.
                 raftstore::RaftStoreError::NotLeader { .. }
+                | raftstore::RaftStoreError::ReadNotChecked { .. }
                 | raftstore::RaftStoreError::StaleCommand { .. } => TxnErrorKind::Busy,
+                raftstore::RaftStoreError::ReadLocked { .. } => TxnErrorKind::Locked,
                 raftstore::RaftStoreError::EpochNotMatch { .. }
                 | raftstore::RaftStoreError::RegionNotFound { .. }
                 | raftstore::RaftStoreError::InvalidCommand { .. } => TxnErrorKind::Invalid,

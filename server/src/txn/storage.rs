@@ -215,6 +215,9 @@ impl Storage {
     pub fn new(engine: Engine, tso: Arc<dyn TimestampSource>, raft: RaftStore) -> Result<Storage> {
         let shards = ShardMap::default();
         shards.refresh(&engine)?;
+        let cm = ConcurrencyManager::new();
+        // Followers' reads are checked against this server's memory locks while it leads.
+        raft.set_replica_read_check(cm.clone());
         Ok(Storage {
             engine,
             raft,
@@ -222,7 +225,7 @@ impl Storage {
             splitting: parking_lot::Mutex::new(std::collections::BTreeSet::new()),
             max_ts_synced: parking_lot::Mutex::new(std::collections::HashMap::new()),
             shards,
-            cm: ConcurrencyManager::new(),
+            cm,
             latches: Latches::default(),
             tso,
             prewrite_hook: ArcSwapOption::empty(),
@@ -277,6 +280,36 @@ impl Storage {
         self.raft
             .router()
             .read_index(region_id, self.propose_timeout)
+            .map(|_| ())
+    }
+
+    /// The read barrier of a replica read (`raftstore::replica_read`), which any replica may
+    /// serve: on a follower, `Ok` once the leader confirmed the read point, raised its
+    /// `max_ts` to `start_ts` and found no memory lock in `ranges` (one it found is
+    /// `ReadLocked`), and this replica applied up to the point; on the leader, the same as
+    /// [`Storage::read_barrier`] (the caller checks this server's memory locks after it, as
+    /// for any read).
+    pub fn replica_read_barrier(
+        &self,
+        region_id: u64,
+        start_ts: u64,
+        ranges: &[wire::coprocessor::KeyRange],
+    ) -> std::result::Result<(), RaftStoreError> {
+        if start_ts == 0 {
+            // The leader checks locks against start_ts; 0 would mean "nothing to check".
+            return Err(RaftStoreError::InvalidCommand {
+                region_id,
+                detail: "a replica read needs its start_ts: expected a timestamp above 0, found 0"
+                    .into(),
+            });
+        }
+        let read = raftstore::ReplicaRead {
+            start_ts,
+            ranges: ranges.to_vec(),
+        };
+        self.raft
+            .router()
+            .replica_read_index(region_id, read, self.propose_timeout)
             .map(|_| ())
     }
 
