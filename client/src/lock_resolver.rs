@@ -198,8 +198,11 @@ impl LockResolver<'_> {
         }
     }
 
-    /// `check_txn_status` of transaction `start_ts` at the leader of its primary key.
-    async fn txn_status(
+    /// `check_txn_status` of transaction `start_ts` at the leader of its primary key (public
+    /// for a caller deciding a transaction whose outcome it could not learn, e.g. after
+    /// [`crate::sql::SqlError::Undetermined`]: with `rollback_if_not_exist` and a fresh
+    /// `current_ts` the answer is final unless the primary is still locked).
+    pub async fn txn_status(
         &self,
         primary: &[u8],
         start_ts: u64,

@@ -368,7 +368,9 @@ impl Client {
         self.lock_resolver().current_ts().await
     }
 
-    pub(crate) fn lock_resolver(&self) -> LockResolver<'_> {
+    /// The lock resolver over this client's regions and TSO: what the paging driver and the
+    /// SQL writer resolve locks and decide transactions with.
+    pub fn lock_resolver(&self) -> LockResolver<'_> {
         LockResolver {
             router: self.router(),
             tso_server: &self.tso_server,

@@ -300,7 +300,10 @@ fn txn_write_regroups_after_epoch_not_match() {
             CommitOptions::default(),
         ))
         .unwrap();
-    assert_eq!((out.rows, out.mode), (2, CommitMode::TwoPc));
+    assert_eq!(
+        (out.rows, out.mode, out.commit_ts),
+        (2, CommitMode::TwoPc, Some(200))
+    );
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     let prewrites = |s: &FakeServer| -> Vec<(Vec<Vec<u8>>, bool)> {
         s.received_at(paths::PREWRITE)
@@ -374,7 +377,10 @@ fn a_retried_one_pc_prewrite_that_committed_is_a_success() {
             CommitOptions::default(),
         ))
         .unwrap();
-    assert_eq!((out.rows, out.mode), (1, CommitMode::OnePc));
+    assert_eq!(
+        (out.rows, out.mode, out.commit_ts),
+        (1, CommitMode::OnePc, Some(150))
+    );
     assert_eq!(s1.received_at(paths::PREWRITE).len(), 1);
     let retried: Vec<bool> = s2
         .received_at(paths::PREWRITE)
@@ -444,7 +450,10 @@ fn a_retried_one_pc_prewrite_that_meets_a_conflict_is_decided_by_a_rollback() {
             CommitOptions::default(),
         ))
         .unwrap();
-    assert_eq!((out.rows, out.mode), (1, CommitMode::OnePc));
+    assert_eq!(
+        (out.rows, out.mode, out.commit_ts),
+        (1, CommitMode::OnePc, Some(150))
+    );
     assert_eq!(
         s2.received_at(paths::ROLLBACK).len(),
         1,
@@ -696,7 +705,7 @@ fn a_lost_primary_commit_that_a_rollback_finds_committed_is_a_success_with_a_war
         }),
     }));
     let out = write_k(&c).unwrap();
-    assert_eq!(out.mode, CommitMode::TwoPc);
+    assert_eq!((out.mode, out.commit_ts), (CommitMode::TwoPc, Some(200)));
     assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
     assert!(
         out.warnings[0].contains("commit_ts=200"),
@@ -849,7 +858,10 @@ fn a_stale_command_is_sent_again_and_follows_the_next_hint() {
             CommitOptions::default(),
         ))
         .unwrap();
-    assert_eq!((out.rows, out.mode), (1, CommitMode::OnePc));
+    assert_eq!(
+        (out.rows, out.mode, out.commit_ts),
+        (1, CommitMode::OnePc, Some(120))
+    );
     assert_eq!(
         s1.received_at(paths::PREWRITE).len(),
         2,
@@ -971,7 +983,10 @@ fn async_commit_lists_the_secondaries_with_the_primary_and_commits_at_the_max_mi
         s.script(paths::COMMIT, [Answer::ok(&CommandResponse::default())]);
     }
     let out = write_a_and_z(&c).unwrap();
-    assert_eq!((out.rows, out.mode), (2, CommitMode::AsyncCommit));
+    assert_eq!(
+        (out.rows, out.mode, out.commit_ts),
+        (2, CommitMode::AsyncCommit, Some(170))
+    );
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     let prewrite = |s: &FakeServer| -> PrewriteRequest {
         let got = s.received_at(paths::PREWRITE);
@@ -1027,7 +1042,10 @@ fn an_async_commit_secondary_whose_answer_is_lost_but_whose_lock_landed_is_commi
         );
     }
     let out = write_a_and_z(&c).expect("committed: every key is locked");
-    assert_eq!((out.rows, out.mode), (2, CommitMode::AsyncCommit));
+    assert_eq!(
+        (out.rows, out.mode, out.commit_ts),
+        (2, CommitMode::AsyncCommit, Some(170))
+    );
     assert!(
         out.warnings.len() == 1 && out.warnings[0].contains("commit_ts=170"),
         "{:?}",
@@ -1128,7 +1146,10 @@ fn a_conflict_met_by_a_resent_async_prewrite_is_decided_by_the_primary() {
         );
     }
     let out = write_a_and_z(&c).expect("committed by a resolver");
-    assert_eq!(out.mode, CommitMode::AsyncCommit);
+    assert_eq!(
+        (out.mode, out.commit_ts),
+        (CommitMode::AsyncCommit, Some(170))
+    );
     assert!(
         out.warnings.len() == 1 && out.warnings[0].contains("commit_ts=170"),
         "{:?}",

@@ -95,12 +95,15 @@ pub enum RowWrite {
     Put { key: Vec<u8>, value: Vec<u8> },
     /// Remove the row at `key`.
     Delete { key: Vec<u8> },
+    /// Lock the row at `key` without changing it: a transaction that read it and depends on
+    /// it staying as read (`SELECT ... FOR UPDATE`) conflicts with any other writer of it.
+    Lock { key: Vec<u8> },
 }
 
 impl RowWrite {
     pub fn key(&self) -> &[u8] {
         match self {
-            RowWrite::Put { key, .. } | RowWrite::Delete { key } => key,
+            RowWrite::Put { key, .. } | RowWrite::Delete { key } | RowWrite::Lock { key } => key,
         }
     }
 
@@ -116,6 +119,11 @@ impl RowWrite {
                 key: key.clone(),
                 value: Vec::new(),
             },
+            RowWrite::Lock { key } => Mutation {
+                op: Op::Lock as i32,
+                key: key.clone(),
+                value: Vec::new(),
+            },
         }
     }
 }
@@ -127,6 +135,13 @@ pub struct WriteOutcome {
     pub rows: u64,
     /// How it committed (1PC tried in one region and not possible there is `TwoPc`).
     pub mode: CommitMode,
+    /// The timestamp the rows were committed at, the version a read at a later ts sees
+    /// (`None`: no rows, nothing committed). 1PC: the prewrite's one-phase commit ts; async
+    /// commit: the max `min_commit_ts` the prewrites were answered with (or the one a
+    /// resolver's decision fixed); 2PC: the primary's commit ts. A caller that needs to
+    /// order its statements with other readers' timestamps (tests checking snapshot
+    /// isolation, a change feed) takes it from here.
+    pub commit_ts: Option<u64>,
     pub warnings: Vec<String>,
 }
 
@@ -136,14 +151,16 @@ impl WriteOutcome {
         WriteOutcome {
             rows: 0,
             mode: CommitMode::TwoPc,
+            commit_ts: None,
             warnings: Vec::new(),
         }
     }
 
-    fn committed(rows: u64, mode: CommitMode) -> WriteOutcome {
+    fn committed(rows: u64, mode: CommitMode, commit_ts: u64) -> WriteOutcome {
         WriteOutcome {
             rows,
             mode,
+            commit_ts: Some(commit_ts),
             warnings: Vec::new(),
         }
     }
@@ -231,7 +248,11 @@ pub async fn write(
             && e.kind == ErrorKind::TxnFinished as i32
             && e.committed_ts > 0
         {
-            return Ok(WriteOutcome::committed(rows, CommitMode::OnePc));
+            return Ok(WriteOutcome::committed(
+                rows,
+                CommitMode::OnePc,
+                e.committed_ts,
+            ));
         }
         let key_error: Option<KeyError> = match &sent {
             Ok(answers) => first_error(answers).cloned(),
@@ -250,7 +271,7 @@ pub async fn write(
                         commit_ts = ts,
                         "a retried 1PC prewrite had committed"
                     );
-                    return Ok(WriteOutcome::committed(rows, CommitMode::OnePc));
+                    return Ok(WriteOutcome::committed(rows, CommitMode::OnePc, ts));
                 }
                 Decided::RolledBack => {}
                 Decided::Unknown(why) => {
@@ -273,8 +294,12 @@ pub async fn write(
             rollback(client, &groups[..=i], start_ts).await;
             return Err(prewrite_error(client, &e, start_ts, statement).await);
         }
-        if answers.iter().any(|r| r.one_pc_commit_ts != 0) {
-            return Ok(WriteOutcome::committed(rows, CommitMode::OnePc));
+        if let Some(ts) = answers
+            .iter()
+            .map(|r| r.one_pc_commit_ts)
+            .find(|&ts| ts != 0)
+        {
+            return Ok(WriteOutcome::committed(rows, CommitMode::OnePc, ts));
         }
         for r in &answers {
             min_commit_ts = min_commit_ts.max(r.min_commit_ts);
@@ -330,6 +355,7 @@ pub async fn write(
     Ok(WriteOutcome {
         rows,
         mode: CommitMode::TwoPc,
+        commit_ts: Some(commit_ts),
         warnings,
     })
 }
@@ -493,7 +519,7 @@ mod tests {
     }
 
     #[test]
-    fn puts_and_deletes_become_txn_mutations() {
+    fn puts_deletes_and_locks_become_txn_mutations() {
         let put = RowWrite::Put {
             key: b"k1".to_vec(),
             value: b"v".to_vec(),
@@ -507,5 +533,11 @@ mod tests {
         assert_eq!(del.key(), b"k2");
         assert_eq!(del.mutation().op, Op::Delete as i32);
         assert!(del.mutation().value.is_empty());
+        let lock = RowWrite::Lock {
+            key: b"k3".to_vec(),
+        };
+        assert_eq!(lock.key(), b"k3");
+        assert_eq!(lock.mutation().op, Op::Lock as i32);
+        assert!(lock.mutation().value.is_empty());
     }
 }

@@ -173,6 +173,7 @@ pub(super) async fn write(
     Ok(WriteOutcome {
         rows,
         mode: CommitMode::AsyncCommit,
+        commit_ts: Some(commit_ts),
         warnings,
     })
 }
@@ -211,6 +212,7 @@ async fn decide(
             Ok(WriteOutcome {
                 rows,
                 mode: CommitMode::AsyncCommit,
+                commit_ts: Some(commit_ts),
                 warnings: vec![format!(
                     "{statement} committed, though a prewrite failed (every key was found \
                      locked): commit_ts={commit_ts} error={failure}"
