@@ -27,7 +27,7 @@ use server::config::PeerConfig;
 use types::ReadableDuration;
 
 use crate::cluster::{Cluster, StoreKind};
-use crate::server_proc::ServerProc;
+use crate::server_proc::{ServerProc, ServerSetup};
 
 /// How many servers (and voters per region).
 pub const SERVERS: usize = 3;
@@ -64,7 +64,17 @@ impl ReplicatedCluster {
     /// [`ReplicatedCluster::start`] with another Raft tick (benchmarks measure failover with
     /// the default one).
     pub fn start_with_tick(cuts: &[Vec<u8>], tick: Duration) -> ReplicatedCluster {
-        let cluster = Cluster::new(StoreKind::Local);
+        ReplicatedCluster::start_configured(Cluster::new(StoreKind::Local), cuts, tick, |_, _| {})
+    }
+
+    /// [`ReplicatedCluster::start_with_tick`] in `cluster` (whose workers a server may offload
+    /// to), with `configure(i, setup)` adjusting server `i`'s config last.
+    pub fn start_configured(
+        cluster: Cluster,
+        cuts: &[Vec<u8>],
+        tick: Duration,
+        configure: impl Fn(usize, &mut ServerSetup),
+    ) -> ReplicatedCluster {
         let ports = harness::ports::reserve(SERVERS).unwrap_or_else(|e| panic!("{e}"));
         let urls: Vec<String> = ports
             .iter()
@@ -90,6 +100,7 @@ impl ReplicatedCluster {
             if i != TSO {
                 setup.tso_at(&urls[TSO]);
             }
+            configure(i, &mut setup);
             servers.push(ServerProc::start(&setup));
         }
         let mut starts = vec![Vec::new()];

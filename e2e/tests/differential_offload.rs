@@ -13,6 +13,10 @@
 //! Each server has two regions, split between tables 2 and 3, so requests are routed by
 //! region and transactions span both.
 //!
+//! The same comparison runs on three Raft replicas (`ReplicatedCluster`, data written once,
+//! through the leader): offloaded reads of a leader against local follower reads, then, with
+//! the leaders moved, offloaded follower reads against local leader reads.
+//!
 //! `E2E_SEED=<u64>` replays a failing case (the seed is in every failure message).
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
@@ -21,10 +25,12 @@
 mod dag_gen;
 
 use dag_gen::*;
-use e2e::cluster::{OffloadPair, StoreKind};
+use e2e::cluster::{Cluster, OffloadPair, StoreKind};
 use e2e::coprocessor::{self, location, run_pages};
+use e2e::replicated::{ReplicatedCluster, TICK};
 use e2e::server_proc::{ServerCopCounters, ServerProc};
 use e2e::transactions;
+use e2e::worker_proc::WorkerProc;
 use rand::Rng;
 use server::config::WalSync;
 use wire::codec::row::encode_row;
@@ -104,13 +110,13 @@ impl Written {
 /// operation of each table in one transaction, and the rollbacks of that step in another),
 /// identically on both servers.
 fn write_ops(
-    pair: &OffloadPair,
+    tso: &ServerProc,
+    servers: &[&ServerProc],
     tables: &[TableCase],
     index_writes: &[Vec<Vec<IndexWrite>>],
     written: &mut Written,
     range_of: impl Fn(usize) -> std::ops::Range<usize>,
 ) {
-    let servers = pair.both();
     let steps = (0..tables.len())
         .map(|t| range_of(t).len())
         .max()
@@ -155,13 +161,13 @@ fn write_ops(
             }
         }
         if !mutations.is_empty() {
-            let c = transactions::commit(&pair.remote, &servers, &mutations);
+            let c = transactions::commit(tso, servers, &mutations);
             for t in committed_ops {
                 written.real_ts[t].push(c.commit_ts);
             }
         }
         if !rollback_keys.is_empty() {
-            let start_ts = transactions::roll_back(&pair.remote, &servers, &rollback_keys);
+            let start_ts = transactions::roll_back(tso, servers, &rollback_keys);
             for t in rolled_back_ops {
                 written.real_ts[t].push(start_ts);
             }
@@ -181,9 +187,38 @@ fn push_index_writes(mutations: &mut Vec<Mutation>, writes: &[IndexWrite]) {
 }
 
 /// The answer of one server: its pages.
-fn answer(server: &ServerProc, req: &wire::coprocessor::Request, desc: bool) -> Vec<Response> {
-    let region = server.region_of(&req.ranges[0].start);
-    run_pages(server, &coprocessor::for_region(req, &region), desc)
+/// One side of the comparison: where requests go and where they must have run.
+struct Side<'a> {
+    server: &'a ServerProc,
+    /// Sent as replica reads (a follower serves them, `context.replica_read`).
+    replica_read: bool,
+    /// `Some(url)`: every page ran on the worker at `url`; `None`: every page ran on the server.
+    worker: Option<String>,
+}
+
+impl Side<'_> {
+    fn answer(&self, req: &wire::coprocessor::Request, desc: bool) -> Vec<Response> {
+        let region = self.server.region_of(&req.ranges[0].start);
+        let mut req = coprocessor::for_region(req, &region);
+        if let Some(ctx) = req.context.as_mut() {
+            ctx.replica_read = self.replica_read;
+        }
+        run_pages(self.server, &req, desc)
+    }
+
+    /// Asserts that every page ran where this side says.
+    fn assert_ran_here(&self, pages: &[Response], shown: &dyn Fn() -> String) {
+        for p in pages {
+            match &self.worker {
+                Some(url) => {
+                    assert_eq!(location(p), "remote", "{}\n{:?}", shown(), p.exec_details);
+                    let addr = &p.exec_details.as_ref().unwrap().remote_addr;
+                    assert_eq!(addr, url, "{}", shown());
+                }
+                None => assert_eq!(location(p), "local", "{}\n{:?}", shown(), p.exec_details),
+            }
+        }
+    }
 }
 
 /// What the DAGs exercised. A differential whose DAGs mostly err, or return nothing, compares
@@ -204,9 +239,11 @@ struct Stats {
     paged: usize,
 }
 
-/// Runs `count` random DAGs per table on both servers and compares them page by page.
+/// Runs `count` random DAGs per table on both sides and compares them page by page.
+#[allow(clippy::too_many_arguments)]
 fn run_dags(
-    pair: &OffloadPair,
+    (remote_side, local_side): (&Side<'_>, &Side<'_>),
+    tso: &ServerProc,
     g: &mut Gen,
     tables: &[TableCase],
     written: &Written,
@@ -219,7 +256,7 @@ fn run_dags(
         for _ in 0..count {
             let max_ts = written.max_gen_ts(tables, t);
             let case = g.dag(&table.cols, &table.indexes, max_ts, handles);
-            let now = pair.remote.tso();
+            let now = tso.tso();
             let read_ts = written.read_ts(tables, t, case.start_ts, now);
             let ranges = request_ranges(table, &case);
             if ranges.is_empty() {
@@ -239,16 +276,10 @@ fn run_dags(
                     show_dag(table, &case)
                 )
             };
-            let remote = answer(&pair.remote, &req, case.desc);
-            let local = answer(&pair.local, &req, case.desc);
-            for p in &remote {
-                assert_eq!(location(p), "remote", "{}\n{:?}", shown(), p.exec_details);
-                let addr = &p.exec_details.as_ref().unwrap().remote_addr;
-                assert_eq!(addr, &pair.worker.coprocessor_url(), "{}", shown());
-            }
-            for p in &local {
-                assert_eq!(location(p), "local", "{}\n{:?}", shown(), p.exec_details);
-            }
+            let remote = remote_side.answer(&req, case.desc);
+            let local = local_side.answer(&req, case.desc);
+            remote_side.assert_ran_here(&remote, &shown);
+            local_side.assert_ran_here(&local, &shown);
             stats.requests += remote.len();
             stats.dags += 1;
             stats.paged += usize::from(remote.len() > 1);
@@ -325,37 +356,52 @@ fn offloaded_dags_equal_local_dags_case(kind: StoreKind, seed: u64) {
         assert_eq!(regions.len(), 2, "{regions:?}");
         assert_eq!(regions[1].start, boundary);
     }
-    let mut g = Gen::new(seed, MAX_DEPTH);
-    let tables = g.tables(TABLES, COLUMNS, OPS);
-    let index_writes: Vec<Vec<Vec<IndexWrite>>> = tables.iter().map(index_writes).collect();
-    let mut written = Written {
-        real_ts: vec![Vec::new(); tables.len()],
-    };
-    let part = |t: usize, from: usize, to: usize| {
-        let n = tables[t].history.len();
-        n * from / 10..n * to / 10
-    };
+    let (mut g, tables, index_writes, mut written) = generated(seed);
+    let part = |t: usize, from: usize, to: usize| part_of(&tables, t, from, to);
 
     let worker_ok_before = pair.worker.requests("ok");
     let remote_before = ServerCopCounters::read(&pair.remote);
     let local_before = ServerCopCounters::read(&pair.local);
 
     // Levels, then L0.
-    write_ops(&pair, &tables, &index_writes, &mut written, |t| {
-        part(t, 0, 4)
-    });
+    let both = pair.both();
+    write_ops(
+        &pair.remote,
+        &both,
+        &tables,
+        &index_writes,
+        &mut written,
+        |t| part(t, 0, 4),
+    );
     for s in pair.both() {
         s.compact();
     }
-    write_ops(&pair, &tables, &index_writes, &mut written, |t| {
-        part(t, 4, 7)
-    });
+    write_ops(
+        &pair.remote,
+        &both,
+        &tables,
+        &index_writes,
+        &mut written,
+        |t| part(t, 4, 7),
+    );
     for s in pair.both() {
         s.flush();
     }
     let mut stats = Stats::default();
+    let remote_side = Side {
+        server: &pair.remote,
+        replica_read: false,
+        worker: Some(pair.worker.coprocessor_url()),
+    };
+    let local_side = Side {
+        server: &pair.local,
+        replica_read: false,
+        worker: None,
+    };
+    let sides = (&remote_side, &local_side);
     run_dags(
-        &pair,
+        sides,
+        &pair.remote,
         &mut g,
         &tables,
         &written,
@@ -366,13 +412,21 @@ fn offloaded_dags_equal_local_dags_case(kind: StoreKind, seed: u64) {
 
     // The memtable phase, in chunks between requests.
     for c in 0..MEMTABLE_CHUNKS {
-        write_ops(&pair, &tables, &index_writes, &mut written, |t| {
-            let r = part(t, 7, 10);
-            let len = r.len();
-            r.start + len * c / MEMTABLE_CHUNKS..r.start + len * (c + 1) / MEMTABLE_CHUNKS
-        });
+        write_ops(
+            &pair.remote,
+            &both,
+            &tables,
+            &index_writes,
+            &mut written,
+            |t| {
+                let r = part(t, 7, 10);
+                let len = r.len();
+                r.start + len * c / MEMTABLE_CHUNKS..r.start + len * (c + 1) / MEMTABLE_CHUNKS
+            },
+        );
         run_dags(
-            &pair,
+            sides,
+            &pair.remote,
             &mut g,
             &tables,
             &written,
@@ -416,6 +470,28 @@ fn offloaded_dags_equal_local_dags_case(kind: StoreKind, seed: u64) {
     assert_eq!(local.local, n, "seed {seed}: local server {local:?}");
     assert!(n > 0.0, "no request was sent");
     println!("{kind:?} seed {seed}: {stats:?}; worker answered {worker_ok}; {remote:?}");
+    assert_exercised(seed, &stats);
+}
+
+/// A case's random tables, their index writes, and nothing written yet.
+fn generated(seed: u64) -> (Gen, Vec<TableCase>, Vec<Vec<Vec<IndexWrite>>>, Written) {
+    let mut g = Gen::new(seed, MAX_DEPTH);
+    let tables = g.tables(TABLES, COLUMNS, OPS);
+    let index_writes = tables.iter().map(index_writes).collect();
+    let written = Written {
+        real_ts: vec![Vec::new(); tables.len()],
+    };
+    (g, tables, index_writes, written)
+}
+
+/// Operations `from/10 .. to/10` of table `t`'s history.
+fn part_of(tables: &[TableCase], t: usize, from: usize, to: usize) -> std::ops::Range<usize> {
+    let n = tables[t].history.len();
+    n * from / 10..n * to / 10
+}
+
+/// The case's DAGs compared enough to mean something (the floors above).
+fn assert_exercised(seed: u64, stats: &Stats) {
     assert_eq!(stats.with_rows + stats.eval_errors, stats.dags, "{stats:?}");
     assert!(
         stats.with_rows * 100 >= stats.dags * MIN_WITH_ROWS_PERCENT,
@@ -443,4 +519,155 @@ fn offloaded_dags_equal_local_dags_on_the_local_store() {
 #[test]
 fn offloaded_dags_equal_local_dags_on_s3() {
     offloaded_dags_equal_local_dags(StoreKind::S3);
+}
+
+/// The same differential on three replicas (issue 16: the offload path works from a leader and
+/// from a follower). Server 0 offloads every request to a worker, servers 1 and 2 never do.
+/// With both regions led by server 0, its offloaded leader reads are compared with server 1's
+/// local follower reads; with the leaders moved to server 1, server 0's offloaded follower
+/// reads with server 1's local leader reads. Every write goes to the leader alone, and the
+/// DAGs that follow it read the newest data: a follower read that missed an acknowledged
+/// write would differ.
+fn offloaded_dags_equal_local_dags_across_replicas_case(seed: u64) {
+    const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+    println!("E2E_SEED={seed}");
+    let boundary = table_start(3);
+    let cluster = Cluster::new(StoreKind::Local);
+    let worker = WorkerProc::start(&cluster.worker_config("worker"));
+    let mut c = ReplicatedCluster::start_configured(
+        cluster,
+        std::slice::from_ref(&boundary),
+        TICK,
+        |i, setup| {
+            setup.kvengine.wal_sync = WalSync::Off;
+            if i == 0 {
+                setup.offload_all_to_worker(&worker);
+            }
+        },
+    );
+    c.wait_until_every_region_has_a_leader(TIMEOUT);
+    let regions: Vec<u64> = c.server(0).regions().regions.iter().map(|r| r.id).collect();
+    assert_eq!(regions.len(), 2, "{regions:?}");
+    for id in &regions {
+        c.transfer_leader(*id, 0, TIMEOUT);
+    }
+    let (mut g, tables, index_writes, mut written) = generated(seed);
+    let part = |t: usize, from: usize, to: usize| part_of(&tables, t, from, to);
+    let worker_ok_before = worker.requests("ok");
+    let offloading_before = ServerCopCounters::read(c.server(0));
+    let local_before = ServerCopCounters::read(c.server(1));
+    let url = worker.coprocessor_url();
+    let mut stats = Stats::default();
+
+    // Levels and L0 written through server 0, the leader.
+    let tso = c.server(0);
+    write_ops(tso, &[tso], &tables, &index_writes, &mut written, |t| {
+        part(t, 0, 4)
+    });
+    tso.compact();
+    write_ops(tso, &[tso], &tables, &index_writes, &mut written, |t| {
+        part(t, 4, 7)
+    });
+    tso.flush();
+    let offloaded_leader = Side {
+        server: c.server(0),
+        replica_read: false,
+        worker: Some(url.clone()),
+    };
+    let local_follower = Side {
+        server: c.server(1),
+        replica_read: true,
+        worker: None,
+    };
+    run_dags(
+        (&offloaded_leader, &local_follower),
+        c.server(0),
+        &mut g,
+        &tables,
+        &written,
+        DAGS_ON_SSTS,
+        seed,
+        &mut stats,
+    );
+
+    // The memtable phase through server 1, the new leader.
+    for id in &regions {
+        c.transfer_leader(*id, 1, TIMEOUT);
+    }
+    let offloaded_follower = Side {
+        server: c.server(0),
+        replica_read: true,
+        worker: Some(url),
+    };
+    let local_leader = Side {
+        server: c.server(1),
+        replica_read: false,
+        worker: None,
+    };
+    for chunk in 0..MEMTABLE_CHUNKS {
+        write_ops(
+            c.server(0),
+            &[c.server(1)],
+            &tables,
+            &index_writes,
+            &mut written,
+            |t| {
+                let r = part(t, 7, 10);
+                let len = r.len();
+                r.start + len * chunk / MEMTABLE_CHUNKS
+                    ..r.start + len * (chunk + 1) / MEMTABLE_CHUNKS
+            },
+        );
+        run_dags(
+            (&offloaded_follower, &local_leader),
+            c.server(0),
+            &mut g,
+            &tables,
+            &written,
+            DAGS_PER_CHUNK,
+            seed,
+            &mut stats,
+        );
+    }
+    for (t, table) in tables.iter().enumerate() {
+        assert_eq!(written.real_ts[t].len(), table.history.len(), "all written");
+    }
+
+    let offloading = ServerCopCounters::read(c.server(0)).since(&offloading_before);
+    let local = ServerCopCounters::read(c.server(1)).since(&local_before);
+    let worker_ok = worker.requests("ok") - worker_ok_before;
+    let n = stats.requests as f64;
+    assert!(n > 0.0, "no request was sent");
+    assert_eq!(
+        (offloading.remote, offloading.fallback, offloading.fallbacks),
+        (n, 0.0, 0.0),
+        "seed {seed}: every request to server 0 ran on the worker: {offloading:?}"
+    );
+    assert_eq!(worker_ok, n, "seed {seed}: the worker's ok requests");
+    assert_eq!(
+        (local.local, local.decided_remote),
+        (n, 0.0),
+        "seed {seed}: server 1 ran every request itself: {local:?}"
+    );
+    // Both servers served follower reads (server 1 in the first phase, server 0 after).
+    for i in [0, 1] {
+        let served = c.server(i).metric(
+            "stratus_raft_replica_reads_total",
+            &[("result", "follower")],
+        );
+        assert!(
+            served > 0.0,
+            "seed {seed}: server {i} served no follower read"
+        );
+    }
+    println!("replicated seed {seed}: {stats:?}; worker answered {worker_ok}");
+    assert_exercised(seed, &stats);
+}
+
+/// One case (three servers and a worker cost more than a pair), or `E2E_SEED`'s.
+#[test]
+fn offloaded_dags_equal_local_dags_across_replicas_from_leaders_and_followers() {
+    for seed in seeds().into_iter().take(1) {
+        offloaded_dags_equal_local_dags_across_replicas_case(seed);
+    }
 }

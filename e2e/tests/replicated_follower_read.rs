@@ -79,7 +79,10 @@ fn a_follower_read_sees_every_acknowledged_write_and_shares_cache_entries_with_t
     assert_eq!(rows(&filled).unwrap(), SampleTable::count_sum_rows(0..ROWS));
     let v1 = filled.cache_last_version;
     let hit = answer_on(&c, follower, &count_sum(&region, c.tso(), v1, true));
-    assert!(hit.is_cache_hit, "same applied index on the follower: {hit:?}");
+    assert!(
+        hit.is_cache_hit,
+        "same applied index on the follower: {hit:?}"
+    );
 
     // A write the leader acknowledged is in the follower's next read, which misses the cache.
     T.load(c.server(leader), ROWS..ROWS + 10, 16, |h| h);
@@ -95,7 +98,10 @@ fn a_follower_read_sees_every_acknowledged_write_and_shares_cache_entries_with_t
     assert!(v2 > v1, "the write moved the data version: {v1} -> {v2}");
     // The follower's entry is a hit on the leader: one data version across replicas.
     let back = answer_on(&c, leader, &count_sum(&region, c.tso(), v2, false));
-    assert!(back.is_cache_hit, "the follower's version on the leader: {back:?}");
+    assert!(
+        back.is_cache_hit,
+        "the follower's version on the leader: {back:?}"
+    );
 
     // The follower served them as a follower, the leader checked them.
     let served = c.server(follower).metric(

@@ -56,11 +56,9 @@ impl ChangeSetSink for RaftSink {
                 | RaftStoreError::Stopped { .. }
                 | RaftStoreError::ReadLocked { .. }
                 | RaftStoreError::ReadNotChecked { .. }),
-            ) => {
-                Err(SinkError::Unknown {
-                    reason: e.to_string(),
-                })
-            }
+            ) => Err(SinkError::Unknown {
+                reason: e.to_string(),
+            }),
         }
     }
 }

@@ -732,9 +732,7 @@ impl Store {
                 if hibernation::wakes(&msg) {
                     peer.wake();
                 }
-                if msg.get_msg_type() == eraftpb::MessageType::MsgReadIndex
-                    && peer.is_leader()
-                {
+                if msg.get_msg_type() == eraftpb::MessageType::MsgReadIndex && peer.is_leader() {
                     replica_read::check_forwarded(self.read_check.as_ref(), region_id, &mut msg);
                 }
                 if let Err(e) = peer.raw.step(msg) {

@@ -732,7 +732,10 @@ fn a_follower_serves_a_replica_read_once_the_leader_checked_it_and_it_applied_ev
         .router(follower)
         .replica_read_index(REGION, replica_read(50, b"a", b"z"), TIMEOUT)
         .unwrap();
-    assert!(at >= acked, "follower read point {at} below the write at {acked}");
+    assert!(
+        at >= acked,
+        "follower read point {at} below the write at {acked}"
+    );
     let applied = c.nodes[&follower]
         .engine
         .shard_info(REGION)
@@ -744,10 +747,16 @@ fn a_follower_serves_a_replica_read_once_the_leader_checked_it_and_it_applied_ev
     );
     // The leader checked the read with its start_ts and ranges; nobody else was asked.
     let asked = checks[&leader].asked.lock().unwrap().clone();
-    assert_eq!(asked, vec![(REGION, 50, replica_read(50, b"a", b"z").ranges)]);
+    assert_eq!(
+        asked,
+        vec![(REGION, 50, replica_read(50, b"a", b"z").ranges)]
+    );
     for (id, check) in &checks {
         if *id != leader {
-            assert!(check.asked.lock().unwrap().is_empty(), "store {id} was asked");
+            assert!(
+                check.asked.lock().unwrap().is_empty(),
+                "store {id} was asked"
+            );
         }
     }
     // A replica read on the leader is its own read: nothing to forward, nothing to check.

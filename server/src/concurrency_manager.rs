@@ -270,7 +270,9 @@ mod tests {
             lock(10, max_ts.max(10) + 1)
         });
         assert_eq!(g.lock().min_commit_ts, 101);
-        let found = cm.check(1, 200, &[range(b"a", b"z")]).expect("the lock on k");
+        let found = cm
+            .check(1, 200, &[range(b"a", b"z")])
+            .expect("the lock on k");
         assert_eq!(found.key, b"k".to_vec());
         assert_eq!(found.lock_version, 10);
         assert_eq!(found.min_commit_ts, 101);
