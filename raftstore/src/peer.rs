@@ -51,9 +51,10 @@ pub(crate) struct Peer {
     /// Reads whose index a quorum confirmed, waiting until this replica applied that far.
     confirmed_reads: VecDeque<(u64, Vec<ReadCallback>)>,
     next_read_ctx: u64,
-    /// The index of the last split entry this replica applied (0: none since it started):
-    /// the log is not truncated past it while a voter has not appended it, because a
-    /// replica that missed a split cannot catch up by snapshot (the range changed).
+    /// The index of the last split entry this replica applied, or found in its log at start
+    /// (`store::last_split_in_log`; 0: none): the log is not truncated past it while a voter
+    /// has not appended it, because a replica that missed a split cannot catch up by snapshot
+    /// (the range changed).
     pub(crate) last_split_index: u64,
     /// Not ticking: the region is idle (`hibernation`).
     pub(crate) hibernating: bool,

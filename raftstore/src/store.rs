@@ -212,6 +212,9 @@ impl RaftStore {
             }
             let commit = log.state(id).map_or(0, |s| s.hard_state.commit);
             store.add_peer(id, write_sequence.min(commit))?;
+            if let Some(peer) = store.peers.get_mut(&id) {
+                peer.last_split_index = last_split_in_log(&log, id);
+            }
             store.campaign_if_first(id);
         }
         engine.set_change_set_sink(Arc::new(RaftSink::new(router.clone(), propose_timeout)));
@@ -357,6 +360,43 @@ impl crate::apply::ChildLog for SplitChildLog<'_> {
             .write(&batch)
             .map_err(|e| format!("raft log write removing split child {right_id} failed: {e}"))
     }
+}
+
+/// The index of the last split entry `log` holds for `region_id` (0: none). `Peer::
+/// last_split_index` lives in memory; after a restart the log itself says where the last split
+/// is, so `compact_logs` still keeps it for a voter that was down when it happened. Entries are
+/// read in chunks; a log that cannot be read answers its last index (keep everything).
+fn last_split_in_log(log: &RaftLog, region_id: u64) -> u64 {
+    const CHUNK_BYTES: u64 = 4 << 20;
+    let (Some(first), Some(last)) = (log.first_index(region_id), log.last_index(region_id)) else {
+        return 0;
+    };
+    let mut found = 0;
+    let mut low = first;
+    while low <= last {
+        let entries = match log.entries(region_id, low, last + 1, Some(CHUNK_BYTES)) {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::warn!(region_id, error = %e, "raft log unreadable while looking for splits");
+                return last;
+            }
+        };
+        let Some(end) = entries.last().map(|e| e.index) else {
+            break;
+        };
+        for e in &entries {
+            if e.kind == kvengine::raft_log::EntryKind::Normal
+                && matches!(
+                    RaftCmd::decode_entry(&e.data),
+                    Ok((_, wire::raft_cmd::Cmd::Split(_)))
+                )
+            {
+                found = e.index;
+            }
+        }
+        low = end + 1;
+    }
+    found
 }
 
 /// How often (in ticks) leaders look for log to truncate.

@@ -554,6 +554,65 @@ fn a_replica_behind_the_truncated_log_catches_up_by_snapshot_without_copying_a_f
     );
 }
 
+#[test]
+fn a_split_a_down_voter_missed_stays_in_the_log_across_restarts_of_the_others() {
+    let mut c = Cluster::new(3);
+    for i in 0..20u64 {
+        c.put(format!("k{i:03}").as_bytes(), 10 + i, b"v");
+    }
+    let leader = c.wait_leader(REGION);
+    let victim = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    c.kill(victim);
+    c.nodes[&leader].engine.flush_shard(REGION).unwrap();
+    let ver = c.nodes[&leader].engine.shard_info(REGION).unwrap().ver;
+    let split_index = c
+        .router(leader)
+        .split(REGION, ver, b"k010", 2, TIMEOUT)
+        .unwrap()
+        .index;
+    // Both live stores restart, one at a time (the other keeps the quorum with it): what they
+    // knew of the split in memory is gone, the log still holds it.
+    let live: Vec<u64> = c.nodes.keys().copied().collect();
+    for id in live {
+        c.kill(id);
+        c.start(id);
+        c.wait_leader(REGION);
+    }
+    // Enough flushed writes to the left half for the log GC to truncate far past the split.
+    for i in 0..400u64 {
+        c.put(format!("a{i:04}").as_bytes(), 100 + i, &[b'v'; 100]);
+    }
+    let leader = c.wait_leader(REGION);
+    c.nodes[&leader].engine.flush_shard(REGION).unwrap();
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut last = 0;
+    while Instant::now() < until {
+        last = c.put(b"a_tick", 1000, b"x");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (id, n) in &c.nodes {
+        let truncated = n.log.state(REGION).unwrap().truncated_index;
+        assert!(
+            truncated < split_index,
+            "store {id} truncated its log at {truncated}, past the split at {split_index} the down store never appended"
+        );
+    }
+    // The down store comes back, appends the split from the log, and serves both halves.
+    c.start(victim);
+    c.wait_applied_everywhere(last);
+    let right = c.nodes[&victim].engine.shard_info(2).unwrap();
+    assert_eq!(right.start.as_ref(), b"k010");
+    assert_eq!(
+        c.nodes[&victim]
+            .engine
+            .shard_info(REGION)
+            .unwrap()
+            .end
+            .as_ref(),
+        b"k010"
+    );
+}
+
 // ---- hibernation ----
 
 impl Cluster {
