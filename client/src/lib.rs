@@ -18,12 +18,15 @@
 //!   each region 128 → 50,000 rows, follows resume ranges, re-splits on region errors, resolves
 //!   locks ([`lock_resolver`]) and applies the final merge ([`final_merge`]);
 //! * [`cop_cache`]: the coprocessor cache (key, admission, LRU by bytes, hit protocol);
+//! * [`replica_read`]: the `tidb_replica_read` variable: which replica of a region a request
+//!   sent to a server goes to (a follower serves it as a replica read);
 //! * [`node_selection`]: the `tidb_tiflash_node_selection_policy` variable and the choice of
 //!   one worker per region of a multi-region request, by zone, liveness and load (pure, no
 //!   I/O);
 //! * [`variables`]: the session's system variables (`stratus_remote_coprocessor`,
 //!   `tidb_tiflash_node_selection_policy`, `stratus_paging_initial_size`,
-//!   `stratus_paging_max_size`, `stratus_cop_cache`, `tidb_enable_async_commit`), GLOBAL
+//!   `stratus_paging_max_size`, `stratus_cop_cache`, `tidb_enable_async_commit`,
+//!   `tidb_replica_read`), GLOBAL
 //!   values stored in the cluster;
 //! * [`delegate`]: the delegate path: with `stratus_remote_coprocessor` ON,
 //!   [`Session::coprocessor`] sends each region's pages to the worker node selection chose, at
@@ -45,6 +48,7 @@ pub mod node_selection;
 pub mod paging;
 pub mod region_cache;
 mod region_rpc;
+pub mod replica_read;
 pub mod sql;
 pub mod transport;
 pub mod variables;

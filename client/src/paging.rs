@@ -65,6 +65,7 @@ use crate::lock_resolver::{LockResolver, ResolveOutcome};
 use crate::node_selection::{NodeSelectionPolicy, WorkerNode};
 use crate::region_cache::{CachedRegion, RegionCache, RegionRanges};
 use crate::region_rpc::{AfterError, Router};
+use crate::replica_read::{self, ReadTarget, ReplicaReadPolicy};
 use crate::transport::Transport;
 use crate::worker_liveness::WorkerLiveness;
 
@@ -139,6 +140,9 @@ pub struct CopOptions {
     /// Look pages up in the coprocessor cache and offer computed pages to it. Off, a request
     /// neither reads nor fills the cache (and asks the server for no cache version).
     pub use_cache: bool,
+    /// Which replica serves a request sent to a server (`tidb_replica_read`); the delegate
+    /// path's workers read from the leader.
+    pub replica_read: ReplicaReadPolicy,
 }
 
 impl CopOptions {
@@ -148,6 +152,7 @@ impl CopOptions {
             paging_initial_size: config.paging.initial_size,
             paging_max_size: config.paging.max_size,
             use_cache: true,
+            replica_read: ReplicaReadPolicy::Leader,
         }
     }
 }
@@ -516,16 +521,18 @@ impl Client {
     }
 
     /// Sends one page's request to the task's node.
-    async fn send_page(&self, task: &RegionTask, req: &Request) -> Result<Response> {
+    /// Sends one page to `server` (a replica of the task's region), or through the task's
+    /// worker, which asks `server`.
+    async fn send_page(&self, task: &RegionTask, server: &str, req: &Request) -> Result<Response> {
         let what = "coprocessor response";
         match &task.target {
             ServedBy::Server => {
                 self.transport
-                    .post(task.region.server(), paths::COPROCESSOR, req, what)
+                    .post(server, paths::COPROCESSOR, req, what)
                     .await
             }
             ServedBy::Worker { addr, .. } => {
-                let headers = [(REGION_SERVER_HEADER, task.region.server())];
+                let headers = [(REGION_SERVER_HEADER, server)];
                 self.transport
                     .post_with_headers(addr, paths::DELEGATE_COPROCESSOR, &headers, req, what)
                     .await
@@ -590,11 +597,26 @@ impl Client {
                 ServedBy::Server if use_cache => self.cache.lookup(&key, region_id, Ts(start_ts)),
                 _ => None,
             };
+            // Where a server-bound page goes (`tidb_replica_read`); a worker reads from the
+            // leader.
+            let target = match task.target {
+                ServedBy::Server => replica_read::target(
+                    &task.region,
+                    req.opts.replica_read,
+                    |addr| self.regions.is_down(addr),
+                    replica_read::next_turn(),
+                ),
+                ServedBy::Worker { .. } => ReadTarget {
+                    addr: task.region.server().to_string(),
+                    replica_read: false,
+                },
+            };
             let req = Request {
                 context: Some(Context {
                     region_id: region_id.get(),
                     region_ver: task.region.region.ver,
                     deadline_ms: backoff.deadline_unix_ms(),
+                    replica_read: target.replica_read,
                     ..Context::default()
                 }),
                 tp: proto::REQ_TYPE_DAG,
@@ -606,8 +628,11 @@ impl Client {
                 paging_size: task.paging_size,
             };
             let t0 = Instant::now();
-            let server = task.region.server().to_string();
-            let resp = match backoff.attempt(&server, self.send_page(&task, &req)).await {
+            let server = target.addr;
+            let resp = match backoff
+                .attempt(&server, self.send_page(&task, &server, &req))
+                .await
+            {
                 Ok(resp) => resp,
                 Err(e) if leader_unreachable(&task.target, &e) => {
                     stats.requests += 1;

@@ -1,7 +1,7 @@
 //! System variables of an entry session: their names, values, scopes, and where GLOBAL values
 //! live.
 //!
-//! Five variables steer analytic requests ([`Session::coprocessor`]):
+//! Six variables steer analytic requests ([`Session::coprocessor`]):
 //! * `stratus_remote_coprocessor` (`ON` | `OFF`, default `OFF`): send each region's request to
 //!   a worker (the delegate path) instead of its server;
 //! * `tidb_tiflash_node_selection_policy` (`all_nodes` (default) | `priority_local_zone_nodes`
@@ -11,7 +11,10 @@
 //!   first page's `paging_size` and the most it doubles to. Small pages return the first rows
 //!   sooner and cost more round trips;
 //! * `stratus_cop_cache` (`ON` | `OFF`, default `ON`): whether requests look pages up in the
-//!   coprocessor cache and offer computed pages to it (`OFF` to measure uncached runs).
+//!   coprocessor cache and offer computed pages to it (`OFF` to measure uncached runs);
+//! * `tidb_replica_read` (`leader` (default) | `follower` | `leader-and-follower`, TiDB's
+//!   name and values): which replica serves a request sent to a server; a follower serves it
+//!   as a replica read, seeing every acknowledged write (see `replica_read`).
 //!
 //! One steers writes ([`Variables::commit_options`]):
 //! * `tidb_enable_async_commit` (`ON` | `OFF`, default `OFF`, TiDB's name): a statement whose
@@ -39,6 +42,7 @@ use crate::config::{ClientConfig, PagingConfig};
 use crate::error::{Error, Result};
 use crate::node_selection::{NodeSelectionPolicy, POLICY_VARIABLE};
 use crate::paging::{Client, CopOptions};
+use crate::replica_read::ReplicaReadPolicy;
 use crate::sql::txn_write::CommitOptions;
 
 pub const REMOTE_COPROCESSOR: &str = "stratus_remote_coprocessor";
@@ -47,14 +51,16 @@ pub const PAGING_INITIAL_SIZE: &str = "stratus_paging_initial_size";
 pub const PAGING_MAX_SIZE: &str = "stratus_paging_max_size";
 pub const COP_CACHE: &str = "stratus_cop_cache";
 pub const ASYNC_COMMIT: &str = "tidb_enable_async_commit";
+pub const REPLICA_READ: &str = "tidb_replica_read";
 /// Every variable an entry session knows.
-pub const NAMES: [&str; 6] = [
+pub const NAMES: [&str; 7] = [
     REMOTE_COPROCESSOR,
     NODE_SELECTION_POLICY,
     PAGING_INITIAL_SIZE,
     PAGING_MAX_SIZE,
     COP_CACHE,
     ASYNC_COMMIT,
+    REPLICA_READ,
 ];
 /// Key prefix of GLOBAL values in the cluster.
 pub const GLOBAL_PREFIX: &[u8] = b"m_sysvar_";
@@ -74,6 +80,7 @@ pub struct Variables {
     pub paging_max_size: u64,
     pub cop_cache: bool,
     pub async_commit: bool,
+    pub replica_read: ReplicaReadPolicy,
 }
 
 impl Default for Variables {
@@ -92,6 +99,7 @@ pub enum Setting {
     PagingMaxSize(u64),
     CopCache(bool),
     AsyncCommit(bool),
+    ReplicaRead(ReplicaReadPolicy),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -150,6 +158,20 @@ impl Setting {
             }
             _ => {}
         }
+        if name_lc == REPLICA_READ {
+            return value_lc
+                .parse::<ReplicaReadPolicy>()
+                .map(Setting::ReplicaRead)
+                .map_err(|_| VariableError::BadValue {
+                    name: REPLICA_READ,
+                    value: value.to_string(),
+                    allowed: ReplicaReadPolicy::ALL
+                        .iter()
+                        .map(|p| p.as_str())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                });
+        }
         if name_lc == NODE_SELECTION_POLICY {
             return value_lc
                 .parse::<NodeSelectionPolicy>()
@@ -177,6 +199,7 @@ impl Setting {
             Setting::PagingMaxSize(_) => PAGING_MAX_SIZE,
             Setting::CopCache(_) => COP_CACHE,
             Setting::AsyncCommit(_) => ASYNC_COMMIT,
+            Setting::ReplicaRead(_) => REPLICA_READ,
         }
     }
 
@@ -187,6 +210,7 @@ impl Setting {
                 if *on { "ON" } else { "OFF" }.into()
             }
             Setting::NodeSelectionPolicy(p) => p.as_str().into(),
+            Setting::ReplicaRead(p) => p.as_str().into(),
             Setting::PagingInitialSize(n) | Setting::PagingMaxSize(n) => n.to_string(),
         }
     }
@@ -212,6 +236,7 @@ impl Variables {
             paging_max_size: paging.max_size,
             cop_cache: true,
             async_commit: false,
+            replica_read: ReplicaReadPolicy::default(),
         }
     }
 
@@ -258,6 +283,7 @@ impl Variables {
             Setting::PagingMaxSize(n) => self.paging_max_size = n,
             Setting::CopCache(on) => self.cop_cache = on,
             Setting::AsyncCommit(on) => self.async_commit = on,
+            Setting::ReplicaRead(p) => self.replica_read = p,
         }
     }
 
@@ -270,6 +296,7 @@ impl Variables {
             Setting::PagingMaxSize(self.paging_max_size),
             Setting::CopCache(self.cop_cache),
             Setting::AsyncCommit(self.async_commit),
+            Setting::ReplicaRead(self.replica_read),
         ]
     }
 
@@ -291,6 +318,7 @@ impl Variables {
             paging_initial_size: self.paging_initial_size.max(1),
             paging_max_size: self.paging_max_size.max(self.paging_initial_size).max(1),
             use_cache: self.cop_cache,
+            replica_read: self.replica_read,
         }
     }
 
@@ -465,6 +493,29 @@ mod tests {
     }
 
     #[test]
+    fn tidb_replica_read_takes_tidbs_values_and_steers_the_paging_driver() {
+        let mut vars = Variables::default();
+        assert_eq!(vars.get(REPLICA_READ).unwrap(), "leader");
+        let s = Setting::parse("TIDB_REPLICA_READ", " Leader-And-Follower ").unwrap();
+        assert_eq!(
+            s,
+            Setting::ReplicaRead(ReplicaReadPolicy::LeaderAndFollower)
+        );
+        vars.apply(s).unwrap();
+        assert_eq!(vars.get(REPLICA_READ).unwrap(), "leader-and-follower");
+        assert_eq!(
+            vars.cop_options().replica_read,
+            ReplicaReadPolicy::LeaderAndFollower
+        );
+        let e = Setting::parse(REPLICA_READ, "closest-replicas").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "variable tidb_replica_read can't be set to the value of \"closest-replicas\": \
+             allowed=leader,follower,leader-and-follower"
+        );
+    }
+
+    #[test]
     fn an_unknown_variable_is_named() {
         let e = Setting::parse("tidb_mystery", "1").unwrap_err();
         assert_eq!(
@@ -472,7 +523,7 @@ mod tests {
             "unknown system variable: name=\"tidb_mystery\" \
              known=stratus_remote_coprocessor,tidb_tiflash_node_selection_policy,\
              stratus_paging_initial_size,stratus_paging_max_size,stratus_cop_cache,\
-             tidb_enable_async_commit"
+             tidb_enable_async_commit,tidb_replica_read"
         );
         assert!(Variables::default().get("tidb_mystery").is_err());
     }

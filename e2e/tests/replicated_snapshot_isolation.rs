@@ -10,8 +10,10 @@
 //! one row at its start_ts first, so write conflicts happen. The oracle records
 //! `(start_ts, commit_ts, writes)` of each acknowledged transaction (`WriteOutcome::commit_ts`).
 //! Reader threads read the table, or one row, at fresh TSO timestamps and at earlier ones
-//! through the coprocessor paging driver (`Client::coprocessor`, which resolves the locks it
-//! meets). Meanwhile the leadership of a random region moves to a random server every few
+//! through the coprocessor paging driver (`Client::coprocessor_with`, which resolves the locks
+//! it meets), each read under a random `tidb_replica_read` (leader, follower,
+//! leader-and-follower: followers serve replica reads after the leader's read index and lock
+//! check). Meanwhile the leadership of a random region moves to a random server every few
 //! hundred ms (`/admin/transfer_leader`), and in every phase a server other than the TSO's is
 //! SIGKILLed and restarted (`STRATUS_CRASH_ITERATIONS` kills in all, default one per phase).
 //!
@@ -34,6 +36,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
+use client::paging::CopOptions;
+use client::replica_read::ReplicaReadPolicy;
 use client::sql::SqlError;
 use client::sql::txn_write::{self, CommitMode, CommitOptions, RowWrite};
 use e2e::entry_client::{EntryClient, handle_v_dag};
@@ -164,14 +168,25 @@ struct Oracle {
     issued: Mutex<Vec<u64>>,
 }
 
-/// Reads the whole table (`row` None) or one row at `ts` through the paging driver.
-fn read(c: &EntryClient, row: Option<i64>, ts: u64) -> Result<State, String> {
+/// Reads the whole table (`row` None) or one row at `ts` through the paging driver, from the
+/// replicas `replica_read` says (`tidb_replica_read`: followers serve replica reads).
+fn read(
+    c: &EntryClient,
+    row: Option<i64>,
+    ts: u64,
+    replica_read: ReplicaReadPolicy,
+) -> Result<State, String> {
     let range = match row {
         None => TABLE.range(),
         Some(h) => KeyRange::new(TABLE.key(h), TABLE.key(h + 1)),
     };
+    let opts = CopOptions {
+        replica_read,
+        ..CopOptions::from_config(c.client.config())
+    };
+    let dag = handle_v_dag(TABLE, false);
     let result = c
-        .try_coprocessor(&handle_v_dag(TABLE, false), vec![range], ts)
+        .block_on(c.client.coprocessor_with(&dag, vec![range], ts, opts))
         .map_err(|e| node::error_chain(&e))?;
     let mut state = State::new();
     for r in &result.rows {
@@ -204,7 +219,7 @@ fn run_writer(urls: &[String], oracle: &Oracle, id: usize, stop: &AtomicBool, va
         oracle.issued.lock().unwrap().push(start_ts);
         // Read a row first, as a transaction would: an observation at start_ts.
         let rh = rng.random_range(0..ROWS);
-        match read(&c, Some(rh), start_ts) {
+        match read(&c, Some(rh), start_ts, ReplicaReadPolicy::Leader) {
             Ok(got) => oracle.observations.lock().unwrap().push(Observation {
                 ts: start_ts,
                 row: Some(rh),
@@ -290,12 +305,13 @@ fn run_reader(urls: &[String], oracle: &Oracle, id: usize, stop: &AtomicBool) {
             },
         };
         let row = rng.random_bool(0.5).then(|| rng.random_range(0..ROWS));
-        match read(&c, row, ts) {
+        let policy = *ReplicaReadPolicy::ALL.choose(&mut rng).unwrap();
+        match read(&c, row, ts, policy) {
             Ok(got) => oracle.observations.lock().unwrap().push(Observation {
                 ts,
                 row,
                 got,
-                who: format!("reader {id}"),
+                who: format!("reader {id} ({} replica read)", policy.as_str()),
             }),
             Err(e) => {
                 let e = format!("reader {id} read at {ts}: {e}");
@@ -587,7 +603,8 @@ fn reads_at_every_ts_match_the_oracle_across_leader_changes_and_kills() {
 
     // One last read of everything, after every lock was decided.
     let final_ts = c.block_on(c.client.current_ts()).unwrap();
-    let got = read(&c, None, final_ts).unwrap_or_else(|e| panic!("final read: {e}"));
+    let got = read(&c, None, final_ts, ReplicaReadPolicy::Follower)
+        .unwrap_or_else(|e| panic!("final read: {e}"));
     let mut observations = std::mem::take(&mut *oracle.observations.lock().unwrap());
     observations.push(Observation {
         ts: final_ts,
@@ -638,6 +655,14 @@ fn reads_at_every_ts_match_the_oracle_across_leader_changes_and_kills() {
         observations.len() > 100,
         "too few reads: {}",
         observations.len()
+    );
+    let follower_reads = observations
+        .iter()
+        .filter(|o| o.who.contains("(follower replica read)"))
+        .count();
+    assert!(
+        follower_reads > 30,
+        "too few reads under tidb_replica_read = follower: {follower_reads}"
     );
     assert!(
         faults.transfers >= 5,

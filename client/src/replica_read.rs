@@ -1,0 +1,174 @@
+//! `tidb_replica_read`: which replica of a region serves a coprocessor request the entry node
+//! sends to a server (TiDB's variable, with its values `leader`, `follower` and
+//! `leader-and-follower`).
+//!
+//! A request sent to a follower is marked as a replica read (`wire` `Context::replica_read`):
+//! the follower asks the leader for a read index, the leader checks its memory locks for the
+//! request's start_ts and ranges (raising its `max_ts`), and the follower answers once it
+//! applied up to that index. So a follower read sees every write acknowledged before it and
+//! is a cache hit or miss exactly as on the leader (the data version is the applied index, the
+//! same on every replica). What it saves is the leader's CPU and, across zones, its network:
+//! the zone-local reads of the next issues are built on it.
+//!
+//! The choice skips replicas marked down (a refused connection, `RegionCache::is_down`) and
+//! falls back to the leader when no other replica is left. Requests of a session take turns
+//! over the candidates, so a scan of many regions spreads over the followers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::region_cache::CachedRegion;
+
+types::label_enum! {
+    /// The value of `tidb_replica_read`.
+    #[derive(Default)]
+    pub enum ReplicaReadPolicy: "tidb_replica_read value" {
+        /// The leader only (the default).
+        #[default]
+        Leader = "leader",
+        /// A follower (the leader when none is live).
+        Follower = "follower",
+        /// Any live replica, the leader included.
+        LeaderAndFollower = "leader-and-follower",
+    }
+}
+
+/// Where one request goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadTarget {
+    /// The server's base URL.
+    pub addr: String,
+    /// Sent as a replica read: the target is not the leader the cache knows.
+    pub replica_read: bool,
+}
+
+/// Turns taken over the candidates, shared by every request of this process.
+static TURN: AtomicUsize = AtomicUsize::new(0);
+
+/// The replica of `region` a request goes to under `policy`, skipping those `is_down` says
+/// failed recently; `turn` picks among the candidates (see [`next_turn`]).
+pub fn target(
+    region: &CachedRegion,
+    policy: ReplicaReadPolicy,
+    is_down: impl Fn(&str) -> bool,
+    turn: usize,
+) -> ReadTarget {
+    let leader = region.leader().addr.as_str();
+    let to_leader = || ReadTarget {
+        addr: leader.to_string(),
+        replica_read: false,
+    };
+    let candidates: Vec<&str> = match policy {
+        ReplicaReadPolicy::Leader => return to_leader(),
+        ReplicaReadPolicy::Follower => region
+            .replicas
+            .iter()
+            .map(|r| r.addr.as_str())
+            .filter(|a| *a != leader && !is_down(a))
+            .collect(),
+        ReplicaReadPolicy::LeaderAndFollower => region
+            .replicas
+            .iter()
+            .map(|r| r.addr.as_str())
+            .filter(|a| !is_down(a))
+            .collect(),
+    };
+    if candidates.is_empty() {
+        return to_leader();
+    }
+    let addr = candidates[turn % candidates.len()];
+    ReadTarget {
+        addr: addr.to_string(),
+        replica_read: addr != leader,
+    }
+}
+
+/// The next turn (round robin over every request of this process).
+pub fn next_turn() -> usize {
+    TURN.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::region::{Peer, Region};
+
+    fn region(leader: u64) -> CachedRegion {
+        let peers = (1..=3)
+            .map(|id| Peer {
+                store_id: id,
+                addr: format!("http://s{id}"),
+                ..Peer::default()
+            })
+            .collect();
+        CachedRegion::from_answer(
+            Region {
+                id: 7,
+                peers,
+                leader_store_id: leader,
+                ..Region::default()
+            },
+            "http://s1",
+            None,
+        )
+    }
+
+    fn targets(r: &CachedRegion, policy: ReplicaReadPolicy, down: &[&str]) -> Vec<ReadTarget> {
+        (0..6)
+            .map(|turn| target(r, policy, |a| down.contains(&a), turn))
+            .collect()
+    }
+
+    #[test]
+    fn leader_policy_always_reads_from_the_leader_as_a_leader_read() {
+        let r = region(2);
+        for t in targets(&r, ReplicaReadPolicy::Leader, &[]) {
+            assert_eq!(t.addr, "http://s2");
+            assert!(!t.replica_read);
+        }
+    }
+
+    #[test]
+    fn follower_policy_takes_turns_over_live_followers_and_falls_back_to_the_leader() {
+        let r = region(2);
+        let picked: Vec<String> = targets(&r, ReplicaReadPolicy::Follower, &[])
+            .into_iter()
+            .map(|t| {
+                assert!(t.replica_read, "{t:?}");
+                t.addr
+            })
+            .collect();
+        assert!(picked.contains(&"http://s1".to_string()), "{picked:?}");
+        assert!(picked.contains(&"http://s3".to_string()), "{picked:?}");
+        assert!(!picked.contains(&"http://s2".to_string()), "{picked:?}");
+        for t in targets(&r, ReplicaReadPolicy::Follower, &["http://s1"]) {
+            assert_eq!(t.addr, "http://s3");
+        }
+        for t in targets(&r, ReplicaReadPolicy::Follower, &["http://s1", "http://s3"]) {
+            assert_eq!(
+                t,
+                ReadTarget {
+                    addr: "http://s2".into(),
+                    replica_read: false
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn leader_and_follower_policy_marks_only_follower_targets_as_replica_reads() {
+        let r = region(2);
+        let all = targets(&r, ReplicaReadPolicy::LeaderAndFollower, &[]);
+        for t in &all {
+            assert_eq!(t.replica_read, t.addr != "http://s2", "{t:?}");
+        }
+        let addrs: std::collections::BTreeSet<&str> = all.iter().map(|t| t.addr.as_str()).collect();
+        assert_eq!(addrs.len(), 3, "{all:?}");
+    }
+
+    #[test]
+    fn the_variable_values_are_tidbs() {
+        let labels: Vec<&str> = ReplicaReadPolicy::ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(labels, ["leader", "follower", "leader-and-follower"]);
+        assert_eq!(ReplicaReadPolicy::default(), ReplicaReadPolicy::Leader);
+    }
+}
