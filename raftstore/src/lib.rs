@@ -22,12 +22,15 @@
 //! * `apply`: what a committed entry does to the engine, decided in one place;
 //! * `router` ([`Router`]): proposals and inbound messages into the loop, region status out;
 //! * `hibernation`: idle regions stop ticking; stores tell each other they are alive;
+//! * `file_gc`: the replicas' file GC indexes in the envelope, so a file a compaction retired
+//!   leaves the object store only once no replica needs it;
 //! * `sink`: the engine's leader-only flush and compaction results back into the log.
 
 mod apply;
 pub mod config;
 pub mod convert;
 mod error;
+mod file_gc;
 pub mod fuzzing;
 mod hibernation;
 mod log_convert;
