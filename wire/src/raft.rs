@@ -289,8 +289,8 @@ pub struct RaftMessage {
     #[prost(message, optional, tag = "8")]
     pub message: Option<Message>,
     /// Tag 9: a message between the stores' loops rather than between raft-rs nodes
-    /// (hibernation of idle regions; a store's heartbeat). An envelope carries `message` or
-    /// `extra`, not both.
+    /// (hibernation of idle regions; a store's heartbeat; a sleeping region's file GC
+    /// indexes). An envelope carries `message` or `extra`, not both.
     #[prost(message, optional, tag = "9")]
     pub extra: Option<ExtraMessage>,
     /// Tag 10: file GC across replicas, the sender's **safe index** for the region: its replica
