@@ -30,8 +30,9 @@
 //!   skipped); a compaction whose inputs a replica no longer has is conflicted on every
 //!   replica alike, because the decision depends only on the file list; and an entry made
 //!   stale by a split or by an earlier flush of the same memtable is rejected on every replica
-//!   alike, because it depends only on the state at the entry's index. Followers never
-//!   delete the files an apply retires: the leader does (`file_gc`).
+//!   alike, because it depends only on the state at the entry's index. The files an apply
+//!   retires are recorded with the entry's index and deleted once no replica of the region
+//!   needs them any more (`file_gc`).
 
 use std::sync::Arc;
 
@@ -163,20 +164,22 @@ pub(crate) fn apply_locked(
             .collect::<Result<Vec<_>>>()?;
         inner.manifest.commit(staged)?;
         let ids = children.iter().map(|c| c.files().id()).collect();
-        let mut shards = inner.shards.write();
-        shards.remove(&shard.id);
         for child in &children {
             open = open.without(child);
         }
+        // Retired before the children are in place: the left child keeps the shard's id and
+        // starts at the split's index, and a replica's GC safe index must not read that index
+        // before the files it retired are pending (`file_gc`). The parent's state, still in
+        // place, holds them meanwhile.
+        crate::file_gc::retire(inner, open, inner.retirement(shard.id, cs.sequence));
+        let mut shards = inner.shards.write();
+        shards.remove(&shard.id);
         for child in children {
             let id = child.files().id();
             let write_sequence = child.data_sequence();
             shards.insert(id, Arc::new(Shard::new(id, write_sequence, child)));
         }
         drop(shards);
-        if inner.deletes_retired_files(shard.id) {
-            crate::file_gc::retire(inner, open);
-        }
         return Ok(ApplyOutcome::Split { children: ids });
     }
     let conflicted = matches!(staged.applied(), Applied::Conflicted(_));
@@ -203,9 +206,11 @@ pub(crate) fn apply_locked(
         shard.data.store(next.clone());
         next
     };
-    if inner.deletes_retired_files(shard.id) {
-        crate::file_gc::retire(inner, open.without(&next));
-    }
+    crate::file_gc::retire(
+        inner,
+        open.without(&next),
+        inner.retirement(shard.id, cs.sequence),
+    );
     Ok(if conflicted {
         ApplyOutcome::Conflicted
     } else {

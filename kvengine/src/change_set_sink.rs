@@ -14,8 +14,9 @@
 //! to file GC (which still checks that no file list names them) only when they are certainly
 //! unused: the sink says the proposal was dropped ([`SinkError::Dropped`]), or the applied entry
 //! changed no file (`Conflicted`, or `Rejected` because the shard split or the memtable was
-//! flushed meanwhile). When the outcome is unknown they are kept: a later apply may still name
-//! them.
+//! flushed meanwhile). No replica's file list ever named them, so they wait for no other
+//! replica (no retirement index). When the outcome is unknown they are kept: a later apply
+//! may still name them.
 
 use changeset::{Change, ChangeSet};
 
@@ -70,13 +71,13 @@ pub(crate) fn propose(
     };
     match sink.propose_change_set(&cs) {
         Ok(outcome @ (ApplyOutcome::Conflicted | ApplyOutcome::Rejected { .. })) => {
-            file_gc::retire(inner, outputs);
+            file_gc::retire(inner, outputs, None);
             Ok(outcome)
         }
         Ok(outcome) => Ok(outcome),
         Err(source) => {
             if let SinkError::Dropped { .. } = source {
-                file_gc::retire(inner, outputs);
+                file_gc::retire(inner, outputs, None);
             }
             Err(Error::Proposal { shard_id, source })
         }

@@ -25,7 +25,7 @@
 //!   [`changeset::ShardFiles::apply`] and the live state is derived from the file list it
 //!   returns (`shard_data`).
 //! * `file_gc`: files no shard references any more are deleted once no snapshot reads them
-//!   (with an external log, only by the leader).
+//!   (with an external log, once no replica of the region needs them either).
 //! * `recovery`: opening rebuilds every shard from the manifest through the same derivation,
 //!   then replays the WAL into memtables (with an external log, its owner re-applies the
 //!   entries above each shard's `data_sequence`).
@@ -43,7 +43,7 @@ use crate::block_cache::MokaBlockCache;
 use crate::change_set_sink::ChangeSetSink;
 use crate::dfs::Dfs;
 use crate::error::{Error, Result};
-use crate::file_gc::PendingFile;
+use crate::file_gc::{FileGc, Retirement};
 use crate::manifest::{IdAllocator, Manifest, ManifestOptions};
 use crate::metrics;
 use crate::options::{EngineOptions, LogMode};
@@ -114,8 +114,9 @@ pub(crate) struct Inner {
     pub(crate) failure: Mutex<Option<String>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Files no shard references any more, deleted from the object store once no snapshot
-    /// holds them (`file_gc`).
-    pub(crate) pending_deletes: Mutex<Vec<PendingFile>>,
+    /// (and, with an external log, no replica) needs them, and what the replicas reported
+    /// (`file_gc`).
+    pub(crate) file_gc: Mutex<FileGc>,
     /// Decompressed blocks of compressed tables, shared by every table of the engine.
     block_cache: Option<Arc<dyn sst::BlockCache>>,
     /// Versions at or below this timestamp keep only their newest (see `compaction`).
@@ -192,15 +193,20 @@ impl Inner {
         }
     }
 
-    /// Whether files an apply retires from the shard may be deleted by this engine: always with
-    /// the engine's own log; with an external one, never yet. A follower that has not applied
-    /// the compaction that retired a file still reads it (and applies ChangeSets that name it),
-    /// so a delete must wait until every replica is past the retiring index; until that
-    /// cluster-wide GC exists, retired files stay in the object store (a leak, not a loss).
-    pub(crate) fn deletes_retired_files(&self, _shard_id: u64) -> bool {
+    /// How file GC records the files an apply of the shard's ChangeSet `sequence` retires.
+    /// With the engine's own log, none: a retired file is deleted once no shard here names it
+    /// and no snapshot here holds it. With an external (Raft) log, the sequence is the entry's
+    /// log index, the same on every replica, and a retired file also waits until no replica
+    /// of the region needs it (the region's group index reached that index, `file_gc`): a
+    /// follower that has not applied the entry still names the file, and one serving a read
+    /// may hold a snapshot of it.
+    pub(crate) fn retirement(&self, shard_id: u64, sequence: u64) -> Option<Retirement> {
         match self.log_mode() {
-            LogMode::Internal => true,
-            LogMode::External => false,
+            LogMode::Internal => None,
+            LogMode::External => Some(Retirement {
+                shard_id,
+                index: sequence,
+            }),
         }
     }
 
@@ -282,6 +288,13 @@ impl Engine {
             block_cache: block_cache.as_ref(),
         };
         let recovered = recovery::recover(&opts, &manifest, source)?;
+        let file_gc = FileGc::opened(
+            opts.log_mode == LogMode::External,
+            recovered
+                .shards
+                .iter()
+                .map(|(id, shard)| (*id, shard.data.load().meta_seq())),
+        );
         let inner = Arc::new(Inner {
             opts,
             dfs,
@@ -296,7 +309,7 @@ impl Engine {
             closed: AtomicBool::new(false),
             failure: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
-            pending_deletes: Mutex::new(Vec::new()),
+            file_gc: Mutex::new(file_gc),
             block_cache,
             gc_safe_point: AtomicU64::new(0),
             leaders: RwLock::new(HashSet::new()),

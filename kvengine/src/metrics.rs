@@ -52,6 +52,18 @@ pub static FLUSH_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
 });
 pub static COMPACTIONS: LazyLock<IntCounter> =
     LazyLock::new(|| counter("stratus_kvengine_compactions_total", "Compactions applied."));
+pub static FILES_DELETED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_kvengine_files_deleted_total",
+        "Retired files file GC deleted from the object store.",
+    )
+});
+pub static FILES_PENDING_DELETE: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "stratus_kvengine_files_pending_delete",
+        "Retired files waiting for file GC: a snapshot, a shard or (Raft) a replica may still need them.",
+    )
+});
 pub static STALLS: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_kvengine_write_stalls_total",

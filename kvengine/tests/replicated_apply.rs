@@ -320,7 +320,8 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     }
     // Everything the leader froze is flushed, then garbage is collected: every file a file list
     // names is still in the object store. (Files the log retired stay: no replica deletes them
-    // until a cluster-wide GC knows every replica is past the retiring index.)
+    // before the region's group index, which no one raises here, passed the retiring index;
+    // `file_gc_replicas.rs` tests that.)
     cluster.pump(Duration::ZERO);
     while cluster.deliver_proposal().is_some() {}
     cluster.flush_all_frozen();

@@ -75,8 +75,9 @@ pub fn raft_batch(data: &[u8]) {
 /// Seed batches for the fuzzer and the corpus replay: (name, batch). One per kind of traffic a
 /// server receives (heartbeats of many regions, appends with normal and conf-change entries,
 /// a snapshot with its metadata, votes, read-index with context), plus what must be refused
-/// (a forwarded proposal, an unknown message type), the empty batch, and the store loops' own
-/// messages (hibernation, store heartbeat).
+/// (a forwarded proposal, an unknown message type), the empty batch, the store loops' own
+/// messages (hibernation, store heartbeat) and the file GC indexes (on a Raft message, and
+/// alone in an extra message).
 pub fn raft_batch_seeds() -> Vec<(&'static str, RaftBatch)> {
     use bytes::Bytes;
     use wire::raft::{
@@ -95,6 +96,8 @@ pub fn raft_batch_seeds() -> Vec<(&'static str, RaftBatch)> {
         end_key: format!("t{:04}", region_id + 1).into_bytes(),
         message: Some(message),
         extra: None,
+        file_gc_safe_index: 0,
+        file_gc_group_index: 0,
     };
     let extra = |region_id: u64, kind: ExtraKind, term: u64, index: u64| RaftMessage {
         region_id,
@@ -278,6 +281,24 @@ pub fn raft_batch_seeds() -> Vec<(&'static str, RaftBatch)> {
         entries: vec![entry(0, EntryType::EntryConfChange, cc.encode_to_vec())],
         ..message(MessageType::MsgPropose)
     };
+    // File GC indexes (`file_gc`) on a follower's heartbeat answer, and alone in the extra
+    // message of a sleeping region.
+    let file_gc_report = RaftMessage {
+        file_gc_safe_index: 120,
+        file_gc_group_index: 97,
+        ..envelope(
+            10,
+            Message {
+                commit: 130,
+                ..message(MessageType::MsgHeartbeatResponse)
+            },
+        )
+    };
+    let file_gc_extra = RaftMessage {
+        file_gc_safe_index: 121,
+        file_gc_group_index: 120,
+        ..extra(10, ExtraKind::FileGc, 0, 0)
+    };
     let unknown = Message {
         msg_type: 42,
         ..message(MessageType::MsgHeartbeat)
@@ -302,5 +323,7 @@ pub fn raft_batch_seeds() -> Vec<(&'static str, RaftBatch)> {
             "store_heartbeat",
             batch(vec![extra(0, ExtraKind::StoreHeartbeat, 0, 0)]),
         ),
+        ("file_gc_report", batch(vec![file_gc_report])),
+        ("file_gc_extra", batch(vec![file_gc_extra])),
     ]
 }

@@ -23,6 +23,9 @@
 //!   per region. A sleeping follower whose leader's store was silent for an election timeout
 //!   wakes with its election clock at the timeout, so it campaigns within one more
 //!   (randomized) timeout: failover takes about as long as for an awake region.
+//! * **File GC reports do not wake.** A sleeping region's file GC indexes travel alone in a
+//!   `FileGc` extra message when they move (`file_gc`); like `Hibernate`, it steps no Raft
+//!   message.
 //!
 //! Why sleeping followers never elect a leader behind a live one's back: not ticking, their
 //! election clock stays within the lease (`check_quorum`), so they refuse pre-votes; a restarted

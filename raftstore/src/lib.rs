@@ -24,12 +24,15 @@
 //! * `hibernation`: idle regions stop ticking; stores tell each other they are alive;
 //! * `replica_read`: follower reads: the read-index context a follower's read carries to the
 //!   leader, and the leader's check of its memory locks and `max_ts` ([`ReplicaReadCheck`]);
+//! * `file_gc`: the replicas' file GC indexes in the envelope, so a file a compaction retired
+//!   leaves the object store only once no replica needs it;
 //! * `sink`: the engine's leader-only flush and compaction results back into the log.
 
 mod apply;
 pub mod config;
 pub mod convert;
 mod error;
+mod file_gc;
 pub mod fuzzing;
 mod hibernation;
 mod log_convert;

@@ -8,6 +8,7 @@ use raft::{RawNode, StateRole};
 
 use crate::apply::Applied;
 use crate::error::RaftStoreError;
+use crate::file_gc::FileGcReports;
 use crate::metrics::{ReplicaReadResult, count_replica_read};
 use crate::peer_storage::PeerStorage;
 use crate::replica_read::ReplicaRead;
@@ -60,6 +61,8 @@ pub(crate) struct Peer {
     pub(crate) hibernating: bool,
     /// Consecutive ticks this leader found its region idle.
     pub(crate) idle_ticks: usize,
+    /// The other replicas' file GC reports (`file_gc`).
+    pub(crate) file_gc: FileGcReports,
 }
 
 impl Peer {
@@ -78,6 +81,7 @@ impl Peer {
             last_split_index: 0,
             hibernating: false,
             idle_ticks: 0,
+            file_gc: FileGcReports::default(),
         }
     }
 

@@ -578,6 +578,12 @@ impl Store {
             }
             self.ticks += 1;
             self.hibernation_tick(self.ticks);
+            if self
+                .ticks
+                .is_multiple_of(self.config.heartbeat_ticks as u64)
+            {
+                self.file_gc_tick();
+            }
             if self.ticks.is_multiple_of(LOG_GC_TICKS) {
                 self.compact_logs();
             }
@@ -758,6 +764,15 @@ impl Store {
             );
             return;
         };
+        // Every envelope of a region may carry the sender's file GC indexes (`file_gc`): a
+        // report for a leader, the group index for everyone. Neither wakes the region.
+        if m.file_gc_safe_index > 0 {
+            peer.file_gc.record(m.from_store, m.file_gc_safe_index);
+        }
+        if m.file_gc_group_index > 0 {
+            self.engine
+                .raise_file_gc_group_index(region_id, m.file_gc_group_index);
+        }
         if let Some(extra) = &m.extra {
             // A sleeping leader's word: sleep too if this replica is where the leader is.
             if extra.kind() == wire::raft::ExtraKind::Hibernate
@@ -929,17 +944,9 @@ impl Store {
                 term: p.term(),
                 index: p.raw.raft.raft_log.last_index(),
             };
-            for (voter, _) in p.raw.raft.prs().iter() {
-                if *voter != self.store_id {
-                    out.push(wire::raft::RaftMessage {
-                        region_id: *id,
-                        from_store: self.store_id,
-                        to_store: *voter,
-                        extra: Some(extra.clone()),
-                        ..Default::default()
-                    });
-                }
-            }
+            let indexes = file_gc_indexes(&self.engine, self.store_id, *id, p);
+            p.file_gc.sent(indexes);
+            out.extend(to_other_voters(self.store_id, *id, p, extra, indexes));
         }
         if ticks.is_multiple_of(self.config.heartbeat_ticks as u64) {
             // The servers this one shares a region with (membership is static: read only
@@ -962,6 +969,29 @@ impl Store {
         }
         // After this round's ready: a heartbeat raft-rs produced at this tick must not reach a
         // follower after the Hibernate and wake it again (the transport keeps the order).
+        self.after_ready.extend(out);
+    }
+
+    /// Every `heartbeat-ticks` (`file_gc`): each awake leader raises its group index (a
+    /// one-voter group sends no message that would), and each sleeping region whose indexes
+    /// moved since they last went out sends them to the other voters in a `FileGc` extra
+    /// message, which wakes nothing.
+    fn file_gc_tick(&mut self) {
+        let mut out = Vec::new();
+        for (id, p) in self.peers.iter_mut() {
+            if !p.hibernating && !p.is_leader() {
+                continue;
+            }
+            let indexes = file_gc_indexes(&self.engine, self.store_id, *id, p);
+            if p.hibernating && p.file_gc.changed(indexes) {
+                p.file_gc.sent(indexes);
+                let extra = wire::raft::ExtraMessage {
+                    kind: wire::raft::ExtraKind::FileGc as i32,
+                    ..Default::default()
+                };
+                out.extend(to_other_voters(self.store_id, *id, p, extra, indexes));
+            }
+        }
         self.after_ready.extend(out);
     }
 
@@ -1112,12 +1142,14 @@ impl Store {
         }
     }
 
-    fn send(&self, region_id: u64, msgs: Vec<eraftpb::Message>) {
+    /// Sends a ready's messages, each in an envelope with this replica's file GC indexes.
+    fn send(&mut self, region_id: u64, msgs: Vec<eraftpb::Message>) {
         if msgs.is_empty() {
             return;
         }
         // The epoch only (a snapshot is two atomic loads; `shard_info` would count files).
         let ver = self.engine.snapshot(region_id).map_or(0, |s| s.ver());
+        let (safe, group) = self.file_gc_indexes(region_id);
         let out = msgs
             .into_iter()
             .map(|m| wire::raft::RaftMessage {
@@ -1126,10 +1158,22 @@ impl Store {
                 region_ver: ver,
                 to_store: m.to,
                 message: Some(convert::message_to_wire(m)),
+                file_gc_safe_index: safe,
+                file_gc_group_index: group,
                 ..Default::default()
             })
             .collect();
+        if let Some(peer) = self.peers.get_mut(&region_id) {
+            peer.file_gc.sent((safe, group));
+        }
         self.transport.send(out);
+    }
+
+    fn file_gc_indexes(&self, region_id: u64) -> (u64, u64) {
+        match self.peers.get(&region_id) {
+            Some(p) => file_gc_indexes(&self.engine, self.store_id, region_id, p),
+            None => (0, 0),
+        }
     }
 
     /// Publishes the status of `ids` (the peers a round readied: no other status changed) for
@@ -1185,4 +1229,45 @@ impl Store {
         crate::metrics::HIBERNATED
             .set(self.peers.values().filter(|p| p.hibernating).count() as i64);
     }
+}
+
+/// The file GC indexes of `peer`'s replica of `region_id` on store `store_id`, to put on what
+/// it sends (`file_gc`): its own safe index, and the highest group index it knows. A leader
+/// first raises the engine's group index to the minimum over its voters' latest reports and
+/// its own.
+fn file_gc_indexes(engine: &Engine, store_id: u64, region_id: u64, peer: &Peer) -> (u64, u64) {
+    let own = engine.file_gc_safe_index(region_id);
+    if peer.is_leader() {
+        let voters = peer.raw.raft.prs().iter().map(|(id, _)| *id);
+        let group = peer.file_gc.group_index(store_id, own, voters);
+        engine.raise_file_gc_group_index(region_id, group);
+    }
+    (own, engine.file_gc_group_index(region_id))
+}
+
+/// `extra` from store `store_id` to every other voter of `peer`'s region, each envelope with
+/// the file GC `indexes` (safe, group).
+fn to_other_voters(
+    store_id: u64,
+    region_id: u64,
+    peer: &Peer,
+    extra: wire::raft::ExtraMessage,
+    (safe, group): (u64, u64),
+) -> Vec<wire::raft::RaftMessage> {
+    peer.raw
+        .raft
+        .prs()
+        .iter()
+        .map(|(voter, _)| *voter)
+        .filter(|voter| *voter != store_id)
+        .map(|voter| wire::raft::RaftMessage {
+            region_id,
+            from_store: store_id,
+            to_store: voter,
+            extra: Some(extra.clone()),
+            file_gc_safe_index: safe,
+            file_gc_group_index: group,
+            ..Default::default()
+        })
+        .collect()
 }

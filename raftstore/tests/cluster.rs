@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -869,5 +869,184 @@ fn a_follower_refuses_a_replica_read_its_leader_did_not_check() {
             assert_eq!(hint, Some(leader), "the refusal names the leader")
         }
         other => panic!("an unchecked follower read was allowed: {other:?}"),
+    }
+}
+
+// ---- file GC across replicas ----
+
+impl Cluster {
+    /// Every file id in the shared object store.
+    fn stored(&self) -> BTreeSet<u64> {
+        let node = self.nodes.values().next().unwrap();
+        node.dfs
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|f| f.get())
+            .collect()
+    }
+
+    /// Writes and flushes twice through the leader: the region holds two L0 files (fewer than
+    /// the engine's compaction trigger). Returns the leader and the region's files.
+    fn two_flushed_files(&self) -> (u64, BTreeSet<u64>) {
+        for round in 0..2u64 {
+            for i in 0..40u64 {
+                self.put(
+                    format!("k{i:03}").as_bytes(),
+                    10 + round * 100 + i,
+                    &[b'v'; 100],
+                );
+            }
+            let leader = self.wait_leader(REGION);
+            self.nodes[&leader].engine.flush_shard(REGION).unwrap();
+        }
+        let leader = self.wait_leader(REGION);
+        let files = self.nodes[&leader].engine.shard_table_ids(REGION).unwrap();
+        assert_eq!(files.len(), 2, "two flushes, two L0 files: {files:?}");
+        (leader, files)
+    }
+
+    /// Compacts the region on `leader` (it proposes and waits for the entry to apply there).
+    /// Returns the index of the last compaction entry.
+    fn compact(&self, leader: u64) -> u64 {
+        let engine = &self.nodes[&leader].engine;
+        assert!(engine.compact_shard(REGION, true).unwrap() >= 1);
+        engine.shard_info(REGION).unwrap().meta_seq
+    }
+
+    /// Waits until the stores `ids` applied `index`.
+    fn wait_applied_on(&self, ids: &[u64], index: u64) {
+        let deadline = Instant::now() + TIMEOUT;
+        for id in ids {
+            while self.nodes[id]
+                .engine
+                .shard_info(REGION)
+                .unwrap()
+                .write_sequence
+                < index
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "store {id} never applied {index}"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    /// Checks for `window`, collecting garbage on every store now and then, that every one
+    /// of `files` stays in the object store.
+    fn assert_kept_for(&self, files: &BTreeSet<u64>, window: Duration, why: &str) {
+        let until = Instant::now() + window;
+        while Instant::now() < until {
+            for n in self.nodes.values() {
+                n.engine.collect_garbage();
+            }
+            let stored = self.stored();
+            assert!(
+                files.is_subset(&stored),
+                "{why}, yet deleted: {:?}",
+                files.difference(&stored).collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until none of `files` is in the object store.
+    fn wait_deleted(&self, files: &BTreeSet<u64>, why: &str) {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            for n in self.nodes.values() {
+                n.engine.collect_garbage();
+            }
+            let stored = self.stored();
+            if files.is_disjoint(&stored) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{why}, yet still stored: {:?}",
+                files.intersection(&stored).collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn a_compactions_inputs_stay_while_a_cut_off_follower_has_not_applied_it() {
+    let c = Cluster::new(3);
+    let (leader, inputs) = c.two_flushed_files();
+    let victim = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    let others: Vec<u64> = c.nodes.keys().copied().filter(|id| *id != victim).collect();
+    c.net.partition(&[&[victim]]);
+    let retired_at = c.compact(leader);
+    let now: BTreeSet<u64> = c.nodes[&leader].engine.shard_table_ids(REGION).unwrap();
+    assert!(
+        inputs.is_disjoint(&now),
+        "the compaction replaced the inputs"
+    );
+    c.wait_applied_on(&others, retired_at);
+    c.assert_kept_for(
+        &inputs,
+        Duration::from_secs(1),
+        "the cut-off follower still names the inputs",
+    );
+    let victim_applied = c.nodes[&victim]
+        .engine
+        .shard_info(REGION)
+        .unwrap()
+        .write_sequence;
+    assert!(
+        victim_applied < retired_at,
+        "the victim applied {victim_applied}"
+    );
+    c.net.heal();
+    c.wait_applied_everywhere(retired_at);
+    c.wait_deleted(&inputs, "every replica applied the compaction");
+    let live = c.nodes[&leader].engine.live_file_ids();
+    assert!(live.is_subset(&c.stored()), "a live file was deleted");
+    // The followers learn the group index from the leader's next messages.
+    let deadline = Instant::now() + TIMEOUT;
+    for (id, n) in &c.nodes {
+        while n.engine.file_gc_group_index(REGION) < retired_at {
+            assert!(
+                Instant::now() < deadline,
+                "store {id} never learned the group index"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    assert_replicas_agree(&c);
+}
+
+/// A follower serving a read holds a snapshot of the inputs: they stay until it is dropped,
+/// and the region, asleep meanwhile, reports that without waking (a `FileGc` extra message).
+#[test]
+fn a_followers_snapshot_keeps_the_inputs_until_dropped_even_while_the_region_sleeps() {
+    let c = Cluster::new(3);
+    let (leader, inputs) = c.two_flushed_files();
+    let reader = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    let snap = c.nodes[&reader].engine.snapshot(REGION).unwrap();
+    let retired_at = c.compact(leader);
+    c.wait_applied_everywhere(retired_at);
+    c.wait_asleep(REGION);
+    c.assert_kept_for(
+        &inputs,
+        Duration::from_secs(1),
+        "a follower's snapshot reads the inputs",
+    );
+    let got = snap
+        .get(ColumnFamily::Write, b"k007", u64::MAX)
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value.as_ref(), &[b'v'; 100][..]);
+    drop(snap);
+    c.wait_deleted(&inputs, "the snapshot was dropped");
+    for (id, n) in &c.nodes {
+        assert!(
+            n.store.router().status(REGION).unwrap().hibernating,
+            "store {id} woke to report"
+        );
     }
 }

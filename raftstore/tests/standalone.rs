@@ -9,12 +9,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvengine::raft_log::RaftLogOptions;
-use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, LogMode, SyncPolicy, WriteBatch};
+use kvengine::{
+    ColumnFamily, Dfs, Engine, EngineOptions, LocalDfs, LogMode, SyncPolicy, WriteBatch,
+};
 use raftstore::{RaftConfig, RaftStore, start_standalone};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn open(dir: &Path) -> (Engine, RaftStore) {
+    open_with(
+        dir,
+        RaftConfig {
+            tick_interval: types::ReadableDuration::millis(10),
+            ..RaftConfig::default()
+        },
+    )
+}
+
+fn open_with(dir: &Path, config: RaftConfig) -> (Engine, RaftStore) {
     let mut opts = EngineOptions::new(dir.join("engine"));
     opts.log_mode = LogMode::External;
     opts.memtable_size = 16 * 1024;
@@ -27,10 +39,7 @@ fn open(dir: &Path) -> (Engine, RaftStore) {
             ..RaftLogOptions::new(dir.join("raft"))
         },
         &[(1, Vec::new(), Vec::new())],
-        RaftConfig {
-            tick_interval: types::ReadableDuration::millis(10),
-            ..RaftConfig::default()
-        },
+        config,
     )
     .unwrap();
     (engine, store)
@@ -152,4 +161,53 @@ fn a_one_voter_read_index_covers_the_acknowledged_write() {
         let at = store.router().read_index(1, TIMEOUT).unwrap();
         assert!(at >= acked, "read index {at} below the write at {acked}");
     }
+}
+
+/// A one-voter group sends no Raft message, so nothing carries its file GC indexes: its leader
+/// raises its group index itself, and a compaction's inputs leave the object store. (Awake:
+/// a region falling asleep would raise it on its way.)
+#[test]
+fn a_one_voter_group_deletes_a_compactions_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, store) = open_with(
+        dir.path(),
+        RaftConfig {
+            tick_interval: types::ReadableDuration::millis(10),
+            hibernate_regions: false,
+            ..RaftConfig::default()
+        },
+    );
+    for round in 0..2u64 {
+        for i in 0..20u64 {
+            let mut batch = WriteBatch::new();
+            let key = format!("k{i:05}");
+            batch.put(
+                ColumnFamily::Write,
+                key.as_bytes(),
+                10 + round * 100 + i,
+                b"",
+                b"v",
+            );
+            store.router().write(1, None, &batch, TIMEOUT).unwrap();
+        }
+        engine.flush_shard(1).unwrap();
+    }
+    let inputs = engine.shard_table_ids(1).unwrap();
+    assert_eq!(inputs.len(), 2, "two flushes, two L0 files");
+    assert!(engine.compact_shard(1, true).unwrap() >= 1);
+    let dfs = LocalDfs::open(dir.path().join("dfs")).unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        engine.collect_garbage();
+        let stored: Vec<u64> = dfs.list().unwrap().into_iter().map(|f| f.get()).collect();
+        if inputs.iter().all(|f| !stored.contains(f)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the inputs {inputs:?} are still stored: {stored:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(engine.pending_deletes(), 0);
 }

@@ -289,10 +289,21 @@ pub struct RaftMessage {
     #[prost(message, optional, tag = "8")]
     pub message: Option<Message>,
     /// Tag 9: a message between the stores' loops rather than between raft-rs nodes
-    /// (hibernation of idle regions; a store's heartbeat). An envelope carries `message` or
-    /// `extra`, not both.
+    /// (hibernation of idle regions; a store's heartbeat; a sleeping region's file GC
+    /// indexes). An envelope carries `message` or `extra`, not both.
     #[prost(message, optional, tag = "9")]
     pub extra: Option<ExtraMessage>,
+    /// Tag 10: file GC across replicas, the sender's **safe index** for the region: its replica
+    /// needs no file the region retired (a compaction's inputs, say) at or below this log
+    /// index. Set on every envelope of a region (0: nothing to say); the leader keeps the
+    /// latest of each voter.
+    #[prost(uint64, tag = "10")]
+    pub file_gc_safe_index: u64,
+    /// Tag 11: file GC across replicas, the region's **group index** as the sender knows it:
+    /// no replica needs a file the region retired at or below it (the leader's minimum over
+    /// every voter's safe index, its own included). Every replica deletes such files.
+    #[prost(uint64, tag = "11")]
+    pub file_gc_group_index: u64,
 }
 
 /// What an [`ExtraMessage`] says (Stratus's own, not raft-rs's; TiKV's `ExtraMessageType`
@@ -308,6 +319,10 @@ pub enum ExtraKind {
     /// The sending store is alive (`region_id` 0): a follower of a sleeping region wakes when
     /// its leader's store has not been heard from for an election timeout.
     StoreHeartbeat = 2,
+    /// Only the envelope's file GC indexes, for a sleeping region whose indexes moved (a
+    /// snapshot holding a retired file was dropped): Raft messages, which carry them
+    /// otherwise, stopped. Does not wake the region.
+    FileGc = 3,
 }
 
 /// A message between two stores' loops (see [`ExtraKind`]).

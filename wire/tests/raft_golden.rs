@@ -57,6 +57,10 @@ fn batch() -> RaftBatch {
         end_key: b"t\x81".to_vec(),
         message: Some(message),
         extra: None,
+        // The file GC indexes (tags 10, 11) came after this file: they stay 0 here, so the
+        // v1 bytes are what a server of that release sends, and have a test of their own.
+        file_gc_safe_index: 0,
+        file_gc_group_index: 0,
     };
     let append = Message {
         msg_type: MessageType::MsgAppend as i32,
@@ -249,4 +253,52 @@ fn a_store_heartbeat_is_an_envelope_with_an_extra_message_and_no_region() {
     };
     let newer = ExtraMessage::decode(newer.encode_to_vec().as_slice()).unwrap();
     assert_eq!(newer.kind(), ExtraKind::Unknown);
+}
+
+/// The file GC indexes ride on any envelope of a region (tags 10 and 11), beside a Raft
+/// message or alone in a `FileGc` extra message; a server of the release before them skips
+/// both tags.
+#[test]
+fn file_gc_indexes_are_envelope_tags_10_and_11() {
+    let batch = RaftBatch {
+        from_store: 1,
+        messages: vec![RaftMessage {
+            region_id: 3,
+            from_store: 1,
+            to_store: 2,
+            extra: Some(ExtraMessage {
+                kind: ExtraKind::FileGc as i32,
+                ..ExtraMessage::default()
+            }),
+            file_gc_safe_index: 300,
+            file_gc_group_index: 7,
+            ..RaftMessage::default()
+        }],
+    };
+    #[rustfmt::skip]
+    let expected: Vec<u8> = [
+        &[0x08u8, 1][..],          // RaftBatch.from_store (1, varint) = 1
+        &[0x12, 15],               // RaftBatch.messages (2, bytes), 15 bytes
+        &[0x08, 3],                //   RaftMessage.region_id (1) = 3
+        &[0x10, 1],                //   from_store (2) = 1
+        &[0x18, 2],                //   to_store (3) = 2
+        &[0x4a, 2],                //   extra (9, bytes), 2 bytes
+        &[0x08, 3],                //     ExtraMessage.kind (1) = FileGc
+        &[0x50, 0xac, 0x02],       //   file_gc_safe_index (10, varint) = 300
+        &[0x58, 7],                //   file_gc_group_index (11, varint) = 7
+    ]
+    .concat();
+    assert_eq!(batch.encode_to_vec(), expected);
+    assert_eq!(RaftBatch::decode(expected.as_slice()).unwrap(), batch);
+    // What a server of the release before them sees: the envelope without the two tags.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct EnvelopeBefore {
+        #[prost(uint64, tag = "1")]
+        region_id: u64,
+        #[prost(message, optional, tag = "9")]
+        extra: Option<ExtraMessage>,
+    }
+    let before = EnvelopeBefore::decode(batch.messages[0].encode_to_vec().as_slice()).unwrap();
+    assert_eq!(before.region_id, 3);
+    assert_eq!(before.extra.unwrap().kind(), ExtraKind::FileGc);
 }
