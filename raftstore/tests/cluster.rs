@@ -856,6 +856,22 @@ fn a_lock_the_leader_holds_in_the_ranges_blocks_a_follower_read_and_others_pass(
 }
 
 #[test]
+fn a_replica_read_on_a_sleeping_region_wakes_it_and_is_served_by_the_follower() {
+    let c = Cluster::new(3);
+    let checks = install_checks(&c, None);
+    let acked = c.put(b"r", 10, b"1");
+    c.wait_asleep(REGION);
+    let leader = c.wait_leader(REGION);
+    let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    let at = c
+        .router(follower)
+        .replica_read_index(REGION, replica_read(90, b"", b""), TIMEOUT)
+        .unwrap();
+    assert!(at >= acked, "read point {at} below the write at {acked}");
+    assert_eq!(checks[&leader].asked.lock().unwrap().len(), 1);
+}
+
+#[test]
 fn a_follower_refuses_a_replica_read_its_leader_did_not_check() {
     let c = Cluster::new(3);
     c.put(b"r", 10, b"1");
