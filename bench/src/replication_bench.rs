@@ -71,11 +71,15 @@ fn group(replicas: u64, sync: SyncPolicy) -> Group {
         };
         let store = RaftStore::start(id, config, engine.clone(), log, transport).expect("start");
         let router = store.router().clone();
+        // The network's receiving side, as a server's `POST /raft/batch` handler: what
+        // arrived meanwhile goes in one round, run on this thread when none is running.
         std::thread::spawn(move || {
-            for batch in inbox {
-                for m in batch.messages {
-                    router.deliver(m);
+            while let Ok(batch) = inbox.recv() {
+                let mut msgs = batch.messages;
+                for more in inbox.try_iter() {
+                    msgs.extend(more.messages);
                 }
+                router.deliver_batch(msgs);
             }
         });
         storages.push(Arc::new(

@@ -118,18 +118,51 @@ impl Router {
         self.store_id
     }
 
-    /// Hands a Raft message from another server to the loop (the transport's inbound side).
+    /// Hands a Raft message from another server to the loop's mailbox (the transport's
+    /// inbound side); never blocks. [`Router::deliver_batch`] saves the store thread's wake-up.
     pub fn deliver(&self, msg: wire::raft::RaftMessage) {
+        if let Some(msg) = self.inbound(msg) {
+            // A stopped loop drops messages, as a dead server would.
+            let _ = self.tx.send(msg);
+        }
+    }
+
+    /// Hands Raft messages from another server to the loop, in order, and when no round of
+    /// the store loop is running, runs one on the calling thread with them (as
+    /// [`Router::propose_batch`] does with proposals): a follower appends and acknowledges, a
+    /// leader commits, applies and answers its proposers, without waking the store thread.
+    /// On a replicated write that thread hand-off happened twice (follower and leader), ~25 µs
+    /// each on an idle VM (BENCHMARKS.md, "Replication"). Otherwise they go to the mailbox,
+    /// as with [`Router::deliver`], behind anything posted earlier.
+    ///
+    /// May block for a round (its log write and fdatasync, applies): call it from a thread
+    /// that may block and that no store round waits for. The transports never make a round
+    /// wait for the receiving side (`Transport::send` only queues), so a round running here
+    /// cannot deadlock on another store's.
+    pub fn deliver_batch(&self, msgs: Vec<wire::raft::RaftMessage>) {
+        let msgs: Vec<StoreMsg> = msgs.into_iter().filter_map(|m| self.inbound(m)).collect();
+        if msgs.is_empty() {
+            return;
+        }
+        if let Err(msgs) = try_run_round(&self.store, msgs) {
+            for msg in msgs {
+                let _ = self.tx.send(msg);
+            }
+        }
+    }
+
+    /// What an inbound message becomes for the loop: `None` for a store heartbeat, which
+    /// only says the sender is alive (`hibernation`).
+    fn inbound(&self, msg: wire::raft::RaftMessage) -> Option<StoreMsg> {
         self.liveness.heard_from(msg.from_store);
         if msg
             .extra
             .as_ref()
             .is_some_and(|e| e.kind() == wire::raft::ExtraKind::StoreHeartbeat)
         {
-            return;
+            return None;
         }
-        // A stopped loop drops messages, as a dead server would.
-        let _ = self.tx.send(StoreMsg::Raft(Box::new(msg)));
+        Some(StoreMsg::Raft(Box::new(msg)))
     }
 
     /// Proposes `cmd` to `region_id`; `cb` is answered when its entry applied here, or with

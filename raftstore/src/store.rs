@@ -22,8 +22,10 @@
 //! applied and answered before the caller's call returns, with no thread wake-up on either side
 //! (measured in BENCHMARKS.md: the two wake-ups were most of a write's cost). A caller that finds
 //! a round running posts to the mailbox as `Router::propose` does, and the next round takes
-//! everything posted meanwhile in one batch (one write, one fdatasync): group commit. Only the
-//! store thread ticks. What holds in every round holds in both: a round is the same code
+//! everything posted meanwhile in one batch (one write, one fdatasync): group commit. The
+//! transport's receiving side does the same with inbound messages ([`Router::deliver_batch`]):
+//! a follower's append and acknowledgement, and a leader's commit, apply and answers, run on
+//! the thread that received the messages. Only the store thread ticks. What holds in every round holds in both: a round is the same code
 //! whoever runs it.
 //!
 //! Apply runs in the round too: a write is a memtable insert, and a ChangeSet only opens the

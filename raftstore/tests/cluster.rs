@@ -90,14 +90,17 @@ impl Cluster {
         let router = store.router().clone();
         let raft_messages = self.raft_messages.clone();
         // The network's inbox of this store feeds its loop until the store is unregistered.
+        // What arrived meanwhile goes in one round, run on this thread when none is running
+        // (`Router::deliver_batch`, as the server's `POST /raft/batch` handler).
         std::thread::spawn(move || {
-            for batch in inbox {
-                for m in batch.messages {
-                    if m.message.is_some() {
-                        raft_messages.fetch_add(1, Ordering::Relaxed);
-                    }
-                    router.deliver(m);
+            while let Ok(batch) = inbox.recv() {
+                let mut msgs = batch.messages;
+                for more in inbox.try_iter() {
+                    msgs.extend(more.messages);
                 }
+                let n = msgs.iter().filter(|m| m.message.is_some()).count();
+                raft_messages.fetch_add(n as u64, Ordering::Relaxed);
+                router.deliver_batch(msgs);
             }
         });
         self.nodes.insert(

@@ -130,11 +130,26 @@ async fn tso(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
 /// `POST /raft/batch`: Raft messages from another server, handed to the store loop. Decoded
 /// with prost (`wire::raft`); the store loop converts each to raft-rs's types and refuses what
 /// no peer may send.
+///
+/// On the server's multi-thread runtime the handler runs the store round itself when none is
+/// running (`Router::deliver_batch`: a follower appends and acknowledges, a leader commits and
+/// answers its writers, without waking the store thread), inside `block_in_place` so the
+/// worker's other tasks move to another thread meanwhile. The answer then leaves after the
+/// round, so the sender's next request (one in flight per destination) carries everything
+/// queued meanwhile. A current-thread runtime (in-process tests) cannot give its only worker
+/// away: there the messages go to the mailbox.
 async fn raft_batch(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let batch: wire::raft::RaftBatch = decode_proto(&body)?;
     let router = st.node.storage.router();
-    for m in batch.messages {
-        router.deliver(m);
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| router.deliver_batch(batch.messages))
+        }
+        _ => {
+            for m in batch.messages {
+                router.deliver(m);
+            }
+        }
     }
     Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
