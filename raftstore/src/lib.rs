@@ -26,7 +26,9 @@
 //!   leader, and the leader's check of its memory locks and `max_ts` ([`ReplicaReadCheck`]);
 //! * `file_gc`: the replicas' file GC indexes in the envelope, so a file a compaction retired
 //!   leaves the object store only once no replica needs it;
-//! * `sink`: the engine's leader-only flush and compaction results back into the log.
+//! * `sink`: the engine's leader-only flush and compaction results back into the log;
+//! * [`snapshot_install`]: a Raft snapshot's two durable halves (engine, then log), and the
+//!   repair at start of an install a crash cut in two.
 
 mod apply;
 pub mod config;
@@ -43,6 +45,7 @@ mod peer_storage;
 mod replica_read;
 mod router;
 mod sink;
+pub mod snapshot_install;
 mod standalone;
 mod store;
 pub mod transport;

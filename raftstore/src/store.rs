@@ -202,10 +202,14 @@ impl RaftStore {
                 .map_err(StartError::Engine)?
                 .write_sequence;
             let last_index = log.state(id).map_or(0, |s| s.last_index);
-            if write_sequence > last_index {
+            if write_sequence > last_index
+                && !crate::snapshot_install::complete_interrupted(&engine, &log, id, write_sequence)
+                    .map_err(StartError::Log)?
+            {
                 // The engine flushed entries the log no longer has (its tail was lost: no
-                // fsync and a machine crash). New entries would take indexes the engine
-                // already counts as applied and be skipped: refuse rather than lose them.
+                // fsync and a machine crash), and it is not a snapshot install a crash cut
+                // short (completed above). New entries would take indexes the engine already
+                // counts as applied and be skipped: refuse rather than lose them.
                 return Err(StartError::LogBehindEngine {
                     region_id: id,
                     applied: write_sequence,
@@ -1112,9 +1116,7 @@ impl Store {
                 cs.shard_id
             )));
         }
-        let outcome = self
-            .engine
-            .install_raft_snapshot(index, &cs)
+        let outcome = crate::snapshot_install::install_in_engine(&self.engine, index, term, &cs)
             .map_err(|e| fail(e.to_string()))?;
         batch.truncate(region_id, index, term);
         batch.set_conf_state(region_id, conf_state_from_pb(meta.get_conf_state()));

@@ -550,9 +550,14 @@ fn a_replica_behind_the_truncated_log_catches_up_by_snapshot_without_copying_a_f
         truncated > victim_applied,
         "the restarted replica's log starts at {truncated}: it replayed entries instead of installing a snapshot"
     );
+    // The file lists (a replica's own properties, such as the snapshot it installed, aside).
     assert_eq!(
-        restarted.engine.shard_files(REGION).unwrap(),
-        c.nodes[&leader].engine.shard_files(REGION).unwrap(),
+        restarted.engine.shard_files(REGION).unwrap().to_snapshot(),
+        c.nodes[&leader]
+            .engine
+            .shard_files(REGION)
+            .unwrap()
+            .to_snapshot(),
         "the snapshot's file list differs from the leader's"
     );
 }
@@ -614,6 +619,51 @@ fn a_split_a_down_voter_missed_stays_in_the_log_across_restarts_of_the_others() 
             .as_ref(),
         b"k010"
     );
+}
+
+#[test]
+fn a_replica_that_crashed_between_a_snapshots_engine_install_and_its_log_truncation_starts_and_catches_up()
+ {
+    let mut c = Cluster::new(3);
+    c.put(b"a", 10, b"first");
+    let leader = c.wait_leader(REGION);
+    let victim = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    c.kill(victim);
+    for i in 0..400u64 {
+        c.put(format!("k{i:04}").as_bytes(), 100 + i, &[b'v'; 100]);
+    }
+    let leader = c.wait_leader(REGION);
+    c.nodes[&leader].engine.flush_shard(REGION).unwrap();
+    // The engine half of the snapshot the leader would send, then a "crash" before the log
+    // half: the victim's engine is ahead of its log.
+    let cs = c.nodes[&leader].engine.raft_snapshot(REGION).unwrap();
+    let Some(changeset::Change::Snapshot(files)) = &cs.change else {
+        panic!("not a snapshot: {cs:?}")
+    };
+    let index = files.data_sequence;
+    let term = c.nodes[&leader].log.term(REGION, index).unwrap();
+    {
+        let dfs = Arc::new(FaultDfs::new(
+            LocalDfs::open(c.dir.path().join("dfs")).unwrap(),
+        ));
+        let (engine, log) = open_store(&c.store_dir(victim), victim, dfs);
+        assert!(
+            log.state(REGION).unwrap().last_index < index,
+            "the log is behind the snapshot"
+        );
+        raftstore::snapshot_install::install_in_engine(&engine, index, term, &cs).unwrap();
+        engine.close(false).unwrap();
+    }
+    c.start(victim);
+    let state = c.nodes[&victim].log.state(REGION).unwrap();
+    assert_eq!(
+        (state.truncated_index, state.truncated_term),
+        (index, term),
+        "the log half of the install was completed at start"
+    );
+    let last = c.put(b"z", 2000, b"after restart");
+    c.wait_applied_everywhere(last);
+    assert_replicas_agree(&c);
 }
 
 // ---- hibernation ----
