@@ -113,6 +113,30 @@ impl ReplicatedCluster {
         }
     }
 
+    /// Sends coprocessor request `req` to server `i` until it answers without a region error
+    /// (a new leader serves once it applied its first entry; a follower once it knows the
+    /// leader), at most `timeout`; the answer may still be `locked` or an error.
+    pub fn coprocessor_until_served(
+        &self,
+        i: usize,
+        req: &wire::coprocessor::Request,
+        timeout: Duration,
+    ) -> wire::coprocessor::Response {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let resp = self.servers[i].coprocessor(req);
+            if resp.region_error.is_none() {
+                return resp;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server {i} never served: {:?}",
+                resp.region_error
+            );
+            std::thread::sleep(RETRY_PAUSE);
+        }
+    }
+
     pub fn server(&self, i: usize) -> &ServerProc {
         &self.servers[i]
     }

@@ -418,11 +418,7 @@ fn offloaded_dags_equal_local_dags_case(kind: StoreKind, seed: u64) {
             &tables,
             &index_writes,
             &mut written,
-            |t| {
-                let r = part(t, 7, 10);
-                let len = r.len();
-                r.start + len * c / MEMTABLE_CHUNKS..r.start + len * (c + 1) / MEMTABLE_CHUNKS
-            },
+            |t| memtable_chunk(&tables, t, c),
         );
         run_dags(
             sides,
@@ -435,9 +431,7 @@ fn offloaded_dags_equal_local_dags_case(kind: StoreKind, seed: u64) {
             &mut stats,
         );
     }
-    for (t, table) in tables.iter().enumerate() {
-        assert_eq!(written.real_ts[t].len(), table.history.len(), "all written");
-    }
+    assert_all_written(&tables, &written);
 
     let remote = ServerCopCounters::read(&pair.remote).since(&remote_before);
     let local = ServerCopCounters::read(&pair.local).since(&local_before);
@@ -488,6 +482,20 @@ fn generated(seed: u64) -> (Gen, Vec<TableCase>, Vec<Vec<Vec<IndexWrite>>>, Writ
 fn part_of(tables: &[TableCase], t: usize, from: usize, to: usize) -> std::ops::Range<usize> {
     let n = tables[t].history.len();
     n * from / 10..n * to / 10
+}
+
+/// Chunk `chunk` of table `t`'s memtable phase (its last 30%, in [`MEMTABLE_CHUNKS`] chunks).
+fn memtable_chunk(tables: &[TableCase], t: usize, chunk: usize) -> std::ops::Range<usize> {
+    let r = part_of(tables, t, 7, 10);
+    let len = r.len();
+    r.start + len * chunk / MEMTABLE_CHUNKS..r.start + len * (chunk + 1) / MEMTABLE_CHUNKS
+}
+
+/// Every table's whole history went in.
+fn assert_all_written(tables: &[TableCase], written: &Written) {
+    for (t, table) in tables.iter().enumerate() {
+        assert_eq!(written.real_ts[t].len(), table.history.len(), "all written");
+    }
 }
 
 /// The case's DAGs compared enough to mean something (the floors above).
@@ -611,12 +619,7 @@ fn offloaded_dags_equal_local_dags_across_replicas_case(seed: u64) {
             &tables,
             &index_writes,
             &mut written,
-            |t| {
-                let r = part(t, 7, 10);
-                let len = r.len();
-                r.start + len * chunk / MEMTABLE_CHUNKS
-                    ..r.start + len * (chunk + 1) / MEMTABLE_CHUNKS
-            },
+            |t| memtable_chunk(&tables, t, chunk),
         );
         run_dags(
             (&offloaded_follower, &local_leader),
@@ -629,9 +632,7 @@ fn offloaded_dags_equal_local_dags_across_replicas_case(seed: u64) {
             &mut stats,
         );
     }
-    for (t, table) in tables.iter().enumerate() {
-        assert_eq!(written.real_ts[t].len(), table.history.len(), "all written");
-    }
+    assert_all_written(&tables, &written);
 
     let offloading = ServerCopCounters::read(c.server(0)).since(&offloading_before);
     let local = ServerCopCounters::read(c.server(1)).since(&local_before);

@@ -23,23 +23,12 @@ const T: SampleTable = SampleTable { id: 7 };
 const ROWS: i64 = 300;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Sends `req` to server `i` until it answers without a region error (a new leader serves once
-/// it applied its first entry).
+/// Server `i`'s answer to `req` once it serves (`ReplicatedCluster::coprocessor_until_served`),
+/// which must be rows.
 fn answer_on(c: &ReplicatedCluster, i: usize, req: &Request) -> Response {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let resp = c.server(i).coprocessor(req);
-        if resp.region_error.is_none() {
-            coprocessor::assert_answered(&resp, "request to the leader");
-            return resp;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "server {i} never served: {:?}",
-            resp.region_error
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let resp = c.coprocessor_until_served(i, req, TIMEOUT);
+    coprocessor::assert_answered(&resp, "request to the leader");
+    resp
 }
 
 /// `count(1), sum(v)`, cache enabled.

@@ -12,12 +12,12 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::coprocessor::{self, rows};
 use e2e::replicated::{ReplicatedCluster, SERVERS};
 use e2e::sample_table::SampleTable;
-use wire::coprocessor::{RegionErrorKind, Request, Response};
+use wire::coprocessor::{RegionErrorKind, Request};
 use wire::region::Region;
 use wire::txn::{Mutation, Op, PrewriteRequest, RollbackRequest};
 
@@ -32,24 +32,6 @@ fn count_sum(region: &Region, start_ts: u64, if_match_version: u64, replica: boo
     req.cache_if_match_version = if_match_version;
     req.context.as_mut().unwrap().replica_read = replica;
     req
-}
-
-/// Sends `req` to server `i` until it answers without a region error (a new leader serves
-/// once it applied its first entry).
-fn answer_on(c: &ReplicatedCluster, i: usize, req: &Request) -> Response {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let resp = c.server(i).coprocessor(req);
-        if resp.region_error.is_none() {
-            return resp;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "server {i} never served: {:?}",
-            resp.region_error
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn loaded_cluster() -> (ReplicatedCluster, usize, usize, Region) {
@@ -74,11 +56,12 @@ fn a_follower_read_sees_every_acknowledged_write_and_shares_cache_entries_with_t
     assert_eq!(error.leader_store_id, leader as u64 + 1, "{error:?}");
 
     // Filled on the leader, a hit on the follower at the same applied index.
-    let filled = answer_on(&c, leader, &count_sum(&region, c.tso(), 0, false));
+    let filled =
+        c.coprocessor_until_served(leader, &count_sum(&region, c.tso(), 0, false), TIMEOUT);
     coprocessor::assert_answered(&filled, "the leader's read");
     assert_eq!(rows(&filled).unwrap(), SampleTable::count_sum_rows(0..ROWS));
     let v1 = filled.cache_last_version;
-    let hit = answer_on(&c, follower, &count_sum(&region, c.tso(), v1, true));
+    let hit = c.coprocessor_until_served(follower, &count_sum(&region, c.tso(), v1, true), TIMEOUT);
     assert!(
         hit.is_cache_hit,
         "same applied index on the follower: {hit:?}"
@@ -86,7 +69,8 @@ fn a_follower_read_sees_every_acknowledged_write_and_shares_cache_entries_with_t
 
     // A write the leader acknowledged is in the follower's next read, which misses the cache.
     T.load(c.server(leader), ROWS..ROWS + 10, 16, |h| h);
-    let after = answer_on(&c, follower, &count_sum(&region, c.tso(), v1, true));
+    let after =
+        c.coprocessor_until_served(follower, &count_sum(&region, c.tso(), v1, true), TIMEOUT);
     coprocessor::assert_answered(&after, "the follower's read after the write");
     assert!(!after.is_cache_hit, "{after:?}");
     assert_eq!(
@@ -97,7 +81,7 @@ fn a_follower_read_sees_every_acknowledged_write_and_shares_cache_entries_with_t
     let v2 = after.cache_last_version;
     assert!(v2 > v1, "the write moved the data version: {v1} -> {v2}");
     // The follower's entry is a hit on the leader: one data version across replicas.
-    let back = answer_on(&c, leader, &count_sum(&region, c.tso(), v2, false));
+    let back = c.coprocessor_until_served(leader, &count_sum(&region, c.tso(), v2, false), TIMEOUT);
     assert!(
         back.is_cache_hit,
         "the follower's version on the leader: {back:?}"
@@ -134,7 +118,7 @@ fn a_follower_read_meets_a_prewritten_lock_and_reads_past_it_after_the_rollback(
     });
     assert!(prewrite.error.is_none(), "{prewrite:?}");
 
-    let read = answer_on(&c, follower, &count_sum(&region, c.tso(), 0, true));
+    let read = c.coprocessor_until_served(follower, &count_sum(&region, c.tso(), 0, true), TIMEOUT);
     let lock = read
         .locked
         .as_ref()
@@ -147,7 +131,7 @@ fn a_follower_read_meets_a_prewritten_lock_and_reads_past_it_after_the_rollback(
         start_ts: lock_ts,
     });
     assert!(rollback.error.is_none(), "{rollback:?}");
-    let read = answer_on(&c, follower, &count_sum(&region, c.tso(), 0, true));
+    let read = c.coprocessor_until_served(follower, &count_sum(&region, c.tso(), 0, true), TIMEOUT);
     coprocessor::assert_answered(&read, "the follower's read after the rollback");
     assert_eq!(rows(&read).unwrap(), SampleTable::count_sum_rows(0..ROWS));
 }

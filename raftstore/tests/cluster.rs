@@ -450,25 +450,31 @@ fn a_proposal_above_the_entry_size_limit_is_refused_and_nothing_applies() {
     );
 }
 
-#[test]
-fn a_read_index_covers_every_acknowledged_write_and_only_the_leader_gives_one() {
-    let c = Cluster::new(3);
-    let acked = c.put(b"r", 10, b"1");
-    let leader = c.wait_leader(REGION);
-    let at = c.router(leader).read_index(REGION, TIMEOUT).unwrap();
+/// Store `id`'s read point `at` covers the write acknowledged at `acked`, and the store answered
+/// only once it applied that far.
+fn assert_read_point(c: &Cluster, id: u64, at: u64, acked: u64) {
     assert!(
         at >= acked,
-        "leader read index {at} below the write at {acked}"
+        "store {id}'s read point {at} below the write at {acked}"
     );
-    let applied = c.nodes[&leader]
+    let applied = c.nodes[&id]
         .engine
         .shard_info(REGION)
         .unwrap()
         .write_sequence;
     assert!(
         applied >= at,
-        "leader answered at {at} having applied {applied}"
+        "store {id} answered at {at} having applied {applied}"
     );
+}
+
+#[test]
+fn a_read_index_covers_every_acknowledged_write_and_only_the_leader_gives_one() {
+    let c = Cluster::new(3);
+    let acked = c.put(b"r", 10, b"1");
+    let leader = c.wait_leader(REGION);
+    let at = c.router(leader).read_index(REGION, TIMEOUT).unwrap();
+    assert_read_point(&c, leader, at, acked);
     // A follower refuses (its lock checks and max_ts are not the leader's), naming the leader.
     let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
     match c.router(follower).read_index(REGION, TIMEOUT) {
@@ -844,19 +850,7 @@ fn a_follower_serves_a_replica_read_once_the_leader_checked_it_and_it_applied_ev
         .router(follower)
         .replica_read_index(REGION, replica_read(50, b"a", b"z"), TIMEOUT)
         .unwrap();
-    assert!(
-        at >= acked,
-        "follower read point {at} below the write at {acked}"
-    );
-    let applied = c.nodes[&follower]
-        .engine
-        .shard_info(REGION)
-        .unwrap()
-        .write_sequence;
-    assert!(
-        applied >= at,
-        "the follower answered at {at} having applied {applied}"
-    );
+    assert_read_point(&c, follower, at, acked);
     // The leader checked the read with its start_ts and ranges; nobody else was asked.
     let asked = checks[&leader].asked.lock().unwrap().clone();
     assert_eq!(

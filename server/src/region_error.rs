@@ -17,9 +17,11 @@ use wire::coprocessor::{RegionError, RegionErrorKind};
 pub fn from_raft(e: &RaftStoreError, raft: &RaftConfig) -> Option<RegionError> {
     let message = e.to_string();
     let error = match e {
+        // A replica read the leader did not check goes to the leader, like any read.
         RaftStoreError::NotLeader {
             region_id, leader, ..
-        } => {
+        }
+        | RaftStoreError::ReadNotChecked { region_id, leader } => {
             let leader_store_id = leader.unwrap_or(0);
             RegionError {
                 message,
@@ -60,21 +62,6 @@ pub fn from_raft(e: &RaftStoreError, raft: &RaftConfig) -> Option<RegionError> {
             kind: RegionErrorKind::NotLeader as i32,
             ..RegionError::default()
         },
-        // The leader did not check a replica read: the read goes to the leader.
-        RaftStoreError::ReadNotChecked { region_id, leader } => {
-            let leader_store_id = leader.unwrap_or(0);
-            RegionError {
-                message,
-                kind: RegionErrorKind::NotLeader as i32,
-                region_id: *region_id,
-                leader_store_id,
-                leader_addr: raft
-                    .peer(leader_store_id)
-                    .map(|p| p.addr.clone())
-                    .unwrap_or_default(),
-                ..RegionError::default()
-            }
-        }
         // A lock is the reader's to resolve (the caller answers it as `locked`), not a
         // routing error.
         RaftStoreError::Apply { .. }
