@@ -29,12 +29,13 @@ use std::time::SystemTime;
 
 pub const SERVER: &str = "stratus-server";
 pub const WORKER: &str = "stratus-worker";
+pub const PD: &str = "stratus-pd";
 pub const TEST_S3: &str = "stratus-test-s3";
 /// The `stratus` command line, from package `cli` (built like the server and worker).
 pub const STRATUS: &str = "stratus";
 
-/// The packages built for the server and worker binaries.
-const SERVER_PACKAGES: [&str; 2] = ["server", "worker"];
+/// The packages built for the server, worker and placement-driver binaries.
+const SERVER_PACKAGES: [&str; 3] = ["server", "worker", "pd"];
 /// The package built for `stratus`.
 const CLI_PACKAGES: [&str; 1] = ["cli"];
 
@@ -51,7 +52,7 @@ pub enum BinaryError {
         output: String,
     },
     #[error(
-        "{binary} not found: path={} (build it with `cargo build -p server -p worker --bins`; \
+        "{binary} not found: path={} (build it with `cargo build -p server -p worker -p pd --bins`; \
          stratus-test-s3 is built by `cargo test -p e2e`)",
         path.display()
     )]
@@ -258,7 +259,7 @@ pub fn binary(name: &str) -> PathBuf {
         }
     };
     let build = match name {
-        SERVER | WORKER if wanted(&SERVER_PACKAGES) => {
+        SERVER | WORKER | PD if wanted(&SERVER_PACKAGES) => {
             Some(BUILD.get_or_init(|| cargo_build(&SERVER_PACKAGES)))
         }
         STRATUS if wanted(&CLI_PACKAGES) => {

@@ -8,6 +8,8 @@
 //!
 //! * [`binaries`]: locating (and building once) the binaries under test;
 //! * [`process`]: a node whose failures panic and whose log is shown when its test fails;
+//! * [`pd_proc`]: placement-driver instances (`stratus-pd`) over a test etcd
+//!   ([`harness::etcd`]) or the embedded store;
 //! * [`server_proc`], [`worker_proc`], [`s3_proc`]: the three processes, their setups (a
 //!   directory and a typed config) and typed HTTP calls; [`cluster`]: a temporary directory, a
 //!   store, common topologies; [`replicated`]: three servers replicating every region with
@@ -31,6 +33,7 @@ pub mod fake_server;
 pub mod fake_worker;
 pub mod http_client;
 pub mod offload_body;
+pub mod pd_proc;
 pub mod process;
 pub mod replicated;
 pub mod s3_proc;

@@ -43,6 +43,11 @@ impl NodeConfig for worker::WorkerConfig {
     const SUBCOMMAND: &'static str = "worker";
 }
 
+impl NodeConfig for pd::PdConfig {
+    const PROGRAM: &'static str = "stratus-pd";
+    const SUBCOMMAND: &'static str = "pd";
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigFileError {
     #[error("cannot render the {program} config: cause={cause}")]
@@ -176,6 +181,7 @@ mod tests {
                 ],
                 tso: false,
                 tso_addr: "http://127.0.0.1:9".into(),
+                pd_endpoints: Vec::new(),
                 region_split_size: ReadableSize(3 * 1024 + 1),
                 split_check_interval: ReadableDuration::millis(1500),
                 shutdown_grace: ReadableDuration::millis(1),

@@ -15,13 +15,16 @@
 //!   restart it once it died;
 //! * [`restart_policy`]: when to restart a node that died, and when to give up;
 //! * [`http`]: blocking calls to a node, safe from any thread;
-//! * [`metrics`]: a node's `/metrics` page, read strictly (a missing series is an error).
+//! * [`metrics`]: a node's `/metrics` page, read strictly (a missing series is an error);
+//! * [`etcd`]: a real etcd cluster (one member or several) for the placement driver's tests
+//!   and benchmarks, each member SIGKILLable and restartable.
 //!
 //! Which nodes make a cluster (the six of `stratus up`, the pairs of a test) is the caller's
 //! business: this crate knows how to run one node, not what a cluster is. The client library
 //! never depends on it.
 
 pub mod config_file;
+pub mod etcd;
 pub mod http;
 pub mod metrics;
 pub mod ports;

@@ -117,7 +117,7 @@ async fn tso(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         Ok(first_ts) => TsoResponse {
             first_ts,
             count,
-            error: String::new(),
+            ..TsoResponse::default()
         },
         Err(e) => TsoResponse {
             error: error_chain(&e),

@@ -10,6 +10,7 @@
 //! ranges = [{ start = "", end = "" }]  # initial regions, first start only ('t\x80' escapes)
 //! tso = true                           # exactly one server per cluster runs the TSO
 //! tso-addr = ""                        # http://host:port of that server when tso = false
+//! pd-endpoints = []                    # placement-driver URLs: timestamps and region ids from it (tso = false)
 //! region-split-size = "256MiB"         # a region above this splits in two (0 = never)
 //! split-check-interval = "10s"
 //! shutdown-grace = "10s"               # in-flight requests get this long after SIGTERM
@@ -84,6 +85,10 @@ pub struct ServerSection {
     pub tso: bool,
     /// Base URL (`http://host:port`) of the server running the TSO, when `tso = false`.
     pub tso_addr: String,
+    /// The placement driver's instances (`http://host:port`, every one of them): when set,
+    /// timestamps come from its leader (batched) and new region ids from its allocator, so
+    /// `tso` must be false and `tso-addr` empty.
+    pub pd_endpoints: Vec<String>,
     /// A region whose data (memtables + files) exceeds this splits at its middle key (0 =
     /// never split by size).
     pub region_split_size: ReadableSize,
@@ -101,6 +106,7 @@ impl Default for ServerSection {
             ranges: vec![RangeConfig::default()],
             tso: true,
             tso_addr: String::new(),
+            pd_endpoints: Vec::new(),
             region_split_size: ReadableSize::mib(256),
             split_check_interval: ReadableDuration::secs(10),
             shutdown_grace: ReadableDuration::secs(10),
@@ -300,10 +306,34 @@ impl ServerConfig {
 
     /// Checks what parsing cannot: values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !self.server.tso && self.server.tso_addr.is_empty() {
+        for url in &self.server.pd_endpoints {
+            if !is_http_url(url) {
+                return Err(ConfigError::invalid(
+                    "server.pd-endpoints",
+                    format!("expected an http:// or https:// URL, found {url:?}"),
+                ));
+            }
+        }
+        if !self.server.pd_endpoints.is_empty() {
+            if self.server.tso {
+                return Err(ConfigError::invalid(
+                    "server.tso",
+                    "expected false when server.pd-endpoints is set (the placement driver runs the TSO), found true",
+                ));
+            }
+            if !self.server.tso_addr.is_empty() {
+                return Err(ConfigError::invalid(
+                    "server.tso-addr",
+                    format!(
+                        "expected nothing when server.pd-endpoints is set, found {:?}",
+                        self.server.tso_addr
+                    ),
+                ));
+            }
+        } else if !self.server.tso && self.server.tso_addr.is_empty() {
             return Err(ConfigError::invalid(
                 "server.tso-addr",
-                "expected the TSO server's URL when server.tso = false, found nothing",
+                "expected the TSO server's URL (or server.pd-endpoints) when server.tso = false, found nothing",
             ));
         }
         if !self.server.tso_addr.is_empty() && !is_http_url(&self.server.tso_addr) {
@@ -510,6 +540,24 @@ mod tests {
                 .to_string()
                 .contains("server.tso-addr")
         );
+    }
+
+    #[test]
+    fn pd_endpoints_replace_the_servers_own_tso() {
+        let with_tso: ServerConfig =
+            parse("[server]\npd-endpoints = [\"http://127.0.0.1:2479\"]\n", "s.toml").unwrap();
+        let e = with_tso.validate().unwrap_err().to_string();
+        assert!(e.contains("server.tso") && e.contains("placement driver"), "{e}");
+        let ok: ServerConfig = parse(
+            "[server]\ntso = false\npd-endpoints = [\"http://127.0.0.1:2479\"]\n",
+            "s.toml",
+        )
+        .unwrap();
+        ok.validate().unwrap();
+        let bad: ServerConfig =
+            parse("[server]\ntso = false\npd-endpoints = [\"127.0.0.1:2479\"]\n", "s.toml").unwrap();
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("server.pd-endpoints"), "{e}");
     }
 
     #[test]

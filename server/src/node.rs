@@ -3,7 +3,7 @@
 //! based split checker.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kvengine::raft_log::{RaftLog, RaftLogOptions};
 use kvengine::{Engine, EngineOptions, LogMode, SyncPolicy};
@@ -17,10 +17,14 @@ use crate::coprocessor::Coprocessor;
 use crate::cpu_load::{CpuMonitor, CpuSampler};
 use crate::dispatcher::{DispatchSettings, RemoteDagDispatcher};
 use crate::metrics::{self, SplitTrigger};
+use crate::pd_source::{PdSource, RegionIdSource, TsoRegionIds};
 use crate::remote_tso::RemoteTso;
 use crate::tso::{TimestampSource, Tso, TsoError};
 use crate::txn::Storage;
 use crate::worker_pool::WorkerPool;
+
+/// How long one call to the placement driver may retry (a failover takes a few seconds).
+const PD_CALL_DEADLINE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -57,6 +61,9 @@ pub struct Node {
     pub tso: Option<Arc<Tso>>,
     /// Where this server's own timestamps come from (the local TSO or the remote one).
     pub timestamps: Arc<dyn TimestampSource>,
+    /// Where a split's new region id comes from (the placement driver's allocator, or the
+    /// timestamps without one).
+    pub region_ids: Arc<dyn RegionIdSource>,
     pub coprocessor: Arc<Coprocessor>,
     /// The CPU signal of load-aware offload routing, when it is on.
     pub cpu: Option<Arc<CpuMonitor>>,
@@ -103,7 +110,19 @@ impl Node {
         })?);
 
         let client = HttpClient::new(kv.remote_coprocessor_max_response_size.bytes() as usize);
-        let (tso, timestamps): (Option<Arc<Tso>>, Arc<dyn TimestampSource>) = if s.tso {
+        let mut region_ids: Option<Arc<dyn RegionIdSource>> = None;
+        let (tso, timestamps): (Option<Arc<Tso>>, Arc<dyn TimestampSource>) = if !s
+            .pd_endpoints
+            .is_empty()
+        {
+            let pd = Arc::new(PdSource::new(
+                &s.pd_endpoints,
+                PD_CALL_DEADLINE,
+                runtime.clone(),
+            ));
+            region_ids = Some(pd.clone());
+            (None, pd)
+        } else if s.tso {
             let tso = Arc::new(Tso::open(s.data_dir.join("tso"))?);
             (Some(tso.clone()), tso)
         } else {
@@ -112,6 +131,8 @@ impl Node {
                 Arc::new(RemoteTso::new(&s.tso_addr, client.clone(), runtime.clone())),
             )
         };
+        let region_ids =
+            region_ids.unwrap_or_else(|| Arc::new(TsoRegionIds(timestamps.clone())));
         let store_id = config.store_id();
         if log.regions().is_empty() {
             // A first start (or one that died between creating the shards and writing their
@@ -135,12 +156,12 @@ impl Node {
                     .iter()
                     .find(|(s, e, _)| *s == start && *e == end)
                     .map(|(_, _, id)| *id);
-                // Alone, ids come from the TSO: unique across servers that each own their
-                // ranges. Replicated, every replica must derive the same id on its own: the
+                // Alone, ids come from the allocator (the placement driver's, or the TSO's
+                // timestamps): unique across servers that each own their ranges. Replicated, every replica must derive the same id on its own: the
                 // range's position.
                 let id = match made {
                     Some(id) => id,
-                    None if alone => timestamps.get_ts()?,
+                    None if alone => region_ids.new_region_id()?,
                     None => i as u64 + 1,
                 };
                 tracing::info!(id, ?start, ?end, ?voters, "created initial region");
@@ -224,6 +245,7 @@ impl Node {
             storage,
             tso,
             timestamps,
+            region_ids,
             coprocessor,
             cpu,
             _cpu_sampler: cpu_sampler,
@@ -252,7 +274,7 @@ impl Node {
         // memtables empty for the split entry (a write proposed just before may still land:
         // the split is then rejected and tried again).
         let _no_writes = self.storage.start_split(region_id);
-        let right = self.timestamps.get_ts()?;
+        let right = self.region_ids.new_region_id()?;
         let timeout = self.config.raft.propose_timeout.duration();
         // A region just made by a split elects its leader right after: give it that moment,
         // then only its leader splits it.

@@ -30,6 +30,8 @@
 //!   batched per destination server;
 //! * [`read_index`]: the context a read-index request carries to the leader and back (a
 //!   follower read's start_ts and ranges, the leader's memory-lock check);
+//! * [`pd`]: what servers, workers and clients ask the placement driver (ids, its members;
+//!   timestamps are [`region::TsoRequest`] at [`paths::TSO`], as on a server running a TSO);
 //! * [`paths`] and [`PROTOBUF_CONTENT_TYPE`]: where each message is POSTed;
 //! * [`fuzzing`]: the engine-free parts of the fuzz targets over these messages (framing and
 //!   round-trip checks, sample DAGs for seeds).
@@ -48,6 +50,7 @@ pub mod delegate;
 pub mod fuzzing;
 pub mod offload;
 pub mod paging;
+pub mod pd;
 pub mod placement;
 pub mod raft;
 pub mod raft_cmd;
@@ -57,7 +60,12 @@ pub mod txn;
 
 /// HTTP paths of a storage server (all `POST` with protobuf bodies unless noted).
 pub mod paths {
+    /// A server running the TSO, and every placement-driver instance (its leader answers).
     pub const TSO: &str = "/tso";
+    /// Placement driver: [`crate::pd::AllocIdRequest`] in, [`crate::pd::AllocIdResponse`] out.
+    pub const PD_ALLOC_ID: &str = "/pd/alloc-id";
+    /// Placement driver, `GET`: [`crate::pd::MembersResponse`] (who leads, the cluster id).
+    pub const PD_MEMBERS: &str = "/pd/members";
     pub const REGIONS: &str = "/regions"; // GET
     pub const SPLIT: &str = "/split";
     pub const RAW_LOAD: &str = "/raw/load";

@@ -19,6 +19,10 @@ pub struct TsoResponse {
     pub count: u32,
     #[prost(string, tag = "3")]
     pub error: String,
+    /// Set by a placement-driver instance that is not the leader (with `error`): the base URL
+    /// of the leader it knows, empty when none is elected. A client retries there.
+    #[prost(string, tag = "4")]
+    pub leader: String,
 }
 
 /// One region (shard) of a server: `[start, end)`, empty end = unbounded.

@@ -1,0 +1,287 @@
+//! The client of the placement driver that servers, workers and entry nodes share: configured
+//! with every instance's URL, it finds the leader (an instance that does not lead names the
+//! one that does), follows it across failovers, and retries under one deadline per call.
+//!
+//! **Timestamps are batched**, as TiKV's client does: concurrent `get_ts` calls queue, one
+//! dispatcher sends a single request for all of them (`count = n`) and hands each caller one
+//! timestamp of the answer. A caller's timestamp is fresh: the request carrying it was sent
+//! after the caller asked, so it is above every timestamp handed out before the call began.
+//! Nothing is cached across calls (a cached timestamp used later would be stale).
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use prost::Message;
+use tokio::sync::{mpsc, oneshot};
+use wire::paths;
+use wire::pd::{AllocIdRequest, AllocIdResponse, MembersResponse};
+use wire::region::{TsoRequest, TsoResponse};
+
+use crate::HttpClient;
+
+/// The most timestamps one batched request asks for.
+pub const MAX_TSO_BATCH: usize = 10_000;
+
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum PdClientError {
+    /// No instance answered within the call's deadline (the last failure is named).
+    #[error("placement driver unavailable after {after:?} (endpoints {endpoints}): {last}")]
+    Unavailable {
+        endpoints: String,
+        after: Duration,
+        last: String,
+    },
+    /// The answer was not what the protocol says.
+    #[error("placement driver {endpoint} answered unexpectedly: {detail}")]
+    Protocol { endpoint: String, detail: String },
+    /// No endpoint is configured.
+    #[error("no placement-driver endpoint configured")]
+    NoEndpoints,
+}
+
+/// An answer that may be a refusal: `(error, leader hint)`.
+trait Refusable: Message + Default {
+    fn refusal(&self) -> Option<(&str, &str)>;
+}
+
+impl Refusable for TsoResponse {
+    fn refusal(&self) -> Option<(&str, &str)> {
+        (!self.error.is_empty()).then_some((self.error.as_str(), self.leader.as_str()))
+    }
+}
+
+impl Refusable for AllocIdResponse {
+    fn refusal(&self) -> Option<(&str, &str)> {
+        (!self.error.is_empty()).then_some((self.error.as_str(), self.leader.as_str()))
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    endpoints: Vec<String>,
+    /// The leader last seen (empty: unknown; the endpoints are tried in turn).
+    leader: Mutex<String>,
+    http: HttpClient,
+    /// The budget of one call, retries included.
+    deadline: Duration,
+    /// One attempt's timeout.
+    attempt_timeout: Duration,
+}
+
+type TsWaiter = oneshot::Sender<Result<u64, PdClientError>>;
+
+/// Cheap to clone; clones share the leader cache and the timestamp dispatcher.
+#[derive(Clone, Debug)]
+pub struct PdClient {
+    inner: Arc<Inner>,
+    batcher: Arc<OnceLock<mpsc::UnboundedSender<TsWaiter>>>,
+}
+
+impl PdClient {
+    /// A client of the instances at `endpoints` (`http://host:port`); each call gives up after
+    /// `deadline`.
+    pub fn new(endpoints: &[String], deadline: Duration) -> PdClient {
+        PdClient {
+            inner: Arc::new(Inner {
+                endpoints: endpoints
+                    .iter()
+                    .map(|e| e.trim_end_matches('/').to_string())
+                    .collect(),
+                leader: Mutex::new(String::new()),
+                http: HttpClient::new(1 << 20),
+                deadline,
+                attempt_timeout: deadline.min(Duration::from_secs(2)),
+            }),
+            batcher: Arc::new(OnceLock::new()),
+        }
+    }
+
+    pub fn endpoints(&self) -> &[String] {
+        &self.inner.endpoints
+    }
+
+    /// One timestamp, batched with concurrent callers'. Must run inside a Tokio runtime.
+    pub async fn get_ts(&self) -> Result<u64, PdClientError> {
+        let (tx, rx) = oneshot::channel();
+        let batcher = self.batcher.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(dispatch(self.inner.clone(), rx));
+            tx
+        });
+        if batcher.send(tx).is_err() {
+            return Err(self.inner.unavailable(Duration::ZERO, "the timestamp dispatcher stopped".into()));
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(self
+                .inner
+                .unavailable(Duration::ZERO, "the timestamp dispatcher stopped".into()))
+        })
+    }
+
+    /// `count` consecutive timestamps in one request (not batched with others); the first.
+    pub async fn get_ts_batch(&self, count: u32) -> Result<u64, PdClientError> {
+        self.inner.tso(count).await
+    }
+
+    /// `count` new ids (the first returned).
+    pub async fn alloc_ids(&self, count: u32) -> Result<u64, PdClientError> {
+        let resp: AllocIdResponse = self
+            .inner
+            .call(paths::PD_ALLOC_ID, &AllocIdRequest { count })
+            .await?;
+        if resp.first == 0 || resp.count < count {
+            return Err(PdClientError::Protocol {
+                endpoint: self.inner.leader.lock().clone(),
+                detail: format!(
+                    "expected {count} ids, found first={} count={}",
+                    resp.first, resp.count
+                ),
+            });
+        }
+        Ok(resp.first)
+    }
+
+    /// What each instance says about itself (unreachable ones are left out).
+    pub async fn members(&self) -> Vec<MembersResponse> {
+        let mut out = Vec::new();
+        for e in &self.inner.endpoints {
+            let url = format!("{e}{}", paths::PD_MEMBERS);
+            if let Ok(reply) = self.inner.http.get(&url, self.inner.attempt_timeout).await
+                && reply.status.is_success()
+                && let Ok(m) = MembersResponse::decode(reply.body.as_ref())
+            {
+                out.push(m);
+            }
+        }
+        out
+    }
+}
+
+impl Inner {
+    fn unavailable(&self, after: Duration, last: String) -> PdClientError {
+        PdClientError::Unavailable {
+            endpoints: self.endpoints.join(","),
+            after,
+            last,
+        }
+    }
+
+    async fn tso(&self, count: u32) -> Result<u64, PdClientError> {
+        let resp: TsoResponse = self.call(paths::TSO, &TsoRequest { count }).await?;
+        if resp.first_ts == 0 || resp.count < count {
+            return Err(PdClientError::Protocol {
+                endpoint: self.leader.lock().clone(),
+                detail: format!(
+                    "expected {count} timestamps, found first_ts={} count={}",
+                    resp.first_ts, resp.count
+                ),
+            });
+        }
+        Ok(resp.first_ts)
+    }
+
+    /// POSTs `req` to the leader, following hints and moving across endpoints until an answer
+    /// that is not a refusal, or the deadline.
+    async fn call<Req: Message, Resp: Refusable>(
+        &self,
+        path: &str,
+        req: &Req,
+    ) -> Result<Resp, PdClientError> {
+        if self.endpoints.is_empty() {
+            return Err(PdClientError::NoEndpoints);
+        }
+        let started = Instant::now();
+        let body = Bytes::from(req.encode_to_vec());
+        let mut next_endpoint = 0usize;
+        let mut pause = Duration::from_millis(20);
+        let mut last: String;
+        loop {
+            let target = {
+                let leader = self.leader.lock();
+                if leader.is_empty() {
+                    let t = self.endpoints[next_endpoint % self.endpoints.len()].clone();
+                    next_endpoint += 1;
+                    t
+                } else {
+                    leader.clone()
+                }
+            };
+            let url = format!("{target}{path}");
+            let mut hinted = false;
+            match self.http.post(&url, body.clone(), self.attempt_timeout).await {
+                Ok(reply) if reply.status.is_success() => match Resp::decode(reply.body.as_ref()) {
+                    Ok(resp) => match resp.refusal() {
+                        None => {
+                            *self.leader.lock() = target;
+                            return Ok(resp);
+                        }
+                        Some((error, leader)) => {
+                            last = format!("{target}: {error}");
+                            let mut known = self.leader.lock();
+                            if !leader.is_empty() && leader != target {
+                                *known = leader.trim_end_matches('/').to_string();
+                                hinted = true;
+                            } else {
+                                known.clear();
+                            }
+                        }
+                    },
+                    Err(e) => {
+                        return Err(PdClientError::Protocol {
+                            endpoint: target,
+                            detail: format!("the answer does not decode: {e}"),
+                        });
+                    }
+                },
+                Ok(reply) => {
+                    last = format!(
+                        "{target}: {} {}",
+                        reply.status,
+                        String::from_utf8_lossy(&reply.body).trim()
+                    );
+                    self.leader.lock().clear();
+                }
+                Err(e) => {
+                    last = e.to_string();
+                    self.leader.lock().clear();
+                }
+            }
+            let elapsed = started.elapsed();
+            if elapsed >= self.deadline {
+                return Err(self.unavailable(elapsed, last));
+            }
+            if !hinted {
+                tokio::time::sleep(pause.min(self.deadline - elapsed)).await;
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// Takes every queued timestamp request, asks once for all of them, answers each.
+async fn dispatch(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<TsWaiter>) {
+    while let Some(first) = rx.recv().await {
+        let mut waiters = vec![first];
+        while waiters.len() < MAX_TSO_BATCH {
+            match rx.try_recv() {
+                Ok(w) => waiters.push(w),
+                Err(_) => break,
+            }
+        }
+        let n = waiters.len() as u32;
+        match inner.tso(n).await {
+            Ok(first_ts) => {
+                for (i, w) in waiters.into_iter().enumerate() {
+                    let _ = w.send(Ok(first_ts + i as u64));
+                }
+            }
+            Err(e) => {
+                for w in waiters {
+                    let _ = w.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! `stratus pd --config pd.toml`: every key of the placement driver, with its default.
+//!
+//! ```toml
+//! [pd]
+//! name = "pd-1"                          # this instance, in logs and `/pd/members`
+//! addr = "127.0.0.1:2479"                # listen address (port 0 picks one)
+//! advertise-url = ""                     # how others reach it (default http://<bound addr>)
+//! data-dir = "./stratus-data/pd"         # the embedded store's file lives here
+//! etcd-endpoints = []                    # etcd client URLs; empty = the embedded store
+//! cluster-name = "stratus"               # keys live under /stratus/<cluster-name>/
+//! lease-ttl = "3s"                       # the leader's lease (etcd raises one below its minimum)
+//! tso-window = "3s"                      # how far ahead of use the TSO mark is persisted
+//! id-batch = 100                         # ids reserved per write of the id counter
+//! etcd-timeout = "1s"                    # per call and endpoint
+//! shutdown-grace = "5s"
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use node::config::ConfigError;
+use serde::{Deserialize, Serialize};
+use types::ReadableDuration;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PdConfig {
+    pub pd: PdSection,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PdSection {
+    /// This instance's name (logs, `GET /pd/members`).
+    pub name: String,
+    /// Listen address; port 0 picks a free one (printed as `stratus-pd listening on ...`).
+    pub addr: String,
+    /// The base URL other processes reach this instance at; empty = `http://` + the bound
+    /// address (right on one machine; set it when binding 0.0.0.0).
+    pub advertise_url: String,
+    /// Where the embedded metadata store keeps its file (`meta` inside).
+    pub data_dir: PathBuf,
+    /// etcd client URLs (`http://host:2379`); empty = the embedded store, for one machine and
+    /// one instance (it is not replicated: a cluster of machines needs etcd).
+    pub etcd_endpoints: Vec<String>,
+    /// Clusters sharing one etcd are told apart by this: keys live under
+    /// `/stratus/<cluster-name>/`.
+    pub cluster_name: String,
+    /// The leader's lease: a dead leader is replaced about this long after it stopped
+    /// renewing. etcd raises a lease below its minimum (2 s with its default timing).
+    pub lease_ttl: ReadableDuration,
+    /// How far ahead of use the TSO's mark is persisted: one store write per window, and the
+    /// jump of the timestamps after a failover.
+    pub tso_window: ReadableDuration,
+    /// Ids reserved per write of the id counter: a failover skips at most this many.
+    pub id_batch: u64,
+    /// Timeout of one call to one etcd endpoint (then the next endpoint is tried).
+    pub etcd_timeout: ReadableDuration,
+    /// On SIGTERM/SIGINT, how long in-flight requests may take.
+    pub shutdown_grace: ReadableDuration,
+}
+
+impl Default for PdSection {
+    fn default() -> Self {
+        PdSection {
+            name: "pd-1".into(),
+            addr: "127.0.0.1:2479".into(),
+            advertise_url: String::new(),
+            data_dir: PathBuf::from("./stratus-data/pd"),
+            etcd_endpoints: Vec::new(),
+            cluster_name: "stratus".into(),
+            lease_ttl: ReadableDuration::secs(3),
+            tso_window: ReadableDuration::secs(3),
+            id_batch: 100,
+            etcd_timeout: ReadableDuration::secs(1),
+            shutdown_grace: ReadableDuration::secs(5),
+        }
+    }
+}
+
+impl PdConfig {
+    /// Reads `path` (the defaults when `None`) and checks the values.
+    pub fn load(path: Option<&Path>) -> Result<PdConfig, ConfigError> {
+        let config: PdConfig = node::config::load(path)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<PdConfig, ConfigError> {
+        let config: PdConfig = node::config::parse(text, origin)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn render(&self) -> String {
+        node::config::render(self)
+    }
+
+    /// Checks what parsing cannot; the error names the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let p = &self.pd;
+        if p.name.is_empty() {
+            return Err(ConfigError::invalid("pd.name", "expected a name, found \"\""));
+        }
+        let port_ok = p
+            .addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !port_ok {
+            return Err(ConfigError::invalid(
+                "pd.addr",
+                format!("expected HOST:PORT, found {:?}", p.addr),
+            ));
+        }
+        for (key, url) in std::iter::once(("pd.advertise-url", &p.advertise_url))
+            .filter(|(_, u)| !u.is_empty())
+            .chain(p.etcd_endpoints.iter().map(|u| ("pd.etcd-endpoints", u)))
+        {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError::invalid(
+                    key,
+                    format!("expected an http:// or https:// URL, found {url:?}"),
+                ));
+            }
+        }
+        if p.cluster_name.is_empty() || p.cluster_name.contains('/') {
+            return Err(ConfigError::invalid(
+                "pd.cluster-name",
+                format!("expected a name without '/', found {:?}", p.cluster_name),
+            ));
+        }
+        for (key, d) in [
+            ("pd.lease-ttl", p.lease_ttl),
+            ("pd.tso-window", p.tso_window),
+            ("pd.etcd-timeout", p.etcd_timeout),
+        ] {
+            if d.duration().is_zero() {
+                return Err(ConfigError::invalid(key, "expected more than 0, found 0"));
+            }
+        }
+        if p.id_batch == 0 {
+            return Err(ConfigError::invalid("pd.id-batch", "expected at least 1, found 0"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_example_is_the_default() {
+        let doc = include_str!("config.rs");
+        let example: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! [pd]"))
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| l.trim_start_matches("//!").trim_start())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let parsed = PdConfig::parse(&example, "doc").unwrap();
+        assert_eq!(parsed, PdConfig::default());
+    }
+
+    #[test]
+    fn an_unknown_key_and_a_bad_endpoint_are_refused_by_name() {
+        let e = PdConfig::parse("[pd]\nlease = \"1s\"\n", "t").unwrap_err();
+        assert!(e.to_string().contains("lease"), "{e}");
+        let e = PdConfig::parse("[pd]\netcd-endpoints = [\"127.0.0.1:2379\"]\n", "t")
+            .unwrap_err();
+        assert!(e.to_string().contains("pd.etcd-endpoints"), "{e}");
+        let e = PdConfig::parse("[pd]\nid-batch = 0\n", "t").unwrap_err();
+        assert!(e.to_string().contains("pd.id-batch"), "{e}");
+    }
+}

@@ -1,0 +1,25 @@
+//! The placement driver (`stratus pd`): the cluster's metadata on a proven store, one leader
+//! elected through it, and what only one process may hand out (timestamps, ids).
+//!
+//! * [`meta`]: the metadata store interface (etcd's v3 subset: compare-and-write transactions,
+//!   leases) with etcd ([`meta::etcd`]) and an embedded store ([`meta::embedded`]) behind it;
+//! * [`keys`]: where each item lives in the store;
+//! * [`election`]: the leader key, its lease and the fence every leader write compares;
+//! * [`tso`]: timestamps below a persisted mark, strictly increasing across failovers;
+//! * [`id_alloc`]: small ids, never repeated;
+//! * [`service`]: one instance: the election loop and the HTTP API;
+//! * [`config`], [`launch`]: `stratus pd --config pd.toml`.
+
+pub mod config;
+pub mod election;
+pub mod error;
+pub mod id_alloc;
+pub mod keys;
+pub mod launch;
+pub mod meta;
+pub mod metrics;
+pub mod service;
+pub mod tso;
+
+pub use config::PdConfig;
+pub use error::PdError;

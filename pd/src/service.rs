@@ -1,0 +1,432 @@
+//! One placement-driver instance: the election loop and the HTTP API.
+//!
+//! Every instance serves `GET /pd/members` (who leads) and answers `POST /tso` and
+//! `POST /pd/alloc-id`; only the leader hands out timestamps and ids, the others answer with
+//! the leader's URL. Routes:
+//!
+//! | path | body in → out |
+//! |---|---|
+//! | `POST /tso` | `wire::region::TsoRequest` → `TsoResponse` |
+//! | `POST /pd/alloc-id` | `wire::pd::AllocIdRequest` → `AllocIdResponse` |
+//! | `GET /pd/members` | → `wire::pd::MembersResponse` |
+//! | `GET /config`, `GET /metrics` | text |
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use node::http::{decode_proto, proto_response};
+use tokio::sync::watch;
+use wire::paths;
+use wire::pd::{AllocIdRequest, AllocIdResponse, MembersResponse};
+use wire::region::{TsoRequest, TsoResponse};
+
+use crate::election::{Fence, Leadership, serve_deadline};
+use crate::error::PdError;
+use crate::id_alloc::IdAllocator;
+use crate::keys::{Keys, parse_u64};
+use crate::meta::{Compare, Lease, MetaStore, Op, Txn};
+use crate::metrics;
+use crate::tso::{Tso, now_ms};
+
+/// How often a follower looks for a leader (and campaigns when there is none).
+const FOLLOWER_POLL: Duration = Duration::from_millis(100);
+
+/// Settings of one instance (from `[pd]`).
+#[derive(Clone, Debug)]
+pub struct PdOptions {
+    pub name: String,
+    /// This instance's base URL as others reach it.
+    pub url: String,
+    pub cluster_name: String,
+    pub lease_ttl: Duration,
+    pub tso_window: Duration,
+    pub id_batch: u64,
+    /// The effective config text served at `GET /config`.
+    pub config_text: String,
+}
+
+/// One instance over the metadata store `S`.
+#[derive(Debug)]
+pub struct Pd<S: MetaStore> {
+    store: S,
+    keys: Keys,
+    options: PdOptions,
+    leadership: Leadership,
+    tso: Tso,
+    ids: IdAllocator,
+    cluster_id: AtomicU64,
+}
+
+impl<S: MetaStore> Pd<S> {
+    pub fn new(store: S, options: PdOptions) -> Pd<S> {
+        metrics::register_all();
+        let keys = Keys::new(&options.cluster_name);
+        Pd {
+            tso: Tso::new(keys.tso_mark(), options.tso_window),
+            ids: IdAllocator::new(keys.id_alloc(), options.id_batch),
+            leadership: Leadership::new(options.url.clone()),
+            cluster_id: AtomicU64::new(0),
+            store,
+            keys,
+            options,
+        }
+    }
+
+    pub fn leadership(&self) -> &Leadership {
+        &self.leadership
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The cluster id (0 until [`Pd::ensure_cluster_id`] ran).
+    pub fn cluster_id(&self) -> u64 {
+        self.cluster_id.load(Ordering::Relaxed)
+    }
+
+    /// Reads the cluster id, creating it on the very first start of the cluster.
+    pub async fn ensure_cluster_id(&self) -> Result<u64, PdError> {
+        let key = self.keys.cluster_id();
+        if self.store.get(&key).await?.is_none() {
+            // Time and process id: distinct for clusters started apart, and fixed once written.
+            let fresh = (now_ms() << 16) ^ u64::from(std::process::id());
+            self.store
+                .txn(Txn::when(vec![Compare::absent(key.clone())])
+                    .then(vec![Op::put(key.clone(), fresh.to_string())]))
+                .await?;
+        }
+        let kv = self
+            .store
+            .get(&key)
+            .await?
+            .ok_or_else(|| PdError::Corrupt("the cluster id vanished after it was written".into()))?;
+        let id = parse_u64(&key, &kv.value).map_err(PdError::Corrupt)?;
+        self.cluster_id.store(id, Ordering::Relaxed);
+        Ok(id)
+    }
+
+    /// Campaigns, leads and follows until `stop` turns true; a leader then gives up its lease
+    /// so another instance takes over at once instead of after the lease.
+    pub async fn run_election(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        while self.cluster_id() == 0 {
+            if let Err(e) = self.ensure_cluster_id().await {
+                tracing::warn!("cannot read the cluster id: {e}");
+                if sleep_or_stop(&mut stop, FOLLOWER_POLL * 5).await {
+                    return;
+                }
+            }
+        }
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            match self.campaign_once().await {
+                Ok(Some((lease, fence, sent))) => {
+                    self.lead(lease, fence, sent, &mut stop).await;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("election: {e}"),
+            }
+            if sleep_or_stop(&mut stop, FOLLOWER_POLL).await {
+                return;
+            }
+        }
+    }
+
+    /// Follows a leader that exists, or tries to become it.
+    async fn campaign_once(&self) -> Result<Option<(Lease, Fence, Instant)>, PdError> {
+        let key = self.keys.leader();
+        if let Some(kv) = self.store.get(&key).await? {
+            self.leadership
+                .follow(String::from_utf8_lossy(&kv.value).into_owned());
+            return Ok(None);
+        }
+        let sent = Instant::now();
+        let lease = self.store.grant_lease(self.options.lease_ttl).await?;
+        let won = self
+            .store
+            .txn(
+                Txn::when(vec![Compare::absent(key.clone())]).then(vec![Op::put_leased(
+                    key.clone(),
+                    self.options.url.clone(),
+                    lease.id,
+                )]),
+            )
+            .await?;
+        let mine = if won {
+            self.store
+                .get(&key)
+                .await?
+                .filter(|kv| kv.lease == lease.id)
+        } else {
+            None
+        };
+        match mine {
+            Some(kv) => Ok(Some((
+                lease,
+                Fence {
+                    key,
+                    mod_revision: kv.mod_revision,
+                },
+                sent,
+            ))),
+            None => {
+                let _ = self.store.revoke(lease.id).await;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Serves as the leader until the lease is lost, the fence breaks or `stop`.
+    async fn lead(&self, lease: Lease, fence: Fence, sent: Instant, stop: &mut watch::Receiver<bool>) {
+        self.leadership
+            .lead(lease.id, fence.clone(), serve_deadline(sent, lease.ttl));
+        if let Err(e) = self.tso.start(&self.store, &fence).await {
+            tracing::warn!("won the election but cannot start the TSO: {e}");
+            self.step_down(lease).await;
+            return;
+        }
+        self.ids.start();
+        metrics::ELECTIONS_WON.inc();
+        metrics::IS_LEADER.set(1);
+        tracing::info!(name = %self.options.name, url = %self.options.url, "leading");
+        let renew_every = (lease.ttl / 3).max(Duration::from_millis(100));
+        let tick = renew_every.min(self.options.tso_window / 6).max(Duration::from_millis(20));
+        let mut next_renew = Instant::now() + renew_every;
+        loop {
+            if sleep_or_stop(stop, tick).await {
+                break;
+            }
+            if Instant::now() >= next_renew {
+                let sent = Instant::now();
+                match self.store.keep_alive(lease.id).await {
+                    Ok(Some(ttl)) => {
+                        self.leadership
+                            .renewed(lease.id, serve_deadline(sent, ttl));
+                        next_renew = sent + renew_every;
+                    }
+                    Ok(None) => {
+                        tracing::warn!("the leader lease expired: stepping down");
+                        break;
+                    }
+                    Err(e) => tracing::warn!("cannot renew the leader lease: {e}"),
+                }
+            }
+            if !self.leadership.is_leader() {
+                tracing::warn!("the leader lease ran out before a renewal succeeded: stepping down");
+                break;
+            }
+            match self.tso.extend_ahead(&self.store, &fence, false).await {
+                Ok(()) => {}
+                Err(PdError::LeadershipLost { .. }) => {
+                    tracing::warn!("another instance took the leader key: stepping down");
+                    break;
+                }
+                Err(e) => tracing::warn!("cannot extend the tso window: {e}"),
+            }
+        }
+        self.step_down(lease).await;
+    }
+
+    async fn step_down(&self, lease: Lease) {
+        self.tso.stop();
+        self.ids.stop();
+        self.leadership.follow(String::new());
+        metrics::IS_LEADER.set(0);
+        if let Err(e) = self.store.revoke(lease.id).await {
+            tracing::warn!("cannot revoke the leader lease (it expires by itself): {e}");
+        }
+    }
+
+    /// The fence when this instance leads, or the error to answer with.
+    fn fence(&self) -> Result<Fence, PdError> {
+        self.leadership
+            .fence()
+            .map_err(|leader| PdError::NotLeader { leader })
+    }
+
+    /// `count` timestamps, the first returned.
+    pub async fn get_ts(&self, count: u32) -> Result<u64, PdError> {
+        let fence = self.fence()?;
+        let first = self.tso.get_ts(&self.store, &fence, count).await?;
+        metrics::TIMESTAMPS.inc_by(u64::from(count));
+        Ok(first)
+    }
+
+    /// `count` new ids, the first returned.
+    pub async fn alloc_ids(&self, count: u32) -> Result<u64, PdError> {
+        let fence = self.fence()?;
+        self.ids.alloc(&self.store, &fence, count).await
+    }
+
+    pub fn members(&self) -> MembersResponse {
+        MembersResponse {
+            name: self.options.name.clone(),
+            url: self.options.url.clone(),
+            leader: self.leadership.leader(),
+            cluster_id: self.cluster_id(),
+            store: self.store.describe(),
+        }
+    }
+}
+
+/// Sleeps `d`; true when `stop` turned true meanwhile (or its sender is gone).
+async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
+    if *stop.borrow() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(d) => *stop.borrow(),
+        changed = stop.changed() => changed.is_err() || *stop.borrow(),
+    }
+}
+
+/// The error text and leader hint of an answer.
+fn refusal(e: &PdError) -> (String, String, &'static str) {
+    match e {
+        PdError::NotLeader { leader } => (e.to_string(), leader.clone(), "not_leader"),
+        e => (node::error_chain(e), String::new(), "error"),
+    }
+}
+
+async fn tso_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Bytes) -> Response {
+    let req: TsoRequest = match decode_proto(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let count = req.count.max(1);
+    let resp = match pd.get_ts(count).await {
+        Ok(first_ts) => {
+            metrics::REQUESTS.with_label_values(&["tso", "ok"]).inc();
+            TsoResponse {
+                first_ts,
+                count,
+                ..TsoResponse::default()
+            }
+        }
+        Err(e) => {
+            let (error, leader, result) = refusal(&e);
+            metrics::REQUESTS.with_label_values(&["tso", result]).inc();
+            TsoResponse {
+                error,
+                leader,
+                ..TsoResponse::default()
+            }
+        }
+    };
+    proto_response(&resp)
+}
+
+async fn alloc_id_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Bytes) -> Response {
+    let req: AllocIdRequest = match decode_proto(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let count = req.count.max(1);
+    let resp = match pd.alloc_ids(count).await {
+        Ok(first) => {
+            metrics::REQUESTS.with_label_values(&["alloc_id", "ok"]).inc();
+            AllocIdResponse {
+                first,
+                count,
+                ..AllocIdResponse::default()
+            }
+        }
+        Err(e) => {
+            let (error, leader, result) = refusal(&e);
+            metrics::REQUESTS.with_label_values(&["alloc_id", result]).inc();
+            AllocIdResponse {
+                error,
+                leader,
+                ..AllocIdResponse::default()
+            }
+        }
+    };
+    proto_response(&resp)
+}
+
+async fn members_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
+    proto_response(&pd.members())
+}
+
+async fn config_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
+    pd.options.config_text.clone().into_response()
+}
+
+/// The HTTP routes of `pd`.
+pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
+    Router::new()
+        .route(paths::TSO, post(tso_handler::<S>))
+        .route(paths::PD_ALLOC_ID, post(alloc_id_handler::<S>))
+        .route(paths::PD_MEMBERS, get(members_handler::<S>))
+        .route(paths::CONFIG, get(config_handler::<S>))
+        .route(paths::METRICS, get(node::http::metrics_handler))
+        .with_state(pd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::embedded::EmbeddedStore;
+
+    fn options(name: &str) -> PdOptions {
+        PdOptions {
+            name: name.into(),
+            url: format!("http://{name}"),
+            cluster_name: "t".into(),
+            lease_ttl: Duration::from_millis(300),
+            tso_window: Duration::from_millis(300),
+            id_batch: 10,
+            config_text: String::new(),
+        }
+    }
+
+    #[test]
+    fn one_of_two_instances_leads_and_the_other_takes_over_when_it_stops() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = EmbeddedStore::in_memory();
+            let a = Arc::new(Pd::new(store.clone(), options("a")));
+            let b = Arc::new(Pd::new(store.clone(), options("b")));
+            let (stop_a, rx_a) = watch::channel(false);
+            let (_stop_b, rx_b) = watch::channel(false);
+            let ja = tokio::spawn(a.clone().run_election(rx_a));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::spawn(b.clone().run_election(rx_b));
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(a.leadership().is_leader());
+            assert_eq!(b.leadership().leader(), "http://a");
+            let e = b.get_ts(1).await.unwrap_err();
+            assert!(matches!(e, PdError::NotLeader { ref leader } if leader == "http://a"), "{e}");
+            let before = a.get_ts(1).await.unwrap();
+            let id = a.alloc_ids(1).await.unwrap();
+            stop_a.send(true).unwrap();
+            ja.await.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !b.leadership().is_leader() {
+                assert!(Instant::now() < deadline, "b never took over");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let mut after = b.get_ts(1).await;
+            while matches!(after, Err(PdError::NotLeader { .. })) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                after = b.get_ts(1).await;
+            }
+            assert!(after.unwrap() > before);
+            assert!(b.alloc_ids(1).await.unwrap() > id);
+            assert_eq!(a.cluster_id(), b.cluster_id());
+            assert_ne!(a.cluster_id(), 0);
+        });
+    }
+}
