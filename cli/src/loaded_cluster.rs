@@ -82,7 +82,7 @@ impl LoadedCluster {
         })?;
         writeln!(
             log,
-            "started {} servers and {} workers in {:.1} s (data in {}):",
+            "started a placement driver, {} servers and {} workers in {:.1} s (data in {}):",
             cluster.servers().len(),
             cluster.workers().len(),
             t.elapsed().as_secs_f64(),
@@ -285,9 +285,10 @@ fn render_nodes(cluster: &LocalCluster) -> String {
         ]
     };
     let rows: Vec<Vec<Datum>> = cluster
-        .servers()
-        .iter()
-        .map(|n| row(n, "server"))
+        .pd()
+        .into_iter()
+        .map(|n| row(n, "pd"))
+        .chain(cluster.servers().iter().map(|n| row(n, "server")))
         .chain(cluster.workers().iter().map(|n| row(n, "worker")))
         .collect();
     table_format::render(&column_names(&["name", "zone", "role", "url"]), &rows)

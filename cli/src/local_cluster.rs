@@ -7,9 +7,10 @@
 //!
 //! | node        | zone | role                                                            |
 //! |-------------|------|-----------------------------------------------------------------|
-//! | `server-a`  | a    | runs the TSO; leads the regions of `["", K)` once started       |
-//! | `server-b`  | b    | timestamps from `server-a`; leads the regions of `[K, "")`      |
-//! | `server-c`  | c    | timestamps from `server-a`; a replica of every region, leads none at first |
+//! | `pd`        | -    | the placement driver on its embedded metadata store: the TSO and the id allocator |
+//! | `server-a`  | a    | leads the regions of `["", K)` once started                     |
+//! | `server-b`  | b    | leads the regions of `[K, "")`                                  |
+//! | `server-c`  | c    | a replica of every region, leads none at first                  |
 //! | `worker-a1`, `worker-a2` | a | `server-a` offloads to them                        |
 //! | `worker-b1`, `worker-b2` | b | `server-b` offloads to them                        |
 //!
@@ -37,8 +38,12 @@
 //!   ([`ClusterOptions::cpu_load_file`]), never, so the file alone decides;
 //! * `shutdown-grace = 5s`: `stratus up` stops quickly on Ctrl-C.
 //!
+//! Servers and clients take timestamps (and servers new region ids) from `pd`, which keeps
+//! its TSO mark and id counter in `<data>/pd/data/meta`: a cluster restarted on its data dir
+//! goes on above every timestamp it handed out.
+//!
 //! Ports: with `--base-port P`, `server-a` listens on P, `server-b` on P+1, the workers on
-//! P+2..=P+5 and `server-c` on P+6. With base port 0 every node still gets a fixed port, reserved before the first
+//! P+2..=P+5, `server-c` on P+6 and `pd` on P+7. With base port 0 every node still gets a fixed port, reserved before the first
 //! node starts ([`harness::ports::reserve`]), so that a node restarted after it died comes back
 //! on the URL its peers and clients know.
 //!
@@ -74,6 +79,8 @@ use crate::leader_placement;
 use harness::restart_policy::{RestartDecision, RestartPolicy};
 use harness::supervisor::{Launch, NodeError, NodeProcess, exit_summary};
 use kvengine::DfsSection;
+use pd::PdConfig;
+use pd::config::PdSection;
 use server::config::{KvEngineSection, RangeConfig, ServerConfig, ServerSection, WorkerEndpoint};
 use server::config::{PeerConfig, RaftConfig};
 use types::{ReadableDuration, ReadableSize};
@@ -185,9 +192,12 @@ pub struct LocalCluster {
     /// The `stratus` executable every node runs.
     exe: PathBuf,
     cpu_load_file: bool,
+    /// The placement driver (set once it started).
+    pd: Option<NodeInfo>,
     servers: Vec<NodeInfo>,
     workers: Vec<NodeInfo>,
-    /// In start order: workers, then `server-a`, then `server-b`. Dropping one SIGKILLs it.
+    /// In start order: the placement driver, the workers, then `server-a`, `server-b` and
+    /// `server-c`. Dropping one SIGKILLs it.
     nodes: Vec<Member>,
     policy: RestartPolicy,
 }
@@ -212,6 +222,7 @@ struct Down {
 /// Which program a node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
+    Pd,
     Server,
     Worker,
 }
@@ -219,6 +230,7 @@ enum Role {
 impl Role {
     fn subcommand(self) -> &'static str {
         match self {
+            Role::Pd => PdConfig::SUBCOMMAND,
             Role::Server => ServerConfig::SUBCOMMAND,
             Role::Worker => WorkerConfig::SUBCOMMAND,
         }
@@ -226,6 +238,7 @@ impl Role {
 
     fn program(self) -> &'static str {
         match self {
+            Role::Pd => PdConfig::PROGRAM,
             Role::Server => ServerConfig::PROGRAM,
             Role::Worker => WorkerConfig::PROGRAM,
         }
@@ -242,7 +255,7 @@ struct NodeSpec {
 }
 
 /// How many nodes the cluster has (ports to reserve).
-const NODES: usize = 7;
+const NODES: usize = 8;
 
 static WORKERS: [NodeSpec; 4] = [
     NodeSpec {
@@ -294,7 +307,15 @@ static SERVER_C: NodeSpec = NodeSpec {
     port_offset: 6,
 };
 
-/// The servers in start order, with their store ids (`node-id`, 1 = the TSO server).
+/// The placement driver (one instance on the embedded metadata store), after `server-c`'s port.
+static PD: NodeSpec = NodeSpec {
+    name: "pd",
+    zone: "",
+    role: Role::Pd,
+    port_offset: 7,
+};
+
+/// The servers in start order, with their store ids (`node-id`).
 static SERVERS: [(&NodeSpec, u64); 3] = [(&SERVER_A, 1), (&SERVER_B, 2), (&SERVER_C, 3)];
 
 /// How long the regions may take to elect their first leaders and move them where
@@ -345,11 +366,15 @@ impl LocalCluster {
             data_dir: opts.data_dir.clone(),
             exe: exe.to_path_buf(),
             cpu_load_file: opts.cpu_load_file,
+            pd: None,
             servers: Vec::new(),
             workers: Vec::new(),
             nodes: Vec::new(),
             policy: RestartPolicy::default(),
         };
+        let pd = cluster.launch(&PD, &pd_config(opts, ports))?;
+        let pd_url = pd.url.clone();
+        cluster.pd = Some(pd);
         for spec in &WORKERS {
             let info = cluster.launch(spec, &worker_config(opts, ports, spec))?;
             cluster.workers.push(info);
@@ -358,7 +383,6 @@ impl LocalCluster {
             addr: format!("{}/coprocessor", w.url),
             zone: types::Zone::label(w.zone.as_str()),
         };
-        let tso_url = node_url(ports, &SERVER_A);
         for &(spec, store_id) in &SERVERS {
             // A server offloads to the workers of its zone, or to all when its zone has none.
             let mut workers: Vec<WorkerEndpoint> = cluster
@@ -370,8 +394,7 @@ impl LocalCluster {
             if workers.is_empty() {
                 workers = cluster.workers.iter().map(endpoint).collect();
             }
-            let tso = (store_id != 1).then_some(tso_url.as_str());
-            let config = server_config(opts, ports, spec, store_id, workers, tso);
+            let config = server_config(opts, ports, spec, store_id, workers, &pd_url);
             let info = cluster.launch(spec, &config)?;
             cluster.servers.push(info);
         }
@@ -451,6 +474,11 @@ impl LocalCluster {
             .join(format!("{}.log", spec.name))
     }
 
+    /// The placement driver.
+    pub fn pd(&self) -> Option<&NodeInfo> {
+        self.pd.as_ref()
+    }
+
     pub fn servers(&self) -> &[NodeInfo] {
         &self.servers
     }
@@ -469,6 +497,7 @@ impl LocalCluster {
         ClientConfig {
             servers: self.servers.iter().map(|n| n.url.clone()).collect(),
             workers: self.workers.iter().map(|n| n.url.clone()).collect(),
+            pd_endpoints: self.pd.iter().map(|n| n.url.clone()).collect(),
             labels: [("zone".to_string(), "a".to_string())].into(),
             ..ClientConfig::default()
         }
@@ -623,8 +652,9 @@ impl LocalCluster {
         Ok(said)
     }
 
-    /// Stops every node with SIGTERM, servers first (`server-c`, `server-b`, then `server-a`,
-    /// whose TSO the others use), then the workers, each within [`STOP_TIMEOUT`] (SIGKILL after it).
+    /// Stops every node with SIGTERM, servers first (`server-c`, `server-b`, then `server-a`),
+    /// then the workers, then `pd` (whose TSO the others use), each within [`STOP_TIMEOUT`]
+    /// (SIGKILL after it).
     /// Every node is stopped even when one fails; the first failure is the error: a node that
     /// exited before, or with a non-zero status, or not in time.
     pub fn stop(mut self) -> Result<(), ClusterError> {
@@ -655,9 +685,11 @@ fn terminate(process: &mut NodeProcess) -> Result<(), ClusterError> {
 /// The cluster file: the part of a [`ClientConfig`] that names a cluster. The other client
 /// settings keep their defaults, so the file stays short enough to read.
 #[derive(serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 struct ClusterFile<'a> {
     servers: &'a [String],
     workers: &'a [String],
+    pd_endpoints: &'a [String],
     labels: &'a BTreeMap<String, String>,
 }
 
@@ -665,6 +697,7 @@ fn render_cluster_file(cfg: &ClientConfig) -> Result<String, toml::ser::Error> {
     toml::to_string(&ClusterFile {
         servers: &cfg.servers,
         workers: &cfg.workers,
+        pd_endpoints: &cfg.pd_endpoints,
         labels: &cfg.labels,
     })
 }
@@ -759,15 +792,28 @@ fn node_url(ports: &[u16], spec: &NodeSpec) -> String {
     format!("http://{}", listen_addr(ports, spec))
 }
 
+/// The placement driver's config: the embedded metadata store in `<data>/pd/`.
+fn pd_config(opts: &ClusterOptions, ports: &[u16]) -> PdConfig {
+    PdConfig {
+        pd: PdSection {
+            name: PD.name.into(),
+            addr: listen_addr(ports, &PD),
+            data_dir: opts.data_dir.join(PD.name),
+            shutdown_grace: SHUTDOWN_GRACE,
+            ..PdSection::default()
+        },
+    }
+}
+
 /// A server's config: both initial regions, replicated on the three servers; `workers` those
-/// it offloads to, `tso` the URL of the TSO server (None: runs it).
+/// it offloads to; timestamps and new region ids from the placement driver at `pd`.
 fn server_config(
     opts: &ClusterOptions,
     ports: &[u16],
     spec: &NodeSpec,
     node_id: u64,
     workers: Vec<WorkerEndpoint>,
-    tso: Option<&str>,
+    pd: &str,
 ) -> ServerConfig {
     let key = node::config::escape_key(&split_key());
     let server = ServerSection {
@@ -785,8 +831,9 @@ fn server_config(
                 end: String::new(),
             },
         ],
-        tso: tso.is_none(),
-        tso_addr: tso.unwrap_or_default().to_string(),
+        tso: false,
+        tso_addr: String::new(),
+        pd_endpoints: vec![pd.to_string()],
         region_split_size: ReadableSize::mib(2),
         // Check every second (default 10 s): a freshly loaded table reaches its regions within
         // seconds, and the demo and bench wait for that before they measure.
@@ -881,14 +928,13 @@ mod tests {
         let configs: Vec<ServerConfig> = SERVERS
             .iter()
             .map(|&(spec, id)| {
-                let tso = (id != 1).then_some("http://127.0.0.1:9");
                 written_server(&server_config(
                     &opts(false, 7000),
                     &ports(),
                     spec,
                     id,
                     workers(spec.zone),
-                    tso,
+                    "http://127.0.0.1:7007",
                 ))
             })
             .collect();
@@ -914,11 +960,13 @@ mod tests {
             assert_eq!(format!("http://{}", cfg.server.addr), *addr);
             assert_eq!(&cfg.zone(), zone);
         }
-        assert!(configs[0].server.tso);
-        for cfg in &configs[1..] {
+        for cfg in &configs {
             assert!(!cfg.server.tso);
-            assert_eq!(cfg.server.tso_addr, "http://127.0.0.1:9");
+            assert_eq!(cfg.server.pd_endpoints, ["http://127.0.0.1:7007"]);
         }
+        let pd = pd_config(&opts(false, 7000), &ports());
+        assert_eq!(pd.pd.addr, "127.0.0.1:7007");
+        assert!(pd.pd.etcd_endpoints.is_empty(), "one machine: the embedded store");
         assert!(wire::codec::table::record_key(1, -1) < key);
         assert!(wire::codec::table::record_key(1, 1) > key);
         let region = |start: Vec<u8>| wire::region::Region {
@@ -945,7 +993,7 @@ mod tests {
             &SERVER_A,
             1,
             Vec::new(),
-            None,
+            "http://127.0.0.1:9",
         ));
         assert_eq!(
             cfg.cpu_source().unwrap(),
@@ -959,7 +1007,7 @@ mod tests {
             &SERVER_A,
             1,
             Vec::new(),
-            None,
+            "http://127.0.0.1:9",
         ));
         assert_eq!(
             cfg.cpu_source().unwrap(),
@@ -987,7 +1035,10 @@ mod tests {
         let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), NODES, "{ports:?}");
         assert!(!ports.contains(&0), "{ports:?}");
-        let specs = WORKERS.iter().chain(SERVERS.iter().map(|(spec, _)| *spec));
+        let specs = WORKERS
+            .iter()
+            .chain(SERVERS.iter().map(|(spec, _)| *spec))
+            .chain([&PD]);
         let addrs: std::collections::BTreeSet<String> =
             specs.map(|spec| listen_addr(&ports, spec)).collect();
         assert_eq!(addrs.len(), NODES, "{addrs:?}");
@@ -997,7 +1048,7 @@ mod tests {
             &SERVER_B,
             2,
             Vec::new(),
-            Some("http://127.0.0.1:9"),
+            "http://127.0.0.1:9",
         ));
         assert_eq!(server.server.addr, format!("127.0.0.1:{}", ports[1]));
     }
@@ -1017,6 +1068,7 @@ mod tests {
             data_dir: dir.to_path_buf(),
             exe,
             cpu_load_file: false,
+            pd: None,
             servers: Vec::new(),
             workers: Vec::new(),
             nodes: Vec::new(),
@@ -1154,6 +1206,7 @@ mod tests {
         let cfg = ClientConfig {
             servers: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
             workers: vec!["http://127.0.0.1:3".into()],
+            pd_endpoints: vec!["http://127.0.0.1:4".into()],
             labels: zone_labels("a"),
             ..ClientConfig::default()
         };
@@ -1162,7 +1215,8 @@ mod tests {
         assert_eq!(
             text,
             "servers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\"]\n\
-             workers = [\"http://127.0.0.1:3\"]\n\n[labels]\nzone = \"a\"\n"
+             workers = [\"http://127.0.0.1:3\"]\n\
+             pd-endpoints = [\"http://127.0.0.1:4\"]\n\n[labels]\nzone = \"a\"\n"
         );
     }
 }

@@ -119,6 +119,14 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run a placement-driver instance in the foreground: exactly `stratus-pd` (same
+    /// arguments, output and exit codes).
+    #[command(disable_help_flag = true)]
+    Pd {
+        /// Passed to the placement driver: `--config FILE`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 const CLUSTER_FILE_HELP: &str = "\
@@ -185,6 +193,7 @@ fn main() -> ExitCode {
         }
         Command::Server { args } => server::launch::main(args.into_iter()),
         Command::Worker { args } => worker::launch::main(args.into_iter()),
+        Command::Pd { args } => pd::launch::main(args.into_iter()),
     }
 }
 

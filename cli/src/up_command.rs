@@ -86,7 +86,13 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
         base_port: opts.base_port,
         cpu_load_file: false,
     })?;
-    write_nodes(out, cluster.servers(), cluster.workers())?;
+    let nodes: Vec<&NodeInfo> = cluster
+        .pd()
+        .into_iter()
+        .chain(cluster.servers())
+        .chain(cluster.workers())
+        .collect();
+    write_nodes(out, &nodes)?;
     cluster.write_cluster_file(&cluster_file)?;
     writeln!(out, "\ncluster file: {}", cluster_file.display())?;
     writeln!(
@@ -143,21 +149,17 @@ fn remove_cluster_file(path: &Path) -> Result<(), UpError> {
 }
 
 /// The table of nodes.
-pub fn write_nodes(
-    out: &mut dyn Write,
-    servers: &[NodeInfo],
-    workers: &[NodeInfo],
-) -> std::io::Result<()> {
-    let nodes: Vec<&NodeInfo> = servers.iter().chain(workers).collect();
+pub fn write_nodes(out: &mut dyn Write, nodes: &[&NodeInfo]) -> std::io::Result<()> {
     let name_w = nodes.iter().map(|n| n.name.len()).max().unwrap_or(0).max(4);
     let url_w = nodes.iter().map(|n| n.url.len()).max().unwrap_or(0).max(3);
     writeln!(out, "{:<name_w$}  ZONE  {:<url_w$}  LOG", "NODE", "URL")?;
     for n in nodes {
+        let zone = if n.zone.is_empty() { "-" } else { n.zone.as_str() };
         writeln!(
             out,
             "{:<name_w$}  {:<4}  {:<url_w$}  {}",
             n.name,
-            n.zone,
+            zone,
             n.url,
             n.log.display()
         )?;
@@ -180,13 +182,17 @@ mod tests {
         let mut out = Vec::new();
         write_nodes(
             &mut out,
-            &[node("server-a", "a", "http://127.0.0.1:7000")],
-            &[node("worker-b2", "b", "http://127.0.0.1:7005")],
+            &[
+                &node("pd", "", "http://127.0.0.1:7007"),
+                &node("server-a", "a", "http://127.0.0.1:7000"),
+                &node("worker-b2", "b", "http://127.0.0.1:7005"),
+            ],
         )
         .unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "NODE       ZONE  URL                    LOG\n\
+             pd         -     http://127.0.0.1:7007  /d/logs/pd.log\n\
              server-a   a     http://127.0.0.1:7000  /d/logs/server-a.log\n\
              worker-b2  b     http://127.0.0.1:7005  /d/logs/worker-b2.log\n"
         );

@@ -19,7 +19,11 @@ pub struct ClientConfig {
     /// path chooses among the alive ones.
     pub workers: Vec<String>,
     /// The server that runs the TSO (timestamps for lock resolution); empty = the first server.
+    /// Not used with `pd-endpoints`.
     pub tso_server: String,
+    /// The placement driver's instances (same forms, every one of them): when set, timestamps
+    /// come from its leader, batched with this process's concurrent requests.
+    pub pd_endpoints: Vec<String>,
     /// The client's own labels; `zone` is the entry node's zone.
     pub labels: BTreeMap<String, String>,
     pub paging: PagingConfig,
@@ -52,6 +56,7 @@ impl Default for ClientConfig {
             servers: Vec::new(),
             workers: Vec::new(),
             tso_server: String::new(),
+            pd_endpoints: Vec::new(),
             labels: BTreeMap::new(),
             paging: PagingConfig::default(),
             cop_cache: CopCacheConfig::default(),
@@ -168,6 +173,17 @@ impl ClientConfig {
         {
             return err("tso-server", reason);
         }
+        for p in &self.pd_endpoints {
+            if let Err(reason) = check_addr(p) {
+                return err("pd-endpoints", reason);
+            }
+        }
+        if !self.pd_endpoints.is_empty() && !self.tso_server.is_empty() {
+            return err(
+                "tso-server",
+                "expected no tso-server with pd-endpoints (the placement driver runs the TSO)",
+            );
+        }
         if self.paging.initial_size == 0 {
             return err("paging.initial-size", "must be at least 1");
         }
@@ -259,6 +275,14 @@ mod tests {
             ("servers", Box::new(|c| c.servers.push("http://".into()))),
             ("workers", Box::new(|c| c.workers.push("a:1/x".into()))),
             ("tso-server", Box::new(|c| c.tso_server = "https://".into())),
+            ("pd-endpoints", Box::new(|c| c.pd_endpoints.push("a:1/x".into()))),
+            (
+                "tso-server",
+                Box::new(|c| {
+                    c.pd_endpoints.push("127.0.0.1:2".into());
+                    c.tso_server = "127.0.0.1:3".into();
+                }),
+            ),
             (
                 "paging.initial-size",
                 Box::new(|c| c.paging.initial_size = 0),

@@ -63,25 +63,43 @@ pub fn lock_expired(lock_ts: u64, ttl_ms: u64, current_ts: u64) -> bool {
     Ts(current_ts).physical_millis() >= Ts(lock_ts).physical_millis().saturating_add(ttl_ms)
 }
 
+/// Where an entry node's timestamps come from.
+#[derive(Debug)]
+pub enum TsoSource {
+    /// The storage server running the TSO (its base URL).
+    Server(String),
+    /// The placement driver (`pd-endpoints`).
+    Pd(node::PdClient),
+}
+
 pub struct LockResolver<'a> {
     pub(crate) router: Router<'a>,
-    /// Base URL of the server running the TSO.
-    pub tso_server: &'a str,
+    /// Where timestamps come from.
+    pub tso: &'a TsoSource,
     /// The budget of each command, retries included.
     pub request_timeout: Duration,
 }
 
 impl LockResolver<'_> {
-    /// A fresh timestamp. The TSO runs on one server: a refused connection (it is
-    /// restarting) is retried until the deadline.
+    /// A fresh timestamp. From a TSO server, a refused connection (it is restarting) is
+    /// retried until the deadline; the placement driver's client follows its leader itself.
     pub async fn current_ts(&self) -> Result<u64> {
+        let tso_server = match self.tso {
+            TsoSource::Server(url) => url.as_str(),
+            TsoSource::Pd(pd) => {
+                return pd.get_ts().await.map_err(|e| Error::TxnCommand {
+                    command: "tso",
+                    message: e.to_string(),
+                });
+            }
+        };
         let mut backoff = Backoff::new(self.request_timeout);
         let r: TsoResponse = loop {
             let sent = self
                 .router
                 .transport
                 .post(
-                    self.tso_server,
+                    tso_server,
                     paths::TSO,
                     &TsoRequest { count: 1 },
                     "tso response",

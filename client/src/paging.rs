@@ -61,7 +61,7 @@ use crate::cop_cache::{CacheEntry, CacheKey, Candidate, CopCache};
 use crate::error::{Error, Result};
 use crate::final_merge::FinalMerge;
 use crate::join::{BoxFuture, next_finished};
-use crate::lock_resolver::{LockResolver, ResolveOutcome};
+use crate::lock_resolver::{LockResolver, ResolveOutcome, TsoSource};
 use crate::node_selection::{NodeSelectionPolicy, WorkerNode};
 use crate::region_cache::{CachedRegion, RegionCache, RegionRanges};
 use crate::region_rpc::{AfterError, Router};
@@ -206,7 +206,7 @@ impl CopResult {
 pub struct Client {
     config: ClientConfig,
     transport: Transport,
-    tso_server: String,
+    tso: TsoSource,
     regions: RegionCache,
     workers: WorkerLiveness,
     cache: Arc<CopCache>,
@@ -288,17 +288,20 @@ impl Client {
     pub fn with_cop_cache(config: ClientConfig, cache: Arc<CopCache>) -> Result<Client> {
         config.validate()?;
         let servers: Vec<String> = config.servers.iter().map(|s| base_url(s)).collect();
-        let tso_server = if config.tso_server.is_empty() {
-            servers[0].clone()
+        let tso = if !config.pd_endpoints.is_empty() {
+            let endpoints: Vec<String> = config.pd_endpoints.iter().map(|p| base_url(p)).collect();
+            TsoSource::Pd(node::PdClient::new(&endpoints, config.request_timeout.duration()))
+        } else if config.tso_server.is_empty() {
+            TsoSource::Server(servers[0].clone())
         } else {
-            base_url(&config.tso_server)
+            TsoSource::Server(base_url(&config.tso_server))
         };
         Ok(Client {
             transport: Transport::new(
                 usize::try_from(config.max_response_size.bytes()).unwrap_or(usize::MAX),
                 config.request_timeout.duration(),
             ),
-            tso_server,
+            tso,
             regions: RegionCache::new(servers),
             workers: WorkerLiveness::new(
                 config.workers.iter().map(|w| base_url(w)).collect(),
@@ -378,7 +381,7 @@ impl Client {
     pub fn lock_resolver(&self) -> LockResolver<'_> {
         LockResolver {
             router: self.router(),
-            tso_server: &self.tso_server,
+            tso: &self.tso,
             request_timeout: self.config.request_timeout.duration(),
         }
     }
@@ -898,7 +901,13 @@ mod tests {
             "{e}"
         );
         let c = Client::new(ClientConfig::new(["127.0.0.1:9"])).unwrap();
-        assert_eq!(c.tso_server, "http://127.0.0.1:9");
+        assert!(matches!(&c.tso, TsoSource::Server(url) if url == "http://127.0.0.1:9"));
         assert!(c.region_cache().is_empty());
+        let mut with_pd = ClientConfig::new(["127.0.0.1:9"]);
+        with_pd.pd_endpoints = vec!["127.0.0.1:8".into()];
+        let c = Client::new(with_pd).unwrap();
+        assert!(
+            matches!(&c.tso, TsoSource::Pd(pd) if pd.endpoints() == ["http://127.0.0.1:8"])
+        );
     }
 }

@@ -66,6 +66,10 @@ fn demo_shows_offload_reasons_cache_hits_policies_and_decision_counts() {
             "policy {policy} not explained:\n{stdout}"
         );
     }
+    assert!(
+        has_line(&|l| l.starts_with(" pd ") && l.contains("| pd ")),
+        "the placement driver not in the node table:\n{stdout}"
+    );
     // The failover step: server-b killed and restarted; nothing failed, nothing lost.
     for server in ["server-a", "server-b", "server-c"] {
         assert!(

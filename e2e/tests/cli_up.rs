@@ -283,12 +283,13 @@ fn start_up(home: &Path, extra: &[&str], env: impl FnOnce(&mut Command)) -> Up {
     up.nodes = children_of(up.child.id());
     assert_eq!(
         up.nodes.len(),
-        7,
-        "three servers and four workers: {:?}",
+        8,
+        "a placement driver, three servers and four workers: {:?}",
         up.nodes
     );
     let printed = up.log();
     for node in [
+        "pd",
         "server-a",
         "server-b",
         "server-c",

@@ -240,7 +240,7 @@ fn a_restarted_single_instance_starts_above_everything_it_handed_out() {
         ];
         (max, ids)
     });
-    assert!(ids_before[0] < 1000, "ids are small: {ids_before:?}");
+    assert_eq!(ids_before[0], wire::pd::RESERVED_IDS + 1, "ids are small: {ids_before:?}");
     pd.kill();
     pd.restart();
     let (after, id_after) = rt.block_on(async {
@@ -284,7 +284,7 @@ fn ids_are_never_repeated_across_failovers_and_stay_small() {
     }
     let max = ids.iter().max().copied().unwrap();
     // Each failover skips at most one reserved batch (100 by default).
-    assert!(max < 400, "ids grew too fast: {max}");
+    assert!(max < wire::pd::RESERVED_IDS + 400, "ids grew too fast: {max}");
 }
 
 #[test]
@@ -303,4 +303,42 @@ fn a_three_member_etcd_losing_one_member_does_not_disturb_the_tso() {
     let results = fetchers.finish();
     let total = assert_strictly_increasing_and_unique(&results);
     assert!(total > 100, "too few timestamps: {total}; etcd:\n{}", etcd.logs());
+}
+
+#[test]
+fn a_server_on_the_placement_driver_names_split_regions_with_small_ids() {
+    let cluster = e2e::cluster::Cluster::new(e2e::cluster::StoreKind::Local);
+    let pd = PdProc::start(&PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]));
+    let mut setup = e2e::server_proc::ServerSetup::new(&cluster.path("server"), &cluster.store);
+    setup.server.tso = false;
+    setup.server.pd_endpoints = vec![pd.base_url().to_string()];
+    let server = e2e::server_proc::ServerProc::start(&setup);
+    let first = server.regions().regions;
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(
+        first[0].id > wire::pd::RESERVED_IDS && first[0].id < wire::pd::RESERVED_IDS + 100,
+        "a one-voter server's first region has an allocated id: {}",
+        first[0].id
+    );
+    for key in [b"k3".to_vec(), b"k6".to_vec()] {
+        assert!(server.split_at(key));
+    }
+    let mut ids: Vec<u64> = server.regions().regions.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids.len(), 3);
+    assert!(
+        ids.iter().all(|id| *id > wire::pd::RESERVED_IDS && *id < wire::pd::RESERVED_IDS + 100),
+        "{ids:?}"
+    );
+    // The server's own writes take their timestamps from the placement driver.
+    let handed_out = |pd: &PdProc| -> u64 {
+        let text = pd.metrics_text();
+        text.lines()
+            .find_map(|l| l.strip_prefix("stratus_pd_timestamps_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no stratus_pd_timestamps_total in:\n{text}")) as u64
+    };
+    let before = handed_out(&pd);
+    server.raw_load(vec![(b"k1".to_vec(), b"v".to_vec())]);
+    assert!(handed_out(&pd) >= before + 2, "a raw load takes a start and a commit timestamp");
 }

@@ -2,7 +2,8 @@
 //!
 //! The leader reserves a batch (`id/alloc` = the highest id reserved, raised by a transaction
 //! fenced by the leader key) and hands ids out of it from memory; a new leader starts after
-//! the persisted value, so a failover skips at most one batch and never repeats an id.
+//! the persisted value, so a failover skips at most one batch and never repeats an id. Ids up
+//! to [`wire::pd::RESERVED_IDS`] are never handed out (the initial regions have them).
 
 use parking_lot::Mutex;
 use tokio::sync::Mutex as AsyncMutex;
@@ -110,6 +111,8 @@ impl IdAllocator {
             ),
             None => (0, Compare::absent(self.key.clone())),
         };
+        // The reserved ids belong to the initial regions.
+        let base = base.max(wire::pd::RESERVED_IDS);
         let end = base + self.batch.max(count);
         let done = store
             .txn(
@@ -158,11 +161,12 @@ mod tests {
                 for _ in 0..15 {
                     seen.push(a.alloc(&store, &fence, 1).await.unwrap());
                 }
-                assert_eq!(seen, (1..=15).collect::<Vec<_>>());
+                let first = wire::pd::RESERVED_IDS + 1;
+                assert_eq!(seen, (first..first + 15).collect::<Vec<_>>());
                 let b = IdAllocator::new(b"ids".to_vec(), 10);
                 b.start();
                 let next = b.alloc(&store, &fence, 3).await.unwrap();
-                assert_eq!(next, 21, "the new leader starts after the reserved batch");
+                assert_eq!(next, first + 20, "the new leader starts after the reserved batch");
                 let big = b.alloc(&store, &fence, 50).await.unwrap();
                 assert!(big > next + 2);
                 // The first allocator's next batch starts after the second's reservations.

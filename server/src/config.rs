@@ -472,6 +472,18 @@ impl ServerConfig {
             }
             out.push((start, end));
         }
+        if out.len() as u64 > wire::pd::RESERVED_IDS {
+            // Replicated regions are numbered by position: those numbers must stay below the
+            // ids the placement driver allocates.
+            return Err(ConfigError::invalid(
+                "server.ranges",
+                format!(
+                    "expected at most {} initial ranges, found {}",
+                    wire::pd::RESERVED_IDS,
+                    out.len()
+                ),
+            ));
+        }
         out.sort();
         for w in out.windows(2) {
             if w[0].1.is_empty() || w[0].1 > w[1].0 {

@@ -6,6 +6,11 @@
 
 use prost::Message;
 
+/// Ids `1..=RESERVED_IDS` are never handed out by the allocator: a cluster's initial regions
+/// (the configured ranges, numbered by position on every replica alike, before any server
+/// could ask) use them, so an allocated id never collides with one.
+pub const RESERVED_IDS: u64 = 100;
+
 /// `POST /pd/alloc-id`: `count` new ids (at least 1), unique in the cluster for ever. Region,
 /// server and worker ids come from here, so they stay small (`region 14`).
 #[derive(Clone, PartialEq, Message)]
