@@ -49,6 +49,7 @@
 pub mod bench;
 pub mod cluster_file;
 pub mod csv_format;
+pub mod ctl_command;
 pub mod decision_metrics;
 pub mod demo;
 pub mod explain_rows;

@@ -777,6 +777,8 @@ fn worker_config(opts: &ClusterOptions, ports: &[u16], spec: &NodeSpec) -> Worke
     WorkerConfig {
         worker: WorkerSection {
             addr: listen_addr(ports, spec),
+            pd_endpoints: vec![node_url(ports, &PD)],
+            pd_heartbeat_interval: ReadableDuration::secs(1),
             labels: zone_labels(spec.zone),
             cache_dir: opts.data_dir.join(spec.name).join("cache"),
             shutdown_grace: SHUTDOWN_GRACE,
@@ -834,6 +836,7 @@ fn server_config(
         tso: false,
         tso_addr: String::new(),
         pd_endpoints: vec![pd.to_string()],
+        pd_heartbeat_interval: ReadableDuration::secs(1),
         region_split_size: ReadableSize::mib(2),
         // Check every second (default 10 s): a freshly loaded table reaches its regions within
         // seconds, and the demo and bench wait for that before they measure.

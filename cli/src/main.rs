@@ -119,6 +119,23 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Show the cluster as the placement driver knows it: servers, workers, regions, the
+    /// placement-driver members, or a fresh timestamp (like pd-ctl).
+    #[command(after_help = CLUSTER_FILE_HELP)]
+    Ctl {
+        /// What to show.
+        #[arg(value_enum)]
+        target: cli::ctl_command::CtlTarget,
+        /// Placement-driver URLs (comma-separated); default: the cluster file's pd-endpoints.
+        #[arg(long, value_name = "URLS", value_delimiter = ',')]
+        pd: Vec<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// The cluster file, when --pd is not given.
+        #[arg(long, value_name = "FILE")]
+        cluster: Option<PathBuf>,
+    },
     /// Run a placement-driver instance in the foreground: exactly `stratus-pd` (same
     /// arguments, output and exit codes).
     #[command(disable_help_flag = true)]
@@ -194,6 +211,12 @@ fn main() -> ExitCode {
         Command::Server { args } => server::launch::main(args.into_iter()),
         Command::Worker { args } => worker::launch::main(args.into_iter()),
         Command::Pd { args } => pd::launch::main(args.into_iter()),
+        Command::Ctl {
+            target,
+            pd,
+            format,
+            cluster,
+        } => ctl(target, pd, format, cluster),
     }
 }
 
@@ -227,6 +250,32 @@ fn sql(execute: Option<String>, format: Format, cluster: Option<PathBuf>) -> Exi
         &mut out,
         &mut err,
     ))
+}
+
+fn ctl(
+    target: cli::ctl_command::CtlTarget,
+    pd: Vec<String>,
+    format: Format,
+    cluster: Option<PathBuf>,
+) -> ExitCode {
+    let endpoints = if pd.is_empty() {
+        let loaded = state_dir::find_cluster_file(cluster.as_deref())
+            .map_err(|e| e.to_string())
+            .and_then(|path| cli::cluster_file::load(&path).map_err(|e| e.to_string()));
+        match loaded {
+            Ok(cfg) => cfg.pd_endpoints,
+            Err(e) => return fail(e),
+        }
+    } else {
+        pd
+    };
+    match cli::ctl_command::run(&endpoints, target, format) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
 }
 
 fn exit<E: Display>(result: Result<(), E>) -> ExitCode {

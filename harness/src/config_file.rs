@@ -182,6 +182,7 @@ mod tests {
                 tso: false,
                 tso_addr: "http://127.0.0.1:9".into(),
                 pd_endpoints: Vec::new(),
+                pd_heartbeat_interval: ReadableDuration::millis(250),
                 region_split_size: ReadableSize(3 * 1024 + 1),
                 split_check_interval: ReadableDuration::millis(1500),
                 shutdown_grace: ReadableDuration::millis(1),

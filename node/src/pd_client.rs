@@ -16,7 +16,10 @@ use parking_lot::Mutex;
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 use wire::paths;
-use wire::pd::{AllocIdRequest, AllocIdResponse, MembersResponse};
+use wire::pd::{
+    AllocIdRequest, AllocIdResponse, ClusterView, HeartbeatResponse, MembersResponse,
+    StoreHeartbeat, WorkerHeartbeat,
+};
 use wire::region::{TsoRequest, TsoResponse};
 
 use crate::HttpClient;
@@ -47,6 +50,12 @@ trait Refusable: Message + Default {
 }
 
 impl Refusable for TsoResponse {
+    fn refusal(&self) -> Option<(&str, &str)> {
+        (!self.error.is_empty()).then_some((self.error.as_str(), self.leader.as_str()))
+    }
+}
+
+impl Refusable for HeartbeatResponse {
     fn refusal(&self) -> Option<(&str, &str)> {
         (!self.error.is_empty()).then_some((self.error.as_str(), self.leader.as_str()))
     }
@@ -141,6 +150,42 @@ impl PdClient {
             });
         }
         Ok(resp.first)
+    }
+
+    /// Registers (or renews) a storage server and reports the regions it leads.
+    pub async fn store_heartbeat(&self, hb: &StoreHeartbeat) -> Result<HeartbeatResponse, PdClientError> {
+        self.inner.call(paths::PD_STORE_HEARTBEAT, hb).await
+    }
+
+    /// Registers (or renews) a worker; the answer carries its id.
+    pub async fn worker_heartbeat(&self, hb: &WorkerHeartbeat) -> Result<HeartbeatResponse, PdClientError> {
+        self.inner.call(paths::PD_WORKER_HEARTBEAT, hb).await
+    }
+
+    /// The registered servers and workers and the routing table, from the first instance that
+    /// answers (every instance reads them from the metadata store).
+    pub async fn cluster(&self) -> Result<ClusterView, PdClientError> {
+        let mut last = String::from("no endpoint answered");
+        for e in &self.inner.endpoints {
+            let url = format!("{e}{}", paths::PD_CLUSTER);
+            match self.inner.http.get(&url, self.inner.attempt_timeout).await {
+                Ok(reply) if reply.status.is_success() => {
+                    let view = ClusterView::decode(reply.body.as_ref()).map_err(|err| {
+                        PdClientError::Protocol {
+                            endpoint: e.clone(),
+                            detail: format!("the cluster view does not decode: {err}"),
+                        }
+                    })?;
+                    if view.error.is_empty() {
+                        return Ok(view);
+                    }
+                    last = format!("{e}: {}", view.error);
+                }
+                Ok(reply) => last = format!("{e}: {}", reply.status),
+                Err(err) => last = err.to_string(),
+            }
+        }
+        Err(self.inner.unavailable(Duration::ZERO, last))
     }
 
     /// What each instance says about itself (unreachable ones are left out).

@@ -11,6 +11,7 @@
 //! lease-ttl = "3s"                       # the leader's lease (etcd raises one below its minimum)
 //! tso-window = "3s"                      # how far ahead of use the TSO mark is persisted
 //! id-batch = 100                         # ids reserved per write of the id counter
+//! node-lease-ttl = "10s"                 # a server or worker silent this long is unregistered
 //! etcd-timeout = "1s"                    # per call and endpoint
 //! shutdown-grace = "5s"
 //! ```
@@ -53,6 +54,9 @@ pub struct PdSection {
     pub tso_window: ReadableDuration,
     /// Ids reserved per write of the id counter: a failover skips at most this many.
     pub id_batch: u64,
+    /// A server or worker whose heartbeats stopped this long ago is no longer registered
+    /// (etcd raises a lease below its minimum). Longer than the nodes' heartbeat interval.
+    pub node_lease_ttl: ReadableDuration,
     /// Timeout of one call to one etcd endpoint (then the next endpoint is tried).
     pub etcd_timeout: ReadableDuration,
     /// On SIGTERM/SIGINT, how long in-flight requests may take.
@@ -71,6 +75,7 @@ impl Default for PdSection {
             lease_ttl: ReadableDuration::secs(3),
             tso_window: ReadableDuration::secs(3),
             id_batch: 100,
+            node_lease_ttl: ReadableDuration::secs(10),
             etcd_timeout: ReadableDuration::secs(1),
             shutdown_grace: ReadableDuration::secs(5),
         }
@@ -131,6 +136,7 @@ impl PdConfig {
         for (key, d) in [
             ("pd.lease-ttl", p.lease_ttl),
             ("pd.tso-window", p.tso_window),
+            ("pd.node-lease-ttl", p.node_lease_ttl),
             ("pd.etcd-timeout", p.etcd_timeout),
         ] {
             if d.duration().is_zero() {

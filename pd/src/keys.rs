@@ -8,6 +8,11 @@
 //! | `pd/leader` | the leader's base URL, under its lease | the election |
 //! | `tso/mark` | decimal ms: every timestamp handed out has a smaller physical part | the TSO |
 //! | `id/alloc` | decimal: every id handed out is at most this | the id allocator |
+//! | `stores/<id>` | `wire::pd::StoreInfo` (protobuf), under the server's lease | store heartbeats |
+//! | `workers/<id>` | `wire::pd::WorkerInfo` (protobuf), under the worker's lease | worker heartbeats |
+//! | `regions/<id>` | `wire::region::Region` (protobuf): the routing table | region leaders' reports |
+//!
+//! Ids in keys are zero-padded to 20 digits, so a prefix scan returns them in id order.
 
 /// The keys of one cluster.
 #[derive(Clone, Debug)]
@@ -40,6 +45,30 @@ impl Keys {
 
     pub fn id_alloc(&self) -> Vec<u8> {
         self.key("id/alloc")
+    }
+
+    pub fn stores(&self) -> Vec<u8> {
+        self.key("stores/")
+    }
+
+    pub fn store(&self, id: u64) -> Vec<u8> {
+        self.key(&format!("stores/{id:020}"))
+    }
+
+    pub fn workers(&self) -> Vec<u8> {
+        self.key("workers/")
+    }
+
+    pub fn worker(&self, id: u64) -> Vec<u8> {
+        self.key(&format!("workers/{id:020}"))
+    }
+
+    pub fn regions(&self) -> Vec<u8> {
+        self.key("regions/")
+    }
+
+    pub fn region(&self, id: u64) -> Vec<u8> {
+        self.key(&format!("regions/{id:020}"))
     }
 }
 

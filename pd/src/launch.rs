@@ -60,6 +60,7 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             lease_ttl: p.lease_ttl.duration(),
             tso_window: p.tso_window.duration(),
             id_batch: p.id_batch,
+            node_lease_ttl: p.node_lease_ttl.duration(),
             config_text,
         };
         if p.etcd_endpoints.is_empty() {

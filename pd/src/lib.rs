@@ -7,6 +7,7 @@
 //! * [`election`]: the leader key, its lease and the fence every leader write compares;
 //! * [`tso`]: timestamps below a persisted mark, strictly increasing across failovers;
 //! * [`id_alloc`]: small ids, never repeated;
+//! * [`registry`]: servers and workers registered under leases, the routing table;
 //! * [`service`]: one instance: the election loop and the HTTP API;
 //! * [`config`], [`launch`]: `stratus pd --config pd.toml`.
 
@@ -18,6 +19,7 @@ pub mod keys;
 pub mod launch;
 pub mod meta;
 pub mod metrics;
+pub mod registry;
 pub mod service;
 pub mod tso;
 

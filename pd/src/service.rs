@@ -9,6 +9,9 @@
 //! | `POST /tso` | `wire::region::TsoRequest` → `TsoResponse` |
 //! | `POST /pd/alloc-id` | `wire::pd::AllocIdRequest` → `AllocIdResponse` |
 //! | `GET /pd/members` | → `wire::pd::MembersResponse` |
+//! | `POST /pd/store-heartbeat` | `wire::pd::StoreHeartbeat` → `HeartbeatResponse` (leader) |
+//! | `POST /pd/worker-heartbeat` | `wire::pd::WorkerHeartbeat` → `HeartbeatResponse` (leader) |
+//! | `GET /pd/cluster` | → `wire::pd::ClusterView`: servers, workers, routing table (any instance) |
 //! | `GET /config`, `GET /metrics` | text |
 
 use std::sync::Arc;
@@ -23,7 +26,10 @@ use axum::routing::{get, post};
 use node::http::{decode_proto, proto_response};
 use tokio::sync::watch;
 use wire::paths;
-use wire::pd::{AllocIdRequest, AllocIdResponse, MembersResponse};
+use wire::pd::{
+    AllocIdRequest, AllocIdResponse, ClusterView, HeartbeatResponse, MembersResponse,
+    StoreHeartbeat, WorkerHeartbeat,
+};
 use wire::region::{TsoRequest, TsoResponse};
 
 use crate::election::{Fence, Leadership, serve_deadline};
@@ -32,6 +38,7 @@ use crate::id_alloc::IdAllocator;
 use crate::keys::{Keys, parse_u64};
 use crate::meta::{Compare, Lease, MetaStore, Op, Txn};
 use crate::metrics;
+use crate::registry::Registry;
 use crate::tso::{Tso, now_ms};
 
 /// How often a follower looks for a leader (and campaigns when there is none).
@@ -47,6 +54,7 @@ pub struct PdOptions {
     pub lease_ttl: Duration,
     pub tso_window: Duration,
     pub id_batch: u64,
+    pub node_lease_ttl: Duration,
     /// The effective config text served at `GET /config`.
     pub config_text: String,
 }
@@ -60,6 +68,7 @@ pub struct Pd<S: MetaStore> {
     leadership: Leadership,
     tso: Tso,
     ids: IdAllocator,
+    registry: Registry,
     cluster_id: AtomicU64,
 }
 
@@ -71,6 +80,7 @@ impl<S: MetaStore> Pd<S> {
             tso: Tso::new(keys.tso_mark(), options.tso_window),
             ids: IdAllocator::new(keys.id_alloc(), options.id_batch),
             leadership: Leadership::new(options.url.clone()),
+            registry: Registry::new(keys.clone(), options.node_lease_ttl),
             cluster_id: AtomicU64::new(0),
             store,
             keys,
@@ -194,6 +204,7 @@ impl<S: MetaStore> Pd<S> {
             return;
         }
         self.ids.start();
+        self.registry.reset();
         metrics::ELECTIONS_WON.inc();
         metrics::IS_LEADER.set(1);
         tracing::info!(name = %self.options.name, url = %self.options.url, "leading");
@@ -264,6 +275,27 @@ impl<S: MetaStore> Pd<S> {
     pub async fn alloc_ids(&self, count: u32) -> Result<u64, PdError> {
         let fence = self.fence()?;
         self.ids.alloc(&self.store, &fence, count).await
+    }
+
+    /// Takes a server's heartbeat (the leader only).
+    pub async fn store_heartbeat(&self, hb: StoreHeartbeat) -> Result<(), PdError> {
+        let fence = self.fence()?;
+        self.registry.store_heartbeat(&self.store, &fence, hb).await
+    }
+
+    /// Takes a worker's heartbeat (the leader only); the worker's id.
+    pub async fn worker_heartbeat(&self, hb: WorkerHeartbeat) -> Result<u64, PdError> {
+        let fence = self.fence()?;
+        self.registry
+            .worker_heartbeat(&self.store, &fence, &self.ids, hb)
+            .await
+    }
+
+    /// The registered nodes and the routing table (any instance).
+    pub async fn cluster_view(&self) -> Result<ClusterView, PdError> {
+        let mut view = self.registry.view(&self.store).await?;
+        view.leader = self.leadership.leader();
+        Ok(view)
     }
 
     pub fn members(&self) -> MembersResponse {
@@ -352,6 +384,66 @@ async fn alloc_id_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Byte
     proto_response(&resp)
 }
 
+async fn store_heartbeat_handler<S: MetaStore>(
+    State(pd): State<Arc<Pd<S>>>,
+    body: Bytes,
+) -> Response {
+    let hb: StoreHeartbeat = match decode_proto(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let resp = match pd.store_heartbeat(hb).await {
+        Ok(()) => heartbeat_ok(&pd, 0, "store_heartbeat"),
+        Err(e) => heartbeat_refused(&e, "store_heartbeat"),
+    };
+    proto_response(&resp)
+}
+
+async fn worker_heartbeat_handler<S: MetaStore>(
+    State(pd): State<Arc<Pd<S>>>,
+    body: Bytes,
+) -> Response {
+    let hb: WorkerHeartbeat = match decode_proto(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let resp = match pd.worker_heartbeat(hb).await {
+        Ok(id) => heartbeat_ok(&pd, id, "worker_heartbeat"),
+        Err(e) => heartbeat_refused(&e, "worker_heartbeat"),
+    };
+    proto_response(&resp)
+}
+
+fn heartbeat_ok<S: MetaStore>(pd: &Pd<S>, worker_id: u64, kind: &str) -> HeartbeatResponse {
+    metrics::REQUESTS.with_label_values(&[kind, "ok"]).inc();
+    HeartbeatResponse {
+        cluster_id: pd.cluster_id(),
+        worker_id,
+        ..HeartbeatResponse::default()
+    }
+}
+
+fn heartbeat_refused(e: &PdError, kind: &str) -> HeartbeatResponse {
+    let (error, leader, result) = refusal(e);
+    metrics::REQUESTS.with_label_values(&[kind, result]).inc();
+    HeartbeatResponse {
+        error,
+        leader,
+        ..HeartbeatResponse::default()
+    }
+}
+
+async fn cluster_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
+    let view = match pd.cluster_view().await {
+        Ok(v) => v,
+        Err(e) => ClusterView {
+            error: node::error_chain(&e),
+            ..ClusterView::default()
+        },
+    };
+    proto_response(&view)
+}
+
 async fn members_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
     proto_response(&pd.members())
 }
@@ -366,6 +458,9 @@ pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
         .route(paths::TSO, post(tso_handler::<S>))
         .route(paths::PD_ALLOC_ID, post(alloc_id_handler::<S>))
         .route(paths::PD_MEMBERS, get(members_handler::<S>))
+        .route(paths::PD_STORE_HEARTBEAT, post(store_heartbeat_handler::<S>))
+        .route(paths::PD_WORKER_HEARTBEAT, post(worker_heartbeat_handler::<S>))
+        .route(paths::PD_CLUSTER, get(cluster_handler::<S>))
         .route(paths::CONFIG, get(config_handler::<S>))
         .route(paths::METRICS, get(node::http::metrics_handler))
         .with_state(pd)
@@ -384,6 +479,7 @@ mod tests {
             lease_ttl: Duration::from_millis(300),
             tso_window: Duration::from_millis(300),
             id_batch: 10,
+            node_lease_ttl: Duration::from_secs(1),
             config_text: String::new(),
         }
     }

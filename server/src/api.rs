@@ -158,7 +158,7 @@ async fn raft_batch(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
 /// replicas from the configured `[raft] peers` (membership is static until the placement
 /// service exists, issue 17; a standalone server sends none, and the client takes the server
 /// it asked as the one replica), the leader and its term from the Raft store.
-fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
+pub(crate) fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
     let info = node.engine().shard_info(id)?;
     let raft = &node.config.raft;
     let peers = if raft.peers.is_empty() {

@@ -11,6 +11,7 @@
 //! tso = true                           # exactly one server per cluster runs the TSO
 //! tso-addr = ""                        # http://host:port of that server when tso = false
 //! pd-endpoints = []                    # placement-driver URLs: timestamps and region ids from it (tso = false)
+//! pd-heartbeat-interval = "2s"         # how often this server registers and reports its led regions
 //! region-split-size = "256MiB"         # a region above this splits in two (0 = never)
 //! split-check-interval = "10s"
 //! shutdown-grace = "10s"               # in-flight requests get this long after SIGTERM
@@ -89,6 +90,10 @@ pub struct ServerSection {
     /// timestamps come from its leader (batched) and new region ids from its allocator, so
     /// `tso` must be false and `tso-addr` empty.
     pub pd_endpoints: Vec<String>,
+    /// How often the server sends the placement driver its heartbeat (registration, counts,
+    /// the regions it leads). Shorter: the routing table follows leader changes sooner; the
+    /// placement driver's `node-lease-ttl` must be several of these.
+    pub pd_heartbeat_interval: ReadableDuration,
     /// A region whose data (memtables + files) exceeds this splits at its middle key (0 =
     /// never split by size).
     pub region_split_size: ReadableSize,
@@ -107,6 +112,7 @@ impl Default for ServerSection {
             tso: true,
             tso_addr: String::new(),
             pd_endpoints: Vec::new(),
+            pd_heartbeat_interval: ReadableDuration::secs(2),
             region_split_size: ReadableSize::mib(256),
             split_check_interval: ReadableDuration::secs(10),
             shutdown_grace: ReadableDuration::secs(10),

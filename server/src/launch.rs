@@ -73,8 +73,19 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
         config_text,
     });
     let checker = tokio::spawn(split_checker(node.clone(), split_every));
+    let heartbeat = (!node.config.server.pd_endpoints.is_empty()).then(|| {
+        tokio::spawn(crate::pd_heartbeat::run(
+            node.clone(),
+            format!("http://{local}"),
+            node.config.server.pd_endpoints.clone(),
+            node.config.server.pd_heartbeat_interval.duration(),
+        ))
+    });
     let served = node::http::serve_until(listener, router(state), shutdown, grace).await;
     checker.abort();
+    if let Some(h) = heartbeat {
+        h.abort();
+    }
     // Flush memtables and stop background threads whether or not serving ended cleanly.
     let closing = node.clone();
     let closed = tokio::task::spawn_blocking(move || closing.close())

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod node;
 pub mod offload_policy;
 pub mod pattern_history;
+pub mod pd_heartbeat;
 pub mod pd_source;
 pub mod raw_load;
 pub mod region_error;

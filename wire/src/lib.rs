@@ -66,6 +66,12 @@ pub mod paths {
     pub const PD_ALLOC_ID: &str = "/pd/alloc-id";
     /// Placement driver, `GET`: [`crate::pd::MembersResponse`] (who leads, the cluster id).
     pub const PD_MEMBERS: &str = "/pd/members";
+    /// Placement driver: [`crate::pd::StoreHeartbeat`] in, [`crate::pd::HeartbeatResponse`] out.
+    pub const PD_STORE_HEARTBEAT: &str = "/pd/store-heartbeat";
+    /// Placement driver: [`crate::pd::WorkerHeartbeat`] in, [`crate::pd::HeartbeatResponse`] out.
+    pub const PD_WORKER_HEARTBEAT: &str = "/pd/worker-heartbeat";
+    /// Placement driver, `GET`: [`crate::pd::ClusterView`] (stores, workers, regions).
+    pub const PD_CLUSTER: &str = "/pd/cluster";
     pub const REGIONS: &str = "/regions"; // GET
     pub const SPLIT: &str = "/split";
     pub const RAW_LOAD: &str = "/raw/load";

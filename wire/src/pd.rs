@@ -51,3 +51,106 @@ pub struct MembersResponse {
     #[prost(string, tag = "5")]
     pub store: String,
 }
+
+/// A label of a node (`zone` above all).
+#[derive(Clone, PartialEq, Eq, Message)]
+pub struct NodeLabel {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+/// `POST /pd/store-heartbeat`: a storage server says it is alive and what it holds. The
+/// placement driver keeps it registered under a lease it renews on every heartbeat; a server
+/// silent for longer than the lease is gone from `GET /pd/stores`.
+#[derive(Clone, PartialEq, Message)]
+pub struct StoreHeartbeat {
+    /// The server's store id (`[server] node-id`).
+    #[prost(uint64, tag = "1")]
+    pub store_id: u64,
+    /// Its base URL.
+    #[prost(string, tag = "2")]
+    pub url: String,
+    #[prost(message, repeated, tag = "3")]
+    pub labels: Vec<NodeLabel>,
+    /// Regions with a replica here.
+    #[prost(uint64, tag = "4")]
+    pub region_count: u64,
+    /// Regions led here.
+    #[prost(uint64, tag = "5")]
+    pub leader_count: u64,
+    /// Bytes of the regions held here (memtables + files, an estimate).
+    #[prost(uint64, tag = "6")]
+    pub used_size: u64,
+    /// The regions this server leads, as it knows them (range, epoch, replicas, term): the
+    /// routing table is their reflection. Raft decides leadership; the table follows.
+    #[prost(message, repeated, tag = "7")]
+    pub led_regions: Vec<crate::region::Region>,
+}
+
+/// `POST /pd/worker-heartbeat`: a worker says it is alive. The first heartbeat of a URL gets a
+/// new worker id; later ones keep it.
+#[derive(Clone, PartialEq, Message)]
+pub struct WorkerHeartbeat {
+    #[prost(string, tag = "1")]
+    pub url: String,
+    #[prost(message, repeated, tag = "2")]
+    pub labels: Vec<NodeLabel>,
+}
+
+/// The answer to a heartbeat: `error` (with `leader` when this instance does not lead), the
+/// cluster id, and the id of a worker.
+#[derive(Clone, PartialEq, Message)]
+pub struct HeartbeatResponse {
+    #[prost(string, tag = "1")]
+    pub error: String,
+    #[prost(string, tag = "2")]
+    pub leader: String,
+    #[prost(uint64, tag = "3")]
+    pub cluster_id: u64,
+    #[prost(uint64, tag = "4")]
+    pub worker_id: u64,
+}
+
+/// A registered storage server (`GET /pd/stores`): its last heartbeat.
+#[derive(Clone, PartialEq, Message)]
+pub struct StoreInfo {
+    #[prost(message, optional, tag = "1")]
+    pub heartbeat: Option<StoreHeartbeat>,
+    /// Milliseconds since the Unix epoch of the last heartbeat the leader took.
+    #[prost(uint64, tag = "2")]
+    pub last_heartbeat_ms: u64,
+}
+
+/// A registered worker (`GET /pd/workers`).
+#[derive(Clone, PartialEq, Message)]
+pub struct WorkerInfo {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(string, tag = "2")]
+    pub url: String,
+    #[prost(message, repeated, tag = "3")]
+    pub labels: Vec<NodeLabel>,
+    #[prost(uint64, tag = "4")]
+    pub last_heartbeat_ms: u64,
+}
+
+/// `GET /pd/stores`, `GET /pd/workers`, `GET /pd/regions`: the cluster as the placement driver
+/// knows it, read from the metadata store at `revision`.
+#[derive(Clone, PartialEq, Message)]
+pub struct ClusterView {
+    #[prost(message, repeated, tag = "1")]
+    pub stores: Vec<StoreInfo>,
+    #[prost(message, repeated, tag = "2")]
+    pub workers: Vec<WorkerInfo>,
+    /// The routing table, in key order.
+    #[prost(message, repeated, tag = "3")]
+    pub regions: Vec<crate::region::Region>,
+    #[prost(uint64, tag = "4")]
+    pub revision: u64,
+    #[prost(string, tag = "5")]
+    pub error: String,
+    #[prost(string, tag = "6")]
+    pub leader: String,
+}

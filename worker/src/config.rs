@@ -16,6 +16,8 @@
 //! cache-capacity = "10GiB"
 //! shutdown-grace = "10s"
 //! delegate-timeout = "10s"
+//! pd-endpoints = []                # the placement driver: register here (empty: not registered)
+//! pd-heartbeat-interval = "2s"
 //!
 //! [dfs]
 //! local-dir = "./stratus-data/dfs"
@@ -98,6 +100,12 @@ pub struct WorkerSection {
     /// a slow link needs longer; past it the client gets a 502 and retries elsewhere. Its size
     /// is bounded by `max-request-size`.
     pub delegate_timeout: ReadableDuration,
+    /// The placement driver's instances (`http://host:port`): when set, the worker registers
+    /// itself there (URL and labels, renewed every `pd-heartbeat-interval`), which is how
+    /// servers and clients learn the live workers. Empty: not registered.
+    pub pd_endpoints: Vec<String>,
+    /// How often the worker renews its registration.
+    pub pd_heartbeat_interval: ReadableDuration,
 }
 
 impl Default for WorkerSection {
@@ -111,6 +119,8 @@ impl Default for WorkerSection {
             cache_capacity: ReadableSize::gib(10),
             shutdown_grace: ReadableDuration::secs(10),
             delegate_timeout: ReadableDuration::secs(10),
+            pd_endpoints: Vec::new(),
+            pd_heartbeat_interval: ReadableDuration::secs(2),
         }
     }
 }
@@ -249,6 +259,14 @@ impl WorkerConfig {
                 "worker.addr",
                 format!("expected HOST:PORT, found {:?}", w.addr),
             ));
+        }
+        for url in &w.pd_endpoints {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError::invalid(
+                    "worker.pd-endpoints",
+                    format!("expected an http:// or https:// URL, found {url:?}"),
+                ));
+            }
         }
         if w.max_request_size.bytes() == 0 {
             return Err(ConfigError::invalid(

@@ -67,9 +67,63 @@ pub async fn serve(
     let grace = state.config().worker.shutdown_grace.duration();
     state.set_bound_addr(listener.local_addr()?);
     let refresher = tokio::spawn(refresh_gauges(Arc::clone(&state)));
+    let w = &state.config().worker;
+    let heartbeat = (!w.pd_endpoints.is_empty()).then(|| {
+        tokio::spawn(pd_heartbeat(
+            format!("http://{}", state.addr()),
+            w.labels.clone(),
+            w.pd_endpoints.clone(),
+            w.pd_heartbeat_interval.duration(),
+        ))
+    });
     let served = ::node::http::serve_until(listener, router(state), shutdown, grace).await;
     refresher.abort();
+    if let Some(h) = heartbeat {
+        h.abort();
+    }
     served
+}
+
+/// Registers this worker with the placement driver every `every` (`[worker] pd-endpoints`):
+/// servers and clients learn live workers from the registrations. A failed heartbeat is
+/// logged once and retried on the next tick.
+async fn pd_heartbeat(
+    url: String,
+    labels: std::collections::BTreeMap<String, String>,
+    endpoints: Vec<String>,
+    every: Duration,
+) {
+    let client = ::node::PdClient::new(&endpoints, every.max(Duration::from_millis(500)));
+    let hb = wire::pd::WorkerHeartbeat {
+        url,
+        labels: labels
+            .into_iter()
+            .map(|(key, value)| wire::pd::NodeLabel { key, value })
+            .collect(),
+    };
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        let outcome = match client.worker_heartbeat(&hb).await {
+            Ok(resp) if resp.error.is_empty() => Ok(resp.worker_id),
+            Ok(resp) => Err(resp.error),
+            Err(e) => Err(e.to_string()),
+        };
+        match outcome {
+            Ok(id) if failing => {
+                tracing::info!(worker_id = id, "registered with the placement driver again");
+                failing = false;
+            }
+            Ok(_) => {}
+            Err(e) if !failing => {
+                tracing::warn!("cannot register with the placement driver: {e}");
+                failing = true;
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// Every second: the memory-ratio gauge and the keyspace throughput gauges, so that they

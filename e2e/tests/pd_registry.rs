@@ -1,0 +1,109 @@
+//! The placement driver's view of the cluster, built from heartbeats: servers and workers
+//! register under leases (a killed one disappears), the routing table follows Raft (a leader
+//! transfer and a split show up), and `stratus ctl` prints it all.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use e2e::cluster::{Cluster, StoreKind};
+use e2e::pd_proc::{PdProc, PdSetup};
+use e2e::replicated::ReplicatedCluster;
+use e2e::worker_proc::{WorkerProc, WorkerSetup};
+use node::PdClient;
+use types::ReadableDuration;
+use wire::pd::ClusterView;
+
+fn view(pd: &PdProc) -> ClusterView {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(PdClient::new(&[pd.base_url().to_string()], Duration::from_secs(5)).cluster())
+        .unwrap()
+}
+
+/// Waits up to `timeout` for `check` to hold on the cluster view; the view that passed.
+fn wait_view(pd: &PdProc, timeout: Duration, what: &str, check: impl Fn(&ClusterView) -> bool) -> ClusterView {
+    let started = Instant::now();
+    loop {
+        let v = view(pd);
+        if check(&v) {
+            return v;
+        }
+        assert!(started.elapsed() < timeout, "{what} not seen within {timeout:?}: {v:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_routing_table_follows_leader_transfers_and_splits_and_dead_nodes_unregister() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let mut setup = PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]);
+    setup.pd.node_lease_ttl = ReadableDuration::secs(1);
+    let pd = PdProc::start(&setup);
+    let pd_url = pd.base_url().to_string();
+    let mut worker_setup = WorkerSetup::new(&cluster.path("w1"), &cluster.store);
+    worker_setup.worker.pd_endpoints = vec![pd_url.clone()];
+    worker_setup.worker.pd_heartbeat_interval = ReadableDuration::millis(200);
+    let mut worker = WorkerProc::start(&worker_setup);
+    let cut = b"m".to_vec();
+    let mut rc = ReplicatedCluster::start_configured(
+        cluster,
+        std::slice::from_ref(&cut),
+        Duration::from_millis(50),
+        |_, s| {
+            s.server.tso = false;
+            s.server.tso_addr = String::new();
+            s.server.pd_endpoints = vec![pd_url.clone()];
+            s.server.pd_heartbeat_interval = ReadableDuration::millis(200);
+        },
+    );
+    rc.wait_until_every_region_has_a_leader(Duration::from_secs(30));
+    let v = wait_view(&pd, Duration::from_secs(20), "three servers, a worker, two led regions", |v| {
+        v.stores.len() == 3
+            && v.workers.len() == 1
+            && v.regions.len() == 2
+            && v.regions.iter().all(|r| r.leader_store_id != 0 && r.peers.len() == 3)
+    });
+    assert_eq!(v.workers[0].url, worker.base_url());
+    assert!(v.workers[0].id > wire::pd::RESERVED_IDS, "{:?}", v.workers[0]);
+    // Move region 1's leadership: the table follows.
+    let region1 = v.regions.iter().find(|r| r.start.is_empty()).unwrap().clone();
+    let to = (0..3)
+        .find(|i| *i as u64 + 1 != region1.leader_store_id)
+        .unwrap();
+    rc.transfer_leader(region1.id, to, Duration::from_secs(20));
+    wait_view(&pd, Duration::from_secs(20), "the new leader of region 1", |v| {
+        v.regions
+            .iter()
+            .any(|r| r.id == region1.id && r.leader_store_id == to as u64 + 1 && r.leader_term > region1.leader_term)
+    });
+    // A split: a new small id and a higher epoch in the table.
+    assert!(rc.server(to).split_at(b"f".to_vec()));
+    let v = wait_view(&pd, Duration::from_secs(20), "the split", |v| v.regions.len() == 3);
+    let child = v.regions.iter().find(|r| r.start == b"f").unwrap();
+    assert!(child.id > wire::pd::RESERVED_IDS && child.id < wire::pd::RESERVED_IDS + 100, "{child:?}");
+    let left = v.regions.iter().find(|r| r.id == region1.id).unwrap();
+    assert!(left.ver > region1.ver && left.end == b"f", "{left:?}");
+    // `stratus ctl` prints the same table, as JSON for scripts.
+    let out = std::process::Command::new(e2e::binaries::binary(e2e::binaries::STRATUS))
+        .args(["ctl", "regions", "--format", "json", "--pd", pd.base_url()])
+        .output()
+        .unwrap();
+    let text = e2e::process::stdout_of_success(out);
+    assert!(text.contains(&format!("\"id\":{}", child.id)), "{text}");
+    assert_eq!(text.matches("\"id\":").count(), 3, "{text}");
+    let out = std::process::Command::new(e2e::binaries::binary(e2e::binaries::STRATUS))
+        .args(["ctl", "servers", "--pd", pd.base_url()])
+        .output()
+        .unwrap();
+    let text = e2e::process::stdout_of_success(out);
+    assert!(text.contains("(3 rows)"), "{text}");
+    // A dead worker and a dead server leave the registrations once their leases end.
+    worker.kill();
+    rc.kill(2);
+    wait_view(&pd, Duration::from_secs(20), "the dead nodes unregistered", |v| {
+        v.workers.is_empty() && v.stores.len() == 2
+    });
+}

@@ -1,0 +1,309 @@
+//! Who is in the cluster and where the regions are: servers and workers registered under
+//! leases (a heartbeat renews the lease; a node silent longer than `node-lease-ttl` vanishes
+//! from the store by itself), and the routing table refreshed from the regions' leaders.
+//!
+//! The routing table is a reflection, as in PD: Raft decides leadership and ranges, servers
+//! report what they lead, and an entry is replaced only by a report of a newer epoch, or of the
+//! same epoch and a higher term. Each replacement is a transaction comparing the entry's
+//! revision as read, so two leaders reporting at once (an old one that has not noticed yet and
+//! a new one) cannot overwrite each other out of order.
+//!
+//! Values are protobuf: `stores/<id>` a `wire::pd::StoreInfo`, `workers/<id>` a
+//! `wire::pd::WorkerInfo`, `regions/<id>` a `wire::region::Region` (ids zero-padded to 20
+//! digits so the keys sort by id).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use prost::Message;
+use wire::pd::{ClusterView, StoreHeartbeat, StoreInfo, WorkerHeartbeat, WorkerInfo};
+use wire::region::Region;
+
+use crate::election::Fence;
+use crate::error::PdError;
+use crate::id_alloc::IdAllocator;
+use crate::keys::Keys;
+use crate::meta::{Compare, KeyValue, MetaStore, Op, Txn};
+use crate::tso::now_ms;
+
+/// The registry of one placement-driver instance (its caches are only hints: the store is the
+/// truth, and a new leader starts with empty caches).
+#[derive(Debug)]
+pub struct Registry {
+    keys: Keys,
+    node_lease_ttl: Duration,
+    /// The last region value written per region id, to skip unchanged reports.
+    written: Mutex<HashMap<u64, Vec<u8>>>,
+}
+
+/// Whether `new` is a newer view of a region than `old`: a higher epoch, or the same epoch and
+/// a higher term, or the same epoch and term with other contents (size, data version).
+pub fn is_newer(new: &Region, old: &Region) -> bool {
+    (new.ver, new.leader_term) > (old.ver, old.leader_term)
+        || ((new.ver, new.leader_term) == (old.ver, old.leader_term) && new != old)
+}
+
+impl Registry {
+    pub fn new(keys: Keys, node_lease_ttl: Duration) -> Registry {
+        Registry {
+            keys,
+            node_lease_ttl,
+            written: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Forgets the caches (a new leadership).
+    pub fn reset(&self) {
+        self.written.lock().clear();
+    }
+
+    /// Writes `value` at `key` under the lease the key already has (renewed), or a new one.
+    async fn put_registered<S: MetaStore>(
+        &self,
+        store: &S,
+        fence: &Fence,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<(), PdError> {
+        let current = store.get(&key).await?;
+        let lease = match current.as_ref().map(|kv| kv.lease).filter(|l| *l != 0) {
+            Some(l) if store.keep_alive(l).await?.is_some() => l,
+            _ => store.grant_lease(self.node_lease_ttl).await?.id,
+        };
+        let unchanged = Compare::mod_revision_is(key.clone(), current.map_or(0, |kv| kv.mod_revision));
+        let done = store
+            .txn(
+                Txn::when(vec![fence.compare(), unchanged])
+                    .then(vec![Op::put_leased(key, value, lease)]),
+            )
+            .await?;
+        if !done {
+            // Either the fence broke or another heartbeat of the same node won the race: the
+            // next heartbeat writes again.
+            return Err(PdError::LeadershipLost { what: "a registration" });
+        }
+        Ok(())
+    }
+
+    /// Takes a server's heartbeat: registers it and reflects the regions it leads.
+    pub async fn store_heartbeat<S: MetaStore>(
+        &self,
+        store: &S,
+        fence: &Fence,
+        hb: StoreHeartbeat,
+    ) -> Result<(), PdError> {
+        let led = hb.led_regions.clone();
+        let info = StoreInfo {
+            heartbeat: Some(StoreHeartbeat {
+                led_regions: Vec::new(),
+                ..hb.clone()
+            }),
+            last_heartbeat_ms: now_ms(),
+        };
+        self.put_registered(store, fence, self.keys.store(hb.store_id), info.encode_to_vec())
+            .await?;
+        for region in led {
+            self.reflect_region(store, fence, region).await?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the routing-table entry of `region` when the report is newer.
+    async fn reflect_region<S: MetaStore>(
+        &self,
+        store: &S,
+        fence: &Fence,
+        region: Region,
+    ) -> Result<(), PdError> {
+        let bytes = region.encode_to_vec();
+        if self.written.lock().get(&region.id) == Some(&bytes) {
+            return Ok(());
+        }
+        let key = self.keys.region(region.id);
+        let current = store.get(&key).await?;
+        if let Some(kv) = &current {
+            let old = decode_region(kv)?;
+            if !is_newer(&region, &old) {
+                return Ok(());
+            }
+        }
+        let unchanged = Compare::mod_revision_is(key.clone(), current.map_or(0, |kv| kv.mod_revision));
+        let done = store
+            .txn(Txn::when(vec![fence.compare(), unchanged]).then(vec![Op::put(key, bytes.clone())]))
+            .await?;
+        if done {
+            self.written.lock().insert(region.id, bytes);
+        }
+        // Not done: another report replaced it meanwhile; the next heartbeat compares again.
+        Ok(())
+    }
+
+    /// Takes a worker's heartbeat; its id (a new one for a URL never seen).
+    pub async fn worker_heartbeat<S: MetaStore>(
+        &self,
+        store: &S,
+        fence: &Fence,
+        ids: &IdAllocator,
+        hb: WorkerHeartbeat,
+    ) -> Result<u64, PdError> {
+        let (registered, _) = store.scan_prefix(&self.keys.workers()).await?;
+        let known = registered
+            .iter()
+            .filter_map(|kv| WorkerInfo::decode(kv.value.as_slice()).ok())
+            .find(|w| w.url == hb.url)
+            .map(|w| w.id);
+        let id = match known {
+            Some(id) => id,
+            None => ids.alloc(store, fence, 1).await?,
+        };
+        let info = WorkerInfo {
+            id,
+            url: hb.url,
+            labels: hb.labels,
+            last_heartbeat_ms: now_ms(),
+        };
+        self.put_registered(store, fence, self.keys.worker(id), info.encode_to_vec())
+            .await?;
+        Ok(id)
+    }
+
+    /// The registered servers and workers and the routing table (readable on any instance:
+    /// the store is linearizable).
+    pub async fn view<S: MetaStore>(&self, store: &S) -> Result<ClusterView, PdError> {
+        let (stores, _) = store.scan_prefix(&self.keys.stores()).await?;
+        let (workers, _) = store.scan_prefix(&self.keys.workers()).await?;
+        let (regions, revision) = store.scan_prefix(&self.keys.regions()).await?;
+        let corrupt = |what: &str, kv: &KeyValue, e: prost::DecodeError| {
+            PdError::Corrupt(format!(
+                "expected a {what} at {}, found bytes that do not decode: {e}",
+                String::from_utf8_lossy(&kv.key)
+            ))
+        };
+        let mut view = ClusterView {
+            revision,
+            ..ClusterView::default()
+        };
+        for kv in &stores {
+            view.stores
+                .push(StoreInfo::decode(kv.value.as_slice()).map_err(|e| corrupt("StoreInfo", kv, e))?);
+        }
+        for kv in &workers {
+            view.workers
+                .push(WorkerInfo::decode(kv.value.as_slice()).map_err(|e| corrupt("WorkerInfo", kv, e))?);
+        }
+        for kv in &regions {
+            view.regions.push(decode_region(kv)?);
+        }
+        view.regions.sort_by(|a, b| a.start.cmp(&b.start).then(a.id.cmp(&b.id)));
+        Ok(view)
+    }
+}
+
+fn decode_region(kv: &KeyValue) -> Result<Region, PdError> {
+    Region::decode(kv.value.as_slice()).map_err(|e| {
+        PdError::Corrupt(format!(
+            "expected a Region at {}, found bytes that do not decode: {e}",
+            String::from_utf8_lossy(&kv.key)
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::embedded::EmbeddedStore;
+
+    fn region(id: u64, ver: u64, term: u64) -> Region {
+        Region {
+            id,
+            ver,
+            leader_term: term,
+            leader_store_id: term,
+            ..Region::default()
+        }
+    }
+
+    #[test]
+    fn only_a_newer_epoch_or_term_replaces_an_entry() {
+        assert!(is_newer(&region(1, 2, 1), &region(1, 1, 5)));
+        assert!(is_newer(&region(1, 1, 6), &region(1, 1, 5)));
+        assert!(!is_newer(&region(1, 1, 4), &region(1, 1, 5)));
+        assert!(!is_newer(&region(1, 1, 5), &region(1, 1, 5)));
+        let mut grown = region(1, 1, 5);
+        grown.approximate_size = 10;
+        assert!(is_newer(&grown, &region(1, 1, 5)));
+    }
+
+    #[test]
+    fn heartbeats_register_nodes_and_a_stale_leader_cannot_roll_the_table_back() {
+        let store = EmbeddedStore::in_memory();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                store
+                    .txn(Txn::default().then(vec![Op::put("leader", "me")]))
+                    .await
+                    .unwrap();
+                let fence = Fence {
+                    key: b"leader".to_vec(),
+                    mod_revision: store.get(b"leader").await.unwrap().unwrap().mod_revision,
+                };
+                let reg = Registry::new(Keys::new("t"), Duration::from_millis(200));
+                let ids = IdAllocator::new(b"ids".to_vec(), 10);
+                ids.start();
+                let hb = |store_id: u64, led: Vec<Region>| StoreHeartbeat {
+                    store_id,
+                    url: format!("http://s{store_id}"),
+                    led_regions: led,
+                    ..StoreHeartbeat::default()
+                };
+                reg.store_heartbeat(&store, &fence, hb(1, vec![region(7, 1, 3)]))
+                    .await
+                    .unwrap();
+                // A new leader (term 4) reports, then the old one (term 3) reports late.
+                reg.store_heartbeat(&store, &fence, hb(2, vec![region(7, 1, 4)]))
+                    .await
+                    .unwrap();
+                reg.store_heartbeat(&store, &fence, hb(1, vec![region(7, 1, 3)]))
+                    .await
+                    .unwrap();
+                let w = reg
+                    .worker_heartbeat(
+                        &store,
+                        &fence,
+                        &ids,
+                        WorkerHeartbeat {
+                            url: "http://w".into(),
+                            labels: Vec::new(),
+                        },
+                    )
+                    .await
+                    .unwrap();
+                let again = reg
+                    .worker_heartbeat(
+                        &store,
+                        &fence,
+                        &ids,
+                        WorkerHeartbeat {
+                            url: "http://w".into(),
+                            labels: Vec::new(),
+                        },
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(w, again, "a worker keeps its id");
+                let view = reg.view(&store).await.unwrap();
+                assert_eq!(view.stores.len(), 2);
+                assert_eq!(view.workers.len(), 1);
+                assert_eq!(view.regions, vec![region(7, 1, 4)]);
+                // Silent nodes vanish when their lease ends; the routing table stays.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let view = reg.view(&store).await.unwrap();
+                assert!(view.stores.is_empty() && view.workers.is_empty(), "{view:?}");
+                assert_eq!(view.regions.len(), 1);
+            });
+    }
+}

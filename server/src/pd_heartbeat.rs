@@ -1,0 +1,90 @@
+//! The server's heartbeat to the placement driver (`[server] pd-endpoints`): every
+//! `pd-heartbeat-interval` it registers itself (URL, labels, counts, size: its lease is renewed)
+//! and reports the regions it leads (range, epoch, replicas, term, size), which is how the
+//! placement driver's routing table follows Raft. A heartbeat that fails is logged and the
+//! next one tries again: the server serves on whatever the placement driver's state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use node::PdClient;
+use wire::pd::{NodeLabel, StoreHeartbeat};
+use wire::region::Peer;
+
+use crate::node::Node;
+
+/// What the heartbeat of `node` (reachable at `url`) says now. Blocking (reads every shard).
+pub fn build(node: &Node, url: &str) -> StoreHeartbeat {
+    let store_id = node.config.store_id();
+    let zone = node.config.server.labels.get("zone").cloned().unwrap_or_default();
+    let mut hb = StoreHeartbeat {
+        store_id,
+        url: url.to_string(),
+        labels: node
+            .config
+            .server
+            .labels
+            .iter()
+            .map(|(k, v)| NodeLabel {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect(),
+        ..StoreHeartbeat::default()
+    };
+    for id in node.engine().shard_ids() {
+        let Ok(mut region) = crate::api::region_of(node, id) else {
+            continue;
+        };
+        hb.region_count += 1;
+        hb.used_size += region.approximate_size;
+        if region.leader_store_id == store_id {
+            hb.leader_count += 1;
+            if region.peers.is_empty() {
+                // A one-voter region: this server is its only replica.
+                region.peers.push(Peer {
+                    store_id,
+                    addr: url.to_string(),
+                    zone: zone.clone(),
+                });
+            }
+            hb.led_regions.push(region);
+        }
+    }
+    hb
+}
+
+/// Sends a heartbeat every `every` until the task is dropped.
+pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Duration) {
+    let client = PdClient::new(&endpoints, every.max(Duration::from_millis(500)));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        let (n, u) = (node.clone(), url.clone());
+        let Ok(hb) = tokio::task::spawn_blocking(move || build(&n, &u)).await else {
+            continue;
+        };
+        match client.store_heartbeat(&hb).await {
+            Ok(resp) if resp.error.is_empty() => {
+                if failing {
+                    tracing::info!("heartbeats to the placement driver go through again");
+                    failing = false;
+                }
+            }
+            Ok(resp) => {
+                if !failing {
+                    tracing::warn!("the placement driver refused a heartbeat: {}", resp.error);
+                    failing = true;
+                }
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!("cannot send a heartbeat to the placement driver: {e}");
+                    failing = true;
+                }
+            }
+        }
+    }
+}
