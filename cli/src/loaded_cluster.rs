@@ -79,6 +79,7 @@ impl LoadedCluster {
             s3: None,
             base_port: 0,
             cpu_load_file: true,
+            etcd: Vec::new(),
         })?;
         writeln!(
             log,

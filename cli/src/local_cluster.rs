@@ -120,6 +120,9 @@ pub struct ClusterOptions {
     /// [`LocalCluster::set_cpu_load`] alone decides whether an offload candidate runs local
     /// (`cpu_idle`) or remote (`cpu_busy`). false: the process CPU, as in production.
     pub cpu_load_file: bool,
+    /// etcd client URLs for the placement driver's metadata (`stratus up --etcd`); empty: its
+    /// embedded store in `<data>/pd/`.
+    pub etcd: Vec<String>,
 }
 
 /// An S3-compatible object store; credentials come from the usual AWS environment variables
@@ -801,6 +804,7 @@ fn pd_config(opts: &ClusterOptions, ports: &[u16]) -> PdConfig {
             name: PD.name.into(),
             addr: listen_addr(ports, &PD),
             data_dir: opts.data_dir.join(PD.name),
+            etcd_endpoints: opts.etcd.clone(),
             shutdown_grace: SHUTDOWN_GRACE,
             ..PdSection::default()
         },
@@ -901,6 +905,7 @@ mod tests {
             s3: None,
             base_port,
             cpu_load_file,
+            etcd: Vec::new(),
         }
     }
 
@@ -970,6 +975,14 @@ mod tests {
         let pd = pd_config(&opts(false, 7000), &ports());
         assert_eq!(pd.pd.addr, "127.0.0.1:7007");
         assert!(pd.pd.etcd_endpoints.is_empty(), "one machine: the embedded store");
+        let with_etcd = ClusterOptions {
+            etcd: vec!["http://127.0.0.1:2379".into()],
+            ..opts(false, 7000)
+        };
+        assert_eq!(
+            pd_config(&with_etcd, &ports()).pd.etcd_endpoints,
+            ["http://127.0.0.1:2379"]
+        );
         assert!(wire::codec::table::record_key(1, -1) < key);
         assert!(wire::codec::table::record_key(1, 1) > key);
         let region = |start: Vec<u8>| wire::region::Region {

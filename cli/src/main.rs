@@ -80,10 +80,14 @@ enum Command {
         /// The S3 bucket.
         #[arg(long, value_name = "BUCKET", default_value = "stratus")]
         s3_bucket: String,
-        /// server-a listens on P, server-b on P+1, the workers on P+2..=P+5, server-c on P+6;
-        /// 0 = free ports.
+        /// server-a listens on P, server-b on P+1, the workers on P+2..=P+5, server-c on P+6,
+        /// the placement driver on P+7; 0 = free ports.
         #[arg(long, value_name = "P", default_value_t = up_command::DEFAULT_BASE_PORT)]
         base_port: u16,
+        /// etcd client URLs (comma-separated) for the placement driver's metadata; default:
+        /// its embedded store under the data dir (nothing to install).
+        #[arg(long, value_name = "URLS", value_delimiter = ',')]
+        etcd: Vec<String>,
     },
     /// The guided tour: a local cluster, the sample table, and what runs where and why.
     Demo {
@@ -184,6 +188,7 @@ fn main() -> ExitCode {
             s3,
             s3_bucket,
             base_port,
+            etcd,
         } => {
             let mut out = std::io::stdout();
             exit(up_command::run(
@@ -192,6 +197,7 @@ fn main() -> ExitCode {
                     s3,
                     s3_bucket,
                     base_port,
+                    etcd,
                 },
                 &mut out,
             ))

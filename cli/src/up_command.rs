@@ -36,6 +36,8 @@ pub struct UpOptions {
     pub s3: Option<String>,
     pub s3_bucket: String,
     pub base_port: u16,
+    /// etcd client URLs for the placement driver (empty: its embedded store).
+    pub etcd: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +87,7 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
         }),
         base_port: opts.base_port,
         cpu_load_file: false,
+        etcd: opts.etcd,
     })?;
     let nodes: Vec<&NodeInfo> = cluster
         .pd()

@@ -358,6 +358,30 @@ fn up_serves_load_and_sql_found_through_the_state_dir_and_stops_cleanly_on_sigin
     stop_with_sigint(up, home.path());
 }
 
+#[test]
+fn up_with_etcd_keeps_the_placement_drivers_metadata_in_etcd() {
+    let home = tempfile::Builder::new()
+        .prefix("stratus-up-")
+        .tempdir()
+        .expect("tempdir");
+    let etcd = harness::etcd::EtcdCluster::start(&home.path().join("etcd"), 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let endpoint = etcd.endpoints()[0].clone();
+    let up = start_up(home.path(), &["--etcd", &endpoint], |_| {});
+    load_and_check_sum(home.path(), 1000);
+    // `stratus ctl` finds the placement driver through the cluster file: it runs on etcd,
+    // and the servers registered there with the regions they lead.
+    let mut members = stratus(home.path());
+    members.args(["ctl", "members", "--format", "json"]);
+    let text = e2e::process::stdout_of_success(output(members));
+    assert!(text.contains(&format!("etcd {endpoint}")), "{text}");
+    let mut servers = stratus(home.path());
+    servers.args(["ctl", "servers"]);
+    let text = e2e::process::stdout_of_success(output(servers));
+    assert!(text.contains("(3 rows)"), "{text}");
+    stop_with_sigint(up, home.path());
+}
+
 /// Every file under `dir`, recursively.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

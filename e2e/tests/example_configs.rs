@@ -260,3 +260,67 @@ fn an_undocumented_or_default_less_key_is_caught() {
         "# what a does. Default 1.\na = 1\n[s]\n# b. Default 2.\nb = 2\n"
     ));
 }
+
+/// `examples/cluster-3/`: three machines, each running a placement-driver instance, a server
+/// and a worker, over a three-member etcd and one S3 bucket. Each file loads and validates
+/// through its program's loader, every key it writes says its default, and the files agree
+/// with each other: the same etcd and placement-driver lists everywhere, the same Raft peers
+/// on every server (each naming itself at its own address and zone), distinct node ids and
+/// zones, one object store, and a cluster file naming all of them.
+#[test]
+fn the_three_machine_examples_load_document_their_keys_and_agree() {
+    let name = |f: &str| format!("cluster-3/{f}");
+    let mut pd_urls = Vec::new();
+    let mut etcd = None;
+    let mut peers = None;
+    let mut dfs = None;
+    let mut zones = BTreeSet::new();
+    let mut servers = Vec::new();
+    let mut workers = Vec::new();
+    for m in 1..=3 {
+        let pd_file = name(&format!("pd-{m}.toml"));
+        let pd = pd::PdConfig::load(Some(&example(&pd_file))).unwrap();
+        assert_every_key_is_documented(&pd_file, &read(&pd_file));
+        assert_eq!(etcd.get_or_insert_with(|| pd.pd.etcd_endpoints.clone()), &pd.pd.etcd_endpoints);
+        assert_eq!(pd.pd.etcd_endpoints.len(), 3, "{pd_file}: a three-member etcd");
+        pd_urls.push(format!("http://{}", pd.pd.addr));
+
+        let server_file = name(&format!("server-{m}.toml"));
+        let server: ServerConfig = node::config::load(Some(&example(&server_file))).unwrap();
+        server.validate().unwrap();
+        assert_every_key_is_documented(&server_file, &read(&server_file));
+        assert_eq!(u64::from(server.server.node_id), m);
+        server.raft.check_member(m).unwrap();
+        let me = server.raft.peer(m).unwrap();
+        assert_eq!(me.addr, format!("http://{}", server.server.addr), "{server_file}");
+        assert_eq!(me.zone, server.zone(), "{server_file}");
+        assert!(zones.insert(server.zone()), "{server_file}: a zone twice");
+        assert_eq!(peers.get_or_insert_with(|| server.raft.peers.clone()), &server.raft.peers);
+        assert!(!server.server.tso && !server.server.pd_endpoints.is_empty());
+        assert!(server.dfs.s3_bucket.len() >= 3, "{server_file}: machines share S3");
+        assert_eq!(dfs.get_or_insert_with(|| server.dfs.clone()), &server.dfs);
+        servers.push(format!("http://{}", server.server.addr));
+
+        let worker_file = name(&format!("worker-{m}.toml"));
+        let worker = WorkerConfig::load(Some(&example(&worker_file))).unwrap();
+        assert_every_key_is_documented(&worker_file, &read(&worker_file));
+        assert_eq!(worker.zone(), server.zone(), "{worker_file}: the server's zone");
+        assert_eq!(Some(&worker.dfs), dfs.as_ref(), "{worker_file}: the servers' store");
+        workers.push(format!("http://{}", worker.worker.addr));
+        // Placement-driver lists are checked once all three instances are known.
+        assert_eq!(worker.worker.pd_endpoints, server.server.pd_endpoints);
+    }
+    for m in 1..=3 {
+        let server: ServerConfig =
+            node::config::load(Some(&example(&name(&format!("server-{m}.toml"))))).unwrap();
+        assert_eq!(server.server.pd_endpoints, pd_urls, "server-{m}.toml");
+    }
+    let cluster_file = name("cluster.toml");
+    let text = read(&cluster_file);
+    let client: ClientConfig = toml::from_str(&text).unwrap();
+    client.validate().unwrap();
+    assert_every_key_is_documented(&cluster_file, &text);
+    assert_eq!(client.servers, servers);
+    assert_eq!(client.workers, workers);
+    assert_eq!(client.pd_endpoints, pd_urls);
+}
