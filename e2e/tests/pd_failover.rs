@@ -342,3 +342,60 @@ fn a_server_on_the_placement_driver_names_split_regions_with_small_ids() {
     server.raw_load(vec![(b"k1".to_vec(), b"v".to_vec())]);
     assert!(handed_out(&pd) >= before + 2, "a raw load takes a start and a commit timestamp");
 }
+
+#[test]
+fn etcd_down_for_ten_seconds_stops_new_timestamps_with_a_clear_error_but_not_the_raft_leaders() {
+    let cluster = e2e::cluster::Cluster::new(e2e::cluster::StoreKind::Local);
+    let mut etcd = EtcdCluster::start(&cluster.path("etcd"), 1).unwrap();
+    let pd = PdProc::start(&PdSetup::new(&cluster.path("pd"), "pd-1", 0, &etcd.endpoints()));
+    let pd_url = pd.base_url().to_string();
+    let mut rc = e2e::replicated::ReplicatedCluster::start_configured(
+        cluster,
+        &[],
+        Duration::from_millis(50),
+        |_, s| {
+            s.server.tso = false;
+            s.server.tso_addr = String::new();
+            s.server.pd_endpoints = vec![pd_url.clone()];
+        },
+    );
+    rc.wait_until_every_region_has_a_leader(Duration::from_secs(30));
+    let (_, committed_at) = rc.write(vec![(b"k1".to_vec(), b"v1".to_vec())], Duration::from_secs(30));
+    let leaders_before = rc.reported_leaders();
+    etcd.kill(0);
+    let outage = Instant::now();
+    // The TSO serves at most until its window runs out, then fails with a clear error.
+    let client = PdClient::new(std::slice::from_ref(&pd_url), Duration::from_secs(2));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let refused = loop {
+        match rt.block_on(client.get_ts()) {
+            Ok(_) => {
+                assert!(outage.elapsed() < Duration::from_secs(5), "timestamps served long after etcd died");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(
+        refused.contains("not the leader") || refused.contains("window exhausted"),
+        "{refused}"
+    );
+    // Meanwhile the regions keep their leaders, which serve reads at timestamps taken before.
+    while outage.elapsed() < Duration::from_secs(10) {
+        let (_, value) = rc.read(b"k1", committed_at, Duration::from_secs(5));
+        assert_eq!(value.as_deref(), Some(&b"v1"[..]));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(rc.reported_leaders(), leaders_before, "the outage moved Raft leaders");
+    etcd.restart(0).unwrap();
+    // Scheduling of timestamps resumes, above everything handed out before.
+    let after = rt
+        .block_on(PdClient::new(std::slice::from_ref(&pd_url), Duration::from_secs(30)).get_ts())
+        .unwrap();
+    assert!(after > committed_at, "{after} <= {committed_at}");
+    let (_, later) = rc.write(vec![(b"k2".to_vec(), b"v2".to_vec())], Duration::from_secs(30));
+    assert!(later > after);
+}
