@@ -28,8 +28,11 @@ pub fn load(path: &Path) -> Result<ClientConfig, ClusterFileError> {
 /// Parses and validates a cluster file's text.
 pub fn parse(text: &str) -> Result<ClientConfig, String> {
     let cfg: ClientConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
-    if cfg.servers.is_empty() {
-        return Err("no servers: set `servers = [\"http://host:port\"]`".into());
+    if cfg.servers.is_empty() && cfg.pd_endpoints.is_empty() {
+        return Err(
+            "no servers: set `servers = [\"http://host:port\"]` or `pd-endpoints` (the placement driver lists them)"
+                .into(),
+        );
     }
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
@@ -54,6 +57,14 @@ mod tests {
     fn a_file_without_servers_is_refused() {
         let e = parse("workers = [\"127.0.0.1:2\"]\n").unwrap_err();
         assert!(e.contains("no servers"), "{e}");
+    }
+
+    #[test]
+    fn the_placement_driver_and_a_zone_are_enough() {
+        let cfg = parse("pd-endpoints = [\"http://127.0.0.1:2479\"]\nlabels = { zone = \"a\" }\n")
+            .unwrap();
+        assert!(cfg.servers.is_empty());
+        assert_eq!(cfg.pd_endpoints, ["http://127.0.0.1:2479"]);
     }
 
     #[test]

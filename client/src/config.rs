@@ -155,8 +155,11 @@ impl ClientConfig {
                 reason: reason.into(),
             })
         }
-        if self.servers.is_empty() {
-            return err("servers", "at least one server address is needed");
+        if self.servers.is_empty() && self.pd_endpoints.is_empty() {
+            return err(
+                "servers",
+                "at least one server address is needed (or pd-endpoints, to learn them)",
+            );
         }
         for s in &self.servers {
             if let Err(reason) = check_addr(s) {

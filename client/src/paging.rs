@@ -207,6 +207,9 @@ pub struct Client {
     config: ClientConfig,
     transport: Transport,
     tso: TsoSource,
+    /// The placement driver, when configured: timestamps, the routing table and the workers'
+    /// registrations come from it.
+    pd: Option<node::PdClient>,
     regions: RegionCache,
     workers: WorkerLiveness,
     cache: Arc<CopCache>,
@@ -288,9 +291,12 @@ impl Client {
     pub fn with_cop_cache(config: ClientConfig, cache: Arc<CopCache>) -> Result<Client> {
         config.validate()?;
         let servers: Vec<String> = config.servers.iter().map(|s| base_url(s)).collect();
-        let tso = if !config.pd_endpoints.is_empty() {
+        let pd = (!config.pd_endpoints.is_empty()).then(|| {
             let endpoints: Vec<String> = config.pd_endpoints.iter().map(|p| base_url(p)).collect();
-            TsoSource::Pd(node::PdClient::new(&endpoints, config.request_timeout.duration()))
+            node::PdClient::new(&endpoints, config.request_timeout.duration())
+        });
+        let tso = if let Some(pd) = &pd {
+            TsoSource::Pd(pd.clone())
         } else if config.tso_server.is_empty() {
             TsoSource::Server(servers[0].clone())
         } else {
@@ -302,12 +308,13 @@ impl Client {
                 config.request_timeout.duration(),
             ),
             tso,
-            regions: RegionCache::new(servers),
+            regions: RegionCache::with_pd(servers, pd.clone()),
             workers: WorkerLiveness::new(
                 config.workers.iter().map(|w| base_url(w)).collect(),
                 config.dead_worker_ttl.duration(),
             ),
             cache,
+            pd,
             config,
         })
     }
@@ -361,8 +368,30 @@ impl Client {
         }
     }
 
-    /// Probes every worker not within its dead TTL.
+    /// Takes the workers' registrations from the placement driver (when configured), then
+    /// probes every worker not within its dead TTL.
     pub async fn probe_workers(&self) {
+        if let Some(pd) = &self.pd {
+            match pd.cluster().await {
+                Ok(view) => {
+                    let registered: Vec<(String, Option<types::Zone>)> = view
+                        .workers
+                        .iter()
+                        .map(|w| {
+                            let zone = w
+                                .labels
+                                .iter()
+                                .find(|l| l.key == "zone")
+                                .and_then(|l| types::Zone::label(&l.value));
+                            (base_url(&w.url), zone)
+                        })
+                        .collect();
+                    self.workers
+                        .apply_registrations(&registered, std::time::Instant::now());
+                }
+                Err(e) => tracing::warn!("cannot read the workers' registrations: {e}"),
+            }
+        }
         self.workers.probe_all(&self.transport).await
     }
 

@@ -162,6 +162,8 @@ pub enum Retry {
 #[derive(Debug, Default)]
 pub struct RegionCache {
     seeds: Vec<String>,
+    /// The placement driver, when configured: the routing table comes from it first.
+    pd: Option<node::PdClient>,
     by_start: RwLock<BTreeMap<Vec<u8>, CachedRegion>>,
     /// Servers that failed a request, and when.
     down: Mutex<HashMap<String, Instant>>,
@@ -170,7 +172,14 @@ pub struct RegionCache {
 impl RegionCache {
     /// An empty cache asking `seeds` (base URLs); [`RegionCache::load`] fills it.
     pub fn new(seeds: Vec<String>) -> RegionCache {
+        RegionCache::with_pd(seeds, None)
+    }
+
+    /// A cache that loads the placement driver's routing table (`pd`), and asks `seeds` (and
+    /// the servers the placement driver lists) when it cannot.
+    pub fn with_pd(seeds: Vec<String>, pd: Option<node::PdClient>) -> RegionCache {
         RegionCache {
+            pd,
             seeds,
             by_start: RwLock::new(BTreeMap::new()),
             down: Mutex::new(HashMap::new()),
@@ -190,9 +199,36 @@ impl RegionCache {
     /// merges the answers. A seed that does not answer is marked down; fails only when none
     /// answered (with the last failure).
     pub async fn load(&self, transport: &Transport) -> Result<()> {
-        let mut asked: Vec<&String> = self.seeds.iter().filter(|s| !self.is_down(s)).collect();
+        let mut seeds = self.seeds.clone();
+        if let Some(pd) = &self.pd {
+            match pd.cluster().await {
+                Ok(view) if !view.regions.is_empty() => {
+                    // The leaders' reports: every region with its replicas and leader.
+                    for region in view.regions {
+                        self.insert(CachedRegion::from_answer(region, "", None));
+                    }
+                    return Ok(());
+                }
+                Ok(view) => {
+                    // No report yet (a cluster just started): ask the registered servers.
+                    for s in view.stores.iter().filter_map(|s| s.heartbeat.as_ref()) {
+                        let url = base_url(&s.url);
+                        if !seeds.contains(&url) {
+                            seeds.push(url);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("cannot read the routing table from the placement driver: {e}"),
+            }
+        }
+        if seeds.is_empty() {
+            return Err(Error::NoRegion {
+                key: Vec::new(),
+            });
+        }
+        let mut asked: Vec<&String> = seeds.iter().filter(|s| !self.is_down(s)).collect();
         if asked.is_empty() {
-            asked = self.seeds.iter().collect();
+            asked = seeds.iter().collect();
         }
         let calls: Vec<BoxFuture<'_, Result<()>>> = asked
             .into_iter()

@@ -77,6 +77,33 @@ impl WorkerLiveness {
         }
     }
 
+    /// Takes the placement driver's registrations (base URL and zone of every registered
+    /// worker): a registered worker not known yet is added (the next id), a known one takes the
+    /// registered zone, and a known one no longer registered (its lease ran out) counts as dead
+    /// for the TTL. A worker this client's own probe found dead stays dead until its TTL ends.
+    pub fn apply_registrations(&self, registered: &[(String, Option<Zone>)], now: Instant) {
+        let mut workers = self.workers.lock();
+        for (addr, zone) in registered {
+            match workers.iter_mut().find(|w| &w.addr == addr) {
+                Some(w) => w.zone = zone.clone(),
+                None => {
+                    let id = workers.iter().map(|w| w.id + 1).max().unwrap_or(0);
+                    workers.push(WorkerInfo {
+                        id,
+                        addr: addr.clone(),
+                        zone: zone.clone(),
+                        dead_until: None,
+                    });
+                }
+            }
+        }
+        for w in workers.iter_mut() {
+            if !registered.iter().any(|(a, _)| a == &w.addr) && w.is_alive(now) {
+                w.dead_until = Some(now + self.ttl);
+            }
+        }
+    }
+
     /// Every worker, with whether it counts as alive at `now`.
     pub fn nodes_at(&self, now: Instant) -> Vec<WorkerNode> {
         self.workers
@@ -160,6 +187,32 @@ mod tests {
         l.mark_alive(1, Zone::label("b"));
         assert_eq!(l.nodes_at(t0)[1].zone, Zone::label("b"));
         assert!(l.nodes_at(t0)[1].alive);
+    }
+
+    #[test]
+    fn registrations_add_workers_and_a_lapsed_one_counts_as_dead() {
+        let l = WorkerLiveness::new(vec!["http://w0".into()], Duration::from_secs(10));
+        let t0 = Instant::now();
+        l.apply_registrations(
+            &[
+                ("http://w0".into(), Zone::label("a")),
+                ("http://w1".into(), Zone::label("b")),
+            ],
+            t0,
+        );
+        let nodes = l.nodes_at(t0);
+        assert_eq!(nodes.len(), 2);
+        assert!(nodes.iter().all(|n| n.alive));
+        assert_eq!(nodes[1].zone, Zone::label("b"));
+        assert_eq!(nodes[1].id, 1);
+        // w0's registration lapsed: dead for the TTL, then asked again.
+        l.apply_registrations(&[("http://w1".into(), Zone::label("b"))], t0);
+        assert!(!l.nodes_at(t0)[0].alive);
+        assert!(l.nodes_at(t0 + Duration::from_secs(10))[0].alive);
+        // A worker this client found dead stays dead while registered.
+        l.mark_dead(1, t0);
+        l.apply_registrations(&[("http://w1".into(), Zone::label("b"))], t0);
+        assert!(!l.nodes_at(t0)[1].alive);
     }
 
     #[test]

@@ -107,3 +107,60 @@ fn the_routing_table_follows_leader_transfers_and_splits_and_dead_nodes_unregist
         v.workers.is_empty() && v.stores.len() == 2
     });
 }
+
+/// `stratus_worker_delegate_requests_total{result="ok"}` of `worker`.
+fn delegated_ok(worker: &WorkerProc) -> f64 {
+    let text = worker.metrics_text();
+    text.lines()
+        .find_map(|l| l.strip_prefix("stratus_worker_delegate_requests_total{result=\"ok\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no delegate counter in:\n{text}"))
+}
+
+#[test]
+fn a_client_knowing_only_the_placement_driver_and_its_zone_runs_sql_and_delegates_to_registered_workers() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let pd = PdProc::start(&PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]));
+    let pd_url = pd.base_url().to_string();
+    let mut worker_setup = WorkerSetup::new(&cluster.path("w1"), &cluster.store);
+    worker_setup.worker.pd_endpoints = vec![pd_url.clone()];
+    worker_setup.worker.pd_heartbeat_interval = ReadableDuration::millis(200);
+    let worker = WorkerProc::start(&worker_setup);
+    let mut rc = ReplicatedCluster::start_configured(cluster, &[], Duration::from_millis(50), |_, s| {
+        s.server.tso = false;
+        s.server.tso_addr = String::new();
+        s.server.pd_endpoints = vec![pd_url.clone()];
+        s.server.pd_heartbeat_interval = ReadableDuration::millis(200);
+    });
+    rc.wait_until_every_region_has_a_leader(Duration::from_secs(30));
+    wait_view(&pd, Duration::from_secs(20), "a led region and a worker", |v| {
+        v.regions.len() == 1 && v.regions[0].leader_store_id != 0 && v.workers.len() == 1
+    });
+    // The cluster file of issue 17: the placement driver and the client's zone, nothing else.
+    let cfg: client::ClientConfig = toml::from_str(&format!(
+        "pd-endpoints = [\"{pd_url}\"]\nrequest-timeout = \"30s\"\nlabels = {{ zone = \"a\" }}\n"
+    ))
+    .unwrap();
+    let c = e2e::entry_client::EntryClient::with_config(cfg);
+    let mut e = client::sql::Engine::new(&c.client);
+    let mut exec = |sql: &str| {
+        c.block_on(e.execute(sql))
+            .unwrap_or_else(|err| panic!("{sql}: {}", node::error_chain(&err)))
+    };
+    exec("CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)");
+    exec("INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)");
+    let sum = exec("SELECT COUNT(*), SUM(v) FROM t");
+    assert_eq!(
+        sum.rows,
+        vec![vec![wire::datum::Datum::Int(3), wire::datum::Datum::Int(60)]]
+    );
+    // The delegate path picks among the workers the placement driver lists.
+    let before = delegated_ok(&worker);
+    exec("SET stratus_remote_coprocessor = ON");
+    let again = exec("SELECT COUNT(*), SUM(v) FROM t");
+    assert_eq!(again.rows, sum.rows);
+    assert!(delegated_ok(&worker) > before, "the registered worker served nothing");
+    let alive = c.client.alive_workers();
+    assert_eq!(alive.len(), 1, "{alive:?}");
+    assert_eq!(alive[0].zone, types::Zone::label("a"));
+}
