@@ -49,8 +49,9 @@ pub struct PdSection {
     /// The leader's lease: a dead leader is replaced about this long after it stopped
     /// renewing. etcd raises a lease below its minimum (2 s with its default timing).
     pub lease_ttl: ReadableDuration,
-    /// How far ahead of use the TSO's mark is persisted: one store write per window, and the
-    /// jump of the timestamps after a failover.
+    /// How far ahead of use the TSO's mark is persisted: about three store writes per window
+    /// (the mark is extended when less than two thirds of it is left), and the most the
+    /// timestamps jump ahead of the clock after a failover.
     pub tso_window: ReadableDuration,
     /// Ids reserved per write of the id counter: a failover skips at most this many.
     pub id_batch: u64,

@@ -29,7 +29,8 @@ pub static ELECTIONS_WON: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
-/// Writes of the TSO mark (about one per window while serving).
+/// Writes of the TSO mark (about three per window while serving: it is extended when less
+/// than two thirds of a window is left).
 pub static TSO_MARK_WRITES: LazyLock<IntCounter> = LazyLock::new(|| {
     register(
         IntCounter::new(
