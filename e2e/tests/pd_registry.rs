@@ -164,3 +164,70 @@ fn a_client_knowing_only_the_placement_driver_and_its_zone_runs_sql_and_delegate
     assert_eq!(alive.len(), 1, "{alive:?}");
     assert_eq!(alive[0].zone, types::Zone::label("a"));
 }
+
+/// `stratus_worker_coprocessor_requests_total{result="ok"}` of `worker`.
+fn offloads_ok(worker: &WorkerProc) -> f64 {
+    let text = worker.metrics_text();
+    text.lines()
+        .find_map(|l| l.strip_prefix("stratus_worker_coprocessor_requests_total{result=\"ok\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no coprocessor counter in:\n{text}"))
+}
+
+#[test]
+fn a_server_offloads_to_a_worker_it_learned_from_the_registrations() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let pd = PdProc::start(&PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]));
+    let pd_url = pd.base_url().to_string();
+    let mut worker_setup = WorkerSetup::new(&cluster.path("w1"), &cluster.store);
+    worker_setup.worker.pd_endpoints = vec![pd_url.clone()];
+    worker_setup.worker.pd_heartbeat_interval = ReadableDuration::millis(200);
+    let worker = WorkerProc::start(&worker_setup);
+    // No worker in the server's config: offload everything to whichever registered.
+    let mut setup = cluster.server_config("server");
+    setup.server.tso = false;
+    setup.server.pd_endpoints = vec![pd_url.clone()];
+    setup.server.pd_heartbeat_interval = ReadableDuration::millis(200);
+    setup.config.kvengine.remote_coprocessor_min_blocks_size = types::ReadableSize(0);
+    let server = e2e::server_proc::ServerProc::start(&setup);
+    let table = e2e::sample_table::SampleTable { id: 9 };
+    table.load(&server, 0..500, 16, |h| h);
+    server.flush();
+    let ts = rt_ts(&pd_url);
+    let count_sum = |server: &e2e::server_proc::ServerProc| {
+        let region = server.region_of(&table.range().start);
+        let resp = server.coprocessor(&e2e::coprocessor::request(
+            &table.count_sum_dag(),
+            vec![table.range()],
+            ts,
+            &region,
+        ));
+        e2e::coprocessor::rows(&resp).expect("rows")
+    };
+    let started = Instant::now();
+    let before = offloads_ok(&worker);
+    loop {
+        let rows = count_sum(&server);
+        assert_eq!(
+            rows,
+            vec![vec![wire::datum::Datum::Int(500), wire::datum::Datum::Int(499 * 500 / 2)]]
+        );
+        if offloads_ok(&worker) > before {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the server never offloaded to the registered worker"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn rt_ts(pd_url: &str) -> u64 {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(PdClient::new(&[pd_url.to_string()], Duration::from_secs(10)).get_ts())
+        .unwrap()
+}

@@ -67,13 +67,13 @@ struct Prepared {
 }
 
 impl RemoteDagDispatcher {
-    /// Offloads to `workers` (at least one).
+    /// Offloads to `workers` (with a placement driver, possibly none yet: they come from the
+    /// registrations).
     pub fn new(
         settings: DispatchSettings,
         workers: WorkerPool,
         client: HttpClient,
     ) -> RemoteDagDispatcher {
-        assert!(!workers.is_empty(), "a dispatcher needs a worker");
         RemoteDagDispatcher {
             settings,
             workers,
@@ -135,7 +135,7 @@ impl RemoteDagDispatcher {
             prepared.data_version,
             prepared.uncacheable,
             Location::Remote,
-            addr,
+            &addr,
             reason.as_str(),
         );
         if vetoed {
@@ -149,8 +149,14 @@ impl RemoteDagDispatcher {
         &self,
         body: Bytes,
         deadline: Option<SystemTime>,
-    ) -> Result<(Response, &str), Dispatched> {
+    ) -> Result<(Response, String), Dispatched> {
         let order = self.workers.order(Instant::now());
+        if order.is_empty() {
+            return Err(Dispatched::Fallback {
+                cause: FallbackCause::Unavailable,
+                detail: "no worker is configured or registered".into(),
+            });
+        }
         let mut backoff = self.settings.retry_backoff;
         let mut attempt = 0usize;
         let max_attempts = order.len() * (1 + self.settings.max_retries as usize);
@@ -174,7 +180,7 @@ impl RemoteDagDispatcher {
                     .with_label_values(&[self.workers.relation(w).as_str()])
                     .inc();
                 let _in_flight = self.workers.begin(w);
-                match self.client.post(addr, body.clone(), timeout).await {
+                match self.client.post(&addr, body.clone(), timeout).await {
                     Ok(reply) if reply.status.is_success() => {
                         self.workers.mark_alive(w);
                         return match Response::decode(reply.body.as_ref()) {

@@ -200,7 +200,10 @@ impl Node {
         storage.set_propose_timeout(config.raft.propose_timeout.duration());
         let storage = Arc::new(storage);
         let workers = config.offload_workers();
-        let dispatcher = (!workers.is_empty()).then(|| {
+        // With a placement driver, workers also come from its registrations (the heartbeat
+        // task adds them), so the dispatcher exists even before one registered.
+        let discovers_workers = !config.server.pd_endpoints.is_empty();
+        let dispatcher = (!workers.is_empty() || discovers_workers).then(|| {
             RemoteDagDispatcher::new(
                 DispatchSettings {
                     timeout: kv.remote_coprocessor_timeout.duration(),

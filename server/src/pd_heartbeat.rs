@@ -11,6 +11,7 @@ use node::PdClient;
 use wire::pd::{NodeLabel, StoreHeartbeat};
 use wire::region::Peer;
 
+use crate::config::WorkerEndpoint;
 use crate::node::Node;
 
 /// What the heartbeat of `node` (reachable at `url`) says now. Blocking (reads every shard).
@@ -54,6 +55,33 @@ pub fn build(node: &Node, url: &str) -> StoreHeartbeat {
     hb
 }
 
+/// Gives the offload dispatcher the workers registered now (their coprocessor URLs and zones).
+async fn refresh_workers(node: &Node, client: &PdClient) {
+    let Some(dispatcher) = node.coprocessor.dispatcher() else {
+        return;
+    };
+    match client.cluster().await {
+        Ok(view) => {
+            let registered: Vec<WorkerEndpoint> = view
+                .workers
+                .iter()
+                .map(|w| WorkerEndpoint {
+                    addr: format!("{}{}", w.url.trim_end_matches('/'), wire::paths::COPROCESSOR),
+                    zone: w
+                        .labels
+                        .iter()
+                        .find(|l| l.key == "zone")
+                        .and_then(|l| types::Zone::label(&l.value)),
+                })
+                .collect();
+            dispatcher
+                .workers()
+                .apply_registrations(&registered, std::time::Instant::now());
+        }
+        Err(e) => tracing::debug!("cannot read the workers' registrations: {e}"),
+    }
+}
+
 /// Sends a heartbeat every `every` until the task is dropped.
 pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Duration) {
     let client = PdClient::new(&endpoints, every.max(Duration::from_millis(500)));
@@ -72,6 +100,7 @@ pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Du
                     tracing::info!("heartbeats to the placement driver go through again");
                     failing = false;
                 }
+                refresh_workers(&node, &client).await;
             }
             Ok(resp) => {
                 if !failing {

@@ -12,11 +12,18 @@
 //! offload does not wait for it while another can answer, yet a server whose workers are all
 //! dead still tries them (the old one-worker behaviour: retry, then run locally). An answer
 //! brings a worker back at once.
+//!
+//! With a placement driver (`[server] pd-endpoints`) the pool also follows the workers'
+//! registrations ([`WorkerPool::apply_registrations`], after each heartbeat): a registered
+//! worker not configured is added, and one whose registration lapsed (it had registered before)
+//! counts as dead. The pool only grows, so a worker's index stays valid for an offload in
+//! flight.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use types::{Zone, ZoneRelation};
 
 use crate::config::WorkerEndpoint;
@@ -65,10 +72,27 @@ struct PooledWorker {
     relation: ZoneRelation,
     dead_until: Mutex<Option<Instant>>,
     in_flight: AtomicUsize,
+    /// Seen in the placement driver's registrations: its lapse then means it is gone.
+    registered: AtomicBool,
+}
+
+impl PooledWorker {
+    fn new(endpoint: WorkerEndpoint, server_zone: Option<&Zone>) -> PooledWorker {
+        PooledWorker {
+            local: server_zone.is_none() || endpoint.zone.as_ref() == server_zone,
+            relation: ZoneRelation::of(server_zone, endpoint.zone.as_ref()),
+            endpoint,
+            dead_until: Mutex::new(None),
+            in_flight: AtomicUsize::new(0),
+            registered: AtomicBool::new(false),
+        }
+    }
 }
 
 pub struct WorkerPool {
-    workers: Vec<PooledWorker>,
+    /// Append-only: indexes stay valid.
+    workers: RwLock<Vec<Arc<PooledWorker>>>,
+    server_zone: Option<Zone>,
     dead_ttl: Duration,
     turn: AtomicUsize,
 }
@@ -82,48 +106,47 @@ impl WorkerPool {
     ) -> Self {
         let workers = endpoints
             .into_iter()
-            .map(|endpoint| PooledWorker {
-                local: server_zone.is_none() || endpoint.zone.as_ref() == server_zone,
-                relation: ZoneRelation::of(server_zone, endpoint.zone.as_ref()),
-                endpoint,
-                dead_until: Mutex::new(None),
-                in_flight: AtomicUsize::new(0),
-            })
+            .map(|endpoint| Arc::new(PooledWorker::new(endpoint, server_zone)))
             .collect();
         WorkerPool {
-            workers,
+            workers: RwLock::new(workers),
+            server_zone: server_zone.cloned(),
             dead_ttl,
             turn: AtomicUsize::new(0),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.workers.is_empty()
+        self.workers.read().is_empty()
     }
 
-    pub fn addr(&self, i: usize) -> &str {
-        &self.workers[i].endpoint.addr
+    fn worker(&self, i: usize) -> Arc<PooledWorker> {
+        self.workers.read()[i].clone()
+    }
+
+    pub fn addr(&self, i: usize) -> String {
+        self.worker(i).endpoint.addr.clone()
     }
 
     /// `same`, `cross` or `unknown`: the worker's zone relative to this server's.
     pub fn relation(&self, i: usize) -> ZoneRelation {
-        self.workers[i].relation
+        self.worker(i).relation
     }
 
-    fn is_alive(&self, i: usize, now: Instant) -> bool {
-        self.workers[i]
-            .dead_until
-            .lock()
-            .is_none_or(|until| now >= until)
+    fn alive(w: &PooledWorker, now: Instant) -> bool {
+        w.dead_until.lock().is_none_or(|until| now >= until)
     }
 
     /// The order the next offload tries the workers in (each once).
     pub fn order(&self, now: Instant) -> Vec<usize> {
-        let candidates: Vec<Candidate> = (0..self.workers.len())
-            .map(|i| Candidate {
-                local: self.workers[i].local,
-                alive: self.is_alive(i, now),
-                in_flight: self.workers[i].in_flight.load(Ordering::Relaxed),
+        let candidates: Vec<Candidate> = self
+            .workers
+            .read()
+            .iter()
+            .map(|w| Candidate {
+                local: w.local,
+                alive: Self::alive(w, now),
+                in_flight: w.in_flight.load(Ordering::Relaxed),
             })
             .collect();
         preference(&candidates, self.turn.fetch_add(1, Ordering::Relaxed))
@@ -131,32 +154,56 @@ impl WorkerPool {
 
     /// Worker `i` failed to answer: dead until `now + dead-ttl`.
     pub fn mark_dead(&self, i: usize, now: Instant) {
-        *self.workers[i].dead_until.lock() = Some(now + self.dead_ttl);
+        *self.worker(i).dead_until.lock() = Some(now + self.dead_ttl);
     }
 
     /// Worker `i` answered: alive again.
     pub fn mark_alive(&self, i: usize) {
-        *self.workers[i].dead_until.lock() = None;
+        *self.worker(i).dead_until.lock() = None;
     }
 
     /// Counts an offload in flight on worker `i` until the guard drops.
-    pub fn begin(&self, i: usize) -> InFlight<'_> {
-        self.workers[i].in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight {
-            counter: &self.workers[i].in_flight,
+    pub fn begin(&self, i: usize) -> InFlight {
+        let worker = self.worker(i);
+        worker.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight { worker }
+    }
+
+    /// Takes the placement driver's registrations (`registered`: each worker's coprocessor URL
+    /// and zone): adds the workers not in the pool yet, and marks dead (for the TTL) those that
+    /// registered before but are registered no more. Workers configured but never registered
+    /// keep their probe-based liveness.
+    pub fn apply_registrations(&self, registered: &[WorkerEndpoint], now: Instant) {
+        let mut workers = self.workers.write();
+        for endpoint in registered {
+            match workers.iter().find(|w| w.endpoint.addr == endpoint.addr) {
+                Some(w) => w.registered.store(true, Ordering::Relaxed),
+                None => {
+                    let w = PooledWorker::new(endpoint.clone(), self.server_zone.as_ref());
+                    w.registered.store(true, Ordering::Relaxed);
+                    workers.push(Arc::new(w));
+                }
+            }
+        }
+        for w in workers.iter() {
+            let listed = registered.iter().any(|e| e.addr == w.endpoint.addr);
+            if !listed && w.registered.load(Ordering::Relaxed) && Self::alive(w, now) {
+                *w.dead_until.lock() = Some(now + self.dead_ttl);
+            }
         }
     }
 
     /// For `GET /status`: each worker's address, zone, liveness and offloads in flight.
     pub fn status(&self, now: Instant) -> serde_json::Value {
-        (0..self.workers.len())
-            .map(|i| {
-                let w = &self.workers[i];
+        self.workers
+            .read()
+            .iter()
+            .map(|w| {
                 serde_json::json!({
                     "addr": w.endpoint.addr,
                     "zone": types::zone::label(w.endpoint.zone.as_ref()),
                     "zone_relation": w.relation.as_str(),
-                    "alive": self.is_alive(i, now),
+                    "alive": Self::alive(w, now),
                     "in_flight": w.in_flight.load(Ordering::Relaxed),
                 })
             })
@@ -165,13 +212,13 @@ impl WorkerPool {
 }
 
 /// See [`WorkerPool::begin`].
-pub struct InFlight<'a> {
-    counter: &'a AtomicUsize,
+pub struct InFlight {
+    worker: Arc<PooledWorker>,
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        self.counter.fetch_sub(1, Ordering::Relaxed);
+        self.worker.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -289,6 +336,26 @@ mod tests {
         drop(busy);
         let firsts = [pool.order(now)[0], pool.order(now)[0]];
         assert!(firsts.contains(&0) && firsts.contains(&1), "{firsts:?}");
+    }
+
+    #[test]
+    fn registrations_add_workers_and_a_lapsed_one_counts_as_dead() {
+        let pool = WorkerPool::new(
+            vec![endpoint("http://configured", "a")],
+            zone("a").as_ref(),
+            Duration::from_secs(10),
+        );
+        let t0 = Instant::now();
+        pool.apply_registrations(&[endpoint("http://b1", "b"), endpoint("http://a1", "a")], t0);
+        assert_eq!(pool.addr(1), "http://b1");
+        assert_eq!(pool.relation(2), ZoneRelation::Same);
+        assert_eq!(pool.order(t0)[2], 1, "the other zone's worker last");
+        // a1's registration lapsed: tried only after the live ones; the configured worker, which
+        // never registered, is not touched.
+        pool.apply_registrations(&[endpoint("http://b1", "b")], t0);
+        assert_eq!(pool.order(t0), vec![0, 1, 2]);
+        let later = pool.order(t0 + Duration::from_secs(10));
+        assert_eq!(later[2], 1, "after the TTL a1 is tried again before the other zone");
     }
 
     #[test]
