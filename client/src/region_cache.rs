@@ -190,6 +190,22 @@ impl RegionCache {
         self.by_start.read().is_empty()
     }
 
+    /// Whether the cached regions cover the whole key space without a gap.
+    pub fn covers_key_space(&self) -> bool {
+        let map = self.by_start.read();
+        let mut next: &[u8] = &[];
+        for (start, r) in map.iter() {
+            if start.as_slice() != next {
+                return false;
+            }
+            if r.region.end.is_empty() {
+                return true;
+            }
+            next = &r.region.end;
+        }
+        false
+    }
+
     /// Every cached region, by start key.
     pub fn regions(&self) -> Vec<CachedRegion> {
         self.by_start.read().values().cloned().collect()
@@ -202,15 +218,16 @@ impl RegionCache {
         let mut seeds = self.seeds.clone();
         if let Some(pd) = &self.pd {
             match pd.cluster().await {
-                Ok(view) if !view.regions.is_empty() => {
+                Ok(view) => {
                     // The leaders' reports: every region with its replicas and leader.
                     for region in view.regions {
                         self.insert(CachedRegion::from_answer(region, "", None));
                     }
-                    return Ok(());
-                }
-                Ok(view) => {
-                    // No report yet (a cluster just started): ask the registered servers.
+                    if self.covers_key_space() {
+                        return Ok(());
+                    }
+                    // A gap: no report yet (a cluster just started, a split child whose
+                    // leader has not reported): ask the registered servers too.
                     for s in view.stores.iter().filter_map(|s| s.heartbeat.as_ref()) {
                         let url = base_url(&s.url);
                         if !seeds.contains(&url) {
@@ -659,6 +676,18 @@ mod tests {
             2,
             "regions with the same id on two servers stay apart"
         );
+    }
+
+    #[test]
+    fn a_gap_left_by_an_unreported_split_child_is_seen() {
+        let c = RegionCache::new(Vec::new());
+        assert!(!c.covers_key_space(), "empty");
+        c.insert_answer("http://s1", answer(vec![region(1, "", "m")]));
+        assert!(!c.covers_key_space(), "nothing from m on");
+        c.insert_answer("http://s1", answer(vec![region(3, "t", "")]));
+        assert!(!c.covers_key_space(), "[m, t) missing");
+        c.insert_answer("http://s1", answer(vec![region(2, "m", "t")]));
+        assert!(c.covers_key_space());
     }
 
     #[test]
