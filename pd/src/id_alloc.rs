@@ -1,4 +1,6 @@
-//! The id allocator: small ids, unique in the cluster for ever (region, server and worker ids).
+//! The id allocator: small ids, unique in the cluster for ever (split regions' and workers'
+//! ids; servers keep their configured `node-id` until membership comes from the placement
+//! driver).
 //!
 //! The leader reserves a batch (`id/alloc` = the highest id reserved, raised by a transaction
 //! fenced by the leader key) and hands ids out of it from memory; a new leader starts after
@@ -57,6 +59,11 @@ impl IdAllocator {
         self.state.lock().serving = false;
     }
 
+    /// Whether it serves (a failed fenced write stops it: the leader must step down).
+    pub fn is_serving(&self) -> bool {
+        self.state.lock().serving
+    }
+
     /// `count` consecutive new ids (the first returned).
     pub async fn alloc<S: MetaStore>(
         &self,
@@ -113,7 +120,13 @@ impl IdAllocator {
         };
         // The reserved ids belong to the initial regions.
         let base = base.max(wire::pd::RESERVED_IDS);
-        let end = base + self.batch.max(count);
+        let end = base.checked_add(self.batch.max(count)).ok_or_else(|| {
+            PdError::Corrupt(format!(
+                "expected an id counter below {}, found {base} at {}",
+                u64::MAX - self.batch.max(count),
+                String::from_utf8_lossy(&self.key)
+            ))
+        })?;
         let done = store
             .txn(
                 Txn::when(vec![fence.compare(), unchanged])

@@ -171,10 +171,15 @@ impl<S: MetaStore> Pd<S> {
             )
             .await?;
         let mine = if won {
-            self.store
-                .get(&key)
-                .await?
-                .filter(|kv| kv.lease == lease.id)
+            match self.store.get(&key).await {
+                Ok(kv) => kv.filter(|kv| kv.lease == lease.id),
+                Err(e) => {
+                    // Won but cannot read the fence: give the key back at once rather than
+                    // leave it under a lease nobody renews.
+                    let _ = self.store.revoke(lease.id).await;
+                    return Err(e.into());
+                }
+            }
         } else {
             None
         };
@@ -210,7 +215,8 @@ impl<S: MetaStore> Pd<S> {
         tracing::info!(name = %self.options.name, url = %self.options.url, "leading");
         let renew_every = (lease.ttl / 3).max(Duration::from_millis(100));
         let tick = renew_every.min(self.options.tso_window / 6).max(Duration::from_millis(20));
-        let mut next_renew = Instant::now() + renew_every;
+        // Counted from the grant, as the serving deadline is.
+        let mut next_renew = sent + renew_every;
         loop {
             if sleep_or_stop(stop, tick).await {
                 break;
@@ -219,9 +225,20 @@ impl<S: MetaStore> Pd<S> {
                 let sent = Instant::now();
                 match self.store.keep_alive(lease.id).await {
                     Ok(Some(ttl)) => {
-                        self.leadership
-                            .renewed(lease.id, serve_deadline(sent, ttl));
-                        next_renew = sent + renew_every;
+                        // The key itself must still be the one this leadership created (a
+                        // deleted key lets another instance win while this lease lives).
+                        match self.store.get(&fence.key).await {
+                            Ok(Some(kv)) if kv.mod_revision == fence.mod_revision => {
+                                self.leadership
+                                    .renewed(lease.id, serve_deadline(sent, ttl));
+                                next_renew = sent + renew_every;
+                            }
+                            Ok(_) => {
+                                tracing::warn!("the leader key changed under this leadership: stepping down");
+                                break;
+                            }
+                            Err(e) => tracing::warn!("cannot check the leader key: {e}"),
+                        }
                     }
                     Ok(None) => {
                         tracing::warn!("the leader lease expired: stepping down");
@@ -232,6 +249,12 @@ impl<S: MetaStore> Pd<S> {
             }
             if !self.leadership.is_leader() {
                 tracing::warn!("the leader lease ran out before a renewal succeeded: stepping down");
+                break;
+            }
+            if !self.tso.is_serving() || !self.ids.is_serving() {
+                // A fenced write failed (another instance wrote, or a retried write met its
+                // own first attempt): step down and let an election re-read the store.
+                tracing::warn!("a fenced write failed: stepping down to start over");
                 break;
             }
             match self.tso.extend_ahead(&self.store, &fence, false).await {
@@ -516,6 +539,7 @@ mod tests {
             }
             let mut after = b.get_ts(1).await;
             while matches!(after, Err(PdError::NotLeader { .. })) {
+                assert!(Instant::now() < deadline, "b never served a timestamp");
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 after = b.get_ts(1).await;
             }

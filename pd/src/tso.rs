@@ -34,10 +34,16 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The largest physical value a timestamp holds (46 bits of milliseconds).
+pub const MAX_PHYSICAL_MS: u64 = u64::MAX >> Ts::LOGICAL_BITS;
+
 #[derive(Debug, Default)]
 struct State {
     /// Whether this instance serves (it leads and started from the persisted mark).
     serving: bool,
+    /// The leadership it serves under: a request or an extension carrying another fence (one
+    /// from a previous term, still in flight) is refused without stopping this one.
+    fence: Option<Fence>,
     physical: u64,
     next_logical: u64,
     /// Every timestamp handed out has a physical part below this (persisted first).
@@ -77,12 +83,19 @@ impl Tso {
             None => 0,
         };
         let start = now_ms().max(mark);
-        let new_mark = start + self.window_ms;
+        let new_mark = self.mark_after(start).ok_or_else(|| {
+            PdError::Corrupt(format!(
+                "expected a tso mark below {} ms at {}, found {mark}",
+                MAX_PHYSICAL_MS - self.window_ms,
+                String::from_utf8_lossy(&self.key)
+            ))
+        })?;
         let stored = stored.map(|kv| kv.value);
         self.persist(store, fence, &stored, new_mark).await?;
         let mut s = self.state.lock();
         *s = State {
             serving: true,
+            fence: Some(fence.clone()),
             physical: start,
             next_logical: 0,
             persisted_until: new_mark,
@@ -94,7 +107,33 @@ impl Tso {
 
     /// Stops serving (leadership lost or given up).
     pub fn stop(&self) {
-        self.state.lock().serving = false;
+        let mut s = self.state.lock();
+        s.serving = false;
+        s.fence = None;
+    }
+
+    /// Whether it serves: a leader whose TSO stopped (a fenced write failed) must step down
+    /// and be elected again, which re-reads the mark.
+    pub fn is_serving(&self) -> bool {
+        self.state.lock().serving
+    }
+
+    /// `physical + window`, when it fits the timestamp's physical bits.
+    fn mark_after(&self, physical: u64) -> Option<u64> {
+        physical
+            .checked_add(self.window_ms)
+            .filter(|m| *m <= MAX_PHYSICAL_MS)
+    }
+
+    /// Refuses a caller whose fence is not the one this TSO serves under.
+    fn check_fence(s: &State, fence: &Fence) -> Result<(), PdError> {
+        if s.serving && s.fence.as_ref() == Some(fence) {
+            Ok(())
+        } else {
+            Err(PdError::NotLeader {
+                leader: String::new(),
+            })
+        }
     }
 
     /// Writes `new_mark` if the mark still holds `expected` and `fence` still holds.
@@ -137,19 +176,27 @@ impl Tso {
             if !s.serving {
                 return Ok(());
             }
+            Self::check_fence(&s, fence)?;
             let base = now_ms().max(s.physical);
             if !force && s.persisted_until.saturating_sub(base) > self.window_ms * 2 / 3 {
                 return Ok(());
             }
             (s.stored.clone(), base)
         };
-        let new_mark = base + self.window_ms;
+        let Some(new_mark) = self.mark_after(base) else {
+            return Err(PdError::WindowExhausted {
+                physical_ms: base,
+                cause: format!("the physical time reached the end of the timestamp range ({MAX_PHYSICAL_MS} ms)"),
+            });
+        };
         self.persist(store, fence, &expected, new_mark).await?;
         let mut s = self.state.lock();
-        if s.persisted_until < new_mark {
-            s.persisted_until = new_mark;
+        if s.fence.as_ref() == Some(fence) {
+            if s.persisted_until < new_mark {
+                s.persisted_until = new_mark;
+            }
+            s.stored = Some(new_mark.to_string().into_bytes());
         }
-        s.stored = Some(new_mark.to_string().into_bytes());
         Ok(())
     }
 
@@ -170,7 +217,7 @@ impl Tso {
         }
         // At most two tries: one extension always makes room for a whole millisecond.
         for _ in 0..2 {
-            match self.take(count) {
+            match self.take(fence, count) {
                 Ok(Some(first)) => return Ok(first),
                 Ok(None) => {
                     if let Err(e) = self.extend_ahead(store, fence, true).await {
@@ -195,13 +242,9 @@ impl Tso {
     }
 
     /// Takes `count` timestamps below the persisted mark; None when the mark is in the way.
-    fn take(&self, count: u64) -> Result<Option<u64>, PdError> {
+    fn take(&self, fence: &Fence, count: u64) -> Result<Option<u64>, PdError> {
         let mut s = self.state.lock();
-        if !s.serving {
-            return Err(PdError::NotLeader {
-                leader: String::new(),
-            });
-        }
+        Self::check_fence(&s, fence)?;
         let now = now_ms();
         let (mut physical, mut logical) = (s.physical, s.next_logical);
         if now > physical {
@@ -293,6 +336,39 @@ mod tests {
                 tso.get_ts(&store, &fence, 1).await.unwrap_err(),
                 PdError::NotLeader { .. }
             ));
+        });
+    }
+
+    #[test]
+    fn a_request_of_a_previous_term_is_refused_without_stopping_the_current_one() {
+        let store = EmbeddedStore::in_memory();
+        let old = fence_for(&store);
+        let new = fence_for(&store);
+        assert_ne!(old, new);
+        let tso = Tso::new(b"mark".to_vec(), Duration::from_secs(3));
+        block(async {
+            tso.start(&store, &new).await.unwrap();
+            let e = tso.get_ts(&store, &old, 1).await.unwrap_err();
+            assert!(matches!(e, PdError::NotLeader { .. }), "{e}");
+            let e = tso.extend_ahead(&store, &old, true).await.unwrap_err();
+            assert!(matches!(e, PdError::NotLeader { .. }), "{e}");
+            assert!(tso.is_serving());
+            tso.get_ts(&store, &new, 1).await.unwrap();
+        });
+    }
+
+    #[test]
+    fn a_mark_at_the_end_of_the_timestamp_range_is_refused() {
+        let store = EmbeddedStore::in_memory();
+        let fence = fence_for(&store);
+        block(async {
+            store
+                .txn(Txn::default().then(vec![Op::put("mark", MAX_PHYSICAL_MS.to_string())]))
+                .await
+                .unwrap();
+            let tso = Tso::new(b"mark".to_vec(), Duration::from_secs(1));
+            let e = tso.start(&store, &fence).await.unwrap_err().to_string();
+            assert!(e.contains("expected a tso mark below"), "{e}");
         });
     }
 
