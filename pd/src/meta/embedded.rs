@@ -7,6 +7,12 @@
 //! Leases live in memory: after a restart every lease is gone and its keys with it, as if its
 //! owners had stopped renewing (they re-register, as they would after an etcd lease expired).
 //!
+//! One process at a time: `open` takes an exclusive lock on `<file>.lock` (held until the
+//! store is dropped), so a second instance on the same directory (an overlapping restart, a
+//! second `stratus up`) is refused instead of handing out the same timestamps. A write is
+//! applied to a copy of the state, persisted, and only then made visible: a failed write
+//! changes nothing.
+//!
 //! File layout, format version 1 (integers little-endian), replaced whole on every write with
 //! temp + fsync + rename + fsync of the directory, so it holds the state before or after a
 //! write, never a mix:
@@ -31,7 +37,7 @@ const FORMAT_VERSION: u8 = 1;
 /// magic + version + revision + next_lease + count.
 const HEADER_LEN: usize = 4 + 1 + 8 + 8 + 4;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct State {
     revision: u64,
     next_lease: LeaseId,
@@ -71,6 +77,8 @@ pub struct EmbeddedStore {
     state: Arc<Mutex<State>>,
     /// None: in memory only (tests).
     path: Option<PathBuf>,
+    /// The exclusive lock on `<file>.lock`, released when the last clone is dropped.
+    _lock: Option<Arc<std::fs::File>>,
 }
 
 impl EmbeddedStore {
@@ -82,6 +90,7 @@ impl EmbeddedStore {
                 ..State::default()
             })),
             path: None,
+            _lock: None,
         }
     }
 
@@ -90,19 +99,49 @@ impl EmbeddedStore {
     /// timestamps.
     pub fn open(path: &Path) -> Result<EmbeddedStore, MetaError> {
         let shown = path.display().to_string();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| MetaError::Io {
+                op: "create directory",
+                path: dir.display().to_string(),
+                source,
+            })?;
+        }
+        let lock_path = path.with_extension("lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|source| MetaError::Io {
+                op: "open lock",
+                path: lock_path.display().to_string(),
+                source,
+            })?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(MetaError::Refused {
+                    endpoint: format!("embedded {shown}"),
+                    detail: format!(
+                        "another process holds {}: one placement-driver instance per embedded store",
+                        lock_path.display()
+                    ),
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(MetaError::Io {
+                    op: "lock",
+                    path: lock_path.display().to_string(),
+                    source,
+                });
+            }
+        }
         let state = match std::fs::read(path) {
             Ok(bytes) => decode(&bytes).map_err(|detail| MetaError::Corrupt {
                 path: shown.clone(),
                 detail,
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|source| MetaError::Io {
-                        op: "create directory",
-                        path: dir.display().to_string(),
-                        source,
-                    })?;
-                }
                 State {
                     next_lease: 1,
                     ..State::default()
@@ -119,19 +158,38 @@ impl EmbeddedStore {
         Ok(EmbeddedStore {
             state: Arc::new(Mutex::new(state)),
             path: Some(path.to_path_buf()),
+            _lock: Some(Arc::new(lock)),
         })
     }
 
-    /// Runs `f` on the state with expired leases removed, persisting when `f` (or the expiry)
-    /// changed it. The file is written under the lock, so writes reach it in revision order.
+    /// Runs `f` on a copy of the state with expired leases removed; when `f` (or the expiry)
+    /// changed it, the copy is persisted and only then replaces the state, so a failed write
+    /// leaves nothing visible. The file is written under the lock, so writes reach it in
+    /// revision order.
     fn with_state<T>(&self, f: impl FnOnce(&mut State) -> (T, bool)) -> Result<T, MetaError> {
         let mut state = self.state.lock();
-        let expired = state.expire(Instant::now());
-        let (out, changed) = f(&mut state);
+        let mut next = state.clone();
+        let expired = next.expire(Instant::now());
+        let (out, changed) = f(&mut next);
         if changed || expired {
-            self.persist(&state)?;
+            self.persist(&next)?;
         }
+        // Also what needs no file write (a renewed lease's deadline).
+        *state = next;
         Ok(out)
+    }
+
+    /// Runs a read `f` on the state itself, without a copy, unless a lease expired (then the
+    /// expiry goes through [`EmbeddedStore::with_state`] first).
+    fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, MetaError> {
+        {
+            let state = self.state.lock();
+            let now = Instant::now();
+            if !state.leases.values().any(|(deadline, _)| *deadline <= now) {
+                return Ok(f(&state));
+            }
+        }
+        self.with_state(|s| (f(s), false))
     }
 
     fn persist(&self, state: &State) -> Result<(), MetaError> {
@@ -154,18 +212,18 @@ impl EmbeddedStore {
 
 impl MetaStore for EmbeddedStore {
     async fn get(&self, key: &[u8]) -> Result<Option<KeyValue>, MetaError> {
-        self.with_state(|s| (s.keys.get(key).cloned(), false))
+        self.read(|s| s.keys.get(key).cloned())
     }
 
     async fn scan_prefix(&self, prefix: &[u8]) -> Result<(Vec<KeyValue>, u64), MetaError> {
-        self.with_state(|s| {
+        self.read(|s| {
             let kvs = s
                 .keys
                 .range(prefix.to_vec()..)
                 .take_while(|(k, _)| k.starts_with(prefix))
                 .map(|(_, kv)| kv.clone())
                 .collect();
-            ((kvs, s.revision), false)
+            (kvs, s.revision)
         })
     }
 
@@ -514,6 +572,17 @@ mod tests {
             let fresh = s.grant_lease(Duration::from_secs(1)).await.unwrap();
             assert!(fresh.id > lease.id, "lease ids are never reused");
         });
+    }
+
+    #[test]
+    fn a_second_process_on_the_same_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta");
+        let first = EmbeddedStore::open(&path).unwrap();
+        let e = EmbeddedStore::open(&path).unwrap_err().to_string();
+        assert!(e.contains("another process holds"), "{e}");
+        drop(first);
+        EmbeddedStore::open(&path).unwrap();
     }
 
     #[test]

@@ -221,7 +221,8 @@ impl MetaStore for EtcdStore {
     }
 
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease, MetaError> {
-        let secs = ttl.as_secs().max(1);
+        // Whole seconds, rounded up: a lease never lives shorter than asked.
+        let secs = ttl.as_millis().div_ceil(1000).max(1);
         let resp = self
             .call("/v3/lease/grant", json!({ "TTL": secs.to_string() }))
             .await?;
