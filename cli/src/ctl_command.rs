@@ -1,5 +1,6 @@
 //! `stratus ctl`: the operator's view of a cluster, read from the placement driver (like
-//! pd-ctl): the servers (zone, state, regions, leaders, size), the workers, the regions (range,
+//! pd-ctl): the registered servers (zone, regions, leaders, size; a server is listed while its
+//! registration lives), the workers, the regions (range,
 //! replicas, leader, epoch), the placement-driver members and their leader, and a fresh
 //! timestamp. `--format json` prints the same rows as JSON for scripts.
 
@@ -62,15 +63,9 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                 .iter()
                 .filter_map(|s| s.heartbeat.as_ref().map(|hb| (s, hb)))
                 .map(|(s, hb)| {
-                    let zone = hb
-                        .labels
-                        .iter()
-                        .find(|l| l.key == "zone")
-                        .map_or(String::new(), |l| l.value.clone());
                     vec![
                         int(hb.store_id),
-                        text(zone),
-                        text("up"),
+                        text(types::zone::label(hb.zone().as_ref())),
                         int(hb.region_count),
                         int(hb.leader_count),
                         int(hb.used_size),
@@ -80,7 +75,7 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                 })
                 .collect();
             (
-                names(&["id", "zone", "state", "regions", "leaders", "size", "url", "last_heartbeat_ms"]),
+                names(&["id", "zone", "regions", "leaders", "size", "url", "last_heartbeat_ms"]),
                 rows,
             )
         }
@@ -89,12 +84,12 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                 .workers
                 .iter()
                 .map(|w| {
-                    let zone = w
-                        .labels
-                        .iter()
-                        .find(|l| l.key == "zone")
-                        .map_or(String::new(), |l| l.value.clone());
-                    vec![int(w.id), text(zone), text(w.url.clone()), int(w.last_heartbeat_ms)]
+                    vec![
+                        int(w.id),
+                        text(types::zone::label(w.zone().as_ref())),
+                        text(w.url.clone()),
+                        int(w.last_heartbeat_ms),
+                    ]
                 })
                 .collect();
             (names(&["id", "zone", "url", "last_heartbeat_ms"]), rows)

@@ -39,7 +39,7 @@
 //! * `shutdown-grace = 5s`: `stratus up` stops quickly on Ctrl-C.
 //!
 //! Servers and clients take timestamps (and servers new region ids) from `pd`, which keeps
-//! its TSO mark and id counter in `<data>/pd/data/meta`: a cluster restarted on its data dir
+//! its TSO mark and id counter in `<data>/pd/meta`: a cluster restarted on its data dir
 //! goes on above every timestamp it handed out.
 //!
 //! Ports: with `--base-port P`, `server-a` listens on P, `server-b` on P+1, the workers on

@@ -377,14 +377,7 @@ impl Client {
                     let registered: Vec<(String, Option<types::Zone>)> = view
                         .workers
                         .iter()
-                        .map(|w| {
-                            let zone = w
-                                .labels
-                                .iter()
-                                .find(|l| l.key == "zone")
-                                .and_then(|l| types::Zone::label(&l.value));
-                            (base_url(&w.url), zone)
-                        })
+                        .map(|w| (base_url(&w.url), w.zone()))
                         .collect();
                     self.workers
                         .apply_registrations(&registered, std::time::Instant::now());

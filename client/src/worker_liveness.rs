@@ -25,7 +25,16 @@ pub struct WorkerInfo {
     pub zone: Option<Zone>,
     /// Dead until this instant (after a failed probe).
     pub dead_until: Option<Instant>,
+    /// Seen in the placement driver's registrations: only such a worker can lapse.
+    pub registered: bool,
+    /// Consecutive registration views it was missing from.
+    pub missing_views: u32,
 }
+
+/// A registered worker missing from this many consecutive views counts as gone (one view is
+/// not enough: a placement driver restarted on its embedded store lists nobody until the next
+/// heartbeats).
+pub const LAPSED_AFTER_VIEWS: u32 = 2;
 
 impl WorkerInfo {
     pub fn is_alive(&self, now: Instant) -> bool {
@@ -50,6 +59,8 @@ impl WorkerLiveness {
                 addr,
                 zone: None,
                 dead_until: None,
+                registered: false,
+                missing_views: 0,
             })
             .collect();
         WorkerLiveness {
@@ -79,13 +90,19 @@ impl WorkerLiveness {
 
     /// Takes the placement driver's registrations (base URL and zone of every registered
     /// worker): a registered worker not known yet is added (the next id), a known one takes the
-    /// registered zone, and a known one no longer registered (its lease ran out) counts as dead
-    /// for the TTL. A worker this client's own probe found dead stays dead until its TTL ends.
+    /// registered zone, and one that registered before but is missing from
+    /// [`LAPSED_AFTER_VIEWS`] views in a row (its lease ran out) counts as dead for the TTL.
+    /// Configured workers that never registered keep their probe-based liveness, and a worker
+    /// this client's own probe found dead stays dead until its TTL ends.
     pub fn apply_registrations(&self, registered: &[(String, Option<Zone>)], now: Instant) {
         let mut workers = self.workers.lock();
         for (addr, zone) in registered {
             match workers.iter_mut().find(|w| &w.addr == addr) {
-                Some(w) => w.zone = zone.clone(),
+                Some(w) => {
+                    w.zone = zone.clone();
+                    w.registered = true;
+                    w.missing_views = 0;
+                }
                 None => {
                     let id = workers.iter().map(|w| w.id + 1).max().unwrap_or(0);
                     workers.push(WorkerInfo {
@@ -93,12 +110,18 @@ impl WorkerLiveness {
                         addr: addr.clone(),
                         zone: zone.clone(),
                         dead_until: None,
+                        registered: true,
+                        missing_views: 0,
                     });
                 }
             }
         }
         for w in workers.iter_mut() {
-            if !registered.iter().any(|(a, _)| a == &w.addr) && w.is_alive(now) {
+            if !w.registered || registered.iter().any(|(a, _)| a == &w.addr) {
+                continue;
+            }
+            w.missing_views += 1;
+            if w.missing_views >= LAPSED_AFTER_VIEWS && w.is_alive(now) {
                 w.dead_until = Some(now + self.ttl);
             }
         }
@@ -205,7 +228,9 @@ mod tests {
         assert!(nodes.iter().all(|n| n.alive));
         assert_eq!(nodes[1].zone, Zone::label("b"));
         assert_eq!(nodes[1].id, 1);
-        // w0's registration lapsed: dead for the TTL, then asked again.
+        // w0's registration lapsed: one view is not enough, two are; dead for the TTL.
+        l.apply_registrations(&[("http://w1".into(), Zone::label("b"))], t0);
+        assert!(l.nodes_at(t0)[0].alive);
         l.apply_registrations(&[("http://w1".into(), Zone::label("b"))], t0);
         assert!(!l.nodes_at(t0)[0].alive);
         assert!(l.nodes_at(t0 + Duration::from_secs(10))[0].alive);
@@ -213,6 +238,12 @@ mod tests {
         l.mark_dead(1, t0);
         l.apply_registrations(&[("http://w1".into(), Zone::label("b"))], t0);
         assert!(!l.nodes_at(t0)[1].alive);
+        // A configured worker that never registers is left to the probes.
+        let c = WorkerLiveness::new(vec!["http://only-probed".into()], Duration::from_secs(10));
+        for _ in 0..3 {
+            c.apply_registrations(&[], t0);
+        }
+        assert!(c.nodes_at(t0)[0].alive);
     }
 
     #[test]

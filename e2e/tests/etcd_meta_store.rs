@@ -69,12 +69,14 @@ fn etcd_and_the_embedded_store_answer_a_random_history_alike() {
                     let (a, b) = pair
                         .both_txn(|key, _| Txn::default().then(vec![Op::put(key(k), vec![v])]))
                         .await;
+                    assert_eq!(a, b, "step {step}: put {k}");
                     format!("put {k}={v}: {a} {b}")
                 }
                 1 => {
                     let (a, b) = pair
                         .both_txn(|key, _| Txn::default().then(vec![Op::Delete { key: key(k) }]))
                         .await;
+                    assert_eq!(a, b, "step {step}: delete {k}");
                     format!("delete {k}: {a} {b}")
                 }
                 2 => {
@@ -128,6 +130,7 @@ fn etcd_and_the_embedded_store_answer_a_random_history_alike() {
                             )])
                         })
                         .await;
+                    assert_eq!(x, y, "step {step}: leased put {k}");
                     format!("leased put {k}: {x} {y}")
                 }
                 6 if !pair.leases.is_empty() => {

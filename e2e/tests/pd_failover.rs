@@ -194,6 +194,22 @@ fn a_paused_leader_is_replaced_and_serves_nothing_stale_when_it_wakes() {
     // answers), never hand out a timestamp from its old window.
     let from_new = node_client_ts(std::slice::from_ref(&next));
     pds[idx].signal(Signal::SIGCONT);
+    // Asked directly, at once: a refusal, naming the new leader or no one, never itself.
+    let raw: wire::region::TsoResponse = prost::Message::decode(
+        harness::http::post(
+            &format!("{leader}{}", wire::paths::TSO),
+            prost::Message::encode_to_vec(&wire::region::TsoRequest { count: 1 }),
+            Duration::from_secs(5),
+        )
+        .unwrap()
+        .body
+        .as_ref(),
+    )
+    .unwrap();
+    assert!(
+        !raw.error.is_empty() && raw.first_ts == 0 && (raw.leader.is_empty() || raw.leader == next),
+        "the woken leader answered {raw:?}"
+    );
     let from_woken = node_client_ts(std::slice::from_ref(&leader));
     assert!(from_woken > from_new, "the woken leader answered {from_woken} <= {from_new}");
     std::thread::sleep(Duration::from_millis(500));
@@ -370,10 +386,12 @@ fn etcd_down_for_ten_seconds_stops_new_timestamps_with_a_clear_error_but_not_the
         .enable_all()
         .build()
         .unwrap();
+    let mut served_in_outage = committed_at;
     let refused = loop {
         match rt.block_on(client.get_ts()) {
-            Ok(_) => {
+            Ok(ts) => {
                 assert!(outage.elapsed() < Duration::from_secs(5), "timestamps served long after etcd died");
+                served_in_outage = served_in_outage.max(ts);
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(e) => break e.to_string(),
@@ -395,7 +413,10 @@ fn etcd_down_for_ten_seconds_stops_new_timestamps_with_a_clear_error_but_not_the
     let after = rt
         .block_on(PdClient::new(std::slice::from_ref(&pd_url), Duration::from_secs(30)).get_ts())
         .unwrap();
-    assert!(after > committed_at, "{after} <= {committed_at}");
+    assert!(
+        after > served_in_outage,
+        "{after} <= {served_in_outage}, the last timestamp served as etcd went away"
+    );
     let (_, later) = rc.write(vec![(b"k2".to_vec(), b"v2".to_vec())], Duration::from_secs(30));
     assert!(later > after);
 }

@@ -49,23 +49,18 @@ trait Refusable: Message + Default {
     fn refusal(&self) -> Option<(&str, &str)>;
 }
 
-impl Refusable for TsoResponse {
-    fn refusal(&self) -> Option<(&str, &str)> {
-        (!self.error.is_empty()).then_some((self.error.as_str(), self.leader.as_str()))
-    }
+/// Every answer of the placement driver spells a refusal the same way: `error` and `leader`.
+macro_rules! refusable {
+    ($($t:ty),*) => {$(
+        impl Refusable for $t {
+            fn refusal(&self) -> Option<(&str, &str)> {
+                (!self.error.is_empty()).then_some((self.error.as_str(), self.leader.as_str()))
+            }
+        }
+    )*};
 }
 
-impl Refusable for HeartbeatResponse {
-    fn refusal(&self) -> Option<(&str, &str)> {
-        (!self.error.is_empty()).then_some((self.error.as_str(), self.leader.as_str()))
-    }
-}
-
-impl Refusable for AllocIdResponse {
-    fn refusal(&self) -> Option<(&str, &str)> {
-        (!self.error.is_empty()).then_some((self.error.as_str(), self.leader.as_str()))
-    }
-}
+refusable!(TsoResponse, AllocIdResponse, HeartbeatResponse);
 
 #[derive(Debug)]
 struct Inner {
@@ -241,6 +236,7 @@ impl Inner {
         let body = Bytes::from(req.encode_to_vec());
         let mut next_endpoint = 0usize;
         let mut pause = Duration::from_millis(20);
+        let mut hints = 0u32;
         let mut last: String;
         loop {
             let target = {
@@ -255,7 +251,12 @@ impl Inner {
             };
             let url = format!("{target}{path}");
             let mut hinted = false;
-            match self.http.post(&url, body.clone(), self.attempt_timeout).await {
+            // An attempt never runs past the call's deadline.
+            let attempt = self
+                .attempt_timeout
+                .min(self.deadline.saturating_sub(started.elapsed()))
+                .max(Duration::from_millis(1));
+            match self.http.post(&url, body.clone(), attempt).await {
                 Ok(reply) if reply.status.is_success() => match Resp::decode(reply.body.as_ref()) {
                     Ok(resp) => match resp.refusal() {
                         None => {
@@ -297,7 +298,10 @@ impl Inner {
             if elapsed >= self.deadline {
                 return Err(self.unavailable(elapsed, last));
             }
-            if !hinted {
+            // A hint is followed at once, but two instances naming each other (each thinking
+            // the other leads, a moment after an election) must not ping-pong without pause.
+            hints += u32::from(hinted);
+            if !hinted || hints > 2 {
                 tokio::time::sleep(pause.min(self.deadline - elapsed)).await;
                 pause = (pause * 2).min(Duration::from_millis(200));
             }

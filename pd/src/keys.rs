@@ -10,6 +10,7 @@
 //! | `id/alloc` | decimal: every id handed out is at most this | the id allocator |
 //! | `stores/<id>` | `wire::pd::StoreInfo` (protobuf), under the server's lease | store heartbeats |
 //! | `workers/<id>` | `wire::pd::WorkerInfo` (protobuf), under the worker's lease | worker heartbeats |
+//! | `worker-ids/<url>` | decimal: the id of the worker at that URL, for ever | its first heartbeat |
 //! | `regions/<id>` | `wire::region::Region` (protobuf): the routing table | region leaders' reports |
 //!
 //! Ids in keys are zero-padded to 20 digits, so a prefix scan returns them in id order.
@@ -61,6 +62,10 @@ impl Keys {
 
     pub fn worker(&self, id: u64) -> Vec<u8> {
         self.key(&format!("workers/{id:020}"))
+    }
+
+    pub fn worker_id_of(&self, url: &str) -> Vec<u8> {
+        self.key(&format!("worker-ids/{url}"))
     }
 
     pub fn regions(&self) -> Vec<u8> {

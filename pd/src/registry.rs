@@ -23,7 +23,7 @@ use wire::region::Region;
 use crate::election::Fence;
 use crate::error::PdError;
 use crate::id_alloc::IdAllocator;
-use crate::keys::Keys;
+use crate::keys::{Keys, parse_u64};
 use crate::meta::{Compare, KeyValue, MetaStore, Op, Txn};
 use crate::tso::now_ms;
 
@@ -147,16 +147,7 @@ impl Registry {
         ids: &IdAllocator,
         hb: WorkerHeartbeat,
     ) -> Result<u64, PdError> {
-        let (registered, _) = store.scan_prefix(&self.keys.workers()).await?;
-        let known = registered
-            .iter()
-            .filter_map(|kv| WorkerInfo::decode(kv.value.as_slice()).ok())
-            .find(|w| w.url == hb.url)
-            .map(|w| w.id);
-        let id = match known {
-            Some(id) => id,
-            None => ids.alloc(store, fence, 1).await?,
-        };
+        let id = self.worker_id(store, fence, ids, &hb.url).await?;
         let info = WorkerInfo {
             id,
             url: hb.url,
@@ -166,6 +157,38 @@ impl Registry {
         self.put_registered(store, fence, self.keys.worker(id), info.encode_to_vec())
             .await?;
         Ok(id)
+    }
+
+    /// The id of the worker at `url`: the one it got at its first heartbeat (kept for ever,
+    /// unleased, so a worker back after a lapse keeps it), or a new one.
+    async fn worker_id<S: MetaStore>(
+        &self,
+        store: &S,
+        fence: &Fence,
+        ids: &IdAllocator,
+        url: &str,
+    ) -> Result<u64, PdError> {
+        let key = self.keys.worker_id_of(url);
+        if let Some(kv) = store.get(&key).await? {
+            return parse_u64(&key, &kv.value).map_err(PdError::Corrupt);
+        }
+        let id = ids.alloc(store, fence, 1).await?;
+        let created = store
+            .txn(
+                Txn::when(vec![fence.compare(), Compare::absent(key.clone())])
+                    .then(vec![Op::put(key.clone(), id.to_string())]),
+            )
+            .await?;
+        if created {
+            return Ok(id);
+        }
+        // A concurrent heartbeat of the same worker created it first: take that one.
+        match store.get(&key).await? {
+            Some(kv) => parse_u64(&key, &kv.value).map_err(PdError::Corrupt),
+            None => Err(PdError::LeadershipLost {
+                what: "a worker id",
+            }),
+        }
     }
 
     /// The registered servers and workers and the routing table (readable on any instance:
@@ -304,6 +327,20 @@ mod tests {
                 let view = reg.view(&store).await.unwrap();
                 assert!(view.stores.is_empty() && view.workers.is_empty(), "{view:?}");
                 assert_eq!(view.regions.len(), 1);
+                // A worker back after its lease lapsed keeps its id.
+                let back = reg
+                    .worker_heartbeat(
+                        &store,
+                        &fence,
+                        &ids,
+                        WorkerHeartbeat {
+                            url: "http://w".into(),
+                            labels: Vec::new(),
+                        },
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(back, w);
             });
     }
 }

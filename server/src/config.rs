@@ -312,6 +312,12 @@ impl ServerConfig {
 
     /// Checks what parsing cannot: values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.server.pd_heartbeat_interval.duration().is_zero() {
+            return Err(ConfigError::invalid(
+                "server.pd-heartbeat-interval",
+                "expected more than 0, found 0",
+            ));
+        }
         for url in &self.server.pd_endpoints {
             if !is_http_url(url) {
                 return Err(ConfigError::invalid(
@@ -576,6 +582,13 @@ mod tests {
             parse("[server]\ntso = false\npd-endpoints = [\"127.0.0.1:2479\"]\n", "s.toml").unwrap();
         let e = bad.validate().unwrap_err().to_string();
         assert!(e.contains("server.pd-endpoints"), "{e}");
+        let zero: ServerConfig = parse(
+            "[server]\ntso = false\npd-endpoints = [\"http://127.0.0.1:2479\"]\npd-heartbeat-interval = \"0s\"\n",
+            "s.toml",
+        )
+        .unwrap();
+        let e = zero.validate().unwrap_err().to_string();
+        assert!(e.contains("server.pd-heartbeat-interval"), "{e}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::node::Node;
 /// What the heartbeat of `node` (reachable at `url`) says now. Blocking (reads every shard).
 pub fn build(node: &Node, url: &str) -> StoreHeartbeat {
     let store_id = node.config.store_id();
-    let zone = node.config.server.labels.get("zone").cloned().unwrap_or_default();
+    let zone = types::zone::label(node.config.zone().as_ref()).to_string();
     let mut hb = StoreHeartbeat {
         store_id,
         url: url.to_string(),
@@ -67,11 +67,7 @@ async fn refresh_workers(node: &Node, client: &PdClient) {
                 .iter()
                 .map(|w| WorkerEndpoint {
                     addr: format!("{}{}", w.url.trim_end_matches('/'), wire::paths::COPROCESSOR),
-                    zone: w
-                        .labels
-                        .iter()
-                        .find(|l| l.key == "zone")
-                        .and_then(|l| types::Zone::label(&l.value)),
+                    zone: w.zone(),
                 })
                 .collect();
             dispatcher
@@ -94,19 +90,14 @@ pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Du
         let Ok(hb) = tokio::task::spawn_blocking(move || build(&n, &u)).await else {
             continue;
         };
+        // A refusal comes back as an error (the client retries it until its deadline).
         match client.store_heartbeat(&hb).await {
-            Ok(resp) if resp.error.is_empty() => {
+            Ok(_) => {
                 if failing {
                     tracing::info!("heartbeats to the placement driver go through again");
                     failing = false;
                 }
                 refresh_workers(&node, &client).await;
-            }
-            Ok(resp) => {
-                if !failing {
-                    tracing::warn!("the placement driver refused a heartbeat: {}", resp.error);
-                    failing = true;
-                }
             }
             Err(e) => {
                 if !failing {

@@ -74,7 +74,13 @@ struct PooledWorker {
     in_flight: AtomicUsize,
     /// Seen in the placement driver's registrations: its lapse then means it is gone.
     registered: AtomicBool,
+    /// Consecutive registration views it was missing from.
+    missing_views: AtomicUsize,
 }
+
+/// A registered worker missing from this many consecutive views counts as gone (a placement
+/// driver restarted on its embedded store lists nobody until the next heartbeats).
+pub const LAPSED_AFTER_VIEWS: usize = 2;
 
 impl PooledWorker {
     fn new(endpoint: WorkerEndpoint, server_zone: Option<&Zone>) -> PooledWorker {
@@ -85,6 +91,7 @@ impl PooledWorker {
             dead_until: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
             registered: AtomicBool::new(false),
+            missing_views: AtomicUsize::new(0),
         }
     }
 }
@@ -171,13 +178,16 @@ impl WorkerPool {
 
     /// Takes the placement driver's registrations (`registered`: each worker's coprocessor URL
     /// and zone): adds the workers not in the pool yet, and marks dead (for the TTL) those that
-    /// registered before but are registered no more. Workers configured but never registered
-    /// keep their probe-based liveness.
+    /// registered before but are missing from [`LAPSED_AFTER_VIEWS`] views in a row. Workers
+    /// configured but never registered keep their probe-based liveness.
     pub fn apply_registrations(&self, registered: &[WorkerEndpoint], now: Instant) {
         let mut workers = self.workers.write();
         for endpoint in registered {
             match workers.iter().find(|w| w.endpoint.addr == endpoint.addr) {
-                Some(w) => w.registered.store(true, Ordering::Relaxed),
+                Some(w) => {
+                    w.registered.store(true, Ordering::Relaxed);
+                    w.missing_views.store(0, Ordering::Relaxed);
+                }
                 None => {
                     let w = PooledWorker::new(endpoint.clone(), self.server_zone.as_ref());
                     w.registered.store(true, Ordering::Relaxed);
@@ -187,7 +197,11 @@ impl WorkerPool {
         }
         for w in workers.iter() {
             let listed = registered.iter().any(|e| e.addr == w.endpoint.addr);
-            if !listed && w.registered.load(Ordering::Relaxed) && Self::alive(w, now) {
+            if listed || !w.registered.load(Ordering::Relaxed) {
+                continue;
+            }
+            let missing = w.missing_views.fetch_add(1, Ordering::Relaxed) + 1;
+            if missing >= LAPSED_AFTER_VIEWS && Self::alive(w, now) {
                 *w.dead_until.lock() = Some(now + self.dead_ttl);
             }
         }
@@ -352,6 +366,8 @@ mod tests {
         assert_eq!(pool.order(t0)[2], 1, "the other zone's worker last");
         // a1's registration lapsed: tried only after the live ones; the configured worker, which
         // never registered, is not touched.
+        pool.apply_registrations(&[endpoint("http://b1", "b")], t0);
+        assert_eq!(pool.order(t0)[2], 1, "one view missing is not a lapse");
         pool.apply_registrations(&[endpoint("http://b1", "b")], t0);
         assert_eq!(pool.order(t0), vec![0, 1, 2]);
         let later = pool.order(t0 + Duration::from_secs(10));

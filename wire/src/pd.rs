@@ -5,6 +5,7 @@
 //! knows, so a caller configured with every instance's URL finds the leader in one hop.
 
 use prost::Message;
+use types::Zone;
 
 /// Ids `1..=RESERVED_IDS` are never handed out by the allocator: a cluster's initial regions
 /// (the configured ranges, numbered by position on every replica alike, before any server
@@ -59,6 +60,28 @@ pub struct NodeLabel {
     pub key: String,
     #[prost(string, tag = "2")]
     pub value: String,
+}
+
+/// The `zone` label among `labels` (`None`: no label, or the empty one).
+pub fn zone_of(labels: &[NodeLabel]) -> Option<Zone> {
+    labels
+        .iter()
+        .find(|l| l.key == "zone")
+        .and_then(|l| Zone::label(l.value.as_str()))
+}
+
+impl StoreHeartbeat {
+    /// The server's zone label.
+    pub fn zone(&self) -> Option<Zone> {
+        zone_of(&self.labels)
+    }
+}
+
+impl WorkerInfo {
+    /// The worker's zone label.
+    pub fn zone(&self) -> Option<Zone> {
+        zone_of(&self.labels)
+    }
 }
 
 /// `POST /pd/store-heartbeat`: a storage server says it is alive and what it holds. The

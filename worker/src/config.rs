@@ -260,6 +260,12 @@ impl WorkerConfig {
                 format!("expected HOST:PORT, found {:?}", w.addr),
             ));
         }
+        if w.pd_heartbeat_interval.duration().is_zero() {
+            return Err(ConfigError::invalid(
+                "worker.pd-heartbeat-interval",
+                "expected more than 0, found 0",
+            ));
+        }
         for url in &w.pd_endpoints {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::invalid(
@@ -358,6 +364,12 @@ mod tests {
         assert!(err.to_string().contains("worker.addr"), "{err}");
         let err = WorkerConfig::parse("[dfs]\ns3-bucket = \"ab\"\n", "w.toml").unwrap_err();
         assert!(err.to_string().contains("dfs.s3-bucket"), "{err}");
+        let err = WorkerConfig::parse("[worker]\npd-heartbeat-interval = \"0s\"\n", "w.toml")
+            .unwrap_err();
+        assert!(err.to_string().contains("worker.pd-heartbeat-interval"), "{err}");
+        let err = WorkerConfig::parse("[worker]\npd-endpoints = [\"127.0.0.1:1\"]\n", "w.toml")
+            .unwrap_err();
+        assert!(err.to_string().contains("worker.pd-endpoints"), "{err}");
     }
 
     #[test]

@@ -106,12 +106,8 @@ async fn pd_heartbeat(
     let mut failing = false;
     loop {
         tick.tick().await;
-        let outcome = match client.worker_heartbeat(&hb).await {
-            Ok(resp) if resp.error.is_empty() => Ok(resp.worker_id),
-            Ok(resp) => Err(resp.error),
-            Err(e) => Err(e.to_string()),
-        };
-        match outcome {
+        // A refusal comes back as an error (the client retries it until its deadline).
+        match client.worker_heartbeat(&hb).await.map(|r| r.worker_id) {
             Ok(id) if failing => {
                 tracing::info!(worker_id = id, "registered with the placement driver again");
                 failing = false;
