@@ -158,7 +158,10 @@ fn throughput(dir: &std::path::Path) {
         wait_for_leader(&[pd], LEADER_TIMEOUT);
         for (i, &threads) in THREADS.iter().enumerate() {
             let (per_sec, batch) = tso_rate(pd, threads);
-            eprintln!("tso, {store}, {threads} threads: {per_sec:.0}/s, mean batch {batch:.2}");
+            eprintln!(
+                "tso, {store}, {}: {per_sec:.0}/s, mean batch {batch:.2}",
+                threads_label(threads)
+            );
             rows.push((store, threads, per_sec, batch, baselines[i]));
         }
     }
