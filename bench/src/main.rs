@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|all] [--entries N]
 //! ```
 
 mod cop_bench;
@@ -15,6 +15,7 @@ mod memtable_bench;
 mod mixed_bench;
 mod node_selection_bench;
 mod offload_bench;
+mod pd_bench;
 mod raft_write_bench;
 mod replication_bench;
 mod report;
@@ -39,12 +40,12 @@ fn main() {
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "raft-write" | "txn-snapshot"
             | "replication" | "failover" | "idle" | "cop" | "offload" | "mixed" | "cop-cache"
-            | "node-selection" | "all" => suite = a,
+            | "node-selection" | "pd" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -99,5 +100,8 @@ fn main() {
     }
     if suite == "node-selection" || suite == "all" {
         node_selection_bench::run();
+    }
+    if suite == "pd" || suite == "all" {
+        pd_bench::run();
     }
 }

@@ -24,11 +24,21 @@ pub fn table_header(title: &str) {
 /// One row: both sides as a rate, higher is better.
 pub fn row(name: &str, unit: &str, ours: f64, base_name: &str, base: f64) {
     println!(
-        "| {name} | {} {unit} | {} {unit} ({base_name}) | {:.2} |",
+        "| {name} | {} {unit} | {} {unit} ({base_name}) | {} |",
         fmt(ours),
         fmt(base),
-        ours / base
+        fmt_ratio(ours / base)
     );
+}
+
+/// Two decimals, or three significant digits when that would print 0.00 (a network round trip
+/// against an in-process atomic).
+fn fmt_ratio(r: f64) -> String {
+    if r.abs() >= 0.01 || r == 0.0 {
+        format!("{r:.2}")
+    } else {
+        format!("{r:.2e}")
+    }
 }
 
 pub fn rate(count: f64, d: Duration) -> f64 {
