@@ -74,9 +74,17 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
     });
     let checker = tokio::spawn(split_checker(node.clone(), split_every));
     let heartbeat = (!node.config.server.pd_endpoints.is_empty()).then(|| {
+        // The URL the other servers know this one by (its `[raft] peers` entry), else the
+        // bound address: what clients and workers are told to reach.
+        let own = node.config.store_id();
+        let url = node
+            .config
+            .raft
+            .peer(own)
+            .map_or_else(|| format!("http://{local}"), |p| p.addr.trim_end_matches('/').to_string());
         tokio::spawn(crate::pd_heartbeat::run(
             node.clone(),
-            format!("http://{local}"),
+            url,
             node.config.server.pd_endpoints.clone(),
             node.config.server.pd_heartbeat_interval.duration(),
         ))

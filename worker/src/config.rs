@@ -18,6 +18,7 @@
 //! delegate-timeout = "10s"
 //! pd-endpoints = []                # the placement driver: register here (empty: not registered)
 //! pd-heartbeat-interval = "2s"
+//! advertise-url = ""              # the URL it registers (empty: http:// + the bound address)
 //!
 //! [dfs]
 //! local-dir = "./stratus-data/dfs"
@@ -106,6 +107,9 @@ pub struct WorkerSection {
     pub pd_endpoints: Vec<String>,
     /// How often the worker renews its registration.
     pub pd_heartbeat_interval: ReadableDuration,
+    /// The base URL servers and clients reach this worker at, as registered with the placement
+    /// driver; empty = `http://` + the bound address (right unless it binds 0.0.0.0).
+    pub advertise_url: String,
 }
 
 impl Default for WorkerSection {
@@ -121,6 +125,7 @@ impl Default for WorkerSection {
             delegate_timeout: ReadableDuration::secs(10),
             pd_endpoints: Vec::new(),
             pd_heartbeat_interval: ReadableDuration::secs(2),
+            advertise_url: String::new(),
         }
     }
 }
@@ -266,6 +271,14 @@ impl WorkerConfig {
                 "expected more than 0, found 0",
             ));
         }
+        if !w.advertise_url.is_empty()
+            && !(w.advertise_url.starts_with("http://") || w.advertise_url.starts_with("https://"))
+        {
+            return Err(ConfigError::invalid(
+                "worker.advertise-url",
+                format!("expected an http:// or https:// URL, found {:?}", w.advertise_url),
+            ));
+        }
         for url in &w.pd_endpoints {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::invalid(
@@ -370,6 +383,9 @@ mod tests {
         let err = WorkerConfig::parse("[worker]\npd-endpoints = [\"127.0.0.1:1\"]\n", "w.toml")
             .unwrap_err();
         assert!(err.to_string().contains("worker.pd-endpoints"), "{err}");
+        let err = WorkerConfig::parse("[worker]\nadvertise-url = \"10.0.0.1:19000\"\n", "w.toml")
+            .unwrap_err();
+        assert!(err.to_string().contains("worker.advertise-url"), "{err}");
     }
 
     #[test]

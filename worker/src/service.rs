@@ -70,7 +70,11 @@ pub async fn serve(
     let w = &state.config().worker;
     let heartbeat = (!w.pd_endpoints.is_empty()).then(|| {
         tokio::spawn(pd_heartbeat(
-            format!("http://{}", state.addr()),
+            if w.advertise_url.is_empty() {
+                format!("http://{}", state.addr())
+            } else {
+                w.advertise_url.trim_end_matches('/').to_string()
+            },
             w.labels.clone(),
             w.pd_endpoints.clone(),
             w.pd_heartbeat_interval.duration(),
