@@ -271,16 +271,15 @@ impl WorkerConfig {
                 "expected more than 0, found 0",
             ));
         }
-        if !w.advertise_url.is_empty()
-            && !(w.advertise_url.starts_with("http://") || w.advertise_url.starts_with("https://"))
-        {
+        let is_http_url = |u: &str| u.starts_with("http://") || u.starts_with("https://");
+        if !w.advertise_url.is_empty() && !is_http_url(&w.advertise_url) {
             return Err(ConfigError::invalid(
                 "worker.advertise-url",
                 format!("expected an http:// or https:// URL, found {:?}", w.advertise_url),
             ));
         }
         for url in &w.pd_endpoints {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
+            if !is_http_url(url) {
                 return Err(ConfigError::invalid(
                     "worker.pd-endpoints",
                     format!("expected an http:// or https:// URL, found {url:?}"),
