@@ -75,7 +75,15 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                 })
                 .collect();
             (
-                names(&["id", "zone", "regions", "leaders", "size", "url", "last_heartbeat_ms"]),
+                names(&[
+                    "id",
+                    "zone",
+                    "regions",
+                    "leaders",
+                    "size",
+                    "url",
+                    "last_heartbeat_ms",
+                ]),
                 rows,
             )
         }
@@ -124,7 +132,9 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                 })
                 .collect();
             (
-                names(&["id", "start", "end", "replicas", "leader", "epoch", "term", "size"]),
+                names(&[
+                    "id", "start", "end", "replicas", "leader", "epoch", "term", "size",
+                ]),
                 rows,
             )
         }
@@ -160,15 +170,19 @@ pub fn run(endpoints: &[String], target: CtlTarget, format: Format) -> Result<St
                         vec![
                             text(m.name.clone()),
                             text(m.url.clone()),
-                            text(if m.leader == m.url { "leader" } else { "follower" }),
+                            text(if m.leader == m.url {
+                                "leader"
+                            } else {
+                                "follower"
+                            }),
                             text(m.leader.clone()),
                             int(m.cluster_id),
                             text(m.store.clone()),
                         ]
                     })
                     .collect();
-                let columns = ["name", "url", "role", "leader", "cluster_id", "store"]
-                    .map(String::from);
+                let columns =
+                    ["name", "url", "role", "leader", "cluster_id", "store"].map(String::from);
                 Ok(render(&columns, &rows, format))
             }
             CtlTarget::Tso => {
@@ -190,7 +204,8 @@ pub fn run(endpoints: &[String], target: CtlTarget, format: Format) -> Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wire::pd::{NodeLabel, StoreHeartbeat, StoreInfo};
+    use wire::pd::{StoreHeartbeat, StoreInfo};
+    use wire::region::Label;
     use wire::region::{Peer, Region};
 
     #[test]
@@ -200,7 +215,7 @@ mod tests {
                 heartbeat: Some(StoreHeartbeat {
                     store_id: 2,
                     url: "http://s2".into(),
-                    labels: vec![NodeLabel {
+                    labels: vec![Label {
                         key: "zone".into(),
                         value: "b".into(),
                     }],
@@ -233,11 +248,17 @@ mod tests {
         };
         let (cols, servers) = rows(CtlTarget::Servers, &view);
         let table = render(&cols, &servers, Format::Table);
-        assert!(table.contains("| b ") && table.contains("http://s2"), "{table}");
+        assert!(
+            table.contains("| b ") && table.contains("http://s2"),
+            "{table}"
+        );
         let (cols, regions) = rows(CtlTarget::Regions, &view);
         let json = render(&cols, &regions, Format::Json);
         assert!(json.contains("\"replicas\":\"1(a),2(b)\""), "{json}");
-        assert!(json.contains("\"end\":\"+inf\"") && json.contains("\"id\":101"), "{json}");
+        assert!(
+            json.contains("\"end\":\"+inf\"") && json.contains("\"id\":101"),
+            "{json}"
+        );
     }
 
     #[test]

@@ -974,7 +974,10 @@ mod tests {
         }
         let pd = pd_config(&opts(false, 7000), &ports());
         assert_eq!(pd.pd.addr, "127.0.0.1:7007");
-        assert!(pd.pd.etcd_endpoints.is_empty(), "one machine: the embedded store");
+        assert!(
+            pd.pd.etcd_endpoints.is_empty(),
+            "one machine: the embedded store"
+        );
         let with_etcd = ClusterOptions {
             etcd: vec!["http://127.0.0.1:2379".into()],
             ..opts(false, 7000)

@@ -157,7 +157,11 @@ pub fn write_nodes(out: &mut dyn Write, nodes: &[&NodeInfo]) -> std::io::Result<
     let url_w = nodes.iter().map(|n| n.url.len()).max().unwrap_or(0).max(3);
     writeln!(out, "{:<name_w$}  ZONE  {:<url_w$}  LOG", "NODE", "URL")?;
     for n in nodes {
-        let zone = if n.zone.is_empty() { "-" } else { n.zone.as_str() };
+        let zone = if n.zone.is_empty() {
+            "-"
+        } else {
+            n.zone.as_str()
+        };
         writeln!(
             out,
             "{:<name_w$}  {:<4}  {:<url_w$}  {}",

@@ -278,7 +278,10 @@ mod tests {
             ("servers", Box::new(|c| c.servers.push("http://".into()))),
             ("workers", Box::new(|c| c.workers.push("a:1/x".into()))),
             ("tso-server", Box::new(|c| c.tso_server = "https://".into())),
-            ("pd-endpoints", Box::new(|c| c.pd_endpoints.push("a:1/x".into()))),
+            (
+                "pd-endpoints",
+                Box::new(|c| c.pd_endpoints.push("a:1/x".into())),
+            ),
             (
                 "tso-server",
                 Box::new(|c| {

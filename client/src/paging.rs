@@ -200,6 +200,10 @@ impl CopResult {
     }
 }
 
+/// How often a client reads the workers' registrations at most (they change on a lease's
+/// scale, seconds).
+pub const REGISTRATIONS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The entry node's handle on the cluster. Share it (`Arc`) between tasks: every method takes
 /// `&self`.
 #[derive(Debug)]
@@ -368,11 +372,16 @@ impl Client {
         }
     }
 
-    /// Takes the workers' registrations from the placement driver (when configured), then
-    /// probes every worker not within its dead TTL.
+    /// Takes the workers' registrations from the placement driver (when configured, at most
+    /// once per [`REGISTRATIONS_EVERY`]: node selection runs per query), then probes every
+    /// worker not within its dead TTL.
     pub async fn probe_workers(&self) {
-        if let Some(pd) = &self.pd {
-            match pd.cluster().await {
+        if let Some(pd) = &self.pd
+            && self
+                .workers
+                .registrations_due(std::time::Instant::now(), REGISTRATIONS_EVERY)
+        {
+            match pd.workers().await {
                 Ok(view) => {
                     let registered: Vec<(String, Option<types::Zone>)> = view
                         .workers
@@ -928,8 +937,6 @@ mod tests {
         let mut with_pd = ClientConfig::new(["127.0.0.1:9"]);
         with_pd.pd_endpoints = vec!["127.0.0.1:8".into()];
         let c = Client::new(with_pd).unwrap();
-        assert!(
-            matches!(&c.tso, TsoSource::Pd(pd) if pd.endpoints() == ["http://127.0.0.1:8"])
-        );
+        assert!(matches!(&c.tso, TsoSource::Pd(pd) if pd.endpoints() == ["http://127.0.0.1:8"]));
     }
 }

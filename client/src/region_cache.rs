@@ -235,13 +235,13 @@ impl RegionCache {
                         }
                     }
                 }
-                Err(e) => tracing::warn!("cannot read the routing table from the placement driver: {e}"),
+                Err(e) => {
+                    tracing::warn!("cannot read the routing table from the placement driver: {e}")
+                }
             }
         }
         if seeds.is_empty() {
-            return Err(Error::NoRegion {
-                key: Vec::new(),
-            });
+            return Err(Error::NoRegion { key: Vec::new() });
         }
         let mut asked: Vec<&String> = seeds.iter().filter(|s| !self.is_down(s)).collect();
         if asked.is_empty() {

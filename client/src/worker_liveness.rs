@@ -46,6 +46,8 @@ impl WorkerInfo {
 pub struct WorkerLiveness {
     ttl: Duration,
     workers: Mutex<Vec<WorkerInfo>>,
+    /// When the registrations were last due (read from the placement driver).
+    registrations_read: Mutex<Option<Instant>>,
 }
 
 impl WorkerLiveness {
@@ -66,6 +68,7 @@ impl WorkerLiveness {
         WorkerLiveness {
             ttl,
             workers: Mutex::new(workers),
+            registrations_read: Mutex::new(None),
         }
     }
 
@@ -86,6 +89,17 @@ impl WorkerLiveness {
             w.dead_until = None;
             w.zone = zone;
         }
+    }
+
+    /// Whether the registrations should be read again at `now` (not within `every` of the last
+    /// read); marks them read when they are.
+    pub fn registrations_due(&self, now: Instant, every: Duration) -> bool {
+        let mut last = self.registrations_read.lock();
+        if last.is_some_and(|t| now < t + every) {
+            return false;
+        }
+        *last = Some(now);
+        true
     }
 
     /// Takes the placement driver's registrations (base URL and zone of every registered
@@ -244,6 +258,16 @@ mod tests {
             c.apply_registrations(&[], t0);
         }
         assert!(c.nodes_at(t0)[0].alive);
+    }
+
+    #[test]
+    fn registrations_are_read_at_most_once_per_interval() {
+        let l = WorkerLiveness::new(Vec::new(), Duration::from_secs(10));
+        let t0 = Instant::now();
+        let every = Duration::from_secs(1);
+        assert!(l.registrations_due(t0, every));
+        assert!(!l.registrations_due(t0 + Duration::from_millis(999), every));
+        assert!(l.registrations_due(t0 + every, every));
     }
 
     #[test]

@@ -148,3 +148,20 @@ pub fn wait_for_leader(pds: &[&PdProc], timeout: Duration) -> String {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Runs `f` to completion on a fresh current-thread runtime: a test's blocking call into
+/// `node::PdClient` or a metadata store.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a test runtime")
+        .block_on(f)
+}
+
+/// One timestamp from the placement driver at `endpoints` (following its leader for up to
+/// 15 s); panics when none comes.
+pub fn timestamp(endpoints: &[String]) -> u64 {
+    block_on(node::PdClient::new(endpoints, Duration::from_secs(15)).get_ts())
+        .unwrap_or_else(|e| panic!("{e}"))
+}

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use e2e::pd_proc::block_on;
 use harness::etcd::EtcdCluster;
 use pd::meta::embedded::EmbeddedStore;
 use pd::meta::etcd::EtcdStore;
@@ -48,11 +49,7 @@ impl Pair {
 fn etcd_and_the_embedded_store_answer_a_random_history_alike() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = EtcdCluster::start(&dir.path().join("etcd"), 1).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    block_on(async {
         let mut pair = Pair {
             etcd: EtcdStore::new(etcd.endpoints(), Duration::from_secs(5)),
             embedded: EmbeddedStore::open(&dir.path().join("meta")).unwrap(),
@@ -92,8 +89,12 @@ fn etcd_and_the_embedded_store_answer_a_random_history_alike() {
                 3 => {
                     let (a, b) = pair
                         .both_txn(|key, _| {
-                            Txn::when(vec![Compare::value_is(key(k), vec![v])])
-                                .then(vec![Op::put(key(k), vec![v + 10]), Op::Delete { key: key((k + 1) % 5) }])
+                            Txn::when(vec![Compare::value_is(key(k), vec![v])]).then(vec![
+                                Op::put(key(k), vec![v + 10]),
+                                Op::Delete {
+                                    key: key((k + 1) % 5),
+                                },
+                            ])
                         })
                         .await;
                     assert_eq!(a, b, "step {step}: value compare {k}={v}");
@@ -103,8 +104,18 @@ fn etcd_and_the_embedded_store_answer_a_random_history_alike() {
                     // A compare against each store's own current revision of the key, right or
                     // off by one.
                     let off = u64::from(rng.random_range(0..2u8));
-                    let ra = pair.etcd.get(&pair.key(k)).await.unwrap().map_or(0, |kv| kv.mod_revision);
-                    let rb = pair.embedded.get(&pair.key(k)).await.unwrap().map_or(0, |kv| kv.mod_revision);
+                    let ra = pair
+                        .etcd
+                        .get(&pair.key(k))
+                        .await
+                        .unwrap()
+                        .map_or(0, |kv| kv.mod_revision);
+                    let rb = pair
+                        .embedded
+                        .get(&pair.key(k))
+                        .await
+                        .unwrap()
+                        .map_or(0, |kv| kv.mod_revision);
                     let (a, b) = pair
                         .both_txn(|key, is_etcd| {
                             let r = if is_etcd { ra } else { rb } + off;
@@ -170,11 +181,7 @@ fn etcd_and_the_embedded_store_answer_a_random_history_alike() {
 fn an_expired_etcd_lease_takes_its_keys_and_cannot_be_renewed() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = EtcdCluster::start(&dir.path().join("etcd"), 1).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    block_on(async {
         let store = EtcdStore::new(etcd.endpoints(), Duration::from_secs(5));
         let lease = store.grant_lease(Duration::from_secs(1)).await.unwrap();
         assert!(lease.ttl >= Duration::from_secs(1));
@@ -187,7 +194,10 @@ fn an_expired_etcd_lease_takes_its_keys_and_cannot_be_renewed() {
         assert!(store.keep_alive(lease.id).await.unwrap().is_some());
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while store.get(b"/l").await.unwrap().is_some() {
-            assert!(std::time::Instant::now() < deadline, "the lease never expired");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lease never expired"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert_eq!(store.keep_alive(lease.id).await.unwrap(), None);
@@ -199,6 +209,9 @@ fn an_expired_etcd_lease_takes_its_keys_and_cannot_be_renewed() {
         // Unreachable etcd: a clear, retryable error naming the endpoints.
         drop(etcd);
         let e = store.get(b"/l").await.unwrap_err();
-        assert!(e.is_retryable() && e.to_string().contains("127.0.0.1"), "{e}");
+        assert!(
+            e.is_retryable() && e.to_string().contains("127.0.0.1"),
+            "{e}"
+        );
     });
 }

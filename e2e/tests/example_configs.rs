@@ -281,8 +281,15 @@ fn the_three_machine_examples_load_document_their_keys_and_agree() {
         let pd_file = name(&format!("pd-{m}.toml"));
         let pd = pd::PdConfig::load(Some(&example(&pd_file))).unwrap();
         assert_every_key_is_documented(&pd_file, &read(&pd_file));
-        assert_eq!(etcd.get_or_insert_with(|| pd.pd.etcd_endpoints.clone()), &pd.pd.etcd_endpoints);
-        assert_eq!(pd.pd.etcd_endpoints.len(), 3, "{pd_file}: a three-member etcd");
+        assert_eq!(
+            etcd.get_or_insert_with(|| pd.pd.etcd_endpoints.clone()),
+            &pd.pd.etcd_endpoints
+        );
+        assert_eq!(
+            pd.pd.etcd_endpoints.len(),
+            3,
+            "{pd_file}: a three-member etcd"
+        );
         pd_urls.push(format!("http://{}", pd.pd.addr));
 
         let server_file = name(&format!("server-{m}.toml"));
@@ -292,20 +299,38 @@ fn the_three_machine_examples_load_document_their_keys_and_agree() {
         assert_eq!(u64::from(server.server.node_id), m);
         server.raft.check_member(m).unwrap();
         let me = server.raft.peer(m).unwrap();
-        assert_eq!(me.addr, format!("http://{}", server.server.addr), "{server_file}");
+        assert_eq!(
+            me.addr,
+            format!("http://{}", server.server.addr),
+            "{server_file}"
+        );
         assert_eq!(me.zone, server.zone(), "{server_file}");
         assert!(zones.insert(server.zone()), "{server_file}: a zone twice");
-        assert_eq!(peers.get_or_insert_with(|| server.raft.peers.clone()), &server.raft.peers);
+        assert_eq!(
+            peers.get_or_insert_with(|| server.raft.peers.clone()),
+            &server.raft.peers
+        );
         assert!(!server.server.tso && !server.server.pd_endpoints.is_empty());
-        assert!(server.dfs.s3_bucket.len() >= 3, "{server_file}: machines share S3");
+        assert!(
+            server.dfs.s3_bucket.len() >= 3,
+            "{server_file}: machines share S3"
+        );
         assert_eq!(dfs.get_or_insert_with(|| server.dfs.clone()), &server.dfs);
         servers.push(format!("http://{}", server.server.addr));
 
         let worker_file = name(&format!("worker-{m}.toml"));
         let worker = WorkerConfig::load(Some(&example(&worker_file))).unwrap();
         assert_every_key_is_documented(&worker_file, &read(&worker_file));
-        assert_eq!(worker.zone(), server.zone(), "{worker_file}: the server's zone");
-        assert_eq!(Some(&worker.dfs), dfs.as_ref(), "{worker_file}: the servers' store");
+        assert_eq!(
+            worker.zone(),
+            server.zone(),
+            "{worker_file}: the server's zone"
+        );
+        assert_eq!(
+            Some(&worker.dfs),
+            dfs.as_ref(),
+            "{worker_file}: the servers' store"
+        );
         workers.push(format!("http://{}", worker.worker.addr));
         // Placement-driver lists are checked once all three instances are known.
         assert_eq!(worker.worker.pd_endpoints, server.server.pd_endpoints);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use e2e::pd_proc::{PdProc, PdSetup, wait_for_leader};
+use e2e::pd_proc::{PdProc, PdSetup, block_on, timestamp, wait_for_leader};
 use harness::etcd::EtcdCluster;
 use harness::supervisor::Signal;
 use node::PdClient;
@@ -95,7 +95,11 @@ fn assert_strictly_increasing_and_unique(results: &[(Vec<u64>, Vec<String>)]) ->
             let mut sorted = batch.to_vec();
             sorted.sort_unstable();
             sorted.dedup();
-            assert_eq!(sorted.len(), batch.len(), "client {i}: a batch repeats a timestamp");
+            assert_eq!(
+                sorted.len(),
+                batch.len(),
+                "client {i}: a batch repeats a timestamp"
+            );
         }
         for pair in seen.chunks(4).collect::<Vec<_>>().windows(2) {
             let prev_max = pair[0].iter().max().unwrap();
@@ -163,9 +167,15 @@ fn timestamps_strictly_increase_across_sigkills_of_the_placement_leader() {
     std::thread::sleep(Duration::from_millis(500));
     let results = fetchers.finish();
     let total = assert_strictly_increasing_and_unique(&results);
-    assert!(total > 100, "too few timestamps fetched to prove anything: {total}");
+    assert!(
+        total > 100,
+        "too few timestamps fetched to prove anything: {total}"
+    );
     for f in &failovers {
-        assert!(*f < Duration::from_secs(10), "a failover took {f:?}: {failovers:?}");
+        assert!(
+            *f < Duration::from_secs(10),
+            "a failover took {f:?}: {failovers:?}"
+        );
     }
     drop(etcd);
 }
@@ -192,7 +202,7 @@ fn a_paused_leader_is_replaced_and_serves_nothing_stale_when_it_wakes() {
     // A timestamp from the new leader, then the old one wakes believing it leads until it
     // looks at its lease: asked directly, it must refuse (naming the new leader, which then
     // answers), never hand out a timestamp from its old window.
-    let from_new = node_client_ts(std::slice::from_ref(&next));
+    let from_new = timestamp(std::slice::from_ref(&next));
     pds[idx].signal(Signal::SIGCONT);
     // Asked directly, at once: a refusal, naming the new leader or no one, never itself.
     let raw: wire::region::TsoResponse = prost::Message::decode(
@@ -210,24 +220,17 @@ fn a_paused_leader_is_replaced_and_serves_nothing_stale_when_it_wakes() {
         !raw.error.is_empty() && raw.first_ts == 0 && (raw.leader.is_empty() || raw.leader == next),
         "the woken leader answered {raw:?}"
     );
-    let from_woken = node_client_ts(std::slice::from_ref(&leader));
-    assert!(from_woken > from_new, "the woken leader answered {from_woken} <= {from_new}");
+    let from_woken = timestamp(std::slice::from_ref(&leader));
+    assert!(
+        from_woken > from_new,
+        "the woken leader answered {from_woken} <= {from_new}"
+    );
     std::thread::sleep(Duration::from_millis(500));
     let results = fetchers.finish();
     let total = assert_strictly_increasing_and_unique(&results);
     assert!(total > 50, "too few timestamps: {total}");
     let all = pds.iter().collect::<Vec<_>>();
     assert_eq!(wait_for_leader(&all, Duration::from_secs(15)), next);
-}
-
-/// One timestamp through a fresh client of `endpoints`.
-fn node_client_ts(endpoints: &[String]) -> u64 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(PdClient::new(endpoints, Duration::from_secs(15)).get_ts())
-        .unwrap()
 }
 
 #[test]
@@ -238,12 +241,8 @@ fn a_restarted_single_instance_starts_above_everything_it_handed_out() {
     let setup = PdSetup::new(&dir.path().join("pd"), "pd-1", port, &[]);
     let mut pd = PdProc::start(&setup);
     let endpoints = vec![pd.base_url().to_string()];
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let client = PdClient::new(&endpoints, Duration::from_secs(15));
-    let (max_before, ids_before) = rt.block_on(async {
+    let (max_before, ids_before) = block_on(async {
         let mut max = 0;
         for _ in 0..200 {
             max = max.max(client.get_ts().await.unwrap());
@@ -256,18 +255,28 @@ fn a_restarted_single_instance_starts_above_everything_it_handed_out() {
         ];
         (max, ids)
     });
-    assert_eq!(ids_before[0], wire::pd::RESERVED_IDS + 1, "ids are small: {ids_before:?}");
+    assert_eq!(
+        ids_before[0],
+        wire::pd::RESERVED_IDS + 1,
+        "ids are small: {ids_before:?}"
+    );
     pd.kill();
     pd.restart();
-    let (after, id_after) = rt.block_on(async {
+    let (after, id_after) = block_on(async {
         (
             client.get_ts().await.unwrap(),
             client.alloc_ids(1).await.unwrap(),
         )
     });
     assert!(after > max_before, "{after} <= {max_before}");
-    assert!(id_after > ids_before[1] + 4, "{id_after} repeats {ids_before:?}");
-    assert!(id_after < 1000, "ids stay small across restarts: {id_after}");
+    assert!(
+        id_after > ids_before[1] + 4,
+        "{id_after} repeats {ids_before:?}"
+    );
+    assert!(
+        id_after < 1000,
+        "ids stay small across restarts: {id_after}"
+    );
 }
 
 #[test]
@@ -276,14 +285,10 @@ fn ids_are_never_repeated_across_failovers_and_stay_small() {
     let etcd = EtcdCluster::start(&dir.path().join("etcd"), 1).unwrap();
     let mut pds = start_three(dir.path(), &etcd);
     let endpoints: Vec<String> = pds.iter().map(|p| p.base_url().to_string()).collect();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let client = PdClient::new(&endpoints, Duration::from_secs(15));
     let mut ids = HashSet::new();
     for round in 0..2 {
-        let got: Vec<u64> = rt.block_on(async {
+        let got: Vec<u64> = block_on(async {
             let mut v = Vec::new();
             for _ in 0..20 {
                 v.push(client.alloc_ids(1).await.unwrap());
@@ -300,7 +305,10 @@ fn ids_are_never_repeated_across_failovers_and_stay_small() {
     }
     let max = ids.iter().max().copied().unwrap();
     // Each failover skips at most one reserved batch (100 by default).
-    assert!(max < wire::pd::RESERVED_IDS + 400, "ids grew too fast: {max}");
+    assert!(
+        max < wire::pd::RESERVED_IDS + 400,
+        "ids grew too fast: {max}"
+    );
 }
 
 #[test]
@@ -318,7 +326,11 @@ fn a_three_member_etcd_losing_one_member_does_not_disturb_the_tso() {
     std::thread::sleep(Duration::from_millis(500));
     let results = fetchers.finish();
     let total = assert_strictly_increasing_and_unique(&results);
-    assert!(total > 100, "too few timestamps: {total}; etcd:\n{}", etcd.logs());
+    assert!(
+        total > 100,
+        "too few timestamps: {total}; etcd:\n{}",
+        etcd.logs()
+    );
 }
 
 #[test]
@@ -343,27 +355,34 @@ fn a_server_on_the_placement_driver_names_split_regions_with_small_ids() {
     ids.sort_unstable();
     assert_eq!(ids.len(), 3);
     assert!(
-        ids.iter().all(|id| *id > wire::pd::RESERVED_IDS && *id < wire::pd::RESERVED_IDS + 100),
+        ids.iter()
+            .all(|id| *id > wire::pd::RESERVED_IDS && *id < wire::pd::RESERVED_IDS + 100),
         "{ids:?}"
     );
     // The server's own writes take their timestamps from the placement driver.
     let handed_out = |pd: &PdProc| -> u64 {
-        let text = pd.metrics_text();
-        text.lines()
-            .find_map(|l| l.strip_prefix("stratus_pd_timestamps_total "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no stratus_pd_timestamps_total in:\n{text}")) as u64
+        harness::metrics::Metrics::parse(&pd.metrics_text())
+            .and_then(|m| m.sum("stratus_pd_timestamps_total", &[]))
+            .unwrap_or_else(|e| panic!("{e}")) as u64
     };
     let before = handed_out(&pd);
     server.raw_load(vec![(b"k1".to_vec(), b"v".to_vec())]);
-    assert!(handed_out(&pd) >= before + 2, "a raw load takes a start and a commit timestamp");
+    assert!(
+        handed_out(&pd) >= before + 2,
+        "a raw load takes a start and a commit timestamp"
+    );
 }
 
 #[test]
 fn etcd_down_for_ten_seconds_stops_new_timestamps_with_a_clear_error_but_not_the_raft_leaders() {
     let cluster = e2e::cluster::Cluster::new(e2e::cluster::StoreKind::Local);
     let mut etcd = EtcdCluster::start(&cluster.path("etcd"), 1).unwrap();
-    let pd = PdProc::start(&PdSetup::new(&cluster.path("pd"), "pd-1", 0, &etcd.endpoints()));
+    let pd = PdProc::start(&PdSetup::new(
+        &cluster.path("pd"),
+        "pd-1",
+        0,
+        &etcd.endpoints(),
+    ));
     let pd_url = pd.base_url().to_string();
     let mut rc = e2e::replicated::ReplicatedCluster::start_configured(
         cluster,
@@ -376,21 +395,23 @@ fn etcd_down_for_ten_seconds_stops_new_timestamps_with_a_clear_error_but_not_the
         },
     );
     rc.wait_until_every_region_has_a_leader(Duration::from_secs(30));
-    let (_, committed_at) = rc.write(vec![(b"k1".to_vec(), b"v1".to_vec())], Duration::from_secs(30));
+    let (_, committed_at) = rc.write(
+        vec![(b"k1".to_vec(), b"v1".to_vec())],
+        Duration::from_secs(30),
+    );
     let leaders_before = rc.reported_leaders();
     etcd.kill(0);
     let outage = Instant::now();
     // The TSO serves at most until its window runs out, then fails with a clear error.
     let client = PdClient::new(std::slice::from_ref(&pd_url), Duration::from_secs(2));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let mut served_in_outage = committed_at;
     let refused = loop {
-        match rt.block_on(client.get_ts()) {
+        match block_on(client.get_ts()) {
             Ok(ts) => {
-                assert!(outage.elapsed() < Duration::from_secs(5), "timestamps served long after etcd died");
+                assert!(
+                    outage.elapsed() < Duration::from_secs(5),
+                    "timestamps served long after etcd died"
+                );
                 served_in_outage = served_in_outage.max(ts);
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -407,16 +428,23 @@ fn etcd_down_for_ten_seconds_stops_new_timestamps_with_a_clear_error_but_not_the
         assert_eq!(value.as_deref(), Some(&b"v1"[..]));
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert_eq!(rc.reported_leaders(), leaders_before, "the outage moved Raft leaders");
+    assert_eq!(
+        rc.reported_leaders(),
+        leaders_before,
+        "the outage moved Raft leaders"
+    );
     etcd.restart(0).unwrap();
     // Scheduling of timestamps resumes, above everything handed out before.
-    let after = rt
-        .block_on(PdClient::new(std::slice::from_ref(&pd_url), Duration::from_secs(30)).get_ts())
-        .unwrap();
+    let after =
+        block_on(PdClient::new(std::slice::from_ref(&pd_url), Duration::from_secs(30)).get_ts())
+            .unwrap();
     assert!(
         after > served_in_outage,
         "{after} <= {served_in_outage}, the last timestamp served as etcd went away"
     );
-    let (_, later) = rc.write(vec![(b"k2".to_vec(), b"v2".to_vec())], Duration::from_secs(30));
+    let (_, later) = rc.write(
+        vec![(b"k2".to_vec(), b"v2".to_vec())],
+        Duration::from_secs(30),
+    );
     assert!(later > after);
 }

@@ -15,23 +15,29 @@ use types::ReadableDuration;
 use wire::pd::ClusterView;
 
 fn view(pd: &PdProc) -> ClusterView {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(PdClient::new(&[pd.base_url().to_string()], Duration::from_secs(5)).cluster())
-        .unwrap()
+    e2e::pd_proc::block_on(
+        PdClient::new(&[pd.base_url().to_string()], Duration::from_secs(5)).cluster(),
+    )
+    .unwrap()
 }
 
 /// Waits up to `timeout` for `check` to hold on the cluster view; the view that passed.
-fn wait_view(pd: &PdProc, timeout: Duration, what: &str, check: impl Fn(&ClusterView) -> bool) -> ClusterView {
+fn wait_view(
+    pd: &PdProc,
+    timeout: Duration,
+    what: &str,
+    check: impl Fn(&ClusterView) -> bool,
+) -> ClusterView {
     let started = Instant::now();
     loop {
         let v = view(pd);
         if check(&v) {
             return v;
         }
-        assert!(started.elapsed() < timeout, "{what} not seen within {timeout:?}: {v:#?}");
+        assert!(
+            started.elapsed() < timeout,
+            "{what} not seen within {timeout:?}: {v:#?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -60,30 +66,58 @@ fn the_routing_table_follows_leader_transfers_and_splits_and_dead_nodes_unregist
         },
     );
     rc.wait_until_every_region_has_a_leader(Duration::from_secs(30));
-    let v = wait_view(&pd, Duration::from_secs(20), "three servers, a worker, two led regions", |v| {
-        v.stores.len() == 3
-            && v.workers.len() == 1
-            && v.regions.len() == 2
-            && v.regions.iter().all(|r| r.leader_store_id != 0 && r.peers.len() == 3)
-    });
+    let v = wait_view(
+        &pd,
+        Duration::from_secs(20),
+        "three servers, a worker, two led regions",
+        |v| {
+            v.stores.len() == 3
+                && v.workers.len() == 1
+                && v.regions.len() == 2
+                && v.regions
+                    .iter()
+                    .all(|r| r.leader_store_id != 0 && r.peers.len() == 3)
+        },
+    );
     assert_eq!(v.workers[0].url, worker.base_url());
-    assert!(v.workers[0].id > wire::pd::RESERVED_IDS, "{:?}", v.workers[0]);
+    assert!(
+        v.workers[0].id > wire::pd::RESERVED_IDS,
+        "{:?}",
+        v.workers[0]
+    );
     // Move region 1's leadership: the table follows.
-    let region1 = v.regions.iter().find(|r| r.start.is_empty()).unwrap().clone();
+    let region1 = v
+        .regions
+        .iter()
+        .find(|r| r.start.is_empty())
+        .unwrap()
+        .clone();
     let to = (0..3)
         .find(|i| *i as u64 + 1 != region1.leader_store_id)
         .unwrap();
     rc.transfer_leader(region1.id, to, Duration::from_secs(20));
-    wait_view(&pd, Duration::from_secs(20), "the new leader of region 1", |v| {
-        v.regions
-            .iter()
-            .any(|r| r.id == region1.id && r.leader_store_id == to as u64 + 1 && r.leader_term > region1.leader_term)
-    });
+    wait_view(
+        &pd,
+        Duration::from_secs(20),
+        "the new leader of region 1",
+        |v| {
+            v.regions.iter().any(|r| {
+                r.id == region1.id
+                    && r.leader_store_id == to as u64 + 1
+                    && r.leader_term > region1.leader_term
+            })
+        },
+    );
     // A split: a new small id and a higher epoch in the table.
     assert!(rc.server(to).split_at(b"f".to_vec()));
-    let v = wait_view(&pd, Duration::from_secs(20), "the split", |v| v.regions.len() == 3);
+    let v = wait_view(&pd, Duration::from_secs(20), "the split", |v| {
+        v.regions.len() == 3
+    });
     let child = v.regions.iter().find(|r| r.start == b"f").unwrap();
-    assert!(child.id > wire::pd::RESERVED_IDS && child.id < wire::pd::RESERVED_IDS + 100, "{child:?}");
+    assert!(
+        child.id > wire::pd::RESERVED_IDS && child.id < wire::pd::RESERVED_IDS + 100,
+        "{child:?}"
+    );
     let left = v.regions.iter().find(|r| r.id == region1.id).unwrap();
     assert!(left.ver > region1.ver && left.end == b"f", "{left:?}");
     // `stratus ctl` prints the same table, as JSON for scripts.
@@ -103,22 +137,30 @@ fn the_routing_table_follows_leader_transfers_and_splits_and_dead_nodes_unregist
     // A dead worker and a dead server leave the registrations once their leases end.
     worker.kill();
     rc.kill(2);
-    wait_view(&pd, Duration::from_secs(20), "the dead nodes unregistered", |v| {
-        v.workers.is_empty() && v.stores.len() == 2
-    });
+    wait_view(
+        &pd,
+        Duration::from_secs(20),
+        "the dead nodes unregistered",
+        |v| v.workers.is_empty() && v.stores.len() == 2,
+    );
 }
 
 /// `stratus_worker_delegate_requests_total{result="ok"}` of `worker`.
 fn delegated_ok(worker: &WorkerProc) -> f64 {
-    let text = worker.metrics_text();
-    text.lines()
-        .find_map(|l| l.strip_prefix("stratus_worker_delegate_requests_total{result=\"ok\"} "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no delegate counter in:\n{text}"))
+    ok_count(worker, "stratus_worker_delegate_requests_total")
+}
+
+/// The `result="ok"` series of counter `name` of `worker`.
+fn ok_count(worker: &WorkerProc, name: &str) -> f64 {
+    worker
+        .metrics()
+        .sum(name, &[("result", "ok")])
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
-fn a_client_knowing_only_the_placement_driver_and_its_zone_runs_sql_and_delegates_to_registered_workers() {
+fn a_client_knowing_only_the_placement_driver_and_its_zone_runs_sql_and_delegates_to_registered_workers()
+ {
     let cluster = Cluster::new(StoreKind::Local);
     let pd = PdProc::start(&PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]));
     let pd_url = pd.base_url().to_string();
@@ -126,16 +168,20 @@ fn a_client_knowing_only_the_placement_driver_and_its_zone_runs_sql_and_delegate
     worker_setup.worker.pd_endpoints = vec![pd_url.clone()];
     worker_setup.worker.pd_heartbeat_interval = ReadableDuration::millis(200);
     let worker = WorkerProc::start(&worker_setup);
-    let mut rc = ReplicatedCluster::start_configured(cluster, &[], Duration::from_millis(50), |_, s| {
-        s.server.tso = false;
-        s.server.tso_addr = String::new();
-        s.server.pd_endpoints = vec![pd_url.clone()];
-        s.server.pd_heartbeat_interval = ReadableDuration::millis(200);
-    });
+    let mut rc =
+        ReplicatedCluster::start_configured(cluster, &[], Duration::from_millis(50), |_, s| {
+            s.server.tso = false;
+            s.server.tso_addr = String::new();
+            s.server.pd_endpoints = vec![pd_url.clone()];
+            s.server.pd_heartbeat_interval = ReadableDuration::millis(200);
+        });
     rc.wait_until_every_region_has_a_leader(Duration::from_secs(30));
-    wait_view(&pd, Duration::from_secs(20), "a led region and a worker", |v| {
-        v.regions.len() == 1 && v.regions[0].leader_store_id != 0 && v.workers.len() == 1
-    });
+    wait_view(
+        &pd,
+        Duration::from_secs(20),
+        "a led region and a worker",
+        |v| v.regions.len() == 1 && v.regions[0].leader_store_id != 0 && v.workers.len() == 1,
+    );
     // The cluster file of issue 17: the placement driver and the client's zone, nothing else.
     let cfg: client::ClientConfig = toml::from_str(&format!(
         "pd-endpoints = [\"{pd_url}\"]\nrequest-timeout = \"30s\"\nlabels = {{ zone = \"a\" }}\n"
@@ -152,14 +198,20 @@ fn a_client_knowing_only_the_placement_driver_and_its_zone_runs_sql_and_delegate
     let sum = exec("SELECT COUNT(*), SUM(v) FROM t");
     assert_eq!(
         sum.rows,
-        vec![vec![wire::datum::Datum::Int(3), wire::datum::Datum::Int(60)]]
+        vec![vec![
+            wire::datum::Datum::Int(3),
+            wire::datum::Datum::Int(60)
+        ]]
     );
     // The delegate path picks among the workers the placement driver lists.
     let before = delegated_ok(&worker);
     exec("SET stratus_remote_coprocessor = ON");
     let again = exec("SELECT COUNT(*), SUM(v) FROM t");
     assert_eq!(again.rows, sum.rows);
-    assert!(delegated_ok(&worker) > before, "the registered worker served nothing");
+    assert!(
+        delegated_ok(&worker) > before,
+        "the registered worker served nothing"
+    );
     let alive = c.client.alive_workers();
     assert_eq!(alive.len(), 1, "{alive:?}");
     assert_eq!(alive[0].zone, types::Zone::label("a"));
@@ -167,11 +219,7 @@ fn a_client_knowing_only_the_placement_driver_and_its_zone_runs_sql_and_delegate
 
 /// `stratus_worker_coprocessor_requests_total{result="ok"}` of `worker`.
 fn offloads_ok(worker: &WorkerProc) -> f64 {
-    let text = worker.metrics_text();
-    text.lines()
-        .find_map(|l| l.strip_prefix("stratus_worker_coprocessor_requests_total{result=\"ok\"} "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no coprocessor counter in:\n{text}"))
+    ok_count(worker, "stratus_worker_coprocessor_requests_total")
 }
 
 #[test]
@@ -193,7 +241,7 @@ fn a_server_offloads_to_a_worker_it_learned_from_the_registrations() {
     let table = e2e::sample_table::SampleTable { id: 9 };
     table.load(&server, 0..500, 16, |h| h);
     server.flush();
-    let ts = rt_ts(&pd_url);
+    let ts = e2e::pd_proc::timestamp(std::slice::from_ref(&pd_url));
     let count_sum = |server: &e2e::server_proc::ServerProc| {
         let region = server.region_of(&table.range().start);
         let resp = server.coprocessor(&e2e::coprocessor::request(
@@ -210,7 +258,10 @@ fn a_server_offloads_to_a_worker_it_learned_from_the_registrations() {
         let rows = count_sum(&server);
         assert_eq!(
             rows,
-            vec![vec![wire::datum::Datum::Int(500), wire::datum::Datum::Int(499 * 500 / 2)]]
+            vec![vec![
+                wire::datum::Datum::Int(500),
+                wire::datum::Datum::Int(499 * 500 / 2)
+            ]]
         );
         if offloads_ok(&worker) > before {
             break;
@@ -221,13 +272,4 @@ fn a_server_offloads_to_a_worker_it_learned_from_the_registrations() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-fn rt_ts(pd_url: &str) -> u64 {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(PdClient::new(&[pd_url.to_string()], Duration::from_secs(10)).get_ts())
-        .unwrap()
 }

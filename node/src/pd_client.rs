@@ -115,7 +115,9 @@ impl PdClient {
             tx
         });
         if batcher.send(tx).is_err() {
-            return Err(self.inner.unavailable(Duration::ZERO, "the timestamp dispatcher stopped".into()));
+            return Err(self
+                .inner
+                .unavailable(Duration::ZERO, "the timestamp dispatcher stopped".into()));
         }
         rx.await.unwrap_or_else(|_| {
             Err(self
@@ -148,21 +150,36 @@ impl PdClient {
     }
 
     /// Registers (or renews) a storage server and reports the regions it leads.
-    pub async fn store_heartbeat(&self, hb: &StoreHeartbeat) -> Result<HeartbeatResponse, PdClientError> {
+    pub async fn store_heartbeat(
+        &self,
+        hb: &StoreHeartbeat,
+    ) -> Result<HeartbeatResponse, PdClientError> {
         self.inner.call(paths::PD_STORE_HEARTBEAT, hb).await
     }
 
     /// Registers (or renews) a worker; the answer carries its id.
-    pub async fn worker_heartbeat(&self, hb: &WorkerHeartbeat) -> Result<HeartbeatResponse, PdClientError> {
+    pub async fn worker_heartbeat(
+        &self,
+        hb: &WorkerHeartbeat,
+    ) -> Result<HeartbeatResponse, PdClientError> {
         self.inner.call(paths::PD_WORKER_HEARTBEAT, hb).await
     }
 
     /// The registered servers and workers and the routing table, from the first instance that
     /// answers (every instance reads them from the metadata store).
     pub async fn cluster(&self) -> Result<ClusterView, PdClientError> {
+        self.view(paths::PD_CLUSTER).await
+    }
+
+    /// The registered workers only (`ClusterView::workers`).
+    pub async fn workers(&self) -> Result<ClusterView, PdClientError> {
+        self.view(paths::PD_WORKERS).await
+    }
+
+    async fn view(&self, path: &str) -> Result<ClusterView, PdClientError> {
         let mut last = String::from("no endpoint answered");
         for e in &self.inner.endpoints {
-            let url = format!("{e}{}", paths::PD_CLUSTER);
+            let url = format!("{e}{path}");
             match self.inner.http.get(&url, self.inner.attempt_timeout).await {
                 Ok(reply) if reply.status.is_success() => {
                     let view = ClusterView::decode(reply.body.as_ref()).map_err(|err| {

@@ -105,7 +105,10 @@ impl PdConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let p = &self.pd;
         if p.name.is_empty() {
-            return Err(ConfigError::invalid("pd.name", "expected a name, found \"\""));
+            return Err(ConfigError::invalid(
+                "pd.name",
+                "expected a name, found \"\"",
+            ));
         }
         let port_ok = p
             .addr
@@ -145,7 +148,10 @@ impl PdConfig {
             }
         }
         if p.id_batch == 0 {
-            return Err(ConfigError::invalid("pd.id-batch", "expected at least 1, found 0"));
+            return Err(ConfigError::invalid(
+                "pd.id-batch",
+                "expected at least 1, found 0",
+            ));
         }
         Ok(())
     }
@@ -173,8 +179,7 @@ mod tests {
     fn an_unknown_key_and_a_bad_endpoint_are_refused_by_name() {
         let e = PdConfig::parse("[pd]\nlease = \"1s\"\n", "t").unwrap_err();
         assert!(e.to_string().contains("lease"), "{e}");
-        let e = PdConfig::parse("[pd]\netcd-endpoints = [\"127.0.0.1:2379\"]\n", "t")
-            .unwrap_err();
+        let e = PdConfig::parse("[pd]\netcd-endpoints = [\"127.0.0.1:2379\"]\n", "t").unwrap_err();
         assert!(e.to_string().contains("pd.etcd-endpoints"), "{e}");
         let e = PdConfig::parse("[pd]\nid-batch = 0\n", "t").unwrap_err();
         assert!(e.to_string().contains("pd.id-batch"), "{e}");

@@ -152,39 +152,34 @@ impl IdAllocator {
 mod tests {
     use super::*;
     use crate::meta::embedded::EmbeddedStore;
+    use crate::test_support::{block, fence_for};
 
     #[test]
     fn ids_are_small_and_a_new_leader_never_repeats_one() {
         let store = EmbeddedStore::in_memory();
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(async {
-                store
-                    .txn(Txn::default().then(vec![Op::put("leader", "a")]))
-                    .await
-                    .unwrap();
-                let fence = Fence {
-                    key: b"leader".to_vec(),
-                    mod_revision: store.get(b"leader").await.unwrap().unwrap().mod_revision,
-                };
-                let a = IdAllocator::new(b"ids".to_vec(), 10);
-                a.start();
-                let mut seen = Vec::new();
-                for _ in 0..15 {
-                    seen.push(a.alloc(&store, &fence, 1).await.unwrap());
-                }
-                let first = wire::pd::RESERVED_IDS + 1;
-                assert_eq!(seen, (first..first + 15).collect::<Vec<_>>());
-                let b = IdAllocator::new(b"ids".to_vec(), 10);
-                b.start();
-                let next = b.alloc(&store, &fence, 3).await.unwrap();
-                assert_eq!(next, first + 20, "the new leader starts after the reserved batch");
-                let big = b.alloc(&store, &fence, 50).await.unwrap();
-                assert!(big > next + 2);
-                // The first allocator's next batch starts after the second's reservations.
-                let later = a.alloc(&store, &fence, 10).await.unwrap();
-                assert!(later > big + 49, "{later} {big}");
-            });
+        let fence = fence_for(&store);
+        block(async {
+            let a = IdAllocator::new(b"ids".to_vec(), 10);
+            a.start();
+            let mut seen = Vec::new();
+            for _ in 0..15 {
+                seen.push(a.alloc(&store, &fence, 1).await.unwrap());
+            }
+            let first = wire::pd::RESERVED_IDS + 1;
+            assert_eq!(seen, (first..first + 15).collect::<Vec<_>>());
+            let b = IdAllocator::new(b"ids".to_vec(), 10);
+            b.start();
+            let next = b.alloc(&store, &fence, 3).await.unwrap();
+            assert_eq!(
+                next,
+                first + 20,
+                "the new leader starts after the reserved batch"
+            );
+            let big = b.alloc(&store, &fence, 50).await.unwrap();
+            assert!(big > next + 2);
+            // The first allocator's next batch starts after the second's reservations.
+            let later = a.alloc(&store, &fence, 10).await.unwrap();
+            assert!(later > big + 49, "{later} {big}");
+        });
     }
 }

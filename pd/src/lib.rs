@@ -21,6 +21,8 @@ pub mod meta;
 pub mod metrics;
 pub mod registry;
 pub mod service;
+#[cfg(test)]
+mod test_support;
 pub mod tso;
 
 pub use config::PdConfig;

@@ -71,7 +71,8 @@ impl Registry {
             Some(l) if store.keep_alive(l).await?.is_some() => l,
             _ => store.grant_lease(self.node_lease_ttl).await?.id,
         };
-        let unchanged = Compare::mod_revision_is(key.clone(), current.map_or(0, |kv| kv.mod_revision));
+        let unchanged =
+            Compare::mod_revision_is(key.clone(), current.map_or(0, |kv| kv.mod_revision));
         let done = store
             .txn(
                 Txn::when(vec![fence.compare(), unchanged])
@@ -81,7 +82,9 @@ impl Registry {
         if !done {
             // Either the fence broke or another heartbeat of the same node won the race: the
             // next heartbeat writes again.
-            return Err(PdError::LeadershipLost { what: "a registration" });
+            return Err(PdError::LeadershipLost {
+                what: "a registration",
+            });
         }
         Ok(())
     }
@@ -101,8 +104,13 @@ impl Registry {
             }),
             last_heartbeat_ms: now_ms(),
         };
-        self.put_registered(store, fence, self.keys.store(hb.store_id), info.encode_to_vec())
-            .await?;
+        self.put_registered(
+            store,
+            fence,
+            self.keys.store(hb.store_id),
+            info.encode_to_vec(),
+        )
+        .await?;
         for region in led {
             self.reflect_region(store, fence, region).await?;
         }
@@ -123,14 +131,17 @@ impl Registry {
         let key = self.keys.region(region.id);
         let current = store.get(&key).await?;
         if let Some(kv) = &current {
-            let old = decode_region(kv)?;
+            let old: Region = decode_one(kv)?;
             if !is_newer(&region, &old) {
                 return Ok(());
             }
         }
-        let unchanged = Compare::mod_revision_is(key.clone(), current.map_or(0, |kv| kv.mod_revision));
+        let unchanged =
+            Compare::mod_revision_is(key.clone(), current.map_or(0, |kv| kv.mod_revision));
         let done = store
-            .txn(Txn::when(vec![fence.compare(), unchanged]).then(vec![Op::put(key, bytes.clone())]))
+            .txn(
+                Txn::when(vec![fence.compare(), unchanged]).then(vec![Op::put(key, bytes.clone())]),
+            )
             .await?;
         if done {
             self.written.lock().insert(region.id, bytes);
@@ -197,45 +208,51 @@ impl Registry {
         let (stores, _) = store.scan_prefix(&self.keys.stores()).await?;
         let (workers, _) = store.scan_prefix(&self.keys.workers()).await?;
         let (regions, revision) = store.scan_prefix(&self.keys.regions()).await?;
-        let corrupt = |what: &str, kv: &KeyValue, e: prost::DecodeError| {
-            PdError::Corrupt(format!(
-                "expected a {what} at {}, found bytes that do not decode: {e}",
-                String::from_utf8_lossy(&kv.key)
-            ))
-        };
-        let mut view = ClusterView {
+        let mut regions: Vec<Region> = decode_all(&regions)?;
+        regions.sort_by(|a, b| a.start.cmp(&b.start).then(a.id.cmp(&b.id)));
+        Ok(ClusterView {
+            stores: decode_all(&stores)?,
+            workers: decode_all(&workers)?,
+            regions,
             revision,
             ..ClusterView::default()
-        };
-        for kv in &stores {
-            view.stores
-                .push(StoreInfo::decode(kv.value.as_slice()).map_err(|e| corrupt("StoreInfo", kv, e))?);
-        }
-        for kv in &workers {
-            view.workers
-                .push(WorkerInfo::decode(kv.value.as_slice()).map_err(|e| corrupt("WorkerInfo", kv, e))?);
-        }
-        for kv in &regions {
-            view.regions.push(decode_region(kv)?);
-        }
-        view.regions.sort_by(|a, b| a.start.cmp(&b.start).then(a.id.cmp(&b.id)));
-        Ok(view)
+        })
+    }
+
+    /// The registered workers only (what node selection and the offload pool read often).
+    pub async fn workers_view<S: MetaStore>(&self, store: &S) -> Result<ClusterView, PdError> {
+        let (workers, revision) = store.scan_prefix(&self.keys.workers()).await?;
+        Ok(ClusterView {
+            workers: decode_all(&workers)?,
+            revision,
+            ..ClusterView::default()
+        })
     }
 }
 
-fn decode_region(kv: &KeyValue) -> Result<Region, PdError> {
-    Region::decode(kv.value.as_slice()).map_err(|e| {
+/// One value as the protobuf message `M`; bytes that do not decode name the key.
+fn decode_one<M: Message + Default>(kv: &KeyValue) -> Result<M, PdError> {
+    M::decode(kv.value.as_slice()).map_err(|e| {
         PdError::Corrupt(format!(
-            "expected a Region at {}, found bytes that do not decode: {e}",
+            "expected a {} at {}, found bytes that do not decode: {e}",
+            std::any::type_name::<M>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("message"),
             String::from_utf8_lossy(&kv.key)
         ))
     })
+}
+
+fn decode_all<M: Message + Default>(kvs: &[KeyValue]) -> Result<Vec<M>, PdError> {
+    kvs.iter().map(decode_one).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::meta::embedded::EmbeddedStore;
+    use crate::test_support::{block, fence_for};
 
     fn region(id: u64, ver: u64, term: u64) -> Region {
         Region {
@@ -261,86 +278,78 @@ mod tests {
     #[test]
     fn heartbeats_register_nodes_and_a_stale_leader_cannot_roll_the_table_back() {
         let store = EmbeddedStore::in_memory();
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                store
-                    .txn(Txn::default().then(vec![Op::put("leader", "me")]))
-                    .await
-                    .unwrap();
-                let fence = Fence {
-                    key: b"leader".to_vec(),
-                    mod_revision: store.get(b"leader").await.unwrap().unwrap().mod_revision,
-                };
-                let reg = Registry::new(Keys::new("t"), Duration::from_millis(200));
-                let ids = IdAllocator::new(b"ids".to_vec(), 10);
-                ids.start();
-                let hb = |store_id: u64, led: Vec<Region>| StoreHeartbeat {
-                    store_id,
-                    url: format!("http://s{store_id}"),
-                    led_regions: led,
-                    ..StoreHeartbeat::default()
-                };
-                reg.store_heartbeat(&store, &fence, hb(1, vec![region(7, 1, 3)]))
-                    .await
-                    .unwrap();
-                // A new leader (term 4) reports, then the old one (term 3) reports late.
-                reg.store_heartbeat(&store, &fence, hb(2, vec![region(7, 1, 4)]))
-                    .await
-                    .unwrap();
-                reg.store_heartbeat(&store, &fence, hb(1, vec![region(7, 1, 3)]))
-                    .await
-                    .unwrap();
-                let w = reg
-                    .worker_heartbeat(
-                        &store,
-                        &fence,
-                        &ids,
-                        WorkerHeartbeat {
-                            url: "http://w".into(),
-                            labels: Vec::new(),
-                        },
-                    )
-                    .await
-                    .unwrap();
-                let again = reg
-                    .worker_heartbeat(
-                        &store,
-                        &fence,
-                        &ids,
-                        WorkerHeartbeat {
-                            url: "http://w".into(),
-                            labels: Vec::new(),
-                        },
-                    )
-                    .await
-                    .unwrap();
-                assert_eq!(w, again, "a worker keeps its id");
-                let view = reg.view(&store).await.unwrap();
-                assert_eq!(view.stores.len(), 2);
-                assert_eq!(view.workers.len(), 1);
-                assert_eq!(view.regions, vec![region(7, 1, 4)]);
-                // Silent nodes vanish when their lease ends; the routing table stays.
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                let view = reg.view(&store).await.unwrap();
-                assert!(view.stores.is_empty() && view.workers.is_empty(), "{view:?}");
-                assert_eq!(view.regions.len(), 1);
-                // A worker back after its lease lapsed keeps its id.
-                let back = reg
-                    .worker_heartbeat(
-                        &store,
-                        &fence,
-                        &ids,
-                        WorkerHeartbeat {
-                            url: "http://w".into(),
-                            labels: Vec::new(),
-                        },
-                    )
-                    .await
-                    .unwrap();
-                assert_eq!(back, w);
-            });
+        let fence = fence_for(&store);
+        block(async {
+            let reg = Registry::new(Keys::new("t"), Duration::from_millis(200));
+            let ids = IdAllocator::new(b"ids".to_vec(), 10);
+            ids.start();
+            let hb = |store_id: u64, led: Vec<Region>| StoreHeartbeat {
+                store_id,
+                url: format!("http://s{store_id}"),
+                led_regions: led,
+                ..StoreHeartbeat::default()
+            };
+            reg.store_heartbeat(&store, &fence, hb(1, vec![region(7, 1, 3)]))
+                .await
+                .unwrap();
+            // A new leader (term 4) reports, then the old one (term 3) reports late.
+            reg.store_heartbeat(&store, &fence, hb(2, vec![region(7, 1, 4)]))
+                .await
+                .unwrap();
+            reg.store_heartbeat(&store, &fence, hb(1, vec![region(7, 1, 3)]))
+                .await
+                .unwrap();
+            let w = reg
+                .worker_heartbeat(
+                    &store,
+                    &fence,
+                    &ids,
+                    WorkerHeartbeat {
+                        url: "http://w".into(),
+                        labels: Vec::new(),
+                    },
+                )
+                .await
+                .unwrap();
+            let again = reg
+                .worker_heartbeat(
+                    &store,
+                    &fence,
+                    &ids,
+                    WorkerHeartbeat {
+                        url: "http://w".into(),
+                        labels: Vec::new(),
+                    },
+                )
+                .await
+                .unwrap();
+            assert_eq!(w, again, "a worker keeps its id");
+            let view = reg.view(&store).await.unwrap();
+            assert_eq!(view.stores.len(), 2);
+            assert_eq!(view.workers.len(), 1);
+            assert_eq!(view.regions, vec![region(7, 1, 4)]);
+            // Silent nodes vanish when their lease ends; the routing table stays.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let view = reg.view(&store).await.unwrap();
+            assert!(
+                view.stores.is_empty() && view.workers.is_empty(),
+                "{view:?}"
+            );
+            assert_eq!(view.regions.len(), 1);
+            // A worker back after its lease lapsed keeps its id.
+            let back = reg
+                .worker_heartbeat(
+                    &store,
+                    &fence,
+                    &ids,
+                    WorkerHeartbeat {
+                        url: "http://w".into(),
+                        labels: Vec::new(),
+                    },
+                )
+                .await
+                .unwrap();
+            assert_eq!(back, w);
+        });
     }
 }

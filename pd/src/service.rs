@@ -12,6 +12,7 @@
 //! | `POST /pd/store-heartbeat` | `wire::pd::StoreHeartbeat` → `HeartbeatResponse` (leader) |
 //! | `POST /pd/worker-heartbeat` | `wire::pd::WorkerHeartbeat` → `HeartbeatResponse` (leader) |
 //! | `GET /pd/cluster` | → `wire::pd::ClusterView`: servers, workers, routing table (any instance) |
+//! | `GET /pd/workers` | → `wire::pd::ClusterView` with the workers only (any instance) |
 //! | `GET /config`, `GET /metrics` | text |
 
 use std::sync::Arc;
@@ -108,15 +109,15 @@ impl<S: MetaStore> Pd<S> {
             // Time and process id: distinct for clusters started apart, and fixed once written.
             let fresh = (now_ms() << 16) ^ u64::from(std::process::id());
             self.store
-                .txn(Txn::when(vec![Compare::absent(key.clone())])
-                    .then(vec![Op::put(key.clone(), fresh.to_string())]))
+                .txn(
+                    Txn::when(vec![Compare::absent(key.clone())])
+                        .then(vec![Op::put(key.clone(), fresh.to_string())]),
+                )
                 .await?;
         }
-        let kv = self
-            .store
-            .get(&key)
-            .await?
-            .ok_or_else(|| PdError::Corrupt("the cluster id vanished after it was written".into()))?;
+        let kv = self.store.get(&key).await?.ok_or_else(|| {
+            PdError::Corrupt("the cluster id vanished after it was written".into())
+        })?;
         let id = parse_u64(&key, &kv.value).map_err(PdError::Corrupt)?;
         self.cluster_id.store(id, Ordering::Relaxed);
         Ok(id)
@@ -200,7 +201,13 @@ impl<S: MetaStore> Pd<S> {
     }
 
     /// Serves as the leader until the lease is lost, the fence breaks or `stop`.
-    async fn lead(&self, lease: Lease, fence: Fence, sent: Instant, stop: &mut watch::Receiver<bool>) {
+    async fn lead(
+        &self,
+        lease: Lease,
+        fence: Fence,
+        sent: Instant,
+        stop: &mut watch::Receiver<bool>,
+    ) {
         self.leadership
             .lead(lease.id, fence.clone(), serve_deadline(sent, lease.ttl));
         if let Err(e) = self.tso.start(&self.store, &fence).await {
@@ -214,7 +221,9 @@ impl<S: MetaStore> Pd<S> {
         metrics::IS_LEADER.set(1);
         tracing::info!(name = %self.options.name, url = %self.options.url, "leading");
         let renew_every = (lease.ttl / 3).max(Duration::from_millis(100));
-        let tick = renew_every.min(self.options.tso_window / 6).max(Duration::from_millis(20));
+        let tick = renew_every
+            .min(self.options.tso_window / 6)
+            .max(Duration::from_millis(20));
         // Counted from the grant, as the serving deadline is.
         let mut next_renew = sent + renew_every;
         loop {
@@ -229,12 +238,13 @@ impl<S: MetaStore> Pd<S> {
                         // deleted key lets another instance win while this lease lives).
                         match self.store.get(&fence.key).await {
                             Ok(Some(kv)) if kv.mod_revision == fence.mod_revision => {
-                                self.leadership
-                                    .renewed(lease.id, serve_deadline(sent, ttl));
+                                self.leadership.renewed(lease.id, serve_deadline(sent, ttl));
                                 next_renew = sent + renew_every;
                             }
                             Ok(_) => {
-                                tracing::warn!("the leader key changed under this leadership: stepping down");
+                                tracing::warn!(
+                                    "the leader key changed under this leadership: stepping down"
+                                );
                                 break;
                             }
                             Err(e) => tracing::warn!("cannot check the leader key: {e}"),
@@ -248,7 +258,9 @@ impl<S: MetaStore> Pd<S> {
                 }
             }
             if !self.leadership.is_leader() {
-                tracing::warn!("the leader lease ran out before a renewal succeeded: stepping down");
+                tracing::warn!(
+                    "the leader lease ran out before a renewal succeeded: stepping down"
+                );
                 break;
             }
             if !self.tso.is_serving() || !self.ids.is_serving() {
@@ -321,6 +333,13 @@ impl<S: MetaStore> Pd<S> {
         Ok(view)
     }
 
+    /// The registered workers only (any instance).
+    pub async fn workers_view(&self) -> Result<ClusterView, PdError> {
+        let mut view = self.registry.workers_view(&self.store).await?;
+        view.leader = self.leadership.leader();
+        Ok(view)
+    }
+
     pub fn members(&self) -> MembersResponse {
         MembersResponse {
             name: self.options.name.clone(),
@@ -343,12 +362,38 @@ async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
     }
 }
 
-/// The error text and leader hint of an answer.
-fn refusal(e: &PdError) -> (String, String, &'static str) {
-    match e {
-        PdError::NotLeader { leader } => (e.to_string(), leader.clone(), "not_leader"),
-        e => (node::error_chain(e), String::new(), "error"),
-    }
+/// An answer that can carry a refusal: the error text and, for a follower, the leader's URL.
+trait Refusable: prost::Message + Default {
+    fn refused(error: String, leader: String) -> Self;
+}
+
+macro_rules! refusable {
+    ($($t:ty),*) => {$(
+        impl Refusable for $t {
+            fn refused(error: String, leader: String) -> Self {
+                Self { error, leader, ..Self::default() }
+            }
+        }
+    )*};
+}
+
+refusable!(TsoResponse, AllocIdResponse, HeartbeatResponse);
+
+/// The answer to a request of `kind`: `done` as it is, or its error as a refusal naming the
+/// leader when this instance does not lead; counted in `stratus_pd_requests_total`.
+fn answer<R: Refusable>(kind: &str, done: Result<R, PdError>) -> Response {
+    let (resp, result) = match done {
+        Ok(r) => (r, "ok"),
+        Err(e) => {
+            let (leader, result) = match &e {
+                PdError::NotLeader { leader } => (leader.clone(), "not_leader"),
+                _ => (String::new(), "error"),
+            };
+            (R::refused(node::error_chain(&e), leader), result)
+        }
+    };
+    metrics::REQUESTS.with_label_values(&[kind, result]).inc();
+    proto_response(&resp)
 }
 
 async fn tso_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Bytes) -> Response {
@@ -357,26 +402,12 @@ async fn tso_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Bytes) ->
         Err(e) => return e.into_response(),
     };
     let count = req.count.max(1);
-    let resp = match pd.get_ts(count).await {
-        Ok(first_ts) => {
-            metrics::REQUESTS.with_label_values(&["tso", "ok"]).inc();
-            TsoResponse {
-                first_ts,
-                count,
-                ..TsoResponse::default()
-            }
-        }
-        Err(e) => {
-            let (error, leader, result) = refusal(&e);
-            metrics::REQUESTS.with_label_values(&["tso", result]).inc();
-            TsoResponse {
-                error,
-                leader,
-                ..TsoResponse::default()
-            }
-        }
-    };
-    proto_response(&resp)
+    let done = pd.get_ts(count).await.map(|first_ts| TsoResponse {
+        first_ts,
+        count,
+        ..TsoResponse::default()
+    });
+    answer("tso", done)
 }
 
 async fn alloc_id_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Bytes) -> Response {
@@ -385,26 +416,12 @@ async fn alloc_id_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Byte
         Err(e) => return e.into_response(),
     };
     let count = req.count.max(1);
-    let resp = match pd.alloc_ids(count).await {
-        Ok(first) => {
-            metrics::REQUESTS.with_label_values(&["alloc_id", "ok"]).inc();
-            AllocIdResponse {
-                first,
-                count,
-                ..AllocIdResponse::default()
-            }
-        }
-        Err(e) => {
-            let (error, leader, result) = refusal(&e);
-            metrics::REQUESTS.with_label_values(&["alloc_id", result]).inc();
-            AllocIdResponse {
-                error,
-                leader,
-                ..AllocIdResponse::default()
-            }
-        }
-    };
-    proto_response(&resp)
+    let done = pd.alloc_ids(count).await.map(|first| AllocIdResponse {
+        first,
+        count,
+        ..AllocIdResponse::default()
+    });
+    answer("alloc_id", done)
 }
 
 async fn store_heartbeat_handler<S: MetaStore>(
@@ -415,11 +432,11 @@ async fn store_heartbeat_handler<S: MetaStore>(
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    let resp = match pd.store_heartbeat(hb).await {
-        Ok(()) => heartbeat_ok(&pd, 0, "store_heartbeat"),
-        Err(e) => heartbeat_refused(&e, "store_heartbeat"),
-    };
-    proto_response(&resp)
+    let done = pd.store_heartbeat(hb).await.map(|()| HeartbeatResponse {
+        cluster_id: pd.cluster_id(),
+        ..HeartbeatResponse::default()
+    });
+    answer("store_heartbeat", done)
 }
 
 async fn worker_heartbeat_handler<S: MetaStore>(
@@ -430,41 +447,30 @@ async fn worker_heartbeat_handler<S: MetaStore>(
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    let resp = match pd.worker_heartbeat(hb).await {
-        Ok(id) => heartbeat_ok(&pd, id, "worker_heartbeat"),
-        Err(e) => heartbeat_refused(&e, "worker_heartbeat"),
-    };
-    proto_response(&resp)
-}
-
-fn heartbeat_ok<S: MetaStore>(pd: &Pd<S>, worker_id: u64, kind: &str) -> HeartbeatResponse {
-    metrics::REQUESTS.with_label_values(&[kind, "ok"]).inc();
-    HeartbeatResponse {
-        cluster_id: pd.cluster_id(),
-        worker_id,
-        ..HeartbeatResponse::default()
-    }
-}
-
-fn heartbeat_refused(e: &PdError, kind: &str) -> HeartbeatResponse {
-    let (error, leader, result) = refusal(e);
-    metrics::REQUESTS.with_label_values(&[kind, result]).inc();
-    HeartbeatResponse {
-        error,
-        leader,
-        ..HeartbeatResponse::default()
-    }
+    let done = pd
+        .worker_heartbeat(hb)
+        .await
+        .map(|worker_id| HeartbeatResponse {
+            cluster_id: pd.cluster_id(),
+            worker_id,
+            ..HeartbeatResponse::default()
+        });
+    answer("worker_heartbeat", done)
 }
 
 async fn cluster_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
-    let view = match pd.cluster_view().await {
-        Ok(v) => v,
-        Err(e) => ClusterView {
-            error: node::error_chain(&e),
-            ..ClusterView::default()
-        },
-    };
-    proto_response(&view)
+    view_response(pd.cluster_view().await)
+}
+
+async fn workers_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
+    view_response(pd.workers_view().await)
+}
+
+fn view_response(view: Result<ClusterView, PdError>) -> Response {
+    proto_response(&view.unwrap_or_else(|e| ClusterView {
+        error: node::error_chain(&e),
+        ..ClusterView::default()
+    }))
 }
 
 async fn members_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
@@ -481,9 +487,16 @@ pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
         .route(paths::TSO, post(tso_handler::<S>))
         .route(paths::PD_ALLOC_ID, post(alloc_id_handler::<S>))
         .route(paths::PD_MEMBERS, get(members_handler::<S>))
-        .route(paths::PD_STORE_HEARTBEAT, post(store_heartbeat_handler::<S>))
-        .route(paths::PD_WORKER_HEARTBEAT, post(worker_heartbeat_handler::<S>))
+        .route(
+            paths::PD_STORE_HEARTBEAT,
+            post(store_heartbeat_handler::<S>),
+        )
+        .route(
+            paths::PD_WORKER_HEARTBEAT,
+            post(worker_heartbeat_handler::<S>),
+        )
         .route(paths::PD_CLUSTER, get(cluster_handler::<S>))
+        .route(paths::PD_WORKERS, get(workers_handler::<S>))
         .route(paths::CONFIG, get(config_handler::<S>))
         .route(paths::METRICS, get(node::http::metrics_handler))
         .with_state(pd)
@@ -527,7 +540,10 @@ mod tests {
             assert!(a.leadership().is_leader());
             assert_eq!(b.leadership().leader(), "http://a");
             let e = b.get_ts(1).await.unwrap_err();
-            assert!(matches!(e, PdError::NotLeader { ref leader } if leader == "http://a"), "{e}");
+            assert!(
+                matches!(e, PdError::NotLeader { ref leader } if leader == "http://a"),
+                "{e}"
+            );
             let before = a.get_ts(1).await.unwrap();
             let id = a.alloc_ids(1).await.unwrap();
             stop_a.send(true).unwrap();

@@ -25,7 +25,7 @@ use crate::keys::parse_u64;
 use crate::meta::{Compare, MetaStore, Op, Txn};
 
 /// Timestamps per physical millisecond.
-pub const LOGICAL_PER_MS: u64 = 1 << Ts::LOGICAL_BITS;
+pub const LOGICAL_PER_MS: u64 = Ts::LOGICAL_PER_MS;
 
 /// Wall-clock milliseconds since the Unix epoch (0 before it: the TSO then runs on its mark).
 pub fn now_ms() -> u64 {
@@ -35,7 +35,7 @@ pub fn now_ms() -> u64 {
 }
 
 /// The largest physical value a timestamp holds (46 bits of milliseconds).
-pub const MAX_PHYSICAL_MS: u64 = u64::MAX >> Ts::LOGICAL_BITS;
+pub const MAX_PHYSICAL_MS: u64 = Ts::MAX_PHYSICAL_MS;
 
 #[derive(Debug, Default)]
 struct State {
@@ -101,7 +101,12 @@ impl Tso {
             persisted_until: new_mark,
             stored: Some(new_mark.to_string().into_bytes()),
         };
-        tracing::info!(mark, start, new_mark, "tso started above the persisted mark");
+        tracing::info!(
+            mark,
+            start,
+            new_mark,
+            "tso started above the persisted mark"
+        );
         Ok(())
     }
 
@@ -156,7 +161,9 @@ impl Tso {
             .await?;
         if !done {
             self.stop();
-            return Err(PdError::LeadershipLost { what: "the tso mark" });
+            return Err(PdError::LeadershipLost {
+                what: "the tso mark",
+            });
         }
         crate::metrics::TSO_MARK_WRITES.inc();
         Ok(())
@@ -186,7 +193,9 @@ impl Tso {
         let Some(new_mark) = self.mark_after(base) else {
             return Err(PdError::WindowExhausted {
                 physical_ms: base,
-                cause: format!("the physical time reached the end of the timestamp range ({MAX_PHYSICAL_MS} ms)"),
+                cause: format!(
+                    "the physical time reached the end of the timestamp range ({MAX_PHYSICAL_MS} ms)"
+                ),
             });
         };
         self.persist(store, fence, &expected, new_mark).await?;
@@ -245,17 +254,7 @@ impl Tso {
     fn take(&self, fence: &Fence, count: u64) -> Result<Option<u64>, PdError> {
         let mut s = self.state.lock();
         Self::check_fence(&s, fence)?;
-        let now = now_ms();
-        let (mut physical, mut logical) = (s.physical, s.next_logical);
-        if now > physical {
-            physical = now;
-            logical = 0;
-        }
-        if logical + count > LOGICAL_PER_MS {
-            // The millisecond is full: run ahead of the clock by one.
-            physical += 1;
-            logical = 0;
-        }
+        let (physical, logical) = Ts::next_batch(s.physical, s.next_logical, now_ms(), count);
         if physical >= s.persisted_until {
             return Ok(None);
         }
@@ -269,30 +268,7 @@ impl Tso {
 mod tests {
     use super::*;
     use crate::meta::embedded::EmbeddedStore;
-
-    fn fence_for(store: &EmbeddedStore) -> Fence {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            store
-                .txn(Txn::default().then(vec![Op::put("leader", "me")]))
-                .await
-                .unwrap();
-            Fence {
-                key: b"leader".to_vec(),
-                mod_revision: store.get(b"leader").await.unwrap().unwrap().mod_revision,
-            }
-        })
-    }
-
-    fn block<F: Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
+    use crate::test_support::{block, fence_for};
 
     #[test]
     fn a_new_leader_starts_above_everything_the_old_one_handed_out() {

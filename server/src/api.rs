@@ -15,8 +15,8 @@ use node::http::{HttpError, decode_proto, proto_response};
 use types::ZoneRelation;
 use wire::paths;
 use wire::region::{
-    Label, Peer, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest,
-    SplitResponse, TransferLeaderRequest, TsoRequest, TsoResponse,
+    Peer, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
+    TransferLeaderRequest, TsoRequest, TsoResponse,
 };
 use wire::txn::{self as txn_wire, ErrorKind, KeyError};
 
@@ -199,17 +199,7 @@ async fn regions(State(st): State<Arc<AppState>>) -> AppResult {
     })
     .await?;
     regions.sort_by(|a, b| a.start.cmp(&b.start));
-    let labels = st
-        .node
-        .config
-        .server
-        .labels
-        .iter()
-        .map(|(k, v)| Label {
-            key: k.clone(),
-            value: v.clone(),
-        })
-        .collect();
+    let labels = wire::region::labels(&st.node.config.server.labels);
     Ok(proto_response(&RegionsResponse {
         regions,
         labels,

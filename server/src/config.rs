@@ -568,18 +568,27 @@ mod tests {
 
     #[test]
     fn pd_endpoints_replace_the_servers_own_tso() {
-        let with_tso: ServerConfig =
-            parse("[server]\npd-endpoints = [\"http://127.0.0.1:2479\"]\n", "s.toml").unwrap();
+        let with_tso: ServerConfig = parse(
+            "[server]\npd-endpoints = [\"http://127.0.0.1:2479\"]\n",
+            "s.toml",
+        )
+        .unwrap();
         let e = with_tso.validate().unwrap_err().to_string();
-        assert!(e.contains("server.tso") && e.contains("placement driver"), "{e}");
+        assert!(
+            e.contains("server.tso") && e.contains("placement driver"),
+            "{e}"
+        );
         let ok: ServerConfig = parse(
             "[server]\ntso = false\npd-endpoints = [\"http://127.0.0.1:2479\"]\n",
             "s.toml",
         )
         .unwrap();
         ok.validate().unwrap();
-        let bad: ServerConfig =
-            parse("[server]\ntso = false\npd-endpoints = [\"127.0.0.1:2479\"]\n", "s.toml").unwrap();
+        let bad: ServerConfig = parse(
+            "[server]\ntso = false\npd-endpoints = [\"127.0.0.1:2479\"]\n",
+            "s.toml",
+        )
+        .unwrap();
         let e = bad.validate().unwrap_err().to_string();
         assert!(e.contains("server.pd-endpoints"), "{e}");
         let zero: ServerConfig = parse(

@@ -289,7 +289,11 @@ impl Coprocessor {
             hit.exec_details = Some(details);
             return answer(hit, Answered::Ran(Location::CacheHit));
         }
-        if self.dispatcher.as_ref().is_none_or(|d| d.workers().is_empty()) {
+        if self
+            .dispatcher
+            .as_ref()
+            .is_none_or(|d| d.workers().is_empty())
+        {
             return Route::Local(snap, OffloadReason::NoRemoteAddr, None);
         }
         let digest = pattern_history::digest(&req.data);

@@ -77,11 +77,10 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
         // The URL the other servers know this one by (its `[raft] peers` entry), else the
         // bound address: what clients and workers are told to reach.
         let own = node.config.store_id();
-        let url = node
-            .config
-            .raft
-            .peer(own)
-            .map_or_else(|| format!("http://{local}"), |p| p.addr.trim_end_matches('/').to_string());
+        let url = node.config.raft.peer(own).map_or_else(
+            || format!("http://{local}"),
+            |p| p.addr.trim_end_matches('/').to_string(),
+        );
         tokio::spawn(crate::pd_heartbeat::run(
             node.clone(),
             url,

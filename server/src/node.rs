@@ -111,28 +111,25 @@ impl Node {
 
         let client = HttpClient::new(kv.remote_coprocessor_max_response_size.bytes() as usize);
         let mut region_ids: Option<Arc<dyn RegionIdSource>> = None;
-        let (tso, timestamps): (Option<Arc<Tso>>, Arc<dyn TimestampSource>) = if !s
-            .pd_endpoints
-            .is_empty()
-        {
-            let pd = Arc::new(PdSource::new(
-                &s.pd_endpoints,
-                PD_CALL_DEADLINE,
-                runtime.clone(),
-            ));
-            region_ids = Some(pd.clone());
-            (None, pd)
-        } else if s.tso {
-            let tso = Arc::new(Tso::open(s.data_dir.join("tso"))?);
-            (Some(tso.clone()), tso)
-        } else {
-            (
-                None,
-                Arc::new(RemoteTso::new(&s.tso_addr, client.clone(), runtime.clone())),
-            )
-        };
-        let region_ids =
-            region_ids.unwrap_or_else(|| Arc::new(TsoRegionIds(timestamps.clone())));
+        let (tso, timestamps): (Option<Arc<Tso>>, Arc<dyn TimestampSource>) =
+            if !s.pd_endpoints.is_empty() {
+                let pd = Arc::new(PdSource::new(
+                    &s.pd_endpoints,
+                    PD_CALL_DEADLINE,
+                    runtime.clone(),
+                ));
+                region_ids = Some(pd.clone());
+                (None, pd)
+            } else if s.tso {
+                let tso = Arc::new(Tso::open(s.data_dir.join("tso"))?);
+                (Some(tso.clone()), tso)
+            } else {
+                (
+                    None,
+                    Arc::new(RemoteTso::new(&s.tso_addr, client.clone(), runtime.clone())),
+                )
+            };
+        let region_ids = region_ids.unwrap_or_else(|| Arc::new(TsoRegionIds(timestamps.clone())));
         let store_id = config.store_id();
         if log.regions().is_empty() {
             // A first start (or one that died between creating the shards and writing their

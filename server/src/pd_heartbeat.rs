@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use node::PdClient;
-use wire::pd::{NodeLabel, StoreHeartbeat};
+use wire::pd::StoreHeartbeat;
 use wire::region::Peer;
 
 use crate::config::WorkerEndpoint;
@@ -21,16 +21,7 @@ pub fn build(node: &Node, url: &str) -> StoreHeartbeat {
     let mut hb = StoreHeartbeat {
         store_id,
         url: url.to_string(),
-        labels: node
-            .config
-            .server
-            .labels
-            .iter()
-            .map(|(k, v)| NodeLabel {
-                key: k.clone(),
-                value: v.clone(),
-            })
-            .collect(),
+        labels: wire::region::labels(&node.config.server.labels),
         ..StoreHeartbeat::default()
     };
     for id in node.engine().shard_ids() {
@@ -60,13 +51,17 @@ async fn refresh_workers(node: &Node, client: &PdClient) {
     let Some(dispatcher) = node.coprocessor.dispatcher() else {
         return;
     };
-    match client.cluster().await {
+    match client.workers().await {
         Ok(view) => {
             let registered: Vec<WorkerEndpoint> = view
                 .workers
                 .iter()
                 .map(|w| WorkerEndpoint {
-                    addr: format!("{}{}", w.url.trim_end_matches('/'), wire::paths::COPROCESSOR),
+                    addr: format!(
+                        "{}{}",
+                        w.url.trim_end_matches('/'),
+                        wire::paths::COPROCESSOR
+                    ),
                     zone: w.zone(),
                 })
                 .collect();

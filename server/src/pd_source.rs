@@ -36,7 +36,11 @@ pub struct PdSource {
 impl PdSource {
     /// A client of the instances at `endpoints`; each call retries (following the leader)
     /// for up to `deadline`. Blocking calls run on `runtime`.
-    pub fn new(endpoints: &[String], deadline: Duration, runtime: tokio::runtime::Handle) -> PdSource {
+    pub fn new(
+        endpoints: &[String],
+        deadline: Duration,
+        runtime: tokio::runtime::Handle,
+    ) -> PdSource {
         PdSource {
             client: PdClient::new(endpoints, deadline),
             runtime,

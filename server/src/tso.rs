@@ -26,9 +26,9 @@ use parking_lot::Mutex;
 use types::Ts;
 
 /// Timestamps per physical millisecond (the layout is [`Ts`]'s, shared with the client).
-pub const LOGICAL_PER_MS: u64 = 1 << Ts::LOGICAL_BITS;
+pub const LOGICAL_PER_MS: u64 = Ts::LOGICAL_PER_MS;
 /// The largest physical value a timestamp can hold (46 bits of milliseconds: ~2200 years).
-pub const MAX_PHYSICAL_MS: u64 = u64::MAX >> Ts::LOGICAL_BITS;
+pub const MAX_PHYSICAL_MS: u64 = Ts::MAX_PHYSICAL_MS;
 /// How far ahead of use the high-water mark is persisted by default.
 pub const DEFAULT_WINDOW_MS: u64 = 3000;
 
@@ -287,17 +287,8 @@ impl Tso {
             });
         }
         let mut st = self.state.lock();
-        let now = self.clock.now_ms();
-        // Physical time never goes backwards here, whatever the clock says.
-        let (mut physical, mut next_logical) = (st.physical, st.next_logical);
-        if now > physical {
-            physical = now;
-            next_logical = 0;
-        }
-        if next_logical + n > LOGICAL_PER_MS {
-            physical += 1;
-            next_logical = 0;
-        }
+        let (physical, next_logical) =
+            Ts::next_batch(st.physical, st.next_logical, self.clock.now_ms(), n);
         if physical > MAX_PHYSICAL_MS {
             return Err(TsoError::PhysicalOutOfRange {
                 found: physical,

@@ -360,7 +360,10 @@ mod tests {
             Duration::from_secs(10),
         );
         let t0 = Instant::now();
-        pool.apply_registrations(&[endpoint("http://b1", "b"), endpoint("http://a1", "a")], t0);
+        pool.apply_registrations(
+            &[endpoint("http://b1", "b"), endpoint("http://a1", "a")],
+            t0,
+        );
         assert_eq!(pool.addr(1), "http://b1");
         assert_eq!(pool.relation(2), ZoneRelation::Same);
         assert_eq!(pool.order(t0)[2], 1, "the other zone's worker last");
@@ -371,7 +374,10 @@ mod tests {
         pool.apply_registrations(&[endpoint("http://b1", "b")], t0);
         assert_eq!(pool.order(t0), vec![0, 1, 2]);
         let later = pool.order(t0 + Duration::from_secs(10));
-        assert_eq!(later[2], 1, "after the TTL a1 is tried again before the other zone");
+        assert_eq!(
+            later[2], 1,
+            "after the TTL a1 is tried again before the other zone"
+        );
     }
 
     #[test]

@@ -73,6 +73,35 @@ impl Ts {
     /// The largest timestamp: a read at it sees every committed version.
     pub const MAX: Ts = Ts(u64::MAX);
 
+    /// Timestamps one physical millisecond holds.
+    pub const LOGICAL_PER_MS: u64 = 1 << Self::LOGICAL_BITS;
+
+    /// The largest physical part (46 bits of milliseconds: about 2200 years).
+    pub const MAX_PHYSICAL_MS: u64 = u64::MAX >> Self::LOGICAL_BITS;
+
+    /// The rule every timestamp oracle applies: after the last batch handed out ended at
+    /// (`physical`, `next_logical`), with the clock at `now_ms`, where the next `count`
+    /// timestamps go, as (physical, first logical). Physical time never goes backwards,
+    /// whatever the clock says; a full millisecond runs ahead of the clock by one. The caller
+    /// checks `count <= LOGICAL_PER_MS` and that the result lies below its persisted mark.
+    pub const fn next_batch(
+        physical: u64,
+        next_logical: u64,
+        now_ms: u64,
+        count: u64,
+    ) -> (u64, u64) {
+        let (mut physical, mut logical) = (physical, next_logical);
+        if now_ms > physical {
+            physical = now_ms;
+            logical = 0;
+        }
+        if logical + count > Self::LOGICAL_PER_MS {
+            physical += 1;
+            logical = 0;
+        }
+        (physical, logical)
+    }
+
     /// The timestamp of physical time `millis` with logical counter `logical`.
     pub const fn compose(millis: u64, logical: u64) -> Ts {
         Ts((millis << Self::LOGICAL_BITS) | (logical & ((1 << Self::LOGICAL_BITS) - 1)))
@@ -98,6 +127,17 @@ mod tests {
         assert_eq!(RegionId(14).to_string(), "14");
         assert_eq!(u64::from(FileId::from(7)), 7);
         assert_eq!(Ts(3).get(), 3);
+    }
+
+    #[test]
+    fn a_batch_follows_the_clock_never_goes_back_and_a_full_millisecond_runs_ahead() {
+        assert_eq!(Ts::next_batch(10, 5, 12, 3), (12, 0), "the clock moved on");
+        assert_eq!(Ts::next_batch(10, 5, 8, 3), (10, 5), "the clock went back");
+        assert_eq!(
+            Ts::next_batch(10, Ts::LOGICAL_PER_MS - 2, 10, 3),
+            (11, 0),
+            "the millisecond is full"
+        );
     }
 
     #[test]

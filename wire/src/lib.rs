@@ -72,6 +72,8 @@ pub mod paths {
     pub const PD_WORKER_HEARTBEAT: &str = "/pd/worker-heartbeat";
     /// Placement driver, `GET`: [`crate::pd::ClusterView`] (stores, workers, regions).
     pub const PD_CLUSTER: &str = "/pd/cluster";
+    /// Placement driver, `GET`: [`crate::pd::ClusterView`] with the registered workers only.
+    pub const PD_WORKERS: &str = "/pd/workers";
     pub const REGIONS: &str = "/regions"; // GET
     pub const SPLIT: &str = "/split";
     pub const RAW_LOAD: &str = "/raw/load";

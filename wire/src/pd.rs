@@ -7,6 +7,8 @@
 use prost::Message;
 use types::Zone;
 
+use crate::region::Label;
+
 /// Ids `1..=RESERVED_IDS` are never handed out by the allocator: a cluster's initial regions
 /// (the configured ranges, numbered by position on every replica alike, before any server
 /// could ask) use them, so an allocated id never collides with one.
@@ -53,17 +55,8 @@ pub struct MembersResponse {
     pub store: String,
 }
 
-/// A label of a node (`zone` above all).
-#[derive(Clone, PartialEq, Eq, Message)]
-pub struct NodeLabel {
-    #[prost(string, tag = "1")]
-    pub key: String,
-    #[prost(string, tag = "2")]
-    pub value: String,
-}
-
 /// The `zone` label among `labels` (`None`: no label, or the empty one).
-pub fn zone_of(labels: &[NodeLabel]) -> Option<Zone> {
+pub fn zone_of(labels: &[Label]) -> Option<Zone> {
     labels
         .iter()
         .find(|l| l.key == "zone")
@@ -96,7 +89,7 @@ pub struct StoreHeartbeat {
     #[prost(string, tag = "2")]
     pub url: String,
     #[prost(message, repeated, tag = "3")]
-    pub labels: Vec<NodeLabel>,
+    pub labels: Vec<Label>,
     /// Regions with a replica here.
     #[prost(uint64, tag = "4")]
     pub region_count: u64,
@@ -119,7 +112,7 @@ pub struct WorkerHeartbeat {
     #[prost(string, tag = "1")]
     pub url: String,
     #[prost(message, repeated, tag = "2")]
-    pub labels: Vec<NodeLabel>,
+    pub labels: Vec<Label>,
 }
 
 /// The answer to a heartbeat: `error` (with `leader` when this instance does not lead), the
@@ -154,7 +147,7 @@ pub struct WorkerInfo {
     #[prost(string, tag = "2")]
     pub url: String,
     #[prost(message, repeated, tag = "3")]
-    pub labels: Vec<NodeLabel>,
+    pub labels: Vec<Label>,
     #[prost(uint64, tag = "4")]
     pub last_heartbeat_ms: u64,
 }

@@ -123,6 +123,17 @@ pub struct Label {
     pub value: String,
 }
 
+/// A node's configured labels (`key = value` pairs) as they travel.
+pub fn labels<'a>(pairs: impl IntoIterator<Item = (&'a String, &'a String)>) -> Vec<Label> {
+    pairs
+        .into_iter()
+        .map(|(key, value)| Label {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
 /// `GET /regions`.
 #[derive(Clone, PartialEq, Message)]
 pub struct RegionsResponse {
@@ -140,10 +151,7 @@ pub struct RegionsResponse {
 impl RegionsResponse {
     /// The server's `zone` label (`None`: no label, or the empty one).
     pub fn zone(&self) -> Option<Zone> {
-        self.labels
-            .iter()
-            .find(|l| l.key == "zone")
-            .and_then(|l| Zone::label(l.value.as_str()))
+        crate::pd::zone_of(&self.labels)
     }
 }
 

@@ -275,7 +275,10 @@ impl WorkerConfig {
         if !w.advertise_url.is_empty() && !is_http_url(&w.advertise_url) {
             return Err(ConfigError::invalid(
                 "worker.advertise-url",
-                format!("expected an http:// or https:// URL, found {:?}", w.advertise_url),
+                format!(
+                    "expected an http:// or https:// URL, found {:?}",
+                    w.advertise_url
+                ),
             ));
         }
         for url in &w.pd_endpoints {
@@ -378,7 +381,10 @@ mod tests {
         assert!(err.to_string().contains("dfs.s3-bucket"), "{err}");
         let err = WorkerConfig::parse("[worker]\npd-heartbeat-interval = \"0s\"\n", "w.toml")
             .unwrap_err();
-        assert!(err.to_string().contains("worker.pd-heartbeat-interval"), "{err}");
+        assert!(
+            err.to_string().contains("worker.pd-heartbeat-interval"),
+            "{err}"
+        );
         let err = WorkerConfig::parse("[worker]\npd-endpoints = [\"127.0.0.1:1\"]\n", "w.toml")
             .unwrap_err();
         assert!(err.to_string().contains("worker.pd-endpoints"), "{err}");

@@ -100,10 +100,7 @@ async fn pd_heartbeat(
     let client = ::node::PdClient::new(&endpoints, every.max(Duration::from_millis(500)));
     let hb = wire::pd::WorkerHeartbeat {
         url,
-        labels: labels
-            .into_iter()
-            .map(|(key, value)| wire::pd::NodeLabel { key, value })
-            .collect(),
+        labels: wire::region::labels(&labels),
     };
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

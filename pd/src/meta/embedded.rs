@@ -141,12 +141,10 @@ impl EmbeddedStore {
                 path: shown.clone(),
                 detail,
             })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                State {
-                    next_lease: 1,
-                    ..State::default()
-                }
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State {
+                next_lease: 1,
+                ..State::default()
+            },
             Err(source) => {
                 return Err(MetaError::Io {
                     op: "read",
@@ -294,13 +292,14 @@ impl MetaStore for EmbeddedStore {
     }
 
     async fn keep_alive(&self, lease: LeaseId) -> Result<Option<Duration>, MetaError> {
-        self.with_state(|s| match s.leases.get_mut(&lease) {
-            Some((deadline, ttl)) => {
-                *deadline = Instant::now() + *ttl;
-                (Some(*ttl), false)
-            }
-            None => (None, false),
-        })
+        // A renewal writes no file: it moves the deadline in place, unless some lease expired
+        // (that deletes keys, which goes through a persisted copy first).
+        self.read(|_| ())?;
+        let mut state = self.state.lock();
+        Ok(state.leases.get_mut(&lease).map(|(deadline, ttl)| {
+            *deadline = Instant::now() + *ttl;
+            *ttl
+        }))
     }
 
     async fn revoke(&self, lease: LeaseId) -> Result<(), MetaError> {
@@ -502,7 +501,11 @@ pub fn fuzz_seed() -> Vec<u8> {
 pub fn fuzz_decode(data: &[u8]) {
     if let Ok(state) = decode(data) {
         // What decodes encodes back to the same bytes (the format has one spelling).
-        assert_eq!(encode(&state), data, "a decoded file re-encodes differently");
+        assert_eq!(
+            encode(&state),
+            data,
+            "a decoded file re-encodes differently"
+        );
     }
 }
 
@@ -510,15 +513,8 @@ pub fn fuzz_decode(data: &[u8]) {
 mod tests {
     use super::super::{Compare, Op, Txn};
     use super::*;
+    use crate::test_support::block;
     use proptest::prelude::*;
-
-    fn block<F: Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
 
     #[test]
     fn a_create_only_if_absent_txn_succeeds_once() {
@@ -568,7 +564,11 @@ mod tests {
             let s = EmbeddedStore::open(&path).unwrap();
             assert_eq!(s.revision(), rev);
             assert_eq!(s.get(b"a").await.unwrap().unwrap().value, b"1");
-            assert_eq!(s.get(b"b").await.unwrap(), None, "leases end with the process");
+            assert_eq!(
+                s.get(b"b").await.unwrap(),
+                None,
+                "leases end with the process"
+            );
             let fresh = s.grant_lease(Duration::from_secs(1)).await.unwrap();
             assert!(fresh.id > lease.id, "lease ids are never reused");
         });

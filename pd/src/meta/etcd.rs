@@ -64,8 +64,8 @@ impl EtcdStore {
             match self.client.post(&url, bytes.clone(), self.timeout).await {
                 Ok(reply) => {
                     self.current.store(idx, Ordering::Relaxed);
-                    let value: Value = serde_json::from_slice(&reply.body).map_err(|e| {
-                        MetaError::Protocol {
+                    let value: Value =
+                        serde_json::from_slice(&reply.body).map_err(|e| MetaError::Protocol {
                             endpoint: endpoint.clone(),
                             expected: format!("a JSON answer to {path}"),
                             found: format!(
@@ -73,8 +73,7 @@ impl EtcdStore {
                                 reply.status,
                                 String::from_utf8_lossy(&reply.body[..reply.body.len().min(200)])
                             ),
-                        }
-                    })?;
+                        })?;
                     if !reply.status.is_success() {
                         let detail = value
                             .get("message")
@@ -155,7 +154,9 @@ fn b64(bytes: &[u8]) -> String {
 
 impl MetaStore for EtcdStore {
     async fn get(&self, key: &[u8]) -> Result<Option<KeyValue>, MetaError> {
-        let resp = self.call("/v3/kv/range", json!({ "key": b64(key) })).await?;
+        let resp = self
+            .call("/v3/kv/range", json!({ "key": b64(key) }))
+            .await?;
         match resp.get("kvs").and_then(Value::as_array) {
             None => Ok(None),
             Some(kvs) => kvs.first().map(|kv| self.decode_kv(kv)).transpose(),
@@ -170,7 +171,8 @@ impl MetaStore for EtcdStore {
             )
             .await?;
         let revision = int(resp.get("header").and_then(|h| h.get("revision")))
-            .ok_or_else(|| self.protocol("a header revision", &resp))? as u64;
+            .ok_or_else(|| self.protocol("a header revision", &resp))?
+            as u64;
         let kvs = match resp.get("kvs").and_then(Value::as_array) {
             None => Vec::new(),
             Some(kvs) => kvs

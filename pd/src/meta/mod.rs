@@ -93,7 +93,9 @@ pub enum Op {
         value: Vec<u8>,
         lease: LeaseId,
     },
-    Delete { key: Vec<u8> },
+    Delete {
+        key: Vec<u8>,
+    },
 }
 
 impl Op {
@@ -155,7 +157,9 @@ pub enum MetaError {
     #[error("metadata store unavailable: {detail} (endpoints: {endpoints})")]
     Unavailable { endpoints: String, detail: String },
     /// The store answered something this client does not understand.
-    #[error("metadata store answered unexpectedly: expected {expected}, found {found} (endpoint {endpoint})")]
+    #[error(
+        "metadata store answered unexpectedly: expected {expected}, found {found} (endpoint {endpoint})"
+    )]
     Protocol {
         endpoint: String,
         expected: String,
@@ -189,8 +193,7 @@ impl MetaError {
 /// finished before it began.
 pub trait MetaStore: Send + Sync + 'static {
     /// The key's current value, None when absent.
-    fn get(&self, key: &[u8])
-    -> impl Future<Output = Result<Option<KeyValue>, MetaError>> + Send;
+    fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<KeyValue>, MetaError>> + Send;
 
     /// Every key starting with `prefix`, in key order, and the store revision they were read at.
     fn scan_prefix(
