@@ -241,8 +241,13 @@ fn a_restarted_single_instance_starts_above_everything_it_handed_out() {
     let setup = PdSetup::new(&dir.path().join("pd"), "pd-1", port, &[]);
     let mut pd = PdProc::start(&setup);
     let endpoints = vec![pd.base_url().to_string()];
+    // One runtime for the client: its timestamp dispatcher lives on it.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let client = PdClient::new(&endpoints, Duration::from_secs(15));
-    let (max_before, ids_before) = block_on(async {
+    let (max_before, ids_before) = rt.block_on(async {
         let mut max = 0;
         for _ in 0..200 {
             max = max.max(client.get_ts().await.unwrap());
@@ -262,7 +267,7 @@ fn a_restarted_single_instance_starts_above_everything_it_handed_out() {
     );
     pd.kill();
     pd.restart();
-    let (after, id_after) = block_on(async {
+    let (after, id_after) = rt.block_on(async {
         (
             client.get_ts().await.unwrap(),
             client.alloc_ids(1).await.unwrap(),
@@ -403,10 +408,15 @@ fn etcd_down_for_ten_seconds_stops_new_timestamps_with_a_clear_error_but_not_the
     etcd.kill(0);
     let outage = Instant::now();
     // The TSO serves at most until its window runs out, then fails with a clear error.
+    // One runtime for the client: its timestamp dispatcher lives on it.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let client = PdClient::new(std::slice::from_ref(&pd_url), Duration::from_secs(2));
     let mut served_in_outage = committed_at;
     let refused = loop {
-        match block_on(client.get_ts()) {
+        match rt.block_on(client.get_ts()) {
             Ok(ts) => {
                 assert!(
                     outage.elapsed() < Duration::from_secs(5),
