@@ -224,6 +224,7 @@ mod tests {
                     ..StoreHeartbeat::default()
                 }),
                 last_heartbeat_ms: 5,
+                ..StoreInfo::default()
             }],
             regions: vec![Region {
                 id: 101,
@@ -234,11 +235,13 @@ mod tests {
                         store_id: 1,
                         addr: String::new(),
                         zone: "a".into(),
+                        ..Peer::default()
                     },
                     Peer {
                         store_id: 2,
                         addr: String::new(),
                         zone: "b".into(),
+                        ..Peer::default()
                     },
                 ],
                 leader_store_id: 2,

@@ -567,6 +567,7 @@ mod tests {
                     store_id: s,
                     addr: format!("http://s{s}"),
                     zone: ["a", "b", "c"][s as usize - 1].into(),
+                    ..Peer::default()
                 })
                 .collect(),
             leader_store_id: leader,

@@ -39,7 +39,7 @@ fn region(id: u64, range: (&[u8], &[u8]), ver: u64, peers: &[(u64, &str)], leade
             .map(|(store_id, addr)| Peer {
                 store_id: *store_id,
                 addr: addr.to_string(),
-                zone: String::new(),
+                ..Peer::default()
             })
             .collect(),
         leader_store_id: leader,

@@ -37,11 +37,12 @@ pub struct Registry {
     written: Mutex<HashMap<u64, Vec<u8>>>,
 }
 
-/// Whether `new` is a newer view of a region than `old`: a higher epoch, or the same epoch and
-/// a higher term, or the same epoch and term with other contents (size, data version).
+/// Whether `new` is a newer view of a region than `old`: a higher epoch (`ver`, then
+/// `conf_ver`), or the same epoch and a higher term, or the same epoch and term with other
+/// contents (size, data version, a replica's catch-up state).
 pub fn is_newer(new: &Region, old: &Region) -> bool {
-    (new.ver, new.leader_term) > (old.ver, old.leader_term)
-        || ((new.ver, new.leader_term) == (old.ver, old.leader_term) && new != old)
+    let key = |r: &Region| (r.ver, r.conf_ver, r.leader_term);
+    key(new) > key(old) || (key(new) == key(old) && new != old)
 }
 
 impl Registry {
@@ -103,6 +104,7 @@ impl Registry {
                 ..hb.clone()
             }),
             last_heartbeat_ms: now_ms(),
+            state: 0,
         };
         self.put_registered(
             store,

@@ -171,6 +171,7 @@ pub(crate) fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
                 store_id: p.id,
                 addr: p.addr.clone(),
                 zone: p.zone.as_ref().map(|z| z.to_string()).unwrap_or_default(),
+                ..Peer::default()
             })
             .collect()
     };
@@ -185,6 +186,7 @@ pub(crate) fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
         peers,
         leader_store_id: status.as_ref().and_then(|s| s.leader).unwrap_or(0),
         leader_term: status.map_or(0, |s| s.term),
+        conf_ver: 0,
     })
 }
 

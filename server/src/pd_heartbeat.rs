@@ -38,6 +38,7 @@ pub fn build(node: &Node, url: &str) -> StoreHeartbeat {
                     store_id,
                     addr: url.to_string(),
                     zone: zone.clone(),
+                    ..Peer::default()
                 });
             }
             hb.led_regions.push(region);

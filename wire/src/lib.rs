@@ -74,6 +74,11 @@ pub mod paths {
     pub const PD_CLUSTER: &str = "/pd/cluster";
     /// Placement driver, `GET`: [`crate::pd::ClusterView`] with the registered workers only.
     pub const PD_WORKERS: &str = "/pd/workers";
+    /// Placement driver: [`crate::pd::StoreStateRequest`] in, [`crate::pd::HeartbeatResponse`]
+    /// out (`stratus ctl server drain`).
+    pub const PD_STORE_STATE: &str = "/pd/store-state";
+    /// Placement driver, `GET`: [`crate::pd::OperatorsResponse`] (the moves in flight).
+    pub const PD_OPERATORS: &str = "/pd/operators";
     pub const REGIONS: &str = "/regions"; // GET
     pub const SPLIT: &str = "/split";
     pub const RAW_LOAD: &str = "/raw/load";

@@ -127,6 +127,118 @@ pub struct HeartbeatResponse {
     pub cluster_id: u64,
     #[prost(uint64, tag = "4")]
     pub worker_id: u64,
+    /// Scheduling steps for regions the server leads (answers to a store heartbeat): each is
+    /// carried out by the region's leader when the region is still at the step's epoch.
+    #[prost(message, repeated, tag = "5")]
+    pub steps: Vec<RegionStep>,
+}
+
+/// One step of moving a replica (the placement driver's operators, `pd::scheduler`): a
+/// membership change proposed through the region's Raft log, or a leader transfer. A step
+/// planned against another `(ver, conf_ver)` than the region's current one is dropped by the
+/// server: the placement driver plans again from the next heartbeat.
+#[derive(Clone, PartialEq, Message)]
+pub struct RegionStep {
+    #[prost(uint64, tag = "1")]
+    pub region_id: u64,
+    #[prost(uint64, tag = "2")]
+    pub ver: u64,
+    #[prost(uint64, tag = "3")]
+    pub conf_ver: u64,
+    #[prost(enumeration = "StepKind", tag = "4")]
+    pub kind: i32,
+    /// The store the step is about: the replica added, promoted, removed, or the new leader.
+    #[prost(uint64, tag = "5")]
+    pub store_id: u64,
+    /// That store's base URL (for an added replica: where its Raft messages go).
+    #[prost(string, tag = "6")]
+    pub store_url: String,
+}
+
+/// What a [`RegionStep`] does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum StepKind {
+    Unknown = 0,
+    /// A new replica joins as a learner and catches up by snapshot.
+    AddLearner = 1,
+    /// A caught-up learner becomes a voter.
+    PromoteLearner = 2,
+    /// A replica leaves the group (a leader removing itself transfers leadership first).
+    RemovePeer = 3,
+    TransferLeader = 4,
+}
+
+/// A server's scheduling state, set by the operator (`stratus ctl server drain`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum StoreState {
+    /// Takes replicas and leaders.
+    Up = 0,
+    /// Every replica is moved off; it receives none.
+    Draining = 1,
+}
+
+/// `POST /pd/store-state`: sets a server's scheduling state (answered by a
+/// [`HeartbeatResponse`] with only `error`/`leader`/`cluster_id` set).
+#[derive(Clone, PartialEq, Message)]
+pub struct StoreStateRequest {
+    #[prost(uint64, tag = "1")]
+    pub store_id: u64,
+    #[prost(enumeration = "StoreState", tag = "2")]
+    pub state: i32,
+}
+
+/// Why an operator moves a replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum OperatorReason {
+    Unknown = 0,
+    /// A replica's server has been gone longer than `max-store-down-time`.
+    ReplaceDown = 1,
+    /// Its server is draining.
+    Drain = 2,
+    /// Two replicas share a zone while another zone has none.
+    Isolation = 3,
+    /// Replica counts differ too much between servers.
+    BalanceRegions = 4,
+    /// Leader counts differ too much between servers.
+    BalanceLeaders = 5,
+    /// The region has fewer voters than the replica count.
+    AddMissing = 6,
+}
+
+/// An operator in flight: moving one region's replica from one server to another, one step
+/// at a time (add learner, promote, remove), or moving its leader.
+#[derive(Clone, PartialEq, Message)]
+pub struct OperatorInfo {
+    #[prost(uint64, tag = "1")]
+    pub region_id: u64,
+    #[prost(enumeration = "OperatorReason", tag = "2")]
+    pub reason: i32,
+    /// The store losing the replica or the leadership (0: none, a replica is only added).
+    #[prost(uint64, tag = "3")]
+    pub from_store: u64,
+    /// The store gaining it (0: none, a replica is only removed).
+    #[prost(uint64, tag = "4")]
+    pub to_store: u64,
+    /// The step the operator waits for now.
+    #[prost(enumeration = "StepKind", tag = "5")]
+    pub step: i32,
+    /// Milliseconds since the operator started.
+    #[prost(uint64, tag = "6")]
+    pub age_ms: u64,
+}
+
+/// `GET /pd/operators`.
+#[derive(Clone, PartialEq, Message)]
+pub struct OperatorsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub operators: Vec<OperatorInfo>,
+    #[prost(string, tag = "2")]
+    pub error: String,
+    #[prost(string, tag = "3")]
+    pub leader: String,
 }
 
 /// A registered storage server (`GET /pd/stores`): its last heartbeat.
@@ -137,6 +249,9 @@ pub struct StoreInfo {
     /// Milliseconds since the Unix epoch of the last heartbeat the leader took.
     #[prost(uint64, tag = "2")]
     pub last_heartbeat_ms: u64,
+    /// Its scheduling state.
+    #[prost(enumeration = "StoreState", tag = "3")]
+    pub state: i32,
 }
 
 /// A registered worker (`GET /pd/workers`).

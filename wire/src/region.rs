@@ -43,10 +43,14 @@ pub struct Region {
     /// Bytes in memtables and SST files (an estimate).
     #[prost(uint64, tag = "6")]
     pub approximate_size: u64,
-    // Tag 7 is reserved for the conf version (membership changes, issue 17).
-    /// The servers holding a replica (the voters of the region's Raft group). Membership is
-    /// static today: the configured `[raft] peers`, or the one answering server when it runs
-    /// alone.
+    /// The conf version: raised by every membership change the region applied (adding,
+    /// promoting or removing a replica). Of two answers about the same region, the higher
+    /// `(ver, conf_ver)` is the newer membership; a scheduling step names the one it was
+    /// planned against and is dropped when the region moved on.
+    #[prost(uint64, tag = "7")]
+    pub conf_ver: u64,
+    /// The servers holding a replica: the voters and learners of the region's Raft group as
+    /// the answering replica applied them (or the one answering server when it runs alone).
     #[prost(message, repeated, tag = "8")]
     pub peers: Vec<Peer>,
     /// The store id of the leader as the answering server knows it (0: unknown).
@@ -96,11 +100,31 @@ pub struct Peer {
     /// The server's zone label ("" = none).
     #[prost(string, tag = "3")]
     pub zone: String,
+    /// Voter or learner (a learner receives the log but takes no part in quorums).
+    #[prost(enumeration = "PeerRole", tag = "4")]
+    pub role: i32,
+    /// Not caught up, as the leader sees it: a replica still waiting for its snapshot or
+    /// further behind the leader's log than a live follower would be. Reported by leaders
+    /// only; a scheduler promotes a learner only once it is no longer pending.
+    #[prost(bool, tag = "5")]
+    pub pending: bool,
+}
+
+/// The part a replica takes in its region's Raft group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum PeerRole {
+    Voter = 0,
+    Learner = 1,
 }
 
 impl Peer {
     pub fn zone(&self) -> Option<Zone> {
         Zone::label(self.zone.as_str())
+    }
+
+    pub fn is_learner(&self) -> bool {
+        self.role() == PeerRole::Learner
     }
 }
 
