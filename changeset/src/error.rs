@@ -66,6 +66,10 @@ pub enum MalformedReason {
     /// No change kind is set.
     #[error("no change kind is set")]
     MissingChange,
+    /// A shard's removal was given to a file list: only a manifest applies it (it removes
+    /// the shard, not a file).
+    #[error("a shard's destruction does not apply to its file list")]
+    DestroyNotAFileChange,
     /// A change kind that cannot build a shard was given where a snapshot was expected.
     #[error("change is not a snapshot")]
     NotASnapshot,

@@ -25,8 +25,8 @@ pub mod shard_files;
 pub use error::{ApplyError, ChangeSetDecodeError, MalformedReason, MemtableDataError};
 pub use memtable_data::{MemRow, MemRowRef, MemtableDataWriter, RowIter};
 pub use messages::{
-    Change, ChangeSet, Compaction, Flush, Ingest, L0Create, ShardSplitInfo, Snapshot, Split,
-    TableCreate, decode_changeset, encode_changeset,
+    Change, ChangeSet, Compaction, Destroy, Flush, Ingest, L0Create, ShardSplitInfo, Snapshot,
+    Split, TableCreate, decode_changeset, encode_changeset,
 };
 pub use shard_files::{Applied, FileMeta, MAX_LEVEL, ShardFiles};
 pub use types::ColumnFamily;

@@ -37,7 +37,7 @@ pub struct ChangeSet {
     #[prost(btree_map = "string, bytes", tag = "4")]
     pub properties: BTreeMap<String, Vec<u8>>,
     /// What changed. A ChangeSet without it is malformed.
-    #[prost(oneof = "Change", tags = "10, 11, 12, 13, 14, 15")]
+    #[prost(oneof = "Change", tags = "10, 11, 12, 13, 14, 15, 16")]
     pub change: Option<Change>,
 }
 
@@ -64,7 +64,15 @@ pub enum Change {
     /// Prepared files (bulk load, restore) were added.
     #[prost(message, tag = "15")]
     Ingest(Ingest),
+    /// The shard left this server (its replica was removed from the region's Raft group).
+    /// Only a manifest records it; its files stay in the object store for the other replicas.
+    #[prost(message, tag = "16")]
+    Destroy(Destroy),
 }
+
+/// The body of [`Change::Destroy`]: nothing beyond the ChangeSet's shard id and sequence.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Destroy {}
 
 /// The description of a shard's files: what a reader needs to open every SST of the shard.
 #[derive(Clone, PartialEq, prost::Message)]

@@ -348,6 +348,12 @@ impl ShardFiles {
 
     /// Every file id referenced, L0 and level files, for garbage collection: a file may be
     /// deleted from the object store only when no shard (and no live snapshot) references it.
+    /// The file `id` of this list, wherever it lives (L0 or any level of any column family).
+    pub fn file_meta(&self, id: u64) -> Option<&FileMeta> {
+        let levels = self.levels.iter().flatten().flatten();
+        self.l0s.iter().chain(levels).find(|f| f.id == id)
+    }
+
     pub fn file_ids(&self) -> BTreeSet<u64> {
         let levels = self.levels.iter().flatten().flatten();
         self.l0s.iter().chain(levels).map(|f| f.id).collect()
@@ -414,6 +420,7 @@ impl ShardFiles {
                 }
                 Applied::Split(children)
             }
+            Change::Destroy(_) => return Err(malformed(MalformedReason::DestroyNotAFileChange)),
             Change::Ingest(ingest) => {
                 self.apply_ingest(ingest).map_err(malformed)?;
                 Applied::Applied

@@ -171,7 +171,13 @@ pub(crate) fn apply_locked(
         // starts at the split's index, and a replica's GC safe index must not read that index
         // before the files it retired are pending (`file_gc`). The parent's state, still in
         // place, holds them meanwhile.
-        crate::file_gc::retire(inner, open, inner.retirement(shard.id, cs.sequence));
+        let before = shard.data.load();
+        crate::file_gc::retire(
+            inner,
+            open,
+            Some(before.files()),
+            inner.retirement(before.files(), cs.sequence),
+        );
         let mut shards = inner.shards.write();
         shards.remove(&shard.id);
         for child in children {
@@ -196,6 +202,7 @@ pub(crate) fn apply_locked(
         });
     };
     let next = ShardData::derive(files.clone(), &open, source)?;
+    let before = shard.data.load_full();
     inner.manifest.commit(staged)?;
     let next = {
         // The memtables of the moment of the swap: writers swap in a new state too, to
@@ -209,7 +216,8 @@ pub(crate) fn apply_locked(
     crate::file_gc::retire(
         inner,
         open.without(&next),
-        inner.retirement(shard.id, cs.sequence),
+        Some(before.files()),
+        inner.retirement(before.files(), cs.sequence),
     );
     Ok(if conflicted {
         ApplyOutcome::Conflicted

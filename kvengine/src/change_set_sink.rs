@@ -71,13 +71,13 @@ pub(crate) fn propose(
     };
     match sink.propose_change_set(&cs) {
         Ok(outcome @ (ApplyOutcome::Conflicted | ApplyOutcome::Rejected { .. })) => {
-            file_gc::retire(inner, outputs, None);
+            file_gc::retire(inner, outputs, None, None);
             Ok(outcome)
         }
         Ok(outcome) => Ok(outcome),
         Err(source) => {
             if let SinkError::Dropped { .. } = source {
-                file_gc::retire(inner, outputs, None);
+                file_gc::retire(inner, outputs, None, None);
             }
             Err(Error::Proposal { shard_id, source })
         }

@@ -200,12 +200,21 @@ impl Inner {
     /// of the region needs it (the region's group index reached that index, `file_gc`): a
     /// follower that has not applied the entry still names the file, and one serving a read
     /// may hold a snapshot of it.
-    pub(crate) fn retirement(&self, shard_id: u64, sequence: u64) -> Option<Retirement> {
+    ///
+    /// `files` is the shard's file list the retired files come from: the retirement records
+    /// its range and the key range of each file it names (`file_gc`, "Replicas that moved").
+    pub(crate) fn retirement(
+        &self,
+        files: &changeset::ShardFiles,
+        sequence: u64,
+    ) -> Option<Retirement> {
         match self.log_mode() {
             LogMode::Internal => None,
             LogMode::External => Some(Retirement {
-                shard_id,
+                shard_id: files.id(),
                 index: sequence,
+                start: files.start().clone(),
+                end: files.end().clone(),
             }),
         }
     }
@@ -362,7 +371,21 @@ impl Engine {
         self.insert_new_shard(ShardFiles::from_snapshot(id, 1, index, &snapshot)?)
     }
 
-    fn insert_new_shard(&self, files: ShardFiles) -> Result<()> {
+    /// Removes shard `id` from this engine: its Raft replica left this server. The manifest
+    /// records the removal first (a crash after it replays without the shard); the shard's
+    /// files stay in the object store, where the region's other replicas read them (file GC
+    /// deletes only what regions here retired, `file_gc`). Waits for a flush or compaction
+    /// of the shard in progress (they hold its `meta` lock); their results find no shard.
+    pub fn destroy_shard(&self, id: u64) -> Result<()> {
+        let shard = self.shard(id)?;
+        let _meta = shard.meta.lock();
+        self.inner.manifest.destroy_shard(id)?;
+        self.inner.shards.write().remove(&id);
+        self.inner.leaders.write().remove(&id);
+        Ok(())
+    }
+
+    pub(crate) fn insert_new_shard(&self, files: ShardFiles) -> Result<()> {
         let id = files.id();
         let mut shards = self.inner.shards.write();
         if shards.contains_key(&id) {

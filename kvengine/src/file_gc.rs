@@ -46,12 +46,25 @@
 //! names. So until every region's group index reached the index its manifest held at open
 //! (`meta_seq`, past every retirement before the restart), no retired file is deleted here.
 //!
+//! **Replicas that moved** (membership changes). "The siblings' replicas are on the same
+//! servers" stops holding once replicas move: a server may hold one child of a split and not
+//! the other, whose replicas elsewhere still read the files the two shared. So a retired file
+//! is deleted only once the regions that retired it here **cover its key range**: each
+//! retirement records the retiring region's range, and each file the key range its file list
+//! gave it. A file only one region ever held lies inside that region's range; a file a split
+//! shared waits until every sibling's range that overlaps it retired it here too. When a
+//! sibling lives on other servers only, this server never deletes the file (a leak, never a
+//! loss): the servers that hold every sibling do. Files no file list named (a conflicted
+//! compaction's outputs) have no range to cover.
+//!
 //! A failed delete is retried at the next collection. GC runs after every compaction round (on
 //! every replica) and on demand ([`Engine::collect_garbage`]); deletes run without the lock the
 //! store loop's reports take.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
 
 use sst::{L0Table, Table};
 use types::FileId;
@@ -62,10 +75,36 @@ use crate::shard_data::OpenTables;
 
 /// Where an apply retired a file (`LogMode::External`): the entry `index` of shard (region)
 /// `shard_id`'s log, the same entry on every replica.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Retirement {
     pub(crate) shard_id: u64,
     pub(crate) index: u64,
+    /// The retiring region's range then (`end` empty: unbounded): what of the retired files'
+    /// key ranges it vouches for (module docs, "Replicas that moved").
+    pub(crate) start: Bytes,
+    pub(crate) end: Bytes,
+}
+
+/// Whether the ranges `[start, end)` of `retired` together hold every key of
+/// `[smallest, biggest]` (module docs, "Replicas that moved").
+fn covered(smallest: &[u8], biggest: &[u8], retired: &[Retirement]) -> bool {
+    let mut ranges: Vec<(&[u8], &[u8])> = retired
+        .iter()
+        .map(|r| (r.start.as_ref(), r.end.as_ref()))
+        .collect();
+    ranges.sort_unstable();
+    // The first key not known to be covered yet.
+    let mut from = smallest;
+    for (start, end) in ranges {
+        if start > from {
+            return false;
+        }
+        if end.is_empty() || end > biggest {
+            return true;
+        }
+        from = from.max(end);
+    }
+    false
 }
 
 /// A retired table; holds a handle so its reader count can be checked.
@@ -80,6 +119,9 @@ pub(crate) struct PendingFile {
     /// Every log entry that retired it (none with the engine's own log, and none for outputs
     /// no file list ever named): split children that shared it retire it each in their log.
     retired: Vec<Retirement>,
+    /// Its key range `(smallest, biggest)` as the retiring file list named it (`None`: no
+    /// list named it, nothing to cover).
+    key_range: Option<(Bytes, Bytes)>,
     /// `External` log mode: another shard here still named it when it was last looked at
     /// (at each retirement and each collection). Only ever goes from true to false: a file
     /// list never names a retired file again.
@@ -146,23 +188,33 @@ impl FileGc {
         self.group.get(&shard_id).copied().unwrap_or(0)
     }
 
-    /// Whether no replica of any region that retired `f` still needs it.
+    /// Whether no replica of any region that retired `f` still needs it, and no region
+    /// whose replicas are elsewhere only may still name it (module docs).
     fn replicas_done(&self, f: &PendingFile) -> bool {
         f.retired.is_empty()
             || (self.restart_floor.is_empty()
                 && f.retired
                     .iter()
-                    .all(|r| self.group_index(r.shard_id) >= r.index))
+                    .all(|r| self.group_index(r.shard_id) >= r.index)
+                && f.key_range
+                    .as_ref()
+                    .is_none_or(|(lo, hi)| covered(lo, hi, &f.retired)))
     }
 }
 
-/// Queues tables a new state no longer uses for deletion; `at` is the log entry that retired
-/// them (`None` with the engine's own log, or for outputs no file list ever named).
+/// Queues tables a new state no longer uses for deletion; `from` is the file list they leave
+/// (`None` for outputs no file list ever named) and `at` the log entry that retired them
+/// (`None` with the engine's own log, or for those outputs).
 ///
 /// A file already queued is not queued again: split children share their parent's table
 /// handles, so each child retires the same file, and two queued handles would keep its handle
 /// count above one for ever. Its entry records this retirement too.
-pub(crate) fn retire(inner: &Inner, unused: OpenTables, at: Option<Retirement>) {
+pub(crate) fn retire(
+    inner: &Inner,
+    unused: OpenTables,
+    from: Option<&changeset::ShardFiles>,
+    at: Option<Retirement>,
+) {
     let (l0s, tables) = unused.into_tables();
     if l0s.is_empty() && tables.is_empty() {
         return;
@@ -170,7 +222,7 @@ pub(crate) fn retire(inner: &Inner, unused: OpenTables, at: Option<Retirement>) 
     // Read after the apply committed: a file another shard still names is only marked so
     // (`live_elsewhere`), and the last retirement reads it gone, whatever order concurrent
     // retirements take the lock in (the mark only goes from true to false).
-    let live = match at {
+    let live = match &at {
         Some(_) => inner.manifest.live_file_ids(),
         None => BTreeSet::new(),
     };
@@ -186,9 +238,17 @@ pub(crate) fn retire(inner: &Inner, unused: OpenTables, at: Option<Retirement>) 
         .map(PendingTable::L0)
         .chain(tables.into_iter().map(PendingTable::Table));
     for table in files {
+        let id = match &table {
+            PendingTable::L0(t) => t.file_id(),
+            PendingTable::Table(t) => t.file_id(),
+        };
+        let key_range = from
+            .and_then(|files| files.file_meta(id))
+            .map(|m| (m.smallest.clone(), m.biggest.clone()));
         let mut file = PendingFile {
             table,
-            retired: at.into_iter().collect(),
+            retired: at.iter().cloned().collect(),
+            key_range,
             live_elsewhere: false,
         };
         file.live_elsewhere = live.contains(&file.id());
@@ -196,10 +256,13 @@ pub(crate) fn retire(inner: &Inner, unused: OpenTables, at: Option<Retirement>) 
             Some(&i) => {
                 let entry = &mut gc.pending[i];
                 entry.live_elsewhere &= file.live_elsewhere;
-                if let Some(at) = at
-                    && !entry.retired.contains(&at)
+                if entry.key_range.is_none() {
+                    entry.key_range = file.key_range;
+                }
+                if let Some(at) = &at
+                    && !entry.retired.contains(at)
                 {
-                    entry.retired.push(at);
+                    entry.retired.push(at.clone());
                 }
             }
             None => {
@@ -310,5 +373,44 @@ impl Engine {
     /// The group index this replica knows for region `shard_id` (0 when it knows none).
     pub fn file_gc_group_index(&self, shard_id: u64) -> u64 {
         self.inner.file_gc.lock().group_index(shard_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retired(start: &'static [u8], end: &'static [u8]) -> Retirement {
+        Retirement {
+            shard_id: 1,
+            index: 1,
+            start: Bytes::from_static(start),
+            end: Bytes::from_static(end),
+        }
+    }
+
+    #[test]
+    fn a_file_inside_the_retiring_range_is_covered() {
+        assert!(covered(b"b", b"c", &[retired(b"a", b"d")]));
+        assert!(covered(b"b", b"c", &[retired(b"", b"")]));
+        assert!(covered(b"b", b"zzz", &[retired(b"b", b"")]));
+    }
+
+    #[test]
+    fn a_file_a_split_shared_waits_for_every_sibling_it_overlaps() {
+        // A file of the parent [a, z) that spans the split key m.
+        let left = retired(b"a", b"m");
+        let right = retired(b"m", b"z");
+        assert!(!covered(b"c", b"q", std::slice::from_ref(&left)));
+        assert!(!covered(b"c", b"q", std::slice::from_ref(&right)));
+        assert!(covered(b"c", b"q", &[right.clone(), left.clone()]));
+        // The end key is exclusive: a file reaching the split key itself needs the right.
+        assert!(!covered(b"c", b"m", std::slice::from_ref(&left)));
+        // A gap between the ranges is not covered.
+        assert!(!covered(
+            b"c",
+            b"q",
+            &[retired(b"a", b"k"), retired(b"m", b"z")]
+        ));
     }
 }

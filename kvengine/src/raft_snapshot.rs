@@ -37,6 +37,31 @@ impl Engine {
         Ok(shard.data.load().files().to_changeset())
     }
 
+    /// A new replica's side, before [`Engine::install_raft_snapshot`]: creates the empty shard
+    /// the snapshot `cs` describes (its id, range, version and base version; no files, nothing
+    /// applied), so that the install finds a shard of the same range and version. A replica
+    /// added to a region by a membership change has nothing before its first snapshot.
+    pub fn create_shard_for_raft_snapshot(&self, cs: &ChangeSet) -> Result<()> {
+        let Some(Change::Snapshot(snap)) = &cs.change else {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "expected a snapshot changeset to create shard {} from, found another change",
+                    cs.shard_id
+                ),
+            });
+        };
+        let empty = changeset::Snapshot {
+            start: snap.start.clone(),
+            end: snap.end.clone(),
+            base_version: snap.base_version,
+            data_sequence: 0,
+            l0_creates: Vec::new(),
+            table_creates: Vec::new(),
+        };
+        let files = changeset::ShardFiles::from_snapshot(cs.shard_id, cs.shard_ver, 0, &empty)?;
+        self.insert_new_shard(files)
+    }
+
     /// The receiver's side: installs `cs` (from [`Engine::raft_snapshot`] on the leader) as
     /// the state at log index `index` (module docs). `Skipped` when this replica applied
     /// `index` already.

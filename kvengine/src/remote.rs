@@ -172,6 +172,7 @@ fn change_name(change: Option<&Change>) -> &'static str {
         Some(Change::Split(_)) => "split",
         Some(Change::InitialFlush(_)) => "initial_flush",
         Some(Change::Ingest(_)) => "ingest",
+        Some(Change::Destroy(_)) => "destroy",
     }
 }
 

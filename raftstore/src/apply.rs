@@ -80,12 +80,10 @@ pub(crate) fn apply_entry(
         return Ok((Ok(applied(None)), Effect::None));
     }
     if entry.get_entry_type() != EntryType::EntryNormal {
-        // Membership is static in this version: nothing proposes a conf change.
+        // The store applies conf changes itself (raft-rs takes them: `membership`); one that
+        // reaches here is a no-op, as everywhere.
         noop(engine, region_id, index)?;
-        let err = invalid(
-            region_id,
-            "conf changes are not supported: membership is static",
-        );
+        let err = invalid(region_id, "a conf change is applied by the store, not here");
         return Ok((Err(err), Effect::None));
     }
     let (region_ver, cmd) = match RaftCmd::decode_entry(&entry.data) {

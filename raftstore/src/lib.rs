@@ -27,6 +27,8 @@
 //! * `file_gc`: the replicas' file GC indexes in the envelope, so a file a compaction retired
 //!   leaves the object store only once no replica needs it;
 //! * `sink`: the engine's leader-only flush and compaction results back into the log;
+//! * `membership`: membership changes (add a learner, promote, remove), replicas made by a
+//!   leader's message, replicas leaving;
 //! * [`snapshot_install`]: a Raft snapshot's two durable halves (engine, then log), and the
 //!   repair at start of an install a crash cut in two.
 
@@ -39,6 +41,7 @@ pub mod fuzzing;
 mod hibernation;
 mod log_convert;
 pub mod logger;
+mod membership;
 pub mod metrics;
 mod peer;
 mod peer_storage;
@@ -53,9 +56,9 @@ pub mod transport;
 pub use apply::Applied;
 pub use error::{RaftStoreError, StartError};
 pub use replica_read::{ReplicaRead, ReplicaReadCheck};
-pub use router::{Callback, Proposal, RegionStatus, Router};
+pub use router::{Callback, ChangePeer, Membership, Proposal, RegionStatus, Router};
 pub use standalone::{NoPeers, STANDALONE_STORE_ID, start_standalone};
-pub use store::{InitialRegion, RaftStore};
+pub use store::{InitialRegion, RAFT_INIT_INDEX, RAFT_INIT_TERM, RaftStore};
 
 pub use config::{PeerConfig, RaftConfig};
 pub use convert::ConvertError;

@@ -154,7 +154,7 @@ pub static APPLY_LAG: LazyLock<IntGauge> = LazyLock::new(|| {
 pub static SNAPSHOTS_SENT: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_raft_snapshots_sent_total",
-        "Raft snapshots (a ChangeSet plus memtable rows) built for a lagging replica.",
+        "Raft snapshots (a region's file list) built for a lagging or new replica.",
     )
 });
 
@@ -163,6 +163,22 @@ pub static SNAPSHOTS_RECEIVED: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_raft_snapshots_received_total",
         "Raft snapshots installed by a replica on this server.",
+    )
+});
+
+/// Membership changes applied by a replica on this server.
+pub static CONF_CHANGES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_raft_conf_changes_total",
+        "Membership changes (add learner, promote, remove) applied by a replica on this server.",
+    )
+});
+
+/// Replicas that left this server (their removal applied, or their leader said so).
+pub static REPLICAS_DESTROYED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_raft_replicas_destroyed_total",
+        "Replicas removed from this server by a membership change.",
     )
 });
 
@@ -222,4 +238,6 @@ pub fn register_all() {
     LazyLock::force(&SNAPSHOTS_RECEIVED);
     LazyLock::force(&REPLICA_READS);
     LazyLock::force(&REPLICA_READ_CHECKS);
+    LazyLock::force(&CONF_CHANGES);
+    LazyLock::force(&REPLICAS_DESTROYED);
 }

@@ -294,6 +294,24 @@ impl Peer {
         }
     }
 
+    /// Proposes the membership change `cc` (checked by the caller, `membership`); `cb` is
+    /// answered when its entry applies, as for any proposal.
+    pub(crate) fn propose_conf_change(
+        &mut self,
+        store_id: u64,
+        cc: raft::eraftpb::ConfChange,
+        cb: Callback,
+    ) {
+        let before = self.raw.raft.raft_log.last_index();
+        if self.raw.propose_conf_change(Vec::new(), cc).is_err()
+            || self.raw.raft.raft_log.last_index() == before
+        {
+            cb(Err(self.not_leader(store_id)));
+            return;
+        }
+        self.track(self.raw.raft.raft_log.last_index(), cb);
+    }
+
     /// Proposes `data`; `cb` is answered when its entry applies (or is known dropped).
     pub(crate) fn propose(&mut self, store_id: u64, data: Vec<u8>, cb: Callback) {
         self.wake();
@@ -312,6 +330,11 @@ impl Peer {
             cb(Err(self.not_leader(store_id)));
             return;
         }
+        self.track(index, cb);
+    }
+
+    /// Waits for the entry just proposed at `index` in this term to apply, to answer `cb`.
+    fn track(&mut self, index: u64, cb: Callback) {
         // In (index, term) order: after a conflicting overwrite shortened this replica's log
         // and it led again, a new proposal can take an index below older pending ones.
         let term = self.term();

@@ -34,10 +34,10 @@ impl PeerStorage {
         }
     }
 
+    /// The region's log state; a replica made by a leader's message has none yet (no entries,
+    /// no members, nothing truncated: `membership`), which reads as the default.
     fn state(&self) -> raft::Result<kvengine::raft_log::RegionLogState> {
-        self.log
-            .state(self.region_id)
-            .ok_or(raft::Error::Store(StorageError::Unavailable))
+        Ok(self.log.state(self.region_id).unwrap_or_default())
     }
 }
 
@@ -74,19 +74,21 @@ impl raft::Storage for PeerStorage {
     }
 
     fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx == 0 && self.log.state(self.region_id).is_none() {
+            // The term before the first entry of an empty log.
+            return Ok(0);
+        }
         self.log.term(self.region_id, idx).map_err(read_error)
     }
 
+    /// 1 for a replica with no log yet (an empty log).
     fn first_index(&self) -> raft::Result<u64> {
-        self.log
-            .first_index(self.region_id)
-            .ok_or(raft::Error::Store(StorageError::Unavailable))
+        Ok(self.log.first_index(self.region_id).unwrap_or(1))
     }
 
+    /// 0 for a replica with no log yet.
     fn last_index(&self) -> raft::Result<u64> {
-        self.log
-            .last_index(self.region_id)
-            .ok_or(raft::Error::Store(StorageError::Unavailable))
+        Ok(self.log.last_index(self.region_id).unwrap_or(0))
     }
 
     /// The region's file list at its `data_sequence` (module docs). A failure is

@@ -59,6 +59,46 @@ pub(crate) enum StoreMsg {
         region: crate::store::InitialRegion,
         cb: Callback,
     },
+    ChangePeer {
+        region_id: u64,
+        change: ChangePeer,
+        cb: Callback,
+    },
+}
+
+/// A membership change of one region (one replica at a time: raft-rs's simple changes, each
+/// safe on its own). Moving a replica is add a learner, let it catch up, promote it, remove
+/// the old one (`pd::scheduler` plans the steps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangePeer {
+    /// A replica on `store` joins as a learner: it gets the log (a snapshot first) and takes
+    /// no part in quorums.
+    AddLearner { store: u64 },
+    /// The learner on `store` becomes a voter.
+    Promote { store: u64 },
+    /// The replica on `store` leaves (not the leader's own: transfer leadership first).
+    Remove { store: u64 },
+}
+
+impl ChangePeer {
+    pub fn store(&self) -> u64 {
+        match *self {
+            ChangePeer::AddLearner { store }
+            | ChangePeer::Promote { store }
+            | ChangePeer::Remove { store } => store,
+        }
+    }
+}
+
+/// A region's replicas as this server's replica of it applied them, and (on its leader) which
+/// of them are not caught up.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Membership {
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    /// Replicas the leader has not seen caught up (waiting for a snapshot, probing, or far
+    /// behind its log); empty on a follower, which does not know.
+    pub pending: Vec<u64>,
 }
 
 impl StoreMsg {
@@ -111,6 +151,8 @@ pub struct Router {
     pub(crate) stopped: Arc<Mutex<Option<String>>>,
     /// When each other store was last heard from (`hibernation`).
     pub(crate) liveness: Liveness,
+    /// Every region's membership, published on ticks and after each membership change.
+    pub(crate) membership: Arc<RwLock<HashMap<u64, Membership>>>,
 }
 
 impl Router {
@@ -335,6 +377,35 @@ impl Router {
         self.wait_answer(&rx, region_id, timeout).map(|_| ())
     }
 
+    /// Proposes a membership change of `region_id` (led here) and waits until it applied
+    /// here, at most `timeout`. Refused (`InvalidCommand`) when the change does not fit the
+    /// current membership (adding a replica that exists, promoting a voter, removing the
+    /// leader's own replica or the last voter) or while another change is not applied yet.
+    pub fn change_peer(
+        &self,
+        region_id: u64,
+        change: ChangePeer,
+        timeout: Duration,
+    ) -> Result<Applied, RaftStoreError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let cb: Callback = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(StoreMsg::ChangePeer {
+            region_id,
+            change,
+            cb,
+        }) {
+            self.fail_stopped(msg);
+        }
+        self.wait_answer(&rx, region_id, timeout)
+    }
+
+    /// The membership of `region_id` as this replica applied it.
+    pub fn membership(&self, region_id: u64) -> Option<Membership> {
+        self.membership.read().get(&region_id).cloned()
+    }
+
     /// Starts an election for `region_id` on this server now.
     pub fn campaign(&self, region_id: u64) {
         let _ = self.tx.send(StoreMsg::Campaign { region_id });
@@ -377,9 +448,9 @@ impl Router {
     /// Answers `msg` (if it waits for an answer) with `Stopped`.
     pub(crate) fn fail_stopped(&self, msg: StoreMsg) {
         match msg {
-            StoreMsg::Propose { cb, .. } | StoreMsg::CreateRegion { cb, .. } => {
-                cb(Err(self.stopped_error()))
-            }
+            StoreMsg::Propose { cb, .. }
+            | StoreMsg::CreateRegion { cb, .. }
+            | StoreMsg::ChangePeer { cb, .. } => cb(Err(self.stopped_error())),
             StoreMsg::ReadIndex { cb, .. } => cb(Err(self.stopped_error())),
             StoreMsg::Raft(_) | StoreMsg::TransferLeader { .. } | StoreMsg::Campaign { .. } => {}
         }

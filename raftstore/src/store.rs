@@ -53,18 +53,48 @@ use raft::RawNode;
 use raft::eraftpb;
 use wire::raft_cmd::RaftCmd;
 
+use crate::apply::Applied;
 use crate::apply::{Effect, apply_entry};
 use crate::config::RaftConfig;
 use crate::convert;
 use crate::error::{RaftStoreError, StartError};
 use crate::hibernation::{self, Liveness};
 use crate::log_convert::{conf_state_from_pb, entry_from_pb, hard_state_from_pb};
+use crate::membership;
 use crate::peer::Peer;
 use crate::peer_storage::PeerStorage;
 use crate::replica_read::{self, ReplicaReadCheck};
-use crate::router::{RegionStatus, Router, StoreMsg};
+use crate::router::{Callback, ChangePeer, RegionStatus, Router, StoreMsg};
 use crate::sink::RaftSink;
 use crate::transport::Transport;
+
+/// The log index and term every region's log starts after (TiKV's `RAFT_INIT_LOG_INDEX`):
+/// nothing is ever stored at or below it, so a leader never has entry 1 to send, and a
+/// replica added later (an empty log) always starts from a snapshot instead of replaying a
+/// history that began under another range.
+pub const RAFT_INIT_INDEX: u64 = 5;
+pub const RAFT_INIT_TERM: u64 = 5;
+
+/// The log state every replica of a new region starts with: truncated at the initial index
+/// and term, committed there, `voters` as members.
+fn initial_log_state(batch: &mut LogBatch, region_id: u64, voters: &[u64]) {
+    batch.truncate(region_id, RAFT_INIT_INDEX, RAFT_INIT_TERM);
+    batch.set_conf_state(
+        region_id,
+        kvengine::raft_log::ConfState {
+            voters: voters.to_vec(),
+            ..Default::default()
+        },
+    );
+    batch.set_hard_state(
+        region_id,
+        HardState {
+            term: RAFT_INIT_TERM,
+            vote: 0,
+            commit: RAFT_INIT_INDEX,
+        },
+    );
+}
 
 /// A region to create when the server starts for the first time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,8 +116,9 @@ pub struct RaftStore {
 impl RaftStore {
     /// Creates each of `regions` the log does not hold yet: an empty shard in the engine
     /// (unless a bootstrap interrupted by a crash already made it) and the initial log state.
-    /// Every replica of a region writes the same initial state (an empty log, term 0, the
-    /// voters), so whichever wins the first election leads a group all replicas agree on. The
+    /// Every replica of a region writes the same initial state (a log truncated at
+    /// `RAFT_INIT_INDEX`, the voters), so whichever wins the first election leads a group all
+    /// replicas agree on. The
     /// engine goes first: a crash between the two leaves a shard the next bootstrap adopts.
     /// Returns how many regions it created.
     pub fn bootstrap(
@@ -105,17 +136,10 @@ impl RaftStore {
             }
             if !in_engine.contains(&r.id) {
                 engine
-                    .create_shard(r.id, &r.start, &r.end)
+                    .create_shard_at(r.id, &r.start, &r.end, RAFT_INIT_INDEX)
                     .map_err(StartError::Engine)?;
             }
-            batch.set_conf_state(
-                r.id,
-                kvengine::raft_log::ConfState {
-                    voters: r.voters.clone(),
-                    ..Default::default()
-                },
-            );
-            batch.set_hard_state(r.id, HardState::default());
+            initial_log_state(&mut batch, r.id, &r.voters);
             created += 1;
         }
         if !batch.is_empty() {
@@ -147,6 +171,7 @@ impl RaftStore {
                 stopped: Arc::new(Mutex::new(None)),
                 store: weak.clone(),
                 liveness: Liveness::new(),
+                membership: Arc::new(RwLock::new(HashMap::new())),
             };
             Mutex::new(Store {
                 store_id,
@@ -164,6 +189,9 @@ impl RaftStore {
                 ticks: 0,
                 halted: false,
                 read_check: None,
+                uninitialized: HashMap::new(),
+                destroyed: HashMap::new(),
+                to_destroy: Vec::new(),
             })
         });
         let mut store = shared.lock();
@@ -187,6 +215,31 @@ impl RaftStore {
             }
             known
         });
+        // A replica added by a membership change whose first snapshot a crash cut short: its
+        // log was written (truncated at the snapshot) and the engine has not installed the
+        // files (`install_snapshot`, "a new replica"). It starts again from nothing: the
+        // leader sends the snapshot again.
+        log_ids.retain(|id| {
+            let Ok(info) = engine.shard_info(*id) else {
+                return true;
+            };
+            let truncated = log.state(*id).map_or(0, |s| s.truncated_index);
+            if truncated <= info.write_sequence {
+                return true;
+            }
+            tracing::warn!(
+                region_id = id,
+                truncated,
+                applied = info.write_sequence,
+                "dropping a new replica whose first raft snapshot was not installed"
+            );
+            orphans.remove_region(*id);
+            if let Err(e) = engine.destroy_shard(*id) {
+                tracing::warn!(region_id = id, error = %e, "cannot drop the shard of an unfinished replica");
+            }
+            false
+        });
+        engine_ids = engine.shard_ids();
         if !orphans.is_empty() {
             log.write(&orphans).map_err(StartError::Log)?;
         }
@@ -326,7 +379,21 @@ pub(crate) struct Store {
     halted: bool,
     /// The leader's side of follower reads, once the server installed it (`replica_read`).
     read_check: Option<Arc<dyn ReplicaReadCheck>>,
+    /// Replicas created by a leader's message, with nothing of their own yet (no shard, no
+    /// log state): they wait for their first snapshot. The tick they were created at; one
+    /// that gets none within `UNINITIALIZED_TICKS` is dropped (a stray message made it).
+    uninitialized: HashMap<u64, u64>,
+    /// Regions whose replica left this server lately, and when: a message still in flight
+    /// for one does not make it again (`DESTROYED_MEMORY` later, a new add may).
+    destroyed: HashMap<u64, Instant>,
+    /// Replicas whose removal applied this round, destroyed once the round is over.
+    to_destroy: Vec<u64>,
 }
+
+/// Ticks a replica made by a message may wait for its first snapshot.
+const UNINITIALIZED_TICKS: u64 = 600;
+/// How long a message for a region whose replica left is not allowed to make it again.
+const DESTROYED_MEMORY: Duration = Duration::from_secs(10);
 
 /// The log side of a split (`apply::ChildLog`): the right child's initial state, written
 /// before the engine records the split.
@@ -517,7 +584,7 @@ impl Store {
         let voters: Vec<u64> = p.raw.raft.prs().conf().voters().ids().iter().collect();
         let first = voters.iter().min() == Some(&store_id);
         let alone = voters == [store_id];
-        if (alone || (first && p.raw.raft.term == 0))
+        if (alone || (first && p.raw.raft.term == RAFT_INIT_TERM))
             && let Err(e) = p.raw.campaign()
         {
             tracing::warn!(region_id, error = %e, "first campaign failed");
@@ -535,22 +602,272 @@ impl Store {
             return Err(failed("the region exists".into()));
         }
         self.engine
-            .create_shard(region.id, &region.start, &region.end)
+            .create_shard_at(region.id, &region.start, &region.end, RAFT_INIT_INDEX)
             .map_err(|e| failed(e.to_string()))?;
         let mut batch = LogBatch::default();
-        batch.set_conf_state(
-            region.id,
-            kvengine::raft_log::ConfState {
-                voters: region.voters.clone(),
-                ..Default::default()
-            },
-        );
-        batch.set_hard_state(region.id, HardState::default());
+        initial_log_state(&mut batch, region.id, &region.voters);
         self.log.write(&batch).map_err(|e| failed(e.to_string()))?;
-        self.add_peer(region.id, 0)
+        self.add_peer(region.id, RAFT_INIT_INDEX)
             .map_err(|e| failed(e.to_string()))?;
         self.campaign_if_first(region.id);
         Ok(())
+    }
+
+    /// Proposes a membership change of `region_id` (`membership` module docs); `cb` is answered
+    /// when it applied here.
+    fn propose_change_peer(&mut self, region_id: u64, change: ChangePeer, cb: Callback) {
+        let store_id = self.store_id;
+        let Some(peer) = self.peers.get_mut(&region_id) else {
+            cb(Err(RaftStoreError::RegionNotFound {
+                region_id,
+                store_id,
+            }));
+            return;
+        };
+        peer.wake();
+        if !peer.is_leader() || !peer.applied_own_term {
+            cb(Err(peer.not_leader(store_id)));
+            return;
+        }
+        if peer.raw.raft.pending_conf_index > peer.raw.raft.raft_log.applied {
+            cb(Err(RaftStoreError::InvalidCommand {
+                region_id,
+                detail: format!(
+                    "a membership change (index {}) is not applied yet",
+                    peer.raw.raft.pending_conf_index
+                ),
+            }));
+            return;
+        }
+        let now = membership::membership(&peer.raw);
+        match membership::conf_change_for(region_id, store_id, &now, change) {
+            Ok(cc) => {
+                tracing::info!(region_id, ?change, "proposing a membership change");
+                peer.propose_conf_change(store_id, cc, cb);
+            }
+            Err(e) => cb(Err(e)),
+        }
+    }
+
+    /// Applies a committed conf-change entry: raft-rs takes the change, the new membership is
+    /// written to the log at once (the engine's applied index may be flushed past the entry
+    /// before the round's batch is written), the engine's applied index moves past the entry
+    /// (every replica alike: the data version stays the same across replicas), and a leader
+    /// that removed a replica tells it to leave. A replica that removed itself leaves at the
+    /// end of the round.
+    fn apply_conf_change(&mut self, region_id: u64, entry: &eraftpb::Entry) -> Result<(), String> {
+        let store_id = self.store_id;
+        let cc = membership::decode_conf_change(entry).map_err(|e| {
+            format!(
+                "cannot apply entry {} of region {region_id}: {e}",
+                entry.index
+            )
+        })?;
+        self.engine
+            .apply_noop(region_id, entry.index)
+            .map_err(|e| {
+                format!(
+                    "cannot apply entry {} of region {region_id}: {e}",
+                    entry.index
+                )
+            })?;
+        let Some(peer) = self.peers.get_mut(&region_id) else {
+            return Ok(());
+        };
+        let Some(cc) = cc else {
+            peer.on_applied(
+                entry.index,
+                entry.term,
+                Ok(Applied {
+                    index: entry.index,
+                    outcome: None,
+                }),
+            );
+            return Ok(());
+        };
+        let conf = peer.raw.apply_conf_change(&cc).map_err(|e| {
+            format!(
+                "raft-rs refused the conf change at index {} of region {region_id}: {e}",
+                entry.index
+            )
+        })?;
+        let mut batch = LogBatch::default();
+        batch.set_conf_state(region_id, conf_state_from_pb(&conf));
+        self.log.write(&batch).map_err(|e| {
+            format!("raft log write of region {region_id}'s membership failed: {e}")
+        })?;
+        let removed = cc.change_type == eraftpb::ConfChangeType::RemoveNode;
+        let tombstone = (removed && peer.is_leader() && cc.node_id != store_id).then(|| {
+            wire::raft::RaftMessage {
+                region_id,
+                from_store: store_id,
+                to_store: cc.node_id,
+                extra: Some(wire::raft::ExtraMessage {
+                    kind: wire::raft::ExtraKind::Tombstone as i32,
+                    term: peer.term(),
+                    index: entry.index,
+                }),
+                ..Default::default()
+            }
+        });
+        peer.on_applied(
+            entry.index,
+            entry.term,
+            Ok(Applied {
+                index: entry.index,
+                outcome: None,
+            }),
+        );
+        crate::metrics::CONF_CHANGES.inc();
+        tracing::info!(region_id, index = entry.index, change = ?cc.change_type, store = cc.node_id, voters = ?conf.voters, learners = ?conf.learners, "membership changed");
+        self.after_ready.extend(tombstone);
+        if removed && cc.node_id == store_id {
+            self.to_destroy.push(region_id);
+        }
+        self.publish_membership(Some(region_id));
+        Ok(())
+    }
+
+    /// A message for a region this server has no replica of: when it is a leader's append,
+    /// heartbeat or snapshot, the region added a replica here: it is created, empty, to wait
+    /// for its first snapshot (`membership` module docs). True when a replica exists now.
+    fn maybe_create_peer(&mut self, m: &wire::raft::RaftMessage) -> bool {
+        use wire::raft::MessageType;
+        let region_id = m.region_id;
+        let Some(msg) = &m.message else {
+            return false;
+        };
+        let from_leader = matches!(
+            msg.msg_type(),
+            MessageType::MsgAppend | MessageType::MsgHeartbeat | MessageType::MsgSnapshot
+        );
+        if !from_leader
+            || msg.term == 0
+            || self.engine.shard_ids().binary_search(&region_id).is_ok()
+        {
+            return false;
+        }
+        if self
+            .destroyed
+            .get(&region_id)
+            .is_some_and(|at| at.elapsed() < DESTROYED_MEMORY)
+        {
+            return false;
+        }
+        if let Err(e) = self.add_peer(region_id, 0) {
+            tracing::warn!(region_id, error = %e, "cannot create a replica for a leader's message");
+            return false;
+        }
+        self.uninitialized.insert(region_id, self.ticks);
+        tracing::info!(
+            region_id,
+            leader = m.from_store,
+            "replica created for a leader's message; waiting for a snapshot"
+        );
+        true
+    }
+
+    /// The region's leader removed this replica (`ExtraKind::Tombstone`): it leaves, unless it
+    /// leads the region itself (a stale message from an old leader).
+    fn on_tombstone(&mut self, m: &wire::raft::RaftMessage) {
+        let region_id = m.region_id;
+        let Some(peer) = self.peers.get(&region_id) else {
+            return;
+        };
+        let term = m.extra.as_ref().map_or(0, |e| e.term);
+        if peer.is_leader() || term < peer.term() {
+            return;
+        }
+        tracing::info!(
+            region_id,
+            from = m.from_store,
+            term,
+            "the region's leader removed this replica"
+        );
+        self.to_destroy.push(region_id);
+    }
+
+    /// Removes the replica of `region_id` from this server: its waiting proposals fail, its
+    /// shard leaves the engine (first: a crash after it leaves a log-only region, which
+    /// `start` drops), then its log.
+    fn destroy_peer(&mut self, region_id: u64) -> Result<(), String> {
+        let Some(mut peer) = self.peers.remove(&region_id) else {
+            return Ok(());
+        };
+        peer.fail_pending(&RaftStoreError::RegionNotFound {
+            region_id,
+            store_id: self.store_id,
+        });
+        self.engine.set_leader(region_id, false);
+        if self.engine.shard_ids().binary_search(&region_id).is_ok() {
+            self.engine
+                .destroy_shard(region_id)
+                .map_err(|e| format!("cannot drop the shard of removed region {region_id}: {e}"))?;
+        }
+        if self.log.state(region_id).is_some() {
+            let mut batch = LogBatch::default();
+            batch.remove_region(region_id);
+            self.log.write(&batch).map_err(|e| {
+                format!("cannot drop the raft log of removed region {region_id}: {e}")
+            })?;
+        }
+        self.uninitialized.remove(&region_id);
+        self.touched.remove(&region_id);
+        self.destroyed.insert(region_id, Instant::now());
+        self.router.status.write().remove(&region_id);
+        self.router.membership.write().remove(&region_id);
+        crate::metrics::REPLICAS_DESTROYED.inc();
+        tracing::info!(
+            region_id,
+            store_id = self.store_id,
+            "replica removed from this server"
+        );
+        Ok(())
+    }
+
+    /// Drops the replicas made by a message that got no snapshot in time, and forgets old
+    /// removals.
+    fn drop_stale_uninitialized(&mut self) {
+        let ticks = self.ticks;
+        let stale: Vec<u64> = self
+            .uninitialized
+            .iter()
+            .filter(|(_, since)| ticks.saturating_sub(**since) > UNINITIALIZED_TICKS)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stale {
+            tracing::info!(
+                region_id = id,
+                "dropping a replica that never got its first snapshot"
+            );
+            self.uninitialized.remove(&id);
+            self.peers.remove(&id);
+            self.touched.remove(&id);
+        }
+        self.destroyed
+            .retain(|_, at| at.elapsed() < DESTROYED_MEMORY);
+    }
+
+    /// Publishes the membership of `only` (or of every initialized replica) for the router.
+    fn publish_membership(&self, only: Option<u64>) {
+        let mut out = self.router.membership.write();
+        let mut one = |id: u64, p: &Peer| {
+            if !self.uninitialized.contains_key(&id) {
+                out.insert(id, membership::membership(&p.raw));
+            }
+        };
+        match only {
+            Some(id) => {
+                if let Some(p) = self.peers.get(&id) {
+                    one(id, p);
+                }
+            }
+            None => {
+                for (id, p) in &self.peers {
+                    one(*id, p);
+                }
+            }
+        }
     }
 
     /// One round (module docs): the mailbox, then `own` (a calling thread's proposals), then
@@ -595,6 +912,18 @@ impl Store {
             }
         }
         let readied = self.on_ready()?;
+        for id in std::mem::take(&mut self.to_destroy) {
+            self.destroy_peer(id)?;
+        }
+        if tick {
+            self.drop_stale_uninitialized();
+            if self
+                .ticks
+                .is_multiple_of(self.config.heartbeat_ticks as u64)
+            {
+                self.publish_membership(None);
+            }
+        }
         // The store loop's own messages go after the round's Raft messages (`hibernation`).
         if !self.after_ready.is_empty() {
             self.transport.send(std::mem::take(&mut self.after_ready));
@@ -669,6 +998,7 @@ impl Store {
             | StoreMsg::Propose { region_id, .. }
             | StoreMsg::TransferLeader { region_id, .. }
             | StoreMsg::Campaign { region_id } => Some(*region_id),
+            StoreMsg::ChangePeer { region_id, .. } => Some(*region_id),
             // `add_peer` touches the new region.
             StoreMsg::CreateRegion { .. } => None,
         };
@@ -747,6 +1077,11 @@ impl Store {
                     outcome: None,
                 }));
             }
+            StoreMsg::ChangePeer {
+                region_id,
+                change,
+                cb,
+            } => self.propose_change_peer(region_id, change, cb),
             StoreMsg::Campaign { region_id } => {
                 if let Some(p) = self.peers.get_mut(&region_id) {
                     p.wake();
@@ -762,12 +1097,22 @@ impl Store {
     /// has no replica of (a split not applied here yet) is dropped: the sender retries.
     fn step(&mut self, mut m: wire::raft::RaftMessage) {
         let region_id = m.region_id;
-        let Some(peer) = self.peers.get_mut(&region_id) else {
+        if !self.peers.contains_key(&region_id) && !self.maybe_create_peer(&m) {
             tracing::debug!(
                 region_id,
                 from = m.from_store,
                 "message for an unknown region dropped"
             );
+            return;
+        }
+        if m.extra
+            .as_ref()
+            .is_some_and(|e| e.kind() == wire::raft::ExtraKind::Tombstone)
+        {
+            self.on_tombstone(&m);
+            return;
+        }
+        let Some(peer) = self.peers.get_mut(&region_id) else {
             return;
         };
         // Every envelope of a region may carry the sender's file GC indexes (`file_gc`): a
@@ -885,6 +1230,10 @@ impl Store {
         }
         let _timer = crate::metrics::APPLY_DURATION.start_timer();
         for entry in entries {
+            if entry.get_entry_type() != eraftpb::EntryType::EntryNormal {
+                self.apply_conf_change(region_id, &entry)?;
+                continue;
+            }
             let mut child_log = SplitChildLog {
                 log: &self.log,
                 parent: self.peers.get(&region_id),
@@ -1116,6 +1465,29 @@ impl Store {
                 cs.shard_id
             )));
         }
+        if self.uninitialized.contains_key(&region_id) {
+            // A new replica: its log state first (a crash before the engine's install leaves
+            // a log truncated above the engine, which `start` drops), then an empty shard of
+            // the snapshot's range for the install below.
+            let mut first = LogBatch::default();
+            first.truncate(region_id, index, term);
+            first.set_conf_state(region_id, conf_state_from_pb(meta.get_conf_state()));
+            first.set_hard_state(
+                region_id,
+                HardState {
+                    term,
+                    vote: 0,
+                    commit: index,
+                },
+            );
+            self.log
+                .write(&first)
+                .map_err(|e| fail(format!("raft log write failed: {e}")))?;
+            self.engine
+                .create_shard_for_raft_snapshot(&cs)
+                .map_err(|e| fail(e.to_string()))?;
+            self.uninitialized.remove(&region_id);
+        }
         let outcome = crate::snapshot_install::install_in_engine(&self.engine, index, term, &cs)
             .map_err(|e| fail(e.to_string()))?;
         batch.truncate(region_id, index, term);
@@ -1191,6 +1563,9 @@ impl Store {
                 let Some(p) = self.peers.get(id) else {
                     continue;
                 };
+                if self.uninitialized.contains_key(id) {
+                    continue;
+                }
                 let now = RegionStatus {
                     leader: p.leader(),
                     term: p.term(),

@@ -27,6 +27,11 @@ pub trait Transport: Send + Sync {
     /// Queues `msgs` for delivery and returns at once. Messages for one destination leave in
     /// this order; undeliverable ones are dropped and counted (Raft retransmits).
     fn send(&self, msgs: Vec<RaftMessage>);
+
+    /// Where store `store_id` is now (`http://host:port`): a server learns the address of a
+    /// store that joined one of its regions from the placement driver. Transports that reach
+    /// every store already ignore it.
+    fn set_address(&self, _store_id: u64, _base_url: &str) {}
 }
 
 /// `msgs` by destination store, each list in the order given.

@@ -18,7 +18,9 @@ use kvengine::{
     ColumnFamily, Dfs, DfsOp, Engine, EngineOptions, FaultDfs, LocalDfs, LogMode, SyncPolicy,
     WriteBatch,
 };
-use raftstore::{ChannelNetwork, InitialRegion, RaftConfig, RaftStore, RaftStoreError, Router};
+use raftstore::{
+    ChangePeer, ChannelNetwork, InitialRegion, RaftConfig, RaftStore, RaftStoreError, Router,
+};
 
 const REGION: u64 = 1;
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,23 +69,35 @@ impl Cluster {
     }
 
     fn start(&mut self, id: u64) {
+        self.start_store(id, true);
+    }
+
+    /// Starts store `id` without creating the initial region: a server that joins the
+    /// cluster later and gets replicas only from membership changes.
+    fn join(&mut self, id: u64) {
+        self.start_store(id, false);
+    }
+
+    fn start_store(&mut self, id: u64, founding: bool) {
         let dir = self.store_dir(id);
         let dfs = Arc::new(FaultDfs::new(
             LocalDfs::open(self.dir.path().join("dfs")).unwrap(),
         ));
         let (engine, log) = open_store(&dir, id, dfs.clone());
         let voters: Vec<u64> = (1..=3).collect();
-        RaftStore::bootstrap(
-            &engine,
-            &log,
-            &[InitialRegion {
-                id: REGION,
-                start: Vec::new(),
-                end: Vec::new(),
-                voters,
-            }],
-        )
-        .unwrap();
+        if founding {
+            RaftStore::bootstrap(
+                &engine,
+                &log,
+                &[InitialRegion {
+                    id: REGION,
+                    start: Vec::new(),
+                    end: Vec::new(),
+                    voters,
+                }],
+            )
+            .unwrap();
+        }
         let inbox = self.net.register(id);
         let transport = Arc::new(self.net.transport(id));
         let store = RaftStore::start(id, config(), engine.clone(), log.clone(), transport).unwrap();
@@ -1112,4 +1126,109 @@ fn a_followers_snapshot_keeps_the_inputs_until_dropped_even_while_the_region_sle
             "store {id} woke to report"
         );
     }
+}
+
+impl Cluster {
+    /// Proposes `change` through the region's current leader, retrying while leadership moves.
+    fn change_peer(&self, change: ChangePeer) {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let leader = self.wait_leader(REGION);
+            match self.router(leader).change_peer(REGION, change, TIMEOUT) {
+                Ok(_) => return,
+                Err(
+                    e @ (RaftStoreError::NotLeader { .. } | RaftStoreError::StaleCommand { .. }),
+                ) => {
+                    assert!(Instant::now() < deadline, "{change:?} kept failing: {e}");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("{change:?} failed: {e}"),
+            }
+        }
+    }
+
+    /// Waits until store `id` holds the region and applied `index`.
+    fn wait_replica_applied(&self, id: u64, index: u64) {
+        let deadline = Instant::now() + TIMEOUT;
+        while self.nodes[&id]
+            .engine
+            .shard_info(REGION)
+            .map_or(true, |i| i.write_sequence < index)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "store {id} never got the region up to index {index}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+#[test]
+fn a_replica_moves_to_a_new_store_by_learner_snapshot_promotion_and_removal() {
+    let mut c = Cluster::new(3);
+    // Part of the data in files (the snapshot names them), part only in the log.
+    for i in 0..200u64 {
+        c.put(format!("k{i:04}").as_bytes(), 100 + i, &[b'v'; 100]);
+    }
+    let leader = c.wait_leader(REGION);
+    c.nodes[&leader].engine.flush_shard(REGION).unwrap();
+    let mut last = 0;
+    for i in 200..220u64 {
+        last = c.put(format!("k{i:04}").as_bytes(), 100 + i, b"in the log");
+    }
+    c.join(4);
+    assert!(
+        c.nodes[&4].engine.shard_ids().is_empty(),
+        "a joining store holds no region before it is added"
+    );
+    c.change_peer(ChangePeer::AddLearner { store: 4 });
+    c.wait_replica_applied(4, last);
+    let leader = c.wait_leader(REGION);
+    let members = c.router(leader).membership(REGION).unwrap();
+    assert_eq!((members.voters, members.learners), (vec![1, 2, 3], vec![4]));
+    assert_eq!(
+        c.nodes[&4].dfs.stats(DfsOp::Put).calls,
+        0,
+        "the new replica wrote files instead of referencing the leader's"
+    );
+    // A learner is not a voter: a refused double add says so and changes nothing.
+    let again = c
+        .router(leader)
+        .change_peer(REGION, ChangePeer::AddLearner { store: 4 }, TIMEOUT);
+    assert!(
+        matches!(again, Err(RaftStoreError::InvalidCommand { .. })),
+        "{again:?}"
+    );
+    c.change_peer(ChangePeer::Promote { store: 4 });
+    // Store 1 leaves: its leadership first, if it has it.
+    if c.wait_leader(REGION) == 1 {
+        c.router(1).transfer_leader(REGION, 2);
+        c.wait_leader_other_than(REGION, 1);
+    }
+    c.change_peer(ChangePeer::Remove { store: 1 });
+    let deadline = Instant::now() + TIMEOUT;
+    while !c.nodes[&1].engine.shard_ids().is_empty() || c.nodes[&1].log.state(REGION).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the removed replica on store 1 never left"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let leader = c.wait_leader(REGION);
+    let members = c.router(leader).membership(REGION).unwrap();
+    assert_eq!((members.voters, members.learners), (vec![2, 3, 4], vec![]));
+    // Store 1 is gone for good; 2, 3 and 4 take writes and agree, and store 4 keeps
+    // everything across a restart.
+    c.kill(1);
+    let last = c.put(b"after the move", 5000, b"x");
+    c.wait_applied_everywhere(last);
+    assert_replicas_agree(&c);
+    c.kill(4);
+    c.join(4);
+    let last = c.put(b"after the restart", 6000, b"y");
+    c.wait_applied_everywhere(last);
+    assert_replicas_agree(&c);
+    let (_, _, rows) = dump(&c.nodes[&4].engine);
+    assert_eq!(rows.len(), 222, "store 4 lost rows: {rows:?}");
 }

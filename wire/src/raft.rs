@@ -323,6 +323,10 @@ pub enum ExtraKind {
     /// snapshot holding a retired file was dropped): Raft messages, which carry them
     /// otherwise, stopped. Does not wake the region.
     FileGc = 3,
+    /// From the region's leader (`term`) to a replica it removed at `index`: that replica
+    /// leaves (a removed follower may never learn that its removal committed, since the
+    /// leader stops sending it entries).
+    Tombstone = 4,
 }
 
 /// A message between two stores' loops (see [`ExtraKind`]).

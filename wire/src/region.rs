@@ -43,10 +43,10 @@ pub struct Region {
     /// Bytes in memtables and SST files (an estimate).
     #[prost(uint64, tag = "6")]
     pub approximate_size: u64,
-    /// The conf version: raised by every membership change the region applied (adding,
-    /// promoting or removing a replica). Of two answers about the same region, the higher
-    /// `(ver, conf_ver)` is the newer membership; a scheduling step names the one it was
-    /// planned against and is dropped when the region moved on.
+    /// The conf version, for membership changes: 0 for now (servers do not version their
+    /// membership yet). Reports are ordered by `(ver, conf_ver, leader_term)`; within one
+    /// term, one leader reports in order, and its latest report wins. A scheduling step is
+    /// checked against the members the leader holds when it arrives, not against this.
     #[prost(uint64, tag = "7")]
     pub conf_ver: u64,
     /// The servers holding a replica: the voters and learners of the region's Raft group as

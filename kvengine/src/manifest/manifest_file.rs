@@ -229,6 +229,7 @@ impl Manifest {
             Update::Nothing => inner.shards.get(cs.shard_id).cloned().into_iter().collect(),
             Update::Put(files) => vec![(**files).clone()],
             Update::Split { children, .. } => children.clone(),
+            Update::Remove(_) => Vec::new(),
         };
         Ok(Staged {
             cs: cs.clone(),
@@ -264,6 +265,24 @@ impl Manifest {
         let mut inner = self.inner.lock();
         self.check_usable(&inner)?;
         let prepared = inner.shards.prepare_create(files).map_err(map_error)?;
+        self.rewrite_if_due(&mut inner)?;
+        self.commit_prepared(&mut inner, prepared).map(|_| ())
+    }
+
+    /// Removes shard `id` (its replica left this server), recorded as a `Change::Destroy`
+    /// ChangeSet: replay drops the shard too. Its files are not touched.
+    pub fn destroy_shard(&self, id: u64) -> Result<()> {
+        let mut inner = self.inner.lock();
+        self.check_usable(&inner)?;
+        let sequence = inner.shards.get(id).map_or(0, |s| s.meta_seq() + 1);
+        let cs = ChangeSet {
+            shard_id: id,
+            shard_ver: inner.shards.get(id).map_or(0, |s| s.ver()),
+            sequence,
+            properties: Default::default(),
+            change: Some(changeset::Change::Destroy(changeset::Destroy {})),
+        };
+        let prepared = inner.shards.prepare_destroy(&cs).map_err(map_error)?;
         self.rewrite_if_due(&mut inner)?;
         self.commit_prepared(&mut inner, prepared).map(|_| ())
     }

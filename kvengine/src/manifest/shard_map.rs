@@ -38,6 +38,8 @@ pub(crate) enum Update {
     Nothing,
     /// Insert or replace the shard.
     Put(Box<ShardFiles>),
+    /// Remove the shard (it left this server).
+    Remove(u64),
     /// Remove the parent, insert the children.
     Split {
         parent: u64,
@@ -128,9 +130,26 @@ impl ShardMap {
         })
     }
 
+    /// Prepares the removal of shard `cs.shard_id` (`cs` holds a `Change::Destroy`).
+    pub(crate) fn prepare_destroy(&self, cs: &ChangeSet) -> Result<Prepared, ShardMapError> {
+        if !self.shards.contains_key(&cs.shard_id) {
+            return Err(ShardMapError::UnknownShard {
+                shard_id: cs.shard_id,
+            });
+        }
+        Ok(Prepared {
+            applied: Applied::Applied,
+            to_record: Some(cs.clone()),
+            update: Update::Remove(cs.shard_id),
+        })
+    }
+
     pub(crate) fn commit(&mut self, update: Update) {
         match update {
             Update::Nothing => {}
+            Update::Remove(id) => {
+                self.shards.remove(&id);
+            }
             Update::Put(shard) => {
                 self.shards.insert(shard.id(), *shard);
             }
@@ -150,6 +169,8 @@ impl ShardMap {
             && matches!(cs.change, Some(Change::Snapshot(_)))
         {
             self.prepare_create(&ShardFiles::from_changeset(cs)?)?
+        } else if matches!(cs.change, Some(Change::Destroy(_))) {
+            self.prepare_destroy(cs)?
         } else {
             self.prepare(cs)?
         };

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use node::HttpClient;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use prost::Message as _;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
@@ -102,9 +102,16 @@ pub struct DestinationStats {
 
 /// Sends Raft messages to other servers over HTTP.
 pub struct HttpTransport {
-    destinations: HashMap<u64, Arc<Destination>>,
-    tasks: Vec<JoinHandle<()>>,
+    runtime: Handle,
+    client: HttpClient,
+    options: Arc<HttpTransportOptions>,
+    limits: OutboxLimits,
+    /// By store id; grows when a server learns another's address (`set_address`).
+    destinations: RwLock<HashMap<u64, Sender>>,
 }
+
+/// One destination and the task that sends to it.
+type Sender = (Arc<Destination>, JoinHandle<()>);
 
 impl HttpTransport {
     /// Starts a sender task on `runtime` for each `(store id, base URL)` in `peers` other than
@@ -121,38 +128,23 @@ impl HttpTransport {
             max_messages: options.queue_max_messages,
             max_bytes: options.queue_max_bytes,
         };
-        let options = Arc::new(options);
-        let mut destinations = HashMap::new();
-        let mut tasks = Vec::new();
+        let transport = HttpTransport {
+            runtime: runtime.clone(),
+            client,
+            options: Arc::new(options),
+            limits,
+            destinations: RwLock::new(HashMap::new()),
+        };
         for (store_id, base) in peers {
-            if store_id == options.from_store {
-                continue;
-            }
-            let dest = Arc::new(Destination {
-                store_id,
-                url: format!("{}{}", base.trim_end_matches('/'), wire::paths::RAFT_BATCH),
-                outbox: Mutex::new(Outbox::new(limits)),
-                wake: Notify::new(),
-                batches_sent: AtomicU64::new(0),
-                batches_failed: AtomicU64::new(0),
-                dropped_queue_full: AtomicU64::new(0),
-            });
-            tasks.push(runtime.spawn(run_sender(
-                Arc::clone(&dest),
-                client.clone(),
-                Arc::clone(&options),
-            )));
-            destinations.insert(store_id, dest);
+            transport.set_address(store_id, &base);
         }
-        HttpTransport {
-            destinations,
-            tasks,
-        }
+        transport
     }
 
     /// The sender of `store_id` so far; `None` for a store without an address.
     pub fn stats(&self, store_id: u64) -> Option<DestinationStats> {
-        let d = self.destinations.get(&store_id)?;
+        let destinations = self.destinations.read();
+        let (d, _) = destinations.get(&store_id)?;
         Some(DestinationStats {
             queued: d.outbox.lock().len(),
             batches_sent: d.batches_sent.load(Ordering::Relaxed),
@@ -163,9 +155,46 @@ impl HttpTransport {
 }
 
 impl Transport for HttpTransport {
+    /// Starts a sender for `store_id` at `base` (`http://host:port`), or moves its sender to
+    /// `base` when the address changed (what was queued for the old one is dropped: Raft
+    /// retransmits). The server's own id is ignored.
+    fn set_address(&self, store_id: u64, base: &str) {
+        if store_id == self.options.from_store {
+            return;
+        }
+        let url = format!("{}{}", base.trim_end_matches('/'), wire::paths::RAFT_BATCH);
+        if self
+            .destinations
+            .read()
+            .get(&store_id)
+            .is_some_and(|(d, _)| d.url == url)
+        {
+            return;
+        }
+        let dest = Arc::new(Destination {
+            store_id,
+            url,
+            outbox: Mutex::new(Outbox::new(self.limits)),
+            wake: Notify::new(),
+            batches_sent: AtomicU64::new(0),
+            batches_failed: AtomicU64::new(0),
+            dropped_queue_full: AtomicU64::new(0),
+        });
+        let task = self.runtime.spawn(run_sender(
+            Arc::clone(&dest),
+            self.client.clone(),
+            Arc::clone(&self.options),
+        ));
+        tracing::info!(store_id, url = %dest.url, "raft messages to this store go to a new address");
+        if let Some((_, old)) = self.destinations.write().insert(store_id, (dest, task)) {
+            old.abort();
+        }
+    }
+
     fn send(&self, msgs: Vec<RaftMessage>) {
+        let destinations = self.destinations.read();
         for (to_store, msgs) in group_by_destination(msgs) {
-            let Some(dest) = self.destinations.get(&to_store) else {
+            let Some((dest, _)) = destinations.get(&to_store) else {
                 metrics::count_dropped(DropReason::UnknownStore, msgs.len());
                 continue;
             };
@@ -184,7 +213,7 @@ impl Transport for HttpTransport {
 impl Drop for HttpTransport {
     /// Stops every sender task (a request in flight is abandoned).
     fn drop(&mut self) {
-        for task in &self.tasks {
+        for (_, task) in self.destinations.read().values() {
             task.abort();
         }
     }
