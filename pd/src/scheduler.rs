@@ -1145,3 +1145,687 @@ impl Operator {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use wire::region::PeerRole;
+
+    use super::*;
+
+    /// Simulated time per round.
+    const ROUND: Duration = Duration::from_secs(1);
+    const DOWN_TIME: Duration = Duration::from_secs(10);
+
+    fn config() -> SchedulerConfig {
+        SchedulerConfig {
+            max_store_down_time: DOWN_TIME,
+            ..SchedulerConfig::default()
+        }
+    }
+
+    fn url(store: u64) -> String {
+        format!("http://s{store}")
+    }
+
+    fn store(id: u64, zone: &str, state: StoreState) -> StoreView {
+        StoreView {
+            id,
+            url: url(id),
+            zone: Zone::label(zone),
+            state,
+        }
+    }
+
+    fn peer(s: &StoreView, role: PeerRole, pending: bool) -> Peer {
+        let mut p = Peer {
+            store_id: s.id,
+            addr: s.url.clone(),
+            zone: types::zone::label(s.zone.as_ref()).to_string(),
+            pending,
+            ..Peer::default()
+        };
+        p.set_role(role);
+        p
+    }
+
+    /// A cluster the way servers would carry steps out: a step at another epoch than the
+    /// region's is ignored, an added learner stays pending through one scheduling round, every
+    /// membership change bumps `conf_ver`. It asserts, as it applies them, what no step may do.
+    struct Sim {
+        /// Every server, registered or not.
+        all: Vec<StoreView>,
+        /// Servers that are not registered (gone).
+        down: BTreeSet<u64>,
+        regions: Vec<Region>,
+        /// The round each still-pending learner was added in.
+        added: HashMap<(u64, u64), usize>,
+        /// Voters on registered servers per region at the start.
+        start_live: HashMap<u64, usize>,
+        round: usize,
+        t0: Instant,
+        scheduler: Scheduler,
+        /// Every step carried out, with its round.
+        log: Vec<(usize, RegionStep)>,
+        /// Steps are handed out but not carried out (a cluster that stopped answering).
+        frozen: bool,
+    }
+
+    impl Sim {
+        /// `placements`: per region (ids from 1), its voters' stores, the first registered one
+        /// leading.
+        fn new(
+            all: Vec<StoreView>,
+            down: &[u64],
+            placements: &[Vec<u64>],
+            config: SchedulerConfig,
+        ) -> Sim {
+            let by_id: HashMap<u64, StoreView> = all.iter().map(|s| (s.id, s.clone())).collect();
+            let down: BTreeSet<u64> = down.iter().copied().collect();
+            let regions: Vec<Region> = placements
+                .iter()
+                .zip(1u64..)
+                .map(|(stores, id)| Region {
+                    id,
+                    ver: 1,
+                    conf_ver: 1,
+                    start: id.to_be_bytes().to_vec(),
+                    end: (id + 1).to_be_bytes().to_vec(),
+                    peers: stores
+                        .iter()
+                        .map(|s| peer(&by_id[s], PeerRole::Voter, false))
+                        .collect(),
+                    leader_store_id: *stores.iter().find(|s| !down.contains(s)).unwrap(),
+                    leader_term: 1,
+                    ..Region::default()
+                })
+                .collect();
+            let start_live = regions
+                .iter()
+                .map(|r| {
+                    let live = voters(r).filter(|p| !down.contains(&p.store_id)).count();
+                    (r.id, live)
+                })
+                .collect();
+            Sim {
+                all,
+                down,
+                regions,
+                added: HashMap::new(),
+                start_live,
+                round: 0,
+                t0: Instant::now(),
+                scheduler: Scheduler::new(config),
+                log: Vec::new(),
+                frozen: false,
+            }
+        }
+
+        fn registered(&self) -> Vec<StoreView> {
+            self.all
+                .iter()
+                .filter(|s| !self.down.contains(&s.id))
+                .cloned()
+                .collect()
+        }
+
+        fn now(&self) -> Instant {
+            self.t0 + ROUND * u32::try_from(self.round).unwrap()
+        }
+
+        fn region(&self, id: u64) -> &Region {
+            self.regions.iter().find(|r| r.id == id).unwrap()
+        }
+
+        fn is_up(&self, store: u64) -> bool {
+            !self.down.contains(&store)
+                && self
+                    .all
+                    .iter()
+                    .any(|s| s.id == store && s.state == StoreState::Up)
+        }
+
+        /// One round: learners added two rounds ago catch up, regions led by a gone server
+        /// elect another leader, the scheduler plans, each registered server gets and carries
+        /// out the steps of the regions it leads.
+        fn round(&mut self) {
+            let round = self.round;
+            self.added.retain(|(region, store), at| {
+                if *at + 2 > round {
+                    return true;
+                }
+                let r = self.regions.iter_mut().find(|r| r.id == *region).unwrap();
+                if let Some(p) = r.peers.iter_mut().find(|p| p.store_id == *store) {
+                    p.pending = false;
+                }
+                false
+            });
+            // Raft elects a new leader where the old one is gone.
+            for r in &mut self.regions {
+                if self.down.contains(&r.leader_store_id) {
+                    let live = voters(r).find(|p| !self.down.contains(&p.store_id));
+                    r.leader_store_id = live.unwrap().store_id;
+                    r.leader_term += 1;
+                }
+            }
+            let now = self.now();
+            let registered = self.registered();
+            self.scheduler.schedule(now, &registered, &self.regions);
+            for s in &registered {
+                for step in self.scheduler.steps_for(s.id) {
+                    let leader = self.region(step.region_id).leader_store_id;
+                    assert_eq!(leader, s.id, "a step goes to the region's leader: {step:?}");
+                    if !self.frozen {
+                        self.apply(&step);
+                    }
+                }
+            }
+            self.check_voters_kept();
+            self.round += 1;
+        }
+
+        fn apply(&mut self, step: &RegionStep) {
+            let kind = step.kind();
+            if kind != StepKind::RemovePeer {
+                assert!(self.is_up(step.store_id), "a step targets a server not up: {step:?}");
+            }
+            let store = self.all.iter().find(|s| s.id == step.store_id).cloned();
+            let round = self.round;
+            let r = self
+                .regions
+                .iter_mut()
+                .find(|r| r.id == step.region_id)
+                .unwrap();
+            if (step.ver, step.conf_ver) != (r.ver, r.conf_ver) {
+                return;
+            }
+            let at = r.peers.iter().position(|p| p.store_id == step.store_id);
+            match kind {
+                StepKind::AddLearner => {
+                    assert!(at.is_none(), "a learner added twice: {step:?}");
+                    let store = store.unwrap();
+                    assert_eq!(step.store_url, store.url);
+                    r.peers.push(peer(&store, PeerRole::Learner, true));
+                    self.added.insert((r.id, store.id), round);
+                    r.conf_ver += 1;
+                }
+                StepKind::PromoteLearner => {
+                    let p = &mut r.peers[at.unwrap()];
+                    assert!(p.is_learner() && !p.pending, "promoted too early: {step:?}");
+                    p.set_role(PeerRole::Voter);
+                    r.conf_ver += 1;
+                }
+                StepKind::RemovePeer => {
+                    assert_ne!(r.leader_store_id, step.store_id, "removes the leader: {step:?}");
+                    r.peers.remove(at.unwrap());
+                    r.conf_ver += 1;
+                }
+                StepKind::TransferLeader => {
+                    let p = &r.peers[at.unwrap()];
+                    assert!(!p.is_learner() && !p.pending, "leader to a learner: {step:?}");
+                    r.leader_store_id = step.store_id;
+                    r.leader_term += 1;
+                }
+                StepKind::Unknown => panic!("an unknown step: {step:?}"),
+            }
+            self.log.push((round, step.clone()));
+        }
+
+        /// No region ever has fewer voters on registered servers than it started with
+        /// (capped at the replica count).
+        fn check_voters_kept(&self) {
+            let max = self.scheduler.config().max_replicas;
+            for r in &self.regions {
+                let live = voters(r)
+                    .filter(|p| !self.down.contains(&p.store_id))
+                    .count();
+                let floor = self.start_live[&r.id].min(max);
+                assert!(live >= floor, "region {} lost a voter: {r:?}", r.id);
+            }
+        }
+
+        /// Rounds until no operator is left (and gone servers have been gone long enough to be
+        /// replaced); panics after `max_rounds`.
+        fn settle(&mut self, max_rounds: usize) {
+            for _ in 0..max_rounds {
+                let now = self.now();
+                self.round();
+                let idle = self.scheduler.operators(now).is_empty();
+                if idle && now >= self.t0 + DOWN_TIME {
+                    return;
+                }
+            }
+            panic!(
+                "not settled after {max_rounds} rounds: {:?}",
+                self.scheduler.operators(self.now())
+            );
+        }
+
+        /// Replicas (voters and learners) per server.
+        fn region_counts(&self) -> BTreeMap<u64, usize> {
+            let mut counts: BTreeMap<u64, usize> = self.all.iter().map(|s| (s.id, 0)).collect();
+            for r in &self.regions {
+                for p in &r.peers {
+                    *counts.entry(p.store_id).or_default() += 1;
+                }
+            }
+            counts
+        }
+
+        fn leader_counts(&self) -> BTreeMap<u64, usize> {
+            let mut counts: BTreeMap<u64, usize> = self.all.iter().map(|s| (s.id, 0)).collect();
+            for r in &self.regions {
+                *counts.entry(r.leader_store_id).or_default() += 1;
+            }
+            counts
+        }
+
+        /// The steps carried out for `region`, in order.
+        fn steps_of(&self, region: u64) -> Vec<(StepKind, u64)> {
+            self.log
+                .iter()
+                .filter(|(_, s)| s.region_id == region)
+                .map(|(_, s)| (s.kind(), s.store_id))
+                .collect()
+        }
+    }
+
+    fn spread(max: usize, min: usize) -> usize {
+        max - min
+    }
+
+    /// `n` regions on stores `stores`, round robin over the rotations (leaders rotate too).
+    fn on(stores: &[u64], n: usize) -> Vec<Vec<u64>> {
+        (0..n)
+            .map(|i| {
+                let mut v = stores.to_vec();
+                v.rotate_left(i % stores.len());
+                v.truncate(3);
+                v
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_down_stores_replicas_move_after_max_store_down_time_and_not_before() {
+        let all = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        let mut sim = Sim::new(all, &[4], &on(&[1, 2, 4], 9), config());
+        while sim.now() < sim.t0 + DOWN_TIME {
+            sim.round();
+            assert!(sim.log.is_empty(), "moved before the down time: {:?}", sim.log);
+        }
+        sim.settle(200);
+        let counts = sim.region_counts();
+        assert_eq!(counts[&4], 0);
+        assert_eq!(counts[&3], 9);
+        assert!(sim.regions.iter().all(|r| voters(r).count() == 3));
+        for op in sim.log.iter().filter(|(_, s)| s.kind() == StepKind::AddLearner) {
+            assert!(op.0 >= 10, "added at round {}", op.0);
+        }
+    }
+
+    #[test]
+    fn a_store_registering_again_stops_its_down_clock() {
+        let all = (1..=5).map(|i| store(i, "", StoreState::Up)).collect();
+        let mut sim = Sim::new(all, &[5], &on(&[1, 2, 3, 4, 5], 5), config());
+        for _ in 0..8 {
+            sim.round();
+        }
+        sim.down.clear();
+        sim.round();
+        sim.down.insert(5);
+        // Gone again from round 9: the clock starts over, rounds 9..=18 are not enough.
+        for _ in 0..10 {
+            sim.round();
+        }
+        let moved = |sim: &Sim| {
+            sim.log
+                .iter()
+                .any(|(_, s)| s.kind() != StepKind::TransferLeader)
+        };
+        assert!(!moved(&sim), "{:?}", sim.log);
+        sim.round();
+        assert!(moved(&sim), "gone for the down time again");
+        sim.settle(200);
+        assert_eq!(sim.region_counts()[&5], 0);
+    }
+
+    #[test]
+    fn a_draining_store_ends_empty_and_hands_its_leaderships_over_before_removal() {
+        let mut all: Vec<StoreView> = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        all[0].state = StoreState::Draining;
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 12), config());
+        let led_by_1: Vec<u64> = sim
+            .regions
+            .iter()
+            .filter(|r| r.leader_store_id == 1)
+            .map(|r| r.id)
+            .collect();
+        assert!(!led_by_1.is_empty());
+        sim.settle(300);
+        assert_eq!(sim.region_counts()[&1], 0);
+        assert_eq!(sim.leader_counts()[&1], 0);
+        for id in led_by_1 {
+            let steps = sim.steps_of(id);
+            let transfer = steps
+                .iter()
+                .position(|(k, _)| *k == StepKind::TransferLeader)
+                .unwrap();
+            let removal = steps
+                .iter()
+                .position(|s| *s == (StepKind::RemovePeer, 1))
+                .unwrap();
+            assert!(transfer < removal, "region {id}: {steps:?}");
+        }
+    }
+
+    #[test]
+    fn a_draining_leader_without_a_target_still_hands_its_leadership_over() {
+        let mut all: Vec<StoreView> = (1..=3).map(|i| store(i, "", StoreState::Up)).collect();
+        all[0].state = StoreState::Draining;
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 3), config());
+        sim.settle(50);
+        assert_eq!(sim.leader_counts()[&1], 0);
+        assert_eq!(sim.region_counts()[&1], 3, "no server to move the replicas to");
+    }
+
+    #[test]
+    fn a_fourth_empty_store_receives_regions_until_balanced() {
+        let all = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 40), config());
+        sim.settle(500);
+        let counts = sim.region_counts();
+        let (max, min) = (*counts.values().max().unwrap(), *counts.values().min().unwrap());
+        // 120 replicas on 4 servers: 30 each, 10% of the mean tolerated.
+        assert!(spread(max, min) <= 3, "{counts:?}");
+        let leaders = sim.leader_counts();
+        let (max, min) = (*leaders.values().max().unwrap(), *leaders.values().min().unwrap());
+        assert!(spread(max, min) <= 1, "{leaders:?}");
+    }
+
+    #[test]
+    fn no_region_gets_two_peers_in_one_zone_when_three_zones_exist() {
+        let zones = ["a", "a", "b", "b", "c", "c"];
+        let all = (1..=6).map(|i| store(i, zones[i as usize - 1], StoreState::Up)).collect();
+        // Every region starts with two replicas in zone a.
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3, 5], 20), config());
+        let doubled = |sim: &Sim| {
+            let moving: BTreeMap<u64, u64> = sim
+                .scheduler
+                .operators(sim.now())
+                .iter()
+                .map(|o| (o.region_id, o.from_store))
+                .collect();
+            sim.regions.iter().any(|r| {
+                let zones: Vec<&str> = r
+                    .peers
+                    .iter()
+                    .filter(|p| moving.get(&r.id) != Some(&p.store_id))
+                    .map(|p| p.zone.as_str())
+                    .collect();
+                zones.iter().collect::<BTreeSet<_>>().len() < zones.len()
+            })
+        };
+        let before: usize = sim.regions.iter().filter(|r| r.replica_zones().len() < 3).count();
+        assert!(before > 0);
+        sim.settle(500);
+        for r in &sim.regions {
+            assert_eq!(r.replica_zones().len(), 3, "{r:?}");
+        }
+        // Once isolated, no later move doubles a zone up again (the replaced replica aside).
+        for _ in 0..20 {
+            assert!(!doubled(&sim));
+            sim.round();
+        }
+    }
+
+    #[test]
+    fn steps_carry_the_regions_epoch_and_the_targets_url() {
+        let all: Vec<StoreView> = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        let mut sim = Sim::new(all.clone(), &[], &[vec![1, 2, 3]], config());
+        sim.regions[0].ver = 7;
+        sim.regions[0].conf_ver = 5;
+        let mut stores = all;
+        stores[0].state = StoreState::Draining;
+        sim.scheduler.schedule(sim.now(), &stores, &sim.regions);
+        let steps = sim.scheduler.steps_for(1);
+        assert_eq!(steps.len(), 1, "{steps:?}");
+        let step = &steps[0];
+        assert_eq!((step.region_id, step.ver, step.conf_ver), (1, 7, 5));
+        assert_eq!(step.kind(), StepKind::AddLearner);
+        assert_eq!((step.store_id, step.store_url.as_str()), (4, "http://s4"));
+        assert!(sim.scheduler.steps_for(2).is_empty(), "only the leader is asked");
+    }
+
+    #[test]
+    fn a_removal_never_happens_before_the_promotion() {
+        let mut all: Vec<StoreView> = (1..=5).map(|i| store(i, "", StoreState::Up)).collect();
+        all[1].state = StoreState::Draining;
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 6), config());
+        sim.settle(200);
+        for r in &sim.regions {
+            let steps = sim.steps_of(r.id);
+            let promoted = steps
+                .iter()
+                .position(|(k, _)| *k == StepKind::PromoteLearner)
+                .unwrap();
+            let removed = steps
+                .iter()
+                .position(|(k, _)| *k == StepKind::RemovePeer)
+                .unwrap();
+            assert!(promoted < removed, "region {}: {steps:?}", r.id);
+        }
+        // And the promotion waited for the learner to catch up (the simulation keeps a new
+        // learner pending through one round and refuses an early promotion).
+        let added = sim.log.iter().find(|(_, s)| s.kind() == StepKind::AddLearner);
+        let promoted = sim.log.iter().find(|(_, s)| s.kind() == StepKind::PromoteLearner);
+        assert!(promoted.unwrap().0 >= added.unwrap().0 + 2);
+    }
+
+    #[test]
+    fn timed_out_operators_are_dropped_and_their_learner_removed() {
+        let mut all: Vec<StoreView> = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        all[2].state = StoreState::Draining;
+        let mut cfg = config();
+        cfg.operator_timeout = Duration::from_secs(5);
+        let mut sim = Sim::new(all, &[], &[vec![1, 2, 3]], cfg);
+        sim.round();
+        sim.round();
+        // The learner is added, then never catches up.
+        assert_eq!(sim.region(1).peers.len(), 4);
+        sim.added.clear();
+        for _ in 0..3 {
+            sim.round();
+        }
+        let ops = sim.scheduler.operators(sim.now());
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0].step(), StepKind::PromoteLearner);
+        assert_eq!((ops[0].from_store, ops[0].to_store), (3, 4));
+        // Round 5: timed out; the learner is removed in its place.
+        sim.round();
+        let ops = sim.scheduler.operators(sim.now());
+        assert_eq!((ops[0].from_store, ops[0].to_store), (4, 0), "{ops:?}");
+        assert_eq!(ops[0].reason(), OperatorReason::Drain);
+        assert_eq!(sim.region(1).peers.len(), 3, "the learner is removed");
+        // A stuck operator without a learner of its own is simply dropped.
+        sim.frozen = true;
+        for _ in 0..6 {
+            sim.round();
+        }
+        let ops = sim.scheduler.operators(sim.now());
+        assert!(ops.iter().all(|o| o.age_ms < 6000), "{ops:?}");
+    }
+
+    #[test]
+    fn a_region_without_a_known_leader_gets_no_operator() {
+        let all: Vec<StoreView> = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        let mut sim = Sim::new(all, &[], &[vec![1, 2]], config());
+        sim.regions[0].leader_store_id = 0;
+        sim.round();
+        assert!(sim.scheduler.operators(sim.now()).is_empty());
+        sim.regions[0].leader_store_id = 1;
+        sim.settle(20);
+        assert_eq!(voters(sim.region(1)).count(), 3);
+    }
+
+    #[test]
+    fn no_store_takes_part_in_more_than_max_moves_per_store_operators() {
+        let all = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 30), config());
+        while sim.round < 200 {
+            sim.round();
+            let mut busy: BTreeMap<u64, usize> = BTreeMap::new();
+            for op in sim.scheduler.operators(sim.now()) {
+                for s in [op.from_store, op.to_store].into_iter().filter(|s| *s != 0) {
+                    *busy.entry(s).or_default() += 1;
+                }
+            }
+            assert!(busy.values().all(|n| *n <= 2), "{busy:?}");
+        }
+    }
+
+    #[test]
+    fn a_new_leadership_forgets_operators_and_down_clocks() {
+        let all = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        let mut sim = Sim::new(all, &[4], &on(&[1, 2, 4], 3), config());
+        for _ in 0..DOWN_TIME.as_secs() + 1 {
+            sim.round();
+        }
+        assert!(!sim.scheduler.operators(sim.now()).is_empty());
+        sim.scheduler.reset();
+        assert!(sim.scheduler.operators(sim.now()).is_empty());
+        assert!(sim.scheduler.steps_for(1).is_empty());
+        let log = sim.log.len();
+        sim.frozen = true;
+        sim.round();
+        assert!(
+            sim.scheduler.operators(sim.now()).is_empty(),
+            "the down clock started over"
+        );
+        assert_eq!(sim.log.len(), log);
+    }
+
+    #[test]
+    fn the_tolerated_gap_is_a_share_of_the_mean_and_at_least_one() {
+        let t = Tolerance { percent_of_mean: 10 };
+        assert_eq!(t.allowed_gap(0, 0), 1);
+        assert_eq!(t.allowed_gap(30, 3), 1);
+        assert_eq!(t.allowed_gap(600, 3), 20);
+        assert_eq!(t.allowed_gap(usize::MAX, 1), usize::MAX / 10);
+    }
+
+    /// A random cluster: 3–6 servers in 1–4 zones, maybe one gone, maybe one draining, 1–60
+    /// regions of 3 voters on distinct servers, led by one on a registered server.
+    #[derive(Clone, Debug)]
+    struct Layout {
+        zones: Vec<u8>,
+        down: Option<usize>,
+        draining: Option<usize>,
+        /// Per region: a shuffled list of store indexes (the first 3 hold it) and which of the
+        /// live ones leads.
+        regions: Vec<(Vec<usize>, prop::sample::Index)>,
+    }
+
+    fn layouts() -> impl Strategy<Value = Layout> {
+        (3usize..=6, 1u8..=4).prop_flat_map(|(n, zones)| {
+            (
+                proptest::collection::vec(0..zones, n),
+                proptest::option::of(0..n),
+                proptest::option::of(0..n),
+                proptest::collection::vec(
+                    (
+                        Just((0..n).collect::<Vec<_>>()).prop_shuffle(),
+                        any::<prop::sample::Index>(),
+                    ),
+                    1..=60,
+                ),
+            )
+                .prop_map(|(zones, down, draining, regions)| Layout {
+                    zones,
+                    down,
+                    draining: draining.filter(|d| Some(*d) != down),
+                    regions,
+                })
+        })
+    }
+
+    fn sim_of(layout: &Layout) -> Sim {
+        let ids = |i: usize| u64::try_from(i).unwrap() + 1;
+        let all: Vec<StoreView> = layout
+            .zones
+            .iter()
+            .enumerate()
+            .map(|(i, z)| {
+                let state = if layout.draining == Some(i) {
+                    StoreState::Draining
+                } else {
+                    StoreState::Up
+                };
+                store(ids(i), &format!("z{z}"), state)
+            })
+            .collect();
+        let down: Vec<u64> = layout.down.map(ids).into_iter().collect();
+        let placements: Vec<Vec<u64>> = layout
+            .regions
+            .iter()
+            .map(|(order, leader)| {
+                let mut stores: Vec<u64> = order[..3].iter().map(|i| ids(*i)).collect();
+                let live: Vec<usize> = (0..3).filter(|i| !down.contains(&stores[*i])).collect();
+                stores.swap(0, live[leader.index(live.len())]);
+                stores
+            })
+            .collect();
+        Sim::new(all, &down, &placements, config())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn scheduling_settles_safely_into_a_placed_and_balanced_cluster(layout in layouts()) {
+            let mut sim = sim_of(&layout);
+            // Safety is asserted at every step of every round.
+            sim.settle(500);
+            check_settled(&sim)?;
+        }
+    }
+
+    /// What a settled cluster looks like, when enough servers are up to place every replica.
+    fn check_settled(sim: &Sim) -> Result<(), TestCaseError> {
+        let up: Vec<&StoreView> = sim.all.iter().filter(|s| sim.is_up(s.id)).collect();
+        let up_zones: BTreeSet<&str> = up
+            .iter()
+            .map(|s| types::zone::label(s.zone.as_ref()))
+            .collect();
+        if up.len() < 3 {
+            return Ok(());
+        }
+        for r in &sim.regions {
+            prop_assert_eq!(voters(r).count(), 3, "{:?}", r);
+            prop_assert!(r.peers.iter().all(|p| !p.is_learner()), "{:?}", r);
+            prop_assert!(r.peers.iter().all(|p| sim.is_up(p.store_id)), "{:?}", r);
+            if up_zones.len() >= 3 {
+                prop_assert_eq!(r.replica_zones().len(), 3, "{:?}", r);
+            }
+        }
+        // Servers of one zone can always trade replicas, so each zone is balanced; across
+        // zones, isolation may forbid it (a zone with one server holds every region).
+        let counts = sim.region_counts();
+        let total: usize = up.iter().map(|s| counts[&s.id]).sum();
+        let bound = total / up.len() / 4 + 1;
+        for zone in &up_zones {
+            let in_zone: Vec<usize> = up
+                .iter()
+                .filter(|s| types::zone::label(s.zone.as_ref()) == *zone)
+                .map(|s| counts[&s.id])
+                .collect();
+            let spread = in_zone.iter().max().unwrap() - in_zone.iter().min().unwrap();
+            prop_assert!(spread <= bound, "zone {} {:?} bound {}", zone, counts, bound);
+        }
+        let leaders = sim.leader_counts();
+        let led: Vec<usize> = up.iter().map(|s| leaders[&s.id]).collect();
+        let bound = sim.regions.len() / up.len() / 4 + 1;
+        let spread = led.iter().max().unwrap() - led.iter().min().unwrap();
+        prop_assert!(spread <= bound, "leaders {:?} bound {}", leaders, bound);
+        Ok(())
+    }
+}
