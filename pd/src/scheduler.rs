@@ -145,8 +145,12 @@ impl Default for SchedulerConfig {
             max_store_down_time: Duration::from_secs(30 * 60),
             max_moves_per_store: 2,
             operator_timeout: Duration::from_secs(60),
-            region_tolerance: Tolerance { percent_of_mean: 10 },
-            leader_tolerance: Tolerance { percent_of_mean: 10 },
+            region_tolerance: Tolerance {
+                percent_of_mean: 10,
+            },
+            leader_tolerance: Tolerance {
+                percent_of_mean: 10,
+            },
         }
     }
 }
@@ -171,7 +175,7 @@ enum OperatorKind {
 
 impl OperatorKind {
     /// The server losing a replica or the leadership.
-    fn from_store(self) -> Option<u64> {
+    fn losing(self) -> Option<u64> {
         match self {
             OperatorKind::MoveReplica { from, .. }
             | OperatorKind::RemoveReplica { from }
@@ -181,7 +185,7 @@ impl OperatorKind {
     }
 
     /// The server gaining a replica or the leadership.
-    fn to_store(self) -> Option<u64> {
+    fn gaining(self) -> Option<u64> {
         match self {
             OperatorKind::MoveReplica { to, .. }
             | OperatorKind::AddReplica { to }
@@ -337,7 +341,11 @@ fn count(map: &HashMap<u64, usize>, store: u64) -> usize {
 
 fn bump(map: &mut HashMap<u64, usize>, store: u64, up: bool) {
     let n = map.entry(store).or_insert(0);
-    *n = if up { n.saturating_add(1) } else { n.saturating_sub(1) };
+    *n = if up {
+        n.saturating_add(1)
+    } else {
+        n.saturating_sub(1)
+    };
 }
 
 /// The voter to hand the leadership to when `away_from` must lose it: caught up, on an `Up`
@@ -482,7 +490,7 @@ impl Loads {
                 }
             }
         }
-        for store in [kind.from_store(), kind.to_store()].into_iter().flatten() {
+        for store in [kind.losing(), kind.gaining()].into_iter().flatten() {
             if cluster.is_registered(store) {
                 bump(&mut self.busy, store, true);
             }
@@ -599,8 +607,8 @@ impl Scheduler {
                 let age = now.saturating_duration_since(op.started).as_millis();
                 let mut info = OperatorInfo {
                     region_id: *id,
-                    from_store: op.kind.from_store().unwrap_or(0),
-                    to_store: op.kind.to_store().unwrap_or(0),
+                    from_store: op.kind.losing().unwrap_or(0),
+                    to_store: op.kind.gaining().unwrap_or(0),
                     age_ms: u64::try_from(age).unwrap_or(u64::MAX),
                     ..OperatorInfo::default()
                 };
@@ -654,7 +662,7 @@ impl Scheduler {
             }
             let learner = op
                 .kind
-                .to_store()
+                .gaining()
                 .filter(|to| peer_on(region, *to).is_some_and(Peer::is_learner));
             let Some(learner) = learner else {
                 return false;
@@ -802,7 +810,10 @@ impl Scheduler {
                 region.peers.iter().all(|p| cluster.zone(p) != zone)
             });
             let doubled = voters(region)
-                .filter(|p| voters(region).any(|q| q.store_id != p.store_id && cluster.zone(q) == cluster.zone(p)))
+                .filter(|p| {
+                    voters(region)
+                        .any(|q| q.store_id != p.store_id && cluster.zone(q) == cluster.zone(p))
+                })
                 .min_by_key(|p| {
                     (
                         p.store_id == region.leader_store_id,
@@ -932,8 +943,9 @@ impl Scheduler {
         loop {
             let total: usize = up.iter().map(|s| loads.regions(*s)).sum();
             let gap = self.config.region_tolerance.allowed_gap(total, up.len());
-            let chosen = self.uneven_pairs(&up, cluster, loads, gap).find_map(
-                |(from, to)| {
+            let chosen = self
+                .uneven_pairs(&up, cluster, loads, gap)
+                .find_map(|(from, to)| {
                     by_store
                         .get(&from)?
                         .iter()
@@ -943,13 +955,19 @@ impl Scheduler {
                                 && Self::zones_allow(r, from, to, cluster)
                         })
                         .map(|r| (*r, from, to))
-                },
-            );
+                });
             let Some((region, from, to)) = chosen else {
                 return;
             };
             let kind = OperatorKind::MoveReplica { from, to };
-            self.start(now, region, kind, OperatorReason::BalanceRegions, cluster, loads);
+            self.start(
+                now,
+                region,
+                kind,
+                OperatorReason::BalanceRegions,
+                cluster,
+                loads,
+            );
         }
     }
 
@@ -991,7 +1009,14 @@ impl Scheduler {
             };
             for (region, from, to) in chain {
                 let kind = OperatorKind::TransferLeader { from, to };
-                self.start(now, region, kind, OperatorReason::BalanceLeaders, cluster, loads);
+                self.start(
+                    now,
+                    region,
+                    kind,
+                    OperatorReason::BalanceLeaders,
+                    cluster,
+                    loads,
+                );
             }
         }
     }
@@ -1026,13 +1051,9 @@ impl Scheduler {
                     break;
                 }
                 let led = by_leader.get(&at).map(Vec::as_slice).unwrap_or_default();
-                for region in led
-                    .iter()
-                    .filter(|r| !self.operators.contains_key(&r.id))
-                {
+                for region in led.iter().filter(|r| !self.operators.contains_key(&r.id)) {
                     for next in voters(region).map(|p| p.store_id) {
-                        if next == source || reached.contains_key(&next) || !cluster.is_up(next)
-                        {
+                        if next == source || reached.contains_key(&next) || !cluster.is_up(next) {
                             continue;
                         }
                         if !self.has_room(next, cluster, loads) {
@@ -1326,7 +1347,10 @@ mod tests {
         fn apply(&mut self, step: &RegionStep) {
             let kind = step.kind();
             if kind != StepKind::RemovePeer {
-                assert!(self.is_up(step.store_id), "a step targets a server not up: {step:?}");
+                assert!(
+                    self.is_up(step.store_id),
+                    "a step targets a server not up: {step:?}"
+                );
             }
             let store = self.all.iter().find(|s| s.id == step.store_id).cloned();
             let round = self.round;
@@ -1355,13 +1379,19 @@ mod tests {
                     r.conf_ver += 1;
                 }
                 StepKind::RemovePeer => {
-                    assert_ne!(r.leader_store_id, step.store_id, "removes the leader: {step:?}");
+                    assert_ne!(
+                        r.leader_store_id, step.store_id,
+                        "removes the leader: {step:?}"
+                    );
                     r.peers.remove(at.unwrap());
                     r.conf_ver += 1;
                 }
                 StepKind::TransferLeader => {
                     let p = &r.peers[at.unwrap()];
-                    assert!(!p.is_learner() && !p.pending, "leader to a learner: {step:?}");
+                    assert!(
+                        !p.is_learner() && !p.pending,
+                        "leader to a learner: {step:?}"
+                    );
                     r.leader_store_id = step.store_id;
                     r.leader_term += 1;
                 }
@@ -1451,14 +1481,22 @@ mod tests {
         let mut sim = Sim::new(all, &[4], &on(&[1, 2, 4], 9), config());
         while sim.now() < sim.t0 + DOWN_TIME {
             sim.round();
-            assert!(sim.log.is_empty(), "moved before the down time: {:?}", sim.log);
+            assert!(
+                sim.log.is_empty(),
+                "moved before the down time: {:?}",
+                sim.log
+            );
         }
         sim.settle(200);
         let counts = sim.region_counts();
         assert_eq!(counts[&4], 0);
         assert_eq!(counts[&3], 9);
         assert!(sim.regions.iter().all(|r| voters(r).count() == 3));
-        for op in sim.log.iter().filter(|(_, s)| s.kind() == StepKind::AddLearner) {
+        for op in sim
+            .log
+            .iter()
+            .filter(|(_, s)| s.kind() == StepKind::AddLearner)
+        {
             assert!(op.0 >= 10, "added at round {}", op.0);
         }
     }
@@ -1525,7 +1563,11 @@ mod tests {
         let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 3), config());
         sim.settle(50);
         assert_eq!(sim.leader_counts()[&1], 0);
-        assert_eq!(sim.region_counts()[&1], 3, "no server to move the replicas to");
+        assert_eq!(
+            sim.region_counts()[&1],
+            3,
+            "no server to move the replicas to"
+        );
     }
 
     #[test]
@@ -1534,18 +1576,26 @@ mod tests {
         let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 40), config());
         sim.settle(500);
         let counts = sim.region_counts();
-        let (max, min) = (*counts.values().max().unwrap(), *counts.values().min().unwrap());
+        let (max, min) = (
+            *counts.values().max().unwrap(),
+            *counts.values().min().unwrap(),
+        );
         // 120 replicas on 4 servers: 30 each, 10% of the mean tolerated.
         assert!(spread(max, min) <= 3, "{counts:?}");
         let leaders = sim.leader_counts();
-        let (max, min) = (*leaders.values().max().unwrap(), *leaders.values().min().unwrap());
+        let (max, min) = (
+            *leaders.values().max().unwrap(),
+            *leaders.values().min().unwrap(),
+        );
         assert!(spread(max, min) <= 1, "{leaders:?}");
     }
 
     #[test]
     fn no_region_gets_two_peers_in_one_zone_when_three_zones_exist() {
         let zones = ["a", "a", "b", "b", "c", "c"];
-        let all = (1..=6).map(|i| store(i, zones[i as usize - 1], StoreState::Up)).collect();
+        let all = (1..=6)
+            .map(|i| store(i, zones[i as usize - 1], StoreState::Up))
+            .collect();
         // Every region starts with two replicas in zone a.
         let mut sim = Sim::new(all, &[], &on(&[1, 2, 3, 5], 20), config());
         let doubled = |sim: &Sim| {
@@ -1565,7 +1615,11 @@ mod tests {
                 zones.iter().collect::<BTreeSet<_>>().len() < zones.len()
             })
         };
-        let before: usize = sim.regions.iter().filter(|r| r.replica_zones().len() < 3).count();
+        let before: usize = sim
+            .regions
+            .iter()
+            .filter(|r| r.replica_zones().len() < 3)
+            .count();
         assert!(before > 0);
         sim.settle(500);
         for r in &sim.regions {
@@ -1593,7 +1647,10 @@ mod tests {
         assert_eq!((step.region_id, step.ver, step.conf_ver), (1, 7, 5));
         assert_eq!(step.kind(), StepKind::AddLearner);
         assert_eq!((step.store_id, step.store_url.as_str()), (4, "http://s4"));
-        assert!(sim.scheduler.steps_for(2).is_empty(), "only the leader is asked");
+        assert!(
+            sim.scheduler.steps_for(2).is_empty(),
+            "only the leader is asked"
+        );
     }
 
     #[test]
@@ -1616,8 +1673,14 @@ mod tests {
         }
         // And the promotion waited for the learner to catch up (the simulation keeps a new
         // learner pending through one round and refuses an early promotion).
-        let added = sim.log.iter().find(|(_, s)| s.kind() == StepKind::AddLearner);
-        let promoted = sim.log.iter().find(|(_, s)| s.kind() == StepKind::PromoteLearner);
+        let added = sim
+            .log
+            .iter()
+            .find(|(_, s)| s.kind() == StepKind::AddLearner);
+        let promoted = sim
+            .log
+            .iter()
+            .find(|(_, s)| s.kind() == StepKind::PromoteLearner);
         assert!(promoted.unwrap().0 >= added.unwrap().0 + 2);
     }
 
@@ -1706,7 +1769,9 @@ mod tests {
 
     #[test]
     fn the_tolerated_gap_is_a_share_of_the_mean_and_at_least_one() {
-        let t = Tolerance { percent_of_mean: 10 };
+        let t = Tolerance {
+            percent_of_mean: 10,
+        };
         assert_eq!(t.allowed_gap(0, 0), 1);
         assert_eq!(t.allowed_gap(30, 3), 1);
         assert_eq!(t.allowed_gap(600, 3), 20);
@@ -1819,7 +1884,13 @@ mod tests {
                 .map(|s| counts[&s.id])
                 .collect();
             let spread = in_zone.iter().max().unwrap() - in_zone.iter().min().unwrap();
-            prop_assert!(spread <= bound, "zone {} {:?} bound {}", zone, counts, bound);
+            prop_assert!(
+                spread <= bound,
+                "zone {} {:?} bound {}",
+                zone,
+                counts,
+                bound
+            );
         }
         let leaders = sim.leader_counts();
         let led: Vec<usize> = up.iter().map(|s| leaders[&s.id]).collect();
