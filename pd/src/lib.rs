@@ -8,6 +8,8 @@
 //! * [`tso`]: timestamps below a persisted mark, strictly increasing across failovers;
 //! * [`id_alloc`]: small ids, never repeated;
 //! * [`registry`]: servers and workers registered under leases, the routing table;
+//! * [`scheduler`]: replica scheduling, pure decisions: which replica or leadership of which
+//!   region moves where, one step per heartbeat (repairs, drains, zone isolation, balance);
 //! * [`service`]: one instance: the election loop and the HTTP API;
 //! * [`config`], [`launch`]: `stratus pd --config pd.toml`.
 
@@ -20,6 +22,7 @@ pub mod launch;
 pub mod meta;
 pub mod metrics;
 pub mod registry;
+pub mod scheduler;
 pub mod service;
 #[cfg(test)]
 mod test_support;
