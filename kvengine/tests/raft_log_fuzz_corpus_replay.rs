@@ -45,6 +45,7 @@ fn full_conf() -> ConfState {
         voters_outgoing: vec![1, 2],
         learners_next: vec![5],
         auto_leave: true,
+        index: 0,
     }
 }
 

@@ -229,6 +229,8 @@ fn resolve(ops: &[BatchOp], model: &mut Model, nonce: &mut u64) -> LogBatch {
                     voters_outgoing: voters.iter().map(|v| v + 100).collect(),
                     learners_next: learners.clone(),
                     auto_leave: *auto_leave,
+                    // Both encodings: the plain one (index 0) and the one with a conf index.
+                    index: if *auto_leave { region + 1 } else { 0 },
                 };
                 model.entry(*region).or_default().conf = cs.clone();
                 batch.set_conf_state(*region, cs);

@@ -69,5 +69,7 @@ pub(crate) fn conf_state_from_pb(cs: &eraftpb::ConfState) -> ConfState {
         voters_outgoing: cs.voters_outgoing.clone(),
         learners_next: cs.learners_next.clone(),
         auto_leave: cs.auto_leave,
+        // Not in eraftpb: the caller sets it when it knows it.
+        index: 0,
     }
 }

@@ -63,6 +63,9 @@ pub(crate) struct Peer {
     pub(crate) idle_ticks: usize,
     /// The other replicas' file GC reports (`file_gc`).
     pub(crate) file_gc: FileGcReports,
+    /// The log index of the last membership change the replica's membership includes
+    /// (`ConfState::index`): replaying the log, changes at or below it are not applied again.
+    pub(crate) conf_index: u64,
 }
 
 impl Peer {
@@ -82,6 +85,7 @@ impl Peer {
             hibernating: false,
             idle_ticks: 0,
             file_gc: FileGcReports::default(),
+            conf_index: 0,
         }
     }
 

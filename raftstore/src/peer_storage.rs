@@ -19,6 +19,20 @@ use raft::{GetEntriesContext, RaftState, StorageError};
 
 use crate::log_convert::{conf_state_to_pb, entry_to_pb, hard_state_to_pb};
 
+/// The snapshot ChangeSet's property holding the log index of the last membership change its
+/// `ConfState` includes (8 bytes, big-endian): the snapshot's file list stands for its
+/// `data_sequence`, but its membership is the leader's current one, which may include changes
+/// after it.
+pub(crate) const CONF_INDEX_PROPERTY: &str = "raft_conf_index";
+
+/// The conf index a snapshot ChangeSet carries (0 when it carries none).
+pub(crate) fn conf_index_of(cs: &changeset::ChangeSet) -> u64 {
+    cs.properties
+        .get(CONF_INDEX_PROPERTY)
+        .and_then(|b| b.as_slice().try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
 pub(crate) struct PeerStorage {
     region_id: u64,
     log: Arc<RaftLog>,
@@ -108,11 +122,19 @@ impl raft::Storage for PeerStorage {
             ));
         };
         let index = files.data_sequence;
+        let file_count = files.file_ids().len();
         let term = self
             .log
             .term(self.region_id, index)
             .map_err(|e| unavailable(format!("no term for index {index}: {e}")))?;
         let st = self.state()?;
+        // The membership travels as of its own index (`CONF_INDEX_PROPERTY`): the receiver
+        // skips the membership changes at or below it when it replays the log after `index`.
+        let mut cs = cs;
+        cs.properties.insert(
+            CONF_INDEX_PROPERTY.to_string(),
+            st.conf_state.index.to_be_bytes().to_vec(),
+        );
         let mut snap = Snapshot {
             data: prost::Message::encode_to_vec(&cs).into(),
             ..Snapshot::default()
@@ -127,7 +149,7 @@ impl raft::Storage for PeerStorage {
             to,
             index,
             term,
-            files = files.file_ids().len(),
+            files = file_count,
             "raft snapshot built"
         );
         Ok(snap)

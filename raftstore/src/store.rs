@@ -279,6 +279,7 @@ impl RaftStore {
         engine.set_change_set_sink(Arc::new(RaftSink::new(router.clone(), propose_timeout)));
         let all: Vec<u64> = store.peers.keys().copied().collect();
         store.publish(&all, true);
+        store.publish_membership(None);
         drop(store);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -393,7 +394,7 @@ pub(crate) struct Store {
 /// Ticks a replica made by a message may wait for its first snapshot.
 const UNINITIALIZED_TICKS: u64 = 600;
 /// How long a message for a region whose replica left is not allowed to make it again.
-const DESTROYED_MEMORY: Duration = Duration::from_secs(10);
+const DESTROYED_MEMORY: Duration = Duration::from_secs(3);
 
 /// The log side of a split (`apply::ChildLog`): the right child's initial state, written
 /// before the engine records the split.
@@ -406,9 +407,14 @@ struct SplitChildLog<'a> {
 
 impl crate::apply::ChildLog for SplitChildLog<'_> {
     fn prepare(&mut self, right_id: u64, index: u64, term: u64) -> Result<(), String> {
+        // The child's log starts at the split: the parent's membership changes so far are all
+        // in the state.
         let conf = self
             .parent
-            .map(|p| conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state()))
+            .map(|p| kvengine::raft_log::ConfState {
+                index,
+                ..conf_state_from_pb(&p.raw.raft.prs().conf().to_conf_state())
+            })
             .unwrap_or_default();
         let mut batch = LogBatch::default();
         batch.truncate(right_id, index, term);
@@ -568,7 +574,9 @@ impl Store {
         cfg.validate().map_err(raft_err)?;
         let storage = PeerStorage::new(region_id, self.log.clone(), self.engine.clone());
         let raw = RawNode::new(&cfg, storage, &self.logger).map_err(raft_err)?;
-        self.peers.insert(region_id, Peer::new(region_id, raw));
+        let mut peer = Peer::new(region_id, raw);
+        peer.conf_index = self.log.state(region_id).map_or(0, |s| s.conf_state.index);
+        self.peers.insert(region_id, peer);
         self.touched.insert(region_id);
         Ok(())
     }
@@ -609,6 +617,7 @@ impl Store {
         self.log.write(&batch).map_err(|e| failed(e.to_string()))?;
         self.add_peer(region.id, RAFT_INIT_INDEX)
             .map_err(|e| failed(e.to_string()))?;
+        self.publish_membership(Some(region.id));
         self.campaign_if_first(region.id);
         Ok(())
     }
@@ -674,17 +683,21 @@ impl Store {
         let Some(peer) = self.peers.get_mut(&region_id) else {
             return Ok(());
         };
+        let applied = Applied {
+            index: entry.index,
+            outcome: None,
+        };
         let Some(cc) = cc else {
-            peer.on_applied(
-                entry.index,
-                entry.term,
-                Ok(Applied {
-                    index: entry.index,
-                    outcome: None,
-                }),
-            );
+            peer.on_applied(entry.index, entry.term, Ok(applied));
             return Ok(());
         };
+        if entry.index <= peer.conf_index {
+            // Replayed (after a restart, or after a snapshot whose membership is newer than
+            // its data): the membership includes it already, and applying it again could undo
+            // a later change, such as the removal of this server's earlier replica.
+            peer.on_applied(entry.index, entry.term, Ok(applied));
+            return Ok(());
+        }
         let conf = peer.raw.apply_conf_change(&cc).map_err(|e| {
             format!(
                 "raft-rs refused the conf change at index {} of region {region_id}: {e}",
@@ -692,10 +705,17 @@ impl Store {
             )
         })?;
         let mut batch = LogBatch::default();
-        batch.set_conf_state(region_id, conf_state_from_pb(&conf));
+        batch.set_conf_state(
+            region_id,
+            kvengine::raft_log::ConfState {
+                index: entry.index,
+                ..conf_state_from_pb(&conf)
+            },
+        );
         self.log.write(&batch).map_err(|e| {
             format!("raft log write of region {region_id}'s membership failed: {e}")
         })?;
+        peer.conf_index = entry.index;
         let removed = cc.change_type == eraftpb::ConfChangeType::RemoveNode;
         let tombstone = (removed && peer.is_leader() && cc.node_id != store_id).then(|| {
             wire::raft::RaftMessage {
@@ -1435,6 +1455,7 @@ impl Store {
         if lead && let Some(child) = self.peers.get_mut(&right_id) {
             let _ = child.raw.campaign();
         }
+        self.publish_membership(Some(right_id));
         tracing::info!(parent, right_id, index, "split child group started");
         Ok(())
     }
@@ -1465,13 +1486,17 @@ impl Store {
                 cs.shard_id
             )));
         }
+        let conf = kvengine::raft_log::ConfState {
+            index: crate::peer_storage::conf_index_of(&cs),
+            ..conf_state_from_pb(meta.get_conf_state())
+        };
         if self.uninitialized.contains_key(&region_id) {
             // A new replica: its log state first (a crash before the engine's install leaves
             // a log truncated above the engine, which `start` drops), then an empty shard of
             // the snapshot's range for the install below.
             let mut first = LogBatch::default();
             first.truncate(region_id, index, term);
-            first.set_conf_state(region_id, conf_state_from_pb(meta.get_conf_state()));
+            first.set_conf_state(region_id, conf.clone());
             first.set_hard_state(
                 region_id,
                 HardState {
@@ -1491,10 +1516,13 @@ impl Store {
         let outcome = crate::snapshot_install::install_in_engine(&self.engine, index, term, &cs)
             .map_err(|e| fail(e.to_string()))?;
         batch.truncate(region_id, index, term);
-        batch.set_conf_state(region_id, conf_state_from_pb(meta.get_conf_state()));
+        let conf_index = conf.index;
+        batch.set_conf_state(region_id, conf);
         if let Some(peer) = self.peers.get_mut(&region_id) {
             peer.on_snapshot_installed(index);
+            peer.conf_index = peer.conf_index.max(conf_index);
         }
+        self.publish_membership(Some(region_id));
         crate::metrics::SNAPSHOTS_RECEIVED.inc();
         tracing::info!(region_id, index, term, ?outcome, "raft snapshot installed");
         Ok(())

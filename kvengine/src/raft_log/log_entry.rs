@@ -77,6 +77,11 @@ pub struct ConfState {
     pub voters_outgoing: Vec<u64>,
     pub learners_next: Vec<u64>,
     pub auto_leave: bool,
+    /// The log index of the last membership change this state includes (0: none known, the
+    /// initial state). Not part of `eraftpb::ConfState`: a replica replaying its log skips the
+    /// changes at or below it (they are in the state already), which matters when one server's
+    /// replica was removed and later added again.
+    pub index: u64,
 }
 
 /// What a Raft `Storage` over one region needs besides entries: `initial_state` is

@@ -12,6 +12,8 @@
 //! body       := 0x01 count:u32 (count >= 1) op{count}             a batch: one RaftLog::write
 //!             | 0x02 count:u32 region_state{count}                a checkpoint (region ids
 //!                                                                 strictly increasing)
+//!             | 0x03 count:u32 region_state_at{count}             a checkpoint where some
+//!                                                                 conf index is not 0
 //! op         := region_id:u64 op_kind:u8 payload
 //!   op_kind 1 entries:        first_index:u64 n:u32 (n >= 1) entry{n}
 //!                             (indexes first_index .. first_index + n - 1, no overflow)
@@ -19,10 +21,12 @@
 //!   op_kind 3 conf state:     conf
 //!   op_kind 4 truncated:      index:u64 term:u64
 //!   op_kind 5 region removed: (no payload)
+//!   op_kind 6 conf state at:  conf conf_index:u64 (not 0; a conf index of 0 is op_kind 3)
 //! entry      := term:u64 entry_kind:u8 (0 normal, 1 conf change, 2 conf change v2)
 //!               data_len:u32 data context_len:u32 context
 //! region_state := region_id:u64 truncated_index:u64 truncated_term:u64
 //!                 last_index:u64 (>= truncated_index) term:u64 vote:u64 commit:u64 conf
+//! region_state_at := region_state conf_index:u64
 //! conf       := voters:ids learners:ids voters_outgoing:ids learners_next:ids
 //!               auto_leave:u8 (0 or 1)
 //! ids        := n:u32 u64{n}
@@ -53,6 +57,8 @@ const OP_HARD_STATE: u8 = 2;
 const OP_CONF_STATE: u8 = 3;
 const OP_TRUNCATED: u8 = 4;
 const OP_REGION_REMOVED: u8 = 5;
+const OP_CONF_STATE_AT: u8 = 6;
+const BODY_CHECKPOINT_AT: u8 = 3;
 
 /// Bounds on a format version 2 record body: a kind byte and a count at least.
 pub(crate) const RAFT_RECORD_LIMITS: FrameLimits = FrameLimits {
@@ -119,6 +125,8 @@ pub enum RecordFault {
     },
     #[error("record body has trailing bytes len={len}")]
     TrailingBytes { len: usize },
+    #[error("a conf state with a conf index holds index 0 (that is the plain form's)")]
+    ZeroConfIndex,
 }
 
 /// Why a segment file cannot be read as a Raft log segment.
@@ -164,9 +172,14 @@ pub fn encode_batch_record(batch: &LogBatch, out: &mut Vec<u8>) -> Result<(), Ba
                 body.push(OP_HARD_STATE);
                 put_hard_state(&mut body, hs);
             }
-            LogOp::ConfState(cs) => {
+            LogOp::ConfState(cs) if cs.index == 0 => {
                 body.push(OP_CONF_STATE);
                 put_conf_state(&mut body, cs);
+            }
+            LogOp::ConfState(cs) => {
+                body.push(OP_CONF_STATE_AT);
+                put_conf_state(&mut body, cs);
+                body.extend_from_slice(&cs.index.to_le_bytes());
             }
             LogOp::Truncate { index, term } => {
                 body.push(OP_TRUNCATED);
@@ -201,7 +214,7 @@ fn batch_body_len(batch: &LogBatch) -> usize {
                             + cs.learners.len()
                             + cs.voters_outgoing.len()
                             + cs.learners_next.len();
-                        4 * 4 + 8 * ids + 1
+                        4 * 4 + 8 * ids + 1 + if cs.index == 0 { 0 } else { 8 }
                     }
                     LogOp::Truncate { .. } => 2 * 8,
                     LogOp::RemoveRegion => 0,
@@ -217,7 +230,12 @@ pub fn encode_checkpoint_record(
     out: &mut Vec<u8>,
 ) -> Result<(), BatchError> {
     let mut body = Vec::new();
-    body.push(BODY_CHECKPOINT);
+    let with_index = regions.iter().any(|r| r.conf_state.index != 0);
+    body.push(if with_index {
+        BODY_CHECKPOINT_AT
+    } else {
+        BODY_CHECKPOINT
+    });
     put_count(&mut body, regions.len());
     for r in regions {
         body.extend_from_slice(&r.region_id.to_le_bytes());
@@ -226,6 +244,9 @@ pub fn encode_checkpoint_record(
         body.extend_from_slice(&r.last_index.to_le_bytes());
         put_hard_state(&mut body, &r.hard_state);
         put_conf_state(&mut body, &r.conf_state);
+        if with_index {
+            body.extend_from_slice(&r.conf_state.index.to_le_bytes());
+        }
     }
     frame_body(&body, out)
 }
@@ -348,7 +369,17 @@ impl<'a> Reader<'a> {
             voters_outgoing: self.ids()?,
             learners_next: self.ids()?,
             auto_leave: self.flag()?,
+            index: 0,
         })
+    }
+
+    fn conf_state_at(&mut self) -> Result<ConfState, RecordFault> {
+        let mut cs = self.conf_state()?;
+        cs.index = self.u64()?;
+        if cs.index == 0 {
+            return Err(RecordFault::ZeroConfIndex);
+        }
+        Ok(cs)
     }
 
     fn entries(&mut self, region_id: u64) -> Result<Vec<LogEntry>, RecordFault> {
@@ -394,6 +425,7 @@ impl<'a> Reader<'a> {
                 OP_ENTRIES => LogOp::Append(self.entries(region_id)?),
                 OP_HARD_STATE => LogOp::HardState(self.hard_state()?),
                 OP_CONF_STATE => LogOp::ConfState(self.conf_state()?),
+                OP_CONF_STATE_AT => LogOp::ConfState(self.conf_state_at()?),
                 OP_TRUNCATED => LogOp::Truncate {
                     index: self.u64()?,
                     term: self.u64()?,
@@ -406,10 +438,14 @@ impl<'a> Reader<'a> {
         Ok(batch)
     }
 
-    fn checkpoint(&mut self, count: u32) -> Result<Vec<RegionCheckpoint>, RecordFault> {
+    fn checkpoint(
+        &mut self,
+        count: u32,
+        with_index: bool,
+    ) -> Result<Vec<RegionCheckpoint>, RecordFault> {
         let mut regions: Vec<RegionCheckpoint> = Vec::new();
         for _ in 0..count {
-            let region = RegionCheckpoint {
+            let mut region = RegionCheckpoint {
                 region_id: self.u64()?,
                 truncated_index: self.u64()?,
                 truncated_term: self.u64()?,
@@ -417,6 +453,9 @@ impl<'a> Reader<'a> {
                 hard_state: self.hard_state()?,
                 conf_state: self.conf_state()?,
             };
+            if with_index {
+                region.conf_state.index = self.u64()?;
+            }
             if let Some(previous) = regions.last().map(|r| r.region_id)
                 && region.region_id <= previous
             {
@@ -434,6 +473,10 @@ impl<'a> Reader<'a> {
             }
             regions.push(region);
         }
+        if with_index && regions.iter().all(|r| r.conf_state.index == 0) {
+            // The plain checkpoint's form: one content, one encoding.
+            return Err(RecordFault::ZeroConfIndex);
+        }
         Ok(regions)
     }
 }
@@ -445,7 +488,8 @@ pub fn decode_record(body: &[u8]) -> Result<RaftRecord, RecordFault> {
     let count = r.u32()?;
     let record = match kind {
         BODY_BATCH => RaftRecord::Batch(r.batch(count)?),
-        BODY_CHECKPOINT => RaftRecord::Checkpoint(r.checkpoint(count)?),
+        BODY_CHECKPOINT => RaftRecord::Checkpoint(r.checkpoint(count, false)?),
+        BODY_CHECKPOINT_AT => RaftRecord::Checkpoint(r.checkpoint(count, true)?),
         kind => return Err(RecordFault::UnknownKind { kind }),
     };
     if r.at != body.len() {
@@ -550,6 +594,42 @@ mod tests {
             .collect()
     }
 
+    #[test]
+    fn a_conf_index_round_trips_in_batches_and_checkpoints_and_zero_has_one_form() {
+        let conf = ConfState {
+            voters: vec![1, 2, 4],
+            learners: vec![5],
+            index: 433,
+            ..Default::default()
+        };
+        let mut batch = LogBatch::default();
+        batch.set_conf_state(9, conf.clone());
+        let mut framed = Vec::new();
+        encode_batch_record(&batch, &mut framed).unwrap();
+        let body = &framed[frame::FRAME_HEADER_LEN..];
+        assert_eq!(decode_record(body), Ok(RaftRecord::Batch(batch)));
+        let regions = vec![
+            RegionCheckpoint {
+                region_id: 1,
+                ..RegionCheckpoint::default()
+            },
+            RegionCheckpoint {
+                region_id: 9,
+                conf_state: conf,
+                ..RegionCheckpoint::default()
+            },
+        ];
+        let mut framed = Vec::new();
+        encode_checkpoint_record(&regions, &mut framed).unwrap();
+        let body = framed[frame::FRAME_HEADER_LEN..].to_vec();
+        assert_eq!(decode_record(&body), Ok(RaftRecord::Checkpoint(regions)));
+        // A conf index of 0 in the indexed forms is refused: it has the plain form.
+        let mut zero = body.clone();
+        let len = zero.len();
+        zero[len - 8..].fill(0);
+        assert_eq!(decode_record(&zero), Err(RecordFault::ZeroConfIndex));
+    }
+
     fn pinned_records() -> (Vec<RegionCheckpoint>, LogBatch) {
         let checkpoint = vec![RegionCheckpoint {
             region_id: 3,
@@ -624,6 +704,15 @@ mod tests {
                 voters_outgoing: vec![5],
                 learners_next: vec![6, 7],
                 auto_leave: true,
+                index: 0,
+            },
+        );
+        batch.set_conf_state(
+            6,
+            ConfState {
+                voters: vec![1, 4],
+                index: 17,
+                ..Default::default()
             },
         );
         batch.remove_region(5);
