@@ -1,8 +1,10 @@
 //! `stratus ctl`: the operator's view of a cluster, read from the placement driver (like
 //! pd-ctl): the registered servers (zone, regions, leaders, size; a server is listed while its
 //! registration lives), the workers, the regions (range,
-//! replicas, leader, epoch), the placement-driver members and their leader, and a fresh
-//! timestamp. `--format json` prints the same rows as JSON for scripts.
+//! replicas, leader, epoch), the operators in flight, the placement-driver members and their
+//! leader, and a fresh timestamp. `--format json` prints the same rows as JSON for scripts.
+//! `stratus ctl server drain ID` moves every replica off a server so it can be stopped
+//! (`server up ID` takes it back).
 
 use std::time::Duration;
 
@@ -25,6 +27,37 @@ pub enum CtlTarget {
     Members,
     /// A fresh timestamp from the TSO.
     Tso,
+    /// The scheduling operators in flight (replica and leader moves).
+    Operators,
+    /// `server drain ID` / `server up ID`: a server's scheduling state.
+    Server,
+}
+
+/// What `stratus ctl server` does to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerAction {
+    Drain,
+    Up,
+}
+
+/// `stratus ctl server <drain|up> ID` from its trailing words.
+pub fn parse_server_action(words: &[String]) -> Result<(ServerAction, u64), CtlError> {
+    let usage = |found: String| CtlError::Usage {
+        expected: "server drain ID or server up ID".into(),
+        found,
+    };
+    let [action, id] = words else {
+        return Err(usage(words.join(" ")));
+    };
+    let action = match action.as_str() {
+        "drain" => ServerAction::Drain,
+        "up" => ServerAction::Up,
+        other => return Err(usage(format!("server {other}"))),
+    };
+    let id = id
+        .parse::<u64>()
+        .map_err(|_| usage(format!("a server id {id:?}")))?;
+    Ok((action, id))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +68,10 @@ pub enum CtlError {
     Pd(#[from] node::PdClientError),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("expected {expected}, found {found:?}")]
+    Usage { expected: String, found: String },
+    #[error("the placement driver refused: {0}")]
+    Refused(String),
 }
 
 fn text(s: impl Into<String>) -> Datum {
@@ -66,6 +103,7 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                     vec![
                         int(hb.store_id),
                         text(types::zone::label(hb.zone().as_ref())),
+                        text(format!("{:?}", s.state()).to_lowercase()),
                         int(hb.region_count),
                         int(hb.leader_count),
                         int(hb.used_size),
@@ -78,6 +116,7 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                 names(&[
                     "id",
                     "zone",
+                    "state",
                     "regions",
                     "leaders",
                     "size",
@@ -111,11 +150,17 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                         .peers
                         .iter()
                         .map(|p| {
-                            if p.zone.is_empty() {
-                                p.store_id.to_string()
-                            } else {
-                                format!("{}({})", p.store_id, p.zone)
+                            let mut s = p.store_id.to_string();
+                            if !p.zone.is_empty() {
+                                s = format!("{s}({})", p.zone);
                             }
+                            if p.is_learner() {
+                                s.push_str("[learner]");
+                            }
+                            if p.pending {
+                                s.push_str("[pending]");
+                            }
+                            s
                         })
                         .collect::<Vec<_>>()
                         .join(",");
@@ -138,7 +183,9 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                 rows,
             )
         }
-        CtlTarget::Members | CtlTarget::Tso => (Vec::new(), Vec::new()),
+        CtlTarget::Members | CtlTarget::Tso | CtlTarget::Operators | CtlTarget::Server => {
+            (Vec::new(), Vec::new())
+        }
     }
 }
 
@@ -150,11 +197,26 @@ fn render(columns: &[String], rows: &[Vec<Datum>], format: Format) -> String {
     }
 }
 
-/// Runs `stratus ctl <target>` against `endpoints`; the text to print.
-pub fn run(endpoints: &[String], target: CtlTarget, format: Format) -> Result<String, CtlError> {
+/// Runs `stratus ctl <target> [words]` against `endpoints`; the text to print.
+pub fn run(
+    endpoints: &[String],
+    target: CtlTarget,
+    words: &[String],
+    format: Format,
+) -> Result<String, CtlError> {
     if endpoints.is_empty() {
         return Err(CtlError::NoEndpoints);
     }
+    let action = match target {
+        CtlTarget::Server => Some(parse_server_action(words)?),
+        _ if !words.is_empty() => {
+            return Err(CtlError::Usage {
+                expected: "no further arguments".into(),
+                found: words.join(" "),
+            });
+        }
+        _ => None,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -191,6 +253,41 @@ pub fn run(endpoints: &[String], target: CtlTarget, format: Format) -> Result<St
                 let rows = vec![vec![int(ts), int(t.physical_millis()), int(t.logical())]];
                 let columns = ["ts", "physical_ms", "logical"].map(String::from);
                 Ok(render(&columns, &rows, format))
+            }
+            CtlTarget::Operators => {
+                let ops = client.operators().await?;
+                let rows: Vec<Vec<Datum>> = ops
+                    .operators
+                    .iter()
+                    .map(|o| {
+                        vec![
+                            int(o.region_id),
+                            text(format!("{:?}", o.reason())),
+                            int(o.from_store),
+                            int(o.to_store),
+                            text(format!("{:?}", o.step())),
+                            int(o.age_ms),
+                        ]
+                    })
+                    .collect();
+                let columns =
+                    ["region", "reason", "from", "to", "step", "age_ms"].map(String::from);
+                Ok(render(&columns, &rows, format))
+            }
+            CtlTarget::Server => {
+                let Some((action, id)) = action else {
+                    return Err(CtlError::Usage {
+                        expected: "server drain ID or server up ID".into(),
+                        found: String::new(),
+                    });
+                };
+                let state = match action {
+                    ServerAction::Drain => wire::pd::StoreState::Draining,
+                    ServerAction::Up => wire::pd::StoreState::Up,
+                };
+                client.set_store_state(id, state).await?;
+                let rows = vec![vec![int(id), text(format!("{state:?}").to_lowercase())]];
+                Ok(render(&["id", "state"].map(String::from), &rows, format))
             }
             target => {
                 let view = client.cluster().await?;
@@ -266,7 +363,36 @@ mod tests {
 
     #[test]
     fn no_endpoint_is_a_clear_error() {
-        let e = run(&[], CtlTarget::Servers, Format::Table).unwrap_err();
+        let e = run(&[], CtlTarget::Servers, &[], Format::Table).unwrap_err();
         assert!(e.to_string().contains("--pd"), "{e}");
+    }
+
+    #[test]
+    fn a_server_action_needs_drain_or_up_and_a_numeric_id() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_server_action(&words(&["drain", "4"])).unwrap(),
+            (ServerAction::Drain, 4)
+        );
+        assert_eq!(
+            parse_server_action(&words(&["up", "12"])).unwrap(),
+            (ServerAction::Up, 12)
+        );
+        for bad in [&["drain"][..], &["remove", "4"], &["drain", "four"], &[]] {
+            let e = parse_server_action(&words(bad)).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("expected server drain ID or server up ID"),
+                "{bad:?}: {e}"
+            );
+        }
+        let e = run(
+            &["http://127.0.0.1:1".into()],
+            CtlTarget::Servers,
+            &words(&["extra"]),
+            Format::Table,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("no further arguments"), "{e}");
     }
 }

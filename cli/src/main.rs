@@ -127,9 +127,11 @@ enum Command {
     /// placement-driver members, or a fresh timestamp (like pd-ctl).
     #[command(after_help = CLUSTER_FILE_HELP)]
     Ctl {
-        /// What to show.
+        /// What to show (or `server`, to drain a server or take it back).
         #[arg(value_enum)]
         target: cli::ctl_command::CtlTarget,
+        /// For `server`: `drain ID` or `up ID`.
+        words: Vec<String>,
         /// Placement-driver URLs (comma-separated); default: the cluster file's pd-endpoints.
         #[arg(long, value_name = "URLS", value_delimiter = ',')]
         pd: Vec<String>,
@@ -219,10 +221,11 @@ fn main() -> ExitCode {
         Command::Pd { args } => pd::launch::main(args.into_iter()),
         Command::Ctl {
             target,
+            words,
             pd,
             format,
             cluster,
-        } => ctl(target, pd, format, cluster),
+        } => ctl(target, &words, pd, format, cluster),
     }
 }
 
@@ -260,6 +263,7 @@ fn sql(execute: Option<String>, format: Format, cluster: Option<PathBuf>) -> Exi
 
 fn ctl(
     target: cli::ctl_command::CtlTarget,
+    words: &[String],
     pd: Vec<String>,
     format: Format,
     cluster: Option<PathBuf>,
@@ -275,7 +279,7 @@ fn ctl(
     } else {
         pd
     };
-    match cli::ctl_command::run(&endpoints, target, format) {
+    match cli::ctl_command::run(&endpoints, target, words, format) {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS

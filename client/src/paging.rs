@@ -698,6 +698,19 @@ impl Client {
                 }
             }
             if let Some(lock) = resp.locked {
+                // Resolving then meeting a lock again must not outlive the request: each
+                // resolution has its own budget, the page's deadline bounds them all.
+                if backoff.remaining().is_zero() {
+                    return Err(Error::RetryDeadline {
+                        reason: RetryReason::ServerBusy,
+                        attempts: backoff.attempts(),
+                        waited_ms: u64::try_from(backoff.elapsed().as_millis()).unwrap_or(u64::MAX),
+                        last: format!(
+                            "locked by a transaction at {} (key {:?})",
+                            lock.lock_version, lock.key
+                        ),
+                    });
+                }
                 match self.lock_resolver().resolve(&lock, start_ts).await? {
                     ResolveOutcome::Resolved => stats.locks_resolved += 1,
                     ResolveOutcome::Alive => {

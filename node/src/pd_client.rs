@@ -18,7 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 use wire::paths;
 use wire::pd::{
     AllocIdRequest, AllocIdResponse, ClusterView, HeartbeatResponse, MembersResponse,
-    StoreHeartbeat, WorkerHeartbeat,
+    OperatorsRequest, OperatorsResponse, StoreHeartbeat, StoreState, StoreStateRequest,
+    WorkerHeartbeat,
 };
 use wire::region::{TsoRequest, TsoResponse};
 
@@ -60,7 +61,12 @@ macro_rules! refusable {
     )*};
 }
 
-refusable!(TsoResponse, AllocIdResponse, HeartbeatResponse);
+refusable!(
+    TsoResponse,
+    AllocIdResponse,
+    HeartbeatResponse,
+    OperatorsResponse
+);
 
 #[derive(Debug)]
 struct Inner {
@@ -169,6 +175,26 @@ impl PdClient {
     /// answers (every instance reads them from the metadata store).
     pub async fn cluster(&self) -> Result<ClusterView, PdClientError> {
         self.view(paths::PD_CLUSTER).await
+    }
+
+    /// Sets a server's scheduling state (`stratus ctl server drain`).
+    pub async fn set_store_state(
+        &self,
+        store_id: u64,
+        state: StoreState,
+    ) -> Result<HeartbeatResponse, PdClientError> {
+        let req = StoreStateRequest {
+            store_id,
+            state: state as i32,
+        };
+        self.inner.call(paths::PD_STORE_STATE, &req).await
+    }
+
+    /// The leader's operators in flight.
+    pub async fn operators(&self) -> Result<OperatorsResponse, PdClientError> {
+        self.inner
+            .call(paths::PD_OPERATORS, &OperatorsRequest {})
+            .await
     }
 
     /// The registered workers only (`ClusterView::workers`).

@@ -14,6 +14,10 @@
 //! node-lease-ttl = "10s"                 # a server or worker silent this long is unregistered
 //! etcd-timeout = "1s"                    # per call and endpoint
 //! shutdown-grace = "5s"
+//! max-replicas = 3                       # voters per region
+//! max-store-down-time = "30m"            # a server gone this long has its replicas rebuilt
+//! max-moves-per-store = 2                # replica moves touching one server at once
+//! schedule-interval = "1s"               # how often the leader plans scheduling steps
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -62,6 +66,18 @@ pub struct PdSection {
     pub etcd_timeout: ReadableDuration,
     /// On SIGTERM/SIGINT, how long in-flight requests may take.
     pub shutdown_grace: ReadableDuration,
+    /// Voters every region should have (`pd::scheduler`): missing ones are added, extra ones
+    /// removed, at most one per zone while there are enough zones.
+    pub max_replicas: usize,
+    /// A server unregistered this long has its replicas rebuilt on the others (shorter heals
+    /// sooner; longer spares copying a whole server that only restarts).
+    pub max_store_down_time: ReadableDuration,
+    /// Scheduling operators touching one server at once: each added replica costs its target
+    /// a snapshot install and its catch-up.
+    pub max_moves_per_store: usize,
+    /// How often the leader plans (steps go out with the answers to the servers' heartbeats,
+    /// so a step takes up to one heartbeat interval more).
+    pub schedule_interval: ReadableDuration,
 }
 
 impl Default for PdSection {
@@ -79,6 +95,23 @@ impl Default for PdSection {
             node_lease_ttl: ReadableDuration::secs(10),
             etcd_timeout: ReadableDuration::secs(1),
             shutdown_grace: ReadableDuration::secs(5),
+            max_replicas: 3,
+            max_store_down_time: ReadableDuration::secs(30 * 60),
+            max_moves_per_store: 2,
+            schedule_interval: ReadableDuration::secs(1),
+        }
+    }
+}
+
+impl PdSection {
+    /// The scheduler's knobs from these keys (the tolerances and the operator timeout are
+    /// the scheduler's defaults).
+    pub fn scheduler(&self) -> crate::scheduler::SchedulerConfig {
+        crate::scheduler::SchedulerConfig {
+            max_replicas: self.max_replicas,
+            max_store_down_time: self.max_store_down_time.duration(),
+            max_moves_per_store: self.max_moves_per_store,
+            ..crate::scheduler::SchedulerConfig::default()
         }
     }
 }
@@ -142,9 +175,19 @@ impl PdConfig {
             ("pd.tso-window", p.tso_window),
             ("pd.node-lease-ttl", p.node_lease_ttl),
             ("pd.etcd-timeout", p.etcd_timeout),
+            ("pd.max-store-down-time", p.max_store_down_time),
+            ("pd.schedule-interval", p.schedule_interval),
         ] {
             if d.duration().is_zero() {
                 return Err(ConfigError::invalid(key, "expected more than 0, found 0"));
+            }
+        }
+        for (key, n) in [
+            ("pd.max-replicas", p.max_replicas),
+            ("pd.max-moves-per-store", p.max_moves_per_store),
+        ] {
+            if n == 0 {
+                return Err(ConfigError::invalid(key, "expected at least 1, found 0"));
             }
         }
         if p.id_batch == 0 {

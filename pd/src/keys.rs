@@ -68,6 +68,16 @@ impl Keys {
         self.key(&format!("worker-ids/{url}"))
     }
 
+    /// Servers' scheduling states (`wire::pd::StoreState`, decimal), kept without a lease:
+    /// a draining server stays draining across its restarts.
+    pub fn store_states(&self) -> Vec<u8> {
+        self.key("store-states/")
+    }
+
+    pub fn store_state(&self, id: u64) -> Vec<u8> {
+        self.key(&format!("store-states/{id:020}"))
+    }
+
     pub fn regions(&self) -> Vec<u8> {
         self.key("regions/")
     }

@@ -62,6 +62,8 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             id_batch: p.id_batch,
             node_lease_ttl: p.node_lease_ttl.duration(),
             config_text,
+            scheduler: p.scheduler(),
+            schedule_interval: p.schedule_interval.duration(),
         };
         if p.etcd_endpoints.is_empty() {
             let path = p.data_dir.join("meta");

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use prost::Message;
-use wire::pd::{ClusterView, StoreHeartbeat, StoreInfo, WorkerHeartbeat, WorkerInfo};
+use wire::pd::{ClusterView, StoreHeartbeat, StoreInfo, StoreState, WorkerHeartbeat, WorkerInfo};
 use wire::region::Region;
 
 use crate::election::Fence;
@@ -204,16 +204,57 @@ impl Registry {
         }
     }
 
+    /// Sets server `id`'s scheduling state (`stratus ctl server drain`), fenced.
+    pub async fn set_store_state<S: MetaStore>(
+        &self,
+        store: &S,
+        fence: &Fence,
+        id: u64,
+        state: StoreState,
+    ) -> Result<(), PdError> {
+        let key = self.keys.store_state(id);
+        let op = match state {
+            StoreState::Up => Op::Delete { key },
+            StoreState::Draining => Op::put(key, (state as i32).to_string()),
+        };
+        if !store
+            .txn(Txn::when(vec![fence.compare()]).then(vec![op]))
+            .await?
+        {
+            return Err(PdError::LeadershipLost {
+                what: "a server's state",
+            });
+        }
+        Ok(())
+    }
+
     /// The registered servers and workers and the routing table (readable on any instance:
     /// the store is linearizable).
     pub async fn view<S: MetaStore>(&self, store: &S) -> Result<ClusterView, PdError> {
+        let (states, _) = store.scan_prefix(&self.keys.store_states()).await?;
+        let mut draining = std::collections::HashSet::new();
+        for kv in &states {
+            let id = parse_u64(&kv.key, kv.key.rsplit(|b| *b == b'/').next().unwrap_or(&[]))
+                .map_err(PdError::Corrupt)?;
+            let state = parse_u64(&kv.key, &kv.value).map_err(PdError::Corrupt)?;
+            if state == StoreState::Draining as u64 {
+                draining.insert(id);
+            }
+        }
         let (stores, _) = store.scan_prefix(&self.keys.stores()).await?;
         let (workers, _) = store.scan_prefix(&self.keys.workers()).await?;
         let (regions, revision) = store.scan_prefix(&self.keys.regions()).await?;
         let mut regions: Vec<Region> = decode_all(&regions)?;
         regions.sort_by(|a, b| a.start.cmp(&b.start).then(a.id.cmp(&b.id)));
+        let mut stores: Vec<StoreInfo> = decode_all(&stores)?;
+        for s in &mut stores {
+            let id = s.heartbeat.as_ref().map_or(0, |h| h.store_id);
+            if draining.contains(&id) {
+                s.set_state(StoreState::Draining);
+            }
+        }
         Ok(ClusterView {
-            stores: decode_all(&stores)?,
+            stores,
             workers: decode_all(&workers)?,
             regions,
             revision,

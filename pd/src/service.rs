@@ -13,6 +13,13 @@
 //! | `POST /pd/worker-heartbeat` | `wire::pd::WorkerHeartbeat` → `HeartbeatResponse` (leader) |
 //! | `GET /pd/cluster` | → `wire::pd::ClusterView`: servers, workers, routing table (any instance) |
 //! | `GET /pd/workers` | → `wire::pd::ClusterView` with the workers only (any instance) |
+//! | `POST /pd/store-state` | `wire::pd::StoreStateRequest` → `HeartbeatResponse` (leader) |
+//! | `POST /pd/operators` | `wire::pd::OperatorsRequest` → `OperatorsResponse`: the moves in flight (leader) |
+//!
+//! **Scheduling.** The leader plans every `schedule-interval` (`pd::scheduler`, from the
+//! registered servers and the routing table; nothing when the metadata store cannot be read)
+//! and hands each server the steps of the regions it leads in the answer to its heartbeat.
+//! Operators live in the leader's memory, as in PD: a new leader plans afresh from the table.
 //! | `GET /config`, `GET /metrics` | text |
 
 use std::sync::Arc;
@@ -29,7 +36,7 @@ use tokio::sync::watch;
 use wire::paths;
 use wire::pd::{
     AllocIdRequest, AllocIdResponse, ClusterView, HeartbeatResponse, MembersResponse,
-    StoreHeartbeat, WorkerHeartbeat,
+    OperatorsResponse, StoreHeartbeat, StoreState, StoreStateRequest, WorkerHeartbeat,
 };
 use wire::region::{TsoRequest, TsoResponse};
 
@@ -40,6 +47,7 @@ use crate::keys::{Keys, parse_u64};
 use crate::meta::{Compare, Lease, MetaStore, Op, Txn};
 use crate::metrics;
 use crate::registry::Registry;
+use crate::scheduler::{Scheduler, SchedulerConfig, StoreView};
 use crate::tso::{Tso, now_ms};
 
 /// How often a follower looks for a leader (and campaigns when there is none).
@@ -58,6 +66,8 @@ pub struct PdOptions {
     pub node_lease_ttl: Duration,
     /// The effective config text served at `GET /config`.
     pub config_text: String,
+    pub scheduler: SchedulerConfig,
+    pub schedule_interval: Duration,
 }
 
 /// One instance over the metadata store `S`.
@@ -70,6 +80,7 @@ pub struct Pd<S: MetaStore> {
     tso: Tso,
     ids: IdAllocator,
     registry: Registry,
+    scheduler: parking_lot::Mutex<Scheduler>,
     cluster_id: AtomicU64,
 }
 
@@ -82,6 +93,7 @@ impl<S: MetaStore> Pd<S> {
             ids: IdAllocator::new(keys.id_alloc(), options.id_batch),
             leadership: Leadership::new(options.url.clone()),
             registry: Registry::new(keys.clone(), options.node_lease_ttl),
+            scheduler: parking_lot::Mutex::new(Scheduler::new(options.scheduler.clone())),
             cluster_id: AtomicU64::new(0),
             store,
             keys,
@@ -217,6 +229,7 @@ impl<S: MetaStore> Pd<S> {
         }
         self.ids.start();
         self.registry.reset();
+        self.scheduler.lock().reset();
         metrics::ELECTIONS_WON.inc();
         metrics::IS_LEADER.set(1);
         tracing::info!(name = %self.options.name, url = %self.options.url, "leading");
@@ -226,9 +239,17 @@ impl<S: MetaStore> Pd<S> {
             .max(Duration::from_millis(20));
         // Counted from the grant, as the serving deadline is.
         let mut next_renew = sent + renew_every;
+        let tick = tick.min(self.options.schedule_interval);
+        let mut next_schedule = Instant::now() + self.options.schedule_interval;
         loop {
             if sleep_or_stop(stop, tick).await {
                 break;
+            }
+            if Instant::now() >= next_schedule {
+                next_schedule = Instant::now() + self.options.schedule_interval;
+                if let Err(e) = self.schedule_once().await {
+                    tracing::debug!("scheduling paused: {e}");
+                }
             }
             if Instant::now() >= next_renew {
                 let sent = Instant::now();
@@ -312,10 +333,58 @@ impl<S: MetaStore> Pd<S> {
         self.ids.alloc(&self.store, &fence, count).await
     }
 
-    /// Takes a server's heartbeat (the leader only).
-    pub async fn store_heartbeat(&self, hb: StoreHeartbeat) -> Result<(), PdError> {
+    /// Takes a server's heartbeat (the leader only); the scheduling steps for the regions it
+    /// leads.
+    pub async fn store_heartbeat(
+        &self,
+        hb: StoreHeartbeat,
+    ) -> Result<Vec<wire::pd::RegionStep>, PdError> {
         let fence = self.fence()?;
-        self.registry.store_heartbeat(&self.store, &fence, hb).await
+        let store_id = hb.store_id;
+        self.registry
+            .store_heartbeat(&self.store, &fence, hb)
+            .await?;
+        Ok(self.scheduler.lock().steps_for(store_id))
+    }
+
+    /// One scheduling round over what the metadata store holds now (module docs).
+    async fn schedule_once(&self) -> Result<(), PdError> {
+        self.fence()?;
+        let view = self.registry.view(&self.store).await?;
+        let stores: Vec<StoreView> = view
+            .stores
+            .iter()
+            .filter_map(|s| {
+                let hb = s.heartbeat.as_ref()?;
+                Some(StoreView {
+                    id: hb.store_id,
+                    url: hb.url.clone(),
+                    zone: hb.zone(),
+                    state: s.state(),
+                })
+            })
+            .collect();
+        self.scheduler
+            .lock()
+            .schedule(Instant::now(), &stores, &view.regions);
+        Ok(())
+    }
+
+    /// Sets a server's scheduling state (the leader only).
+    pub async fn set_store_state(&self, req: StoreStateRequest) -> Result<(), PdError> {
+        let fence = self.fence()?;
+        self.registry
+            .set_store_state(&self.store, &fence, req.store_id, req.state())
+            .await
+    }
+
+    /// The operators in flight (the leader only: they live in its memory).
+    pub fn operators(&self) -> Result<OperatorsResponse, PdError> {
+        self.fence()?;
+        Ok(OperatorsResponse {
+            operators: self.scheduler.lock().operators(Instant::now()),
+            ..OperatorsResponse::default()
+        })
     }
 
     /// Takes a worker's heartbeat (the leader only); the worker's id.
@@ -377,7 +446,12 @@ macro_rules! refusable {
     )*};
 }
 
-refusable!(TsoResponse, AllocIdResponse, HeartbeatResponse);
+refusable!(
+    TsoResponse,
+    AllocIdResponse,
+    HeartbeatResponse,
+    OperatorsResponse
+);
 
 /// The answer to a request of `kind`: `done` as it is, or its error as a refusal naming the
 /// leader when this instance does not lead; counted in `stratus_pd_requests_total`.
@@ -432,11 +506,37 @@ async fn store_heartbeat_handler<S: MetaStore>(
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    let done = pd.store_heartbeat(hb).await.map(|()| HeartbeatResponse {
+    let done = pd.store_heartbeat(hb).await.map(|steps| HeartbeatResponse {
         cluster_id: pd.cluster_id(),
+        steps,
         ..HeartbeatResponse::default()
     });
     answer("store_heartbeat", done)
+}
+
+async fn store_state_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Bytes) -> Response {
+    let req: StoreStateRequest = match decode_proto(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    if StoreState::try_from(req.state).is_err() {
+        return answer::<HeartbeatResponse>(
+            "store_state",
+            Err(PdError::Corrupt(format!(
+                "expected a server state (0 = up, 1 = draining), found {}",
+                req.state
+            ))),
+        );
+    }
+    let done = pd.set_store_state(req).await.map(|()| HeartbeatResponse {
+        cluster_id: pd.cluster_id(),
+        ..HeartbeatResponse::default()
+    });
+    answer("store_state", done)
+}
+
+async fn operators_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
+    answer("operators", pd.operators())
 }
 
 async fn worker_heartbeat_handler<S: MetaStore>(
@@ -497,6 +597,8 @@ pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
         )
         .route(paths::PD_CLUSTER, get(cluster_handler::<S>))
         .route(paths::PD_WORKERS, get(workers_handler::<S>))
+        .route(paths::PD_STORE_STATE, post(store_state_handler::<S>))
+        .route(paths::PD_OPERATORS, post(operators_handler::<S>))
         .route(paths::CONFIG, get(config_handler::<S>))
         .route(paths::METRICS, get(node::http::metrics_handler))
         .with_state(pd)
@@ -517,6 +619,8 @@ mod tests {
             id_batch: 10,
             node_lease_ttl: Duration::from_secs(1),
             config_text: String::new(),
+            scheduler: SchedulerConfig::default(),
+            schedule_interval: Duration::from_secs(1),
         }
     }
 

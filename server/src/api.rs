@@ -15,7 +15,7 @@ use node::http::{HttpError, decode_proto, proto_response};
 use types::ZoneRelation;
 use wire::paths;
 use wire::region::{
-    Peer, RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
+    RawLoadRequest, RawLoadResponse, Region, RegionsResponse, SplitRequest, SplitResponse,
     TransferLeaderRequest, TsoRequest, TsoResponse,
 };
 use wire::txn::{self as txn_wire, ErrorKind, KeyError};
@@ -160,20 +160,11 @@ async fn raft_batch(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
 /// it asked as the one replica), the leader and its term from the Raft store.
 pub(crate) fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
     let info = node.engine().shard_info(id)?;
-    let raft = &node.config.raft;
-    let peers = if raft.peers.is_empty() {
+    // Alone, the one answering server is the only replica (callers know it already).
+    let peers = if node.config.raft.peers.is_empty() {
         Vec::new()
     } else {
-        raft.voters(node.config.store_id())
-            .into_iter()
-            .filter_map(|v| raft.peer(v))
-            .map(|p| Peer {
-                store_id: p.id,
-                addr: p.addr.clone(),
-                zone: p.zone.as_ref().map(|z| z.to_string()).unwrap_or_default(),
-                ..Peer::default()
-            })
-            .collect()
+        node.members.peers_of(node.storage.router(), id)
     };
     let status = node.storage.router().status(id);
     Ok(Region {
@@ -328,10 +319,13 @@ async fn transfer_leader(State(st): State<Arc<AppState>>, body: Bytes) -> AppRes
             status.leader
         )));
     }
-    let voters = node.config.raft.voters(router.store_id());
-    if !voters.contains(&req.to_store_id) {
+    if !node
+        .members
+        .is_voter(router, req.region_id, req.to_store_id)
+    {
+        let voters = router.membership(req.region_id).map(|m| m.voters);
         return Err(HttpError::conflict(format!(
-            "expected a replica of region {} as the target (one of {voters:?}), found store {}",
+            "expected a voter of region {} as the target (one of {voters:?}), found store {}",
             req.region_id, req.to_store_id
         )));
     }

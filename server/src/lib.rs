@@ -24,6 +24,7 @@ pub mod dispatcher;
 pub mod fuzzing;
 pub mod latches;
 pub mod launch;
+pub mod members;
 pub mod metrics;
 pub mod node;
 pub mod offload_policy;

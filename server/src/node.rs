@@ -16,6 +16,7 @@ use crate::config::{ServerConfig, WalSync};
 use crate::coprocessor::Coprocessor;
 use crate::cpu_load::{CpuMonitor, CpuSampler};
 use crate::dispatcher::{DispatchSettings, RemoteDagDispatcher};
+use crate::members::Members;
 use crate::metrics::{self, SplitTrigger};
 use crate::pd_source::{PdSource, RegionIdSource, TsoRegionIds};
 use crate::remote_tso::RemoteTso;
@@ -25,6 +26,10 @@ use crate::worker_pool::WorkerPool;
 
 /// How long one call to the placement driver may retry (a failover takes a few seconds).
 const PD_CALL_DEADLINE: Duration = Duration::from_secs(10);
+
+/// In the data directory once the server created its initial regions (or found it had none
+/// to create): it never creates them again.
+const BOOTSTRAPPED_FILE: &str = "BOOTSTRAPPED";
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -56,6 +61,8 @@ pub enum NodeError {
 
 pub struct Node {
     pub config: ServerConfig,
+    /// Who holds each region's replicas, and where the other servers are.
+    pub members: Members,
     pub storage: Arc<Storage>,
     /// The TSO when this server runs it.
     pub tso: Option<Arc<Tso>>,
@@ -131,12 +138,17 @@ impl Node {
             };
         let region_ids = region_ids.unwrap_or_else(|| Arc::new(TsoRegionIds(timestamps.clone())));
         let store_id = config.store_id();
-        if log.regions().is_empty() {
+        let bootstrapped = s.data_dir.join(BOOTSTRAPPED_FILE);
+        if log.regions().is_empty() && !bootstrapped.exists() {
             // A first start (or one that died between creating the shards and writing their
             // logs: a shard with the range of a configured region is that region, and only an
             // untouched one can be adopted).
             let voters = config.raft.voters(store_id);
             let alone = config.raft.peers.is_empty();
+            // A server among the peers but not among the first `replicas` of them joins an
+            // existing cluster: it creates no region; replicas come to it by membership
+            // changes (the placement driver's scheduling).
+            let founding = voters.contains(&store_id);
             let mut existing = Vec::new();
             for id in engine.shard_ids() {
                 let info = engine.shard_info(id)?;
@@ -148,7 +160,12 @@ impl Node {
                 existing.push((info.start.to_vec(), info.end.to_vec(), id));
             }
             let mut regions = Vec::new();
-            for (i, (start, end)) in config.initial_ranges()?.into_iter().enumerate() {
+            let ranges = if founding {
+                config.initial_ranges()?
+            } else {
+                Vec::new()
+            };
+            for (i, (start, end)) in ranges.into_iter().enumerate() {
                 let made = existing
                     .iter()
                     .find(|(s, e, _)| *s == start && *e == end)
@@ -171,6 +188,11 @@ impl Node {
             }
             RaftStore::bootstrap(&engine, &log, &regions)?;
         }
+        if !bootstrapped.exists() {
+            // Never bootstrap again: a server whose every replica moved away restarts with an
+            // empty log, and must not create the initial regions a second time.
+            kvengine::write_atomically(&bootstrapped, b"bootstrapped\n")?;
+        }
         let transport: Arc<dyn Transport> = if config.raft.peers.is_empty() {
             Arc::new(NoPeers)
         } else {
@@ -180,6 +202,7 @@ impl Node {
                 HttpTransportOptions::new(store_id, &config.raft),
             ))
         };
+        let members = Members::new(&config.raft, transport.clone());
         let raft = RaftStore::start(
             store_id,
             config.raft.clone(),
@@ -242,6 +265,7 @@ impl Node {
         ));
         Ok(Node {
             config,
+            members,
             storage,
             tso,
             timestamps,

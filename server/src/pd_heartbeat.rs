@@ -3,12 +3,19 @@
 //! and reports the regions it leads (range, epoch, replicas, term, size), which is how the
 //! placement driver's routing table follows Raft. A heartbeat that fails is logged and the
 //! next one tries again: the server serves on whatever the placement driver's state.
+//!
+//! The answer carries scheduling steps for regions this server leads (`pd::scheduler`): each
+//! is carried out here when it still fits (the region is led here at the step's epoch, and
+//! the change fits its members: `raftstore`'s own check), otherwise dropped; the placement
+//! driver plans again from the next report. After each heartbeat the registered servers'
+//! addresses go to `Members`, so replicas on a server that joined later are reachable.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use node::PdClient;
-use wire::pd::StoreHeartbeat;
+use raftstore::ChangePeer;
+use wire::pd::{RegionStep, StepKind, StoreHeartbeat};
 use wire::region::Peer;
 
 use crate::config::WorkerEndpoint;
@@ -74,6 +81,75 @@ async fn refresh_workers(node: &Node, client: &PdClient) {
     }
 }
 
+/// Carries out `step` if it still fits (module docs). Blocking (a membership change waits for
+/// its entry to apply). Returns what happened, for the log.
+pub fn execute(node: &Node, step: &RegionStep) -> Result<(), String> {
+    let router = node.storage.router();
+    let region_id = step.region_id;
+    let status = router
+        .status(region_id)
+        .ok_or_else(|| format!("region {region_id} has no replica here"))?;
+    if !status.serving {
+        return Err(format!("region {region_id} is not led here"));
+    }
+    let ver = node
+        .engine()
+        .shard_info(region_id)
+        .map_err(|e| e.to_string())?
+        .ver;
+    if ver != step.ver {
+        return Err(format!(
+            "region {region_id} is at ver {ver}, the step was planned at ver {}",
+            step.ver
+        ));
+    }
+    let store = step.store_id;
+    let timeout = node.config.raft.propose_timeout.duration();
+    let change = match step.kind() {
+        StepKind::AddLearner => {
+            // Its Raft messages must reach it: the leader learns its address from the step.
+            let zone = node
+                .members
+                .peers_of(router, region_id)
+                .into_iter()
+                .find(|p| p.store_id == store)
+                .map(|p| p.zone)
+                .unwrap_or_default();
+            node.members.learn(store, &step.store_url, &zone);
+            ChangePeer::AddLearner { store }
+        }
+        StepKind::PromoteLearner => ChangePeer::Promote { store },
+        StepKind::RemovePeer => ChangePeer::Remove { store },
+        StepKind::TransferLeader => {
+            if !node.members.is_voter(router, region_id, store) {
+                return Err(format!(
+                    "store {store} holds no voter of region {region_id}"
+                ));
+            }
+            router.transfer_leader(region_id, store);
+            return Ok(());
+        }
+        StepKind::Unknown => return Err(format!("an unknown step kind {}", step.kind)),
+    };
+    router
+        .change_peer(region_id, change, timeout)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Learns the registered servers' addresses (module docs).
+async fn refresh_addresses(node: &Node, client: &PdClient) {
+    match client.cluster().await {
+        Ok(view) => {
+            for s in view.stores.iter().filter_map(|s| s.heartbeat.as_ref()) {
+                let zone = s.zone().map(|z| z.to_string()).unwrap_or_default();
+                node.members.learn(s.store_id, &s.url, &zone);
+            }
+        }
+        Err(e) => tracing::debug!("cannot read the registered servers: {e}"),
+    }
+}
+
 /// Sends a heartbeat every `every` until the task is dropped.
 pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Duration) {
     let client = PdClient::new(&endpoints, every.max(Duration::from_millis(500)));
@@ -88,10 +164,26 @@ pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Du
         };
         // A refusal comes back as an error (the client retries it until its deadline).
         match client.store_heartbeat(&hb).await {
-            Ok(_) => {
+            Ok(answer) => {
                 if failing {
                     tracing::info!("heartbeats to the placement driver go through again");
                     failing = false;
+                }
+                refresh_addresses(&node, &client).await;
+                if !answer.steps.is_empty() {
+                    let n = node.clone();
+                    // One region's steps in order; a membership change waits for its apply.
+                    let _ = tokio::task::spawn_blocking(move || {
+                        for step in &answer.steps {
+                            match execute(&n, step) {
+                                Ok(()) => tracing::info!(region_id = step.region_id, kind = ?step.kind(), store = step.store_id, "scheduling step carried out"),
+                                // Steps come again with every heartbeat until the routing table shows them done:
+                                // a dropped one is routine.
+                                Err(why) => tracing::debug!(region_id = step.region_id, kind = ?step.kind(), store = step.store_id, %why, "scheduling step dropped"),
+                            }
+                        }
+                    })
+                    .await;
                 }
                 refresh_workers(&node, &client).await;
             }

@@ -77,7 +77,8 @@ pub mod paths {
     /// Placement driver: [`crate::pd::StoreStateRequest`] in, [`crate::pd::HeartbeatResponse`]
     /// out (`stratus ctl server drain`).
     pub const PD_STORE_STATE: &str = "/pd/store-state";
-    /// Placement driver, `GET`: [`crate::pd::OperatorsResponse`] (the moves in flight).
+    /// Placement driver: [`crate::pd::OperatorsRequest`] in, [`crate::pd::OperatorsResponse`]
+    /// out (the moves in flight).
     pub const PD_OPERATORS: &str = "/pd/operators";
     pub const REGIONS: &str = "/regions"; // GET
     pub const SPLIT: &str = "/split";

@@ -230,7 +230,11 @@ pub struct OperatorInfo {
     pub age_ms: u64,
 }
 
-/// `GET /pd/operators`.
+/// `POST /pd/operators` (answered by the leader: operators live in its memory).
+#[derive(Clone, PartialEq, Message)]
+pub struct OperatorsRequest {}
+
+/// The answer to an [`OperatorsRequest`].
 #[derive(Clone, PartialEq, Message)]
 pub struct OperatorsResponse {
     #[prost(message, repeated, tag = "1")]
