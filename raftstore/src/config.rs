@@ -7,7 +7,7 @@
 //!   { id = 2, addr = "http://10.0.0.2:20160", zone = "b" },
 //!   { id = 3, addr = "http://10.0.0.3:20160", zone = "c" },
 //! ]
-//! replicas = 3                              # every region lives on the first `replicas` peers
+//! replicas = 3                              # the initial regions live on the first `replicas` peers
 //! tick-interval = "100ms"
 //! election-timeout-ticks = 10               # randomized in [10, 20) ticks by raft-rs
 //! heartbeat-ticks = 2
@@ -18,8 +18,11 @@
 //! hibernate-regions = true                  # idle regions stop ticking and heartbeating
 //! ```
 //!
-//! Membership is static in this release: peer id = store id = the server's `node-id`, and
-//! every region has a voter on each of the first `replicas` peers. An empty `peers` list is a
+//! Peer id = store id = the server's `node-id`. The initial regions start with a voter on each
+//! of the first `replicas` peers; membership changes later (the placement driver's scheduling,
+//! `membership`). A server listed in its own `peers` but not among the first `replicas` joins
+//! an existing cluster: it creates no region and receives replicas. Addresses of servers not
+//! listed here come from the placement driver's registrations. An empty `peers` list is a
 //! one-server cluster (the server is the only voter of every region).
 
 use std::collections::BTreeSet;
