@@ -64,9 +64,6 @@ pub(crate) enum StoreMsg {
         change: ChangePeer,
         cb: Callback,
     },
-    DestroyReplica {
-        region_id: u64,
-    },
 }
 
 /// A membership change of one region (one replica at a time: raft-rs's simple changes, each
@@ -404,13 +401,6 @@ impl Router {
         self.wait_answer(&rx, region_id, timeout)
     }
 
-    /// Removes this server's replica of `region_id` unless it leads the region: the placement
-    /// driver found the region's members no longer include this server (a removal this
-    /// replica never learned of, `pd::stale_replicas`).
-    pub fn destroy_replica(&self, region_id: u64) {
-        let _ = self.tx.send(StoreMsg::DestroyReplica { region_id });
-    }
-
     /// The membership of `region_id` as this replica applied it.
     pub fn membership(&self, region_id: u64) -> Option<Membership> {
         self.membership.read().get(&region_id).cloned()
@@ -462,10 +452,7 @@ impl Router {
             | StoreMsg::CreateRegion { cb, .. }
             | StoreMsg::ChangePeer { cb, .. } => cb(Err(self.stopped_error())),
             StoreMsg::ReadIndex { cb, .. } => cb(Err(self.stopped_error())),
-            StoreMsg::Raft(_)
-            | StoreMsg::TransferLeader { .. }
-            | StoreMsg::Campaign { .. }
-            | StoreMsg::DestroyReplica { .. } => {}
+            StoreMsg::Raft(_) | StoreMsg::TransferLeader { .. } | StoreMsg::Campaign { .. } => {}
         }
     }
 

@@ -757,14 +757,10 @@ impl Store {
         let Some(msg) = &m.message else {
             return false;
         };
-        // A heartbeat makes a replica only when it commits nothing (TiKV's `is_initial_msg`):
-        // a leader sends a new member commit 0, and raft-rs would panic committing past the
-        // empty log of a replica made by a heartbeat meant for one that existed before.
-        let from_leader = match msg.msg_type() {
-            MessageType::MsgAppend | MessageType::MsgSnapshot => true,
-            MessageType::MsgHeartbeat => msg.commit == 0,
-            _ => false,
-        };
+        let from_leader = matches!(
+            msg.msg_type(),
+            MessageType::MsgAppend | MessageType::MsgHeartbeat | MessageType::MsgSnapshot
+        );
         if !from_leader
             || msg.term == 0
             || self.engine.shard_ids().binary_search(&region_id).is_ok()
@@ -1022,9 +1018,7 @@ impl Store {
             | StoreMsg::Propose { region_id, .. }
             | StoreMsg::TransferLeader { region_id, .. }
             | StoreMsg::Campaign { region_id } => Some(*region_id),
-            StoreMsg::ChangePeer { region_id, .. } | StoreMsg::DestroyReplica { region_id } => {
-                Some(*region_id)
-            }
+            StoreMsg::ChangePeer { region_id, .. } => Some(*region_id),
             // `add_peer` touches the new region.
             StoreMsg::CreateRegion { .. } => None,
         };
@@ -1108,15 +1102,6 @@ impl Store {
                 change,
                 cb,
             } => self.propose_change_peer(region_id, change, cb),
-            StoreMsg::DestroyReplica { region_id } => {
-                if self.peers.get(&region_id).is_some_and(|p| !p.is_leader()) {
-                    tracing::info!(
-                        region_id,
-                        "the placement driver says this replica is no longer a member"
-                    );
-                    self.to_destroy.push(region_id);
-                }
-            }
             StoreMsg::Campaign { region_id } => {
                 if let Some(p) = self.peers.get_mut(&region_id) {
                     p.wake();
@@ -1150,16 +1135,6 @@ impl Store {
         let Some(peer) = self.peers.get_mut(&region_id) else {
             return;
         };
-        if self.uninitialized.contains_key(&region_id)
-            && m.message.as_ref().is_some_and(|msg| {
-                msg.msg_type() == wire::raft::MessageType::MsgHeartbeat && msg.commit > 0
-            })
-        {
-            // A heartbeat committing past the empty log of a replica waiting for its first
-            // snapshot (meant for an earlier one of this server): raft-rs would panic; the
-            // leader's appends and snapshot come anyway.
-            return;
-        }
         // Every envelope of a region may carry the sender's file GC indexes (`file_gc`): a
         // report for a leader, the group index for everyone. Neither wakes the region.
         if m.file_gc_safe_index > 0 {
