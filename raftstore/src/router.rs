@@ -320,15 +320,26 @@ impl Router {
         timeout: Duration,
     ) -> Result<u64, RaftStoreError> {
         let _timer = crate::metrics::READ_INDEX_DURATION.start_timer();
-        let (tx, rx) = mpsc::sync_channel(1);
-        let cb: ReadCallback = Box::new(move |r| {
-            let _ = tx.send(r);
-        });
-        if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(StoreMsg::ReadIndex {
+        self.ask(region_id, timeout, |cb| StoreMsg::ReadIndex {
             region_id,
             replica,
             cb,
-        }) {
+        })
+    }
+
+    /// Posts the message `msg` builds around its answer callback and waits for the answer,
+    /// at most `timeout` (a stopped loop answers `Stopped` at once).
+    fn ask<T: Send + 'static>(
+        &self,
+        region_id: u64,
+        timeout: Duration,
+        msg: impl FnOnce(Box<dyn FnOnce(Result<T, RaftStoreError>) + Send>) -> StoreMsg,
+    ) -> Result<T, RaftStoreError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let cb = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(msg(cb)) {
             self.fail_stopped(msg);
         }
         self.wait_answer(&rx, region_id, timeout)
@@ -365,16 +376,11 @@ impl Router {
         timeout: Duration,
     ) -> Result<(), RaftStoreError> {
         let region_id = region.id;
-        let (tx, rx) = mpsc::sync_channel(1);
-        let cb: Callback = Box::new(move |r| {
-            let _ = tx.send(r);
-        });
-        if let Err(crossbeam_channel::SendError(msg)) =
-            self.tx.send(StoreMsg::CreateRegion { region, cb })
-        {
-            self.fail_stopped(msg);
-        }
-        self.wait_answer(&rx, region_id, timeout).map(|_| ())
+        self.ask(region_id, timeout, |cb| StoreMsg::CreateRegion {
+            region,
+            cb,
+        })
+        .map(|_| ())
     }
 
     /// Proposes a membership change of `region_id` (led here) and waits until it applied
@@ -387,18 +393,16 @@ impl Router {
         change: ChangePeer,
         timeout: Duration,
     ) -> Result<Applied, RaftStoreError> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        let cb: Callback = Box::new(move |r| {
-            let _ = tx.send(r);
-        });
-        if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(StoreMsg::ChangePeer {
+        self.ask(region_id, timeout, |cb| StoreMsg::ChangePeer {
             region_id,
             change,
             cb,
-        }) {
-            self.fail_stopped(msg);
-        }
-        self.wait_answer(&rx, region_id, timeout)
+        })
+    }
+
+    /// Every region's membership as the replicas here applied them.
+    pub fn memberships(&self) -> Vec<Membership> {
+        self.membership.read().values().cloned().collect()
     }
 
     /// The membership of `region_id` as this replica applied it.

@@ -48,14 +48,19 @@ impl Members {
         }
     }
 
-    /// Server `store_id` is at `url` in `zone` now; Raft messages to it go there.
+    /// Server `store_id` is at `url` in `zone` now (`""`: keep the zone known, if any); Raft
+    /// messages to it go there.
     pub fn learn(&self, store_id: u64, url: &str, zone: &str) {
         if url.is_empty() {
             return;
         }
+        let known_zone = self.book.read().get(&store_id).map(|a| a.zone.clone());
         let now = Address {
             url: url.to_string(),
-            zone: zone.to_string(),
+            zone: match (zone, known_zone) {
+                ("", Some(known)) => known,
+                (zone, _) => zone.to_string(),
+            },
         };
         if self.book.read().get(&store_id) == Some(&now) {
             return;
@@ -87,6 +92,19 @@ impl Members {
             .map(|id| peer(*id, PeerRole::Voter))
             .chain(m.learners.iter().map(|id| peer(*id, PeerRole::Learner)))
             .collect()
+    }
+
+    /// Whether some replica of a region held here is on a server whose address is unknown
+    /// here (one that joined later): then the registrations are worth reading.
+    pub fn misses_addresses(&self, router: &Router) -> bool {
+        let own = router.store_id();
+        let book = self.book.read();
+        router.memberships().into_iter().any(|m| {
+            m.voters
+                .iter()
+                .chain(&m.learners)
+                .any(|s| *s != own && !book.contains_key(s))
+        })
     }
 
     /// Whether `store_id` holds a voter of `region_id` here.

@@ -7,8 +7,9 @@
 //! The answer carries scheduling steps for regions this server leads (`pd::scheduler`): each
 //! is carried out here when it still fits (the region is led here at the step's epoch, and
 //! the change fits its members: `raftstore`'s own check), otherwise dropped; the placement
-//! driver plans again from the next report. After each heartbeat the registered servers'
-//! addresses go to `Members`, so replicas on a server that joined later are reachable.
+//! driver plans again from the next report. When a member of a region held here is on a server
+//! whose address is unknown here, the registered servers' addresses go to `Members` after the
+//! heartbeat, so replicas on a server that joined later are reachable.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,15 +108,9 @@ pub fn execute(node: &Node, step: &RegionStep) -> Result<(), String> {
     let timeout = node.config.raft.propose_timeout.duration();
     let change = match step.kind() {
         StepKind::AddLearner => {
-            // Its Raft messages must reach it: the leader learns its address from the step.
-            let zone = node
-                .members
-                .peers_of(router, region_id)
-                .into_iter()
-                .find(|p| p.store_id == store)
-                .map(|p| p.zone)
-                .unwrap_or_default();
-            node.members.learn(store, &step.store_url, &zone);
+            // Its Raft messages must reach it: the leader learns its address from the step (its
+            // zone comes with the registrations).
+            node.members.learn(store, &step.store_url, "");
             ChangePeer::AddLearner { store }
         }
         StepKind::PromoteLearner => ChangePeer::Promote { store },
@@ -169,7 +164,11 @@ pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Du
                     tracing::info!("heartbeats to the placement driver go through again");
                     failing = false;
                 }
-                refresh_addresses(&node, &client).await;
+                // The whole cluster view only when a member's address is missing here (a
+                // server that joined since), not every heartbeat.
+                if node.members.misses_addresses(node.storage.router()) {
+                    refresh_addresses(&node, &client).await;
+                }
                 if !answer.steps.is_empty() {
                     let n = node.clone();
                     // One region's steps in order; a membership change waits for its apply.
