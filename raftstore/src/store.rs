@@ -787,6 +787,31 @@ impl Store {
         true
     }
 
+    /// Whether `m` carries a snapshot whose range overlaps a shard this engine holds (an
+    /// undecodable one counts as overlapping: it is not installed either way).
+    fn snapshot_overlaps(&self, m: &wire::raft::RaftMessage) -> bool {
+        let Some(data) = m
+            .message
+            .as_ref()
+            .and_then(|msg| msg.snapshot.as_ref())
+            .map(|snap| &snap.data)
+        else {
+            return false;
+        };
+        let Ok(cs) = <changeset::ChangeSet as prost::Message>::decode(&data[..]) else {
+            return true;
+        };
+        let Some(changeset::Change::Snapshot(snap)) = &cs.change else {
+            return true;
+        };
+        self.engine.shard_ids().into_iter().any(|id| {
+            self.engine.shard_info(id).is_ok_and(|i| {
+                (i.end.is_empty() || snap.start < i.end)
+                    && (snap.end.is_empty() || i.start < snap.end)
+            })
+        })
+    }
+
     /// The region's leader removed this replica (`ExtraKind::Tombstone`): it leaves, unless it
     /// leads the region itself (a stale message from an old leader).
     fn on_tombstone(&mut self, m: &wire::raft::RaftMessage) {
@@ -1125,6 +1150,25 @@ impl Store {
             );
             return;
         }
+        if self.uninitialized.contains_key(&region_id)
+            && m.message.as_ref().is_some_and(|msg| {
+                msg.msg_type() == wire::raft::MessageType::MsgHeartbeat && msg.commit > 0
+            })
+        {
+            // A heartbeat committing past the empty log of a replica waiting for its first
+            // snapshot (meant for an earlier replica here): raft-rs would panic and halt the
+            // store; the leader's appends and snapshot come anyway.
+            return;
+        }
+        if self.uninitialized.contains_key(&region_id) && self.snapshot_overlaps(&m) {
+            // A split child this server will make itself when it applies the split (TiKV's
+            // check of an uninitialized peer's snapshot against the regions it holds).
+            tracing::debug!(
+                region_id,
+                "snapshot for a new replica overlaps a region held here; dropped"
+            );
+            return;
+        }
         if m.extra
             .as_ref()
             .is_some_and(|e| e.kind() == wire::raft::ExtraKind::Tombstone)
@@ -1450,6 +1494,11 @@ impl Store {
             return Ok(());
         };
         let lead = p.is_leader();
+        // The child's leader may have reached this server before the split did and made an
+        // empty replica waiting for a snapshot: the split makes the real one.
+        if self.uninitialized.remove(&right_id).is_some() {
+            self.peers.remove(&right_id);
+        }
         self.add_peer(right_id, index)
             .map_err(|e| format!("cannot start split child {right_id}: {e}"))?;
         if lead && let Some(child) = self.peers.get_mut(&right_id) {
