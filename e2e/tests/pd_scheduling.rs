@@ -8,8 +8,11 @@
 //!    move to it until the largest and smallest counts per server differ by at most a
 //!    quarter of the mean plus one.
 //! 2. `stratus ctl server drain 4`: the fourth server ends with no replica; then `server up`.
-//! 3. Server 2 is SIGKILLed for good: within `max-store-down-time` plus the scheduling delay,
-//!    every region has three voters again, on live servers in three distinct zones.
+//! 3. Server 2 is SIGKILLed: within `max-store-down-time` plus the scheduling delay, every
+//!    region has three voters again, on live servers in three distinct zones.
+//! 4. Server 2 restarts with the replicas removed while it was down: it is told to drop them
+//!    (it ends holding exactly what the routing table lists it in), and it is filled again
+//!    until balanced.
 //!
 //! After the run, every acknowledged transfer is read back at its commit_ts (nothing
 //! acknowledged was lost), and the total is still the starting one.
@@ -264,7 +267,7 @@ impl Drop for StopOnDrop<'_> {
 }
 
 #[test]
-fn replicas_rebalance_onto_a_new_server_leave_a_drained_one_and_heal_after_a_server_dies() {
+fn replicas_rebalance_onto_a_new_server_leave_a_drained_one_heal_after_a_death_and_a_return() {
     let cluster = Cluster::new(StoreKind::Local);
     let mut pd_setup = PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]);
     pd_setup.pd.node_lease_ttl = ReadableDuration::secs(2);
@@ -373,6 +376,43 @@ fn replicas_rebalance_onto_a_new_server_leave_a_drained_one_and_heal_after_a_ser
         wait_view(&pd, "every region on servers 1, 3, 4", |v| {
             fully_replicated_on(v, &[1, 3, 4])
         });
+
+        // 4. Server 2 comes back with the replicas it held, which were removed while it was
+        // down: it is told to drop them, then receives replicas again until balanced.
+        rc.restart(1);
+        wait_view(&pd, "server 2 back and the servers balanced", |v| {
+            let (replicas, _) = counts(v);
+            fully_replicated_on(v, &[1, 2, 3, 4]) && balanced(&replicas, &[1, 2, 3, 4])
+        });
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            let v = e2e::pd_proc::block_on(
+                node::PdClient::new(std::slice::from_ref(&pd_url), Duration::from_secs(5))
+                    .cluster(),
+            )
+            .unwrap();
+            let listed: std::collections::BTreeSet<u64> = v
+                .regions
+                .iter()
+                .filter(|r| r.peers.iter().any(|p| p.store_id == 2))
+                .map(|r| r.id)
+                .collect();
+            let held: std::collections::BTreeSet<u64> = rc
+                .server(1)
+                .regions()
+                .regions
+                .iter()
+                .map(|r| r.id)
+                .collect();
+            if held == listed {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server 2 holds {held:?}, the routing table lists it in {listed:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
         stop.store(true, Ordering::Release);
         s4
     });
@@ -389,11 +429,7 @@ fn replicas_rebalance_onto_a_new_server_leave_a_drained_one_and_heal_after_a_ser
     );
     assert!(bank.totals_checked.load(Ordering::Relaxed) >= 10);
     // Every acknowledged transfer is there at its commit_ts, on the servers left.
-    let live: Vec<String> = vec![
-        rc.server(0).base_url().into(),
-        rc.server(2).base_url().into(),
-        urls[3].clone(),
-    ];
+    let live = urls.clone();
     let c = client(&pd_url, &live);
     for a in &acked {
         let at = read_all(&c, a.commit_ts).unwrap();

@@ -8,6 +8,8 @@
 //! * [`tso`]: timestamps below a persisted mark, strictly increasing across failovers;
 //! * [`id_alloc`]: small ids, never repeated;
 //! * [`registry`]: servers and workers registered under leases, the routing table;
+//! * [`stale_replicas`]: replicas the routing table stopped listing (removed while their
+//!   server was down), told to leave through the heartbeat answer;
 //! * [`scheduler`]: replica scheduling, pure decisions: which replica or leadership of which
 //!   region moves where, one step per heartbeat (repairs, drains, zone isolation, balance);
 //! * [`service`]: one instance: the election loop and the HTTP API;
@@ -24,6 +26,7 @@ pub mod metrics;
 pub mod registry;
 pub mod scheduler;
 pub mod service;
+pub mod stale_replicas;
 #[cfg(test)]
 mod test_support;
 pub mod tso;

@@ -101,6 +101,7 @@ impl Registry {
         let info = StoreInfo {
             heartbeat: Some(StoreHeartbeat {
                 led_regions: Vec::new(),
+                held_regions: Vec::new(),
                 ..hb.clone()
             }),
             last_heartbeat_ms: now_ms(),

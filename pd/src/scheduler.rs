@@ -162,6 +162,11 @@ pub struct StoreView {
     pub url: String,
     pub zone: Option<Zone>,
     pub state: StoreState,
+    /// Regions the server still holds a replica of that the routing table does not list
+    /// (removed while it was down, not dropped yet: `crate::stale_replicas`). It receives no
+    /// new replica of those until it dropped the old one: Raft ids are store ids, and the old
+    /// replica would take the new one's place, then apply its own old removal.
+    pub stale: BTreeSet<u64>,
 }
 
 /// What an operator does to its region.
@@ -262,6 +267,13 @@ impl<'a> Cluster<'a> {
         self.stores
             .get(&store)
             .is_some_and(|s| s.state == StoreState::Draining)
+    }
+
+    /// Whether `store` still holds an old replica of `region` (`StoreView::stale`).
+    fn holds_stale(&self, store: u64, region: u64) -> bool {
+        self.stores
+            .get(&store)
+            .is_some_and(|s| s.stale.contains(&region))
     }
 
     fn up(&self) -> impl Iterator<Item = &'a StoreView> + '_ {
@@ -876,7 +888,11 @@ impl Scheduler {
             .collect();
         cluster
             .up()
-            .filter(|s| !holds(region, s.id) && self.has_room(s.id, cluster, loads))
+            .filter(|s| {
+                !holds(region, s.id)
+                    && !s.stale.contains(&region.id)
+                    && self.has_room(s.id, cluster, loads)
+            })
             .map(|s| (others.contains(&cluster.store_zone(s.id)), s.id))
             .filter(|(shared, _)| !(cluster.zones_in_play && *shared))
             .min_by_key(|(shared, id)| (*shared, loads.regions(*id), *id))
@@ -952,6 +968,7 @@ impl Scheduler {
                         .find(|r| {
                             !self.operators.contains_key(&r.id)
                                 && !holds(r, to)
+                                && !cluster.holds_stale(to, r.id)
                                 && Self::zones_allow(r, from, to, cluster)
                         })
                         .map(|r| (*r, from, to))
@@ -1194,7 +1211,48 @@ mod tests {
             url: url(id),
             zone: Zone::label(zone),
             state,
+            stale: BTreeSet::new(),
         }
+    }
+
+    #[test]
+    fn a_server_still_holding_an_old_replica_of_a_region_gets_no_new_one_of_it() {
+        // Three zones, a fourth server in a fourth zone: region 1 would move to it, but it
+        // still holds an old replica of region 1 (removed while it was down).
+        let mut stores = vec![
+            store(1, "a", StoreState::Up),
+            store(2, "b", StoreState::Up),
+            store(3, "c", StoreState::Draining),
+            store(4, "d", StoreState::Up),
+        ];
+        stores[3].stale.insert(1);
+        let regions = vec![Region {
+            id: 1,
+            ver: 1,
+            peers: [0, 1, 2]
+                .iter()
+                .map(|i| peer(&stores[*i], PeerRole::Voter, false))
+                .collect(),
+            leader_store_id: 1,
+            leader_term: 1,
+            ..Region::default()
+        }];
+        let mut s = Scheduler::new(SchedulerConfig::default());
+        s.schedule(Instant::now(), &stores, &regions);
+        assert!(
+            s.steps_for(1).is_empty(),
+            "a step toward a server holding an old replica: {:?}",
+            s.steps_for(1)
+        );
+        // Once it dropped it, the drain goes on to it.
+        stores[3].stale.clear();
+        s.schedule(Instant::now(), &stores, &regions);
+        let steps = s.steps_for(1);
+        assert_eq!(steps.len(), 1, "{steps:?}");
+        assert_eq!(
+            (steps[0].kind(), steps[0].store_id),
+            (StepKind::AddLearner, 4)
+        );
     }
 
     fn peer(s: &StoreView, role: PeerRole, pending: bool) -> Peer {
@@ -1395,7 +1453,9 @@ mod tests {
                     r.leader_store_id = step.store_id;
                     r.leader_term += 1;
                 }
-                StepKind::Unknown => panic!("an unknown step: {step:?}"),
+                StepKind::Unknown | StepKind::DestroyReplica => {
+                    panic!("a step the scheduler never plans: {step:?}")
+                }
             }
             self.log.push((round, step.clone()));
         }

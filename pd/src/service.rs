@@ -48,6 +48,7 @@ use crate::meta::{Compare, Lease, MetaStore, Op, Txn};
 use crate::metrics;
 use crate::registry::Registry;
 use crate::scheduler::{Scheduler, SchedulerConfig, StoreView};
+use crate::stale_replicas::StaleReplicas;
 use crate::tso::{Tso, now_ms};
 
 /// How often a follower looks for a leader (and campaigns when there is none).
@@ -81,6 +82,7 @@ pub struct Pd<S: MetaStore> {
     ids: IdAllocator,
     registry: Registry,
     scheduler: parking_lot::Mutex<Scheduler>,
+    stale: parking_lot::Mutex<StaleReplicas>,
     cluster_id: AtomicU64,
 }
 
@@ -94,6 +96,7 @@ impl<S: MetaStore> Pd<S> {
             leadership: Leadership::new(options.url.clone()),
             registry: Registry::new(keys.clone(), options.node_lease_ttl),
             scheduler: parking_lot::Mutex::new(Scheduler::new(options.scheduler.clone())),
+            stale: parking_lot::Mutex::new(StaleReplicas::new(options.node_lease_ttl)),
             cluster_id: AtomicU64::new(0),
             store,
             keys,
@@ -230,6 +233,7 @@ impl<S: MetaStore> Pd<S> {
         self.ids.start();
         self.registry.reset();
         self.scheduler.lock().reset();
+        self.stale.lock().reset();
         metrics::ELECTIONS_WON.inc();
         metrics::IS_LEADER.set(1);
         tracing::info!(name = %self.options.name, url = %self.options.url, "leading");
@@ -341,10 +345,18 @@ impl<S: MetaStore> Pd<S> {
     ) -> Result<Vec<wire::pd::RegionStep>, PdError> {
         let fence = self.fence()?;
         let store_id = hb.store_id;
+        // Old replicas first: a scheduling round between the registration and this must not
+        // pick the server for a region it still holds an old replica of.
+        let destroy = self
+            .stale
+            .lock()
+            .check(Instant::now(), store_id, &hb.held_regions);
         self.registry
             .store_heartbeat(&self.store, &fence, hb)
             .await?;
-        Ok(self.scheduler.lock().steps_for(store_id))
+        let mut steps = self.scheduler.lock().steps_for(store_id);
+        steps.extend(destroy);
+        Ok(steps)
     }
 
     /// One scheduling round over what the metadata store holds now (module docs).
@@ -361,12 +373,15 @@ impl<S: MetaStore> Pd<S> {
                     url: hb.url.clone(),
                     zone: hb.zone(),
                     state: s.state(),
+                    stale: self.stale.lock().unlisted(hb.store_id),
                 })
             })
             .collect();
         self.scheduler
             .lock()
             .schedule(Instant::now(), &stores, &view.regions);
+        let urls = stores.iter().map(|s| (s.id, s.url.clone())).collect();
+        self.stale.lock().observe(&view.regions, &urls);
         Ok(())
     }
 

@@ -64,6 +64,9 @@ pub(crate) enum StoreMsg {
         change: ChangePeer,
         cb: Callback,
     },
+    DestroyReplica {
+        region_id: u64,
+    },
 }
 
 /// A membership change of one region (one replica at a time: raft-rs's simple changes, each
@@ -405,6 +408,13 @@ impl Router {
         self.membership.read().values().cloned().collect()
     }
 
+    /// Removes this server's replica of `region_id` unless it leads the region: the placement
+    /// driver found the region's members no longer include this server (a removal this
+    /// replica never learned of, `pd::stale_replicas`).
+    pub fn destroy_replica(&self, region_id: u64) {
+        let _ = self.tx.send(StoreMsg::DestroyReplica { region_id });
+    }
+
     /// The membership of `region_id` as this replica applied it.
     pub fn membership(&self, region_id: u64) -> Option<Membership> {
         self.membership.read().get(&region_id).cloned()
@@ -456,7 +466,10 @@ impl Router {
             | StoreMsg::CreateRegion { cb, .. }
             | StoreMsg::ChangePeer { cb, .. } => cb(Err(self.stopped_error())),
             StoreMsg::ReadIndex { cb, .. } => cb(Err(self.stopped_error())),
-            StoreMsg::Raft(_) | StoreMsg::TransferLeader { .. } | StoreMsg::Campaign { .. } => {}
+            StoreMsg::Raft(_)
+            | StoreMsg::TransferLeader { .. }
+            | StoreMsg::Campaign { .. }
+            | StoreMsg::DestroyReplica { .. } => {}
         }
     }
 

@@ -1043,7 +1043,9 @@ impl Store {
             | StoreMsg::Propose { region_id, .. }
             | StoreMsg::TransferLeader { region_id, .. }
             | StoreMsg::Campaign { region_id } => Some(*region_id),
-            StoreMsg::ChangePeer { region_id, .. } => Some(*region_id),
+            StoreMsg::ChangePeer { region_id, .. } | StoreMsg::DestroyReplica { region_id } => {
+                Some(*region_id)
+            }
             // `add_peer` touches the new region.
             StoreMsg::CreateRegion { .. } => None,
         };
@@ -1127,6 +1129,15 @@ impl Store {
                 change,
                 cb,
             } => self.propose_change_peer(region_id, change, cb),
+            StoreMsg::DestroyReplica { region_id } => {
+                if self.peers.get(&region_id).is_some_and(|p| !p.is_leader()) {
+                    tracing::info!(
+                        region_id,
+                        "the placement driver says this replica is no longer a member"
+                    );
+                    self.to_destroy.push(region_id);
+                }
+            }
             StoreMsg::Campaign { region_id } => {
                 if let Some(p) = self.peers.get_mut(&region_id) {
                     p.wake();

@@ -36,6 +36,7 @@ pub fn build(node: &Node, url: &str) -> StoreHeartbeat {
         let Ok(mut region) = crate::api::region_of(node, id) else {
             continue;
         };
+        hb.held_regions.push(id);
         hb.region_count += 1;
         hb.used_size += region.approximate_size;
         if region.leader_store_id == store_id {
@@ -87,6 +88,18 @@ async fn refresh_workers(node: &Node, client: &PdClient) {
 pub fn execute(node: &Node, step: &RegionStep) -> Result<(), String> {
     let router = node.storage.router();
     let region_id = step.region_id;
+    if step.kind() == StepKind::DestroyReplica {
+        let own = node.config.store_id();
+        if step.store_id != own {
+            return Err(format!("a replica of store {} is not here", step.store_id));
+        }
+        // The table only suggests it (`pd::stale_replicas`): the region's leader decides.
+        let term = router.status(region_id).map_or(0, |s| s.term);
+        confirm_not_a_member(&step.store_url, region_id, own, term)?;
+        // The store refuses when this replica leads.
+        router.destroy_replica(region_id);
+        return Ok(());
+    }
     let status = router
         .status(region_id)
         .ok_or_else(|| format!("region {region_id} has no replica here"))?;
@@ -124,12 +137,63 @@ pub fn execute(node: &Node, step: &RegionStep) -> Result<(), String> {
             router.transfer_leader(region_id, store);
             return Ok(());
         }
-        StepKind::Unknown => return Err(format!("an unknown step kind {}", step.kind)),
+        StepKind::DestroyReplica | StepKind::Unknown => {
+            return Err(format!("an unexpected step kind {}", step.kind));
+        }
     };
     router
         .change_peer(region_id, change, timeout)
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// Asks the server at `leader_url` about `region_id`: Ok only when it leads the region in a
+/// term at least `term` (the one this replica knows: an old leader cut off could have missed
+/// this replica's addition) and its members do not include store `own`. Blocking (call it from
+/// a blocking thread of a runtime).
+fn confirm_not_a_member(
+    leader_url: &str,
+    region_id: u64,
+    own: u64,
+    term: u64,
+) -> Result<(), String> {
+    let url = format!(
+        "{}{}",
+        leader_url.trim_end_matches('/'),
+        wire::paths::REGIONS
+    );
+    let client = node::HttpClient::new(64 << 20);
+    let reply = tokio::runtime::Handle::current()
+        .block_on(client.get(&url, Duration::from_secs(5)))
+        .map_err(|e| format!("cannot ask the leader at {leader_url}: {e}"))?;
+    if !reply.status.is_success() {
+        return Err(format!(
+            "the leader at {leader_url} answered {}",
+            reply.status
+        ));
+    }
+    let regions = <wire::region::RegionsResponse as prost::Message>::decode(reply.body.as_ref())
+        .map_err(|e| format!("the leader at {leader_url} sent undecodable regions: {e}"))?;
+    let Some(region) = regions.regions.iter().find(|r| r.id == region_id) else {
+        return Err(format!(
+            "{leader_url} holds no replica of region {region_id}"
+        ));
+    };
+    let same = |a: &str| a.trim_end_matches('/') == leader_url.trim_end_matches('/');
+    let leads = region.leader_store_id != own
+        && region.leader_term >= term
+        && region
+            .peers
+            .iter()
+            .any(|p| p.store_id == region.leader_store_id && same(&p.addr));
+    if !leads || region.peers.iter().any(|p| p.store_id == own) {
+        return Err(format!(
+            "the replica at {leader_url} does not confirm: leader {} members {:?}",
+            region.leader_store_id,
+            region.peers.iter().map(|p| p.store_id).collect::<Vec<_>>()
+        ));
+    }
+    Ok(())
 }
 
 /// Learns the registered servers' addresses (module docs).

@@ -103,6 +103,10 @@ pub struct StoreHeartbeat {
     /// routing table is their reflection. Raft decides leadership; the table follows.
     #[prost(message, repeated, tag = "7")]
     pub led_regions: Vec<crate::region::Region>,
+    /// Every region the server holds a replica of (led or not): the placement driver answers
+    /// `DestroyReplica` for one the routing table has stopped listing on this server.
+    #[prost(uint64, repeated, tag = "8")]
+    pub held_regions: Vec<u64>,
 }
 
 /// `POST /pd/worker-heartbeat`: a worker says it is alive. The first heartbeat of a URL gets a
@@ -167,6 +171,10 @@ pub enum StepKind {
     /// A replica leaves the group (a leader removing itself transfers leadership first).
     RemovePeer = 3,
     TransferLeader = 4,
+    /// The replica on the heartbeat's own server is no longer a member (the routing table,
+    /// from the region's leader, has not listed it for `node-lease-ttl`): it leaves. For a
+    /// replica removed while its server was down, which never learned of it.
+    DestroyReplica = 5,
 }
 
 /// A server's scheduling state, set by the operator (`stratus ctl server drain`).
