@@ -6,6 +6,7 @@
 //! ([`harness::config_file`]), one blocking HTTP client ([`harness::http`]) and strict metric
 //! reads ([`harness::metrics`]). What this crate adds is what tests need on top:
 //!
+//! * [`bank`]: a bank workload and the routing-table checks of the scheduling tests;
 //! * [`binaries`]: locating (and building once) the binaries under test;
 //! * [`process`]: a node whose failures panic and whose log is shown when its test fails;
 //! * [`pd_proc`]: placement-driver instances (`stratus-pd`) over a test etcd
@@ -25,6 +26,7 @@
 //! * [`offload_body`]: offload bodies captured from a server, changed, sent to a worker;
 //! * [`zones`]: zone labels, several zoned workers, the delegate endpoint of a worker.
 
+pub mod bank;
 pub mod binaries;
 pub mod cluster;
 pub mod coprocessor;

@@ -113,6 +113,43 @@ impl ReplicatedCluster {
         }
     }
 
+    /// The setup of a server joining this cluster later as node `node_id` in `zone` on `port`:
+    /// it lists the three founders and itself as peers, after the first three, so it creates
+    /// no region of its own and receives replicas from the placement driver.
+    pub fn joining_setup(
+        &self,
+        node_id: u16,
+        zone: &str,
+        port: u16,
+        cuts: &[Vec<u8>],
+    ) -> ServerSetup {
+        let mut peers: Vec<PeerConfig> = self
+            .urls()
+            .into_iter()
+            .enumerate()
+            .map(|(i, addr)| PeerConfig {
+                id: i as u64 + 1,
+                addr,
+                zone: types::Zone::label(ZONES[i]),
+            })
+            .collect();
+        let url = format!("http://127.0.0.1:{port}");
+        peers.push(PeerConfig {
+            id: u64::from(node_id),
+            addr: url,
+            zone: types::Zone::label(zone),
+        });
+        let mut setup = self.cluster.server_config(&format!("s{node_id}"));
+        setup
+            .node_id(node_id)
+            .listen_port(port)
+            .zone(zone)
+            .peers(peers)
+            .regions_cut_at(cuts);
+        setup.raft.tick_interval = ReadableDuration::millis(TICK.as_millis() as u64);
+        setup
+    }
+
     /// Sends coprocessor request `req` to server `i` until it answers without a region error
     /// (a new leader serves once it applied its first entry; a follower once it knows the
     /// leader), at most `timeout`; the answer may still be `locked` or an error.

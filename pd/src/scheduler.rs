@@ -1174,6 +1174,7 @@ impl Operator {
                 conf_ver: region.conf_ver,
                 store_id: store,
                 store_url: cluster.url(store),
+                store_zone: cluster.store_zone(store).to_string(),
                 ..RegionStep::default()
             };
             step.set_kind(kind);
@@ -1693,8 +1694,10 @@ mod tests {
     }
 
     #[test]
-    fn steps_carry_the_regions_epoch_and_the_targets_url() {
-        let all: Vec<StoreView> = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+    fn steps_carry_the_regions_epoch_and_the_targets_url_and_zone() {
+        let all: Vec<StoreView> = (1..=4)
+            .map(|i| store(i, ["a", "b", "c", "d"][i as usize - 1], StoreState::Up))
+            .collect();
         let mut sim = Sim::new(all.clone(), &[], &[vec![1, 2, 3]], config());
         sim.regions[0].ver = 7;
         sim.regions[0].conf_ver = 5;
@@ -1706,7 +1709,14 @@ mod tests {
         let step = &steps[0];
         assert_eq!((step.region_id, step.ver, step.conf_ver), (1, 7, 5));
         assert_eq!(step.kind(), StepKind::AddLearner);
-        assert_eq!((step.store_id, step.store_url.as_str()), (4, "http://s4"));
+        assert_eq!(
+            (
+                step.store_id,
+                step.store_url.as_str(),
+                step.store_zone.as_str()
+            ),
+            (4, "http://s4", "d")
+        );
         assert!(
             sim.scheduler.steps_for(2).is_empty(),
             "only the leader is asked"

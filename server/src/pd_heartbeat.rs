@@ -121,9 +121,9 @@ pub fn execute(node: &Node, step: &RegionStep) -> Result<(), String> {
     let timeout = node.config.raft.propose_timeout.duration();
     let change = match step.kind() {
         StepKind::AddLearner => {
-            // Its Raft messages must reach it: the leader learns its address from the step (its
-            // zone comes with the registrations).
-            node.members.learn(store, &step.store_url, "");
+            // Its Raft messages must reach it, and zone-aware reads need its zone: the leader
+            // learns both from the step.
+            node.members.learn(store, &step.store_url, &step.store_zone);
             ChangePeer::AddLearner { store }
         }
         StepKind::PromoteLearner => ChangePeer::Promote { store },

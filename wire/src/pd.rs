@@ -157,6 +157,10 @@ pub struct RegionStep {
     /// That store's base URL (for an added replica: where its Raft messages go).
     #[prost(string, tag = "6")]
     pub store_url: String,
+    /// That store's zone (`""`: none), so the leader knows an added replica's zone at once:
+    /// it reads the registrations only for servers whose address it lacks.
+    #[prost(string, tag = "7")]
+    pub store_zone: String,
 }
 
 /// What a [`RegionStep`] does.
