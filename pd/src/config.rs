@@ -17,6 +17,7 @@
 //! max-replicas = 3                       # voters per region
 //! max-store-down-time = "30m"            # a server gone this long has its replicas rebuilt
 //! max-moves-per-store = 2                # replica moves touching one server at once
+//! min-size-gap = "64MiB"                 # size gaps up to this are never balanced
 //! schedule-interval = "1s"               # how often the leader plans scheduling steps
 //! ```
 
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use node::config::ConfigError;
 use serde::{Deserialize, Serialize};
-use types::ReadableDuration;
+use types::{ReadableDuration, ReadableSize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -75,6 +76,12 @@ pub struct PdSection {
     /// Scheduling operators touching one server at once: each added replica costs its target
     /// a snapshot install and its catch-up.
     pub max_moves_per_store: usize,
+    /// Region sizes (the bytes of the regions a server holds a replica of) are balanced
+    /// between servers more than a tenth of the mean size apart, and never between servers at
+    /// most this far apart. A region's size is an estimate a flush shifts by up to a memtable,
+    /// and a move costs a snapshot of the whole region: a small cluster should not trade
+    /// replicas over that noise. 0 = a tenth of the mean only.
+    pub min_size_gap: ReadableSize,
     /// How often the leader plans (steps go out with the answers to the servers' heartbeats,
     /// so a step takes up to one heartbeat interval more).
     pub schedule_interval: ReadableDuration,
@@ -98,6 +105,7 @@ impl Default for PdSection {
             max_replicas: 3,
             max_store_down_time: ReadableDuration::secs(30 * 60),
             max_moves_per_store: 2,
+            min_size_gap: ReadableSize(crate::scheduler::DEFAULT_MIN_SIZE_GAP),
             schedule_interval: ReadableDuration::secs(1),
         }
     }
@@ -111,6 +119,7 @@ impl PdSection {
             max_replicas: self.max_replicas,
             max_store_down_time: self.max_store_down_time.duration(),
             max_moves_per_store: self.max_moves_per_store,
+            min_size_gap: self.min_size_gap.bytes(),
             ..crate::scheduler::SchedulerConfig::default()
         }
     }
@@ -226,5 +235,21 @@ mod tests {
         assert!(e.to_string().contains("pd.etcd-endpoints"), "{e}");
         let e = PdConfig::parse("[pd]\nid-batch = 0\n", "t").unwrap_err();
         assert!(e.to_string().contains("pd.id-batch"), "{e}");
+    }
+
+    #[test]
+    fn min_size_gap_reaches_the_scheduler_and_a_bad_size_is_refused_by_name() {
+        let c = PdConfig::parse("[pd]\nmin-size-gap = \"1GiB\"\n", "t").unwrap();
+        assert_eq!(c.pd.scheduler().min_size_gap, 1 << 30);
+        let c = PdConfig::parse("[pd]\nmin-size-gap = 0\n", "t").unwrap();
+        assert_eq!(
+            c.pd.scheduler().min_size_gap,
+            0,
+            "0: a share of the mean only"
+        );
+        let e = PdConfig::parse("[pd]\nmin-size-gap = \"big\"\n", "t").unwrap_err();
+        assert!(e.to_string().contains("min-size-gap"), "{e}");
+        let e = PdConfig::parse("[pd]\nmin-size-gap = -1\n", "t").unwrap_err();
+        assert!(e.to_string().contains("min-size-gap"), "{e}");
     }
 }

@@ -45,7 +45,11 @@
 //!    (`Isolation`);
 //! 5. region counts of `Up` servers too far apart ([`Tolerance`]): a replica moves from a more
 //!    loaded server to a less loaded one (`BalanceRegions`);
-//! 6. leader counts too far apart: leaderships move, along a chain of regions when the most
+//! 6. once no count move is left, region sizes of `Up` servers too far apart (the sum of the
+//!    `approximate_size` of the regions a server holds; [`Tolerance`], at least
+//!    `min_size_gap`): a replica smaller than the difference moves from the larger server to
+//!    the smaller, if counts stay as rule 5 wants them (`BalanceSize`);
+//! 7. leader counts too far apart: leaderships move, along a chain of regions when the most
 //!    led server shares no region with the least led ones (`BalanceLeaders`).
 //!
 //! Regions whose leader is unknown, not among their replicas or not registered get no new
@@ -67,14 +71,30 @@
 //! A balancing move goes from a server with `a` units to one with `b` units only when
 //! `a − b > gap`, with `gap ≥ 1` ([`Tolerance::allowed_gap`]); it lowers the sum of the squared
 //! loads by `2(a − b) − 2 > 0`. That sum is a non-negative integer, so balancing stops, and a
-//! move never swaps two servers one apart back and forth. The repairs (1–4) are finite too:
+//! move never swaps two servers one apart back and forth.
+//!
+//! Size moves (rule 6) change counts, and count moves change sizes, so neither sum alone falls
+//! with every move of both rules. What does is the pair (count excess, sum of the squared
+//! sizes), compared in that order. The count excess is `E = Σ max(0, |a − b| − gap)` over the
+//! pairs of `Up` servers, `a` and `b` their region counts (a move between `Up` servers keeps
+//! the total, so `gap` stays). A count move lowers `E`: its own pair's excess falls, and for
+//! every third server, its distances to the two ends move toward each other, which a convex
+//! function of the distance does not raise. A size move leaves `E` no higher: afterwards its
+//! target is at most `gap` above every `Up` server, its source at most `gap` below every one,
+//! and the two within `gap` of each other, so no pair of counts it touches ends further apart
+//! than `gap` unless it was and came closer. And it lowers the squared sizes by `2s(d − s) > 0`
+//! (a region of `s` bytes, `0 < s < d`, between servers `d` bytes apart). So the two rules
+//! never undo each other for ever, and a giant region that would only carry the gap over to
+//! the other side never moves. The repairs (1–4) are finite too:
 //! nothing is ever moved onto a gone or draining server, or into a zone the region already
 //! has, so each repair removes a problem no later move recreates. Moving a region's leader
 //! replica perturbs leader counts, but region moves are finite, and leader balancing then
 //! settles by the same argument (a chain of transfers `s → u → t` leaves `u` even: one unit
 //! from `s` to `t`). At rest, any two `Up` servers that a move could even out (servers of one
 //! zone always can) are at most `max(1, mean × percent / 100)` apart in regions, and a server
-//! leads at most that many more regions than any server it can reach through a chain.
+//! leads at most that many more regions than any server it can reach through a chain. Two
+//! servers more than `max(min_size_gap, mean × percent / 100)` bytes apart are left so only
+//! when no region smaller than their difference can move between them within the count gap.
 //!
 //! # Limits and timeouts
 //!
@@ -96,12 +116,12 @@ use types::Zone;
 use wire::pd::{OperatorInfo, OperatorReason, RegionStep, StepKind, StoreState};
 use wire::region::{Peer, Region};
 
-/// How far apart two `Up` servers' counts (of regions, or of leaders) may be before a balancer
-/// evens them out.
+/// How far apart two `Up` servers' counts (of regions, or of leaders) or region sizes may be
+/// before a balancer evens them out.
 ///
 /// A gap proportional to the mean keeps a large cluster from moving replicas over differences
 /// nobody notices; the floor of one unit keeps a small one from swapping a replica between two
-/// servers one apart for ever.
+/// servers one apart for ever (for sizes, the floor is `min_size_gap` bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tolerance {
     /// The gap left alone, in percent of the mean count per server.
@@ -116,6 +136,14 @@ impl Tolerance {
         let total = u128::try_from(total).unwrap_or(u128::MAX);
         let gap = total.saturating_mul(u128::from(self.percent_of_mean)) / (100 * stores);
         usize::try_from(gap).unwrap_or(usize::MAX).max(1)
+    }
+
+    /// The largest difference in bytes left alone when `total` bytes are spread over `stores`
+    /// servers: `max(floor, total × percent / (100 × stores))`.
+    pub fn allowed_size_gap(self, total: u128, stores: usize, floor: u64) -> u64 {
+        let stores = u128::try_from(stores.max(1)).unwrap_or(u128::MAX);
+        let gap = total.saturating_mul(u128::from(self.percent_of_mean)) / (100 * stores);
+        u64::try_from(gap).unwrap_or(u64::MAX).max(floor)
     }
 }
 
@@ -136,6 +164,16 @@ pub struct SchedulerConfig {
     pub region_tolerance: Tolerance,
     /// When leader counts are uneven enough to move leaderships.
     pub leader_tolerance: Tolerance,
+    /// When region sizes (bytes of the regions a server holds a replica of) are uneven enough
+    /// to move replicas, once counts are even.
+    pub size_tolerance: Tolerance,
+    /// The floor of the size gap `size_tolerance` allows, in bytes: two servers closer than
+    /// this are never balanced by size, however small the mean. A region's size is an
+    /// estimate that a flush or a compaction shifts by up to a memtable (64 MiB by default),
+    /// and a move costs a snapshot of the whole region, so a small cluster should not trade
+    /// replicas over its noise. Named for what it bounds: the size gap is never below it, as
+    /// the count gap is never below one region.
+    pub min_size_gap: u64,
 }
 
 impl Default for SchedulerConfig {
@@ -151,9 +189,16 @@ impl Default for SchedulerConfig {
             leader_tolerance: Tolerance {
                 percent_of_mean: 10,
             },
+            size_tolerance: Tolerance {
+                percent_of_mean: 10,
+            },
+            min_size_gap: DEFAULT_MIN_SIZE_GAP,
         }
     }
 }
+
+/// `SchedulerConfig::min_size_gap` by default: 64 MiB, one memtable.
+pub const DEFAULT_MIN_SIZE_GAP: u64 = 64 << 20;
 
 /// A registered (alive) server, as the placement driver's registry knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -374,6 +419,35 @@ fn leader_target(
         .map(|p| p.store_id)
 }
 
+/// Whether moving one replica from `from` to `to` keeps the region counts of the `Up` servers
+/// `up` as rule 5 wants them: afterwards `to` is at most `gap` above every server, `from` at
+/// most `gap` below every one, and the two within `gap` of each other.
+///
+/// So no pair of counts the move touches ends more than `gap` apart unless it already was and
+/// came closer: rule 5 finds nothing new to undo, and the count excess that its own moves
+/// lower never rises (the module's "Why balancing settles"). Only the two ends are checked,
+/// not every pair: a pair the move does not touch may stay as uneven as rule 5 could not help.
+fn counts_allow(up: &[u64], loads: &Loads, from: u64, to: u64, gap: usize) -> bool {
+    let after = |store: u64| {
+        let n = loads.regions(store);
+        match store {
+            s if s == from => n.saturating_sub(1),
+            s if s == to => n.saturating_add(1),
+            _ => n,
+        }
+    };
+    let (from_after, to_after) = (after(from), after(to));
+    let least = up.iter().map(|s| after(*s)).min().unwrap_or(to_after);
+    let most = up.iter().map(|s| after(*s)).max().unwrap_or(from_after);
+    to_after <= least.saturating_add(gap)
+        && most <= from_after.saturating_add(gap)
+        && from_after <= to_after.saturating_add(gap)
+}
+
+fn to_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
 /// The step `kind` waits for in `region` as it is now.
 fn progress(
     kind: OperatorKind,
@@ -444,6 +518,9 @@ fn progress(
 struct Loads {
     /// Replicas (voters and learners) per server.
     regions: HashMap<u64, usize>,
+    /// Bytes of those replicas per server (each at its region's `approximate_size`, as its
+    /// leader last reported it): what a replica's disk holds, learners included.
+    sizes: HashMap<u64, u64>,
     /// Leaderships per server.
     leaders: HashMap<u64, usize>,
     /// Operators touching each registered server.
@@ -463,7 +540,7 @@ impl Loads {
         };
         for region in table.values() {
             for p in &region.peers {
-                bump(&mut loads.regions, p.store_id, true);
+                loads.gain(p.store_id, region);
             }
         }
         for (id, op) in operators {
@@ -479,20 +556,20 @@ impl Loads {
         match kind {
             OperatorKind::MoveReplica { from, to } => {
                 if !holds(region, to) {
-                    bump(&mut self.regions, to, true);
+                    self.gain(to, region);
                 }
                 if holds(region, from) {
-                    bump(&mut self.regions, from, false);
+                    self.lose(from, region);
                 }
             }
             OperatorKind::AddReplica { to } => {
                 if !holds(region, to) {
-                    bump(&mut self.regions, to, true);
+                    self.gain(to, region);
                 }
             }
             OperatorKind::RemoveReplica { from } => {
                 if holds(region, from) {
-                    bump(&mut self.regions, from, false);
+                    self.lose(from, region);
                 }
             }
             OperatorKind::TransferLeader { to, .. } => {
@@ -510,8 +587,31 @@ impl Loads {
         self.operators += 1;
     }
 
+    /// One more replica of `region` on `store`.
+    fn gain(&mut self, store: u64, region: &Region) {
+        bump(&mut self.regions, store, true);
+        let size = self.sizes.entry(store).or_insert(0);
+        *size = size.saturating_add(region.approximate_size);
+    }
+
+    /// One replica of `region` fewer on `store`.
+    fn lose(&mut self, store: u64, region: &Region) {
+        bump(&mut self.regions, store, false);
+        let size = self.sizes.entry(store).or_insert(0);
+        *size = size.saturating_sub(region.approximate_size);
+    }
+
     fn regions(&self, store: u64) -> usize {
         count(&self.regions, store)
+    }
+
+    /// `regions(store)` in the unit of sizes, to rank servers either way.
+    fn region_count(&self, store: u64) -> u64 {
+        to_u64(self.regions(store))
+    }
+
+    fn size(&self, store: u64) -> u64 {
+        self.sizes.get(&store).copied().unwrap_or(0)
     }
 
     fn leaders(&self, store: u64) -> usize {
@@ -597,6 +697,7 @@ impl Scheduler {
         let mut loads = Loads::of(&table, &self.operators, &cluster);
         let needy = self.repair(now, &cluster, &table, &mut loads);
         self.balance_regions(now, &cluster, &table, &mut loads, &needy);
+        self.balance_sizes(now, &cluster, &table, &mut loads, &needy);
         self.balance_leaders(now, &cluster, &table, &mut loads, &needy);
     }
 
@@ -929,6 +1030,39 @@ impl Scheduler {
         others.len() + usize::from(!others.contains(to_zone)) >= before.len()
     }
 
+    /// The regions a balancing move may take off each server: per server, the balanceable
+    /// regions with a voter there, followers first (a follower moves without a leader
+    /// transfer), then by id.
+    fn movable_replicas<'r>(
+        &self,
+        cluster: &Cluster<'_>,
+        table: &BTreeMap<u64, &'r Region>,
+        needy: &BTreeSet<u64>,
+    ) -> HashMap<u64, Vec<&'r Region>> {
+        let mut by_store: HashMap<u64, Vec<&Region>> = HashMap::new();
+        for region in table.values() {
+            if self.balanceable(region, cluster, needy) {
+                for p in voters(region) {
+                    by_store.entry(p.store_id).or_default().push(region);
+                }
+            }
+        }
+        for (store, regions) in by_store.iter_mut() {
+            regions.sort_by_key(|r| (r.leader_store_id == *store, r.id));
+        }
+        by_store
+    }
+
+    /// Whether a balancer may move `region`'s replica from `from` to `to` now: no operator
+    /// started on it this round, `to` holds no replica of it (nor an old one), and the region
+    /// stays placed as well.
+    fn may_move(&self, region: &Region, from: u64, to: u64, cluster: &Cluster<'_>) -> bool {
+        !self.operators.contains_key(&region.id)
+            && !holds(region, to)
+            && !cluster.holds_stale(to, region.id)
+            && Self::zones_allow(region, from, to, cluster)
+    }
+
     /// Rule 5: while some pair of `Up` servers is more than the tolerated gap apart and a
     /// region can move between them, move one (most loaded source, least loaded target first).
     fn balance_regions(
@@ -943,34 +1077,16 @@ impl Scheduler {
         if up.len() < 2 {
             return;
         }
-        // Candidates per source server: the regions with a voter there, followers first (a
-        // follower moves without a leader transfer).
-        let mut by_store: HashMap<u64, Vec<&Region>> = HashMap::new();
-        for region in table.values() {
-            if self.balanceable(region, cluster, needy) {
-                for p in voters(region) {
-                    by_store.entry(p.store_id).or_default().push(region);
-                }
-            }
-        }
-        for (store, regions) in by_store.iter_mut() {
-            regions.sort_by_key(|r| (r.leader_store_id == *store, r.id));
-        }
+        let by_store = self.movable_replicas(cluster, table, needy);
         loop {
-            let total: usize = up.iter().map(|s| loads.regions(*s)).sum();
-            let gap = self.config.region_tolerance.allowed_gap(total, up.len());
+            let gap = self.count_gap(&up, loads);
             let chosen = self
-                .uneven_pairs(&up, cluster, loads, gap)
+                .uneven_pairs(&up, cluster, loads, Loads::region_count, to_u64(gap))
                 .find_map(|(from, to)| {
                     by_store
                         .get(&from)?
                         .iter()
-                        .find(|r| {
-                            !self.operators.contains_key(&r.id)
-                                && !holds(r, to)
-                                && !cluster.holds_stale(to, r.id)
-                                && Self::zones_allow(r, from, to, cluster)
-                        })
+                        .find(|r| self.may_move(r, from, to, cluster))
                         .map(|r| (*r, from, to))
                 });
             let Some((region, from, to)) = chosen else {
@@ -988,7 +1104,82 @@ impl Scheduler {
         }
     }
 
-    /// Rule 6: while a server leads more than the tolerated gap above another it can reach,
+    /// The region-count gap rule 5 leaves alone among the `Up` servers `up`.
+    fn count_gap(&self, up: &[u64], loads: &Loads) -> usize {
+        let total: usize = up.iter().map(|s| loads.regions(*s)).sum();
+        self.config.region_tolerance.allowed_gap(total, up.len())
+    }
+
+    /// The size gap (bytes) rule 6 leaves alone among the `Up` servers `up`.
+    fn size_gap(&self, up: &[u64], loads: &Loads) -> u64 {
+        let total: u128 = up.iter().map(|s| u128::from(loads.size(*s))).sum();
+        self.config
+            .size_tolerance
+            .allowed_size_gap(total, up.len(), self.config.min_size_gap)
+    }
+
+    /// Rule 6, once rule 5 found nothing to move: while some pair of `Up` servers' sizes are
+    /// more than the tolerated size gap apart, move a replica from the larger to the smaller
+    /// (largest source, smallest target first) when
+    ///
+    /// * it is smaller than their difference: the pair ends closer, so the sum of the squared
+    ///   sizes falls and a region too big to even the pair (it would only carry the gap over to
+    ///   the other side, and back) never moves;
+    /// * counts stay as rule 5 wants them ([`counts_allow`]), so rule 5 never moves it back.
+    ///
+    /// Of the regions that qualify, the one evening the pair best (its size nearest half the
+    /// difference), then a follower, then the lowest id. Evening comes before sparing a leader
+    /// transfer: every size move spends some of the count gap, which bounds how many bytes a
+    /// server can shed while counts stay even, and a leader transfer is cheap beside the
+    /// snapshot that any move costs.
+    fn balance_sizes(
+        &mut self,
+        now: Instant,
+        cluster: &Cluster<'_>,
+        table: &BTreeMap<u64, &Region>,
+        loads: &mut Loads,
+        needy: &BTreeSet<u64>,
+    ) {
+        let up: Vec<u64> = cluster.up().map(|s| s.id).collect();
+        if up.len() < 2 {
+            return;
+        }
+        let by_store = self.movable_replicas(cluster, table, needy);
+        loop {
+            let count_gap = self.count_gap(&up, loads);
+            let size_gap = self.size_gap(&up, loads);
+            let chosen = self
+                .uneven_pairs(&up, cluster, loads, Loads::size, size_gap)
+                .filter(|(from, to)| counts_allow(&up, loads, *from, *to, count_gap))
+                .find_map(|(from, to)| {
+                    let apart = loads.size(from).saturating_sub(loads.size(to));
+                    by_store
+                        .get(&from)?
+                        .iter()
+                        .filter(|r| (1..apart).contains(&r.approximate_size))
+                        .filter(|r| self.may_move(r, from, to, cluster))
+                        .min_by_key(|r| {
+                            let uneven_after = apart.abs_diff(r.approximate_size.saturating_mul(2));
+                            (uneven_after, r.leader_store_id == from, r.id)
+                        })
+                        .map(|r| (*r, from, to))
+                });
+            let Some((region, from, to)) = chosen else {
+                return;
+            };
+            let kind = OperatorKind::MoveReplica { from, to };
+            self.start(
+                now,
+                region,
+                kind,
+                OperatorReason::BalanceSize,
+                cluster,
+                loads,
+            );
+        }
+    }
+
+    /// Rule 7: while a server leads more than the tolerated gap above another it can reach,
     /// move leaderships along the shortest chain between them.
     ///
     /// A leadership moves only to a voter of the same region, so a server may have nobody
@@ -1107,27 +1298,29 @@ impl Scheduler {
         None
     }
 
-    /// The pairs `(from, to)` of `Up` servers with room whose region counts differ by more
-    /// than `gap`: most loaded source first, then least loaded target (ties: lowest id).
+    /// The pairs `(from, to)` of `Up` servers with room whose `load` (region counts, or sizes)
+    /// differs by more than `gap`: most loaded source first, then least loaded target (ties:
+    /// lowest id).
     fn uneven_pairs<'s>(
         &'s self,
         up: &[u64],
         cluster: &'s Cluster<'_>,
         loads: &'s Loads,
-        gap: usize,
+        load: fn(&Loads, u64) -> u64,
+        gap: u64,
     ) -> impl Iterator<Item = (u64, u64)> + 's {
         let mut by_load: Vec<u64> = up
             .iter()
             .copied()
             .filter(|s| self.has_room(*s, cluster, loads))
             .collect();
-        by_load.sort_by_key(|s| (loads.regions(*s), *s));
+        by_load.sort_by_key(|s| (load(loads, *s), *s));
         let sources: Vec<u64> = by_load.iter().rev().copied().collect();
         sources.into_iter().flat_map(move |from| {
             by_load
                 .clone()
                 .into_iter()
-                .take_while(move |to| loads.regions(from) > loads.regions(*to).saturating_add(gap))
+                .take_while(move |to| load(loads, from) > load(loads, *to).saturating_add(gap))
                 .map(move |to| (from, to))
         })
     }
@@ -1502,6 +1695,33 @@ mod tests {
             counts
         }
 
+        /// Bytes of the replicas (voters and learners) per server, each at its region's size.
+        fn region_sizes(&self) -> BTreeMap<u64, u64> {
+            let mut sizes: BTreeMap<u64, u64> = self.all.iter().map(|s| (s.id, 0)).collect();
+            for r in &self.regions {
+                for p in &r.peers {
+                    *sizes.entry(p.store_id).or_default() += r.approximate_size;
+                }
+            }
+            sizes
+        }
+
+        /// Sets every region's size, by id.
+        fn set_sizes(&mut self, size: impl Fn(u64) -> u64) {
+            for r in &mut self.regions {
+                r.approximate_size = size(r.id);
+            }
+        }
+
+        /// The reasons of the operators in flight.
+        fn reasons(&self) -> BTreeSet<OperatorReason> {
+            self.scheduler
+                .operators(self.now())
+                .iter()
+                .map(OperatorInfo::reason)
+                .collect()
+        }
+
         fn leader_counts(&self) -> BTreeMap<u64, usize> {
             let mut counts: BTreeMap<u64, usize> = self.all.iter().map(|s| (s.id, 0)).collect();
             for r in &self.regions {
@@ -1522,6 +1742,15 @@ mod tests {
 
     fn spread(max: usize, min: usize) -> usize {
         max - min
+    }
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    /// Largest minus smallest of `values`.
+    fn range<T: Ord + Copy + std::ops::Sub<Output = T>>(values: impl Iterator<Item = T>) -> T {
+        let values: Vec<T> = values.collect();
+        *values.iter().max().unwrap() - *values.iter().min().unwrap()
     }
 
     /// `n` regions on stores `stores`, round robin over the rotations (leaders rotate too).
@@ -1848,16 +2077,143 @@ mod tests {
         assert_eq!(t.allowed_gap(usize::MAX, 1), usize::MAX / 10);
     }
 
+    #[test]
+    fn the_tolerated_size_gap_is_a_share_of_the_mean_and_at_least_the_floor() {
+        let t = Tolerance {
+            percent_of_mean: 10,
+        };
+        assert_eq!(t.allowed_size_gap(0, 0, 64 * MIB), 64 * MIB);
+        assert_eq!(t.allowed_size_gap(0, 3, 0), 0);
+        assert_eq!(
+            t.allowed_size_gap(u128::from(300 * GIB), 3, 64 * MIB),
+            10 * GIB
+        );
+        assert_eq!(
+            t.allowed_size_gap(u128::from(300 * MIB), 3, 64 * MIB),
+            64 * MIB
+        );
+        assert_eq!(t.allowed_size_gap(u128::MAX, 1, 0), u64::MAX);
+    }
+
+    #[test]
+    fn big_regions_move_from_the_heavy_servers_to_the_light_one_until_sizes_are_within_tolerance() {
+        let all = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        // 80 regions, 60 replicas on each server: counts are even (a gap of 6 is tolerated).
+        // Regions 1, 5, 9 and 13 (on servers 1, 2 and 3) hold 1 GiB each, the others 8 MiB:
+        // server 4 has none of the big ones, almost 4 GiB less than the others.
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3, 4], 80), config());
+        sim.set_sizes(|id| {
+            if id <= 13 && id % 4 == 1 {
+                GIB
+            } else {
+                8 * MIB
+            }
+        });
+        let sizes = sim.region_sizes();
+        assert_eq!(sizes[&1] - sizes[&4], 4 * GIB - 4 * 8 * MIB);
+        let mut rounds_moving = 0;
+        while sim.round < 100 {
+            sim.round();
+            let counts = sim.region_counts();
+            assert!(range(counts.values().copied()) <= 6, "{counts:?}");
+            let reasons = sim.reasons();
+            assert!(
+                !reasons.contains(&OperatorReason::BalanceRegions),
+                "{reasons:?}"
+            );
+            rounds_moving += usize::from(reasons.contains(&OperatorReason::BalanceSize));
+        }
+        assert!(sim.scheduler.operators(sim.now()).is_empty());
+        assert!(rounds_moving > 0);
+        // Each server holds three of the twelve big replicas; sizes are within a tenth of the
+        // mean (about 345 MiB).
+        let sizes = sim.region_sizes();
+        let mean = sizes.values().sum::<u64>() / 4;
+        assert!(range(sizes.values().copied()) <= mean / 10, "{sizes:?}");
+        for s in 1..=4 {
+            let big = sim
+                .regions
+                .iter()
+                .filter(|r| r.approximate_size == GIB && holds(r, s))
+                .count();
+            assert_eq!(big, 3, "server {s}: {sizes:?}");
+        }
+    }
+
+    #[test]
+    fn a_region_too_big_to_narrow_the_gap_never_moves_and_scheduling_comes_to_rest() {
+        let all: Vec<StoreView> = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        // 40 regions, 30 replicas on each server. Region 1 (servers 1, 2 and 3) holds 10 GiB,
+        // the others nothing: server 4 is 10 GiB lighter than the others, region 1's size, so
+        // moving region 1 there would only carry the gap over to server 4 (and back).
+        let mut sim = Sim::new(all.clone(), &[], &on(&[1, 2, 3, 4], 40), config());
+        sim.set_sizes(|id| if id == 1 { 10 * GIB } else { 0 });
+        for _ in 0..30 {
+            sim.round();
+            assert!(sim.scheduler.operators(sim.now()).is_empty());
+        }
+        assert!(sim.log.is_empty(), "{:?}", sim.log);
+        // The others hold 1 MiB: server 4 is 10 GiB − 1 MiB lighter, still less than region 1.
+        // Small regions move to it, as far as the count gap (3) allows, then nothing does.
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3, 4], 40), config());
+        sim.set_sizes(|id| if id == 1 { 10 * GIB } else { MIB });
+        sim.settle(100);
+        let rest = sim.log.len();
+        for _ in 0..20 {
+            sim.round();
+            assert!(sim.scheduler.operators(sim.now()).is_empty());
+        }
+        assert_eq!(sim.log.len(), rest, "{:?}", &sim.log[rest..]);
+        assert!(
+            sim.steps_of(1)
+                .iter()
+                .all(|(k, _)| *k == StepKind::TransferLeader),
+            "{:?}",
+            sim.steps_of(1)
+        );
+        assert_eq!(sim.region(1).peers.len(), 3);
+        assert!(!holds(sim.region(1), 4));
+        let counts = sim.region_counts();
+        assert!(counts[&4] > 30, "{counts:?}");
+        assert!(range(counts.values().copied()) <= 3, "{counts:?}");
+    }
+
+    #[test]
+    fn sizes_closer_than_min_size_gap_are_left_alone() {
+        let all: Vec<StoreView> = (1..=4).map(|i| store(i, "", StoreState::Up)).collect();
+        // Servers 1, 2 and 3 hold 40 MiB more than server 4: above a tenth of the mean (6 MiB),
+        // below the 64 MiB floor.
+        let sizes = |id| if id == 1 { 41 * MIB } else { MIB };
+        let mut sim = Sim::new(all.clone(), &[], &on(&[1, 2, 3, 4], 40), config());
+        sim.set_sizes(sizes);
+        for _ in 0..5 {
+            sim.round();
+        }
+        assert!(sim.log.is_empty(), "{:?}", sim.log);
+        // Without the floor, 1 MiB regions go to server 4.
+        let mut cfg = config();
+        cfg.min_size_gap = 0;
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3, 4], 40), cfg);
+        sim.set_sizes(sizes);
+        sim.round();
+        assert_eq!(sim.reasons(), BTreeSet::from([OperatorReason::BalanceSize]));
+    }
+
     /// A random cluster: 3–6 servers in 1–4 zones, maybe one gone, maybe one draining, 1–60
-    /// regions of 3 voters on distinct servers, led by one on a registered server.
+    /// regions of 3 voters on distinct servers, led by one on a registered server, each empty,
+    /// small (below the 64 MiB floor of the size gap) or large (up to 4 GiB).
     #[derive(Clone, Debug)]
     struct Layout {
         zones: Vec<u8>,
         down: Option<usize>,
         draining: Option<usize>,
-        /// Per region: a shuffled list of store indexes (the first 3 hold it) and which of the
-        /// live ones leads.
-        regions: Vec<(Vec<usize>, prop::sample::Index)>,
+        /// Per region: a shuffled list of store indexes (the first 3 hold it), which of the
+        /// live ones leads, and its size.
+        regions: Vec<(Vec<usize>, prop::sample::Index, u64)>,
+    }
+
+    fn region_size() -> impl Strategy<Value = u64> {
+        prop_oneof![Just(0), 1..64 * MIB, 64 * MIB..=4 * GIB]
     }
 
     fn layouts() -> impl Strategy<Value = Layout> {
@@ -1870,6 +2226,7 @@ mod tests {
                     (
                         Just((0..n).collect::<Vec<_>>()).prop_shuffle(),
                         any::<prop::sample::Index>(),
+                        region_size(),
                     ),
                     1..=60,
                 ),
@@ -1902,14 +2259,17 @@ mod tests {
         let placements: Vec<Vec<u64>> = layout
             .regions
             .iter()
-            .map(|(order, leader)| {
+            .map(|(order, leader, _)| {
                 let mut stores: Vec<u64> = order[..3].iter().map(|i| ids(*i)).collect();
                 let live: Vec<usize> = (0..3).filter(|i| !down.contains(&stores[*i])).collect();
                 stores.swap(0, live[leader.index(live.len())]);
                 stores
             })
             .collect();
-        Sim::new(all, &down, &placements, config())
+        let mut sim = Sim::new(all, &down, &placements, config());
+        let sizes: Vec<u64> = layout.regions.iter().map(|(_, _, size)| *size).collect();
+        sim.set_sizes(|id| sizes[usize::try_from(id).unwrap() - 1]);
+        sim
     }
 
     proptest! {
@@ -1967,6 +2327,77 @@ mod tests {
         let bound = sim.regions.len() / up.len() / 4 + 1;
         let spread = led.iter().max().unwrap() - led.iter().min().unwrap();
         prop_assert!(spread <= bound, "leaders {:?} bound {}", leaders, bound);
+        check_sizes_settled(sim, &up)
+    }
+
+    /// Two servers of one zone (so zones never forbid a move between them) further apart in
+    /// size than the size gap have no region left that one move could bring closer: every
+    /// region of the larger that the smaller lacks is empty, at least their difference, or
+    /// its move would leave a count more than the count gap from another it got further from.
+    fn check_sizes_settled(sim: &Sim, up: &[&StoreView]) -> Result<(), TestCaseError> {
+        let config = sim.scheduler.config();
+        let counts = sim.region_counts();
+        let sizes = sim.region_sizes();
+        let total: usize = up.iter().map(|s| counts[&s.id]).sum();
+        let count_gap = config.region_tolerance.allowed_gap(total, up.len());
+        let bytes: u128 = up.iter().map(|s| u128::from(sizes[&s.id])).sum();
+        let size_gap = config
+            .size_tolerance
+            .allowed_size_gap(bytes, up.len(), config.min_size_gap);
+        let zone = |s: &StoreView| types::zone::label(s.zone.as_ref()).to_string();
+        for a in up {
+            for b in up.iter().filter(|b| zone(b) == zone(a)) {
+                let Some(apart) = sizes[&a.id].checked_sub(sizes[&b.id]) else {
+                    continue;
+                };
+                if apart <= size_gap {
+                    continue;
+                }
+                let within_counts = || one_move_keeps_counts(&counts, up, a.id, b.id, count_gap);
+                for r in sim
+                    .regions
+                    .iter()
+                    .filter(|r| holds(r, a.id) && !holds(r, b.id))
+                {
+                    prop_assert!(
+                        !(0 < r.approximate_size && r.approximate_size < apart && within_counts()),
+                        "region {} ({} bytes) could move from {} to {}: sizes {:?} (gap {}) \
+                         counts {:?} (gap {})",
+                        r.id,
+                        r.approximate_size,
+                        a.id,
+                        b.id,
+                        sizes,
+                        size_gap,
+                        counts,
+                        count_gap
+                    );
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Whether moving one replica from `from` to `to` leaves both within `gap` of each other,
+    /// and each within `gap` of every `Up` server or closer to it than before: what a size
+    /// move may do to counts (`counts_allow`, said the other way round).
+    fn one_move_keeps_counts(
+        counts: &BTreeMap<u64, usize>,
+        up: &[&StoreView],
+        from: u64,
+        to: u64,
+        gap: usize,
+    ) -> bool {
+        let after = |s: u64| match s {
+            s if s == from => counts[&s] - 1,
+            s if s == to => counts[&s] + 1,
+            _ => counts[&s],
+        };
+        let fine = |x: u64, w: u64| {
+            let now = after(x).abs_diff(after(w));
+            now <= gap || now < counts[&x].abs_diff(counts[&w])
+        };
+        after(from).abs_diff(after(to)) <= gap
+            && up.iter().all(|w| fine(from, w.id) && fine(to, w.id))
     }
 }

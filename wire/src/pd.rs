@@ -218,6 +218,10 @@ pub enum OperatorReason {
     BalanceLeaders = 5,
     /// The region has fewer voters than the replica count.
     AddMissing = 6,
+    /// Region sizes (the bytes of the regions each holds) differ too much between servers
+    /// whose replica counts are even enough; the move keeps them so. Tag 7: the next free
+    /// one (tags are never reused, an older `stratus ctl` shows it as `Unknown`).
+    BalanceSize = 7,
 }
 
 /// An operator in flight: moving one region's replica from one server to another, one step
