@@ -363,6 +363,16 @@ impl<S: MetaStore> Pd<S> {
     async fn schedule_once(&self) -> Result<(), PdError> {
         self.fence()?;
         let view = self.registry.view(&self.store).await?;
+        let now = Instant::now();
+        // First what the table says now: a replica removed since the last round must not be
+        // added back to its server in this one (`StaleReplicas::observe`).
+        let urls = view
+            .stores
+            .iter()
+            .filter_map(|s| s.heartbeat.as_ref())
+            .map(|hb| (hb.store_id, hb.url.clone()))
+            .collect();
+        self.stale.lock().observe(now, &view.regions, &urls);
         let stores: Vec<StoreView> = view
             .stores
             .iter()
@@ -377,11 +387,7 @@ impl<S: MetaStore> Pd<S> {
                 })
             })
             .collect();
-        self.scheduler
-            .lock()
-            .schedule(Instant::now(), &stores, &view.regions);
-        let urls = stores.iter().map(|s| (s.id, s.url.clone())).collect();
-        self.stale.lock().observe(&view.regions, &urls);
+        self.scheduler.lock().schedule(now, &stores, &view.regions);
         Ok(())
     }
 

@@ -12,6 +12,12 @@
 //! once that leader's own answer (`GET /regions`) leads the region without naming this server
 //! (`server::pd_heartbeat::execute`): Raft's membership decides, never the table. The grace
 //! (`node-lease-ttl`) keeps the suggestions rare.
+//!
+//! A replica just removed counts as held for `grace` too, before the server's next heartbeat
+//! says so: it may not have applied its removal yet, and with store ids as Raft ids a new
+//! replica added to that server at once would be the old one, whose progress the leader keeps
+//! (it then sends a heartbeat committing past the log of the fresh replica that follows, and
+//! the new replica never catches up). Found by the full run's `pd_scheduling`.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -27,6 +33,8 @@ pub struct StaleReplicas {
     members: HashMap<u64, (HashSet<u64>, String)>,
     /// `(region, store)` pairs held by the store but not in the table, since when.
     unlisted_since: HashMap<(u64, u64), Instant>,
+    /// `(region, store)` pairs the table stopped listing within `grace`, since when.
+    removed_at: HashMap<(u64, u64), Instant>,
 }
 
 impl StaleReplicas {
@@ -35,6 +43,7 @@ impl StaleReplicas {
             grace,
             members: HashMap::new(),
             unlisted_since: HashMap::new(),
+            removed_at: HashMap::new(),
         }
     }
 
@@ -42,10 +51,24 @@ impl StaleReplicas {
     pub fn reset(&mut self) {
         self.members.clear();
         self.unlisted_since.clear();
+        self.removed_at.clear();
     }
 
-    /// The routing table as a scheduling round read it, and the registered servers' URLs.
-    pub fn observe(&mut self, regions: &[Region], urls: &HashMap<u64, String>) {
+    /// The routing table as a scheduling round read it at `now`, and the registered servers'
+    /// URLs. A member gone since the last round is noted as just removed.
+    pub fn observe(&mut self, now: Instant, regions: &[Region], urls: &HashMap<u64, String>) {
+        let grace = self.grace;
+        self.removed_at
+            .retain(|_, at| now.saturating_duration_since(*at) < grace);
+        for r in regions {
+            if let Some((before, _)) = self.members.get(&r.id) {
+                for s in before {
+                    if !r.peers.iter().any(|p| p.store_id == *s) {
+                        self.removed_at.insert((r.id, *s), now);
+                    }
+                }
+            }
+        }
         self.members = regions
             .iter()
             .map(|r| {
@@ -56,10 +79,12 @@ impl StaleReplicas {
     }
 
     /// The regions `store` still holds a replica of that the table does not list (as of its
-    /// last heartbeat): it must not receive a new replica of them yet.
+    /// last heartbeat), or was removed from within the grace: it must not receive a new
+    /// replica of them yet.
     pub fn unlisted(&self, store: u64) -> std::collections::BTreeSet<u64> {
         self.unlisted_since
             .keys()
+            .chain(self.removed_at.keys())
             .filter(|(_, s)| *s == store)
             .map(|(region, _)| *region)
             .collect()
@@ -131,7 +156,7 @@ mod tests {
         let t0 = Instant::now();
         let grace = Duration::from_secs(2);
         let mut stale = StaleReplicas::new(grace);
-        stale.observe(&[region(1, &[1, 3, 4]), region(2, &[1, 2, 3])], &urls());
+        stale.observe(t0, &[region(1, &[1, 3, 4]), region(2, &[1, 2, 3])], &urls());
         // Store 2 holds region 1 (removed while it was down) and region 2 (a member), and
         // region 9, which the table does not know.
         assert!(stale.check(t0, 2, &[1, 2, 9]).is_empty());
@@ -145,17 +170,35 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_just_removed_counts_as_held_for_the_grace_before_any_heartbeat() {
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(2);
+        let mut stale = StaleReplicas::new(grace);
+        stale.observe(t0, &[region(1, &[1, 2, 3])], &urls());
+        assert!(stale.unlisted(2).is_empty());
+        // Store 2 leaves region 1; its heartbeat has not said whether it still holds it.
+        stale.observe(t0 + grace / 4, &[region(1, &[1, 3, 4])], &urls());
+        assert_eq!(stale.unlisted(2).into_iter().collect::<Vec<_>>(), vec![1]);
+        assert!(stale.unlisted(4).is_empty());
+        // Still within the grace, then not.
+        stale.observe(t0 + grace, &[region(1, &[1, 3, 4])], &urls());
+        assert_eq!(stale.unlisted(2).len(), 1);
+        stale.observe(t0 + grace * 2, &[region(1, &[1, 3, 4])], &urls());
+        assert!(stale.unlisted(2).is_empty());
+    }
+
+    #[test]
     fn a_replica_listed_again_within_the_grace_starts_over() {
         let t0 = Instant::now();
         let grace = Duration::from_secs(2);
         let mut stale = StaleReplicas::new(grace);
         // Store 4 was just added: the leader has not reported it yet.
-        stale.observe(&[region(1, &[1, 2, 3])], &urls());
+        stale.observe(t0, &[region(1, &[1, 2, 3])], &urls());
         assert!(stale.check(t0, 4, &[1]).is_empty());
-        stale.observe(&[region(1, &[1, 2, 3, 4])], &urls());
+        stale.observe(t0, &[region(1, &[1, 2, 3, 4])], &urls());
         assert!(stale.check(t0 + grace, 4, &[1]).is_empty());
         // Removed later: the clock starts again from then.
-        stale.observe(&[region(1, &[1, 2, 3])], &urls());
+        stale.observe(t0, &[region(1, &[1, 2, 3])], &urls());
         let t1 = t0 + grace * 2;
         assert!(stale.check(t1, 4, &[1]).is_empty());
         assert!(stale.check(t1 + grace / 2, 4, &[1]).is_empty());

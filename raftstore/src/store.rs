@@ -1161,14 +1161,21 @@ impl Store {
             );
             return;
         }
-        if self.uninitialized.contains_key(&region_id)
-            && m.message.as_ref().is_some_and(|msg| {
-                msg.msg_type() == wire::raft::MessageType::MsgHeartbeat && msg.commit > 0
-            })
+        if let (Some(msg), Some(peer)) = (&m.message, self.peers.get(&region_id))
+            && msg.msg_type() == wire::raft::MessageType::MsgHeartbeat
+            && msg.commit > peer.raw.raft.raft_log.last_index()
         {
-            // A heartbeat committing past the empty log of a replica waiting for its first
-            // snapshot (meant for an earlier replica here): raft-rs would panic and halt the
-            // store; the leader's appends and snapshot come anyway.
+            // A heartbeat committing past this replica's log: the leader's progress is that of
+            // an earlier replica here (one waiting for its first snapshot, or one removed and
+            // added again before the placement driver saw it leave). raft-rs would panic and
+            // halt the store; dropped, the replica stays behind until the operator adding it
+            // times out and removes it.
+            tracing::warn!(
+                region_id,
+                commit = msg.commit,
+                last_index = peer.raw.raft.raft_log.last_index(),
+                "heartbeat committing past this replica's log dropped"
+            );
             return;
         }
         if self.uninitialized.contains_key(&region_id) && self.snapshot_overlaps(&m) {
