@@ -114,8 +114,9 @@ impl ReplicatedCluster {
     }
 
     /// The setup of a server joining this cluster later as node `node_id` in `zone` on `port`:
-    /// it lists the three founders and itself as peers, after the first three, so it creates
-    /// no region of its own and receives replicas from the placement driver.
+    /// it lists the three founders and itself as peers, after the first three with three
+    /// replicas, so it creates no region of its own and receives replicas from the placement
+    /// driver.
     pub fn joining_setup(
         &self,
         node_id: u16,
@@ -146,6 +147,9 @@ impl ReplicatedCluster {
             .zone(zone)
             .peers(peers)
             .regions_cut_at(cuts);
+        // `peers` makes every listed server a voter; a joining one is not among the voters of
+        // the initial regions (it would create its own copies of them with itself a voter).
+        setup.raft.replicas = SERVERS;
         setup.raft.tick_interval = ReadableDuration::millis(TICK.as_millis() as u64);
         setup
     }
