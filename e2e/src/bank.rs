@@ -375,6 +375,33 @@ pub fn ctl(pd: &PdProc, args: &[&str]) -> String {
     crate::process::stdout_of_success(out)
 }
 
+/// Starts the workload in `scope`: two transfer threads and one total checker, clients of
+/// the placement driver at `pd` and of `servers`, until `stop` is set.
+pub fn spawn_workload<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    pd: &'scope str,
+    servers: &'scope [String],
+    bank: &'scope Bank,
+    stop: &'scope AtomicBool,
+) {
+    for _ in 0..2 {
+        scope.spawn(move || {
+            let c = client(pd, servers);
+            let mut rng = rand::rng();
+            while !stop.load(Ordering::Acquire) {
+                transfer(&c, bank, &mut rng);
+            }
+        });
+    }
+    scope.spawn(move || {
+        let c = client(pd, servers);
+        while !stop.load(Ordering::Acquire) {
+            check_total(&c, bank);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+}
+
 /// Sets its flag when dropped (a panic in the scope included): stops the workload threads,
 /// or a scope would wait for them for ever after a failed step.
 pub struct StopOnDrop<'a>(pub &'a AtomicBool);

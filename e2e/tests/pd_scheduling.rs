@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e::bank::{
-    Bank, SETTLE, StopOnDrop, balanced, check_total, client, counts, ctl, cut_keys,
-    fully_replicated_on, on_pd, open_accounts, transfer, wait_view,
+    Bank, SETTLE, StopOnDrop, balanced, client, counts, ctl, cut_keys, fully_replicated_on, on_pd,
+    open_accounts, spawn_workload, wait_view,
 };
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::pd_proc::{PdProc, PdSetup};
@@ -63,22 +63,7 @@ fn replicas_rebalance_onto_a_new_server_leave_a_drained_one_heal_after_a_death_a
     let _s4 = std::thread::scope(|scope| {
         // A failed step must still stop the workload, or the scope would wait for it for ever.
         let _stop_on_exit = StopOnDrop(&stop);
-        for _ in 0..2 {
-            scope.spawn(|| {
-                let c = client(&pd_url, &urls);
-                let mut rng = rand::rng();
-                while !stop.load(Ordering::Acquire) {
-                    transfer(&c, &bank, &mut rng);
-                }
-            });
-        }
-        scope.spawn(|| {
-            let c = client(&pd_url, &urls);
-            while !stop.load(Ordering::Acquire) {
-                check_total(&c, &bank);
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
+        spawn_workload(scope, &pd_url, &urls, &bank, &stop);
 
         // 1. A fourth server joins: replicas and leaders spread to it.
         let s4 = ServerProc::start(&setup4);

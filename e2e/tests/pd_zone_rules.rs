@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e::bank::{
-    Bank, StopOnDrop, check_total, client, counts, cut_keys, describe, fully_replicated_on, on_pd,
-    open_accounts, operators_in_flight, transfer, view, wait_view, zone_conflicts,
+    Bank, StopOnDrop, client, counts, cut_keys, describe, fully_replicated_on, on_pd,
+    open_accounts, operators_in_flight, spawn_workload, view, wait_view, zone_conflicts,
 };
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::pd_proc::{PdProc, PdSetup};
@@ -68,22 +68,7 @@ fn scheduling_pauses_while_etcd_is_down_then_keeps_one_replica_per_zone() {
     let stop = AtomicBool::new(false);
     let _s4 = std::thread::scope(|scope| {
         let _stop_on_exit = StopOnDrop(&stop);
-        for _ in 0..2 {
-            scope.spawn(|| {
-                let c = client(&pd_url, &urls);
-                let mut rng = rand::rng();
-                while !stop.load(Ordering::Acquire) {
-                    transfer(&c, &bank, &mut rng);
-                }
-            });
-        }
-        scope.spawn(|| {
-            let c = client(&pd_url, &urls);
-            while !stop.load(Ordering::Acquire) {
-                check_total(&c, &bank);
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
+        spawn_workload(scope, &pd_url, &urls, &bank, &stop);
 
         // 1. etcd goes away for ten seconds; a server in zone c starts meanwhile.
         etcd.kill(0);
