@@ -2,7 +2,7 @@
 //! pd-ctl): the registered servers (zone, regions, leaders, size; a server is listed while its
 //! registration lives), the workers, the regions (range,
 //! replicas, leader, epoch), the operators in flight, the placement-driver members and their
-//! leader, and a fresh timestamp. `--format json` prints the same rows as JSON for scripts.
+//! leader, a fresh timestamp and the GC safe point. `--format json` prints the same rows as JSON for scripts.
 //! `stratus ctl server drain ID` moves every replica off a server so it can be stopped
 //! (`server up ID` takes it back).
 
@@ -27,6 +27,8 @@ pub enum CtlTarget {
     Members,
     /// A fresh timestamp from the TSO.
     Tso,
+    /// The GC safe point: no read below it (`pd::gc`).
+    GcSafePoint,
     /// The scheduling operators in flight (replica and leader moves).
     Operators,
     /// `server drain ID` / `server up ID`: a server's scheduling state.
@@ -181,6 +183,17 @@ pub fn rows(target: CtlTarget, view: &ClusterView) -> (Vec<String>, Vec<Vec<Datu
                     "id", "start", "end", "replicas", "leader", "epoch", "term", "size",
                 ]),
                 rows,
+            )
+        }
+        CtlTarget::GcSafePoint => {
+            let t = types::Ts(view.gc_safe_point);
+            (
+                names(&["gc_safe_point", "physical_ms", "logical"]),
+                vec![vec![
+                    int(view.gc_safe_point),
+                    int(t.physical_millis()),
+                    int(t.logical()),
+                ]],
             )
         }
         CtlTarget::Members | CtlTarget::Tso | CtlTarget::Operators | CtlTarget::Server => {
@@ -351,6 +364,18 @@ mod tests {
         assert!(
             table.contains("| b ") && table.contains("http://s2"),
             "{table}"
+        );
+        let safe_point = ClusterView {
+            gc_safe_point: types::Ts::compose(1_000, 5).get(),
+            ..ClusterView::default()
+        };
+        let (cols, gc) = rows(CtlTarget::GcSafePoint, &safe_point);
+        let json = render(&cols, &gc, Format::Json);
+        assert!(
+            json.contains(&format!("\"gc_safe_point\":{}", (1_000 << 18) | 5))
+                && json.contains("\"physical_ms\":1000")
+                && json.contains("\"logical\":5"),
+            "{json}"
         );
         let (cols, regions) = rows(CtlTarget::Regions, &view);
         let json = render(&cols, &regions, Format::Json);

@@ -19,6 +19,7 @@
 //! max-moves-per-store = 2                # replica moves touching one server at once
 //! min-size-gap = "64MiB"                 # size gaps up to this are never balanced
 //! schedule-interval = "1s"               # how often the leader plans scheduling steps
+//! gc-life-time = "10m"                   # versions this recent stay readable (the GC safe point trails now by it)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -85,6 +86,11 @@ pub struct PdSection {
     /// How often the leader plans (steps go out with the answers to the servers' heartbeats,
     /// so a step takes up to one heartbeat interval more).
     pub schedule_interval: ReadableDuration,
+    /// How long a version stays readable after a newer one replaced it: the leader keeps the
+    /// GC safe point this far behind now (and below every lock, `pd::gc`), and servers refuse
+    /// reads below the safe point. As TiDB's `tidb_gc_life_time`: longer than the longest
+    /// transaction or read.
+    pub gc_life_time: ReadableDuration,
 }
 
 impl Default for PdSection {
@@ -107,6 +113,7 @@ impl Default for PdSection {
             max_moves_per_store: 2,
             min_size_gap: ReadableSize(crate::scheduler::DEFAULT_MIN_SIZE_GAP),
             schedule_interval: ReadableDuration::secs(1),
+            gc_life_time: ReadableDuration::secs(10 * 60),
         }
     }
 }
@@ -186,6 +193,7 @@ impl PdConfig {
             ("pd.etcd-timeout", p.etcd_timeout),
             ("pd.max-store-down-time", p.max_store_down_time),
             ("pd.schedule-interval", p.schedule_interval),
+            ("pd.gc-life-time", p.gc_life_time),
         ] {
             if d.duration().is_zero() {
                 return Err(ConfigError::invalid(key, "expected more than 0, found 0"));

@@ -8,6 +8,7 @@
 //! | `pd/leader` | the leader's base URL, under its lease | the election |
 //! | `tso/mark` | decimal ms: every timestamp handed out has a smaller physical part | the TSO |
 //! | `id/alloc` | decimal: every id handed out is at most this | the id allocator |
+//! | `gc/safe-point` | decimal timestamp: no read below it; only ever raised | the leader (`gc`) |
 //! | `stores/<id>` | `wire::pd::StoreInfo` (protobuf), under the server's lease | store heartbeats |
 //! | `workers/<id>` | `wire::pd::WorkerInfo` (protobuf), under the worker's lease | worker heartbeats |
 //! | `worker-ids/<url>` | decimal: the id of the worker at that URL, for ever | its first heartbeat |
@@ -46,6 +47,10 @@ impl Keys {
 
     pub fn id_alloc(&self) -> Vec<u8> {
         self.key("id/alloc")
+    }
+
+    pub fn gc_safe_point(&self) -> Vec<u8> {
+        self.key("gc/safe-point")
     }
 
     pub fn stores(&self) -> Vec<u8> {

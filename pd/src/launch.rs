@@ -64,6 +64,7 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             config_text,
             scheduler: p.scheduler(),
             schedule_interval: p.schedule_interval.duration(),
+            gc_life_time: p.gc_life_time.duration(),
         };
         if p.etcd_endpoints.is_empty() {
             let path = p.data_dir.join("meta");

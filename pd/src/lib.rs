@@ -7,6 +7,7 @@
 //! * [`election`]: the leader key, its lease and the fence every leader write compares;
 //! * [`tso`]: timestamps below a persisted mark, strictly increasing across failovers;
 //! * [`id_alloc`]: small ids, never repeated;
+//! * [`gc`]: the GC safe point, advanced by the leader below every reported lock;
 //! * [`registry`]: servers and workers registered under leases, the routing table;
 //! * [`stale_replicas`]: replicas the routing table stopped listing (removed while their
 //!   server was down), told to leave through the heartbeat answer;
@@ -18,6 +19,7 @@
 pub mod config;
 pub mod election;
 pub mod error;
+pub mod gc;
 pub mod id_alloc;
 pub mod keys;
 pub mod launch;

@@ -66,10 +66,22 @@ pub static TIMESTAMPS: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
+/// The GC safe point this leader last persisted (a timestamp: physical ms << 18).
+pub static GC_SAFE_POINT: LazyLock<IntGauge> = LazyLock::new(|| {
+    register(
+        IntGauge::new(
+            "stratus_pd_gc_safe_point",
+            "The GC safe point this placement-driver leader last persisted.",
+        )
+        .expect("valid metric"),
+    )
+});
+
 pub fn register_all() {
     LazyLock::force(&IS_LEADER);
     LazyLock::force(&ELECTIONS_WON);
     LazyLock::force(&TSO_MARK_WRITES);
     LazyLock::force(&REQUESTS);
     LazyLock::force(&TIMESTAMPS);
+    LazyLock::force(&GC_SAFE_POINT);
 }

@@ -20,6 +20,7 @@
 //! registered servers and the routing table; nothing when the metadata store cannot be read)
 //! and hands each server the steps of the regions it leads in the answer to its heartbeat.
 //! Operators live in the leader's memory, as in PD: a new leader plans afresh from the table.
+//! The same round advances the GC safe point (`pd::gc`), which heartbeat answers carry.
 //! | `GET /config`, `GET /metrics` | text |
 
 use std::sync::Arc;
@@ -42,6 +43,7 @@ use wire::region::{TsoRequest, TsoResponse};
 
 use crate::election::{Fence, Leadership, serve_deadline};
 use crate::error::PdError;
+use crate::gc::GcSafePoint;
 use crate::id_alloc::IdAllocator;
 use crate::keys::{Keys, parse_u64};
 use crate::meta::{Compare, Lease, MetaStore, Op, Txn};
@@ -69,6 +71,8 @@ pub struct PdOptions {
     pub config_text: String,
     pub scheduler: SchedulerConfig,
     pub schedule_interval: Duration,
+    /// How far the GC safe point trails now (`pd::gc`).
+    pub gc_life_time: Duration,
 }
 
 /// One instance over the metadata store `S`.
@@ -83,6 +87,7 @@ pub struct Pd<S: MetaStore> {
     registry: Registry,
     scheduler: parking_lot::Mutex<Scheduler>,
     stale: parking_lot::Mutex<StaleReplicas>,
+    gc: GcSafePoint,
     cluster_id: AtomicU64,
 }
 
@@ -97,6 +102,7 @@ impl<S: MetaStore> Pd<S> {
             registry: Registry::new(keys.clone(), options.node_lease_ttl),
             scheduler: parking_lot::Mutex::new(Scheduler::new(options.scheduler.clone())),
             stale: parking_lot::Mutex::new(StaleReplicas::new(options.node_lease_ttl)),
+            gc: GcSafePoint::new(keys.gc_safe_point()),
             cluster_id: AtomicU64::new(0),
             store,
             keys,
@@ -231,6 +237,11 @@ impl<S: MetaStore> Pd<S> {
             return;
         }
         self.ids.start();
+        // Heartbeat answers carry the safe point from the first one on; a failed read is
+        // retried by the first scheduling round.
+        if let Err(e) = self.gc.load(&self.store).await {
+            tracing::warn!("cannot read the GC safe point: {e}");
+        }
         self.registry.reset();
         self.scheduler.lock().reset();
         self.stale.lock().reset();
@@ -388,6 +399,19 @@ impl<S: MetaStore> Pd<S> {
             })
             .collect();
         self.scheduler.lock().schedule(now, &stores, &view.regions);
+        self.advance_gc(&view).await
+    }
+
+    /// Moves the GC safe point up to what the cluster allows now (`pd::gc`).
+    async fn advance_gc(&self, view: &ClusterView) -> Result<(), PdError> {
+        let fence = self.fence()?;
+        match crate::gc::candidate(now_ms(), self.options.gc_life_time, view) {
+            Ok(to) => {
+                let at = self.gc.advance(&self.store, &fence, to).await?;
+                metrics::GC_SAFE_POINT.set(i64::try_from(at).unwrap_or(i64::MAX));
+            }
+            Err(held) => tracing::debug!("the GC safe point waits: {held}"),
+        }
         Ok(())
     }
 
@@ -420,6 +444,7 @@ impl<S: MetaStore> Pd<S> {
     pub async fn cluster_view(&self) -> Result<ClusterView, PdError> {
         let mut view = self.registry.view(&self.store).await?;
         view.leader = self.leadership.leader();
+        view.gc_safe_point = self.gc.load(&self.store).await?;
         Ok(view)
     }
 
@@ -530,6 +555,7 @@ async fn store_heartbeat_handler<S: MetaStore>(
     let done = pd.store_heartbeat(hb).await.map(|steps| HeartbeatResponse {
         cluster_id: pd.cluster_id(),
         steps,
+        gc_safe_point: pd.gc.known(),
         ..HeartbeatResponse::default()
     });
     answer("store_heartbeat", done)
@@ -642,6 +668,7 @@ mod tests {
             config_text: String::new(),
             scheduler: SchedulerConfig::default(),
             schedule_interval: Duration::from_secs(1),
+            gc_life_time: Duration::from_secs(600),
         }
     }
 

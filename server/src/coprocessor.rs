@@ -258,6 +258,9 @@ impl Coprocessor {
             }
             Err(e) => return Err(Box::new(other_error(format!("snapshot: {e}")))),
         };
+        if let Err(e) = self.storage.check_gc_safe_point(req.start_ts) {
+            return Err(Box::new(other_error(e.to_string())));
+        }
         if snap.ver() != ctx.region_ver {
             return Err(Box::new(epoch_not_match(
                 ctx.region_id,

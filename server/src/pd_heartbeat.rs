@@ -4,6 +4,9 @@
 //! placement driver's routing table follows Raft. A heartbeat that fails is logged and the
 //! next one tries again: the server serves on whatever the placement driver's state.
 //!
+//! The heartbeat also reports the oldest lock held here, and the answer carries the GC safe
+//! point (`pd::gc`): the engine's compactions use it, and reads below it are refused.
+//!
 //! The answer carries scheduling steps for regions this server leads (`pd::scheduler`): each
 //! is carried out here when it still fits (the region is led here at the step's epoch, and
 //! the change fits its members: `raftstore`'s own check), otherwise dropped; the placement
@@ -32,6 +35,15 @@ pub fn build(node: &Node, url: &str) -> StoreHeartbeat {
         labels: wire::region::labels(&node.config.server.labels),
         ..StoreHeartbeat::default()
     };
+    match node.storage.oldest_lock_ts() {
+        Ok(oldest) => hb.oldest_lock_ts = oldest.unwrap_or(0),
+        // 0 would say "no locks" and let the safe point pass them: report the oldest that
+        // can exist instead (the safe point waits).
+        Err(e) => {
+            tracing::warn!("cannot read the locks for the heartbeat: {e}");
+            hb.oldest_lock_ts = 1;
+        }
+    }
     for id in node.engine().shard_ids() {
         let Ok(mut region) = crate::api::region_of(node, id) else {
             continue;
@@ -224,6 +236,8 @@ pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Du
         // A refusal comes back as an error (the client retries it until its deadline).
         match client.store_heartbeat(&hb).await {
             Ok(answer) => {
+                // Only ever raised (`Engine::set_gc_safe_point` keeps the maximum).
+                node.engine().set_gc_safe_point(answer.gc_safe_point);
                 if failing {
                     tracing::info!("heartbeats to the placement driver go through again");
                     failing = false;

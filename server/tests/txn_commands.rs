@@ -1124,3 +1124,56 @@ fn a_prewrite_whose_region_split_after_its_checks_fails_with_epoch_not_match_and
     s.commit(&keys(&[b"x"]), later, c.ts()).unwrap();
     assert_eq!(value_at(&s, b"x", c.ts()), Some(b"w".to_vec()));
 }
+
+// ---- GC safe point ----
+
+#[test]
+fn reads_and_prewrites_below_the_gc_safe_point_are_refused_with_both_timestamps() {
+    let c = one_shard(false);
+    let s = &c.storage;
+    committed(s, b"k", b"old", 10, 20);
+    committed(s, b"k", b"new", 30, 40);
+    s.engine().set_gc_safe_point(35);
+    for result in [
+        s.get(b"k", 34, &[]).map(|_| ()),
+        s.scan(b"", b"", 0, 34, false).map(|_| ()),
+        prewrite(s, vec![Mutation::put("other", "v")], 34).map(|_| ()),
+    ] {
+        let err = result.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TxnError::BelowGcSafePoint {
+                    ts: 34,
+                    safe_point: 35
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("35"), "{err}");
+    }
+    // At and above it nothing changes.
+    assert_eq!(value_at(s, b"k", 35), Some(b"old".to_vec()));
+    assert_eq!(value_at(s, b"k", 40), Some(b"new".to_vec()));
+    assert_eq!(s.scan(b"", b"", 0, 40, false).unwrap().len(), 1);
+    prewrite(s, vec![Mutation::put("other", "v")], 50).unwrap();
+}
+
+#[test]
+fn the_oldest_lock_is_reported_across_shards_and_goes_with_its_resolution() {
+    let c = two_shards(false);
+    let s = &c.storage;
+    assert_eq!(s.oldest_lock_ts().unwrap(), None);
+    prewrite(s, vec![Mutation::put("a", "1")], 70).unwrap();
+    prewrite(s, vec![Mutation::put("z", "1")], 60).unwrap();
+    assert_ne!(
+        s.shard_for_key(b"a").unwrap(),
+        s.shard_for_key(b"z").unwrap(),
+        "the locks must be in two shards"
+    );
+    assert_eq!(s.oldest_lock_ts().unwrap(), Some(60));
+    s.commit(&keys(&[b"z"]), 60, 80).unwrap();
+    assert_eq!(s.oldest_lock_ts().unwrap(), Some(70));
+    s.rollback(&keys(&[b"a"]), 70).unwrap();
+    assert_eq!(s.oldest_lock_ts().unwrap(), None);
+}

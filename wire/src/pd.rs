@@ -107,6 +107,10 @@ pub struct StoreHeartbeat {
     /// `DestroyReplica` for one the routing table has stopped listing on this server.
     #[prost(uint64, repeated, tag = "8")]
     pub held_regions: Vec<u64>,
+    /// The smallest start_ts of the locks in the regions held here (0: none): the GC safe
+    /// point stays below it (`pd::gc`).
+    #[prost(uint64, tag = "9")]
+    pub oldest_lock_ts: u64,
 }
 
 /// `POST /pd/worker-heartbeat`: a worker says it is alive. The first heartbeat of a URL gets a
@@ -135,6 +139,10 @@ pub struct HeartbeatResponse {
     /// carried out by the region's leader when the region is still at the step's epoch.
     #[prost(message, repeated, tag = "5")]
     pub steps: Vec<RegionStep>,
+    /// The GC safe point (answers to a store heartbeat; 0: none yet): the server's compactions
+    /// may drop versions below it and it refuses reads below it.
+    #[prost(uint64, tag = "6")]
+    pub gc_safe_point: u64,
 }
 
 /// One step of moving a replica (the placement driver's operators, `pd::scheduler`): a
@@ -304,4 +312,7 @@ pub struct ClusterView {
     pub error: String,
     #[prost(string, tag = "6")]
     pub leader: String,
+    /// The GC safe point persisted in the metadata store (0: none yet).
+    #[prost(uint64, tag = "7")]
+    pub gc_safe_point: u64,
 }

@@ -86,6 +86,12 @@ pub enum TxnError {
         version: u64,
         detail: String,
     },
+    /// A read or prewrite at a timestamp below the GC safe point: versions it needs may be
+    /// gone. The transaction must restart with a new start_ts.
+    #[error(
+        "timestamp below the GC safe point: expected a read or start ts at or above {safe_point}, found {ts} (the transaction ran longer than the placement driver's gc-life-time; restart it)"
+    )]
+    BelowGcSafePoint { ts: u64, safe_point: u64 },
     #[error("timestamp oracle failed")]
     Tso(#[from] TsoError),
     #[error("engine failed")]
@@ -136,9 +142,9 @@ impl TxnError {
             TxnError::TxnLockNotFound { .. }
             | TxnError::TxnAlreadyRolledBack { .. }
             | TxnError::TxnAlreadyCommitted { .. } => TxnErrorKind::TxnFinished,
-            TxnError::KeyOutsideShards { .. } | TxnError::InvalidRequest { .. } => {
-                TxnErrorKind::Invalid
-            }
+            TxnError::KeyOutsideShards { .. }
+            | TxnError::InvalidRequest { .. }
+            | TxnError::BelowGcSafePoint { .. } => TxnErrorKind::Invalid,
             TxnError::CommitTsCollision { .. } | TxnError::BadRollbackMarker { .. } => {
                 TxnErrorKind::Corruption
             }

@@ -141,6 +141,9 @@ impl Storage {
         let keys: Vec<&[u8]> = req.mutations.iter().map(|m| m.key.as_slice()).collect();
         let _latches = self.latches.acquire(keys.iter().copied());
         let snaps = self.snapshots(&keys)?;
+        // A transaction older than the safe point may have read versions since dropped; its
+        // conflict checks would miss them too.
+        self.check_gc_safe_point(start_ts)?;
         // Async commit and 1PC take their commit_ts from max_ts (a 2PC commit_ts comes from
         // the TSO after the prewrite, above every read before it).
         if req.use_async_commit || req.try_one_pc {

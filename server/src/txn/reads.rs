@@ -41,6 +41,7 @@ impl Storage {
                 });
             }
         }
+        self.check_gc_safe_point(start_ts)?;
         Ok(snaps
             .of(0)
             .mvcc_get(key, start_ts, bypass)?
@@ -72,6 +73,7 @@ impl Storage {
         let mut out = Vec::new();
         for shard in shards {
             let snap = self.snapshot(shard.id)?;
+            self.check_gc_safe_point(start_ts)?;
             let mut scanner = snap.mvcc_scan(start, end, start_ts, reverse, &[])?;
             while scanner.valid() {
                 if limit != 0 && out.len() >= limit {

@@ -145,6 +145,33 @@ impl Storage {
             .collect())
     }
 
+    /// The smallest start_ts of the locks in every region held here, led or not (`None`: no
+    /// lock). The placement driver keeps the GC safe point below it (`pd::gc`). It reads the
+    /// LOCK CF, which holds only transactions in flight.
+    pub fn oldest_lock_ts(&self) -> Result<Option<u64>> {
+        let mut oldest: Option<u64> = None;
+        for id in self.engine.shard_ids() {
+            let snap = match self.engine.snapshot(id) {
+                Ok(s) => s,
+                // Destroyed or split since the listing: its locks are elsewhere now.
+                Err(kvengine::Error::ShardNotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let mut it = snap.iter(ColumnFamily::Lock, b"", b"", snap.snap_version(), false)?;
+            while it.valid() {
+                let lock = Lock::decode(it.value()).map_err(|source| {
+                    TxnError::Engine(kvengine::Error::Record {
+                        key: it.key().to_vec(),
+                        source,
+                    })
+                })?;
+                oldest = Some(oldest.map_or(lock.start_ts, |o| o.min(lock.start_ts)));
+                it.next()?;
+            }
+        }
+        Ok(oldest)
+    }
+
     /// Like [`Storage::scan_locks`], with the whole lock records (values, secondaries).
     pub fn scan_full_locks(
         &self,

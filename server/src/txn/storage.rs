@@ -436,6 +436,18 @@ impl Storage {
         }
     }
 
+    /// `Ok` when `ts` is at or above this server's GC safe point (from the placement driver,
+    /// `pd::gc`): below it, compaction may have dropped versions a read at `ts` needs. Call it
+    /// after taking the snapshot: a compaction reads the safe point when it starts, so every
+    /// file a snapshot holds was written with a safe point at most the one checked here.
+    pub fn check_gc_safe_point(&self, ts: u64) -> Result<()> {
+        let safe_point = self.engine.gc_safe_point();
+        if ts < safe_point {
+            return Err(TxnError::BelowGcSafePoint { ts, safe_point });
+        }
+        Ok(())
+    }
+
     /// A snapshot of shard `id` to read from (after a read barrier).
     pub(crate) fn snapshot(&self, id: u64) -> Result<SnapAccess> {
         self.read_barrier(id)?;
