@@ -139,6 +139,10 @@ pub struct RegionStatus {
     pub applied: u64,
     /// Asleep: idle, not ticking (`hibernation`).
     pub hibernating: bool,
+    /// The log index of the last membership change applied here (0: the initial members): the
+    /// same on every replica that applied it, and only ever raised, so it serves as the
+    /// region's `conf_ver` (TiKV bumps a counter; an index orders the same way).
+    pub conf_index: u64,
 }
 
 /// A cheap handle to the store loop (clone it freely).

@@ -1668,6 +1668,7 @@ impl Store {
                     serving: p.is_leader() && p.applied_own_term,
                     applied: p.raw.raft.raft_log.applied,
                     hibernating: p.hibernating,
+                    conf_index: p.conf_index,
                 };
                 let before = status.insert(*id, now);
                 reshaped |= before.is_none_or(|b| b.is_leader != now.is_leader);

@@ -1161,6 +1161,27 @@ impl Cluster {
         }
     }
 
+    /// Waits until every replica listed in `stores` reports the same conf index (the
+    /// region's conf_ver), above `above`; that index. The status is published at the end of
+    /// the round that applied the change, so it is waited for.
+    fn wait_conf_index(&self, stores: &[u64], above: u64) -> u64 {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let seen: Vec<u64> = stores
+                .iter()
+                .map(|id| self.router(*id).status(REGION).map_or(0, |s| s.conf_index))
+                .collect();
+            if seen[0] > above && seen.iter().all(|c| *c == seen[0]) {
+                return seen[0];
+            }
+            assert!(
+                Instant::now() < deadline,
+                "stores {stores:?} report conf indexes {seen:?}, expected one above {above}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Waits until store `id` holds the region and applied `index`.
     fn wait_replica_applied(&self, id: u64, index: u64) {
         let deadline = Instant::now() + TIMEOUT;
@@ -1196,11 +1217,25 @@ fn a_replica_moves_to_a_new_store_by_learner_snapshot_promotion_and_removal() {
         c.nodes[&4].engine.shard_ids().is_empty(),
         "a joining store holds no region before it is added"
     );
+    let initial: Vec<u64> = (1..=3)
+        .map(|id| {
+            c.router(id)
+                .status(REGION)
+                .map_or(u64::MAX, |s| s.conf_index)
+        })
+        .collect();
+    assert_eq!(
+        initial,
+        vec![0, 0, 0],
+        "the initial members have conf_ver 0"
+    );
     c.change_peer(ChangePeer::AddLearner { store: 4 });
     c.wait_replica_applied(4, last);
     let leader = c.wait_leader(REGION);
     let members = c.router(leader).membership(REGION).unwrap();
     assert_eq!((members.voters, members.learners), (vec![1, 2, 3], vec![4]));
+    // Every replica, the learner's snapshot included, agrees on the new conf_ver.
+    let added = c.wait_conf_index(&[1, 2, 3, 4], 0);
     assert_eq!(
         c.nodes[&4].dfs.stats(DfsOp::Put).calls,
         0,
@@ -1215,6 +1250,7 @@ fn a_replica_moves_to_a_new_store_by_learner_snapshot_promotion_and_removal() {
         "{again:?}"
     );
     c.change_peer(ChangePeer::Promote { store: 4 });
+    let promoted = c.wait_conf_index(&[1, 2, 3, 4], added);
     // Store 1 leaves: its leadership first, if it has it.
     c.lead_elsewhere_than(1);
     c.change_peer(ChangePeer::Remove { store: 1 });
@@ -1235,11 +1271,17 @@ fn a_replica_moves_to_a_new_store_by_learner_snapshot_promotion_and_removal() {
     let last = c.put(b"after the move", 5000, b"x");
     c.wait_applied_everywhere(last);
     assert_replicas_agree(&c);
+    let removed = c.wait_conf_index(&[2, 3, 4], promoted);
     c.kill(4);
     c.join(4);
     let last = c.put(b"after the restart", 6000, b"y");
     c.wait_applied_everywhere(last);
     assert_replicas_agree(&c);
+    assert_eq!(
+        c.wait_conf_index(&[2, 3, 4], promoted),
+        removed,
+        "a restart keeps the conf_ver"
+    );
     let (_, _, rows) = dump(&c.nodes[&4].engine);
     assert_eq!(rows.len(), 222, "store 4 lost rows: {rows:?}");
 }

@@ -167,6 +167,7 @@ pub(crate) fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
         node.members.peers_of(node.storage.router(), id)
     };
     let status = node.storage.router().status(id);
+    let conf_ver = status.as_ref().map_or(0, |s| s.conf_index);
     Ok(Region {
         id,
         ver: info.ver,
@@ -177,7 +178,7 @@ pub(crate) fn region_of(node: &Node, id: u64) -> Result<Region, NodeError> {
         peers,
         leader_store_id: status.as_ref().and_then(|s| s.leader).unwrap_or(0),
         leader_term: status.map_or(0, |s| s.term),
-        conf_ver: 0,
+        conf_ver,
     })
 }
 

@@ -123,10 +123,10 @@ pub fn execute(node: &Node, step: &RegionStep) -> Result<(), String> {
         .shard_info(region_id)
         .map_err(|e| e.to_string())?
         .ver;
-    if ver != step.ver {
+    if (ver, status.conf_index) != (step.ver, step.conf_ver) {
         return Err(format!(
-            "region {region_id} is at ver {ver}, the step was planned at ver {}",
-            step.ver
+            "region {region_id} is at epoch (ver {ver}, conf_ver {}), the step was planned at (ver {}, conf_ver {})",
+            status.conf_index, step.ver, step.conf_ver
         ));
     }
     let store = step.store_id;

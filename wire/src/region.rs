@@ -43,10 +43,11 @@ pub struct Region {
     /// Bytes in memtables and SST files (an estimate).
     #[prost(uint64, tag = "6")]
     pub approximate_size: u64,
-    /// The conf version, for membership changes: 0 for now (servers do not version their
-    /// membership yet). Reports are ordered by `(ver, conf_ver, leader_term)`; within one
-    /// term, one leader reports in order, and its latest report wins. A scheduling step is
-    /// checked against the members the leader holds when it arrives, not against this.
+    /// The conf version: the Raft log index of the last membership change the answering
+    /// replica applied (0: the initial members), so it only grows and is the same on every
+    /// replica at the same membership. Reports are ordered by `(ver, conf_ver, leader_term)`.
+    /// A scheduling step names the `(ver, conf_ver)` it was planned at, and the leader drops
+    /// it unless the region is still there.
     #[prost(uint64, tag = "7")]
     pub conf_ver: u64,
     /// The servers holding a replica: the voters and learners of the region's Raft group as
