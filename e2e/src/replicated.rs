@@ -116,7 +116,8 @@ impl ReplicatedCluster {
     /// The setup of a server joining this cluster later as node `node_id` in `zone` on `port`:
     /// it lists the three founders and itself as peers, after the first three with three
     /// replicas, so it creates no region of its own and receives replicas from the placement
-    /// driver.
+    /// driver. `node_id` 0: it lists the founders only, and its id comes from the placement
+    /// driver's allocator (`server::store_ident`).
     pub fn joining_setup(
         &self,
         node_id: u16,
@@ -134,12 +135,13 @@ impl ReplicatedCluster {
                 zone: types::Zone::label(ZONES[i]),
             })
             .collect();
-        let url = format!("http://127.0.0.1:{port}");
-        peers.push(PeerConfig {
-            id: u64::from(node_id),
-            addr: url,
-            zone: types::Zone::label(zone),
-        });
+        if node_id != 0 {
+            peers.push(PeerConfig {
+                id: u64::from(node_id),
+                addr: format!("http://127.0.0.1:{port}"),
+                zone: types::Zone::label(zone),
+            });
+        }
         let mut setup = self.cluster.server_config(&format!("s{node_id}"));
         setup
             .node_id(node_id)

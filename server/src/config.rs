@@ -5,7 +5,7 @@
 //! [server]
 //! addr = "127.0.0.1:20160"
 //! data-dir = "./stratus-data/server"   # WAL, manifest, TSO high-water mark
-//! node-id = 1                          # file-id prefix: distinct per server sharing a store
+//! node-id = 1                          # store id and file-id prefix (distinct per server sharing a store); 0 = allocated by the placement driver
 //! labels = { zone = "a" }
 //! ranges = [{ start = "", end = "" }]  # initial regions, first start only ('t\x80' escapes)
 //! tso = true                           # exactly one server per cluster runs the TSO
@@ -74,8 +74,10 @@ pub struct ServerSection {
     pub addr: String,
     /// Local directory of the WAL, the manifest and the TSO's high-water mark.
     pub data_dir: PathBuf,
-    /// Prefix of every SST file id this server allocates (0..=65535). Servers that share an
-    /// object store need distinct ids.
+    /// This server's store id, and the prefix of every SST file id it allocates (1..=65535):
+    /// servers that share an object store need distinct ids. 0 with `pd-endpoints`: allocated
+    /// by the placement driver on the first start and kept in `<data-dir>/STORE_ID` (a server
+    /// joining a cluster whose founders name each other in `[raft] peers`).
     pub node_id: u16,
     /// Labels, `zone` among them: clients prefer compute nodes in their own zone.
     pub labels: BTreeMap<String, String>,
@@ -437,13 +439,18 @@ impl ServerConfig {
         self.dfs_config()?;
         self.raft.validate()?;
         if !self.raft.peers.is_empty() {
+            // 0: allocated by the placement driver on the first start (`store_ident`), for a
+            // server joining the founders listed in `peers`.
             if self.server.node_id == 0 {
-                return Err(ConfigError::invalid(
-                    "server.node-id",
-                    "expected the id this server has in raft.peers (1 or more), found 0",
-                ));
+                if self.server.pd_endpoints.is_empty() {
+                    return Err(ConfigError::invalid(
+                        "server.node-id",
+                        "expected the id this server has in raft.peers (1 or more), or 0 with pd-endpoints set, found 0 without pd-endpoints",
+                    ));
+                }
+            } else {
+                self.raft.check_member(self.store_id())?;
             }
-            self.raft.check_member(self.store_id())?;
         }
         Ok(())
     }

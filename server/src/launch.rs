@@ -81,6 +81,10 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
             || format!("http://{local}"),
             |p| p.addr.trim_end_matches('/').to_string(),
         );
+        // A server with an allocated id is in no `[raft] peers` list, its own neither: the
+        // regions it leads must still name its address among their replicas.
+        let zone = types::zone::label(node.config.zone().as_ref()).to_string();
+        node.members.learn(own, &url, &zone);
         tokio::spawn(crate::pd_heartbeat::run(
             node.clone(),
             url,

@@ -35,6 +35,7 @@ pub mod raw_load;
 pub mod region_error;
 pub mod remote_snapshot;
 pub mod remote_tso;
+pub mod store_ident;
 pub mod tso;
 pub mod txn;
 pub mod worker_pool;

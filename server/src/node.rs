@@ -57,6 +57,8 @@ pub enum NodeError {
     NotLeader(#[source] raftstore::RaftStoreError),
     #[error("replication failed to start")]
     Raft(#[from] raftstore::StartError),
+    #[error("cannot settle this server's store id")]
+    StoreId(#[from] crate::store_ident::StoreIdError),
 }
 
 pub struct Node {
@@ -84,15 +86,26 @@ pub struct Node {
 impl Node {
     /// Opens everything. Blocking (engine recovery, first-start region creation which may ask a
     /// remote TSO for region ids): call it from a blocking thread of `runtime`.
-    pub fn open(config: ServerConfig, runtime: tokio::runtime::Handle) -> Result<Node, NodeError> {
+    pub fn open(
+        mut config: ServerConfig,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Node, NodeError> {
         config.validate()?;
         metrics::register_all();
-        let s = &config.server;
-        let kv = &config.kvengine;
-        std::fs::create_dir_all(&s.data_dir).map_err(|source| NodeError::DataDir {
-            path: s.data_dir.clone(),
+        std::fs::create_dir_all(&config.server.data_dir).map_err(|source| NodeError::DataDir {
+            path: config.server.data_dir.clone(),
             source,
         })?;
+        // Before anything uses it: the engine prefixes its files with it.
+        config.server.node_id = crate::store_ident::resolve(
+            config.server.node_id,
+            &config.server.data_dir,
+            &config.server.pd_endpoints,
+            &runtime,
+            PD_CALL_DEADLINE,
+        )?;
+        let s = &config.server;
+        let kv = &config.kvengine;
         let mut opts = EngineOptions::new(s.data_dir.join("engine"));
         // The Raft log is the write-ahead log: the engine applies committed entries at their
         // index and opens no WAL of its own.
