@@ -49,6 +49,7 @@ pub mod paging;
 pub mod region_cache;
 mod region_rpc;
 pub mod replica_read;
+pub mod topology_watch;
 pub mod sql;
 pub mod transport;
 pub mod variables;

@@ -28,6 +28,14 @@ pub static COP_CACHE_MISSES: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
+/// Topology changes the placement driver's watch delivered (`crate::topology_watch`).
+pub static TOPOLOGY_UPDATES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_client_topology_updates_total",
+        "Cluster topology changes (servers, workers, regions, leaders) pushed by the placement driver's watch.",
+    )
+});
+
 /// Entries evicted to make room for new ones.
 pub static COP_CACHE_EVICTIONS: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(

@@ -214,8 +214,10 @@ pub struct Client {
     /// The placement driver, when configured: timestamps, the routing table and the workers'
     /// registrations come from it.
     pd: Option<node::PdClient>,
-    regions: RegionCache,
-    workers: WorkerLiveness,
+    regions: Arc<RegionCache>,
+    workers: Arc<WorkerLiveness>,
+    /// Keeps `regions` and `workers` current from the placement driver, when configured.
+    watch: crate::topology_watch::TopologyWatch,
     cache: Arc<CopCache>,
 }
 
@@ -312,11 +314,12 @@ impl Client {
                 config.request_timeout.duration(),
             ),
             tso,
-            regions: RegionCache::with_pd(servers, pd.clone()),
-            workers: WorkerLiveness::new(
+            regions: Arc::new(RegionCache::with_pd(servers, pd.clone())),
+            workers: Arc::new(WorkerLiveness::new(
                 config.workers.iter().map(|w| base_url(w)).collect(),
                 config.dead_worker_ttl.duration(),
-            ),
+            )),
+            watch: crate::topology_watch::TopologyWatch::default(),
             cache,
             pd,
             config,
@@ -363,6 +366,7 @@ impl Client {
 
     /// `ranges` split by the cached regions, loading the regions once when a key has none.
     async fn split_or_load(&self, ranges: &[KeyRange]) -> Result<Vec<RegionRanges>> {
+        self.watch_topology();
         match self.regions.split_ranges(ranges) {
             Err(Error::NoRegion { .. }) => {
                 self.refresh_regions().await?;
@@ -372,11 +376,21 @@ impl Client {
         }
     }
 
-    /// Takes the workers' registrations from the placement driver (when configured, at most
-    /// once per [`REGISTRATIONS_EVERY`]: node selection runs per query), then probes every
-    /// worker not within its dead TTL.
+    /// Starts the placement driver's topology watch once, when configured
+    /// ([`crate::topology_watch`]).
+    fn watch_topology(&self) {
+        if let Some(pd) = &self.pd {
+            self.watch.ensure_started(pd, &self.regions, &self.workers);
+        }
+    }
+
+    /// Takes the workers' registrations from the placement driver (when configured and its
+    /// watch is not answering, at most once per [`REGISTRATIONS_EVERY`]: node selection runs
+    /// per query), then probes every worker not within its dead TTL.
     pub async fn probe_workers(&self) {
+        self.watch_topology();
         if let Some(pd) = &self.pd
+            && !self.watch.is_live()
             && self
                 .workers
                 .registrations_due(std::time::Instant::now(), REGISTRATIONS_EVERY)

@@ -19,7 +19,7 @@ use wire::paths;
 use wire::pd::{
     AllocIdRequest, AllocIdResponse, ClusterView, HeartbeatResponse, MembersResponse,
     OperatorsRequest, OperatorsResponse, StoreHeartbeat, StoreState, StoreStateRequest,
-    WorkerHeartbeat,
+    WatchRequest, WatchResponse, WorkerHeartbeat,
 };
 use wire::region::{TsoRequest, TsoResponse};
 
@@ -65,7 +65,8 @@ refusable!(
     TsoResponse,
     AllocIdResponse,
     HeartbeatResponse,
-    OperatorsResponse
+    OperatorsResponse,
+    WatchResponse
 );
 
 #[derive(Debug)]
@@ -153,6 +154,16 @@ impl PdClient {
             });
         }
         Ok(resp.first)
+    }
+
+    /// The cluster view once its topology differs from the one `token` names (0: at once),
+    /// or after `wait` with the same token: a long poll held by the placement leader
+    /// (`pd::watch`). The answer's token goes into the next call.
+    pub async fn watch(&self, token: u64, wait: Duration) -> Result<WatchResponse, PdClientError> {
+        let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
+        self.inner
+            .call_waiting(paths::PD_WATCH, &WatchRequest { token, wait_ms }, wait)
+            .await
     }
 
     /// Registers (or renews) a storage server and reports the regions it leads.
@@ -272,6 +283,17 @@ impl Inner {
         path: &str,
         req: &Req,
     ) -> Result<Resp, PdClientError> {
+        self.call_waiting(path, req, Duration::ZERO).await
+    }
+
+    /// [`Inner::call`] for a request the placement driver may hold for up to `held` (a long
+    /// poll): each attempt and the call's deadline get that much longer.
+    async fn call_waiting<Req: Message, Resp: Refusable>(
+        &self,
+        path: &str,
+        req: &Req,
+        held: Duration,
+    ) -> Result<Resp, PdClientError> {
         if self.endpoints.is_empty() {
             return Err(PdClientError::NoEndpoints);
         }
@@ -295,9 +317,8 @@ impl Inner {
             let url = format!("{target}{path}");
             let mut hinted = false;
             // An attempt never runs past the call's deadline.
-            let attempt = self
-                .attempt_timeout
-                .min(self.deadline.saturating_sub(started.elapsed()))
+            let attempt = (self.attempt_timeout + held)
+                .min((self.deadline + held).saturating_sub(started.elapsed()))
                 .max(Duration::from_millis(1));
             match self.http.post(&url, body.clone(), attempt).await {
                 Ok(reply) if reply.status.is_success() => match Resp::decode(reply.body.as_ref()) {
@@ -338,7 +359,7 @@ impl Inner {
                 }
             }
             let elapsed = started.elapsed();
-            if elapsed >= self.deadline {
+            if elapsed >= self.deadline + held {
                 return Err(self.unavailable(elapsed, last));
             }
             // A hint is followed at once, but two instances naming each other (each thinking

@@ -21,6 +21,9 @@ pub enum PdError {
     /// A request asked for no timestamps/ids, or too many at once.
     #[error("invalid count: expected 1..={max}, found {found}")]
     InvalidCount { found: u64, max: u64 },
+    /// The leader cannot answer yet (it was just elected); asking again shortly works.
+    #[error("not ready: {what}")]
+    NotReady { what: &'static str },
     /// A write fenced by the leader key failed: another instance leads now.
     #[error("leadership lost while writing {what}")]
     LeadershipLost { what: &'static str },

@@ -13,6 +13,8 @@
 //!   server was down), told to leave through the heartbeat answer;
 //! * [`scheduler`]: replica scheduling, pure decisions: which replica or leadership of which
 //!   region moves where, one step per heartbeat (repairs, drains, zone isolation, balance);
+//! * [`watch`]: the topology long poll: the view of each scheduling round, pushed to watchers
+//!   when what they route by changed;
 //! * [`service`]: one instance: the election loop and the HTTP API;
 //! * [`config`], [`launch`]: `stratus pd --config pd.toml`.
 
@@ -32,6 +34,7 @@ pub mod stale_replicas;
 #[cfg(test)]
 mod test_support;
 pub mod tso;
+pub mod watch;
 
 pub use config::PdConfig;
 pub use error::PdError;

@@ -15,6 +15,7 @@
 //! | `GET /pd/workers` | → `wire::pd::ClusterView` with the workers only (any instance) |
 //! | `POST /pd/store-state` | `wire::pd::StoreStateRequest` → `HeartbeatResponse` (leader) |
 //! | `POST /pd/operators` | `wire::pd::OperatorsRequest` → `OperatorsResponse`: the moves in flight (leader) |
+//! | `POST /pd/watch` | `wire::pd::WatchRequest` → `WatchResponse`: the view once its topology changed (leader, long poll) |
 //!
 //! **Scheduling.** The leader plans every `schedule-interval` (`pd::scheduler`, from the
 //! registered servers and the routing table; nothing when the metadata store cannot be read)
@@ -37,7 +38,8 @@ use tokio::sync::watch;
 use wire::paths;
 use wire::pd::{
     AllocIdRequest, AllocIdResponse, ClusterView, HeartbeatResponse, MembersResponse,
-    OperatorsResponse, StoreHeartbeat, StoreState, StoreStateRequest, WorkerHeartbeat,
+    OperatorsResponse, StoreHeartbeat, StoreState, StoreStateRequest, WatchRequest, WatchResponse,
+    WorkerHeartbeat,
 };
 use wire::region::{TsoRequest, TsoResponse};
 
@@ -88,6 +90,7 @@ pub struct Pd<S: MetaStore> {
     scheduler: parking_lot::Mutex<Scheduler>,
     stale: parking_lot::Mutex<StaleReplicas>,
     gc: GcSafePoint,
+    topology: crate::watch::Topology,
     cluster_id: AtomicU64,
 }
 
@@ -103,6 +106,7 @@ impl<S: MetaStore> Pd<S> {
             scheduler: parking_lot::Mutex::new(Scheduler::new(options.scheduler.clone())),
             stale: parking_lot::Mutex::new(StaleReplicas::new(options.node_lease_ttl)),
             gc: GcSafePoint::new(keys.gc_safe_point()),
+            topology: crate::watch::Topology::default(),
             cluster_id: AtomicU64::new(0),
             store,
             keys,
@@ -318,6 +322,7 @@ impl<S: MetaStore> Pd<S> {
     }
 
     async fn step_down(&self, lease: Lease) {
+        self.topology.clear();
         self.tso.stop();
         self.ids.stop();
         self.leadership.follow(String::new());
@@ -399,7 +404,29 @@ impl<S: MetaStore> Pd<S> {
             })
             .collect();
         self.scheduler.lock().schedule(now, &stores, &view.regions);
+        self.topology.publish(&view);
         self.advance_gc(&view).await
+    }
+
+    /// The view once its topology differs from `token`, or after `wait` (the leader only).
+    pub async fn watch(&self, token: u64, wait: Duration) -> Result<WatchResponse, PdError> {
+        self.fence()?;
+        let published = self.topology.wait_change(token, wait).await;
+        // Still leading: a view published before a step-down is not the cluster's any more.
+        self.fence()?;
+        let (token, view) = published
+            .map(|p| (p.0, p.1.clone()))
+            .ok_or(PdError::NotReady {
+                what: "the first scheduling round has not read the cluster yet",
+            })?;
+        Ok(WatchResponse {
+            view: Some(ClusterView {
+                leader: self.leadership.leader(),
+                ..view
+            }),
+            token,
+            ..WatchResponse::default()
+        })
     }
 
     /// Moves the GC safe point up to what the cluster allows now (`pd::gc`).
@@ -496,7 +523,8 @@ refusable!(
     TsoResponse,
     AllocIdResponse,
     HeartbeatResponse,
-    OperatorsResponse
+    OperatorsResponse,
+    WatchResponse
 );
 
 /// The answer to a request of `kind`: `done` as it is, or its error as a refusal naming the
@@ -582,6 +610,15 @@ async fn store_state_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: B
     answer("store_state", done)
 }
 
+async fn watch_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Bytes) -> Response {
+    let req: WatchRequest = match decode_proto(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let wait = Duration::from_millis(u64::from(req.wait_ms));
+    answer("watch", pd.watch(req.token, wait).await)
+}
+
 async fn operators_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
     answer("operators", pd.operators())
 }
@@ -646,6 +683,7 @@ pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
         .route(paths::PD_WORKERS, get(workers_handler::<S>))
         .route(paths::PD_STORE_STATE, post(store_state_handler::<S>))
         .route(paths::PD_OPERATORS, post(operators_handler::<S>))
+        .route(paths::PD_WATCH, post(watch_handler::<S>))
         .route(paths::CONFIG, get(config_handler::<S>))
         .route(paths::METRICS, get(node::http::metrics_handler))
         .with_state(pd)

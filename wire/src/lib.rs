@@ -80,6 +80,9 @@ pub mod paths {
     /// Placement driver: [`crate::pd::OperatorsRequest`] in, [`crate::pd::OperatorsResponse`]
     /// out (the moves in flight).
     pub const PD_OPERATORS: &str = "/pd/operators";
+    /// Placement driver: [`crate::pd::WatchRequest`] in, [`crate::pd::WatchResponse`] out (a
+    /// long poll for topology changes).
+    pub const PD_WATCH: &str = "/pd/watch";
     pub const REGIONS: &str = "/regions"; // GET
     pub const SPLIT: &str = "/split";
     pub const RAW_LOAD: &str = "/raw/load";

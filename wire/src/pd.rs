@@ -316,3 +316,32 @@ pub struct ClusterView {
     #[prost(uint64, tag = "7")]
     pub gc_safe_point: u64,
 }
+
+/// `POST /pd/watch` (the leader answers): a long poll for the cluster's topology. The answer
+/// comes as soon as the topology differs from the one `token` names (at once for token 0),
+/// or after `wait_ms` without a change (then with the same token), so a caller learns of a new
+/// server, worker, region or leader when it happens instead of polling for it.
+#[derive(Clone, PartialEq, Message)]
+pub struct WatchRequest {
+    /// The token of the last answer the caller took (0: none yet).
+    #[prost(uint64, tag = "1")]
+    pub token: u64,
+    /// How long to wait for a change (the leader caps it).
+    #[prost(uint32, tag = "2")]
+    pub wait_ms: u32,
+}
+
+/// The answer to a [`WatchRequest`]: the view and its token (a digest of the servers'
+/// addresses, zones and states, the workers and the routing table's ranges, epochs, replicas
+/// and leaders, not of counts, sizes or heartbeat times, which change all the time).
+#[derive(Clone, PartialEq, Message)]
+pub struct WatchResponse {
+    #[prost(message, optional, tag = "1")]
+    pub view: Option<ClusterView>,
+    #[prost(uint64, tag = "2")]
+    pub token: u64,
+    #[prost(string, tag = "3")]
+    pub error: String,
+    #[prost(string, tag = "4")]
+    pub leader: String,
+}
