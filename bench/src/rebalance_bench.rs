@@ -4,9 +4,12 @@
 //! * **The cluster**: one `stratus-pd` on its embedded store (its default lease and window),
 //!   three `stratus-server` in zones a, b and c (the e2e `ReplicatedCluster`, every region a
 //!   voter on each, the Raft tick at its default) taking timestamps from it, `REGIONS`
-//!   regions (cut at every `ROWS_PER_REGION`-th row of a sample table), each holding
-//!   `ROWS_PER_REGION` rows of about `PAD` bytes written through Raft (a learner's snapshot
-//!   carries real rows, and stays cheap). Before the timed part the placement driver's routing
+//!   regions each holding `ROWS_PER_REGION` rows of a sample table, about `PAD` bytes each,
+//!   written through Raft after the splits (a learner's snapshot carries real rows, and stays
+//!   cheap). A server takes at most 100 initial ranges (`wire::pd::RESERVED_IDS`: replicated
+//!   initial regions are numbered by position, below the ids the placement driver allocates),
+//!   so the servers start with 100 regions of `2 × ROWS_PER_REGION` rows' key space and each is
+//!   split in two (`POST /split` to its leader, the new ids from the placement driver). Before the timed part the placement driver's routing
 //!   table must show every region with three voters and a leader, and no operator in flight
 //!   (the leaders among the first three are balanced first).
 //! * **Timed**: a fourth server in zone d (four zones, so the scheduler may give it a replica
@@ -47,13 +50,17 @@ use e2e::replicated::ReplicatedCluster;
 use e2e::sample_table::SampleTable;
 use e2e::server_proc::ServerProc;
 use pd::config::PdSection;
+use prost::Message;
 use server::config::{RaftConfig, ServerSection};
 use types::ReadableDuration;
 use wire::pd::{ClusterView, OperatorInfo, OperatorReason, StepKind};
+use wire::region::{SplitRequest, SplitResponse};
 
 use crate::report::{duration_row, table_header};
 
 const REGIONS: usize = 200;
+/// What the servers start with (the most a server's config takes); each is split in two.
+const INITIAL_REGIONS: usize = REGIONS / 2;
 const ROWS_PER_REGION: i64 = 4;
 /// Padding per row: about 1 KiB of rows per region.
 const PAD: usize = 200;
@@ -167,6 +174,39 @@ fn reached(seen: &Seen, region: Option<&wire::region::Region>) -> bool {
             .any(|p| p.store_id == seen.to && !p.is_learner());
     let from_ok = seen.from == 0 || r.peers.iter().all(|p| p.store_id != seen.from);
     to_ok && from_ok
+}
+
+/// Splits the region holding `key` at `key` through whichever server leads it (each is tried
+/// in turn until one takes it); panics after `SETUP_TIMEOUT`.
+fn split_at(rc: &ReplicatedCluster, key: Vec<u8>) {
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    let region_id = rc.server(0).region_of(&key).id;
+    let body = SplitRequest {
+        region_id,
+        split_key: key,
+    }
+    .encode_to_vec();
+    let mut refusals = Vec::new();
+    while Instant::now() < deadline {
+        refusals.clear();
+        for url in rc.urls() {
+            let url = format!("{url}{}", wire::paths::SPLIT);
+            let refusal = match harness::http::post(&url, body.clone(), Duration::from_secs(30)) {
+                Ok(reply) if reply.status.is_success() => {
+                    match SplitResponse::decode(reply.body.as_ref()) {
+                        Ok(r) if r.error.is_empty() && r.region_error.is_none() => return,
+                        Ok(r) => format!("{:?} {}", r.region_error, r.error),
+                        Err(e) => format!("undecodable: {e}"),
+                    }
+                }
+                Ok(reply) => format!("status {}", reply.status),
+                Err(e) => e.to_string(),
+            };
+            refusals.push(format!("{url}: {refusal}"));
+        }
+        std::thread::sleep(POLL);
+    }
+    panic!("nobody split region {region_id}: {refusals:?}");
 }
 
 /// Every region has three voters (no learner) on `stores` in distinct zones, and a leader.
@@ -356,8 +396,9 @@ fn rebalance(t: &Timers) -> Outcome {
     let pd = start_pd(&cluster, t);
     let pd_url = pd.base_url().to_string();
     let client = node::PdClient::new(std::slice::from_ref(&pd_url), Duration::from_secs(5));
-    let cuts: Vec<Vec<u8>> = (1..REGIONS as i64)
-        .map(|i| TABLE.key(i * ROWS_PER_REGION))
+    // 100 initial regions of two final ones each.
+    let cuts: Vec<Vec<u8>> = (1..INITIAL_REGIONS as i64)
+        .map(|i| TABLE.key(i * 2 * ROWS_PER_REGION))
         .collect();
     let tick = RaftConfig::default().tick_interval;
     let setup_start = Instant::now();
@@ -365,6 +406,9 @@ fn rebalance(t: &Timers) -> Outcome {
         on_pd(s, &pd_url, t.heartbeat)
     });
     rc.wait_until_every_region_has_a_leader(SETUP_TIMEOUT);
+    for i in 0..INITIAL_REGIONS as i64 {
+        split_at(&rc, TABLE.key((2 * i + 1) * ROWS_PER_REGION));
+    }
     for region in 0..REGIONS as i64 {
         let pairs = (region * ROWS_PER_REGION..(region + 1) * ROWS_PER_REGION)
             .map(|h| (TABLE.key(h), SampleTable::value(h, PAD)))
