@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|all] [--entries N]
 //! ```
 
 mod cop_bench;
@@ -17,6 +17,7 @@ mod node_selection_bench;
 mod offload_bench;
 mod pd_bench;
 mod raft_write_bench;
+mod rebalance_bench;
 mod replication_bench;
 mod report;
 mod sst_bench;
@@ -40,12 +41,12 @@ fn main() {
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "raft-write" | "txn-snapshot"
             | "replication" | "failover" | "idle" | "cop" | "offload" | "mixed" | "cop-cache"
-            | "node-selection" | "pd" | "all" => suite = a,
+            | "node-selection" | "pd" | "rebalance" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|all] [--entries N]"
                 );
                 std::process::exit(2);
             }
@@ -103,5 +104,8 @@ fn main() {
     }
     if suite == "pd" || suite == "all" {
         pd_bench::run();
+    }
+    if suite == "rebalance" || suite == "all" {
+        rebalance_bench::run();
     }
 }

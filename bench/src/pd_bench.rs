@@ -9,15 +9,18 @@
 //!   in-process `AtomicU64::fetch_add` on one shared counter (the loop's own count) driven by
 //!   the same number of threads for the same time.
 //!   The mean batch (timestamps per request) is read from the pd's `/metrics`.
-//! * **Failover**: three `stratus-pd` instances on the one-member etcd, `lease-ttl = "1s"`,
-//!   `tso-window = "1s"`. `KILLS` times: SIGKILL the leader, time until a client of all three
-//!   instances gets its first timestamp, restart the killed one, wait until all three agree on
-//!   a leader. Beside it, the time until a surviving instance says it leads (asked every
-//!   5 ms while the client retries): the election alone, without the client's retry pauses
-//!   (20 ms doubling to 200 ms). The baseline is the lease TTL: a dead leader's lease must expire before another
-//!   instance can be elected, so no failover can be shorter. Every timestamp the client got is
-//!   checked to be strictly greater than the one before, across all the failovers; the suite
-//!   panics when one is not.
+//! * **Failover**: three `stratus-pd` instances on the one-member etcd, with `lease-ttl` and
+//!   `tso-window` both 1 s (the harness etcd's minimum lease), then both at the shipped default
+//!   3 s (issue 17's target, p99 under 3 s, is for the default). `KILLS` times each: SIGKILL
+//!   the leader, time until a client of all three instances gets its first timestamp, restart
+//!   the killed one, wait until all three agree on a leader. Beside it, the time until a
+//!   surviving instance says it leads (asked every 5 ms while the client retries): the election
+//!   alone, without the client's retry pauses (20 ms doubling to 200 ms). The baseline is the
+//!   lease TTL: a dead leader's lease must expire before another instance can be elected, so no
+//!   failover is much shorter (its last renewal came up to a third of the TTL and a tick before
+//!   the kill: the 3 s lease's failovers went down to 0.98 of it). Every timestamp the client
+//!   got is checked to be strictly greater than the one before, across all the failovers; the
+//!   suite panics when one is not.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,8 +41,16 @@ const WARMUP: Duration = Duration::from_millis(500);
 const RUN: Duration = Duration::from_secs(3);
 const THREADS: [usize; 2] = [1, 8];
 const KILLS: usize = 20;
-/// The failover cluster's lease (and TSO window): the harness etcd's minimum lease.
-const LEASE_TTL: Duration = Duration::from_secs(1);
+/// The failover clusters' leases (and TSO windows): the harness etcd's minimum lease, then the
+/// pd's default (`PdSection::default().lease_ttl`, 3 s).
+fn lease_ttls() -> [Duration; 2] {
+    [
+        Duration::from_secs(1),
+        PdSection::default().lease_ttl.duration(),
+    ]
+}
+/// Issue 17's target for the failover's p99.
+const TARGET: Duration = Duration::from_secs(3);
 /// One client call's budget, retries included.
 const CLIENT_DEADLINE: Duration = Duration::from_secs(15);
 const LEADER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -231,8 +242,10 @@ fn first_claim(survivors: &[String], killed_at: Instant) -> Duration {
     }
 }
 
-fn failover(dir: &std::path::Path) {
-    let etcd = EtcdCluster::start(&dir.join("etcd-failover"), 1)
+fn failover(dir: &std::path::Path, lease_ttl: Duration) {
+    let secs = lease_ttl.as_secs_f64();
+    let dir = dir.join(format!("failover-{}ms", lease_ttl.as_millis()));
+    let etcd = EtcdCluster::start(&dir.join("etcd"), 1)
         .unwrap_or_else(|e| panic!("cannot start etcd: {e}"));
     let ports = harness::ports::reserve(3).unwrap_or_else(|e| panic!("{e}"));
     let mut pds: Vec<PdProc> = ports
@@ -245,8 +258,8 @@ fn failover(dir: &std::path::Path) {
                 port,
                 &etcd.endpoints(),
             );
-            setup.pd.lease_ttl = ReadableDuration(LEASE_TTL);
-            setup.pd.tso_window = ReadableDuration(LEASE_TTL);
+            setup.pd.lease_ttl = ReadableDuration(lease_ttl);
+            setup.pd.tso_window = ReadableDuration(lease_ttl);
             PdProc::start(&setup)
         })
         .collect();
@@ -292,7 +305,7 @@ fn failover(dir: &std::path::Path) {
         took.push(t);
         claims.push(elected);
         eprintln!(
-            "kill {round}: {} killed, a survivor leads after {elected:?}, the client's first timestamp after {t:?}",
+            "lease {secs} s, kill {round}: {} killed, a survivor leads after {elected:?}, the client's first timestamp after {t:?}",
             pds[idx].name()
         );
         pds[idx].restart();
@@ -304,7 +317,7 @@ fn failover(dir: &std::path::Path) {
     let mut sorted = took.clone();
     sorted.sort_unstable();
     table_header(&format!(
-        "placement-leader failover (3 release stratus-pd on a 1-member etcd, lease-ttl 1 s, tso-window 1 s; {KILLS} SIGKILLs of the leader; baseline: the lease TTL, the floor)"
+        "placement-leader failover (3 release stratus-pd on a 1-member etcd, lease-ttl {secs} s, tso-window {secs} s; {KILLS} SIGKILLs of the leader; baseline: the lease TTL, the floor)"
     ));
     let p99 = percentile(&sorted, 0.99);
     for (name, d) in [
@@ -319,7 +332,7 @@ fn failover(dir: &std::path::Path) {
             &format!("kill to the client's first timestamp, {name}"),
             d,
             "lease TTL",
-            LEASE_TTL,
+            lease_ttl,
         );
     }
     claims.sort_unstable();
@@ -337,16 +350,13 @@ fn failover(dir: &std::path::Path) {
             ),
             d,
             "lease TTL",
-            LEASE_TTL,
+            lease_ttl,
         );
     }
-    let verdict = if p99 < Duration::from_secs(3) {
-        "met"
-    } else {
-        "NOT met"
-    };
+    let verdict = if p99 < TARGET { "met" } else { "NOT met" };
     println!(
-        "\ntarget p99 < 3 s: {verdict} (p99 {:.0} ms); samples, sorted (ms): {}",
+        "\nlease {secs} s: target p99 < {} s: {verdict} (p99 {:.0} ms); samples, sorted (ms): {}",
+        TARGET.as_secs(),
         p99.as_secs_f64() * 1e3,
         sorted
             .iter()
@@ -355,7 +365,7 @@ fn failover(dir: &std::path::Path) {
             .join(", ")
     );
     println!(
-        "timestamps strictly increasing across all {KILLS} failovers: yes ({} fetched, each above the one before)",
+        "lease {secs} s: timestamps strictly increasing across all {KILLS} failovers: yes ({} fetched, each above the one before)",
         seen.len()
     );
 }
@@ -363,5 +373,7 @@ fn failover(dir: &std::path::Path) {
 pub fn run() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
     throughput(dir.path());
-    failover(dir.path());
+    for lease_ttl in lease_ttls() {
+        failover(dir.path(), lease_ttl);
+    }
 }

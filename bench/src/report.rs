@@ -71,3 +71,15 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted.get(i).copied().unwrap_or_default()
 }
+
+/// One row of long durations (minutes), in seconds: lower is better, the ratio is ours /
+/// baseline.
+pub fn duration_row(name: &str, ours: Duration, base_name: &str, base: Duration) {
+    let s = |d: Duration| d.as_secs_f64();
+    println!(
+        "| {name} | {:.1} s | {:.1} s ({base_name}) | {:.2} |",
+        s(ours),
+        s(base),
+        s(ours) / s(base).max(1e-9)
+    );
+}
