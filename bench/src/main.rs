@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|all] [--entries N]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|all] [--entries N] [--timers default|fast]
 //! ```
 
 mod cop_bench;
@@ -30,8 +30,18 @@ fn main() {
     let mut suite = "all".to_string();
     let mut entries = 2_000_000usize;
     let mut child: Option<String> = None;
+    let mut timers: Option<String> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
+            // The rebalance suite's timer settings to run (default: both).
+            "--timers" => {
+                let v = args.next().unwrap_or_default();
+                if v != "default" && v != "fast" {
+                    eprintln!("--timers expects default or fast, found={v:?}");
+                    std::process::exit(2);
+                }
+                timers = Some(v);
+            }
             "--entries" => {
                 let v = args.next().unwrap_or_default();
                 entries = v.parse().unwrap_or_else(|_| {
@@ -46,7 +56,7 @@ fn main() {
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|all] [--entries N]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|all] [--entries N] [--timers default|fast]"
                 );
                 std::process::exit(2);
             }
@@ -106,6 +116,6 @@ fn main() {
         pd_bench::run();
     }
     if suite == "rebalance" || suite == "all" {
-        rebalance_bench::run();
+        rebalance_bench::run(timers.as_deref());
     }
 }

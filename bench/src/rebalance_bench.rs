@@ -684,9 +684,18 @@ fn report(t: &Timers, o: &Outcome, max_moves: usize) {
     );
 }
 
-pub fn run() {
+/// Runs every timer setting, or only `only` (`default`, `fast`).
+pub fn run(only: Option<&str>) {
     let max_moves = PdSection::default().max_moves_per_store;
     for t in settings() {
+        let wanted = match only {
+            Some("default") => t.name == "shipped defaults",
+            Some("fast") => t.name == "fast timers",
+            _ => true,
+        };
+        if !wanted {
+            continue;
+        }
         let started = Instant::now();
         let outcome = rebalance(&t);
         eprintln!(

@@ -38,8 +38,7 @@ impl TopologyWatch {
         regions: &Arc<RegionCache>,
         workers: &Arc<WorkerLiveness>,
     ) {
-        if self.started.load(Ordering::Acquire) || tokio::runtime::Handle::try_current().is_err()
-        {
+        if self.started.load(Ordering::Acquire) || tokio::runtime::Handle::try_current().is_err() {
             return;
         }
         if self.started.swap(true, Ordering::AcqRel) {

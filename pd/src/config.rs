@@ -8,7 +8,7 @@
 //! data-dir = "./stratus-data/pd"         # the embedded store's file lives here
 //! etcd-endpoints = []                    # etcd client URLs; empty = the embedded store
 //! cluster-name = "stratus"               # keys live under /stratus/<cluster-name>/
-//! lease-ttl = "3s"                       # the leader's lease (etcd raises one below its minimum)
+//! lease-ttl = "2s"                       # the leader's lease (etcd raises one below its minimum)
 //! tso-window = "3s"                      # how far ahead of use the TSO mark is persisted
 //! id-batch = 100                         # ids reserved per write of the id counter
 //! node-lease-ttl = "10s"                 # a server or worker silent this long is unregistered
@@ -102,7 +102,7 @@ impl Default for PdSection {
             data_dir: PathBuf::from("./stratus-data/pd"),
             etcd_endpoints: Vec::new(),
             cluster_name: "stratus".into(),
-            lease_ttl: ReadableDuration::secs(3),
+            lease_ttl: ReadableDuration::secs(2),
             tso_window: ReadableDuration::secs(3),
             id_batch: 100,
             node_lease_ttl: ReadableDuration::secs(10),

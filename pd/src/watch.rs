@@ -168,11 +168,7 @@ mod tests {
         block(async {
             let t = Arc::new(Topology::default());
             // Nothing published: the wait ends empty.
-            assert!(
-                t.wait_change(0, Duration::from_millis(20))
-                    .await
-                    .is_none()
-            );
+            assert!(t.wait_change(0, Duration::from_millis(20)).await.is_none());
             t.publish(&view(1, 10, 5));
             let first = t.wait_change(0, MAX_WAIT).await.expect("published");
             // The same topology (sizes moved): the watcher waits out its wait.

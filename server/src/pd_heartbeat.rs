@@ -250,17 +250,29 @@ pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Du
                 if !answer.steps.is_empty() {
                     let n = node.clone();
                     // One region's steps in order; a membership change waits for its apply.
-                    let _ = tokio::task::spawn_blocking(move || {
+                    let carried_out = tokio::task::spawn_blocking(move || {
+                        let mut any = false;
                         for step in &answer.steps {
                             match execute(&n, step) {
-                                Ok(()) => tracing::info!(region_id = step.region_id, kind = ?step.kind(), store = step.store_id, "scheduling step carried out"),
+                                Ok(()) => {
+                                    any = true;
+                                    tracing::info!(region_id = step.region_id, kind = ?step.kind(), store = step.store_id, "scheduling step carried out");
+                                }
                                 // Steps come again with every heartbeat until the routing table shows them done:
                                 // a dropped one is routine.
                                 Err(why) => tracing::debug!(region_id = step.region_id, kind = ?step.kind(), store = step.store_id, %why, "scheduling step dropped"),
                             }
                         }
+                        any
                     })
-                    .await;
+                    .await
+                    .unwrap_or(false);
+                    if carried_out {
+                        // Report the new membership now, not a heartbeat later: the next step
+                        // of the move is planned from the routing table, so each step would
+                        // otherwise cost two heartbeats (measured: `stratus-bench rebalance`).
+                        tick.reset_immediately();
+                    }
                 }
                 refresh_workers(&node, &client).await;
             }
