@@ -13,6 +13,10 @@
 //! driver plans again from the next report. When a member of a region held here is on a server
 //! whose address is unknown here, the registered servers' addresses go to `Members` after the
 //! heartbeat, so replicas on a server that joined later are reachable.
+//!
+//! Beside the heartbeat, a long poll on the placement leader's topology watch (`pd::watch`)
+//! hands the offload pool the registered workers and `Members` the servers' addresses as soon
+//! as they change, instead of a read per heartbeat.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,29 +73,59 @@ pub fn build(node: &Node, url: &str) -> StoreHeartbeat {
 }
 
 /// Gives the offload dispatcher the workers registered now (their coprocessor URLs and zones).
-async fn refresh_workers(node: &Node, client: &PdClient) {
+fn apply_workers(node: &Node, workers: &[wire::pd::WorkerInfo]) {
     let Some(dispatcher) = node.coprocessor.dispatcher() else {
         return;
     };
-    match client.workers().await {
-        Ok(view) => {
-            let registered: Vec<WorkerEndpoint> = view
-                .workers
-                .iter()
-                .map(|w| WorkerEndpoint {
-                    addr: format!(
-                        "{}{}",
-                        w.url.trim_end_matches('/'),
-                        wire::paths::COPROCESSOR
-                    ),
-                    zone: w.zone(),
-                })
-                .collect();
-            dispatcher
-                .workers()
-                .apply_registrations(&registered, std::time::Instant::now());
+    let registered: Vec<WorkerEndpoint> = workers
+        .iter()
+        .map(|w| WorkerEndpoint {
+            addr: format!(
+                "{}{}",
+                w.url.trim_end_matches('/'),
+                wire::paths::COPROCESSOR
+            ),
+            zone: w.zone(),
+        })
+        .collect();
+    dispatcher
+        .workers()
+        .apply_registrations(&registered, std::time::Instant::now());
+}
+
+/// How long one topology poll waits for a change.
+const WATCH_WAIT: Duration = Duration::from_secs(20);
+
+/// Keeps the offload pool's workers and the other servers' addresses current from the
+/// placement leader's topology watch (`pd::watch`: a long poll answered when servers, workers,
+/// regions or leaders change), until the task is dropped.
+async fn watch_topology(node: Arc<Node>, client: PdClient) {
+    let mut token = 0;
+    loop {
+        match client.watch(token, WATCH_WAIT).await {
+            Ok(resp) => {
+                if resp.token != token
+                    && let Some(view) = &resp.view
+                {
+                    apply_workers(&node, &view.workers);
+                    learn_addresses(&node, view);
+                }
+                token = resp.token;
+            }
+            Err(e) => {
+                tracing::debug!("the placement driver's topology watch failed: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         }
-        Err(e) => tracing::debug!("cannot read the workers' registrations: {e}"),
+    }
+}
+
+/// Aborts a task when dropped (the heartbeat's own task is aborted at shutdown).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -208,15 +242,18 @@ fn confirm_not_a_member(
     Ok(())
 }
 
+/// Learns the registered servers' addresses in `view`.
+fn learn_addresses(node: &Node, view: &wire::pd::ClusterView) {
+    for s in view.stores.iter().filter_map(|s| s.heartbeat.as_ref()) {
+        let zone = s.zone().map(|z| z.to_string()).unwrap_or_default();
+        node.members.learn(s.store_id, &s.url, &zone);
+    }
+}
+
 /// Learns the registered servers' addresses (module docs).
 async fn refresh_addresses(node: &Node, client: &PdClient) {
     match client.cluster().await {
-        Ok(view) => {
-            for s in view.stores.iter().filter_map(|s| s.heartbeat.as_ref()) {
-                let zone = s.zone().map(|z| z.to_string()).unwrap_or_default();
-                node.members.learn(s.store_id, &s.url, &zone);
-            }
-        }
+        Ok(view) => learn_addresses(node, &view),
         Err(e) => tracing::debug!("cannot read the registered servers: {e}"),
     }
 }
@@ -224,6 +261,8 @@ async fn refresh_addresses(node: &Node, client: &PdClient) {
 /// Sends a heartbeat every `every` until the task is dropped.
 pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Duration) {
     let client = PdClient::new(&endpoints, every.max(Duration::from_millis(500)));
+    let _watch =
+        AbortOnDrop(tokio::spawn(watch_topology(node.clone(), client.clone())).abort_handle());
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
@@ -274,7 +313,6 @@ pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Du
                         tick.reset_immediately();
                     }
                 }
-                refresh_workers(&node, &client).await;
             }
             Err(e) => {
                 if !failing {
