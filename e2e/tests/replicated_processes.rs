@@ -158,3 +158,58 @@ fn a_frozen_leader_is_replaced_and_follows_the_new_leader_after_sigcont() {
     let (_, found) = c.read(&key(2), c.tso(), FAILOVER);
     assert_eq!(found.as_deref(), Some(b"after".as_slice()));
 }
+
+/// A server that leads the right child of a split but not the left one takes writes and reads
+/// of the right child's keys at once: its key-to-region map, made before the split, sent those
+/// keys to the left child (the parent's id) and refused them as "not the leader", naming the
+/// left child's leader, which refused them in turn (`stratus-bench rebalance` found it).
+#[test]
+fn the_leader_of_a_split_child_alone_takes_its_keys() {
+    let mut c = ReplicatedCluster::start(&[]);
+    let leader = c.wait_until_every_region_has_a_leader(FIRST_LEADERS)[0];
+    assert!(c.server(leader).split_at(CUT.to_vec()));
+    let right = c.server(leader).region_of(CUT).id;
+    let left = c.server(leader).region_of(b"a").id;
+    let to = (0..SERVERS).find(|i| *i != leader).unwrap();
+    let to_store = to as u64 + 1;
+    let leads = |s: &e2e::server_proc::ServerProc, id: u64| {
+        s.regions()
+            .regions
+            .iter()
+            .any(|r| r.id == id && r.leader_store_id == to_store)
+    };
+    let deadline = Instant::now() + FAILOVER * 3;
+    while !leads(c.server(to), right) {
+        assert!(
+            Instant::now() < deadline,
+            "server {to} never led region {right}"
+        );
+        let body = wire::region::TransferLeaderRequest {
+            region_id: right,
+            to_store_id: to_store,
+        };
+        for i in 0..SERVERS {
+            let url = c.server(i).url(wire::paths::ADMIN_TRANSFER_LEADER);
+            let _ = harness::http::post(
+                &url,
+                prost::Message::encode_to_vec(&body),
+                Duration::from_secs(2),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        !leads(c.server(to), left),
+        "server {to} leads both children: the case needs the left one led elsewhere"
+    );
+    let k = key(77);
+    let committed = c
+        .server(to)
+        .try_raw_load(vec![(k.clone(), b"right".to_vec())], FAILOVER)
+        .unwrap_or_else(|e| panic!("the right child's leader refused its key: {e}"));
+    let got = c
+        .server(to)
+        .try_get(&k, c.tso().max(committed), FAILOVER)
+        .unwrap_or_else(|e| panic!("the right child's leader refused a read: {e}"));
+    assert_eq!(got, Some(b"right".to_vec()));
+}

@@ -29,7 +29,20 @@ impl Storage {
         // to another region between the lookup and the snapshot, then the barrier is taken
         // again there (once).
         let mut barrier_on = self.shard_for_key(key)?;
-        self.read_barrier(barrier_on)?;
+        if let Err(e) = self.read_barrier(barrier_on) {
+            // A map made before a split this replica applied may name the left child for a
+            // key of the right one (see `Storage::snapshots`): look again once.
+            if !matches!(e, raftstore::RaftStoreError::NotLeader { .. }) {
+                return Err(e.into());
+            }
+            self.refresh_shards()?;
+            let again = self.shard_for_key(key)?;
+            if again == barrier_on {
+                return Err(e.into());
+            }
+            barrier_on = again;
+            self.read_barrier(barrier_on)?;
+        }
         let mut snaps = self.snapshots(&[key])?;
         if snaps.shard(0) != barrier_on {
             barrier_on = snaps.shard(0);

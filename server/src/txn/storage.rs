@@ -393,7 +393,14 @@ impl Storage {
                     continue;
                 }
                 if let Err(e) = self.check_leader(id) {
-                    if matches!(e, RaftStoreError::RegionNotFound { .. }) && !refreshed {
+                    // A map made before a split this replica applied routes the right child's
+                    // keys to the left child (the parent's id), which another server may lead:
+                    // look again once before refusing.
+                    if matches!(
+                        e,
+                        RaftStoreError::RegionNotFound { .. } | RaftStoreError::NotLeader { .. }
+                    ) && !refreshed
+                    {
                         refreshed = true;
                         self.refresh_shards()?;
                         continue 'retry;
