@@ -190,6 +190,11 @@ pub struct Compaction {
     /// change replaced them). A conflicted compaction changes no files; its outputs are garbage.
     #[prost(bool, tag = "6")]
     pub conflicted: bool,
+    /// The GC safe point the outputs were written at (versions below it may be gone): a
+    /// replica applying this raises its own safe point to it first, so it never serves a read
+    /// below it from these files (0: none, as before the field existed).
+    #[prost(uint64, tag = "7")]
+    pub safe_point: u64,
 }
 
 /// The shard split into children.

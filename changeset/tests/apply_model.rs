@@ -277,6 +277,7 @@ impl Generator {
                     bottom_deletes,
                     table_creates,
                     conflicted: false,
+                    safe_point: 0,
                 };
                 self.applied_compactions.push(compaction.clone());
                 self.push(Change::Compaction(compaction), Expect::Applied);
@@ -319,6 +320,7 @@ impl Generator {
                         .map(|f| table_create(*f, cf, target))
                         .collect(),
                     conflicted: false,
+                    safe_point: 0,
                 };
                 self.applied_compactions.push(compaction.clone());
                 self.push(Change::Compaction(compaction), Expect::Applied);

@@ -155,6 +155,7 @@ fn applying_each_kind_twice_leaves_the_state_of_applying_it_once() {
                 bottom_deletes: vec![21, 22],
                 table_creates: vec![table(41, ColumnFamily::Write, 1, "g", "y")],
                 conflicted: false,
+                safe_point: 0,
             }),
         ),
         changeset(
@@ -217,6 +218,7 @@ fn l0_compaction_replaces_inputs_with_sorted_outputs() {
                 table(46, ColumnFamily::Lock, 1, "c", "h"),
             ],
             conflicted: false,
+            safe_point: 0,
         }),
     );
     assert_eq!(shard.apply(&change), Ok(Applied::Applied));
@@ -238,6 +240,7 @@ fn level_compaction_moving_a_file_down_keeps_its_id() {
             bottom_deletes: vec![],
             table_creates: vec![table(23, ColumnFamily::Lock, 2, "c", "d")],
             conflicted: false,
+            safe_point: 0,
         }),
     );
     assert_eq!(shard.apply(&change), Ok(Applied::Applied));
@@ -256,6 +259,7 @@ fn compaction_whose_inputs_are_gone_is_conflicted_and_changes_only_meta_seq() {
         bottom_deletes: vec![10],
         table_creates: vec![table(47, ColumnFamily::Write, 2, "a", "y")],
         conflicted: false,
+        safe_point: 0,
     };
     let change = changeset(11, Change::Compaction(compaction.clone()));
     let Ok(Applied::Conflicted(marked)) = shard.apply(&change) else {
@@ -265,6 +269,7 @@ fn compaction_whose_inputs_are_gone_is_conflicted_and_changes_only_meta_seq() {
         11,
         Change::Compaction(Compaction {
             conflicted: true,
+            safe_point: 0,
             ..compaction
         }),
     );
@@ -286,6 +291,7 @@ fn recorded_conflicted_compaction_replays_as_conflicted_even_if_inputs_exist() {
             bottom_deletes: vec![],
             table_creates: vec![table(48, ColumnFamily::Write, 2, "a", "b")],
             conflicted: true,
+            safe_point: 0,
         }),
     );
     assert_eq!(
@@ -308,6 +314,7 @@ fn compaction_output_overlapping_a_remaining_file_is_rejected() {
             bottom_deletes: vec![20],
             table_creates: vec![table(49, ColumnFamily::Write, 1, "a", "h")],
             conflicted: false,
+            safe_point: 0,
         }),
     );
     assert_eq!(
@@ -334,6 +341,7 @@ fn compaction_output_at_the_wrong_level_is_rejected() {
             bottom_deletes: vec![],
             table_creates: vec![table(49, ColumnFamily::Write, 1, "a", "b")],
             conflicted: false,
+            safe_point: 0,
         }),
     );
     assert!(matches!(

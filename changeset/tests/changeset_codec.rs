@@ -96,6 +96,7 @@ fn change() -> impl Strategy<Value = Change> {
                         bottom_deletes,
                         table_creates,
                         conflicted,
+                        safe_point: u64::from(level) * 7,
                     })
                 }
             ),

@@ -72,19 +72,21 @@ async fn run(
         };
         match answer {
             Ok(resp) => {
-                if resp.token != token
-                    && let Some(view) = resp.view
-                {
-                    for region in view.regions {
-                        regions.insert(CachedRegion::from_answer(region, "", None));
-                    }
+                if let Some(view) = resp.view {
+                    // Every answer, a timeout's too: a lapsed worker counts as dead only once
+                    // it is missing from several views in a row.
                     let registered: Vec<(String, Option<types::Zone>)> = view
                         .workers
                         .iter()
                         .map(|w| (base_url(&w.url), w.zone()))
                         .collect();
                     workers.apply_registrations(&registered, Instant::now());
-                    crate::metrics::TOPOLOGY_UPDATES.inc();
+                    if resp.token != token {
+                        for region in view.regions {
+                            regions.insert(CachedRegion::from_answer(region, "", None));
+                        }
+                        crate::metrics::TOPOLOGY_UPDATES.inc();
+                    }
                 }
                 token = resp.token;
                 live.store(true, Ordering::Release);

@@ -135,6 +135,7 @@ fn compact(
                 size: 8 << 20,
             }],
             conflicted: false,
+            safe_point: 0,
         }),
     );
     m.record(&cs)?;

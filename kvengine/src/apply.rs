@@ -146,6 +146,13 @@ pub(crate) fn apply_locked(
     cs: &ChangeSet,
     mut open: OpenTables,
 ) -> Result<ApplyOutcome> {
+    // Before the outputs are visible: a reader checks its timestamp against the safe point
+    // after taking its snapshot, so a snapshot holding these files sees this safe point.
+    if let Some(Change::Compaction(c)) = &cs.change {
+        inner
+            .gc_safe_point
+            .fetch_max(c.safe_point, std::sync::atomic::Ordering::AcqRel);
+    }
     let staged = inner.manifest.stage(cs)?;
     if let Applied::Skipped { .. } = staged.applied() {
         return Ok(ApplyOutcome::Skipped);

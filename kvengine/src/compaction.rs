@@ -173,7 +173,24 @@ pub fn gc_versions(
     if cf == ColumnFamily::Lock {
         versions.truncate(1);
     } else if let Some(first_old) = versions.iter().position(|v| v.version <= safe_point) {
-        versions.truncate(first_old + 1);
+        // A read at the safe point needs the newest version at or below it that reads do not
+        // skip: in the WRITE CF a Lock or Rollback record is skipped (`WriteKind`), so the
+        // value under it must stay, and the skipped records below the safe point can go.
+        let kept_old = if cf == ColumnFamily::Write {
+            versions[first_old..]
+                .iter()
+                .position(|v| !skipped_by_reads(v))
+                .map(|i| first_old + i)
+        } else {
+            Some(first_old)
+        };
+        match kept_old {
+            Some(i) => {
+                versions.drain(first_old..i);
+                versions.truncate(first_old + 1);
+            }
+            None => versions.truncate(first_old),
+        }
     }
     if bottommost
         && versions.last().is_some_and(|v| v.tombstone)
@@ -182,6 +199,12 @@ pub fn gc_versions(
         versions.pop();
     }
     versions
+}
+
+/// Whether reads skip `v` (a WRITE-CF Lock or Rollback record). A version whose meta does not
+/// decode counts as data: GC keeps it rather than guess.
+fn skipped_by_reads(v: &Version) -> bool {
+    crate::mvcc::WriteMeta::peek_kind(&v.user_meta).is_ok_and(|k| k.is_skipped_by_reads())
 }
 
 /// Merges `inputs` (newest data first) into tables of about `target_file_size`, keeping only
@@ -258,6 +281,51 @@ mod tests {
             value: Bytes::from_static(b"x"),
             tombstone,
         }
+    }
+
+    /// A WRITE-CF record of `kind` committed at `version`.
+    fn w(version: u64, kind: crate::mvcc::WriteKind) -> Version {
+        let meta = crate::mvcc::WriteMeta {
+            kind,
+            start_ts: version.saturating_sub(1),
+            commit_ts: version,
+        };
+        Version {
+            version,
+            user_meta: Bytes::copy_from_slice(&meta.encode()),
+            value: Bytes::from_static(b"x"),
+            tombstone: kind == crate::mvcc::WriteKind::Delete,
+        }
+    }
+
+    #[test]
+    fn gc_keeps_the_value_under_lock_and_rollback_records_below_the_safe_point() {
+        use crate::mvcc::WriteKind::{Lock, Put, Rollback};
+        // put@10, lock@50, rollback@55; safe point 60: a read at 60 skips the lock and the
+        // rollback and must still find the put.
+        let got = gc_versions(
+            vec![w(55, Rollback), w(50, Lock), w(10, Put), w(5, Put)],
+            ColumnFamily::Write,
+            60,
+            true,
+        );
+        assert_eq!(nums(&got), vec![(10, false)]);
+        // Above the safe point every record stays.
+        let got = gc_versions(
+            vec![w(70, Lock), w(50, Lock), w(10, Put)],
+            ColumnFamily::Write,
+            60,
+            false,
+        );
+        assert_eq!(nums(&got), vec![(70, false), (10, false)]);
+        // Only skipped records at or below it: nothing to read there, they all go.
+        let got = gc_versions(
+            vec![w(70, Put), w(50, Lock), w(40, Rollback)],
+            ColumnFamily::Write,
+            60,
+            false,
+        );
+        assert_eq!(nums(&got), vec![(70, false)]);
     }
 
     fn nums(vs: &[Version]) -> Vec<(u64, bool)> {

@@ -153,6 +153,7 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
         bottom_deletes: plan.bottom.clone(),
         table_creates: creates,
         conflicted: false,
+        safe_point,
     });
     match apply::submit(inner, shard, &data, change, outputs)? {
         ApplyOutcome::Applied => {

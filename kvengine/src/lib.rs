@@ -46,6 +46,7 @@ pub mod mvcc;
 mod options;
 pub mod raft_log;
 mod raft_snapshot;
+pub use raft_snapshot::GC_SAFE_POINT_PROPERTY;
 mod recovery;
 mod remote;
 mod remote_rows;

@@ -28,13 +28,23 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::shard_data::OpenTables;
 
+/// The ChangeSet property of a Raft snapshot holding the sender's GC safe point (u64
+/// big-endian): its files may have been compacted at it.
+pub const GC_SAFE_POINT_PROPERTY: &str = "gc_safe_point";
+
 impl Engine {
     /// The leader's side: the shard's file list as a snapshot ChangeSet. Its
     /// `Snapshot::data_sequence` is the log index the snapshot stands for.
     pub fn raft_snapshot(&self, shard_id: u64) -> Result<ChangeSet> {
         let shard = self.entry_shard("raft_snapshot", shard_id)?;
         let _m = shard.meta.lock();
-        Ok(shard.data.load().files().to_changeset())
+        let mut cs = shard.data.load().files().to_changeset();
+        // Its files were compacted at most at this safe point; the receiver starts there.
+        cs.properties.insert(
+            GC_SAFE_POINT_PROPERTY.to_string(),
+            self.gc_safe_point().to_be_bytes().to_vec(),
+        );
+        Ok(cs)
     }
 
     /// A new replica's side, before [`Engine::install_raft_snapshot`]: creates the empty shard
@@ -87,6 +97,15 @@ impl Engine {
         let meta = shard.meta.lock();
         if index <= shard.write_sequence.load(Ordering::Acquire) {
             return Ok(ApplyOutcome::Skipped);
+        }
+        if let Some(sp) = cs
+            .properties
+            .get(GC_SAFE_POINT_PROPERTY)
+            .and_then(|b| b.as_slice().try_into().ok())
+            .map(u64::from_be_bytes)
+        {
+            // Before the files are visible (see `apply_locked`).
+            self.set_gc_safe_point(sp);
         }
         let cur = shard.data.load_full();
         if cs.shard_ver != cur.ver() || snap.start != cur.start() || snap.end != cur.end() {

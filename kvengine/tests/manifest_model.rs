@@ -198,6 +198,7 @@ impl Harness {
                             size: 1,
                         }],
                         conflicted: false,
+                        safe_point: 0,
                     }),
                 );
                 prop_assert_eq!(self.record(&cs), Applied::Applied);
@@ -233,6 +234,7 @@ impl Harness {
                             size: 1,
                         }],
                         conflicted: false,
+                        safe_point: 0,
                     }),
                 );
                 prop_assert!(matches!(self.record(&cs), Applied::Conflicted(_)));

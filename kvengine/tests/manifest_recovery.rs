@@ -75,6 +75,7 @@ fn compaction(shard: &ShardFiles, l0s: &[u64], output: u64, lo: u16, hi: u16) ->
                 size: 300,
             }],
             conflicted: false,
+            safe_point: 0,
         }),
     )
 }

@@ -317,8 +317,12 @@ impl Inner {
             let url = format!("{target}{path}");
             let mut hinted = false;
             // An attempt never runs past the call's deadline.
-            let attempt = (self.attempt_timeout + held)
-                .min((self.deadline + held).saturating_sub(started.elapsed()))
+            // A held request gets its whole hold on every attempt, beside what is left of
+            // the call's own deadline.
+            let attempt = self
+                .attempt_timeout
+                .min(self.deadline.saturating_sub(started.elapsed()))
+                .saturating_add(held)
                 .max(Duration::from_millis(1));
             match self.http.post(&url, body.clone(), attempt).await {
                 Ok(reply) if reply.status.is_success() => match Resp::decode(reply.body.as_ref()) {
@@ -359,14 +363,17 @@ impl Inner {
                 }
             }
             let elapsed = started.elapsed();
-            if elapsed >= self.deadline + held {
+            if elapsed >= self.deadline.saturating_add(held) {
                 return Err(self.unavailable(elapsed, last));
             }
             // A hint is followed at once, but two instances naming each other (each thinking
             // the other leads, a moment after an election) must not ping-pong without pause.
             hints += u32::from(hinted);
             if !hinted || hints > 2 {
-                tokio::time::sleep(pause.min((self.deadline + held).saturating_sub(elapsed))).await;
+                tokio::time::sleep(
+                    pause.min(self.deadline.saturating_add(held).saturating_sub(elapsed)),
+                )
+                .await;
                 pause = (pause * 2).min(MAX_RETRY_PAUSE);
             }
         }

@@ -322,10 +322,11 @@ impl<S: MetaStore> Pd<S> {
     }
 
     async fn step_down(&self, lease: Lease) {
-        self.topology.clear();
         self.tso.stop();
         self.ids.stop();
         self.leadership.follow(String::new());
+        // After `follow`: the watchers it wakes find this instance not leading.
+        self.topology.clear();
         metrics::IS_LEADER.set(0);
         if let Err(e) = self.store.revoke(lease.id).await {
             tracing::warn!("cannot revoke the leader lease (it expires by itself): {e}");

@@ -89,16 +89,21 @@ impl Topology {
     }
 
     /// The published view once its token differs from `known`, or whatever is published
-    /// (maybe nothing) after `wait` (capped at [`MAX_WAIT`]).
+    /// (maybe nothing) after `wait` (capped at [`MAX_WAIT`]); nothing at once when the view is
+    /// cleared while waiting (the leadership ended: the caller goes to the next leader).
     pub async fn wait_change(&self, known: u64, wait: Duration) -> Published {
         let mut rx = self.tx.subscribe();
         let sleep = tokio::time::sleep(wait.min(MAX_WAIT));
         tokio::pin!(sleep);
+        let mut seen = false;
         loop {
             {
                 let now = rx.borrow_and_update();
-                if now.as_ref().is_some_and(|p| p.0 != known) {
-                    return now.clone();
+                match now.as_ref() {
+                    Some(p) if p.0 != known => return now.clone(),
+                    Some(_) => seen = true,
+                    None if seen => return None,
+                    None => {}
                 }
             }
             tokio::select! {

@@ -1355,3 +1355,38 @@ fn a_replica_removed_and_added_again_does_not_replay_its_own_old_removal() {
         Some(vec![1, 2, 3, 4])
     );
 }
+
+/// A follower serves reads from files its leader compacted: it takes the compaction's GC safe
+/// point with the ChangeSet, before the files are visible, so its own check refuses reads
+/// below it even before its placement-driver heartbeat says so; a snapshot carries it too.
+#[test]
+fn followers_take_the_safe_point_a_compaction_or_a_snapshot_dropped_versions_at() {
+    let c = Cluster::new(3);
+    for i in 0..50u64 {
+        c.put(format!("k{i:03}").as_bytes(), 10 + i, b"v");
+    }
+    let leader = c.wait_leader(REGION);
+    let safe_point = 1_000;
+    c.nodes[&leader].engine.set_gc_safe_point(safe_point);
+    c.nodes[&leader].engine.flush_shard(REGION).unwrap();
+    c.nodes[&leader].engine.compact_shard(REGION, true).unwrap();
+    let last = c.put(b"after", 2_000, b"x");
+    c.wait_applied_everywhere(last);
+    for (id, n) in &c.nodes {
+        assert!(
+            n.engine.gc_safe_point() >= safe_point,
+            "store {id} applied the compaction with safe point {}",
+            n.engine.gc_safe_point()
+        );
+    }
+    // A replica that starts from a snapshot gets it from the snapshot.
+    let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    let snap = c.nodes[&leader].engine.raft_snapshot(REGION).unwrap();
+    assert_eq!(
+        snap.properties
+            .get(kvengine::GC_SAFE_POINT_PROPERTY)
+            .map(|b| u64::from_be_bytes(b.as_slice().try_into().unwrap())),
+        Some(c.nodes[&leader].engine.gc_safe_point()),
+        "store {follower}'s snapshot would not carry the safe point"
+    );
+}

@@ -104,11 +104,13 @@ async fn watch_topology(node: Arc<Node>, client: PdClient) {
     loop {
         match client.watch(token, WATCH_WAIT).await {
             Ok(resp) => {
-                if resp.token != token
-                    && let Some(view) = &resp.view
-                {
+                // Every answer, a timeout's too: a lapsed worker counts as dead only once it
+                // is missing from several views in a row.
+                if let Some(view) = &resp.view {
                     apply_workers(&node, &view.workers);
-                    learn_addresses(&node, view);
+                    if resp.token != token {
+                        learn_addresses(&node, view);
+                    }
                 }
                 token = resp.token;
             }
@@ -294,7 +296,14 @@ pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Du
                         for step in &answer.steps {
                             match execute(&n, step) {
                                 Ok(()) => {
-                                    any = true;
+                                    // A membership change only: a leader transfer is only
+                                    // asked, and PD sends it again until it happened.
+                                    any |= matches!(
+                                        step.kind(),
+                                        StepKind::AddLearner
+                                            | StepKind::PromoteLearner
+                                            | StepKind::RemovePeer
+                                    );
                                     tracing::info!(region_id = step.region_id, kind = ?step.kind(), store = step.store_id, "scheduling step carried out");
                                 }
                                 // Steps come again with every heartbeat until the routing table shows them done:

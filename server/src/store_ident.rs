@@ -89,6 +89,8 @@ pub fn resolve(
             });
         }
         (c, _) if c != 0 => return Ok(c),
+        // A server without a placement driver keeps 0 (a file prefix like any other).
+        _ if pd_endpoints.is_empty() => return Ok(0),
         _ => {}
     }
     let client = PdClient::new(pd_endpoints, deadline);
@@ -173,5 +175,8 @@ mod tests {
         .expect_err("nothing listens");
         assert!(matches!(e, StoreIdError::Allocate(_)), "{e}");
         assert!(!dir.path().join(STORE_ID_FILE).exists());
+        // Without a placement driver, 0 stays 0 (a standalone server's file prefix).
+        let alone = resolve(0, dir.path(), &[], rt.handle(), Duration::from_millis(10));
+        assert_eq!(alone.expect("no placement driver"), 0);
     }
 }

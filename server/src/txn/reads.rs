@@ -35,7 +35,7 @@ impl Storage {
             if !matches!(e, raftstore::RaftStoreError::NotLeader { .. }) {
                 return Err(e.into());
             }
-            self.refresh_shards()?;
+            self.refresh_shards_if_changed()?;
             let again = self.shard_for_key(key)?;
             if again == barrier_on {
                 return Err(e.into());

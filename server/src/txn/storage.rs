@@ -326,6 +326,12 @@ impl Storage {
         self.shards.refresh(&self.engine)
     }
 
+    /// Reloads the key-to-shard map when the engine's shards are others than the map's (a
+    /// split, a new or a destroyed replica since): the cheap look after a routing refusal.
+    pub fn refresh_shards_if_changed(&self) -> Result<()> {
+        self.shards.refresh_if_changed(&self.engine)
+    }
+
     /// The shard owning `key`.
     pub fn shard_for_key(&self, key: &[u8]) -> Result<u64> {
         self.shards.route(&self.engine, key)
@@ -402,7 +408,7 @@ impl Storage {
                     ) && !refreshed
                     {
                         refreshed = true;
-                        self.refresh_shards()?;
+                        self.refresh_shards_if_changed()?;
                         continue 'retry;
                     }
                     return Err(TxnError::Raft(e));
