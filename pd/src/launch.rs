@@ -99,6 +99,13 @@ async fn serve<S: MetaStore>(
     let pd = Arc::new(Pd::new(store, options));
     let (stop_tx, stop_rx) = watch::channel(false);
     let election = tokio::spawn(pd.clone().run_election(stop_rx));
+    // Held watches would keep the drain (and the leader key) for their whole wait: answer
+    // them as soon as the shutdown starts.
+    let closing = pd.clone();
+    let shutdown = async move {
+        shutdown.await;
+        closing.close_watches();
+    };
     let served = node::http::serve_until(listener, router(pd), shutdown, grace).await;
     // Give up the leadership before exiting, so another instance takes over at once.
     let _ = stop_tx.send(true);

@@ -409,6 +409,12 @@ impl<S: MetaStore> Pd<S> {
         self.advance_gc(&view).await
     }
 
+    /// Answers every held watch at once (a shutdown starts): they get "not ready" and ask again
+    /// elsewhere.
+    pub fn close_watches(&self) {
+        self.topology.clear();
+    }
+
     /// The view once its topology differs from `token`, or after `wait` (the leader only).
     pub async fn watch(&self, token: u64, wait: Duration) -> Result<WatchResponse, PdError> {
         self.fence()?;
