@@ -302,7 +302,7 @@ impl Inner {
         let mut next_endpoint = 0usize;
         let mut pause = Duration::from_millis(20);
         let mut hints = 0u32;
-        let mut last: String;
+        let mut last = String::new();
         loop {
             let target = {
                 let leader = self.leader.lock();
@@ -319,9 +319,12 @@ impl Inner {
             // An attempt never runs past the call's deadline.
             // A held request gets its whole hold on every attempt, beside what is left of
             // the call's own deadline.
+            let left = self.deadline.saturating_sub(started.elapsed());
+            // Cut short by the call's deadline: its timeout says less than the answer before.
+            let cut_short = left < self.attempt_timeout;
             let attempt = self
                 .attempt_timeout
-                .min(self.deadline.saturating_sub(started.elapsed()))
+                .min(left)
                 .saturating_add(held)
                 .max(Duration::from_millis(1));
             match self.http.post(&url, body.clone(), attempt).await {
@@ -358,7 +361,12 @@ impl Inner {
                     self.leader.lock().clear();
                 }
                 Err(e) => {
-                    last = e.to_string();
+                    if !(cut_short
+                        && matches!(e, crate::ClientError::Timeout { .. })
+                        && !last.is_empty())
+                    {
+                        last = e.to_string();
+                    }
                     self.leader.lock().clear();
                 }
             }
