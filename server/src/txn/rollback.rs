@@ -157,17 +157,10 @@ impl Storage {
                 Err(kvengine::Error::ShardNotFound { .. }) => continue,
                 Err(e) => return Err(e.into()),
             };
-            let mut it = snap.iter(ColumnFamily::Lock, b"", b"", snap.snap_version(), false)?;
-            while it.valid() {
-                let lock = Lock::decode(it.value()).map_err(|source| {
-                    TxnError::Engine(kvengine::Error::Record {
-                        key: it.key().to_vec(),
-                        source,
-                    })
-                })?;
+            each_lock(&snap, b"", b"", |_, lock| {
                 oldest = Some(oldest.map_or(lock.start_ts, |o| o.min(lock.start_ts)));
-                it.next()?;
-            }
+                true
+            })?;
         }
         Ok(oldest)
     }
@@ -183,23 +176,41 @@ impl Storage {
         let mut out = Vec::new();
         for shard in self.shards_in_range(start, end)? {
             let snap = self.snapshot(shard.id)?;
-            let mut it = snap.iter(ColumnFamily::Lock, start, end, snap.snap_version(), false)?;
-            while it.valid() {
-                let lock = Lock::decode(it.value()).map_err(|source| {
-                    TxnError::Engine(kvengine::Error::Record {
-                        key: it.key().to_vec(),
-                        source,
-                    })
-                })?;
+            let full = !each_lock(&snap, start, end, |key, lock| {
                 if lock.start_ts <= max_ts {
-                    out.push((it.key().to_vec(), lock));
-                    if limit != 0 && out.len() >= limit {
-                        return Ok(out);
-                    }
+                    out.push((key.to_vec(), lock));
                 }
-                it.next()?;
+                limit == 0 || out.len() < limit
+            })?;
+            if full {
+                return Ok(out);
             }
         }
         Ok(out)
     }
+}
+
+/// Calls `f` with every lock of `snap` in `[start, end)` (empty end = unbounded), in key order,
+/// until it returns false; whether it went through all of them. A record that does not decode
+/// fails with its key.
+fn each_lock(
+    snap: &kvengine::SnapAccess,
+    start: &[u8],
+    end: &[u8],
+    mut f: impl FnMut(&[u8], Lock) -> bool,
+) -> Result<bool> {
+    let mut it = snap.iter(ColumnFamily::Lock, start, end, snap.snap_version(), false)?;
+    while it.valid() {
+        let lock = Lock::decode(it.value()).map_err(|source| {
+            TxnError::Engine(kvengine::Error::Record {
+                key: it.key().to_vec(),
+                source,
+            })
+        })?;
+        if !f(it.key(), lock) {
+            return Ok(false);
+        }
+        it.next()?;
+    }
+    Ok(true)
 }
