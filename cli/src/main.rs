@@ -127,10 +127,13 @@ enum Command {
     /// placement-driver members, or a fresh timestamp (like pd-ctl).
     #[command(after_help = CLUSTER_FILE_HELP)]
     Ctl {
-        /// What to show (or `server`, to drain a server or take it back).
+        /// What to show (or `server`, to drain a server or take it back; `rules`, to set or
+        /// delete a placement rule).
         #[arg(value_enum)]
         target: cli::ctl_command::CtlTarget,
-        /// For `server`: `drain ID` or `up ID`.
+        /// For `server`: `drain ID` or `up ID`. For `rules`: nothing (a listing),
+        /// `set ID ZONES [table:N | START END]` (a whole replica of the range in each of the
+        /// comma-separated zones) or `delete ID`.
         words: Vec<String>,
         /// Placement-driver URLs (comma-separated); default: the cluster file's pd-endpoints.
         #[arg(long, value_name = "URLS", value_delimiter = ',')]

@@ -18,8 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 use wire::paths;
 use wire::pd::{
     AllocIdRequest, AllocIdResponse, ClusterView, HeartbeatResponse, MembersResponse,
-    OperatorsRequest, OperatorsResponse, StoreHeartbeat, StoreState, StoreStateRequest,
-    WatchRequest, WatchResponse, WorkerHeartbeat,
+    OperatorsRequest, OperatorsResponse, PlacementRule, RulesRequest, RulesResponse,
+    StoreHeartbeat, StoreState, StoreStateRequest, WatchRequest, WatchResponse, WorkerHeartbeat,
 };
 use wire::region::{TsoRequest, TsoResponse};
 
@@ -40,6 +40,9 @@ pub enum PdClientError {
     /// The answer was not what the protocol says.
     #[error("placement driver {endpoint} answered unexpectedly: {detail}")]
     Protocol { endpoint: String, detail: String },
+    /// The leader refused the request as it is (HTTP 400): asking again would not help.
+    #[error("placement driver {endpoint} refused the request: {reason}")]
+    Rejected { endpoint: String, reason: String },
     /// No endpoint is configured.
     #[error("no placement-driver endpoint configured")]
     NoEndpoints,
@@ -66,6 +69,7 @@ refusable!(
     AllocIdResponse,
     HeartbeatResponse,
     OperatorsResponse,
+    RulesResponse,
     WatchResponse
 );
 
@@ -206,6 +210,32 @@ impl PdClient {
         self.inner
             .call(paths::PD_OPERATORS, &OperatorsRequest {})
             .await
+    }
+
+    /// The placement rules (`stratus ctl rule`).
+    pub async fn rules(&self) -> Result<RulesResponse, PdClientError> {
+        self.inner
+            .call(paths::PD_RULES, &RulesRequest::default())
+            .await
+    }
+
+    /// Sets `rule`, replacing the one with its id; every rule after the change. A rule that
+    /// does not validate is [`PdClientError::Rejected`] with the reason.
+    pub async fn put_rule(&self, rule: PlacementRule) -> Result<RulesResponse, PdClientError> {
+        let req = RulesRequest {
+            put: Some(rule),
+            ..RulesRequest::default()
+        };
+        self.inner.call(paths::PD_RULES, &req).await
+    }
+
+    /// Deletes the rule `id`; every rule after the change.
+    pub async fn delete_rule(&self, id: &str) -> Result<RulesResponse, PdClientError> {
+        let req = RulesRequest {
+            delete: id.to_string(),
+            ..RulesRequest::default()
+        };
+        self.inner.call(paths::PD_RULES, &req).await
     }
 
     /// The registered workers only (`ClusterView::workers`).
@@ -352,6 +382,12 @@ impl Inner {
                         });
                     }
                 },
+                Ok(reply) if reply.status == hyper::StatusCode::BAD_REQUEST => {
+                    return Err(PdClientError::Rejected {
+                        endpoint: target,
+                        reason: String::from_utf8_lossy(&reply.body).trim().to_string(),
+                    });
+                }
                 Ok(reply) => {
                     last = format!(
                         "{target}: {} {}",

@@ -24,6 +24,10 @@ pub enum PdError {
     /// The leader cannot answer yet (it was just elected); asking again shortly works.
     #[error("not ready: {what}")]
     NotReady { what: &'static str },
+    /// A request the placement driver refuses as it is (a placement rule that does not
+    /// validate, a rule to delete that does not exist).
+    #[error("invalid request: {0}")]
+    Invalid(String),
     /// A write fenced by the leader key failed: another instance leads now.
     #[error("leadership lost while writing {what}")]
     LeadershipLost { what: &'static str },

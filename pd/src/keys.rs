@@ -13,6 +13,7 @@
 //! | `workers/<id>` | `wire::pd::WorkerInfo` (protobuf), under the worker's lease | worker heartbeats |
 //! | `worker-ids/<url>` | decimal: the id of the worker at that URL, for ever | its first heartbeat |
 //! | `regions/<id>` | `wire::region::Region` (protobuf): the routing table | region leaders' reports |
+//! | `rules/<id>` | `wire::pd::PlacementRule` (protobuf), kept without a lease | `stratus ctl rule` |
 //!
 //! Ids in keys are zero-padded to 20 digits, so a prefix scan returns them in id order.
 
@@ -81,6 +82,15 @@ impl Keys {
 
     pub fn store_state(&self, id: u64) -> Vec<u8> {
         self.key(&format!("store-states/{id:020}"))
+    }
+
+    /// Placement rules by their id (ids are the user's names, any text).
+    pub fn rules(&self) -> Vec<u8> {
+        self.key("rules/")
+    }
+
+    pub fn rule(&self, id: &str) -> Vec<u8> {
+        self.key(&format!("rules/{id}"))
     }
 
     pub fn regions(&self) -> Vec<u8> {

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use prost::Message;
-use wire::pd::{ClusterView, StoreHeartbeat, StoreInfo, StoreState, WorkerHeartbeat, WorkerInfo};
+use wire::pd::{
+    ClusterView, PlacementRule, StoreHeartbeat, StoreInfo, StoreState, WorkerHeartbeat, WorkerInfo,
+};
 use wire::region::Region;
 
 use crate::election::Fence;
@@ -244,6 +246,7 @@ impl Registry {
         }
         let (stores, _) = store.scan_prefix(&self.keys.stores()).await?;
         let (workers, _) = store.scan_prefix(&self.keys.workers()).await?;
+        let (rules, _) = store.scan_prefix(&self.keys.rules()).await?;
         let (regions, revision) = store.scan_prefix(&self.keys.regions()).await?;
         let mut regions: Vec<Region> = decode_all(&regions)?;
         regions.sort_by(|a, b| a.start.cmp(&b.start).then(a.id.cmp(&b.id)));
@@ -259,8 +262,60 @@ impl Registry {
             workers: decode_all(&workers)?,
             regions,
             revision,
+            rules: decode_all(&rules)?,
             ..ClusterView::default()
         })
+    }
+
+    /// The placement rules, by id.
+    pub async fn rules<S: MetaStore>(&self, store: &S) -> Result<Vec<PlacementRule>, PdError> {
+        let (rules, _) = store.scan_prefix(&self.keys.rules()).await?;
+        decode_all(&rules)
+    }
+
+    /// Sets `rule` (replacing the one with its id), fenced; refused when it does not
+    /// validate.
+    pub async fn put_rule<S: MetaStore>(
+        &self,
+        store: &S,
+        fence: &Fence,
+        rule: &PlacementRule,
+    ) -> Result<(), PdError> {
+        rule.validate().map_err(PdError::Invalid)?;
+        let op = Op::put(self.keys.rule(&rule.id), rule.encode_to_vec());
+        if !store
+            .txn(Txn::when(vec![fence.compare()]).then(vec![op]))
+            .await?
+        {
+            return Err(PdError::LeadershipLost {
+                what: "a placement rule",
+            });
+        }
+        Ok(())
+    }
+
+    /// Deletes the rule `id`, fenced; refused when there is none.
+    pub async fn delete_rule<S: MetaStore>(
+        &self,
+        store: &S,
+        fence: &Fence,
+        id: &str,
+    ) -> Result<(), PdError> {
+        let key = self.keys.rule(id);
+        if store.get(&key).await?.is_none() {
+            return Err(PdError::Invalid(format!(
+                "expected an existing rule id, found {id:?}"
+            )));
+        }
+        if !store
+            .txn(Txn::when(vec![fence.compare()]).then(vec![Op::Delete { key }]))
+            .await?
+        {
+            return Err(PdError::LeadershipLost {
+                what: "a placement rule",
+            });
+        }
+        Ok(())
     }
 
     /// The registered workers only (what node selection and the offload pool read often).
@@ -394,6 +449,40 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(back, w);
+        });
+    }
+
+    #[test]
+    fn placement_rules_are_kept_replaced_by_id_deleted_and_refused_when_invalid() {
+        let store = EmbeddedStore::in_memory();
+        let fence = fence_for(&store);
+        block(async {
+            let reg = Registry::new(Keys::new("t"), Duration::from_millis(200));
+            let rule = |id: &str, zones: &[&str]| PlacementRule {
+                id: id.into(),
+                zones: zones.iter().map(|z| z.to_string()).collect(),
+                ..PlacementRule::default()
+            };
+            reg.put_rule(&store, &fence, &rule("whole", &["a", "b"]))
+                .await
+                .unwrap();
+            reg.put_rule(&store, &fence, &rule("whole", &["a", "b", "c"]))
+                .await
+                .unwrap();
+            assert_eq!(
+                reg.rules(&store).await.unwrap(),
+                vec![rule("whole", &["a", "b", "c"])]
+            );
+            assert_eq!(reg.view(&store).await.unwrap().rules.len(), 1);
+            let e = reg
+                .put_rule(&store, &fence, &rule("bad", &["a", "a"]))
+                .await
+                .unwrap_err();
+            assert!(matches!(e, PdError::Invalid(_)), "{e}");
+            let e = reg.delete_rule(&store, &fence, "nope").await.unwrap_err();
+            assert!(e.to_string().contains("\"nope\""), "{e}");
+            reg.delete_rule(&store, &fence, "whole").await.unwrap();
+            assert!(reg.rules(&store).await.unwrap().is_empty());
         });
     }
 }

@@ -12,7 +12,8 @@
 //!
 //! * `MoveReplica { from, to }`: add a learner on `to`, wait until it is no longer `pending`
 //!   (caught up), promote it, move the leadership off `from` if `from` leads, remove `from`;
-//! * `AddReplica { to }`: add a learner, promote it;
+//! * `AddReplica { to }`: add a learner, promote it (or only promote a learner already there);
+//! * `AddLearner { to }`: add a learner a placement rule wants, never promoted;
 //! * `RemoveReplica { from }`: move the leadership off `from` if it leads, remove it;
 //! * `TransferLeader { to }`.
 //!
@@ -41,15 +42,24 @@
 //! 3. fewer voters than `max_replicas`: one is added (`AddMissing`); more: one is removed, the
 //!    one on a gone server first, then a draining one, then one sharing its zone, then the most
 //!    loaded (the operator's reason says which);
-//! 4. two voters in one zone while another zone has an `Up` server and no replica of the region
+//! 4. the region's placement rule ([`PlacementRule`]: a whole replica in each listed zone, none
+//!    elsewhere) is not met (`Placement`): a replica in an unlisted zone leaves (a learner is
+//!    removed, a voter moves, onto a learner in a listed zone without a voter when there is
+//!    one: it is only promoted), a learner sharing its zone with another replica is removed,
+//!    of two voters in one zone one moves, a listed zone without a replica gets a learner. A rule listing fewer zones than
+//!    `max_replicas` lowers the region's voter count to one per listed zone (rule 3 then
+//!    removes the extra voter, the one in an unlisted zone first). Without a rule, a region
+//!    has no learners: one no operator knows of (a rule was deleted, a move of an earlier
+//!    leadership was cut off) is removed;
+//! 5. two voters in one zone while another zone has an `Up` server and no replica of the region
 //!    (`Isolation`);
-//! 5. region counts of `Up` servers too far apart ([`Tolerance`]): a replica moves from a more
+//! 6. region counts of `Up` servers too far apart ([`Tolerance`]): a replica moves from a more
 //!    loaded server to a less loaded one (`BalanceRegions`);
-//! 6. once no count move is left, region sizes of `Up` servers too far apart (the sum of the
+//! 7. once no count move is left, region sizes of `Up` servers too far apart (the sum of the
 //!    `approximate_size` of the regions a server holds; [`Tolerance`], at least
 //!    `min_size_gap`): a replica smaller than the difference moves from the larger server to
-//!    the smaller, if counts stay as rule 5 wants them (`BalanceSize`);
-//! 7. leader counts too far apart: leaderships move, along a chain of regions when the most
+//!    the smaller, if counts stay as rule 6 wants them (`BalanceSize`);
+//! 8. leader counts too far apart: leaderships move, along a chain of regions when the most
 //!    led server shares no region with the least led ones (`BalanceLeaders`).
 //!
 //! Regions whose leader is unknown, not among their replicas or not registered get no new
@@ -73,7 +83,7 @@
 //! loads by `2(a − b) − 2 > 0`. That sum is a non-negative integer, so balancing stops, and a
 //! move never swaps two servers one apart back and forth.
 //!
-//! Size moves (rule 6) change counts, and count moves change sizes, so neither sum alone falls
+//! Size moves (rule 7) change counts, and count moves change sizes, so neither sum alone falls
 //! with every move of both rules. What does is the pair (count excess, sum of the squared
 //! sizes), compared in that order. The count excess is `E = Σ max(0, |a − b| − gap)` over the
 //! pairs of `Up` servers, `a` and `b` their region counts (a move between `Up` servers keeps
@@ -85,7 +95,7 @@
 //! than `gap` unless it was and came closer. And it lowers the squared sizes by `2s(d − s) > 0`
 //! (a region of `s` bytes, `0 < s < d`, between servers `d` bytes apart). So the two rules
 //! never undo each other for ever, and a giant region that would only carry the gap over to
-//! the other side never moves. The repairs (1–4) are finite too:
+//! the other side never moves. The repairs (1–5) are finite too:
 //! nothing is ever moved onto a gone or draining server, or into a zone the region already
 //! has, so each repair removes a problem no later move recreates. Moving a region's leader
 //! replica perturbs leader counts, but region moves are finite, and leader balancing then
@@ -103,17 +113,15 @@
 //! the targets allow), and at most `max_moves_per_store × registered servers` are in flight. An
 //! operator older than `operator_timeout` is dropped; if it had added a learner that was never
 //! promoted, it becomes a `RemoveReplica` of that learner (same reason, a fresh clock), so a
-//! stuck move leaves nothing behind. Learners no operator knows of (left by an earlier
-//! leadership, or by a removal that itself timed out) are left alone unless their server is
-//! gone or draining: they are not counted as replicas, and the server side may hold learners
-//! for its own reasons.
+//! stuck move leaves nothing behind. Learners no operator knows of are removed unless the
+//! region's placement rule wants them (rule 4).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use types::Zone;
-use wire::pd::{OperatorInfo, OperatorReason, RegionStep, StepKind, StoreState};
+use wire::pd::{OperatorInfo, OperatorReason, PlacementRule, RegionStep, StepKind, StoreState};
 use wire::region::{Peer, Region};
 
 /// How far apart two `Up` servers' counts (of regions, or of leaders) or region sizes may be
@@ -217,10 +225,24 @@ pub struct StoreView {
 /// What an operator does to its region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum OperatorKind {
-    MoveReplica { from: u64, to: u64 },
-    AddReplica { to: u64 },
-    RemoveReplica { from: u64 },
-    TransferLeader { from: u64, to: u64 },
+    MoveReplica {
+        from: u64,
+        to: u64,
+    },
+    AddReplica {
+        to: u64,
+    },
+    /// A learner a placement rule wants: added, never promoted.
+    AddLearner {
+        to: u64,
+    },
+    RemoveReplica {
+        from: u64,
+    },
+    TransferLeader {
+        from: u64,
+        to: u64,
+    },
 }
 
 impl OperatorKind {
@@ -230,7 +252,7 @@ impl OperatorKind {
             OperatorKind::MoveReplica { from, .. }
             | OperatorKind::RemoveReplica { from }
             | OperatorKind::TransferLeader { from, .. } => Some(from),
-            OperatorKind::AddReplica { .. } => None,
+            OperatorKind::AddReplica { .. } | OperatorKind::AddLearner { .. } => None,
         }
     }
 
@@ -239,6 +261,7 @@ impl OperatorKind {
         match self {
             OperatorKind::MoveReplica { to, .. }
             | OperatorKind::AddReplica { to }
+            | OperatorKind::AddLearner { to }
             | OperatorKind::TransferLeader { to, .. } => Some(to),
             OperatorKind::RemoveReplica { .. } => None,
         }
@@ -282,10 +305,17 @@ struct Cluster<'a> {
     stores: BTreeMap<u64, &'a StoreView>,
     /// The `Up` servers span at least `max_replicas` zones: no region gets two replicas in one.
     zones_in_play: bool,
+    /// The placement rules ([`Cluster::placement`]).
+    rules: &'a [PlacementRule],
+    max_replicas: usize,
 }
 
 impl<'a> Cluster<'a> {
-    fn new(stores: &'a [StoreView], max_replicas: usize) -> Cluster<'a> {
+    fn new(
+        stores: &'a [StoreView],
+        max_replicas: usize,
+        rules: &'a [PlacementRule],
+    ) -> Cluster<'a> {
         let stores: BTreeMap<u64, &StoreView> = stores.iter().map(|s| (s.id, s)).collect();
         let zones: BTreeSet<&str> = stores
             .values()
@@ -295,7 +325,46 @@ impl<'a> Cluster<'a> {
         Cluster {
             stores,
             zones_in_play: zones.len() >= max_replicas,
+            rules,
+            max_replicas,
         }
+    }
+
+    /// The rule `region` follows: of the rules overlapping it, the one starting last, then
+    /// ending first (so a table's rule wins over the whole-cluster one it lies in), then the
+    /// smallest id.
+    fn placement(&self, region: &Region) -> Option<&'a PlacementRule> {
+        let end_key = |r: &PlacementRule| (r.end.is_empty(), r.end.clone());
+        self.rules
+            .iter()
+            .filter(|r| r.overlaps(&region.start, &region.end))
+            .min_by(|a, b| {
+                b.start
+                    .cmp(&a.start)
+                    .then_with(|| end_key(a).cmp(&end_key(b)))
+                    .then_with(|| a.id.cmp(&b.id))
+            })
+    }
+
+    /// The voters `region` should have: `max_replicas`, or as many as its rule lists zones
+    /// when fewer (one replica per listed zone).
+    fn max_voters(&self, region: &Region) -> usize {
+        self.placement(region)
+            .map_or(self.max_replicas, |r| r.zones.len().min(self.max_replicas))
+            .max(1)
+    }
+
+    /// Whether `region` may have a replica in the zone keyed `zone`: every zone when no rule
+    /// covers it, the rule's zones otherwise.
+    fn zone_allowed(&self, region: &Region, zone: &str) -> bool {
+        self.placement(region)
+            .is_none_or(|r| r.zones.iter().any(|z| z == zone))
+    }
+
+    /// Whether `region` may have at most one replica per zone: zones are in play, or a rule
+    /// covers it.
+    fn one_per_zone(&self, region: &Region) -> bool {
+        self.zones_in_play || self.placement(region).is_some()
     }
 
     fn is_registered(&self, store: u64) -> bool {
@@ -419,14 +488,35 @@ fn leader_target(
         .map(|p| p.store_id)
 }
 
+/// A learner of `region` a voter may be made of instead of adding a new replica: on an `Up`
+/// server, in a zone the region's rule allows, with no voter but `instead_of` in its zone. The
+/// caught-up one first, then the lowest id.
+fn promotable_learner(
+    region: &Region,
+    instead_of: Option<u64>,
+    cluster: &Cluster<'_>,
+) -> Option<u64> {
+    region
+        .peers
+        .iter()
+        .filter(|p| p.is_learner() && cluster.is_up(p.store_id))
+        .filter(|p| cluster.zone_allowed(region, cluster.zone(p)))
+        .filter(|p| {
+            !voters(region)
+                .any(|v| Some(v.store_id) != instead_of && cluster.zone(v) == cluster.zone(p))
+        })
+        .min_by_key(|p| (p.pending, p.store_id))
+        .map(|p| p.store_id)
+}
+
 /// Whether moving one replica from `from` to `to` keeps the region counts of the `Up` servers
-/// `up` as rule 5 wants them: afterwards `to` is at most `gap` above every server, `from` at
+/// `up` as rule 6 wants them: afterwards `to` is at most `gap` above every server, `from` at
 /// most `gap` below every one, and the two within `gap` of each other.
 ///
 /// So no pair of counts the move touches ends more than `gap` apart unless it already was and
-/// came closer: rule 5 finds nothing new to undo, and the count excess that its own moves
+/// came closer: rule 6 finds nothing new to undo, and the count excess that its own moves
 /// lower never rises (the module's "Why balancing settles"). Only the two ends are checked,
-/// not every pair: a pair the move does not touch may stay as uneven as rule 5 could not help.
+/// not every pair: a pair the move does not touch may stay as uneven as rule 6 could not help.
 fn counts_allow(up: &[u64], loads: &Loads, from: u64, to: u64, gap: usize) -> bool {
     let after = |store: u64| {
         let n = loads.regions(store);
@@ -503,6 +593,15 @@ fn progress(
             _ => Progress::Stale,
         },
         OperatorKind::AddReplica { to } => grow(to).unwrap_or(Progress::Done),
+        OperatorKind::AddLearner { to } => match peer_on(region, to) {
+            Some(_) => Progress::Done,
+            None if !cluster.is_up(to) => Progress::Stale,
+            None => Progress::Next {
+                kind: StepKind::AddLearner,
+                store: to,
+                ready: true,
+            },
+        },
         OperatorKind::RemoveReplica { from } => shrink(from),
         OperatorKind::MoveReplica { from, to } => {
             if !holds(region, to) && !holds(region, from) {
@@ -562,7 +661,7 @@ impl Loads {
                     self.lose(from, region);
                 }
             }
-            OperatorKind::AddReplica { to } => {
+            OperatorKind::AddReplica { to } | OperatorKind::AddLearner { to } => {
                 if !holds(region, to) {
                     self.gain(to, region);
                 }
@@ -629,21 +728,28 @@ fn table_leaders(table: &BTreeMap<u64, &Region>) -> HashMap<u64, usize> {
     leaders
 }
 
-/// The repair rules (priorities 1–4), in priority order.
+/// The repair rules (priorities 1–5), in priority order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Rule {
     ReplaceDown,
     Drain,
     ReplicaCount,
+    Placement,
     Isolation,
 }
 
 /// What a region needs, before a target is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Want {
-    Move { from: u64 },
+    Move {
+        from: u64,
+    },
     Add,
-    Remove { from: u64 },
+    /// A learner in a zone the region's rule lists and it has no replica in.
+    AddLearner,
+    Remove {
+        from: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -661,6 +767,8 @@ pub struct Scheduler {
     operators: BTreeMap<u64, Operator>,
     /// Servers named by a replica but not registered, since the round that first noticed.
     down_since: HashMap<u64, Instant>,
+    /// The placement rules the rounds plan by ([`Scheduler::set_rules`]).
+    rules: Vec<PlacementRule>,
 }
 
 impl Scheduler {
@@ -673,7 +781,13 @@ impl Scheduler {
             config,
             operators: BTreeMap::new(),
             down_since: HashMap::new(),
+            rules: Vec::new(),
         }
+    }
+
+    /// The placement rules the next rounds plan by (read from the metadata store each round).
+    pub fn set_rules(&mut self, rules: Vec<PlacementRule>) {
+        self.rules = rules;
     }
 
     pub fn config(&self) -> &SchedulerConfig {
@@ -690,7 +804,8 @@ impl Scheduler {
     /// advances or finishes operators whose region moved on, drops timed-out ones, and creates
     /// new ones.
     pub fn schedule(&mut self, now: Instant, stores: &[StoreView], regions: &[Region]) {
-        let cluster = Cluster::new(stores, self.config.max_replicas);
+        let rules = std::mem::take(&mut self.rules);
+        let cluster = Cluster::new(stores, self.config.max_replicas, &rules);
         let table: BTreeMap<u64, &Region> = regions.iter().map(|r| (r.id, r)).collect();
         self.track_down_stores(now, &cluster, &table);
         self.advance(now, &cluster, &table);
@@ -699,6 +814,7 @@ impl Scheduler {
         self.balance_regions(now, &cluster, &table, &mut loads, &needy);
         self.balance_sizes(now, &cluster, &table, &mut loads, &needy);
         self.balance_leaders(now, &cluster, &table, &mut loads, &needy);
+        self.rules = rules;
     }
 
     /// The step each operator waits for, for the regions `leader_store` leads (as the last
@@ -787,7 +903,7 @@ impl Scheduler {
         });
     }
 
-    /// Rules 1–4: every region with a problem, worst problems first. Returns the regions that
+    /// Rules 1–5: every region with a problem, worst problems first. Returns the regions that
     /// have one, started or not (they are not balanced).
     fn repair(
         &mut self,
@@ -805,8 +921,9 @@ impl Scheduler {
         let needy = wants.iter().map(|(r, _)| r.id).collect();
         for (region, repair) in wants {
             let kind = match repair.want {
-                Want::Move { from } => self
-                    .target(region, Some(from), cluster, loads)
+                Want::Move { from } => promotable_learner(region, Some(from), cluster)
+                    .filter(|to| self.has_room(*to, cluster, loads))
+                    .or_else(|| self.target(region, Some(from), cluster, loads))
                     .filter(|_| self.has_room(from, cluster, loads))
                     .map(|to| OperatorKind::MoveReplica { from, to })
                     .or_else(|| {
@@ -821,9 +938,13 @@ impl Scheduler {
                             .filter(|_| self.has_room(from, cluster, loads))
                             .map(|to| OperatorKind::TransferLeader { from, to })
                     }),
-                Want::Add => self
-                    .target(region, None, cluster, loads)
+                Want::Add => promotable_learner(region, None, cluster)
+                    .filter(|to| self.has_room(*to, cluster, loads))
+                    .or_else(|| self.target(region, None, cluster, loads))
                     .map(|to| OperatorKind::AddReplica { to }),
+                Want::AddLearner => self
+                    .learner_target(region, cluster, loads)
+                    .map(|to| OperatorKind::AddLearner { to }),
                 Want::Remove { from } => self
                     .has_room(from, cluster, loads)
                     .then_some(OperatorKind::RemoveReplica { from }),
@@ -835,7 +956,7 @@ impl Scheduler {
         needy
     }
 
-    /// The worst problem of `region` (rules 1–4), if any.
+    /// The worst problem of `region` (rules 1–5), if any.
     fn diagnose(
         &self,
         now: Instant,
@@ -843,7 +964,7 @@ impl Scheduler {
         cluster: &Cluster<'_>,
         loads: &Loads,
     ) -> Option<Repair> {
-        let max = self.config.max_replicas;
+        let max = cluster.max_voters(region);
         let voter_count = voters(region).count();
         // A replica on a gone or draining server leaves: a learner or an extra voter is only
         // removed, a needed voter is replaced.
@@ -894,6 +1015,7 @@ impl Scheduler {
                 (
                     cluster.is_registered(p.store_id),
                     cluster.is_up(p.store_id),
+                    cluster.zone_allowed(region, cluster.zone(p)),
                     !zone_shared(p),
                     p.store_id == region.leader_store_id,
                     Reverse(loads.regions(p.store_id)),
@@ -904,6 +1026,8 @@ impl Scheduler {
                 OperatorReason::ReplaceDown
             } else if !cluster.is_up(extra.store_id) {
                 OperatorReason::Drain
+            } else if !cluster.zone_allowed(region, cluster.zone(extra)) {
+                OperatorReason::Placement
             } else if zone_shared(extra) {
                 OperatorReason::Isolation
             } else {
@@ -916,6 +1040,9 @@ impl Scheduler {
                     from: extra.store_id,
                 },
             });
+        }
+        if let Some(repair) = Self::placement_problem(region, cluster) {
+            return Some(repair);
         }
         if cluster.zones_in_play {
             let free_zone = cluster.up().any(|s| {
@@ -945,6 +1072,79 @@ impl Scheduler {
             }
         }
         None
+    }
+
+    /// What the region's placement rule (or, without one, "no learners") asks of a region
+    /// whose voter count is right: a replica in a zone the rule does not list leaves (a learner
+    /// is removed, a voter moves); a learner sharing its zone with another replica, or any
+    /// learner without a rule, is removed; of two voters in one zone, one moves; a listed zone
+    /// without a replica gets a learner.
+    /// Learners of an operator in flight are never seen here (a region with an operator is not
+    /// diagnosed).
+    fn placement_problem(region: &Region, cluster: &Cluster<'_>) -> Option<Repair> {
+        let repair = |want| Repair {
+            rule: Rule::Placement,
+            reason: OperatorReason::Placement,
+            want,
+        };
+        let Some(rule) = cluster.placement(region) else {
+            return region
+                .peers
+                .iter()
+                .find(|p| p.is_learner())
+                .map(|p| repair(Want::Remove { from: p.store_id }));
+        };
+        let outside = |p: &&Peer| !cluster.zone_allowed(region, cluster.zone(p));
+        if let Some(p) = region.peers.iter().find(|p| p.is_learner()).filter(outside) {
+            return Some(repair(Want::Remove { from: p.store_id }));
+        }
+        if let Some(p) = region.peers.iter().find(outside) {
+            return Some(repair(Want::Move { from: p.store_id }));
+        }
+        let doubled_learner = region.peers.iter().find(|p| {
+            p.is_learner()
+                && region
+                    .peers
+                    .iter()
+                    .any(|q| q.store_id != p.store_id && cluster.zone(q) == cluster.zone(p))
+        });
+        if let Some(p) = doubled_learner {
+            return Some(repair(Want::Remove { from: p.store_id }));
+        }
+        // Two voters in one zone: one moves (onto a listed zone's learner when there is one);
+        // a follower rather than the leader.
+        let doubled_voter = voters(region)
+            .filter(|p| {
+                voters(region)
+                    .any(|q| q.store_id != p.store_id && cluster.zone(q) == cluster.zone(p))
+            })
+            .min_by_key(|p| (p.store_id == region.leader_store_id, p.store_id));
+        if let Some(p) = doubled_voter {
+            return Some(repair(Want::Move { from: p.store_id }));
+        }
+        let missing = rule.zones.iter().any(|z| {
+            !region.peers.iter().any(|p| cluster.zone(p) == z.as_str())
+                && cluster.up().any(|s| cluster.store_zone(s.id) == z.as_str())
+        });
+        missing.then(|| repair(Want::AddLearner))
+    }
+
+    /// The server to receive a learner of `region` in a zone its rule lists and it has no
+    /// replica in: `Up`, with room, no old replica of the region; the fewest replicas, then the
+    /// lowest id.
+    fn learner_target(&self, region: &Region, cluster: &Cluster<'_>, loads: &Loads) -> Option<u64> {
+        let rule = cluster.placement(region)?;
+        cluster
+            .up()
+            .filter(|s| {
+                let zone = cluster.store_zone(s.id);
+                rule.zones.iter().any(|z| z == zone)
+                    && !region.peers.iter().any(|p| cluster.zone(p) == zone)
+                    && !s.stale.contains(&region.id)
+                    && self.has_room(s.id, cluster, loads)
+            })
+            .min_by_key(|s| (loads.regions(s.id), s.id))
+            .map(|s| s.id)
     }
 
     /// Whether another operator may touch `store` (a server that is not registered does no
@@ -994,8 +1194,9 @@ impl Scheduler {
                     && !s.stale.contains(&region.id)
                     && self.has_room(s.id, cluster, loads)
             })
+            .filter(|s| cluster.zone_allowed(region, cluster.store_zone(s.id)))
             .map(|s| (others.contains(&cluster.store_zone(s.id)), s.id))
-            .filter(|(shared, _)| !(cluster.zones_in_play && *shared))
+            .filter(|(shared, _)| !(cluster.one_per_zone(region) && *shared))
             .min_by_key(|(shared, id)| (*shared, loads.regions(*id), *id))
             .map(|(_, id)| id)
     }
@@ -1023,7 +1224,10 @@ impl Scheduler {
             .map(|p| cluster.zone(p))
             .collect();
         let to_zone = cluster.store_zone(to);
-        if cluster.zones_in_play {
+        if !cluster.zone_allowed(region, to_zone) {
+            return false;
+        }
+        if cluster.one_per_zone(region) {
             return !others.contains(to_zone);
         }
         let before: BTreeSet<&str> = region.peers.iter().map(|p| cluster.zone(p)).collect();
@@ -1063,7 +1267,7 @@ impl Scheduler {
             && Self::zones_allow(region, from, to, cluster)
     }
 
-    /// Rule 5: while some pair of `Up` servers is more than the tolerated gap apart and a
+    /// Rule 6: while some pair of `Up` servers is more than the tolerated gap apart and a
     /// region can move between them, move one (most loaded source, least loaded target first).
     fn balance_regions(
         &mut self,
@@ -1104,13 +1308,13 @@ impl Scheduler {
         }
     }
 
-    /// The region-count gap rule 5 leaves alone among the `Up` servers `up`.
+    /// The region-count gap rule 6 leaves alone among the `Up` servers `up`.
     fn count_gap(&self, up: &[u64], loads: &Loads) -> usize {
         let total: usize = up.iter().map(|s| loads.regions(*s)).sum();
         self.config.region_tolerance.allowed_gap(total, up.len())
     }
 
-    /// The size gap (bytes) rule 6 leaves alone among the `Up` servers `up`.
+    /// The size gap (bytes) rule 7 leaves alone among the `Up` servers `up`.
     fn size_gap(&self, up: &[u64], loads: &Loads) -> u64 {
         let total: u128 = up.iter().map(|s| u128::from(loads.size(*s))).sum();
         self.config
@@ -1118,14 +1322,14 @@ impl Scheduler {
             .allowed_size_gap(total, up.len(), self.config.min_size_gap)
     }
 
-    /// Rule 6, once rule 5 found nothing to move: while some pair of `Up` servers' sizes are
+    /// Rule 7, once rule 6 found nothing to move: while some pair of `Up` servers' sizes are
     /// more than the tolerated size gap apart, move a replica from the larger to the smaller
     /// (largest source, smallest target first) when
     ///
     /// * it is smaller than their difference: the pair ends closer, so the sum of the squared
     ///   sizes falls and a region too big to even the pair (it would only carry the gap over to
     ///   the other side, and back) never moves;
-    /// * counts stay as rule 5 wants them ([`counts_allow`]), so rule 5 never moves it back.
+    /// * counts stay as rule 6 wants them ([`counts_allow`]), so rule 6 never moves it back.
     ///
     /// Of the regions that qualify, the one evening the pair best (its size nearest half the
     /// difference), then a follower, then the lowest id. Evening comes before sparing a leader
@@ -1179,7 +1383,7 @@ impl Scheduler {
         }
     }
 
-    /// Rule 7: while a server leads more than the tolerated gap above another it can reach,
+    /// Rule 8: while a server leads more than the tolerated gap above another it can reach,
     /// move leaderships along the shortest chain between them.
     ///
     /// A leadership moves only to a voter of the same region, so a server may have nobody
@@ -1335,7 +1539,7 @@ impl Scheduler {
         cluster: &Cluster<'_>,
         loads: &mut Loads,
     ) {
-        let keep_live_voters = live_voters(region, cluster).min(self.config.max_replicas);
+        let keep_live_voters = live_voters(region, cluster).min(cluster.max_voters(region));
         let mut op = Operator {
             kind,
             reason,
@@ -1654,15 +1858,29 @@ mod tests {
             self.log.push((round, step.clone()));
         }
 
-        /// No region ever has fewer voters on registered servers than it started with
-        /// (capped at the replica count).
-        fn check_voters_kept(&self) {
-            let max = self.scheduler.config().max_replicas;
+        /// New placement rules; the voters each region has now are the floor from here on (a
+        /// rule listing fewer zones lowers it on purpose).
+        fn set_rules(&mut self, rules: Vec<PlacementRule>) {
+            self.scheduler.set_rules(rules);
             for r in &self.regions {
                 let live = voters(r)
                     .filter(|p| !self.down.contains(&p.store_id))
                     .count();
-                let floor = self.start_live[&r.id].min(max);
+                self.start_live.insert(r.id, live);
+            }
+        }
+
+        /// No region ever has fewer voters on registered servers than it started with
+        /// (capped at the replica count, or at the zones its placement rule lists).
+        fn check_voters_kept(&self) {
+            let registered = self.registered();
+            let max = self.scheduler.config().max_replicas;
+            let cluster = Cluster::new(&registered, max, &self.scheduler.rules);
+            for r in &self.regions {
+                let live = voters(r)
+                    .filter(|p| !self.down.contains(&p.store_id))
+                    .count();
+                let floor = self.start_live[&r.id].min(cluster.max_voters(r));
                 assert!(live >= floor, "region {} lost a voter: {r:?}", r.id);
             }
         }
@@ -1763,6 +1981,179 @@ mod tests {
                 v
             })
             .collect()
+    }
+
+    fn rule(id: &str, start: &[u8], end: &[u8], zones: &[&str]) -> PlacementRule {
+        PlacementRule {
+            id: id.into(),
+            start: start.to_vec(),
+            end: end.to_vec(),
+            zones: zones.iter().map(|z| z.to_string()).collect(),
+        }
+    }
+
+    /// Per region: its voters' zones and its learners' zones, sorted.
+    fn zones_by_role(sim: &Sim) -> Vec<(Vec<String>, Vec<String>)> {
+        sim.regions
+            .iter()
+            .map(|r| {
+                let mut v: Vec<String> = voters(r).map(|p| p.zone.clone()).collect();
+                let mut l: Vec<String> = r
+                    .peers
+                    .iter()
+                    .filter(|p| p.is_learner())
+                    .map(|p| p.zone.clone())
+                    .collect();
+                v.sort();
+                l.sort();
+                (v, l)
+            })
+            .collect()
+    }
+
+    fn strings(zones: &[&str]) -> Vec<String> {
+        zones.iter().map(|z| z.to_string()).collect()
+    }
+
+    #[test]
+    fn a_whole_replica_rule_adds_a_learner_in_each_listed_zone_beyond_the_voters_and_removing_it_removes_them()
+     {
+        let all: Vec<StoreView> = ["a", "b", "c", "d"]
+            .iter()
+            .zip(1..)
+            .map(|(z, i)| store(i, z, StoreState::Up))
+            .collect();
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 6), config());
+        sim.set_rules(vec![rule("whole", b"", b"", &["a", "b", "c", "d"])]);
+        sim.settle(100);
+        for (voters, learners) in zones_by_role(&sim) {
+            assert_eq!(voters, strings(&["a", "b", "c"]));
+            assert_eq!(learners, strings(&["d"]));
+        }
+        assert!(
+            sim.log
+                .iter()
+                .all(|(_, s)| s.kind() != StepKind::PromoteLearner),
+            "a rule's learner was promoted: {:?}",
+            sim.log
+        );
+        // Without the rule: three voters in three zones (balancing may now use zone d), and no
+        // learner.
+        sim.set_rules(Vec::new());
+        sim.settle(100);
+        for (voters, learners) in zones_by_role(&sim) {
+            assert_eq!(
+                voters.iter().collect::<BTreeSet<_>>().len(),
+                3,
+                "{voters:?}"
+            );
+            assert!(learners.is_empty(), "{learners:?}");
+        }
+    }
+
+    #[test]
+    fn a_tables_rule_without_a_zone_removes_that_zones_replicas_of_its_regions_only() {
+        let all: Vec<StoreView> = ["a", "b", "c"]
+            .iter()
+            .zip(1..)
+            .map(|(z, i)| store(i, z, StoreState::Up))
+            .collect();
+        // Regions 1..=4 span [1, 5) in 8-byte big-endian keys; the table is regions 2 and 3.
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 4), config());
+        let table = rule("t", &2u64.to_be_bytes(), &4u64.to_be_bytes(), &["a", "b"]);
+        let whole = rule("whole", b"", b"", &["a", "b", "c"]);
+        sim.set_rules(vec![whole.clone(), table]);
+        sim.settle(100);
+        let placed = zones_by_role(&sim);
+        for (i, (voters, learners)) in placed.iter().enumerate() {
+            let expected: &[&str] = if (1..=2).contains(&i) {
+                &["a", "b"]
+            } else {
+                &["a", "b", "c"]
+            };
+            assert_eq!(voters, &strings(expected), "region {}", i + 1);
+            assert!(learners.is_empty());
+        }
+        // Deleting the table's rule brings zone c back (a voter: `max_replicas` is 3).
+        sim.set_rules(vec![whole]);
+        sim.settle(100);
+        for (voters, _) in zones_by_role(&sim) {
+            assert_eq!(voters, strings(&["a", "b", "c"]));
+        }
+    }
+
+    #[test]
+    fn a_voter_in_an_unlisted_zone_moves_onto_the_learner_of_a_listed_one() {
+        let all: Vec<StoreView> = ["a", "b", "c", "d"]
+            .iter()
+            .zip(1..)
+            .map(|(z, i)| store(i, z, StoreState::Up))
+            .collect();
+        let mut sim = Sim::new(all.clone(), &[], &[vec![1, 2, 4]], config());
+        sim.regions[0]
+            .peers
+            .push(peer(&all[2], PeerRole::Learner, false));
+        sim.set_rules(vec![rule("abc", b"", b"", &["a", "b", "c"])]);
+        sim.settle(100);
+        assert_eq!(
+            zones_by_role(&sim),
+            vec![(strings(&["a", "b", "c"]), Vec::new())]
+        );
+        // Zone c's learner was promoted, not a new replica added beside it.
+        let kinds: Vec<(StepKind, u64)> = sim
+            .log
+            .iter()
+            .map(|(_, s)| (s.kind(), s.store_id))
+            .collect();
+        assert!(kinds.contains(&(StepKind::PromoteLearner, 3)), "{kinds:?}");
+        assert!(!kinds.contains(&(StepKind::AddLearner, 3)), "{kinds:?}");
+    }
+
+    #[test]
+    fn a_region_follows_the_narrowest_rule_overlapping_it() {
+        let stores = [store(1, "a", StoreState::Up)];
+        let rules = vec![
+            rule("whole", b"", b"", &["a"]),
+            rule("table", b"t1", b"t2", &["a", "b"]),
+            rule("index", b"t1_i", b"t1_j", &["a", "b", "c"]),
+        ];
+        let cluster = Cluster::new(&stores, 3, &rules);
+        let region = |start: &[u8], end: &[u8]| Region {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            ..Region::default()
+        };
+        let id = |r: &Region| cluster.placement(r).map(|p| p.id.clone());
+        assert_eq!(id(&region(b"a", b"b")).as_deref(), Some("whole"));
+        assert_eq!(id(&region(b"t1_r", b"t1_s")).as_deref(), Some("table"));
+        assert_eq!(id(&region(b"t1_i1", b"t1_i2")).as_deref(), Some("index"));
+        // Straddling the table's start: the table's rule, not the whole-cluster one.
+        assert_eq!(id(&region(b"s", b"t1_a")).as_deref(), Some("table"));
+        assert_eq!(cluster.max_voters(&region(b"t1_r", b"t1_s")), 2);
+        assert_eq!(cluster.max_voters(&region(b"a", b"b")), 1);
+        assert!(
+            Cluster::new(&stores, 3, &[])
+                .placement(&region(b"a", b"b"))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_learner_no_rule_wants_is_removed() {
+        let all: Vec<StoreView> = ["a", "b", "c", "d"]
+            .iter()
+            .zip(1..)
+            .map(|(z, i)| store(i, z, StoreState::Up))
+            .collect();
+        let mut sim = Sim::new(all.clone(), &[], &[vec![1, 2, 3]], config());
+        sim.regions[0]
+            .peers
+            .push(peer(&all[3], PeerRole::Learner, false));
+        sim.settle(100);
+        assert_eq!(
+            zones_by_role(&sim),
+            vec![(strings(&["a", "b", "c"]), Vec::new())]
+        );
     }
 
     #[test]
@@ -2059,9 +2450,13 @@ mod tests {
         let log = sim.log.len();
         sim.frozen = true;
         sim.round();
+        // The learners the cut-off moves left are removed (no rule wants them), but nothing
+        // replaces the gone server's replicas yet: its down clock started over.
+        let ops = sim.scheduler.operators(sim.now());
         assert!(
-            sim.scheduler.operators(sim.now()).is_empty(),
-            "the down clock started over"
+            ops.iter()
+                .all(|o| o.reason() == OperatorReason::Placement && o.to_store == 0),
+            "the down clock started over: {ops:?}"
         );
         assert_eq!(sim.log.len(), log);
     }
@@ -2281,6 +2676,42 @@ mod tests {
             // Safety is asserted at every step of every round.
             sim.settle(500);
             check_settled(&sim)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// A whole-cluster rule over a random cluster: every step stays safe (the simulation
+        /// asserts it), planning comes to rest, and when each listed zone has an `Up` server
+        /// the rule holds: one replica per listed zone, none elsewhere, voters in as many of
+        /// them as `max_replicas` allows and learners in the rest.
+        #[test]
+        fn scheduling_under_a_rule_settles_into_a_whole_replica_per_listed_zone(
+            layout in layouts(),
+            listed in proptest::collection::btree_set(0u8..4, 1..=4),
+        ) {
+            let mut sim = sim_of(&layout);
+            let zones: Vec<String> = listed.iter().map(|z| format!("z{z}")).collect();
+            let names: Vec<&str> = zones.iter().map(String::as_str).collect();
+            sim.set_rules(vec![rule("whole", b"", b"", &names)]);
+            sim.settle(500);
+            let up_zones: BTreeSet<&str> = sim
+                .all
+                .iter()
+                .filter(|s| sim.is_up(s.id))
+                .map(|s| types::zone::label(s.zone.as_ref()))
+                .collect();
+            if !names.iter().all(|z| up_zones.contains(z)) {
+                return Ok(());
+            }
+            for r in &sim.regions {
+                let mut placed: Vec<&str> = r.peers.iter().map(|p| p.zone.as_str()).collect();
+                placed.sort_unstable();
+                prop_assert_eq!(&placed, &names, "{:?}", r);
+                prop_assert_eq!(voters(r).count(), names.len().min(3), "{:?}", r);
+                prop_assert!(r.peers.iter().all(|p| sim.is_up(p.store_id)), "{:?}", r);
+            }
         }
     }
 

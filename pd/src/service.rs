@@ -15,6 +15,7 @@
 //! | `GET /pd/workers` | → `wire::pd::ClusterView` with the workers only (any instance) |
 //! | `POST /pd/store-state` | `wire::pd::StoreStateRequest` → `HeartbeatResponse` (leader) |
 //! | `POST /pd/operators` | `wire::pd::OperatorsRequest` → `OperatorsResponse`: the moves in flight (leader) |
+//! | `POST /pd/rules` | `wire::pd::RulesRequest` → `RulesResponse`: set, delete or list placement rules (leader) |
 //! | `POST /pd/watch` | `wire::pd::WatchRequest` → `WatchResponse`: the view once its topology changed (leader, long poll) |
 //!
 //! **Scheduling.** The leader plans every `schedule-interval` (`pd::scheduler`, from the
@@ -38,8 +39,8 @@ use tokio::sync::watch;
 use wire::paths;
 use wire::pd::{
     AllocIdRequest, AllocIdResponse, ClusterView, HeartbeatResponse, MembersResponse,
-    OperatorsResponse, StoreHeartbeat, StoreState, StoreStateRequest, WatchRequest, WatchResponse,
-    WorkerHeartbeat,
+    OperatorsResponse, RulesRequest, RulesResponse, StoreHeartbeat, StoreState, StoreStateRequest,
+    WatchRequest, WatchResponse, WorkerHeartbeat,
 };
 use wire::region::{TsoRequest, TsoResponse};
 
@@ -404,7 +405,11 @@ impl<S: MetaStore> Pd<S> {
                 })
             })
             .collect();
-        self.scheduler.lock().schedule(now, &stores, &view.regions);
+        {
+            let mut scheduler = self.scheduler.lock();
+            scheduler.set_rules(view.rules.clone());
+            scheduler.schedule(now, &stores, &view.regions);
+        }
         self.topology.publish(&view);
         self.advance_gc(&view).await
     }
@@ -455,6 +460,24 @@ impl<S: MetaStore> Pd<S> {
         self.registry
             .set_store_state(&self.store, &fence, req.store_id, req.state())
             .await
+    }
+
+    /// Sets or deletes a placement rule (the leader only, fenced), then lists them all. The
+    /// next scheduling round plans by them.
+    pub async fn rules(&self, req: RulesRequest) -> Result<RulesResponse, PdError> {
+        let fence = self.fence()?;
+        if let Some(rule) = &req.put {
+            self.registry.put_rule(&self.store, &fence, rule).await?;
+        }
+        if !req.delete.is_empty() {
+            self.registry
+                .delete_rule(&self.store, &fence, &req.delete)
+                .await?;
+        }
+        Ok(RulesResponse {
+            rules: self.registry.rules(&self.store).await?,
+            ..RulesResponse::default()
+        })
     }
 
     /// The operators in flight (the leader only: they live in its memory).
@@ -531,12 +554,19 @@ refusable!(
     AllocIdResponse,
     HeartbeatResponse,
     OperatorsResponse,
+    RulesResponse,
     WatchResponse
 );
 
 /// The answer to a request of `kind`: `done` as it is, or its error as a refusal naming the
 /// leader when this instance does not lead; counted in `stratus_pd_requests_total`.
 fn answer<R: Refusable>(kind: &str, done: Result<R, PdError>) -> Response {
+    if let Err(PdError::Invalid(reason)) = &done {
+        metrics::REQUESTS
+            .with_label_values(&[kind, "invalid"])
+            .inc();
+        return node::http::HttpError::bad_request(reason.clone()).into_response();
+    }
     let (resp, result) = match done {
         Ok(r) => (r, "ok"),
         Err(e) => {
@@ -626,6 +656,14 @@ async fn watch_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Bytes) 
     answer("watch", pd.watch(req.token, wait).await)
 }
 
+async fn rules_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>, body: Bytes) -> Response {
+    let req: RulesRequest = match decode_proto(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    answer("rules", pd.rules(req).await)
+}
+
 async fn operators_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response {
     answer("operators", pd.operators())
 }
@@ -690,6 +728,7 @@ pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
         .route(paths::PD_WORKERS, get(workers_handler::<S>))
         .route(paths::PD_STORE_STATE, post(store_state_handler::<S>))
         .route(paths::PD_OPERATORS, post(operators_handler::<S>))
+        .route(paths::PD_RULES, post(rules_handler::<S>))
         .route(paths::PD_WATCH, post(watch_handler::<S>))
         .route(paths::CONFIG, get(config_handler::<S>))
         .route(paths::METRICS, get(node::http::metrics_handler))

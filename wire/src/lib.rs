@@ -80,6 +80,9 @@ pub mod paths {
     /// Placement driver: [`crate::pd::OperatorsRequest`] in, [`crate::pd::OperatorsResponse`]
     /// out (the moves in flight).
     pub const PD_OPERATORS: &str = "/pd/operators";
+    /// Placement driver: [`crate::pd::RulesRequest`] in, [`crate::pd::RulesResponse`] out
+    /// (`stratus ctl rule`).
+    pub const PD_RULES: &str = "/pd/rules";
     /// Placement driver: [`crate::pd::WatchRequest`] in, [`crate::pd::WatchResponse`] out (a
     /// long poll for topology changes).
     pub const PD_WATCH: &str = "/pd/watch";

@@ -230,6 +230,9 @@ pub enum OperatorReason {
     /// whose replica counts are even enough; the move keeps them so. Tag 7: the next free
     /// one (tags are never reused, an older `stratus ctl` shows it as `Unknown`).
     BalanceSize = 7,
+    /// A placement rule wants a replica in a zone the region has none in (a learner once the
+    /// voters are placed), or none in a zone it has one in.
+    Placement = 8,
 }
 
 /// An operator in flight: moving one region's replica from one server to another, one step
@@ -315,6 +318,101 @@ pub struct ClusterView {
     /// The GC safe point persisted in the metadata store (0: none yet).
     #[prost(uint64, tag = "7")]
     pub gc_safe_point: u64,
+    /// The placement rules, by id.
+    #[prost(message, repeated, tag = "8")]
+    pub rules: Vec<PlacementRule>,
+}
+
+/// A placement rule: the regions overlapping `[start, end)` (empty `end`: unbounded) keep one
+/// replica in each of `zones` and none in any other zone, so that each listed zone holds a
+/// whole replica of the range. The voters (at most `max-replicas`, at most one per zone) are
+/// placed in listed zones; the listed zones left get Raft learners, which take no part in
+/// quorums and serve follower reads. A region overlapping several rules follows the one with
+/// the narrowest range (a table's rule over the whole-cluster one), ties to the smaller id.
+/// Regions no rule covers keep `max-replicas` voters, zone-isolated when the servers span
+/// enough zones, and no learners.
+#[derive(Clone, PartialEq, Eq, Message)]
+pub struct PlacementRule {
+    /// Names the rule; setting a rule with an existing id replaces it.
+    #[prost(string, tag = "1")]
+    pub id: String,
+    #[prost(bytes = "vec", tag = "2")]
+    pub start: Vec<u8>,
+    #[prost(bytes = "vec", tag = "3")]
+    pub end: Vec<u8>,
+    /// Zone labels, each once, none empty.
+    #[prost(string, repeated, tag = "4")]
+    pub zones: Vec<String>,
+}
+
+impl PlacementRule {
+    /// Whether the rule's range overlaps `[start, end)` (empty ends unbounded).
+    pub fn overlaps(&self, start: &[u8], end: &[u8]) -> bool {
+        (self.end.is_empty() || start < self.end.as_slice())
+            && (end.is_empty() || self.start.as_slice() < end)
+    }
+
+    /// Why the rule cannot be kept: an id that is empty or not a plain name, no zone, an empty or repeated zone, or an
+    /// empty range.
+    pub fn validate(&self) -> Result<(), String> {
+        let id = &self.id;
+        let id_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        if id.is_empty() || !id.chars().all(id_char) {
+            return Err(format!(
+                "expected a rule id of letters, digits, '-', '_' and '.', found {id:?}"
+            ));
+        }
+        if self.zones.is_empty() {
+            return Err(format!(
+                "rule {id:?}: expected at least one zone, found none"
+            ));
+        }
+        for (i, z) in self.zones.iter().enumerate() {
+            if z.is_empty() {
+                return Err(format!(
+                    "rule {id:?}: expected zone labels, found an empty one"
+                ));
+            }
+            if self.zones[..i].contains(z) {
+                return Err(format!(
+                    "rule {id:?}: expected each zone once, found {z:?} twice"
+                ));
+            }
+        }
+        if !self.end.is_empty() && self.start >= self.end {
+            return Err(format!(
+                "rule {id:?}: expected start < end, found start {} and end {}",
+                hex(&self.start),
+                hex(&self.end)
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `POST /pd/rules` (the leader answers): sets the rule `put` (replacing the one with its id),
+/// deletes the rule named `delete`, or neither (a listing). Answered by a [`RulesResponse`]
+/// with every rule after the change.
+#[derive(Clone, PartialEq, Message)]
+pub struct RulesRequest {
+    #[prost(message, optional, tag = "1")]
+    pub put: Option<PlacementRule>,
+    #[prost(string, tag = "2")]
+    pub delete: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct RulesResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub rules: Vec<PlacementRule>,
+    #[prost(string, tag = "2")]
+    pub error: String,
+    #[prost(string, tag = "3")]
+    pub leader: String,
 }
 
 /// `POST /pd/watch` (the leader answers): a long poll for the cluster's topology. The answer
@@ -344,4 +442,47 @@ pub struct WatchResponse {
     pub error: String,
     #[prost(string, tag = "4")]
     pub leader: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(id: &str, start: &[u8], end: &[u8], zones: &[&str]) -> PlacementRule {
+        PlacementRule {
+            id: id.into(),
+            start: start.to_vec(),
+            end: end.to_vec(),
+            zones: zones.iter().map(|z| z.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_rule_is_refused_with_what_was_expected_and_found() {
+        let cases = [
+            (rule("", b"", b"", &["a"]), "found \"\""),
+            (rule("a b", b"", b"", &["a"]), "found \"a b\""),
+            (rule("r", b"", b"", &[]), "at least one zone"),
+            (rule("r", b"", b"", &["a", ""]), "found an empty one"),
+            (rule("r", b"", b"", &["a", "a"]), "found \"a\" twice"),
+            (rule("r", b"b", b"a", &["a"]), "start 62 and end 61"),
+        ];
+        for (r, expected) in cases {
+            let e = r.validate().unwrap_err();
+            assert!(e.contains(expected), "{e} lacks {expected}");
+        }
+        assert_eq!(rule("whole-1.x", b"", b"", &["a", "b"]).validate(), Ok(()));
+        assert_eq!(rule("t", b"a", b"", &["a"]).validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_rule_overlaps_the_ranges_it_shares_a_key_with() {
+        let r = rule("t", b"b", b"d", &["a"]);
+        assert!(r.overlaps(b"a", b"c"));
+        assert!(r.overlaps(b"c", b""));
+        assert!(r.overlaps(b"", b""));
+        assert!(!r.overlaps(b"d", b"e"));
+        assert!(!r.overlaps(b"a", b"b"));
+        assert!(rule("all", b"", b"", &["a"]).overlaps(b"x", b"y"));
+    }
 }

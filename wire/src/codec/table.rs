@@ -53,6 +53,20 @@ pub fn record_range(table_id: i64) -> (Vec<u8>, Vec<u8>) {
     (start, end)
 }
 
+/// `[start, end)` holding every key of the table, records and indexes: `'t' | i64(table_id)`
+/// up to `'t' | i64(table_id + 1)` (the last table id ends at the key space's end).
+pub fn table_range(table_id: i64) -> (Vec<u8>, Vec<u8>) {
+    let key = |id: i64| {
+        let mut buf = vec![TABLE_PREFIX];
+        encode_i64(&mut buf, id);
+        buf
+    };
+    let end = table_id
+        .checked_add(1)
+        .map_or_else(|| vec![TABLE_PREFIX + 1], key);
+    (key(table_id), end)
+}
+
 /// Reads `'t' | i64 | sep` and returns the table id.
 fn decode_table_prefix(
     key: &mut &[u8],
@@ -215,6 +229,20 @@ mod tests {
         assert_eq!(prefix_next(b"a"), b"b");
         assert_eq!(prefix_next(b"\xff\xff"), b"");
         assert_eq!(prefix_next(b""), b"");
+    }
+
+    #[test]
+    fn a_tables_range_holds_its_records_and_indexes_and_nothing_of_its_neighbours() {
+        for id in [1, 2, 1000, i64::MAX] {
+            let (start, end) = table_range(id);
+            let inside = |k: &[u8]| start.as_slice() <= k && k < end.as_slice();
+            assert!(inside(&record_key(id, i64::MIN)) && inside(&record_key(id, i64::MAX)));
+            assert!(inside(&index_key(id, 1, &[Datum::Int(5)], Some(3))));
+            assert!(!inside(&record_key(id - 1, i64::MAX)));
+            if id < i64::MAX {
+                assert!(!inside(&record_key(id + 1, i64::MIN)));
+            }
+        }
     }
 
     #[test]
