@@ -7,14 +7,19 @@
 //! 2. The ranges are cut at region boundaries (the region cache gives each region's replicas,
 //!    their zones and the leader). [`select_nodes`] chooses one worker per region under the
 //!    session's `tidb_tiflash_node_selection_policy`, the entry node's zone (the config's
-//!    `labels.zone`) and, per region, its replica zones: the zones of its peers (on standalone
-//!    servers, the one owning server's zone, none when it has no zone label). A selection error fails the
+//!    `labels.zone`) and, per region, its replica zones: the zones of its caught-up replicas,
+//!    voters and learners, as the routing table (the placement driver's, or the leaders'
+//!    answers) reports them; a replica still being added (`pending`) does not count (on
+//!    standalone servers, the one owning server's zone, none when it has no zone label). A selection error fails the
 //!    request with [`crate::Error::NodeSelection`]; the selection's warnings are returned in
 //!    [`CopResult::warnings`].
 //! 3. Each region task then runs the ordinary paging driver ([`crate::paging`]) with its pages
 //!    sent to `POST {worker}/delegate/coprocessor` (a plain cop request) with the header
-//!    `x-stratus-region-server: {the region leader's base URL}`. The worker fetches what the
-//!    read needs from that server and executes. Resume ranges, region errors (the worker passes
+//!    `x-stratus-region-server: {a replica's base URL}`: a caught-up replica in the worker's
+//!    own zone when the region has one, as a replica read (`context.replica_read`: the
+//!    replica gets a read index from the leader, which checks its memory locks, and waits
+//!    until it applied it), else the leader ([`crate::replica_read::in_zone`]). The worker
+//!    fetches what the read needs from that server and executes. Resume ranges, region errors (the worker passes
 //!    the origin's back: a `NotLeader` moves the header to the new leader; an epoch change
 //!    re-splits what is left, the children keeping their parent's worker), an origin the
 //!    worker could not reach (its 502: the next replica is tried as on the server path), `locked` answers (resolved through the server's
@@ -94,6 +99,8 @@ impl Client {
             .into_iter()
             .map(|w| (w.id, w.addr))
             .collect();
+        let zones: HashMap<u64, Option<types::Zone>> =
+            nodes.iter().map(|n| (n.id, n.zone.clone())).collect();
         let replicas: Vec<RegionReplicas> = split
             .iter()
             .map(|rr| RegionReplicas {
@@ -112,6 +119,7 @@ impl Client {
                     .get(&a.worker_id)
                     .cloned()
                     .expect("node selection chooses among the listed workers"),
+                zone: zones.get(&a.worker_id).cloned().flatten(),
             })
             .collect();
         Ok((targets, selection.warnings))

@@ -65,7 +65,7 @@ use crate::lock_resolver::{LockResolver, ResolveOutcome, TsoSource};
 use crate::node_selection::{NodeSelectionPolicy, WorkerNode};
 use crate::region_cache::{CachedRegion, RegionCache, RegionRanges};
 use crate::region_rpc::{AfterError, Router};
-use crate::replica_read::{self, ReadTarget, ReplicaReadPolicy};
+use crate::replica_read::{self, ReplicaReadPolicy};
 use crate::transport::Transport;
 use crate::worker_liveness::WorkerLiveness;
 
@@ -80,6 +80,9 @@ pub enum ServedBy {
         id: u64,
         /// Its base URL.
         addr: String,
+        /// Its zone: it reads from a caught-up replica there when the region has one
+        /// ([`replica_read::in_zone`]).
+        zone: Option<types::Zone>,
     },
 }
 
@@ -645,19 +648,20 @@ impl Client {
                 ServedBy::Server if use_cache => self.cache.lookup(&key, region_id, Ts(start_ts)),
                 _ => None,
             };
-            // Where a server-bound page goes (`tidb_replica_read`); a worker reads from the
-            // leader.
-            let target = match task.target {
+            // Where a server-bound page goes (`tidb_replica_read`); a worker reads from a
+            // caught-up replica in its own zone, else from the leader.
+            let target = match &task.target {
                 ServedBy::Server => replica_read::target(
                     &task.region,
                     req.opts.replica_read,
                     |addr| self.regions.is_down(addr),
                     replica_read::next_turn(),
                 ),
-                ServedBy::Worker { .. } => ReadTarget {
-                    addr: task.region.server().to_string(),
-                    replica_read: false,
-                },
+                ServedBy::Worker { zone, .. } => {
+                    replica_read::in_zone(&task.region, zone.as_ref(), |addr| {
+                        self.regions.is_down(addr)
+                    })
+                }
             };
             let req = Request {
                 context: Some(Context {
@@ -929,6 +933,7 @@ mod tests {
         let w = |id| ServedBy::Worker {
             id,
             addr: format!("http://w{id}"),
+            zone: None,
         };
         let result = CopResult {
             rows: Vec::new(),

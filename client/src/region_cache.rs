@@ -13,7 +13,10 @@
 //! Servers answer at different moments, so two answers may disagree. [`RegionCache::insert`]
 //! keeps the newer: a region overlapping a cached one of a higher `ver` (a later split) is
 //! dropped; one with a higher `ver` replaces every overlap; for the same region and `ver`, the
-//! answer naming the leader of the higher Raft term wins (one leader per term).
+//! answer of the higher `conf_ver` (a later membership), then naming the leader of the higher
+//! Raft term wins (one leader per term), then the leader's own answer (the placement driver's
+//! table is made of those): only a leader knows which replicas are caught up, and the
+//! followers report none as pending.
 //!
 //! Leaders move. A `NotLeader` answer names the new leader when the server knows it
 //! ([`RegionCache::on_not_leader`]); without a hint the next replica is tried. A server that
@@ -50,6 +53,9 @@ pub struct Replica {
     /// Its base URL (`http://host:port`).
     pub addr: String,
     pub zone: Option<Zone>,
+    /// Not caught up as the leader last reported: a replica waiting for its snapshot (being
+    /// added or moved) serves no read and makes its zone no local zone of the region.
+    pub pending: bool,
 }
 
 /// A region, its replicas and the one requests go to.
@@ -60,6 +66,9 @@ pub struct CachedRegion {
     pub replicas: Vec<Replica>,
     /// Index in `replicas` of the leader (known or guessed).
     leader: usize,
+    /// The answer came from the leader it names (or the placement driver's table of the
+    /// leaders' reports), so its `pending` marks are the leader's view.
+    from_leader: bool,
 }
 
 impl CachedRegion {
@@ -76,16 +85,19 @@ impl CachedRegion {
                 store_id: p.store_id,
                 addr: base_url(&p.addr),
                 zone: p.zone(),
+                pending: p.pending,
             })
             .collect();
-        let leader = replicas
+        let named = replicas
             .iter()
-            .position(|r| region.leader_store_id != 0 && r.store_id == region.leader_store_id)
-            .unwrap_or(0);
+            .position(|r| region.leader_store_id != 0 && r.store_id == region.leader_store_id);
+        let from_leader =
+            server.is_empty() || named.is_some_and(|i| replicas[i].addr == base_url(server));
         CachedRegion {
             region,
             replicas,
-            leader,
+            leader: named.unwrap_or(0),
+            from_leader,
         }
     }
 
@@ -97,8 +109,10 @@ impl CachedRegion {
                 store_id: STANDALONE_STORE_ID,
                 addr: base_url(server),
                 zone,
+                pending: false,
             }],
             leader: 0,
+            from_leader: true,
         }
     }
 
@@ -116,10 +130,12 @@ impl CachedRegion {
         &self.leader().addr
     }
 
-    /// The zones holding a replica, each once, in replica order.
+    /// The zones holding a caught-up replica (voter or learner, not `pending`), each once, in
+    /// replica order: the zones where a worker reads the region locally.
     pub fn replica_zones(&self) -> Vec<Zone> {
         let mut zones: Vec<Zone> = Vec::new();
-        for z in self.replicas.iter().filter_map(|r| r.zone.clone()) {
+        let caught_up = self.replicas.iter().filter(|r| !r.pending);
+        for z in caught_up.filter_map(|r| r.zone.clone()) {
             if !zones.contains(&z) {
                 zones.push(z);
             }
@@ -305,10 +321,13 @@ impl RegionCache {
             .iter()
             .find(|c| c.region.id == r.region.id && c.region.ver == r.region.ver)
         {
-            let newer_leader = r.region.leader_term > same.region.leader_term
-                || (r.region.leader_term == same.region.leader_term
-                    && r.region.leader_store_id != 0);
-            if !newer_leader {
+            let rank = |c: &CachedRegion| (c.region.conf_ver, c.region.leader_term, c.from_leader);
+            let newer = match rank(&r).cmp(&rank(same)) {
+                std::cmp::Ordering::Greater => true,
+                std::cmp::Ordering::Equal => r.region.leader_store_id != 0,
+                std::cmp::Ordering::Less => false,
+            };
+            if !newer {
                 return;
             }
         }
@@ -581,6 +600,36 @@ mod tests {
             regions,
             ..RegionsResponse::default()
         }
+    }
+
+    #[test]
+    fn a_followers_answer_keeps_the_leaders_catch_up_marks_and_a_later_membership_wins() {
+        let c = RegionCache::new(Vec::new());
+        let mut led = replicated(1, "", "", 1, 1, 5);
+        led.peers[2].pending = true;
+        c.insert_answer("http://s1", answer(vec![led.clone()]));
+        let zones = |c: &RegionCache| -> Vec<String> {
+            let r = c.lookup(b"k").unwrap();
+            r.replica_zones().iter().map(|z| z.to_string()).collect()
+        };
+        assert_eq!(zones(&c), ["a", "b"]);
+        // The follower on s2 knows the same leader and term but marks nobody pending.
+        c.insert_answer("http://s2", answer(vec![replicated(1, "", "", 1, 1, 5)]));
+        assert_eq!(zones(&c), ["a", "b"]);
+        // The leader's next answer: caught up.
+        c.insert_answer("http://s1", answer(vec![replicated(1, "", "", 1, 1, 5)]));
+        assert_eq!(zones(&c), ["a", "b", "c"]);
+        // A later membership (zone c's replica removed) replaces it even from a follower.
+        let mut smaller = replicated(1, "", "", 1, 1, 5);
+        smaller.conf_ver = 9;
+        smaller.peers.pop();
+        c.insert_answer("http://s2", answer(vec![smaller.clone()]));
+        assert_eq!(zones(&c), ["a", "b"]);
+        // And an older membership does not come back, whatever its term.
+        let mut old = replicated(1, "", "", 1, 1, 6);
+        old.conf_ver = 8;
+        c.insert_answer("http://s1", answer(vec![old]));
+        assert_eq!(zones(&c), ["a", "b"]);
     }
 
     /// Two disjoint standalone servers: s1 (zone a) holds `["", c)` and `[c, f)`, s2 `[f, "")`.

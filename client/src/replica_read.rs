@@ -62,12 +62,14 @@ pub fn target(
         ReplicaReadPolicy::Follower => region
             .replicas
             .iter()
+            .filter(|r| !r.pending)
             .map(|r| r.addr.as_str())
             .filter(|a| *a != leader && !is_down(a))
             .collect(),
         ReplicaReadPolicy::LeaderAndFollower => region
             .replicas
             .iter()
+            .filter(|r| !r.pending)
             .map(|r| r.addr.as_str())
             .filter(|a| !is_down(a))
             .collect(),
@@ -76,6 +78,31 @@ pub fn target(
         return to_leader();
     }
     let addr = candidates[turn % candidates.len()];
+    ReadTarget {
+        addr: addr.to_string(),
+        replica_read: addr != leader,
+    }
+}
+
+/// The replica of `region` a worker in `zone` reads from on the delegate path: a caught-up
+/// one (voter or learner, not `pending`) in its zone that `is_down` does not skip, the leader
+/// first when it is there; else the leader (the read crosses zones). A target that is not the
+/// leader is a replica read: it sees every write acknowledged before it, and its data version
+/// is the leader's at the same applied index.
+pub fn in_zone(
+    region: &CachedRegion,
+    zone: Option<&types::Zone>,
+    is_down: impl Fn(&str) -> bool,
+) -> ReadTarget {
+    let leader = region.leader().addr.as_str();
+    let local = zone.and_then(|zone| {
+        region
+            .replicas
+            .iter()
+            .filter(|r| !r.pending && r.zone.as_ref() == Some(zone) && !is_down(&r.addr))
+            .min_by_key(|r| r.addr != leader)
+    });
+    let addr = local.map_or(leader, |r| r.addr.as_str());
     ReadTarget {
         addr: addr.to_string(),
         replica_read: addr != leader,
@@ -110,6 +137,75 @@ mod tests {
             "http://s1",
             None,
         )
+    }
+
+    /// Replicas 1, 2, 3 in zones a, b, c; 3 a learner, pending when `pending`.
+    fn zoned(leader: u64, pending: bool) -> CachedRegion {
+        let peers = (1..=3u64)
+            .map(|id| {
+                let mut p = Peer {
+                    store_id: id,
+                    addr: format!("http://s{id}"),
+                    zone: ["a", "b", "c"][usize::try_from(id).unwrap() - 1].into(),
+                    pending: id == 3 && pending,
+                    ..Peer::default()
+                };
+                if id == 3 {
+                    p.set_role(wire::region::PeerRole::Learner);
+                }
+                p
+            })
+            .collect();
+        let server = format!("http://s{leader}");
+        CachedRegion::from_answer(
+            Region {
+                id: 7,
+                peers,
+                leader_store_id: leader,
+                ..Region::default()
+            },
+            &server,
+            None,
+        )
+    }
+
+    #[test]
+    fn a_worker_reads_from_the_caught_up_replica_of_its_zone_else_from_the_leader() {
+        let zone = |z: &str| types::Zone::label(z);
+        let r = zoned(1, false);
+        let t = |r: &CachedRegion, z: &str, down: &[&str]| {
+            let t = in_zone(r, zone(z).as_ref(), |a| down.contains(&a));
+            (t.addr, t.replica_read)
+        };
+        assert_eq!(t(&r, "a", &[]), ("http://s1".into(), false));
+        assert_eq!(t(&r, "b", &[]), ("http://s2".into(), true));
+        // A learner serves replica reads.
+        assert_eq!(t(&r, "c", &[]), ("http://s3".into(), true));
+        // No replica in the zone, a replica down, a learner not caught up: the leader.
+        assert_eq!(t(&r, "d", &[]), ("http://s1".into(), false));
+        assert_eq!(t(&r, "b", &["http://s2"]), ("http://s1".into(), false));
+        assert_eq!(t(&zoned(1, true), "c", &[]), ("http://s1".into(), false));
+        let none = in_zone(&r, None, |_| false);
+        assert_eq!(
+            (none.addr.as_str(), none.replica_read),
+            ("http://s1", false)
+        );
+    }
+
+    #[test]
+    fn a_pending_replica_is_no_local_zone_and_serves_no_follower_read() {
+        assert_eq!(zoned(1, false).replica_zones().len(), 3);
+        let pending = zoned(1, true);
+        let zones: Vec<String> = pending
+            .replica_zones()
+            .iter()
+            .map(|z| z.to_string())
+            .collect();
+        assert_eq!(zones, ["a", "b"]);
+        for turn in 0..4 {
+            let t = target(&pending, ReplicaReadPolicy::Follower, |_| false, turn);
+            assert_eq!(t.addr, "http://s2");
+        }
     }
 
     fn targets(r: &CachedRegion, policy: ReplicaReadPolicy, down: &[&str]) -> Vec<ReadTarget> {

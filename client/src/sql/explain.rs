@@ -510,6 +510,7 @@ mod tests {
                 ServedBy::Worker {
                     id: 0,
                     addr: "http://w0".into(),
+                    zone: None,
                 },
                 None,
                 "",
@@ -559,6 +560,7 @@ mod tests {
         let worker = ServedBy::Worker {
             id: 0,
             addr: "http://w0".into(),
+            zone: None,
         };
         let mut hit = page(4, ServedBy::Server, Some(Location::CacheHit), "", 3);
         hit.from_cache = true;
