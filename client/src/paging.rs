@@ -109,7 +109,8 @@ pub struct PageRows {
     /// Whether the page had a resume range (more of the region followed).
     pub resumed: bool,
     pub rows: Vec<Vec<Datum>>,
-    /// The base URL of the server owning the region.
+    /// The base URL of the replica that served the page (the leader, or the replica of a
+    /// replica read); on the delegate path, the one the worker read from.
     pub server: String,
     /// Where the page ran, from its exec details: `local`, `remote`, `fallback`, `cache_hit`
     /// (the owning server's answer) or `delegate` (a worker's); `None` when the answer named no
@@ -803,7 +804,7 @@ impl Client {
                 from_cache,
                 resumed: range.is_some(),
                 rows,
-                server: task.region.server().to_string(),
+                server: server.clone(),
                 location,
                 remote_addr: details.remote_addr,
                 reason: details.reason,

@@ -1,0 +1,271 @@
+//! A whole replica in every zone, on real processes: a placement driver (embedded store),
+//! three founding servers in zones a, b and c (three voters per region), a fourth server in
+//! zone d, two workers in zone d and one in zone a, and an entry client in zone d sending the
+//! sample table's aggregate down the delegate path under each node-selection policy.
+//!
+//! 1. The rule `whole = a,b,c,d` is on, but the zone-d server is drained before it first
+//!    starts: zone d holds no replica, so every region is inaccessible there
+//!    (`priority_local_zone_nodes` warns with every region, `only_local_zone_nodes` errs: more
+//!    regions than its tolerance).
+//! 2. The zone-d server is SIGSTOPped and taken back up: the placement driver adds a learner
+//!    of every region on it, which commit on the voters alone (writes go on) and stay
+//!    `pending`: no snapshot can reach a stopped server. Through the running cluster, those
+//!    regions are still not accessible in zone d (the same warning and error).
+//! 3. SIGCONT: the learners apply their snapshots, and every policy plans every region on the
+//!    zone-d workers with no warning. Each worker reads from the zone-d learner (a replica
+//!    read), never from a leader, and the rows are right, including a write made after the
+//!    learners caught up.
+//! 4. Deleting the rule removes the learners, and zone d is inaccessible again.
+
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
+use std::time::{Duration, Instant};
+
+use client::{CopResult, Scope};
+use e2e::bank::{ctl, on_pd, wait_view};
+use e2e::cluster::{Cluster, StoreKind};
+use e2e::entry_client::EntryClient;
+use e2e::pd_proc::{PdProc, PdSetup};
+use e2e::replicated::ReplicatedCluster;
+use e2e::sample_table::SampleTable;
+use e2e::server_proc::ServerProc;
+use e2e::worker_proc::WorkerProc;
+use e2e::zones::worker_zone;
+use harness::supervisor::Signal;
+use types::ReadableDuration;
+use wire::pd::ClusterView;
+
+const T: SampleTable = SampleTable { id: 61 };
+const ROWS: i64 = 400;
+/// Eight regions: more than `only_local_zone_nodes` tolerates with two local workers (6).
+const CUT_EVERY: i64 = 50;
+const POLICY: &str = "tidb_tiflash_node_selection_policy";
+const REMOTE: &str = "stratus_remote_coprocessor";
+const POLICIES: [&str; 3] = [
+    "all_nodes",
+    "priority_local_zone_nodes",
+    "only_local_zone_nodes",
+];
+/// The zone-d server's store id (configured: it is drained before it first registers).
+const D: u64 = 4;
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// Worker ids are the client config's order.
+const WORKER_ZONES: [&str; 3] = ["d", "d", "a"];
+
+fn value(h: i64) -> i64 {
+    h * 7
+}
+
+/// The regions of the sample table, by the placement driver's table.
+fn table_regions(v: &ClusterView) -> Vec<&wire::region::Region> {
+    let range = T.range();
+    v.regions
+        .iter()
+        .filter(|r| (r.end.is_empty() || range.start < r.end) && r.start < range.end)
+        .collect()
+}
+
+/// Whether every region of the table has a learner on the zone-d server, `pending` or not.
+fn learners_on_d(v: &ClusterView, pending: bool) -> bool {
+    let regions = table_regions(v);
+    regions.len() == 8
+        && regions.iter().all(|r| {
+            r.peers
+                .iter()
+                .any(|p| p.store_id == D && p.is_learner() && p.pending == pending)
+                && r.peers.iter().filter(|p| !p.is_learner()).count() == 3
+        })
+}
+
+fn no_replica_on_d(v: &ClusterView) -> bool {
+    let regions = table_regions(v);
+    regions.len() == 8
+        && regions
+            .iter()
+            .all(|r| r.peers.iter().all(|p| p.store_id != D))
+}
+
+/// A new session of `entry` with the delegate path on runs the table's aggregate under
+/// `policy`.
+fn run(entry: &EntryClient, policy: &str) -> Result<CopResult, client::Error> {
+    entry.block_on(async {
+        let mut s = entry.client.session().await.expect("session");
+        s.set(Scope::Session, POLICY, policy).await.expect("SET");
+        s.set(Scope::Session, REMOTE, "ON").await.expect("SET");
+        let ts = entry.client.current_ts().await.expect("timestamp");
+        s.coprocessor(&T.count_sum_dag(), vec![T.range()], ts).await
+    })
+}
+
+fn expected(rows: i64) -> Vec<Vec<wire::datum::Datum>> {
+    SampleTable::count_sum_rows((0..rows).map(value))
+}
+
+/// Zone d lacks the table (no replica, or none caught up): the local policies say so.
+fn assert_inaccessible_in_d(entry: &EntryClient, rows: i64) {
+    let r = run(entry, "priority_local_zone_nodes").unwrap();
+    assert_eq!(r.rows, expected(rows));
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0]
+            .starts_with("Total 8 region(s) can not be accessed by TiFlash in the zone [d]"),
+        "{:?}",
+        r.warnings
+    );
+    // The tolerance is 3 regions per alive local worker (6): the error counts one more.
+    let e = run(entry, "only_local_zone_nodes").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("No less than 7 region(s) can not be accessed by TiFlash in the zone [d]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn zone_local_reads_follow_the_whole_replica_rule_and_wait_for_caught_up_learners() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let mut pd_setup = PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]);
+    // A SIGSTOPped server stays registered (and so gets learners) through phase 2.
+    pd_setup.pd.node_lease_ttl = ReadableDuration::secs(60);
+    pd_setup.pd.max_store_down_time = ReadableDuration::secs(600);
+    pd_setup.pd.schedule_interval = ReadableDuration::millis(200);
+    let pd = PdProc::start(&pd_setup);
+    let pd_url = pd.base_url().to_string();
+    let heartbeat = ReadableDuration::millis(200);
+    let cuts: Vec<Vec<u8>> = (1..8).map(|i| T.key(i * CUT_EVERY)).collect();
+    let mut rc =
+        ReplicatedCluster::start_configured(cluster, &cuts, Duration::from_millis(50), |_, s| {
+            on_pd(s, &pd_url, heartbeat)
+        });
+    rc.wait_until_every_region_has_a_leader(TIMEOUT);
+    for chunk in (0..ROWS).collect::<Vec<_>>().chunks(CUT_EVERY as usize) {
+        let pairs = chunk
+            .iter()
+            .map(|h| (T.key(*h), SampleTable::value(value(*h), 16)))
+            .collect();
+        rc.write(pairs, TIMEOUT);
+    }
+
+    // 1. The rule is on, the zone-d server drained before it registers: nothing goes there.
+    let rule = ctl(&pd, &["rules", "set", "whole", "a,b,c,d"]);
+    assert!(rule.contains("a,b,c,d"), "{rule}");
+    assert!(ctl(&pd, &["server", "drain", "4"]).contains("draining"));
+    let port = harness::ports::reserve(1).unwrap()[0];
+    let mut setup_d = rc.joining_setup(D as u16, "d", port, &cuts);
+    on_pd(&mut setup_d, &pd_url, heartbeat);
+    let mut server_d = ServerProc::start(&setup_d);
+    let url_d = server_d.base_url().trim_end_matches('/').to_string();
+    let founders = rc.urls();
+    let zone_of = |url: &str| -> &str {
+        if url == url_d {
+            return "d";
+        }
+        let i = founders
+            .iter()
+            .position(|u| u.trim_end_matches('/') == url)
+            .unwrap_or_else(|| panic!("{url} is no server of the cluster"));
+        ["a", "b", "c"][i]
+    };
+    wait_view(&pd, "the zone-d server registered, draining", |v| {
+        v.stores.iter().any(|s| {
+            s.heartbeat.as_ref().is_some_and(|h| h.store_id == D)
+                && s.state() == wire::pd::StoreState::Draining
+        })
+    });
+    let workers: Vec<WorkerProc> = WORKER_ZONES
+        .iter()
+        .enumerate()
+        .map(|(i, zone)| {
+            let mut cfg = rc.cluster.worker_config(&format!("worker-{i}"));
+            worker_zone(&mut cfg, zone);
+            WorkerProc::start(&cfg)
+        })
+        .collect();
+    let mut cfg = client::ClientConfig::new(rc.urls());
+    cfg.pd_endpoints = vec![pd_url.clone()];
+    cfg.request_timeout = ReadableDuration::secs(30);
+    cfg.workers = workers.iter().map(|w| w.base_url().to_string()).collect();
+    cfg.labels.insert("zone".into(), "d".into());
+    cfg.paging.initial_size = 16;
+    cfg.paging.max_size = 32;
+    let entry = EntryClient::with_config(cfg);
+    assert!(no_replica_on_d(&e2e::bank::view(&pd).unwrap()));
+    assert_inaccessible_in_d(&entry, ROWS);
+
+    // 2. Stopped, then up: learners added on the voters alone, pending until it runs again.
+    server_d.signal(Signal::SIGSTOP);
+    ctl(&pd, &["server", "up", "4"]);
+    wait_view(&pd, "a pending learner of every region in zone d", |v| {
+        learners_on_d(v, true)
+    });
+    // Writes go on without the stopped learner (it takes no part in quorums).
+    rc.write(
+        vec![(T.key(ROWS), SampleTable::value(value(ROWS), 16))],
+        TIMEOUT,
+    );
+    assert_inaccessible_in_d(&entry, ROWS + 1);
+
+    // 3. Running again: every region caught up in zone d, read there under every policy.
+    server_d.signal(Signal::SIGCONT);
+    wait_view(&pd, "every zone-d learner caught up", |v| {
+        learners_on_d(v, false)
+    });
+    rc.write(
+        vec![(T.key(ROWS + 1), SampleTable::value(value(ROWS + 1), 16))],
+        TIMEOUT,
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    for policy in POLICIES {
+        let r = loop {
+            let r = run(&entry, policy).unwrap();
+            // The client's routing table follows the placement driver's watch: a round or
+            // two after the view above.
+            if r.warnings.is_empty() || Instant::now() > deadline {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        assert!(r.warnings.is_empty(), "{policy}: {:?}", r.warnings);
+        assert_eq!(r.rows, expected(ROWS + 2), "{policy}");
+        // Every worker reads from the replica in its own zone (zone d's learner for the
+        // zone-d workers), never across zones; the local policies use only zone-d workers.
+        for p in &r.pages {
+            let worker = p.served_by.worker_id().expect("a worker served the page");
+            let worker_zone = WORKER_ZONES[usize::try_from(worker).unwrap()];
+            let server = p.server.trim_end_matches('/');
+            assert_eq!(
+                zone_of(server),
+                worker_zone,
+                "{policy}: region {} read by worker {worker} from {server}",
+                p.region_id
+            );
+            if policy != "all_nodes" {
+                assert_eq!(worker_zone, "d", "{policy}: region {}", p.region_id);
+            }
+        }
+    }
+
+    // 4. Without the rule the learners go, and zone d lacks the table again.
+    ctl(&pd, &["rules", "delete", "whole"]);
+    wait_view(&pd, "the zone-d learners removed", no_replica_on_d);
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        // The client's table follows the placement driver's a round or two later.
+        let r = run(&entry, "priority_local_zone_nodes").unwrap();
+        let all_listed = r
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("Total 8 region(s)"));
+        if all_listed || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_inaccessible_in_d(&entry, ROWS + 2);
+    let rules = ctl(&pd, &["rules"]);
+    assert!(
+        !rules.contains("whole"),
+        "the rule is still listed: {rules}"
+    );
+    drop(workers);
+}
