@@ -2,8 +2,9 @@
 //! directory, loads the sample table and walks through what Stratus decides and why, in output
 //! meant to be read by a person:
 //!
-//! 1. the nodes (three servers in zones `a`, `b` and `c`, each holding a replica of every
-//!    region; four workers in zones `a` and `b`), and which server leads which regions;
+//! 1. the nodes (a server and two workers in each of zones `a`, `b` and `c`, each server
+//!    holding a replica of every region, the whole-replica rule on), and which server leads
+//!    which regions;
 //! 2. the load of table `t` (progress bar on stderr, rows/s), then a flush of every server:
 //!    the offload estimate counts SST blocks only, so data still in memtables would look small;
 //! 3. local or offloaded, and why: a query over a small table stays local (too small to be
@@ -16,13 +17,16 @@
 //! 5. node selection on the delegate path: the same aggregate under each value of
 //!    `tidb_tiflash_node_selection_policy`, which worker read which region, and `SHOW WARNINGS`
 //!    (none: every region has a replica in the client's zone);
-//! 6. the servers' decision counters (`tikv_coprocessor_remote_decision_total`), counted
+//! 6. a zone without its replica ([`zone_step`](crate::zone_step)): from zone c, a placement
+//!    rule takes zone c's replicas of `t` away and the local policies warn, then the
+//!    whole-replica rule brings them back;
+//! 7. the servers' decision counters (`tikv_coprocessor_remote_decision_total`), counted
 //!    from the first query of step 3 (the loads' own reads are left out);
-//! 7. failover ([`failover_step`](crate::failover_step)): `server-b` is SIGKILLed while a
+//! 8. failover ([`failover_step`](crate::failover_step)): `server-b` is SIGKILLed while a
 //!    query loop and a write loop run; both go on once the other replicas elect new leaders,
-//!    and the supervisor restarts `server-b`, which catches up (after step 6: a restarted
+//!    and the supervisor restarts `server-b`, which catches up (after step 7: a restarted
 //!    server's counters start from zero);
-//! 8. a clean stop of every node, and the total time.
+//! 9. a clean stop of every node, and the total time.
 //!
 //! Every claim the demo prints is checked against what the cluster answered: a region that
 //! ran elsewhere than the step says is a [`DemoError::Unexpected`], not a misleading line.
@@ -122,7 +126,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     heading(out, "1. the cluster")?;
     let mut lab = LoadedCluster::start(out)?;
     heading(out, "2. the sample table")?;
-    lab.load(opts.rows, out)?;
+    let table = lab.load(opts.rows, out)?;
     let names = NodeNames::of(&lab.cluster);
     let mut client_config = lab.cluster.client_config();
     client_config.cop_cache.admission_min_process_time = types::ReadableDuration::millis(0);
@@ -241,8 +245,12 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     session.execute("SET stratus_remote_coprocessor = OFF")?;
     drop(session);
 
-    // 6. Decision counts.
-    heading(out, "6. the servers' decisions")?;
+    // 6. A zone without its replica.
+    heading(out, "6. a zone without its replica")?;
+    crate::zone_step::run(&lab, table.id, AGGREGATE, &names, out)?;
+
+    // 7. Decision counts.
+    heading(out, "7. the servers' decisions")?;
     writeln!(
         out,
         "tikv_coprocessor_remote_decision_total{{result,reason}} from each server's /metrics, \
@@ -252,8 +260,8 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     let after = decision_counts(&lab.cluster)?;
     out.write_all(render_decisions(&decision_delta(&before, &after)?).as_bytes())?;
 
-    // 7. Failover.
-    heading(out, "7. failover")?;
+    // 8. Failover.
+    heading(out, "8. failover")?;
     writeln!(
         out,
         "Every write is committed by a quorum of the region's three replicas before it is \
@@ -261,9 +269,9 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     )?;
     failover_step::run(&mut lab, &client, AGGREGATE, SMALL_TABLE, out)?;
 
-    // 8. Stop.
+    // 9. Stop.
     drop(client);
-    heading(out, "8. stop")?;
+    heading(out, "9. stop")?;
     lab.stop()?;
     writeln!(out, "every node stopped cleanly")?;
     writeln!(

@@ -18,7 +18,8 @@
 //! [`sample_table`] and [`load_command`]; [`sql_command`] with [`statement_input`] (stdin) and
 //! [`sql_prompt`] (the terminal), printing through [`output_format`]; [`demo`] and [`bench`](mod@bench), which share [`loaded_cluster`] (a started
 //! cluster with the sample table loaded), [`explain_rows`] (where each region ran, from the
-//! client's typed EXPLAIN) and [`decision_metrics`] (the servers' offload decision counters).
+//! client's typed EXPLAIN) and [`decision_metrics`] (the servers' offload decision counters);
+//! the demo's steps of their own are [`failover_step`] and [`zone_step`].
 //!
 //! `stratus sql`:
 //!
@@ -67,3 +68,4 @@ pub mod state_dir;
 pub mod statement_input;
 pub mod table_format;
 pub mod up_command;
+pub mod zone_step;

@@ -2,8 +2,10 @@
 //! (`stratus server` / `stratus worker`): what `stratus up`, `stratus demo` and `stratus bench`
 //! run.
 //!
-//! Three servers in zones a, b and c, every region replicated on all three (a Raft group of
-//! three voters), and two workers in each of zones a and b:
+//! Three zones, a, b and c, each with a server and two workers; every region replicated on
+//! the three servers (a Raft group of three voters), and the placement rule `whole-replica`
+//! (a whole replica of every region in each zone, [`WHOLE_REPLICA_RULE`]) set once the
+//! leaders are placed, so a zone that lost its replica of a region gets it back:
 //!
 //! | node        | zone | role                                                            |
 //! |-------------|------|-----------------------------------------------------------------|
@@ -13,6 +15,7 @@
 //! | `server-c`  | c    | a replica of every region, leads none at first                  |
 //! | `worker-a1`, `worker-a2` | a | `server-a` offloads to them                        |
 //! | `worker-b1`, `worker-b2` | b | `server-b` offloads to them                        |
+//! | `worker-c1`, `worker-c2` | c | `server-c` offloads to them                        |
 //!
 //! Every server holds both initial regions (`["", K)` is region 1, `[K, "")` region 2, the same
 //! ids on every replica) and lists the three servers as its `[raft] peers`. Raft elects the
@@ -22,7 +25,7 @@
 //! `server-a`, the others on `server-b`. A split child starts led by its parent's leader. When a
 //! server dies its regions elect a new leader among the other two within seconds; the
 //! supervisor restarts the dead one and it catches up from the others' logs (or a Raft
-//! snapshot). `server-c` offloads to every worker (its zone has none).
+//! snapshot). Each server offloads to the workers of its own zone.
 //!
 //! K is the record key of table 1, handle 0 ([`split_key`]): the catalog allocates table ids
 //! from 1, so the first table created is split across both regions by the sign of its handles
@@ -43,7 +46,7 @@
 //! goes on above every timestamp it handed out.
 //!
 //! Ports: with `--base-port P`, `server-a` listens on P, `server-b` on P+1, the workers on
-//! P+2..=P+5, `server-c` on P+6 and `pd` on P+7. With base port 0 every node still gets a fixed port, reserved before the first
+//! P+2..=P+5, `server-c` on P+6, `pd` on P+7 and `worker-c1`, `worker-c2` on P+8 and P+9. With base port 0 every node still gets a fixed port, reserved before the first
 //! node starts ([`harness::ports::reserve`]), so that a node restarted after it died comes back
 //! on the URL its peers and clients know.
 //!
@@ -112,8 +115,8 @@ pub struct ClusterOptions {
     /// None: a local directory object store (`<data>/objects`).
     pub s3: Option<S3Target>,
     /// 0: ephemeral ports (tests, demo, bench). Otherwise `server-a` listens on this port,
-    /// `server-b` on the next, then `worker-a1`, `worker-a2`, `worker-b1`, `worker-b2`, and
-    /// `server-c` last.
+    /// `server-b` on the next, then `worker-a1`, `worker-a2`, `worker-b1`, `worker-b2`,
+    /// `server-c`, `pd`, `worker-c1` and `worker-c2`.
     pub base_port: u16,
     /// true: servers read their CPU load from `<data>/cpu-load` (`file:` cpu source, 1 s
     /// sampling, 3 s hold) and the load-aware force thresholds are disabled, so
@@ -166,6 +169,9 @@ pub enum ClusterError {
     /// The regions did not elect leaders, or leadership did not move where it should.
     #[error("cannot place the region leaders: {0}")]
     Leaders(String),
+    /// The placement driver refused or did not answer (setting a placement rule).
+    #[error("placement driver: {0}")]
+    Pd(String),
     /// A node died once too often in the restart window ([`RestartPolicy`]).
     #[error("gave up restarting {node}: restarts={restarts} window={window:?}; {last}")]
     GaveUp {
@@ -258,9 +264,9 @@ struct NodeSpec {
 }
 
 /// How many nodes the cluster has (ports to reserve).
-const NODES: usize = 8;
+const NODES: usize = 10;
 
-static WORKERS: [NodeSpec; 4] = [
+static WORKERS: [NodeSpec; 6] = [
     NodeSpec {
         name: "worker-a1",
         zone: "a",
@@ -285,7 +291,26 @@ static WORKERS: [NodeSpec; 4] = [
         role: Role::Worker,
         port_offset: 5,
     },
+    // Added with the whole-replica rule, after the placement driver's port.
+    NodeSpec {
+        name: "worker-c1",
+        zone: "c",
+        role: Role::Worker,
+        port_offset: 8,
+    },
+    NodeSpec {
+        name: "worker-c2",
+        zone: "c",
+        role: Role::Worker,
+        port_offset: 9,
+    },
 ];
+
+/// The placement rule `stratus up` sets: a whole replica of every region in each zone.
+pub const WHOLE_REPLICA_RULE: &str = "whole-replica";
+
+/// The zones of the local cluster, each with a server and two workers.
+pub const ZONES: [&str; 3] = ["a", "b", "c"];
 
 static SERVER_A: NodeSpec = NodeSpec {
     name: "server-a",
@@ -324,6 +349,9 @@ static SERVERS: [(&NodeSpec, u64); 3] = [(&SERVER_A, 1), (&SERVER_B, 2), (&SERVE
 /// How long the regions may take to elect their first leaders and move them where
 /// [`LocalCluster::start`] wants them.
 const LEADER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The deadline of one call to the placement driver (it retries within it).
+const PD_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl LocalCluster {
     /// Writes every node's config, starts the workers, then `server-a`, `server-b` and
@@ -407,7 +435,54 @@ impl LocalCluster {
             LEADER_TIMEOUT,
         )
         .map_err(|e| ClusterError::Leaders(e.to_string()))?;
+        cluster.set_rule(WHOLE_REPLICA_RULE, &ZONES, None)?;
         Ok(cluster)
+    }
+
+    /// Sets the placement rule `id`: a whole replica of `table`'s keys (none: every key) in
+    /// each of `zones` (`stratus ctl rules set`).
+    pub fn set_rule(
+        &self,
+        id: &str,
+        zones: &[&str],
+        table: Option<i64>,
+    ) -> Result<(), ClusterError> {
+        let (start, end) = table
+            .map(wire::codec::table::table_range)
+            .unwrap_or_default();
+        let rule = wire::pd::PlacementRule {
+            id: id.to_string(),
+            start,
+            end,
+            zones: zones.iter().map(|z| z.to_string()).collect(),
+        };
+        self.pd_call(|pd| async move { pd.put_rule(rule).await.map(|_| ()) })
+    }
+
+    /// Deletes the placement rule `id`.
+    pub fn delete_rule(&self, id: &str) -> Result<(), ClusterError> {
+        let id = id.to_string();
+        self.pd_call(|pd| async move { pd.delete_rule(&id).await.map(|_| ()) })
+    }
+
+    /// The placement driver's view of the cluster (`stratus ctl`).
+    pub fn pd_view(&self) -> Result<wire::pd::ClusterView, ClusterError> {
+        self.pd_call(|pd| async move { pd.cluster().await })
+    }
+
+    /// Runs `call` against this cluster's placement driver on a runtime of its own.
+    fn pd_call<T, F>(&self, call: impl FnOnce(node::PdClient) -> F) -> Result<T, ClusterError>
+    where
+        F: std::future::Future<Output = Result<T, node::PdClientError>>,
+    {
+        let url = self.pd.as_ref().map(|p| p.url.clone()).unwrap_or_default();
+        let pd = node::PdClient::new(&[url], PD_CALL_TIMEOUT);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ClusterError::Pd(e.to_string()))?;
+        rt.block_on(call(pd))
+            .map_err(|e| ClusterError::Pd(e.to_string()))
     }
 
     /// `(store id, URL)` of every server, in start order.
@@ -495,13 +570,18 @@ impl LocalCluster {
         &self.data_dir
     }
 
-    /// A client of this cluster: the three servers, the four workers, in zone `a`.
+    /// A client of this cluster: the three servers, the six workers, in zone `a`.
     pub fn client_config(&self) -> ClientConfig {
+        self.client_config_in("a")
+    }
+
+    /// [`LocalCluster::client_config`] for an entry node in `zone`.
+    pub fn client_config_in(&self, zone: &str) -> ClientConfig {
         ClientConfig {
             servers: self.servers.iter().map(|n| n.url.clone()).collect(),
             workers: self.workers.iter().map(|n| n.url.clone()).collect(),
             pd_endpoints: self.pd.iter().map(|n| n.url.clone()).collect(),
-            labels: [("zone".to_string(), "a".to_string())].into(),
+            labels: [("zone".to_string(), zone.to_string())].into(),
             ..ClientConfig::default()
         }
     }

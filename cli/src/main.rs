@@ -64,7 +64,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         cluster: Option<PathBuf>,
     },
-    /// Start a local cluster (two servers, four workers, zones a and b) in the foreground.
+    /// Start a local cluster (a server and two workers in each of zones a, b and c, a whole
+    /// replica of every region in each zone) in the foreground.
     ///
     /// Prints the nodes and writes the cluster file to the state dir ($STRATUS_HOME, else
     /// ~/.stratus), where `stratus sql` and `stratus load` find it. Ctrl-C or SIGTERM stops
@@ -81,7 +82,7 @@ enum Command {
         #[arg(long, value_name = "BUCKET", default_value = "stratus")]
         s3_bucket: String,
         /// server-a listens on P, server-b on P+1, the workers on P+2..=P+5, server-c on P+6,
-        /// the placement driver on P+7; 0 = free ports.
+        /// the placement driver on P+7, the zone-c workers on P+8 and P+9; 0 = free ports.
         #[arg(long, value_name = "P", default_value_t = up_command::DEFAULT_BASE_PORT)]
         base_port: u16,
         /// etcd client URLs (comma-separated) for the placement driver's metadata; default:

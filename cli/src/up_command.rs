@@ -1,6 +1,7 @@
 //! `stratus up`: the local cluster ([`crate::local_cluster`]) in the foreground.
 //!
-//! Starts the seven nodes (three servers replicating every region, four workers), prints a table of them (name, zone, URL, log), writes the cluster file
+//! Starts the ten nodes (a placement driver, three servers replicating every region, six
+//! workers: a server and two workers in each of zones a, b and c, a whole replica in each zone), prints a table of them (name, zone, URL, log), writes the cluster file
 //! (`<state dir>/cluster.toml`, which `stratus sql` and `stratus load` then find by themselves)
 //! and waits. Ctrl-C (SIGINT) or SIGTERM removes the cluster file, stops every node with
 //! SIGTERM (servers first) and exits 0. A node that dies meanwhile is restarted on its port
@@ -21,7 +22,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::local_cluster::{ClusterError, ClusterOptions, LocalCluster, NodeInfo, S3Target};
 use crate::state_dir::{self, StateDirError};
 
-/// The default `--base-port`: server-a 7000, server-b 7001, workers 7002..=7005, server-c 7006.
+/// The default `--base-port`: server-a 7000, server-b 7001, workers 7002..=7005, server-c 7006,
+/// pd 7007, workers 7008 and 7009.
 pub const DEFAULT_BASE_PORT: u16 = 7000;
 
 /// How often `up` looks for nodes that died (and restarts those whose delay has passed).
