@@ -19,6 +19,7 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use client::{CopResult, Scope};
@@ -121,96 +122,135 @@ fn assert_inaccessible_in_d(entry: &EntryClient, rows: i64) {
     );
 }
 
-#[test]
-fn zone_local_reads_follow_the_whole_replica_rule_and_wait_for_caught_up_learners() {
-    let cluster = Cluster::new(StoreKind::Local);
-    let mut pd_setup = PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]);
-    // A SIGSTOPped server stays registered (and so gets learners) through phase 2.
-    pd_setup.pd.node_lease_ttl = ReadableDuration::secs(60);
-    pd_setup.pd.max_store_down_time = ReadableDuration::secs(600);
-    pd_setup.pd.schedule_interval = ReadableDuration::millis(200);
-    let pd = PdProc::start(&pd_setup);
-    let pd_url = pd.base_url().to_string();
-    let heartbeat = ReadableDuration::millis(200);
-    let cuts: Vec<Vec<u8>> = (1..8).map(|i| T.key(i * CUT_EVERY)).collect();
-    let mut rc =
-        ReplicatedCluster::start_configured(cluster, &cuts, Duration::from_millis(50), |_, s| {
-            on_pd(s, &pd_url, heartbeat)
+/// The cluster of these tests; processes first, so they stop before the directory goes.
+struct Zoned {
+    workers: Vec<WorkerProc>,
+    server_d: ServerProc,
+    rc: ReplicatedCluster,
+    pd: PdProc,
+}
+
+impl Zoned {
+    /// The placement driver, three founders (zones a, b, c) with the table loaded, the rule
+    /// `whole = a,b,c,d`, the zone-d server (drained before it first registers when
+    /// `drained`: then it gets nothing) and the workers.
+    fn start(drained: bool) -> Zoned {
+        let cluster = Cluster::new(StoreKind::Local);
+        let mut pd_setup = PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]);
+        // A SIGSTOPped server stays registered (and so gets learners).
+        pd_setup.pd.node_lease_ttl = ReadableDuration::secs(60);
+        pd_setup.pd.max_store_down_time = ReadableDuration::secs(600);
+        pd_setup.pd.schedule_interval = ReadableDuration::millis(200);
+        let pd = PdProc::start(&pd_setup);
+        let pd_url = pd.base_url().to_string();
+        let heartbeat = ReadableDuration::millis(200);
+        let cuts: Vec<Vec<u8>> = (1..8).map(|i| T.key(i * CUT_EVERY)).collect();
+        let mut rc = ReplicatedCluster::start_configured(
+            cluster,
+            &cuts,
+            Duration::from_millis(50),
+            |_, s| on_pd(s, &pd_url, heartbeat),
+        );
+        rc.wait_until_every_region_has_a_leader(TIMEOUT);
+        for chunk in (0..ROWS).collect::<Vec<_>>().chunks(CUT_EVERY as usize) {
+            let pairs = chunk
+                .iter()
+                .map(|h| (T.key(*h), SampleTable::value(value(*h), 16)))
+                .collect();
+            rc.write(pairs, TIMEOUT);
+        }
+        let rule = ctl(&pd, &["rules", "set", "whole", "a,b,c,d"]);
+        assert!(rule.contains("a,b,c,d"), "{rule}");
+        if drained {
+            assert!(ctl(&pd, &["server", "drain", "4"]).contains("draining"));
+        }
+        let port = harness::ports::reserve(1).unwrap()[0];
+        let mut setup_d = rc.joining_setup(D as u16, "d", port, &cuts);
+        on_pd(&mut setup_d, &pd_url, heartbeat);
+        let server_d = ServerProc::start(&setup_d);
+        wait_view(&pd, "the zone-d server registered", |v| {
+            v.stores.iter().any(|s| {
+                s.heartbeat.as_ref().is_some_and(|h| h.store_id == D)
+                    && (s.state() == wire::pd::StoreState::Draining) == drained
+            })
         });
-    rc.wait_until_every_region_has_a_leader(TIMEOUT);
-    for chunk in (0..ROWS).collect::<Vec<_>>().chunks(CUT_EVERY as usize) {
-        let pairs = chunk
+        let workers = WORKER_ZONES
             .iter()
-            .map(|h| (T.key(*h), SampleTable::value(value(*h), 16)))
+            .enumerate()
+            .map(|(i, zone)| {
+                let mut cfg = rc.cluster.worker_config(&format!("worker-{i}"));
+                worker_zone(&mut cfg, zone);
+                WorkerProc::start(&cfg)
+            })
             .collect();
-        rc.write(pairs, TIMEOUT);
+        Zoned {
+            workers,
+            server_d,
+            rc,
+            pd,
+        }
     }
 
-    // 1. The rule is on, the zone-d server drained before it registers: nothing goes there.
-    let rule = ctl(&pd, &["rules", "set", "whole", "a,b,c,d"]);
-    assert!(rule.contains("a,b,c,d"), "{rule}");
-    assert!(ctl(&pd, &["server", "drain", "4"]).contains("draining"));
-    let port = harness::ports::reserve(1).unwrap()[0];
-    let mut setup_d = rc.joining_setup(D as u16, "d", port, &cuts);
-    on_pd(&mut setup_d, &pd_url, heartbeat);
-    let mut server_d = ServerProc::start(&setup_d);
-    let url_d = server_d.base_url().trim_end_matches('/').to_string();
-    let founders = rc.urls();
-    let zone_of = |url: &str| -> &str {
-        if url == url_d {
+    /// An entry client in zone d knowing every server and worker, small pages; the cache
+    /// admits every result.
+    fn entry(&self) -> EntryClient {
+        let mut cfg = client::ClientConfig::new(self.rc.urls());
+        cfg.pd_endpoints = vec![self.pd.base_url().to_string()];
+        cfg.request_timeout = ReadableDuration::secs(30);
+        cfg.workers = self
+            .workers
+            .iter()
+            .map(|w| w.base_url().to_string())
+            .collect();
+        cfg.labels.insert("zone".into(), "d".into());
+        cfg.paging.initial_size = 16;
+        cfg.paging.max_size = 32;
+        cfg.cop_cache.admission_min_process_time = ReadableDuration::millis(0);
+        EntryClient::with_config(cfg)
+    }
+
+    /// The zone of a server's base URL.
+    fn zone_of(&self, url: &str) -> &'static str {
+        if url == self.server_d.base_url().trim_end_matches('/') {
             return "d";
         }
-        let i = founders
+        let i = self
+            .rc
+            .urls()
             .iter()
             .position(|u| u.trim_end_matches('/') == url)
             .unwrap_or_else(|| panic!("{url} is no server of the cluster"));
         ["a", "b", "c"][i]
-    };
-    wait_view(&pd, "the zone-d server registered, draining", |v| {
-        v.stores.iter().any(|s| {
-            s.heartbeat.as_ref().is_some_and(|h| h.store_id == D)
-                && s.state() == wire::pd::StoreState::Draining
-        })
-    });
-    let workers: Vec<WorkerProc> = WORKER_ZONES
-        .iter()
-        .enumerate()
-        .map(|(i, zone)| {
-            let mut cfg = rc.cluster.worker_config(&format!("worker-{i}"));
-            worker_zone(&mut cfg, zone);
-            WorkerProc::start(&cfg)
-        })
-        .collect();
-    let mut cfg = client::ClientConfig::new(rc.urls());
-    cfg.pd_endpoints = vec![pd_url.clone()];
-    cfg.request_timeout = ReadableDuration::secs(30);
-    cfg.workers = workers.iter().map(|w| w.base_url().to_string()).collect();
-    cfg.labels.insert("zone".into(), "d".into());
-    cfg.paging.initial_size = 16;
-    cfg.paging.max_size = 32;
-    let entry = EntryClient::with_config(cfg);
-    assert!(no_replica_on_d(&e2e::bank::view(&pd).unwrap()));
+    }
+}
+
+#[test]
+fn zone_local_reads_follow_the_whole_replica_rule_and_wait_for_caught_up_learners() {
+    // 1. The rule is on, the zone-d server drained before it registers: nothing goes there.
+    let mut z = Zoned::start(true);
+    let (pd, entry) = (&z.pd, z.entry());
+    assert!(no_replica_on_d(&e2e::bank::view(pd).unwrap()));
     assert_inaccessible_in_d(&entry, ROWS);
 
     // 2. Stopped, then up: learners added on the voters alone, pending until it runs again.
-    server_d.signal(Signal::SIGSTOP);
-    ctl(&pd, &["server", "up", "4"]);
-    wait_view(&pd, "a pending learner of every region in zone d", |v| {
+    z.server_d.signal(Signal::SIGSTOP);
+    ctl(pd, &["server", "up", "4"]);
+    wait_view(pd, "a pending learner of every region in zone d", |v| {
         learners_on_d(v, true)
     });
     // Writes go on without the stopped learner (it takes no part in quorums).
-    rc.write(
+    z.rc.write(
         vec![(T.key(ROWS), SampleTable::value(value(ROWS), 16))],
         TIMEOUT,
     );
     assert_inaccessible_in_d(&entry, ROWS + 1);
 
     // 3. Running again: every region caught up in zone d, read there under every policy.
-    server_d.signal(Signal::SIGCONT);
-    wait_view(&pd, "every zone-d learner caught up", |v| {
+    z.server_d.signal(Signal::SIGCONT);
+    wait_view(pd, "every zone-d learner caught up", |v| {
         learners_on_d(v, false)
     });
-    rc.write(
+    z.rc.write(
         vec![(T.key(ROWS + 1), SampleTable::value(value(ROWS + 1), 16))],
         TIMEOUT,
     );
@@ -234,7 +274,7 @@ fn zone_local_reads_follow_the_whole_replica_rule_and_wait_for_caught_up_learner
             let worker_zone = WORKER_ZONES[usize::try_from(worker).unwrap()];
             let server = p.server.trim_end_matches('/');
             assert_eq!(
-                zone_of(server),
+                z.zone_of(server),
                 worker_zone,
                 "{policy}: region {} read by worker {worker} from {server}",
                 p.region_id
@@ -246,8 +286,8 @@ fn zone_local_reads_follow_the_whole_replica_rule_and_wait_for_caught_up_learner
     }
 
     // 4. Without the rule the learners go, and zone d lacks the table again.
-    ctl(&pd, &["rules", "delete", "whole"]);
-    wait_view(&pd, "the zone-d learners removed", no_replica_on_d);
+    ctl(pd, &["rules", "delete", "whole"]);
+    wait_view(pd, "the zone-d learners removed", no_replica_on_d);
     let deadline = Instant::now() + TIMEOUT;
     loop {
         // The client's table follows the placement driver's a round or two later.
@@ -262,10 +302,193 @@ fn zone_local_reads_follow_the_whole_replica_rule_and_wait_for_caught_up_learner
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_inaccessible_in_d(&entry, ROWS + 2);
-    let rules = ctl(&pd, &["rules"]);
+    let rules = ctl(pd, &["rules"]);
     assert!(
         !rules.contains("whole"),
         "the rule is still listed: {rules}"
     );
-    drop(workers);
+}
+
+/// Waits until every region has a caught-up learner in zone d and the client sees it (no
+/// warning under `only_local_zone_nodes`).
+fn wait_for_learners_in_d(z: &Zoned, entry: &EntryClient) {
+    wait_view(&z.pd, "every zone-d learner caught up", |v| {
+        learners_on_d(v, false)
+    });
+    let deadline = Instant::now() + TIMEOUT;
+    while !run(entry, "only_local_zone_nodes").is_ok_and(|r| r.warnings.is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "the client never saw zone d's learners"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One data version across replicas: a result computed on a zone-d worker from zone d's
+/// learner is cached against the learner's data version (its applied index), and the
+/// leaders, at the same applied index, answer the next request from that entry; after a
+/// write the entry misses.
+#[test]
+fn a_result_cached_through_one_zones_replica_is_a_hit_through_another_zones_until_a_write() {
+    let mut z = Zoned::start(false);
+    let entry = z.entry();
+    wait_for_learners_in_d(&z, &entry);
+    let dag = T.count_sum_dag();
+    let cop = |remote: bool| -> CopResult {
+        entry.block_on(async {
+            let mut s = entry.client.session().await.expect("session");
+            s.set(Scope::Session, POLICY, "only_local_zone_nodes")
+                .await
+                .expect("SET");
+            s.set(Scope::Session, REMOTE, if remote { "ON" } else { "OFF" })
+                .await
+                .expect("SET");
+            s.set(Scope::Session, "stratus_cop_cache", "ON")
+                .await
+                .expect("SET");
+            let ts = entry.client.current_ts().await.expect("timestamp");
+            s.coprocessor(&dag, vec![T.range()], ts)
+                .await
+                .expect("query")
+        })
+    };
+    // Filled through zone d: every page computed by a zone-d worker from the learner.
+    let filled = cop(true);
+    assert_eq!(filled.rows, expected(ROWS));
+    for p in &filled.pages {
+        assert_eq!(z.zone_of(p.server.trim_end_matches('/')), "d", "{p:?}");
+        assert!(!p.from_cache);
+    }
+    // Through the leaders (zones a, b, c): every region a hit.
+    let hit = cop(false);
+    assert_eq!(hit.rows, expected(ROWS));
+    for p in &hit.pages {
+        assert_ne!(z.zone_of(p.server.trim_end_matches('/')), "d", "{p:?}");
+        assert!(p.from_cache, "region {} missed: {p:?}", p.region_id);
+    }
+    // A write to the last region: that region misses (and sees it), the others still hit.
+    z.rc.write(
+        vec![(T.key(ROWS), SampleTable::value(value(ROWS), 16))],
+        TIMEOUT,
+    );
+    let after = cop(false);
+    assert_eq!(after.rows, expected(ROWS + 1));
+    let written = z.rc.server(0).region_of(&T.key(ROWS)).region_id();
+    for p in &after.pages {
+        assert_eq!(p.from_cache, p.region_id != written, "{p:?}");
+    }
+}
+
+/// Follower and learner reads never return data older than a write acknowledged before the
+/// read started: one register (a row's value) written 1, 2, 3, ... through the leaders while
+/// leadership moves among the voters every 300 ms; readers in zone d (a worker reading the
+/// learner) and on the server path (`tidb_replica_read = follower`) each take a timestamp
+/// after noting the last acknowledged value, and must read at least that value.
+#[test]
+fn replica_reads_in_every_zone_see_every_write_acknowledged_before_they_started() {
+    let z = Zoned::start(false);
+    let entry = z.entry();
+    wait_for_learners_in_d(&z, &entry);
+    let key = T.key(0);
+    let range = wire::coprocessor::KeyRange::new(key.clone(), T.key(1));
+    let acked = AtomicI64::new(value(0));
+    let stop = AtomicBool::new(false);
+    let urls = z.rc.urls();
+    let writes = 120;
+    let reads = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            for i in 1..=writes {
+                let v = value(0) + i;
+                let pairs = vec![(key.clone(), SampleTable::value(v, 16))];
+                let deadline = Instant::now() + TIMEOUT;
+                'write: loop {
+                    for s in 0..3 {
+                        if z.rc
+                            .server(s)
+                            .try_raw_load(pairs.clone(), TIMEOUT / 10)
+                            .is_ok()
+                        {
+                            break 'write;
+                        }
+                    }
+                    assert!(Instant::now() < deadline, "write {i} never acknowledged");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                acked.store(v, Ordering::SeqCst);
+            }
+            stop.store(true, Ordering::SeqCst);
+        });
+        let mover = scope.spawn(|| {
+            let mut to = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                to = to % 3 + 1;
+                let body = wire::region::TransferLeaderRequest {
+                    region_id: 1,
+                    to_store_id: to,
+                };
+                for url in &urls {
+                    let url = format!("{url}{}", wire::paths::ADMIN_TRANSFER_LEADER);
+                    // 409 from every server but the leader.
+                    let _ = harness::http::post(
+                        &url,
+                        prost::Message::encode_to_vec(&body),
+                        Duration::from_secs(2),
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+        let reader = |remote: bool| {
+            let (acked, stop, range) = (&acked, &stop, range.clone());
+            let z = &z;
+            scope.spawn(move || {
+                let entry = z.entry();
+                let mut checked = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let floor = acked.load(Ordering::SeqCst);
+                    let read = entry.block_on(async {
+                        let mut s = entry.client.session().await.expect("session");
+                        s.set(Scope::Session, POLICY, "only_local_zone_nodes")
+                            .await?;
+                        s.set(Scope::Session, REMOTE, if remote { "ON" } else { "OFF" })
+                            .await?;
+                        s.set(Scope::Session, "tidb_replica_read", "follower")
+                            .await?;
+                        let ts = entry.client.current_ts().await?;
+                        s.coprocessor(&T.count_sum_dag(), vec![range.clone()], ts)
+                            .await
+                    });
+                    // A read may fail while leadership moves; the next one tries again.
+                    let Ok(r) = read else { continue };
+                    let [row] = r.rows.as_slice() else {
+                        panic!("one row expected: {:?}", r.rows)
+                    };
+                    let wire::datum::Datum::Int(v) = row[1] else {
+                        panic!("an integer sum expected: {row:?}")
+                    };
+                    assert!(v >= floor, "read {v} after {floor} was acknowledged");
+                    for p in &r.pages {
+                        let zone = z.zone_of(p.server.trim_end_matches('/'));
+                        if remote {
+                            assert_eq!(zone, "d", "the zone-d worker read another zone");
+                        }
+                    }
+                    checked += 1;
+                }
+                checked
+            })
+        };
+        let learner = reader(true);
+        let follower = reader(false);
+        writer.join().unwrap();
+        mover.join().unwrap();
+        (learner.join().unwrap(), follower.join().unwrap())
+    });
+    assert!(
+        reads.0 >= 20 && reads.1 >= 20,
+        "too few reads checked: learner {} follower {}",
+        reads.0,
+        reads.1
+    );
 }
