@@ -303,7 +303,11 @@ impl Client {
         let servers: Vec<String> = config.servers.iter().map(|s| base_url(s)).collect();
         let pd = (!config.pd_endpoints.is_empty()).then(|| {
             let endpoints: Vec<String> = config.pd_endpoints.iter().map(|p| base_url(p)).collect();
-            node::PdClient::new(&endpoints, config.request_timeout.duration())
+            node::PdClient::metered(
+                &endpoints,
+                config.request_timeout.duration(),
+                config.meter(),
+            )
         });
         let tso = if let Some(pd) = &pd {
             TsoSource::Pd(pd.clone())
@@ -316,7 +320,8 @@ impl Client {
             transport: Transport::new(
                 usize::try_from(config.max_response_size.bytes()).unwrap_or(usize::MAX),
                 config.request_timeout.duration(),
-            ),
+            )
+            .with_meter(config.meter()),
             tso,
             regions: Arc::new(RegionCache::with_pd(servers, pd.clone())),
             workers: Arc::new(WorkerLiveness::new(

@@ -243,6 +243,7 @@ pub fn peer_zone(headers: &HeaderMap) -> Option<Zone> {
 /// response bodies sent, the peer's zone from the request's header), and every answer carrying
 /// this node's zone header. Every node program wraps its router in it.
 pub fn metered(router: Router, meter: Meter) -> Router {
+    register_all();
     router.layer(axum::middleware::from_fn_with_state(
         Arc::new(meter),
         meter_exchange,

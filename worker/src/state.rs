@@ -114,8 +114,9 @@ impl WorkerState {
 
     /// The HTTP client the delegate path asks servers with.
     pub fn client(&self) -> &HttpClient {
-        self.client
-            .get_or_init(|| HttpClient::new(self.config.max_request_bytes()))
+        self.client.get_or_init(|| {
+            HttpClient::new(self.config.max_request_bytes()).with_meter(self.config.meter())
+        })
     }
 
     pub fn limiter(&self) -> &CopLimiter {
