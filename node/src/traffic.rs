@@ -171,6 +171,28 @@ impl Meter {
         Tally { all, cross }
     }
 
+    /// Two counters of an object store in `store`'s zone: of bytes read from it, and of bytes
+    /// written to it (`object_store` traffic; the engine calls them, `kvengine::DfsTraffic`).
+    pub fn object_store(
+        &self,
+        store: Option<Zone>,
+    ) -> (
+        impl Fn(u64) + Send + Sync + 'static,
+        impl Fn(u64) + Send + Sync + 'static,
+    ) {
+        let path = TrafficPath::ObjectStore;
+        let read = self.tally(path, Direction::Received, store.as_ref());
+        let written = self.tally(path, Direction::Sent, store.as_ref());
+        (
+            move |bytes| {
+                read.add(bytes);
+            },
+            move |bytes| {
+                written.add(bytes);
+            },
+        )
+    }
+
     /// Counts `bytes` of `path` going `direction` to or from a peer in `peer`; the bytes that
     /// crossed zones (`bytes` or 0).
     pub fn count(

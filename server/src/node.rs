@@ -122,7 +122,10 @@ impl Node {
         opts.flush_threads = kv.flush_threads;
         opts.compaction_threads = kv.compaction_threads;
         opts.node_id = s.node_id;
-        let dfs = config.dfs_config()?.open()?;
+        let (read, written) = config.meter().object_store(config.dfs.zone.clone());
+        let dfs = config
+            .dfs_config()?
+            .open_metered(Some(kvengine::DfsTraffic::new(read, written)))?;
         let engine = Engine::open(opts, dfs)?;
         let log = Arc::new(RaftLog::open(RaftLogOptions {
             sync,
