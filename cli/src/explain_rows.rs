@@ -28,6 +28,8 @@ pub struct Explained {
     pub elapsed: Duration,
     pub regions: Vec<RegionExplain>,
     pub warnings: Vec<String>,
+    /// Body bytes the query moved between zones (`Explain::cross_zone_bytes`).
+    pub cross_zone_bytes: u64,
 }
 
 impl<'a> Session<'a> {
@@ -61,6 +63,7 @@ impl<'a> Session<'a> {
             elapsed: t.elapsed(),
             regions: explain.regions,
             warnings: explain.warnings,
+            cross_zone_bytes: explain.cross_zone_bytes,
         })
     }
 }
@@ -152,6 +155,7 @@ mod tests {
             pages: 1,
             rows: 16,
             cache_hit: false,
+            cross_zone_bytes: 0,
         }
     }
 

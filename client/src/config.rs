@@ -147,6 +147,11 @@ impl ClientConfig {
         self.labels.get("zone").and_then(types::Zone::label)
     }
 
+    /// Who this entry node counts its network bytes as (its zone, the client role).
+    pub fn meter(&self) -> node::Meter {
+        node::Meter::new(self.zone(), wire::traffic::Role::Client)
+    }
+
     /// Checks every field; the error names the first wrong one.
     pub fn validate(&self) -> Result<(), ConfigError> {
         fn err(field: &'static str, reason: impl Into<String>) -> Result<(), ConfigError> {

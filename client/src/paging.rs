@@ -43,6 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use node::Exchange;
 use parking_lot::Mutex;
 use prost::Message;
 use types::{RegionId, Ts};
@@ -122,6 +123,10 @@ pub struct PageRows {
     /// Why it ran where it did: the offload decision's reason (see
     /// [`PageRows::offload_reason`]), or a sentence; may be empty.
     pub reason: String,
+    /// Body bytes this page moved between zones: this client's request and answer when the
+    /// node it asked is in another zone, plus what that node reported for the hops below it
+    /// (`ExecDetails.cross_zone_bytes`: an offload, a delegate fetch).
+    pub cross_zone_bytes: u64,
 }
 
 impl PageRows {
@@ -170,6 +175,10 @@ pub struct CopStats {
     pub region_errors: u64,
     /// Locks resolved (committed or rolled back) on the way.
     pub locks_resolved: u64,
+    /// Body bytes moved between zones for the request, every answered attempt included
+    /// ([`PageRows::cross_zone_bytes`] of the pages, and of answers that were retried: region
+    /// errors, locks). 0 when no node or the client has a zone label.
+    pub cross_zone_bytes: u64,
 }
 
 /// The answer of [`Client::coprocessor`].
@@ -270,6 +279,7 @@ impl CopStats {
         self.cache_hits += o.cache_hits;
         self.region_errors += o.region_errors;
         self.locks_resolved += o.locks_resolved;
+        self.cross_zone_bytes += o.cross_zone_bytes;
     }
 }
 
@@ -303,7 +313,11 @@ impl Client {
         let servers: Vec<String> = config.servers.iter().map(|s| base_url(s)).collect();
         let pd = (!config.pd_endpoints.is_empty()).then(|| {
             let endpoints: Vec<String> = config.pd_endpoints.iter().map(|p| base_url(p)).collect();
-            node::PdClient::new(&endpoints, config.request_timeout.duration())
+            node::PdClient::metered(
+                &endpoints,
+                config.request_timeout.duration(),
+                config.meter(),
+            )
         });
         let tso = if let Some(pd) = &pd {
             TsoSource::Pd(pd.clone())
@@ -316,7 +330,8 @@ impl Client {
             transport: Transport::new(
                 usize::try_from(config.max_response_size.bytes()).unwrap_or(usize::MAX),
                 config.request_timeout.duration(),
-            ),
+            )
+            .with_meter(config.meter()),
             tso,
             regions: Arc::new(RegionCache::with_pd(servers, pd.clone())),
             workers: Arc::new(WorkerLiveness::new(
@@ -572,21 +587,25 @@ impl Client {
         })
     }
 
-    /// Sends one page's request to the task's node.
     /// Sends one page to `server` (a replica of the task's region), or through the task's
-    /// worker, which asks `server`.
-    async fn send_page(&self, task: &RegionTask, server: &str, req: &Request) -> Result<Response> {
+    /// worker, which asks `server`; the answer and what the exchange moved.
+    async fn send_page(
+        &self,
+        task: &RegionTask,
+        server: &str,
+        req: &Request,
+    ) -> Result<(Response, Exchange)> {
         let what = "coprocessor response";
         match &task.target {
             ServedBy::Server => {
                 self.transport
-                    .post(server, paths::COPROCESSOR, req, what)
+                    .post_metered(server, paths::COPROCESSOR, &[], req, what)
                     .await
             }
             ServedBy::Worker { addr, .. } => {
                 let headers = [(REGION_SERVER_HEADER, server)];
                 self.transport
-                    .post_with_headers(addr, paths::DELEGATE_COPROCESSOR, &headers, req, what)
+                    .post_metered(addr, paths::DELEGATE_COPROCESSOR, &headers, req, what)
                     .await
             }
         }
@@ -682,11 +701,11 @@ impl Client {
             };
             let t0 = Instant::now();
             let server = target.addr;
-            let resp = match backoff
+            let (resp, hop) = match backoff
                 .attempt(&server, self.send_page(&task, &server, &req))
                 .await
             {
-                Ok(resp) => resp,
+                Ok(answered) => answered,
                 Err(e) if leader_unreachable(&task.target, &e) => {
                     stats.requests += 1;
                     router
@@ -698,6 +717,9 @@ impl Client {
             };
             let wall = t0.elapsed();
             stats.requests += 1;
+            let below = resp.exec_details.as_ref().map_or(0, |d| d.cross_zone_bytes);
+            let cross_zone_bytes = hop.cross_zone_bytes() + below;
+            stats.cross_zone_bytes += cross_zone_bytes;
             if let Some(err) = resp.region_error {
                 stats.region_errors += 1;
                 let after = router
@@ -808,6 +830,7 @@ impl Client {
                 location,
                 remote_addr: details.remote_addr,
                 reason: details.reason,
+                cross_zone_bytes,
             };
             (on_page.lock())(&page);
             pages.push(page);
@@ -930,6 +953,7 @@ mod tests {
             location: None,
             remote_addr: String::new(),
             reason: String::new(),
+            cross_zone_bytes: 0,
         };
         let w = |id| ServedBy::Worker {
             id,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use node::HttpClient;
+use node::{Exchange, HttpClient, Meter};
 use prost::Message;
 
 use crate::error::{Error, Result};
@@ -22,6 +22,13 @@ impl Transport {
             http: HttpClient::new(max_response_bytes),
             timeout,
         }
+    }
+
+    /// This transport counting its traffic as `meter`'s entry node (its zone label goes out
+    /// with every request; `node::traffic`).
+    pub fn with_meter(mut self, meter: Meter) -> Transport {
+        self.http = self.http.with_meter(meter);
+        self
     }
 
     /// POSTs `req` to `base + path`; the decoded 200 body.
@@ -45,6 +52,21 @@ impl Transport {
         req: &Req,
         what: &'static str,
     ) -> Result<Resp> {
+        self.post_metered(base, path, headers, req, what)
+            .await
+            .map(|(resp, _)| resp)
+    }
+
+    /// [`Transport::post_with_headers`], with what the exchange moved: the paging driver adds
+    /// the bytes that crossed zones to a query's cost.
+    pub async fn post_metered<Req: Message, Resp: Message + Default>(
+        &self,
+        base: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        req: &Req,
+        what: &'static str,
+    ) -> Result<(Resp, Exchange)> {
         let url = format!("{base}{path}");
         let reply = self
             .http
@@ -59,7 +81,8 @@ impl Transport {
                 url: url.clone(),
                 source,
             })?;
-        decode(url, reply, what)
+        let exchange = reply.exchange;
+        Ok((decode(url, reply, what)?, exchange))
     }
 
     /// GETs `base + path`; the decoded 200 body.

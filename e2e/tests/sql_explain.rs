@@ -140,13 +140,23 @@ fn explain_shows_the_dag_and_where_each_region_ran_and_why() {
         "{rows:?}"
     );
     assert!(
-        detail.starts_with("reason=blocks_size pages=") && detail.ends_with("cache_hit=false"),
+        detail.starts_with("reason=blocks_size pages=")
+            && detail.ends_with("cache_hit=false cross_zone_bytes=0"),
         "{detail}"
     );
     assert_eq!(
         r.rows.len(),
-        3,
-        "two executors and one region, not the query's row"
+        4,
+        "two executors, one region and the total, not the query's row"
+    );
+    assert_eq!(
+        explained(&r)[3],
+        (
+            "query".to_string(),
+            "total".to_string(),
+            // No node has a zone label: nothing is cross-zone.
+            "cross_zone_bytes=0".to_string()
+        )
     );
     let answer = exec(&c, e, "SELECT COUNT(*), SUM(v) FROM big");
     assert_eq!(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::cachefs::CacheFs;
 use crate::dfs::{Dfs, LocalDfs};
+use crate::dfs_traffic::{DfsTraffic, MeteredDfs};
 use crate::error::Result;
 use crate::s3_dfs::{S3Credentials, S3Dfs, S3Options};
 
@@ -36,6 +37,13 @@ pub struct CacheConfig {
 impl DfsConfig {
     /// Opens the configured store.
     pub fn open(&self) -> Result<Arc<dyn Dfs>> {
+        self.open_metered(None)
+    }
+
+    /// Opens the configured store, reporting the bytes it moves over the network to
+    /// `traffic`: an S3 store's reads and writes, beneath the file cache (a cache hit moves
+    /// nothing); a local directory reports nothing.
+    pub fn open_metered(&self, traffic: Option<DfsTraffic>) -> Result<Arc<dyn Dfs>> {
         Ok(match self {
             DfsConfig::Local { dir } => Arc::new(LocalDfs::open(dir)?),
             DfsConfig::S3 {
@@ -43,10 +51,13 @@ impl DfsConfig {
                 credentials,
                 cache,
             } => {
-                let s3: Arc<dyn Dfs> = Arc::new(match credentials {
+                let mut s3: Arc<dyn Dfs> = Arc::new(match credentials {
                     Some(c) => S3Dfs::open_with_credentials(options.clone(), c.clone())?,
                     None => S3Dfs::open(options.clone())?,
                 });
+                if let Some(traffic) = traffic {
+                    s3 = Arc::new(MeteredDfs::new(s3, traffic));
+                }
                 match cache {
                     Some(c) => Arc::new(CacheFs::open(s3, &c.dir, c.budget_bytes)?),
                     None => s3,

@@ -16,13 +16,21 @@
 //! s3-initial-backoff = "100ms"
 //! cache-dir = ""                     # a whole-file cache in front of S3; empty = none
 //! cache-capacity = "10GiB"
+//! zone = ""                          # the store's zone label; empty = none (see below)
 //! ```
 //!
 //! S3 credentials come from the standard AWS environment variables.
+//!
+//! `zone` labels the store like a node (a bucket that lives in one zone, as an S3 Express One
+//! Zone directory bucket does). The nodes count the bytes they read from and write to an S3
+//! store as `object_store` traffic under this zone, so they are cross-zone only when the
+//! store has a zone and it differs from the node's; an unlabelled store is never cross-zone
+//! (a regional bucket is no zone's). A local directory moves no network bytes.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use types::Zone;
 use types::units::{ReadableDuration, ReadableSize};
 
 use crate::s3_dfs::S3Options;
@@ -62,6 +70,9 @@ pub struct DfsSection {
     pub s3_initial_backoff: ReadableDuration,
     pub cache_dir: PathBuf,
     pub cache_capacity: ReadableSize,
+    /// The store's zone label (`""`: none); see the module docs.
+    #[serde(with = "types::zone::optional")]
+    pub zone: Option<Zone>,
 }
 
 impl Default for DfsSection {
@@ -78,6 +89,7 @@ impl Default for DfsSection {
             s3_initial_backoff: ReadableDuration::millis(100),
             cache_dir: PathBuf::new(),
             cache_capacity: ReadableSize::gib(10),
+            zone: None,
         }
     }
 }
@@ -195,5 +207,16 @@ mod tests {
                 .to_string()
                 .contains("dfs.s3-bucket")
         );
+    }
+
+    #[test]
+    fn the_zone_label_is_optional_and_empty_means_none() {
+        let unlabelled: DfsSection = toml::from_str("").unwrap();
+        assert_eq!(unlabelled.zone, None);
+        let empty: DfsSection = toml::from_str("zone = \"\"").unwrap();
+        assert_eq!(empty.zone, None);
+        let zoned: DfsSection = toml::from_str("zone = \"b\"").unwrap();
+        assert_eq!(zoned.zone, Zone::label("b"));
+        assert!(toml::to_string(&zoned).unwrap().contains("zone = \"b\""));
     }
 }

@@ -1,7 +1,11 @@
 //! The HTTP client processes use to call each other (server → worker offload, server → TSO,
 //! client → server): http and https, a per-call timeout, a cap on the response body so a
-//! misbehaving peer cannot make the caller allocate without bound.
+//! misbehaving peer cannot make the caller allocate without bound. Every exchange is metered
+//! ([`crate::traffic`]): the request carries this node's zone header, the body bytes are
+//! counted under the peer's zone from the answer's, and the reply says what crossed
+//! ([`HttpReply::exchange`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,7 +15,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use types::Zone;
+use wire::traffic::{Direction, Role, TrafficPath, ZONE_HEADER};
+
 use crate::error_chain;
+use crate::traffic::{Exchange, Meter, peer_zone};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -36,11 +44,16 @@ impl ClientError {
     }
 }
 
-/// A status and a body.
+/// A status and a body, and what the exchange moved.
 #[derive(Debug, Clone)]
 pub struct HttpReply {
     pub status: StatusCode,
     pub body: Bytes,
+    /// The answering node's zone, from its zone header (`None`: it sent none).
+    pub peer_zone: Option<Zone>,
+    /// The body bytes both ways, the path they were counted under and whether they crossed
+    /// zones.
+    pub exchange: Exchange,
 }
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
@@ -50,10 +63,13 @@ type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 pub struct HttpClient {
     inner: Client<Connector, Full<Bytes>>,
     max_response_bytes: usize,
+    /// Who this client counts traffic as ([`HttpClient::with_meter`]).
+    meter: Arc<Meter>,
 }
 
 impl HttpClient {
-    /// A client accepting responses of up to `max_response_bytes`.
+    /// A client accepting responses of up to `max_response_bytes`, counting its traffic as an
+    /// entry node without a zone until [`HttpClient::with_meter`] says who it is.
     pub fn new(max_response_bytes: usize) -> HttpClient {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -70,7 +86,19 @@ impl HttpClient {
         HttpClient {
             inner,
             max_response_bytes,
+            meter: Arc::new(Meter::unlabelled(Role::Client)),
         }
+    }
+
+    /// This client counting its traffic as `meter`'s node (its zone goes out in every
+    /// request's zone header).
+    pub fn with_meter(mut self, meter: Meter) -> HttpClient {
+        self.meter = Arc::new(meter);
+        self
+    }
+
+    pub fn meter(&self) -> &Meter {
+        &self.meter
     }
 
     pub async fn post(
@@ -118,10 +146,15 @@ impl HttpClient {
                 reason: "expected an http:// or https:// URL".into(),
             });
         }
+        let path = TrafficPath::of_call(uri.path(), self.meter.role());
+        let sent = body.len() as u64;
         let mut builder = Request::builder()
             .method(method)
             .uri(uri)
             .header(hyper::header::CONTENT_TYPE, wire::PROTOBUF_CONTENT_TYPE);
+        if let Some(zone) = self.meter.zone_header() {
+            builder = builder.header(ZONE_HEADER, zone.clone());
+        }
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
@@ -142,6 +175,9 @@ impl HttpClient {
                     reason: error_chain(&e),
                 })?;
             let status = resp.status();
+            let peer = peer_zone(resp.headers());
+            // The answer's head arrived: the request body went out.
+            self.meter.count(path, Direction::Sent, peer.as_ref(), sent);
             let body = Limited::new(resp.into_body(), limit)
                 .collect()
                 .await
@@ -159,7 +195,21 @@ impl HttpClient {
                     }
                 })?
                 .to_bytes();
-            Ok(HttpReply { status, body })
+            let received = body.len() as u64;
+            self.meter
+                .count(path, Direction::Received, peer.as_ref(), received);
+            let exchange = Exchange {
+                path,
+                sent,
+                received,
+                relation: self.meter.relation(peer.as_ref()),
+            };
+            Ok(HttpReply {
+                status,
+                body,
+                peer_zone: peer,
+                exchange,
+            })
         };
         match tokio::time::timeout(timeout, work).await {
             Ok(r) => r,

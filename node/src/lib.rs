@@ -11,6 +11,8 @@
 //! * [`http`]: binding, serving until SIGTERM with a grace period, protobuf bodies, `/metrics`;
 //! * [`client`]: the HTTP client (http and https) processes use to call each other;
 //! * [`pd_client`]: the placement driver's client (leader following, batched timestamps);
+//! * [`traffic`]: network bytes by path and zone, counted by that client and by every node's
+//!   HTTP server (`stratus_network_bytes_total`, `stratus_network_cross_zone_bytes_total`);
 //! * the rules both ends of an offload apply to the same request, written once: [`topn_paging`]
 //!   (a large TopN goes to a worker in pages: the server applies it before shipping, the worker
 //!   to requests from servers that predate it) and [`remote_answer`] (a result computed on a
@@ -24,10 +26,12 @@ pub mod logging;
 pub mod pd_client;
 pub mod remote_answer;
 pub mod topn_paging;
+pub mod traffic;
 
 pub use client::{ClientError, HttpClient, HttpReply};
 pub use config::ConfigError;
 pub use pd_client::{PdClient, PdClientError};
+pub use traffic::{Exchange, Meter};
 
 /// An error and each of its sources on one line, joined by `": "`: our errors never repeat
 /// their source's text, so the chain is how a reason reaches a log line or an HTTP answer.

@@ -98,6 +98,16 @@ impl PdClient {
     /// A client of the instances at `endpoints` (`http://host:port`); each call gives up after
     /// `deadline`.
     pub fn new(endpoints: &[String], deadline: Duration) -> PdClient {
+        PdClient::metered(
+            endpoints,
+            deadline,
+            crate::Meter::unlabelled(wire::traffic::Role::Client),
+        )
+    }
+
+    /// [`PdClient::new`] counting its traffic as `meter`'s node (a server's, a worker's, an
+    /// entry node's zone).
+    pub fn metered(endpoints: &[String], deadline: Duration, meter: crate::Meter) -> PdClient {
         PdClient {
             inner: Arc::new(Inner {
                 endpoints: endpoints
@@ -105,7 +115,7 @@ impl PdClient {
                     .map(|e| e.trim_end_matches('/').to_string())
                     .collect(),
                 leader: Mutex::new(String::new()),
-                http: HttpClient::new(1 << 20),
+                http: HttpClient::new(1 << 20).with_meter(meter),
                 deadline,
                 attempt_timeout: deadline.min(Duration::from_secs(2)),
             }),

@@ -710,9 +710,10 @@ async fn config_handler<S: MetaStore>(State(pd): State<Arc<Pd<S>>>) -> Response 
     pd.options.config_text.clone().into_response()
 }
 
-/// The HTTP routes of `pd`.
+/// The HTTP routes of `pd`, metered as a placement driver (which has no zone label: its bytes
+/// count under `zone=""` and never as cross-zone).
 pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route(paths::TSO, post(tso_handler::<S>))
         .route(paths::PD_ALLOC_ID, post(alloc_id_handler::<S>))
         .route(paths::PD_MEMBERS, get(members_handler::<S>))
@@ -732,7 +733,8 @@ pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
         .route(paths::PD_WATCH, post(watch_handler::<S>))
         .route(paths::CONFIG, get(config_handler::<S>))
         .route(paths::METRICS, get(node::http::metrics_handler))
-        .with_state(pd)
+        .with_state(pd);
+    node::traffic::metered(routes, node::Meter::unlabelled(wire::traffic::Role::Pd))
 }
 
 #[cfg(test)]

@@ -35,8 +35,10 @@ pub struct AppState {
 
 type AppResult = Result<Response, HttpError>;
 
+/// Every route, metered as this server ([`node::traffic::metered`]).
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let meter = state.node.config.meter();
+    let routes = Router::new()
         .route(paths::CONFIG, get(config))
         .route(paths::STATUS, get(status))
         .route(paths::METRICS, get(node::http::metrics_handler))
@@ -61,7 +63,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(paths::SCAN, post(kv_scan))
         // Raw loads and transactions carry rows: allow large bodies, but not unbounded ones.
         .layer(DefaultBodyLimit::max(256 << 20))
-        .with_state(state)
+        .with_state(state);
+    node::traffic::metered(routes, meter)
 }
 
 /// Runs blocking work (engine I/O, latches, fsync) off the async threads.

@@ -304,6 +304,12 @@ impl ServerConfig {
         self.server.labels.get("zone").and_then(Zone::label)
     }
 
+    /// Who this server counts its network bytes as (its zone, the server role): every HTTP
+    /// client it uses and its router carry it.
+    pub fn meter(&self) -> node::Meter {
+        node::Meter::new(self.zone(), wire::traffic::Role::Server)
+    }
+
     /// The CPU signal's source (validated by [`ServerConfig::validate`]).
     pub fn cpu_source(&self) -> Result<crate::cpu_load::CpuSource, ConfigError> {
         crate::cpu_load::CpuSource::parse(&self.kvengine.remote_coprocessor_load_aware_cpu_source)

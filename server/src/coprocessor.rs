@@ -22,7 +22,8 @@
 //!
 //! The response's exec details say where it ran (a `wire::placement::Location`: `local`,
 //! `remote`, `fallback`, `cache_hit`) and why (the decision's `OffloadReason`, or a sentence for
-//! a fallback or a cache hit).
+//! a fallback or a cache hit), and the offload bytes that crossed zones (`cross_zone_bytes`:
+//! the bodies and answers of attempts with a worker in another zone, fallback or not).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -159,7 +160,8 @@ impl Coprocessor {
                 if paging.is_some() {
                     metrics::TOPN_PAGING.inc();
                 }
-                match dispatcher.dispatch(&req, &snap, why, paging).await {
+                let dispatch = dispatcher.dispatch(&req, &snap, why, paging).await;
+                match dispatch.outcome {
                     Dispatched::Remote(resp) => {
                         metrics::count_answered(Answered::Ran(Location::Remote));
                         *resp
@@ -174,8 +176,14 @@ impl Coprocessor {
                             .inc();
                         tracing::warn!(%cause, %detail, "offload failed; running locally");
                         let why = format!("{why}; worker failed ({cause}): {detail}");
-                        self.run_local_recorded(req, snap, Location::Fallback, why, pattern)
-                            .await
+                        let mut resp = self
+                            .run_local_recorded(req, snap, Location::Fallback, why, pattern)
+                            .await;
+                        // The attempts' bytes moved all the same.
+                        resp.exec_details
+                            .get_or_insert_with(ExecDetails::default)
+                            .cross_zone_bytes += dispatch.cross_zone_bytes;
+                        resp
                     }
                 }
             }

@@ -16,6 +16,11 @@
 //!    shipment or locks were seen in step 1, and set `cache_last_version` to the origin
 //!    snapshot's data version (whatever the worker said). Anything else is a fallback: the
 //!    caller runs the request locally, so a worker can never make an answer partial or wrong.
+//!
+//! Every attempt a worker answered moved the body there and the answer back; when the worker
+//! is in another zone those bytes are the request's cross-zone cost ([`Dispatch`]), which the
+//! answer reports in `ExecDetails.cross_zone_bytes` whether it came from the worker or from
+//! the local run after a fallback.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -49,6 +54,15 @@ pub enum Dispatched {
         cause: FallbackCause,
         detail: String,
     },
+}
+
+/// What dispatching a request did.
+#[derive(Debug)]
+pub struct Dispatch {
+    pub outcome: Dispatched,
+    /// Body bytes of the attempts answered by a worker in another zone (the offload bodies
+    /// and the answers); already added to a [`Dispatched::Remote`] answer's exec details.
+    pub cross_zone_bytes: u64,
 }
 
 pub struct RemoteDagDispatcher {
@@ -94,6 +108,30 @@ impl RemoteDagDispatcher {
         snap: &SnapAccess,
         reason: OffloadReason,
         paging_size: Option<u64>,
+    ) -> Dispatch {
+        let mut crossed = 0;
+        let mut outcome = self
+            .run_remote(req, snap, reason, paging_size, &mut crossed)
+            .await;
+        if let Dispatched::Remote(resp) = &mut outcome {
+            resp.exec_details
+                .get_or_insert_with(Default::default)
+                .cross_zone_bytes += crossed;
+        }
+        Dispatch {
+            outcome,
+            cross_zone_bytes: crossed,
+        }
+    }
+
+    /// [`RemoteDagDispatcher::dispatch`] but the cross-zone bytes, which go to `crossed`.
+    async fn run_remote(
+        &self,
+        req: &Request,
+        snap: &SnapAccess,
+        reason: OffloadReason,
+        paging_size: Option<u64>,
+        crossed: &mut u64,
     ) -> Dispatched {
         let prepared = {
             let (req, snap) = (req.clone(), snap.clone());
@@ -110,7 +148,10 @@ impl RemoteDagDispatcher {
         };
         metrics::OFFLOAD_BODY_BYTES.inc_by(prepared.body.len() as u64);
         let deadline = deadline_of(req);
-        let (mut resp, addr) = match self.post_with_retries(prepared.body, deadline).await {
+        let (mut resp, addr) = match self
+            .post_with_retries(prepared.body, deadline, crossed)
+            .await
+        {
             Ok(answered) => answered,
             Err(d) => return d,
         };
@@ -144,11 +185,13 @@ impl RemoteDagDispatcher {
         Dispatched::Remote(Box::new(resp))
     }
 
-    /// Step 2 of the module docs: the decoded answer and the worker that gave it.
+    /// Step 2 of the module docs: the decoded answer and the worker that gave it. The bytes of
+    /// every answered attempt with a worker in another zone are added to `crossed`.
     async fn post_with_retries(
         &self,
         body: Bytes,
         deadline: Option<SystemTime>,
+        crossed: &mut u64,
     ) -> Result<(Response, String), Dispatched> {
         let order = self.workers.order(Instant::now());
         if order.is_empty() {
@@ -180,7 +223,11 @@ impl RemoteDagDispatcher {
                     .with_label_values(&[self.workers.relation(w).as_str()])
                     .inc();
                 let _in_flight = self.workers.begin(w);
-                match self.client.post(&addr, body.clone(), timeout).await {
+                let posted = self.client.post(&addr, body.clone(), timeout).await;
+                if let Ok(reply) = &posted {
+                    *crossed += reply.exchange.cross_zone_bytes();
+                }
+                match posted {
                     Ok(reply) if reply.status.is_success() => {
                         self.workers.mark_alive(w);
                         return match Response::decode(reply.body.as_ref()) {

@@ -122,20 +122,25 @@ impl Node {
         opts.flush_threads = kv.flush_threads;
         opts.compaction_threads = kv.compaction_threads;
         opts.node_id = s.node_id;
-        let dfs = config.dfs_config()?.open()?;
+        let (read, written) = config.meter().object_store(config.dfs.zone.clone());
+        let dfs = config
+            .dfs_config()?
+            .open_metered(Some(kvengine::DfsTraffic::new(read, written)))?;
         let engine = Engine::open(opts, dfs)?;
         let log = Arc::new(RaftLog::open(RaftLogOptions {
             sync,
             ..RaftLogOptions::new(s.data_dir.join("raft"))
         })?);
 
-        let client = HttpClient::new(kv.remote_coprocessor_max_response_size.bytes() as usize);
+        let client = HttpClient::new(kv.remote_coprocessor_max_response_size.bytes() as usize)
+            .with_meter(config.meter());
         let mut region_ids: Option<Arc<dyn RegionIdSource>> = None;
         let (tso, timestamps): (Option<Arc<Tso>>, Arc<dyn TimestampSource>) =
             if !s.pd_endpoints.is_empty() {
                 let pd = Arc::new(PdSource::new(
                     &s.pd_endpoints,
                     PD_CALL_DEADLINE,
+                    config.meter(),
                     runtime.clone(),
                 ));
                 region_ids = Some(pd.clone());
@@ -212,7 +217,10 @@ impl Node {
             Arc::new(HttpTransport::start(
                 &runtime,
                 config.raft.peers.iter().map(|p| (p.id, p.addr.clone())),
-                HttpTransportOptions::new(store_id, &config.raft),
+                HttpTransportOptions {
+                    zone: config.zone(),
+                    ..HttpTransportOptions::new(store_id, &config.raft)
+                },
             ))
         };
         let members = Members::new(&config.raft, transport.clone());

@@ -262,7 +262,11 @@ async fn refresh_addresses(node: &Node, client: &PdClient) {
 
 /// Sends a heartbeat every `every` until the task is dropped.
 pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Duration) {
-    let client = PdClient::new(&endpoints, every.max(Duration::from_millis(500)));
+    let client = PdClient::metered(
+        &endpoints,
+        every.max(Duration::from_millis(500)),
+        node.config.meter(),
+    );
     let _watch =
         AbortOnDrop(tokio::spawn(watch_topology(node.clone(), client.clone())).abort_handle());
     let mut tick = tokio::time::interval(every);

@@ -39,10 +39,11 @@ impl PdSource {
     pub fn new(
         endpoints: &[String],
         deadline: Duration,
+        meter: node::Meter,
         runtime: tokio::runtime::Handle,
     ) -> PdSource {
         PdSource {
-            client: PdClient::new(endpoints, deadline),
+            client: PdClient::metered(endpoints, deadline, meter),
             runtime,
         }
     }

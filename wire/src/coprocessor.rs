@@ -191,6 +191,13 @@ pub struct ExecDetails {
     /// decision, else a sentence (a fallback's cause, a cache hit, the delegate path).
     #[prost(string, tag = "6")]
     pub reason: String,
+    /// Bytes this answer's computation moved between zones below the node that answered the
+    /// client: a server's offload body and the worker's answer when the worker is in another
+    /// zone; a worker's delegate request and the server's snapshot when the server is. The
+    /// client adds its own hop's bytes (`EXPLAIN`'s `cross_zone_bytes`). HTTP body bytes; 0
+    /// when nothing crossed, or either end has no zone label.
+    #[prost(uint64, tag = "7")]
+    pub cross_zone_bytes: u64,
 }
 
 #[derive(Clone, PartialEq, Message)]

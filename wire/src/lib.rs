@@ -33,6 +33,8 @@
 //! * [`pd`]: what servers, workers and clients ask the placement driver (ids, its members;
 //!   timestamps are [`region::TsoRequest`] at [`paths::TSO`], as on a server running a TSO);
 //! * [`paths`] and [`PROTOBUF_CONTENT_TYPE`]: where each message is POSTed;
+//! * [`traffic`]: which conversation a request's bytes belong to (by path) and the zone
+//!   header both ends of an exchange send, the vocabulary of the network byte metrics;
 //! * [`fuzzing`]: the engine-free parts of the fuzz targets over these messages (framing and
 //!   round-trip checks, sample DAGs for seeds).
 //!
@@ -56,6 +58,7 @@ pub mod raft;
 pub mod raft_cmd;
 pub mod read_index;
 pub mod region;
+pub mod traffic;
 pub mod txn;
 
 /// HTTP paths of a storage server (all `POST` with protobuf bodies unless noted).

@@ -339,6 +339,12 @@ impl WorkerConfig {
         self.worker.labels.get("zone").and_then(types::Zone::label)
     }
 
+    /// Who this worker counts its network bytes as (its zone, the worker role): its router,
+    /// its client of servers and of the placement driver carry it.
+    pub fn meter(&self) -> ::node::Meter {
+        ::node::Meter::new(self.zone(), wire::traffic::Role::Worker)
+    }
+
     /// `worker.max-request-size` in bytes (checked to fit by [`WorkerConfig::validate`]).
     pub fn max_request_bytes(&self) -> usize {
         usize::try_from(self.worker.max_request_size.bytes()).unwrap_or(usize::MAX)

@@ -13,7 +13,9 @@
 //! 2. the cop-limiter admits it (as on `POST /coprocessor`: wait or 503 while memory is high);
 //! 3. `POST {server}/delegate` with a `DelegateRequest` (the request and this worker's zone),
 //!    within `worker.delegate-timeout` and the request's deadline. The answer's bytes are
-//!    counted in `stratus_worker_delegate_bytes_total{zone_relation}`;
+//!    counted in `stratus_worker_delegate_bytes_total{zone_relation}`; when the server is in
+//!    another zone, both bodies' bytes go to the answer's `exec_details.cross_zone_bytes`
+//!    (the client adds its own hop's);
 //! 4. a region error, `locked` or an error in the answer is returned as the cop response's
 //!    field of the same name (200), so the client refreshes its regions or resolves the lock
 //!    exactly as if the server had answered;
@@ -165,6 +167,8 @@ async fn delegate_answer(
             ));
         }
     };
+    // What the fetch moved across zones (by the server's zone header), reported to the client.
+    let crossed = reply.exchange.cross_zone_bytes();
     let relation = ZoneRelation::of(worker_zone.as_ref(), origin.server_zone().as_ref());
     metrics::DELEGATE_BYTES
         .with_label_values(&[relation.as_str()])
@@ -174,6 +178,7 @@ async fn delegate_answer(
     if origin.is_error() {
         let mut details = ExecDetails {
             remote_addr: server.clone(),
+            cross_zone_bytes: crossed,
             ..ExecDetails::default()
         };
         details.set_location(Location::Delegate, "refused by the owning server");
@@ -212,6 +217,9 @@ async fn delegate_answer(
                 &server,
                 "delegated by the client",
             );
+            resp.exec_details
+                .get_or_insert_with(ExecDetails::default)
+                .cross_zone_bytes += crossed;
             (RequestResult::Ok, encoded(state, keyspace, &resp))
         }
         Ok(Err(e @ OffloadError::Store(_))) => {

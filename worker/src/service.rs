@@ -43,9 +43,10 @@ use crate::metrics::{self, RequestResult};
 use crate::state::WorkerState;
 use crate::topn_paging;
 
-/// The router over `state`.
+/// The router over `state`, metered as this worker ([`::node::traffic::metered`]).
 pub fn router(state: Arc<WorkerState>) -> Router {
-    Router::new()
+    let meter = state.config().meter();
+    let routes = Router::new()
         .route(paths::COPROCESSOR, post(coprocessor_handler))
         .route(
             paths::DELEGATE_COPROCESSOR,
@@ -54,7 +55,8 @@ pub fn router(state: Arc<WorkerState>) -> Router {
         .route(paths::CONFIG, get(config_handler))
         .route(paths::STATUS, get(status_handler))
         .route(paths::METRICS, get(::node::http::metrics_handler))
-        .with_state(state)
+        .with_state(state);
+    ::node::traffic::metered(routes, meter)
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves, then lets in-flight requests
@@ -76,6 +78,7 @@ pub async fn serve(
                 w.advertise_url.trim_end_matches('/').to_string()
             },
             w.labels.clone(),
+            state.config().meter(),
             w.pd_endpoints.clone(),
             w.pd_heartbeat_interval.duration(),
         ))
@@ -94,10 +97,12 @@ pub async fn serve(
 async fn pd_heartbeat(
     url: String,
     labels: std::collections::BTreeMap<String, String>,
+    meter: ::node::Meter,
     endpoints: Vec<String>,
     every: Duration,
 ) {
-    let client = ::node::PdClient::new(&endpoints, every.max(Duration::from_millis(500)));
+    let client =
+        ::node::PdClient::metered(&endpoints, every.max(Duration::from_millis(500)), meter);
     let hb = wire::pd::WorkerHeartbeat {
         url,
         labels: wire::region::labels(&labels),

@@ -54,7 +54,11 @@ impl WorkerState {
     /// Opens the object store `config` names and allocates the block cache.
     pub fn open(config: WorkerConfig) -> Result<WorkerState, StartError> {
         config.validate()?;
-        let dfs = config.dfs_config()?.open().map_err(StartError::Dfs)?;
+        let (read, written) = config.meter().object_store(config.dfs.zone.clone());
+        let dfs = config
+            .dfs_config()?
+            .open_metered(Some(kvengine::DfsTraffic::new(read, written)))
+            .map_err(StartError::Dfs)?;
         Ok(WorkerState::with_dfs(config, dfs))
     }
 
@@ -114,8 +118,9 @@ impl WorkerState {
 
     /// The HTTP client the delegate path asks servers with.
     pub fn client(&self) -> &HttpClient {
-        self.client
-            .get_or_init(|| HttpClient::new(self.config.max_request_bytes()))
+        self.client.get_or_init(|| {
+            HttpClient::new(self.config.max_request_bytes()).with_meter(self.config.meter())
+        })
     }
 
     pub fn limiter(&self) -> &CopLimiter {

@@ -14,8 +14,17 @@
 //!   `server <url>`, or `worker <addr>` on the delegate path — then where that node ran them,
 //!   from the exec details it answered: `local`, `remote <worker addr>`, `fallback`,
 //!   `cache_hit`, `delegate`; `detail` = `reason=<the reason> pages=<n> rows=<n>
-//!   cache_hit=<whether a page was a cache hit>`). A region whose pages ran in different places
-//!   lists each place once, comma-separated.
+//!   cache_hit=<whether a page was a cache hit> cross_zone_bytes=<n>`). A region whose pages
+//!   ran in different places lists each place once, comma-separated;
+//! * a last row for the whole query (`id` = `query`, `task` = `total`, `detail` =
+//!   `cross_zone_bytes=<n>`).
+//!
+//! `cross_zone_bytes` is what the query moved between zones (HTTP body bytes): the client's
+//! requests and answers to nodes in another zone, plus what those nodes report for the hops
+//! below them (a server's offload to a worker in another zone, a worker's delegate fetch from
+//! a server in another zone; `ExecDetails.cross_zone_bytes`). A region's sum counts its
+//! pages; the query's also counts answers that were retried (region errors, locks). Bytes with
+//! a node without a zone label are never cross-zone.
 
 use types::RegionId;
 use wire::coprocessor::{DagRequest, ExecType, Expr, ExprType, ScalarFuncSig};
@@ -40,6 +49,9 @@ pub struct Explain {
     pub regions: Vec<RegionExplain>,
     /// The run's warnings (node selection's on the delegate path).
     pub warnings: Vec<String>,
+    /// Body bytes the query moved between zones (the module docs), every answered attempt
+    /// included.
+    pub cross_zone_bytes: u64,
 }
 
 impl Explain {
@@ -57,6 +69,11 @@ impl Explain {
                 .iter()
                 .map(|r| vec![text(r.id_text()), text(r.task()), text(r.detail())]),
         );
+        rows.push(vec![
+            text("query".into()),
+            text("total".into()),
+            text(format!("cross_zone_bytes={}", self.cross_zone_bytes)),
+        ]);
         QueryResult {
             columns: COLUMNS.iter().map(|c| c.to_string()).collect(),
             rows,
@@ -139,6 +156,8 @@ pub struct RegionExplain {
     pub rows: usize,
     /// Whether a page was a cache hit.
     pub cache_hit: bool,
+    /// Body bytes its pages moved between zones ([`PageRows::cross_zone_bytes`]).
+    pub cross_zone_bytes: u64,
 }
 
 impl RegionExplain {
@@ -158,14 +177,16 @@ impl RegionExplain {
         places.join(",")
     }
 
-    /// The `detail` column: `reason=<r> pages=<n> rows=<n> cache_hit=<bool>`.
+    /// The `detail` column: `reason=<r> pages=<n> rows=<n> cache_hit=<bool>
+    /// cross_zone_bytes=<n>`.
     pub fn detail(&self) -> String {
         format!(
-            "reason={} pages={} rows={} cache_hit={}",
+            "reason={} pages={} rows={} cache_hit={} cross_zone_bytes={}",
             self.reasons.join(","),
             self.pages,
             self.rows,
-            self.cache_hit
+            self.cache_hit,
+            self.cross_zone_bytes
         )
     }
 
@@ -190,6 +211,7 @@ pub async fn explain(session: &Session<'_>, plan: &SelectPlan) -> Result<Explain
         executors: describe_dag(&plan.dag, &plan.table),
         regions: describe_regions(&r.pages),
         warnings: r.warnings,
+        cross_zone_bytes: r.stats.cross_zone_bytes,
     })
 }
 
@@ -417,6 +439,7 @@ pub fn describe_regions(pages: &[PageRows]) -> Vec<RegionExplain> {
                 pages: mine.len(),
                 rows: mine.iter().map(|p| p.rows.len()).sum(),
                 cache_hit: mine.iter().any(|p| p.from_cache),
+                cross_zone_bytes: mine.iter().map(|p| p.cross_zone_bytes).sum(),
             }
         })
         .collect()
@@ -477,6 +500,7 @@ mod tests {
                 _ => String::new(),
             },
             reason: reason.into(),
+            cross_zone_bytes: 0,
         }
     }
 
@@ -539,17 +563,18 @@ mod tests {
                 (
                     "region 3".to_string(),
                     "server http://s1 remote http://w1".to_string(),
-                    "reason=blocks_size pages=2 rows=7 cache_hit=false".to_string()
+                    "reason=blocks_size pages=2 rows=7 cache_hit=false cross_zone_bytes=0"
+                        .to_string()
                 ),
                 (
                     "region 8".to_string(),
                     "server http://s1 local".to_string(),
-                    "reason=small pages=1 rows=1 cache_hit=false".to_string()
+                    "reason=small pages=1 rows=1 cache_hit=false cross_zone_bytes=0".to_string()
                 ),
                 (
                     "region 9".to_string(),
                     "worker http://w0".to_string(),
-                    "reason= pages=1 rows=4 cache_hit=false".to_string()
+                    "reason= pages=1 rows=4 cache_hit=false cross_zone_bytes=0".to_string()
                 ),
             ]
         );
@@ -583,7 +608,7 @@ mod tests {
             [(
                 "region 4".to_string(),
                 "server http://s1 local,server http://s1 cache_hit".to_string(),
-                "reason=cpu_idle pages=3 rows=5 cache_hit=true".to_string()
+                "reason=cpu_idle pages=3 rows=5 cache_hit=true cross_zone_bytes=0".to_string()
             )]
         );
         assert!(regions[0].has_reason(OffloadReason::CpuIdle));
@@ -592,5 +617,47 @@ mod tests {
         assert_eq!(regions[1].task_named(&name), "server S1 remote W1");
         assert_eq!(regions[2].task(), "worker http://w0 delegate");
         assert_eq!(regions[2].offload_reasons().count(), 0);
+    }
+
+    #[test]
+    fn a_region_sums_its_pages_cross_zone_bytes_and_the_last_row_reports_the_querys() {
+        let mut near = page(4, ServedBy::Server, Some(Location::Local), "cpu_idle", 1);
+        near.cross_zone_bytes = 0;
+        let mut far = page(4, ServedBy::Server, Some(Location::Remote), "cpu_busy", 1);
+        far.cross_zone_bytes = 700;
+        let mut delegated = page(
+            5,
+            ServedBy::Worker {
+                id: 0,
+                addr: "http://w0".into(),
+                zone: None,
+            },
+            Some(Location::Delegate),
+            "delegated by the client",
+            1,
+        );
+        delegated.cross_zone_bytes = 50;
+        let regions = describe_regions(&[near, far, delegated]);
+        assert_eq!(regions[0].cross_zone_bytes, 700);
+        assert!(regions[0].detail().ends_with(" cross_zone_bytes=700"));
+        assert_eq!(regions[1].cross_zone_bytes, 50);
+        // The query's total also counts answers that were retried (here: 30 more bytes).
+        let explain = Explain {
+            executors: vec!["TableScan table=t columns=id".into()],
+            regions,
+            warnings: Vec::new(),
+            cross_zone_bytes: 780,
+        };
+        let result = explain.to_result();
+        assert_eq!(result.rows.len(), 4);
+        let last: Vec<Datum> = result.rows[3].clone();
+        assert_eq!(
+            last,
+            vec![
+                Datum::Bytes(b"query".to_vec()),
+                Datum::Bytes(b"total".to_vec()),
+                Datum::Bytes(b"cross_zone_bytes=780".to_vec()),
+            ]
+        );
     }
 }

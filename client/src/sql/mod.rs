@@ -28,7 +28,8 @@
 //!   chooses the server or the delegate path), finished in the client ([`finish`]: AVG,
 //!   ORDER BY over aggregates, projection order).
 //! * `EXPLAIN [ANALYZE] <select>` ([`explain`]): runs the query and returns, instead of its
-//!   rows, a row per DAG executor and a row per region saying where it ran and why. A program
+//!   rows, a row per DAG executor, a row per region saying where it ran and why, and a row
+//!   with the bytes the query moved between zones. A program
 //!   asks [`Engine::explain`] for the same description typed.
 //! * `SET [GLOBAL | SESSION] var = value`, `SET @@[global. | session.]var = value`,
 //!   `SHOW [GLOBAL | SESSION] VARIABLES [LIKE 'pattern']`, `SELECT @@[global.]var, ...` and

@@ -45,7 +45,8 @@ impl EtcdStore {
                 .map(|e| e.trim_end_matches('/').to_string())
                 .collect(),
             current: AtomicUsize::new(0),
-            client: HttpClient::new(MAX_RESPONSE_BYTES),
+            client: HttpClient::new(MAX_RESPONSE_BYTES)
+                .with_meter(node::Meter::unlabelled(wire::traffic::Role::Pd)),
             timeout,
         }
     }

@@ -54,6 +54,8 @@ pub struct HttpTransportOptions {
     /// Wait after the first failed request; doubles per failure up to `backoff_max`.
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
+    /// This server's zone, for the network byte metrics (`node::traffic`).
+    pub zone: Option<types::Zone>,
 }
 
 impl HttpTransportOptions {
@@ -69,6 +71,7 @@ impl HttpTransportOptions {
             request_timeout: Duration::from_secs(2),
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
+            zone: None,
         }
     }
 }
@@ -123,7 +126,10 @@ impl HttpTransport {
         options: HttpTransportOptions,
     ) -> HttpTransport {
         metrics::register_all();
-        let client = HttpClient::new(MAX_RESPONSE_BYTES);
+        let client = HttpClient::new(MAX_RESPONSE_BYTES).with_meter(node::Meter::new(
+            options.zone.clone(),
+            wire::traffic::Role::Server,
+        ));
         let limits = OutboxLimits {
             max_messages: options.queue_max_messages,
             max_bytes: options.queue_max_bytes,
