@@ -241,6 +241,18 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
         out.write_all(table_format::render(&warnings.columns, &warnings.rows).as_bytes())?;
         let warned = !run.warnings.is_empty() || !warnings.rows.is_empty();
         writeln!(out, "→ {}", explain_policy(policy, &placed, warned)?)?;
+        writeln!(
+            out,
+            "  bytes moved across zones: {} (every read in its reader's zone)",
+            run.cross_zone_bytes
+        )?;
+        if policy != "all_nodes" && run.cross_zone_bytes != 0 {
+            return Err(DemoError::Unexpected {
+                step: policy,
+                expected: "no byte across zones from zone a".into(),
+                found: format!("{} bytes", run.cross_zone_bytes),
+            });
+        }
     }
     session.execute("SET stratus_remote_coprocessor = OFF")?;
     drop(session);

@@ -171,18 +171,26 @@ fn print_readers(out: &mut dyn Write, run: &Explained, names: &NodeNames) -> std
         })
         .collect();
     out.write_all(table_format::render(&column_names(&["region", "read by"]), &rows).as_bytes())?;
-    if run.warnings.is_empty() {
-        writeln!(out, "no warning ({})", ms(run.elapsed))
-    } else {
-        for w in &run.warnings {
-            writeln!(out, "warning: {w}")?;
-        }
-        writeln!(out, "({})", ms(run.elapsed))
+    for w in &run.warnings {
+        writeln!(out, "warning: {w}")?;
     }
+    writeln!(
+        out,
+        "{}bytes moved across zones: {} ({})",
+        if run.warnings.is_empty() {
+            "no warning; "
+        } else {
+            ""
+        },
+        run.cross_zone_bytes,
+        ms(run.elapsed)
+    )
 }
 
 /// Every region went to a worker whose zone `zone_ok` accepts, and the run warned as `warned`
-/// says (the warning naming zone c).
+/// says (the warning naming zone c) and moved bytes across zones exactly when it warned: a
+/// region out of zone c's reach is read by another zone's worker (its answer crosses to the
+/// client) or by a zone-c worker from another zone's replica.
 fn check(
     run: &Explained,
     names: &NodeNames,
@@ -202,7 +210,8 @@ fn check(
     } else {
         run.warnings.is_empty()
     };
-    if placed_ok && warning_ok {
+    let crossed_ok = (run.cross_zone_bytes > 0) == warned;
+    if placed_ok && warning_ok && crossed_ok {
         return Ok(());
     }
     let found: Vec<String> = run
@@ -212,8 +221,13 @@ fn check(
         .collect();
     Err(DemoError::Unexpected {
         step,
-        expected: format!("the readers' zones and warned={warned}"),
-        found: format!("{} warnings={:?}", found.join(", "), run.warnings),
+        expected: format!("the readers' zones, warned={warned} and bytes across zones={warned}"),
+        found: format!(
+            "{} warnings={:?} cross_zone_bytes={}",
+            found.join(", "),
+            run.warnings,
+            run.cross_zone_bytes
+        ),
     })
 }
 
