@@ -68,4 +68,5 @@ pub mod state_dir;
 pub mod statement_input;
 pub mod table_format;
 pub mod up_command;
+pub mod zone_bench;
 pub mod zone_step;

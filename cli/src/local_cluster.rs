@@ -450,6 +450,17 @@ impl LocalCluster {
         let (start, end) = table
             .map(wire::codec::table::table_range)
             .unwrap_or_default();
+        self.set_rule_range(id, zones, start, end)
+    }
+
+    /// Sets the placement rule `id` over the keys `[start, end)`.
+    pub fn set_rule_range(
+        &self,
+        id: &str,
+        zones: &[&str],
+        start: Vec<u8>,
+        end: Vec<u8>,
+    ) -> Result<(), ClusterError> {
         let rule = wire::pd::PlacementRule {
             id: id.to_string(),
             start,

@@ -107,6 +107,10 @@ enum Command {
         /// Also write the markdown report to this file.
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Instead: zone-local reads per node-selection policy, with a whole replica per
+        /// zone and with one replica per region (cross-zone bytes against bytes scanned).
+        #[arg(long)]
+        zones: bool,
     },
     /// Run a storage server in the foreground: exactly `stratus-server` (same arguments,
     /// output and exit codes).
@@ -213,7 +217,25 @@ fn main() -> ExitCode {
             opts.rows = rows.unwrap_or(opts.rows);
             exit(cli::demo::run(opts))
         }
-        Command::Bench { rows, runs, output } => {
+        Command::Bench {
+            rows,
+            runs,
+            zones: true,
+            ..
+        } => {
+            let mut out = std::io::stdout().lock();
+            let mut log = std::io::stderr();
+            let rows = rows.unwrap_or(200_000);
+            exit(cli::zone_bench::run_to(
+                rows,
+                runs.unwrap_or(5),
+                &mut out,
+                &mut log,
+            ))
+        }
+        Command::Bench {
+            rows, runs, output, ..
+        } => {
             let mut opts = cli::bench::BenchOptions::default();
             opts.rows = rows.unwrap_or(opts.rows);
             opts.runs = runs.unwrap_or(opts.runs);
