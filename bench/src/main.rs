@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|all] [--entries N] [--timers default|fast]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|all] [--entries N] [--timers default|fast]
 //! ```
 
 mod cop_bench;
@@ -51,12 +51,12 @@ fn main() {
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "raft-write" | "txn-snapshot"
             | "replication" | "failover" | "idle" | "cop" | "offload" | "mixed" | "cop-cache"
-            | "node-selection" | "pd" | "rebalance" | "all" => suite = a,
+            | "node-selection" | "pd" | "rebalance" | "learners" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|all] [--entries N] [--timers default|fast]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|all] [--entries N] [--timers default|fast]"
                 );
                 std::process::exit(2);
             }
@@ -114,6 +114,9 @@ fn main() {
     }
     if suite == "pd" || suite == "all" {
         pd_bench::run();
+    }
+    if suite == "learners" || suite == "all" {
+        replication_bench::run_learners();
     }
     if suite == "rebalance" || suite == "all" {
         rebalance_bench::run(timers.as_deref());

@@ -24,20 +24,23 @@ use crate::workload::{key, rng, value};
 
 const REGION: u64 = 1;
 
-/// `replicas` stores of one region; the leader's storage serves the transactions.
+/// The stores of one region; the leader's storage serves the transactions.
 struct Group {
     _dir: tempfile::TempDir,
     storages: Vec<Arc<Storage>>,
     leader: usize,
 }
 
-fn group(replicas: u64, sync: SyncPolicy) -> Group {
+/// `replicas` voting stores and `learners` more, each holding a Raft learner of the region
+/// (added by the leader, caught up by snapshot before this returns): the analytic zones of a
+/// whole-replica placement rule (none: the plain replicated group).
+fn group_with_learners(replicas: u64, learners: u64, sync: SyncPolicy) -> Group {
     let dir = tempfile::tempdir().expect("tmp");
     let net = ChannelNetwork::new();
     let tso = Arc::new(Tso::open(dir.path().join("tso")).expect("tso"));
     let voters: Vec<u64> = (1..=replicas).collect();
     let mut storages = Vec::new();
-    for id in 1..=replicas {
+    for id in 1..=replicas + learners {
         let sd = dir.path().join(format!("store-{id}"));
         let mut opts = EngineOptions::new(sd.join("engine"));
         opts.log_mode = LogMode::External;
@@ -52,17 +55,20 @@ fn group(replicas: u64, sync: SyncPolicy) -> Group {
             })
             .expect("raft log"),
         );
-        RaftStore::bootstrap(
-            &engine,
-            &log,
-            &[InitialRegion {
-                id: REGION,
-                start: Vec::new(),
-                end: Vec::new(),
-                voters: voters.clone(),
-            }],
-        )
-        .expect("bootstrap");
+        // A learner's store starts without the region: its leader's first message creates it.
+        if id <= replicas {
+            RaftStore::bootstrap(
+                &engine,
+                &log,
+                &[InitialRegion {
+                    id: REGION,
+                    start: Vec::new(),
+                    end: Vec::new(),
+                    voters: voters.clone(),
+                }],
+            )
+            .expect("bootstrap");
+        }
         let inbox = net.register(id);
         let transport = Arc::new(net.transport(id));
         let config = RaftConfig {
@@ -97,6 +103,24 @@ fn group(replicas: u64, sync: SyncPolicy) -> Group {
         assert!(Instant::now() < deadline, "no leader elected");
         std::thread::sleep(Duration::from_millis(10));
     };
+    let router = storages[leader].router();
+    for store in replicas + 1..=replicas + learners {
+        router
+            .change_peer(
+                REGION,
+                raftstore::ChangePeer::AddLearner { store },
+                Duration::from_secs(10),
+            )
+            .expect("add learner");
+    }
+    while learners > 0
+        && router
+            .membership(REGION)
+            .is_none_or(|m| m.learners.len() as u64 != learners || !m.pending.is_empty())
+    {
+        assert!(Instant::now() < deadline, "the learners never caught up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     Group {
         _dir: dir,
         storages,
@@ -117,7 +141,18 @@ impl Run {
 }
 
 fn commit_run(replicas: u64, sync: SyncPolicy, mode: Mode, txns: usize, threads: usize) -> Run {
-    let g = group(replicas, sync);
+    commit_run_with_learners(replicas, 0, sync, mode, txns, threads)
+}
+
+fn commit_run_with_learners(
+    replicas: u64,
+    learners: u64,
+    sync: SyncPolicy,
+    mode: Mode,
+    txns: usize,
+    threads: usize,
+) -> Run {
+    let g = group_with_learners(replicas, learners, sync);
     let client = TxnClient::new(g.storages[g.leader].clone());
     let per_thread = txns / threads;
     let t0 = Instant::now();
@@ -185,6 +220,40 @@ fn suite(sync: SyncPolicy, sync_name: &str, txns: usize, thread_counts: &[usize]
             );
         }
     }
+}
+
+/// Issue 18's target: a learner on a fourth store (an analytic zone of a whole-replica rule)
+/// costs the voters' writes at most 10%. The learner appends every entry the voters commit,
+/// but no commit waits for it; on this machine it shares the two cores with the voters, so
+/// what it costs here is CPU, not a quorum round.
+fn learner_suite(sync: SyncPolicy, sync_name: &str, txns: usize, threads: usize) {
+    table_header(&format!(
+        "commits with a learner ({txns} txns of 2 puts, 3 voters, Raft log sync {sync_name}, {threads} threads)"
+    ));
+    for (mode, name) in [(Mode::TwoPc, "2PC"), (Mode::OnePc, "1PC")] {
+        let with = commit_run_with_learners(3, 1, sync, mode, txns, threads);
+        let without = commit_run(3, sync, mode, txns, threads);
+        let n = (txns / threads * threads) as f64;
+        row(
+            &format!("{name}, 3 voters + 1 learner"),
+            "txns/s",
+            rate(n, with.elapsed),
+            "3 voters",
+            rate(n, without.elapsed),
+        );
+        latency_row(
+            &format!("{name} commit p99, 3 voters + 1 learner"),
+            with.percentile(0.99),
+            "3 voters",
+            without.percentile(0.99),
+        );
+    }
+}
+
+/// `stratus-bench learners`.
+pub fn run_learners() {
+    learner_suite(SyncPolicy::Off, "off", 20_000, 4);
+    learner_suite(SyncPolicy::EveryBatch, "every-batch", 400, 4);
 }
 
 pub fn run(_entries: usize) {

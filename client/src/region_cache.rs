@@ -330,6 +330,17 @@ impl RegionCache {
             if !newer {
                 return;
             }
+            // A follower knows no catch-up state (it reports nobody pending): a replica the
+            // last answer did not show caught up stays pending until its leader says so.
+            if !r.from_leader {
+                for replica in &mut r.replicas {
+                    let before = same
+                        .replicas
+                        .iter()
+                        .find(|o| o.store_id == replica.store_id);
+                    replica.pending |= before.is_none_or(|o| o.pending);
+                }
+            }
         }
         let starts: Vec<Vec<u8>> = overlapping.iter().map(|c| c.region.start.clone()).collect();
         for s in starts {
@@ -618,6 +629,18 @@ mod tests {
         assert_eq!(zones(&c), ["a", "b"]);
         // The leader's next answer: caught up.
         c.insert_answer("http://s1", answer(vec![replicated(1, "", "", 1, 1, 5)]));
+        assert_eq!(zones(&c), ["a", "b", "c"]);
+        // A follower's answer at a later membership adding a replica on store 4: that new
+        // replica counts as pending until the leader reports it.
+        let mut grown = replicated(1, "", "", 1, 1, 5);
+        grown.conf_ver = 3;
+        grown.peers.push(Peer {
+            store_id: 4,
+            addr: "http://s4".into(),
+            zone: "d".into(),
+            ..Peer::default()
+        });
+        c.insert_answer("http://s2", answer(vec![grown]));
         assert_eq!(zones(&c), ["a", "b", "c"]);
         // A later membership (zone c's replica removed) replaces it even from a follower.
         let mut smaller = replicated(1, "", "", 1, 1, 5);

@@ -23,7 +23,8 @@
 //! Two metrics, in the default registry (so every program's `GET /metrics` has them):
 //!
 //! * `stratus_network_bytes_total{path, direction, zone, peer_zone}`: everything. `zone` is
-//!   this node's label, `peer_zone` the other end's (`""` for none), so the series are bounded
+//!   this node's label, `peer_zone` the other end's (`""` for none; `other` once a process
+//!   holds 1024 series, so a caller claiming ever new zones cannot grow memory), so the series are bounded
 //!   by the zones a cluster is configured with (a peer's header longer than
 //!   [`MAX_ZONE_LABEL`] is ignored); a series appears with its first byte;
 //! * `stratus_network_cross_zone_bytes_total{path, direction}`: the bytes of exchanges whose
@@ -58,6 +59,13 @@ fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
 }
 
 const NETWORK_BYTES_NAME: &str = "stratus_network_bytes_total";
+
+/// The most `stratus_network_bytes_total` series a process creates before new peer zones are
+/// counted as [`OVERFLOW_ZONE`]: every path × direction for a few dozen zones.
+const MAX_SERIES: usize = 1024;
+
+/// The `peer_zone` of bytes from peers past [`MAX_SERIES`].
+pub const OVERFLOW_ZONE: &str = "other";
 const NETWORK_BYTES_HELP: &str = "HTTP body bytes sent and received, by path, direction, this \
      node's zone and the peer's (\"\" = no zone label).";
 
@@ -80,11 +88,20 @@ pub fn network_bytes(
     zone: Option<&Zone>,
     peer: Option<&Zone>,
 ) -> IntCounter {
-    let key = (path, direction, zone.cloned(), peer.cloned());
+    let mut key = (path, direction, zone.cloned(), peer.cloned());
     let mut series = NETWORK_BYTES.lock();
     if let Some(c) = series.get(&key) {
         return c.clone();
     }
+    // Any caller may send any zone header: past `MAX_SERIES` series, a new peer zone is
+    // counted under `peer_zone="other"`, so memory stays bounded whatever peers claim.
+    if series.len() >= MAX_SERIES {
+        key.3 = Zone::label(OVERFLOW_ZONE);
+        if let Some(c) = series.get(&key) {
+            return c.clone();
+        }
+    }
+    let peer = key.3.as_ref();
     let opts = Opts::new(NETWORK_BYTES_NAME, NETWORK_BYTES_HELP)
         .const_label("path", path.as_str())
         .const_label("direction", direction.as_str())

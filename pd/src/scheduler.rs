@@ -277,6 +277,9 @@ struct Operator {
     /// The fewest voters on registered servers a removal may leave: as many as the region had
     /// when the operator started, at most `max_replicas`.
     keep_live_voters: usize,
+    /// The replica it gains was not there when it started: on a timeout, a learner it added
+    /// is removed, never one it only meant to promote (a placement rule's).
+    adds_replica: bool,
     /// The step the operator waits for, as the last round derived it.
     waiting: StepKind,
     /// That step with the leader to hand it to, when it can be taken now.
@@ -346,8 +349,11 @@ impl<'a> Cluster<'a> {
             })
     }
 
-    /// The voters `region` should have: `max_replicas`, or as many as its rule lists zones
-    /// when fewer (one replica per listed zone).
+    /// The voters `region` should have: `max_replicas`, or as many as its rule lists zones when
+    /// fewer (one replica per listed zone). Counted from the rule, not from where servers are
+    /// now: a zone whose server restarts must not cost its voter, and a listed zone nobody is
+    /// in only goes without its replica (the placement driver refuses a rule naming a zone no
+    /// registered server is in).
     fn max_voters(&self, region: &Region) -> usize {
         self.placement(region)
             .map_or(self.max_replicas, |r| r.zones.len().min(self.max_replicas))
@@ -488,9 +494,10 @@ fn leader_target(
         .map(|p| p.store_id)
 }
 
-/// A learner of `region` a voter may be made of instead of adding a new replica: on an `Up`
-/// server, in a zone the region's rule allows, with no voter but `instead_of` in its zone. The
-/// caught-up one first, then the lowest id.
+/// A learner of `region` a voter may be made of instead of adding a new replica: caught up (a
+/// pending one could hold the repair up for the operator's whole timeout), on an `Up` server,
+/// in a zone the region's rule allows, with no voter but `instead_of` in its zone; the lowest
+/// id.
 fn promotable_learner(
     region: &Region,
     instead_of: Option<u64>,
@@ -499,13 +506,13 @@ fn promotable_learner(
     region
         .peers
         .iter()
-        .filter(|p| p.is_learner() && cluster.is_up(p.store_id))
+        .filter(|p| p.is_learner() && !p.pending && cluster.is_up(p.store_id))
         .filter(|p| cluster.zone_allowed(region, cluster.zone(p)))
         .filter(|p| {
             !voters(region)
                 .any(|v| Some(v.store_id) != instead_of && cluster.zone(v) == cluster.zone(p))
         })
-        .min_by_key(|p| (p.pending, p.store_id))
+        .min_by_key(|p| p.store_id)
         .map(|p| p.store_id)
 }
 
@@ -892,6 +899,7 @@ impl Scheduler {
             let learner = op
                 .kind
                 .gaining()
+                .filter(|_| op.adds_replica)
                 .filter(|to| peer_on(region, *to).is_some_and(Peer::is_learner));
             let Some(learner) = learner else {
                 return false;
@@ -1095,7 +1103,7 @@ impl Scheduler {
                 .map(|p| repair(Want::Remove { from: p.store_id }));
         };
         let outside = |p: &&Peer| !cluster.zone_allowed(region, cluster.zone(p));
-        if let Some(p) = region.peers.iter().find(|p| p.is_learner()).filter(outside) {
+        if let Some(p) = region.peers.iter().find(|p| p.is_learner() && outside(p)) {
             return Some(repair(Want::Remove { from: p.store_id }));
         }
         if let Some(p) = region.peers.iter().find(outside) {
@@ -1545,6 +1553,7 @@ impl Scheduler {
             reason,
             started: now,
             keep_live_voters,
+            adds_replica: kind.gaining().is_some_and(|to| !holds(region, to)),
             waiting: StepKind::Unknown,
             ready: None,
         };
@@ -2111,7 +2120,11 @@ mod tests {
 
     #[test]
     fn a_region_follows_the_narrowest_rule_overlapping_it() {
-        let stores = [store(1, "a", StoreState::Up)];
+        let stores = [
+            store(1, "a", StoreState::Up),
+            store(2, "b", StoreState::Up),
+            store(3, "c", StoreState::Up),
+        ];
         let rules = vec![
             rule("whole", b"", b"", &["a"]),
             rule("table", b"t1", b"t2", &["a", "b"]),
@@ -2136,6 +2149,22 @@ mod tests {
                 .placement(&region(b"a", b"b"))
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_rule_naming_a_zone_nobody_is_in_keeps_the_voters_of_the_others() {
+        let all: Vec<StoreView> = ["a", "b", "c"]
+            .iter()
+            .zip(1..)
+            .map(|(z, i)| store(i, z, StoreState::Up))
+            .collect();
+        let mut sim = Sim::new(all, &[], &on(&[1, 2, 3], 3), config());
+        sim.set_rules(vec![rule("half-typo", b"", b"", &["a", "b", "c", "x"])]);
+        sim.settle(50);
+        for (voters, learners) in zones_by_role(&sim) {
+            assert_eq!(voters, strings(&["a", "b", "c"]));
+            assert!(learners.is_empty(), "{learners:?}");
+        }
     }
 
     #[test]

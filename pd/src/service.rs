@@ -467,6 +467,27 @@ impl<S: MetaStore> Pd<S> {
     pub async fn rules(&self, req: RulesRequest) -> Result<RulesResponse, PdError> {
         let fence = self.fence()?;
         if let Some(rule) = &req.put {
+            // A zone no registered server is in is most likely a typo: refused, so a rule
+            // never silently places fewer replicas than it names.
+            let view = self.registry.view(&self.store).await?;
+            let known: std::collections::BTreeSet<String> = view
+                .stores
+                .iter()
+                .filter_map(|s| s.heartbeat.as_ref())
+                .filter_map(|h| h.zone().map(|z| z.to_string()))
+                .collect();
+            if let Some(unknown) = rule.zones.iter().find(|z| !known.contains(*z)) {
+                return Err(PdError::Invalid(format!(
+                    "rule {:?}: expected zones of registered servers ({}), found {unknown:?}",
+                    rule.id,
+                    known.into_iter().collect::<Vec<_>>().join(", ")
+                )));
+            }
+            if !req.delete.is_empty() {
+                return Err(PdError::Invalid(
+                    "expected a rule to set or one to delete, found both".into(),
+                ));
+            }
             self.registry.put_rule(&self.store, &fence, rule).await?;
         }
         if !req.delete.is_empty() {

@@ -327,8 +327,9 @@ pub struct ClusterView {
 /// replica in each of `zones` and none in any other zone, so that each listed zone holds a
 /// whole replica of the range. The voters (at most `max-replicas`, at most one per zone) are
 /// placed in listed zones; the listed zones left get Raft learners, which take no part in
-/// quorums and serve follower reads. A region overlapping several rules follows the one with
-/// the narrowest range (a table's rule over the whole-cluster one), ties to the smaller id.
+/// quorums and serve follower reads. A region overlapping several rules follows the one
+/// starting last, then ending first (so a table's rule wins over the whole-cluster one it lies
+/// in), ties to the smaller id. The placement driver refuses a zone no registered server is in.
 /// Regions no rule covers keep `max-replicas` voters, zone-isolated when the servers span
 /// enough zones, and no learners.
 #[derive(Clone, PartialEq, Eq, Message)]
