@@ -54,10 +54,37 @@ fn demo_shows_offload_reasons_cache_hits_policies_and_decision_counts() {
         );
     }
     // Every region has a replica in zone a (three replicas in zones a, b, c): no policy warns,
-    // and the local-zone policies read everything in zone a.
+    // and the local-zone policies read everything in zone a, moving no byte across zones.
+    let section = |from: &str, to: &str| -> String {
+        let start = stdout
+            .find(from)
+            .unwrap_or_else(|| panic!("no {from:?}:\n{stdout}"));
+        let end = stdout[start..].find(to).map_or(stdout.len(), |e| start + e);
+        stdout[start..end].to_string()
+    };
+    let selection = section("== 5.", "== 6.");
     assert!(
-        !stdout.contains("can not be accessed by TiFlash"),
-        "a node selection warning:\n{stdout}"
+        !selection.contains("can not be accessed by TiFlash"),
+        "a node selection warning:\n{selection}"
+    );
+    assert_eq!(
+        selection
+            .lines()
+            .filter(|l| l.contains("bytes moved across zones: 0"))
+            .count(),
+        3,
+        "cross-zone bytes of each policy:\n{selection}"
+    );
+    // The zone step: from zone c, the table's replicas there taken away (a warning naming
+    // zone c, bytes across zones), then back (no warning, no byte across zones).
+    let zone = section("== 6. a zone without its replica", "== 7.");
+    assert!(
+        zone.contains("Total") && zone.contains("can not be accessed by TiFlash in the zone [c]"),
+        "no warning once zone c lost its replicas:\n{zone}"
+    );
+    assert!(
+        zone.contains("→ every region read in zone c again, no warning"),
+        "zone c's replicas not restored:\n{zone}"
     );
     for policy in ["priority_local_zone_nodes", "only_local_zone_nodes"] {
         assert!(

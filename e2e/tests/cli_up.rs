@@ -283,8 +283,8 @@ fn start_up(home: &Path, extra: &[&str], env: impl FnOnce(&mut Command)) -> Up {
     up.nodes = children_of(up.child.id());
     assert_eq!(
         up.nodes.len(),
-        8,
-        "a placement driver, three servers and four workers: {:?}",
+        10,
+        "a placement driver, three servers and six workers: {:?}",
         up.nodes
     );
     let printed = up.log();
@@ -297,6 +297,8 @@ fn start_up(home: &Path, extra: &[&str], env: impl FnOnce(&mut Command)) -> Up {
         "worker-a2",
         "worker-b1",
         "worker-b2",
+        "worker-c1",
+        "worker-c2",
     ] {
         assert!(printed.contains(node), "{node} missing from:\n{printed}");
     }
