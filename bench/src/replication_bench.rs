@@ -199,26 +199,37 @@ fn suite(sync: SyncPolicy, sync_name: &str, txns: usize, thread_counts: &[usize]
             let three = commit_run(3, sync, mode, txns, threads);
             let one = commit_run(1, sync, mode, txns, threads);
             let n = (txns / threads * threads) as f64;
-            row(
-                &format!("{name}, 3 replicas, {threads} {th}"),
-                "txns/s",
-                rate(n, three.elapsed),
-                "1 replica",
-                rate(n, one.elapsed),
-            );
-            latency_row(
-                &format!("{name} commit p50, 3 replicas, {threads} {th}"),
-                three.percentile(0.5),
-                "1 replica",
-                one.percentile(0.5),
-            );
-            latency_row(
-                &format!("{name} commit p99, 3 replicas, {threads} {th}"),
-                three.percentile(0.99),
-                "1 replica",
-                one.percentile(0.99),
-            );
+            let what = format!("3 replicas, {threads} {th}");
+            compare(name, &what, &three, "1 replica", &one, n, &[0.5, 0.99]);
         }
+    }
+}
+
+/// One mode's rows: throughput of `n` transactions, then each percentile's commit latency, of
+/// `run` (labelled `what`) beside `baseline`.
+fn compare(
+    mode: &str,
+    what: &str,
+    run: &Run,
+    baseline_name: &str,
+    baseline: &Run,
+    n: f64,
+    percentiles: &[f64],
+) {
+    row(
+        &format!("{mode}, {what}"),
+        "txns/s",
+        rate(n, run.elapsed),
+        baseline_name,
+        rate(n, baseline.elapsed),
+    );
+    for &p in percentiles {
+        latency_row(
+            &format!("{mode} commit p{}, {what}", (p * 100.0).round()),
+            run.percentile(p),
+            baseline_name,
+            baseline.percentile(p),
+        );
     }
 }
 
@@ -234,18 +245,14 @@ fn learner_suite(sync: SyncPolicy, sync_name: &str, txns: usize, threads: usize)
         let with = commit_run_with_learners(3, 1, sync, mode, txns, threads);
         let without = commit_run(3, sync, mode, txns, threads);
         let n = (txns / threads * threads) as f64;
-        row(
-            &format!("{name}, 3 voters + 1 learner"),
-            "txns/s",
-            rate(n, with.elapsed),
+        compare(
+            name,
+            "3 voters + 1 learner",
+            &with,
             "3 voters",
-            rate(n, without.elapsed),
-        );
-        latency_row(
-            &format!("{name} commit p99, 3 voters + 1 learner"),
-            with.percentile(0.99),
-            "3 voters",
-            without.percentile(0.99),
+            &without,
+            n,
+            &[0.99],
         );
     }
 }

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use crate::bench::{BenchError, QUERIES};
 use crate::explain_rows::{Explained, Session};
 use crate::loaded_cluster::{LoadedCluster, StepError};
-use crate::local_cluster::{ClusterError, ZONES};
+use crate::local_cluster::ZONES;
 
 /// The policies, in the order reported.
 const POLICIES: [&str; 3] = [
@@ -35,8 +35,6 @@ const POLICIES: [&str; 3] = [
     "priority_local_zone_nodes",
     "only_local_zone_nodes",
 ];
-/// How long the placement driver may take to move replicas for a placement.
-const SETTLE: Duration = Duration::from_secs(180);
 
 /// One policy × query × placement.
 #[derive(Debug, Clone)]
@@ -110,18 +108,10 @@ pub fn run_to(
             t.elapsed().as_secs_f64()
         )?;
         // The client's routing table follows the placement driver's watch.
-        let deadline = Instant::now() + SETTLE;
-        loop {
-            session
-                .execute("SET tidb_tiflash_node_selection_policy = priority_local_zone_nodes")?;
-            let run = session.explained(QUERIES[0].1)?;
-            if run.warnings.is_empty() == (placement == "whole replica")
-                || Instant::now() > deadline
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        session.execute("SET tidb_tiflash_node_selection_policy = priority_local_zone_nodes")?;
+        crate::zone_step::explained_until(&mut session, QUERIES[0].1, |run| {
+            run.warnings.is_empty() == (placement == "whole replica")
+        })?;
         for policy in POLICIES {
             session.execute(&format!(
                 "SET tidb_tiflash_node_selection_policy = {policy}"
@@ -162,38 +152,16 @@ pub fn run_to(
 /// Waits until every region of the table has its replicas as `whole` says (a caught-up one
 /// in each zone; else exactly one); the table's bytes (sum of the regions' sizes).
 fn settle(lab: &LoadedCluster, table_id: i64, whole: bool) -> Result<u64, StepError> {
-    let (start, end) = wire::codec::table::table_range(table_id);
-    let deadline = Instant::now() + SETTLE;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match lab.cluster.pd_view() {
-            Ok(view) => {
-                let regions: Vec<&wire::region::Region> = view
-                    .regions
-                    .iter()
-                    .filter(|r| (r.end.is_empty() || start < r.end) && r.start < end)
-                    .collect();
-                let placed = |r: &&wire::region::Region| {
-                    if whole {
-                        ZONES
-                            .iter()
-                            .all(|z| r.peers.iter().any(|p| p.zone == *z && !p.pending))
-                    } else {
-                        r.peers.len() == 1
-                    }
-                };
-                if !regions.is_empty() && regions.iter().all(placed) {
-                    return Ok(regions.iter().map(|r| r.approximate_size).sum());
-                }
-                last = format!("{} regions, not all placed", regions.len());
-            }
-            Err(e) => last = e.to_string(),
+    let regions = crate::zone_step::wait_for(lab, table_id, "the table's replicas placed", |r| {
+        if whole {
+            ZONES
+                .iter()
+                .all(|z| r.peers.iter().any(|p| p.zone == *z && !p.pending))
+        } else {
+            r.peers.len() == 1
         }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    Err(StepError::Cluster(ClusterError::Pd(format!(
-        "the table's replicas not placed within {SETTLE:?}: {last}"
-    ))))
+    })?;
+    Ok(regions.iter().map(|r| r.approximate_size).sum())
 }
 
 fn render(rows: u64, runs: u32, measured: &[Row]) -> String {

@@ -147,8 +147,8 @@ pub(crate) fn run(
 
 /// Runs `query` until `done` says its run shows what the placement driver's table already
 /// does (the client's routing table follows the placement driver's watch a moment later), at
-/// most [`SETTLE`]; the last run.
-fn explained_until(
+/// most [`SETTLE`]; the last run. Shared with `stratus bench --zones`.
+pub(crate) fn explained_until(
     session: &mut Session<'_>,
     query: &str,
     done: impl Fn(&Explained) -> bool,
@@ -241,13 +241,13 @@ fn check(
 }
 
 /// Waits until every region of table `table_id` in the placement driver's table satisfies
-/// `done`.
-fn wait_for(
+/// `done` (at most [`SETTLE`]); those regions. Shared with `stratus bench --zones`.
+pub(crate) fn wait_for(
     lab: &LoadedCluster,
     table_id: i64,
     what: &str,
     done: impl Fn(&wire::region::Region) -> bool,
-) -> Result<(), StepError> {
+) -> Result<Vec<wire::region::Region>, StepError> {
     let deadline = Instant::now() + SETTLE;
     let mut last = String::new();
     while Instant::now() < deadline {
@@ -255,7 +255,7 @@ fn wait_for(
             Ok(view) => {
                 let regions = table_regions(&view, table_id);
                 if !regions.is_empty() && regions.iter().all(|r| done(r)) {
-                    return Ok(());
+                    return Ok(regions.into_iter().cloned().collect());
                 }
                 last = format!("regions of t: {regions:?}");
             }

@@ -337,7 +337,8 @@ impl<'a> Cluster<'a> {
     /// ending first (so a table's rule wins over the whole-cluster one it lies in), then the
     /// smallest id.
     fn placement(&self, region: &Region) -> Option<&'a PlacementRule> {
-        let end_key = |r: &PlacementRule| (r.end.is_empty(), r.end.clone());
+        // An empty end is unbounded: it sorts after every bounded one.
+        let end_key = |r: &'a PlacementRule| (r.end.is_empty(), r.end.as_slice());
         self.rules
             .iter()
             .filter(|r| r.overlaps(&region.start, &region.end))
@@ -363,8 +364,7 @@ impl<'a> Cluster<'a> {
     /// Whether `region` may have a replica in the zone keyed `zone`: every zone when no rule
     /// covers it, the rule's zones otherwise.
     fn zone_allowed(&self, region: &Region, zone: &str) -> bool {
-        self.placement(region)
-            .is_none_or(|r| r.zones.iter().any(|z| z == zone))
+        rule_allows(self.placement(region), zone)
     }
 
     /// Whether `region` may have at most one replica per zone: zones are in play, or a rule
@@ -447,6 +447,11 @@ impl<'a> Cluster<'a> {
             .leader()
             .is_some_and(|l| !l.is_learner() && self.is_registered(l.store_id))
     }
+}
+
+/// Whether `rule` (none: no rule) lets its regions have a replica in the zone keyed `zone`.
+fn rule_allows(rule: Option<&PlacementRule>, zone: &str) -> bool {
+    rule.is_none_or(|r| r.zones.iter().any(|z| z == zone))
 }
 
 fn peer_on(region: &Region, store: u64) -> Option<&Peer> {
@@ -1195,6 +1200,9 @@ impl Scheduler {
             .filter(|p| Some(p.store_id) != from)
             .map(|p| cluster.zone(p))
             .collect();
+        // The region's rule once, not once per candidate server.
+        let rule = cluster.placement(region);
+        let one_per_zone = cluster.zones_in_play || rule.is_some();
         cluster
             .up()
             .filter(|s| {
@@ -1202,9 +1210,9 @@ impl Scheduler {
                     && !s.stale.contains(&region.id)
                     && self.has_room(s.id, cluster, loads)
             })
-            .filter(|s| cluster.zone_allowed(region, cluster.store_zone(s.id)))
+            .filter(|s| rule_allows(rule, cluster.store_zone(s.id)))
             .map(|s| (others.contains(&cluster.store_zone(s.id)), s.id))
-            .filter(|(shared, _)| !(cluster.one_per_zone(region) && *shared))
+            .filter(|(shared, _)| !(one_per_zone && *shared))
             .min_by_key(|(shared, id)| (*shared, loads.regions(*id), *id))
             .map(|(_, id)| id)
     }
