@@ -132,8 +132,8 @@ struct Zoned {
 
 impl Zoned {
     /// The placement driver, three founders (zones a, b, c) with the table loaded, the rule
-    /// `whole = a,b,c,d`, the zone-d server (drained before it first registers when
-    /// `drained`: then it gets nothing) and the workers.
+    /// `whole = a,b,c,d`, the zone-d server (drained before it first registers; taken up once
+    /// the rule is set unless `drained`, so it gets learners only) and the workers.
     fn start(drained: bool) -> Zoned {
         let cluster = Cluster::new(StoreKind::Local);
         let mut pd_setup = PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]);
@@ -166,9 +166,9 @@ impl Zoned {
             refused.contains("expected zones of registered servers (a, b, c), found \"d\""),
             "{refused}"
         );
-        if drained {
-            assert!(ctl(&pd, &["server", "drain", "4"]).contains("draining"));
-        }
+        // Drained before it first registers, so no balancing move puts a voter there before the
+        // rule (which can name zone d only once it is registered) makes it a learner's zone.
+        assert!(ctl(&pd, &["server", "drain", "4"]).contains("draining"));
         let port = harness::ports::reserve(1).unwrap()[0];
         let mut setup_d = rc.joining_setup(D as u16, "d", port, &cuts);
         on_pd(&mut setup_d, &pd_url, heartbeat);
@@ -176,11 +176,14 @@ impl Zoned {
         wait_view(&pd, "the zone-d server registered", |v| {
             v.stores.iter().any(|s| {
                 s.heartbeat.as_ref().is_some_and(|h| h.store_id == D)
-                    && (s.state() == wire::pd::StoreState::Draining) == drained
+                    && s.state() == wire::pd::StoreState::Draining
             })
         });
         let rule = ctl(&pd, &["rules", "set", "whole", "a,b,c,d"]);
         assert!(rule.contains("a,b,c,d"), "{rule}");
+        if !drained {
+            ctl(&pd, &["server", "up", "4"]);
+        }
         let workers = WORKER_ZONES
             .iter()
             .enumerate()
