@@ -172,7 +172,7 @@ fn serve(conn: TcpStream, scripts: &Scripts, received: &Mutex<Vec<Received>>) {
     let _ = conn.flush();
 }
 
-fn read_request(conn: &TcpStream) -> Option<Received> {
+pub(crate) fn read_request(conn: &TcpStream) -> Option<Received> {
     conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .ok()?;
     let mut reader = BufReader::new(conn.try_clone().ok()?);
@@ -215,9 +215,8 @@ fn read_request(conn: &TcpStream) -> Option<Received> {
     })
 }
 
-/// A `Transfer-Encoding: chunked` request body (shared with `fake_worker`); `None` when the
-/// framing is broken.
-pub(crate) fn read_chunked(reader: &mut impl std::io::BufRead) -> Option<Vec<u8>> {
+/// A `Transfer-Encoding: chunked` request body; `None` when the framing is broken.
+fn read_chunked(reader: &mut impl std::io::BufRead) -> Option<Vec<u8>> {
     let mut body = Vec::new();
     loop {
         let mut size = String::new();

@@ -1,19 +1,13 @@
 //! A fault-injecting stand-in for a worker: a tiny HTTP/1.1 server that answers every request
 //! with one fixed status and body, counts the requests and keeps their bodies.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// One request the fake worker received.
-#[derive(Clone, Debug)]
-pub struct Received {
-    pub method: String,
-    pub path: String,
-    pub body: Vec<u8>,
-}
+pub use crate::fake_server::Received;
 
 pub struct FakeWorker {
     addr: std::net::SocketAddr,
@@ -40,9 +34,7 @@ impl FakeWorker {
                     }
                     let Ok(conn) = conn else { continue };
                     let _ = conn.set_nodelay(true);
-                    if let Some(r) = serve(conn, status, &body) {
-                        received.lock().unwrap_or_else(|p| p.into_inner()).push(r);
-                    }
+                    serve(conn, status, &body, &received);
                 }
             })
         };
@@ -86,42 +78,15 @@ impl Drop for FakeWorker {
     }
 }
 
-/// Reads one request (Content-Length or chunked body), answers, closes.
-fn serve(conn: TcpStream, status: u16, body: &[u8]) -> Option<Received> {
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .ok()?;
-    let mut reader = BufReader::new(conn.try_clone().ok()?);
-    let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_string();
-    let path = parts.next()?.to_string();
-    let mut content_length = 0usize;
-    let mut chunked = false;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).ok()? == 0 {
-            return None;
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let (name, value) = h.split_once(':')?;
-        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-        if name == "content-length" {
-            content_length = value.parse().ok()?;
-        } else if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
-            chunked = true;
-        }
-    }
-    let mut req_body = Vec::new();
-    if chunked {
-        req_body = crate::fake_server::read_chunked(&mut reader)?;
-    } else {
-        req_body.resize(content_length, 0);
-        reader.read_exact(&mut req_body).ok()?;
-    }
+/// Reads one request, records it, answers, closes.
+///
+/// The request is recorded before the answer is written: a test that got its answer must
+/// find the request in `received()`.
+fn serve(conn: TcpStream, status: u16, body: &[u8], received: &Mutex<Vec<Received>>) {
+    let Some(req) = crate::fake_server::read_request(&conn) else {
+        return;
+    };
+    received.lock().unwrap_or_else(|p| p.into_inner()).push(req);
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -138,9 +103,4 @@ fn serve(conn: TcpStream, status: u16, body: &[u8]) -> Option<Received> {
     let _ = conn.write_all(head.as_bytes());
     let _ = conn.write_all(body);
     let _ = conn.flush();
-    Some(Received {
-        method,
-        path,
-        body: req_body,
-    })
 }
