@@ -66,6 +66,10 @@ pub(crate) struct Peer {
     /// The log index of the last membership change the replica's membership includes
     /// (`ConfState::index`): replaying the log, changes at or below it are not applied again.
     pub(crate) conf_index: u64,
+    /// Which `Peer` of its region this is, unique in the store's life (`Store::add_peer`): a
+    /// split may replace a region's empty replica by a new peer in the middle of a ready
+    /// round, and the round must not hand the old peer's ready to the new one.
+    pub(crate) incarnation: u64,
 }
 
 impl Peer {
@@ -86,6 +90,7 @@ impl Peer {
             idle_ticks: 0,
             file_gc: FileGcReports::default(),
             conf_index: 0,
+            incarnation: 0,
         }
     }
 

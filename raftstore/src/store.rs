@@ -192,6 +192,7 @@ impl RaftStore {
                 uninitialized: HashMap::new(),
                 destroyed: HashMap::new(),
                 to_destroy: Vec::new(),
+                incarnations: 0,
             })
         });
         let mut store = shared.lock();
@@ -389,6 +390,8 @@ pub(crate) struct Store {
     destroyed: HashMap<u64, Instant>,
     /// Replicas whose removal applied this round, destroyed once the round is over.
     to_destroy: Vec<u64>,
+    /// Peers made so far: the last one's `Peer::incarnation`.
+    incarnations: u64,
 }
 
 /// Ticks a replica made by a message may wait for its first snapshot.
@@ -403,6 +406,32 @@ struct SplitChildLog<'a> {
     /// The parent: the child starts on the same servers (its voters are read only for a
     /// split, not for every entry applied).
     parent: Option<&'a Peer>,
+    /// Every peer, and which of them wait for their first snapshot: the child's leader may
+    /// have made an empty replica of the child here already (`start_split_child`).
+    peers: &'a BTreeMap<u64, Peer>,
+    uninitialized: &'a HashMap<u64, u64>,
+}
+
+impl SplitChildLog<'_> {
+    /// The child's first hard state. An empty replica the child's leader made here may have
+    /// voted in a later term than the split's: its term and vote are kept (raft-rs holds
+    /// them in memory before the ready persisting them), or the split's replica could vote
+    /// again in that term and help elect a second leader.
+    fn first_hard_state(&self, right_id: u64, index: u64, term: u64) -> HardState {
+        let waiting = self
+            .uninitialized
+            .contains_key(&right_id)
+            .then(|| self.peers.get(&right_id))
+            .flatten()
+            .map(|p| (p.raw.raft.term, p.raw.raft.vote))
+            .filter(|(waiting_term, _)| *waiting_term >= term);
+        let (term, vote) = waiting.unwrap_or((term, 0));
+        HardState {
+            term,
+            vote,
+            commit: index,
+        }
+    }
 }
 
 impl crate::apply::ChildLog for SplitChildLog<'_> {
@@ -419,14 +448,7 @@ impl crate::apply::ChildLog for SplitChildLog<'_> {
         let mut batch = LogBatch::default();
         batch.truncate(right_id, index, term);
         batch.set_conf_state(right_id, conf);
-        batch.set_hard_state(
-            right_id,
-            HardState {
-                term,
-                vote: 0,
-                commit: index,
-            },
-        );
+        batch.set_hard_state(right_id, self.first_hard_state(right_id, index, term));
         self.log
             .write(&batch)
             .map_err(|e| format!("raft log write of split child {right_id} failed: {e}"))
@@ -575,6 +597,8 @@ impl Store {
         let storage = PeerStorage::new(region_id, self.log.clone(), self.engine.clone());
         let raw = RawNode::new(&cfg, storage, &self.logger).map_err(raft_err)?;
         let mut peer = Peer::new(region_id, raw);
+        self.incarnations += 1;
+        peer.incarnation = self.incarnations;
         peer.conf_index = self.log.state(region_id).map_or(0, |s| s.conf_state.index);
         self.peers.insert(region_id, peer);
         self.touched.insert(region_id);
@@ -1264,21 +1288,53 @@ impl Store {
             if !read_states.is_empty() {
                 peer.on_read_states(read_states);
             }
+            readies.push((*id, peer.incarnation, rd));
+        }
+        // A ready belongs to the peer it was taken from. Applying a split above may have
+        // replaced a peer whose ready was already taken (an empty replica the split child's
+        // leader created here, `start_split_child`): that ready's log records are not written
+        // (they would put back the empty replica's hard state over the split's) and it is not
+        // advanced below (raft-rs panics advancing a ready on another node).
+        readies.retain(|(id, incarnation, _)| {
+            let current = self
+                .peers
+                .get(id)
+                .is_some_and(|p| p.incarnation == *incarnation);
+            if !current {
+                tracing::info!(
+                    region_id = id,
+                    "ready of a replica the split replaced dropped"
+                );
+            }
+            current
+        });
+        for (id, _, rd) in &readies {
             if !rd.entries().is_empty() {
                 batch.append(*id, rd.entries().iter().map(entry_from_pb).collect());
             }
             if let Some(hs) = rd.hs() {
                 batch.set_hard_state(*id, hard_state_from_pb(hs));
             }
-            let _ = peer;
-            readies.push((*id, rd));
         }
         if !batch.is_empty() {
             self.log
                 .write(&batch)
                 .map_err(|e| format!("raft log write failed: {e}"))?;
         }
-        for (id, mut rd) in readies {
+        for (id, incarnation, mut rd) in readies {
+            // Advancing an earlier region in this loop may have applied a split replacing
+            // this one (as above): its ready is dropped, its messages unsent.
+            if !self
+                .peers
+                .get(&id)
+                .is_some_and(|p| p.incarnation == incarnation)
+            {
+                tracing::info!(
+                    region_id = id,
+                    "ready of a replica the split replaced dropped"
+                );
+                continue;
+            }
             let msgs = rd.take_persisted_messages();
             self.send(id, msgs);
             let Some(peer) = self.peers.get_mut(&id) else {
@@ -1319,6 +1375,8 @@ impl Store {
             let mut child_log = SplitChildLog {
                 log: &self.log,
                 parent: self.peers.get(&region_id),
+                peers: &self.peers,
+                uninitialized: &self.uninitialized,
             };
             let (result, effect) = apply_entry(&self.engine, region_id, &entry, &mut child_log)
                 .map_err(|e| {

@@ -655,6 +655,113 @@ fn a_split_a_down_voter_missed_stays_in_the_log_across_restarts_of_the_others() 
     );
 }
 
+/// The split child's leader reaches a store before the parent's split does, and the store
+/// gets both in one round: the child's message makes an empty replica there (its ready taken
+/// first), then the parent's split, applied in the same round, replaces that replica. The
+/// round must not advance the empty replica's ready on the split's peer (raft-rs panicked and
+/// the store halted), nor write its hard state over the split's, and the replica the split
+/// made keeps the term the empty one had learned.
+#[test]
+fn a_split_applied_in_the_round_its_childs_leader_first_reached_the_store_replaces_the_empty_replica()
+ {
+    const RIGHT: u64 = 2;
+    let c = Cluster::new(3);
+    for i in 0..20u64 {
+        c.put(format!("k{i:03}").as_bytes(), 10 + i, b"v");
+    }
+    let leader = c.wait_leader(REGION);
+    let lagging = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    // Everything the parent and the child send the lagging store is held back.
+    let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+    {
+        let held = held.clone();
+        c.net.drop_if(move |m| {
+            let hold = m.to_store == lagging && (m.region_id == REGION || m.region_id == RIGHT);
+            if hold {
+                held.lock().unwrap().push(m.clone());
+            }
+            hold
+        });
+    }
+    c.nodes[&leader].engine.flush_shard(REGION).unwrap();
+    let ver = c.nodes[&leader].engine.shard_info(REGION).unwrap().ver;
+    let split_index = c
+        .router(leader)
+        .split(REGION, ver, b"k010", RIGHT, TIMEOUT)
+        .unwrap()
+        .index;
+    // A write to the left half after the split: its append tells the lagging store that the
+    // split committed.
+    c.put(b"a", 100, b"left");
+    let right_leader = c.wait_leader(RIGHT);
+    let child_term = c.router(right_leader).status(RIGHT).unwrap().term;
+    let from_child_leader = |m: &wire::raft::RaftMessage| {
+        m.region_id == RIGHT
+            && m.message.as_ref().is_some_and(|msg| {
+                matches!(
+                    msg.msg_type(),
+                    wire::raft::MessageType::MsgAppend | wire::raft::MessageType::MsgHeartbeat
+                ) && msg.term == child_term
+            })
+    };
+    let deadline = Instant::now() + TIMEOUT;
+    while !held.lock().unwrap().iter().any(from_child_leader) {
+        assert!(
+            Instant::now() < deadline,
+            "the child's leader sent the lagging store nothing"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(c.nodes[&lagging].log.state(RIGHT).is_none());
+    // One delivery, one round: the child's message makes the empty replica, the parent's
+    // appends commit the split, applied after this round's log write.
+    let msgs = std::mem::take(&mut *held.lock().unwrap());
+    c.router(lagging).deliver_batch(msgs);
+    let deadline = Instant::now() + TIMEOUT;
+    let state = loop {
+        if let Some(state) = c.nodes[&lagging].log.state(RIGHT) {
+            break state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lagging store never applied the split"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(state.truncated_index, split_index);
+    assert!(
+        state.hard_state.term >= child_term && state.hard_state.commit >= split_index,
+        "the split's replica must keep the term its empty replica learned ({child_term}) and commit the split ({split_index}): {:?}",
+        state.hard_state
+    );
+    assert_eq!(c.router(lagging).stopped(), None);
+    // The network heals: the replica the split made follows the child's leader.
+    c.net.heal();
+    let mut batch = WriteBatch::new();
+    batch.put(ColumnFamily::Write, b"k015", 200, b"", b"right");
+    let right_leader = c.wait_leader(RIGHT);
+    let index = c
+        .router(right_leader)
+        .write(RIGHT, None, &batch, TIMEOUT)
+        .unwrap()
+        .index;
+    let deadline = Instant::now() + TIMEOUT;
+    while c.nodes[&lagging]
+        .engine
+        .shard_info(RIGHT)
+        .map_or(0, |i| i.write_sequence)
+        < index
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the lagging store never applied the child's write: {:?}",
+            c.router(lagging).stopped()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(c.router(lagging).stopped(), None);
+}
+
 #[test]
 fn a_replica_that_crashed_between_a_snapshots_engine_install_and_its_log_truncation_starts_and_catches_up()
  {
