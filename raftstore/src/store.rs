@@ -1255,6 +1255,13 @@ impl Store {
         }
     }
 
+    /// Whether the peer of `region_id` is still the one `incarnation` names.
+    fn is_current(&self, region_id: u64, incarnation: u64) -> bool {
+        self.peers
+            .get(&region_id)
+            .is_some_and(|p| p.incarnation == incarnation)
+    }
+
     /// One ready round over the touched peers (module docs, steps 3 and 4); returns them.
     fn on_ready(&mut self) -> Result<Vec<u64>, String> {
         let mut batch = std::mem::take(&mut self.deferred);
@@ -1296,10 +1303,7 @@ impl Store {
         // (they would put back the empty replica's hard state over the split's) and it is not
         // advanced below (raft-rs panics advancing a ready on another node).
         readies.retain(|(id, incarnation, _)| {
-            let current = self
-                .peers
-                .get(id)
-                .is_some_and(|p| p.incarnation == *incarnation);
+            let current = self.is_current(*id, *incarnation);
             if !current {
                 tracing::info!(
                     region_id = id,
@@ -1324,11 +1328,7 @@ impl Store {
         for (id, incarnation, mut rd) in readies {
             // Advancing an earlier region in this loop may have applied a split replacing
             // this one (as above): its ready is dropped, its messages unsent.
-            if !self
-                .peers
-                .get(&id)
-                .is_some_and(|p| p.incarnation == incarnation)
-            {
+            if !self.is_current(id, incarnation) {
                 tracing::info!(
                     region_id = id,
                     "ready of a replica the split replaced dropped"
