@@ -36,7 +36,7 @@ use std::fmt;
 
 use wire::paths;
 use wire::region::{KvPair, RawLoadRequest, RawLoadResponse};
-use wire::txn::{GetRequest, GetResponse};
+use wire::txn::{GetRequest, GetResponse, ScanEntry, ScanRequest, ScanResponse};
 
 use crate::config::{ClientConfig, PagingConfig};
 use crate::error::{Error, Result};
@@ -395,6 +395,74 @@ impl Client {
             }
         }
         Ok(vars)
+    }
+
+    /// A session with `vars` instead of the GLOBAL values (a front that keeps a connection's
+    /// variables itself and starts a session per statement).
+    pub fn session_with(&self, vars: Variables) -> Session<'_> {
+        Session { client: self, vars }
+    }
+
+    /// Every committed key of `[start, end)` at `start_ts` with its value, in key order, read
+    /// region by region from each region's leader (`end` empty: to the end of the key space).
+    /// For small ranges such as the catalog: the answer is held in memory.
+    pub async fn scan_at(
+        &self,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        start_ts: u64,
+    ) -> Result<Vec<ScanEntry>> {
+        let mut out = Vec::new();
+        let mut cursor = start;
+        loop {
+            let mut backoff = self.backoff();
+            let transport = self.transport();
+            let regions = self.region_cache();
+            // The request stops at the region's end as the cache knows it; the next one
+            // starts there.
+            let mut region_end = Vec::new();
+            let answers: Vec<ScanResponse> = self
+                .router()
+                .send_by_region(vec![cursor.clone()], &mut backoff, |server, keys| {
+                    let start = keys.into_iter().next().unwrap_or_default();
+                    let stop = regions
+                        .lookup(&start)
+                        .map(|r| r.region.end.clone())
+                        .unwrap_or_default();
+                    region_end = stop.clone();
+                    let req_end = match (end.is_empty(), stop.is_empty()) {
+                        (true, _) => stop,
+                        (false, true) => end.clone(),
+                        (false, false) => std::cmp::min(stop, end.clone()),
+                    };
+                    let req = ScanRequest {
+                        start,
+                        end: req_end,
+                        limit: 0,
+                        start_ts,
+                        reverse: false,
+                    };
+                    async move {
+                        transport
+                            .post(&server, paths::SCAN, &req, "scan response")
+                            .await
+                    }
+                })
+                .await?;
+            for a in answers {
+                if let Some(e) = a.error {
+                    return Err(Error::TxnCommand {
+                        command: "scan",
+                        message: format!("kind={} {}", e.kind, e.message),
+                    });
+                }
+                out.extend(a.entries);
+            }
+            if region_end.is_empty() || (!end.is_empty() && region_end >= end) {
+                return Ok(out);
+            }
+            cursor = region_end;
+        }
     }
 
     /// The answer to `GET key` at `start_ts` from the key's region leader (following leader

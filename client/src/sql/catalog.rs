@@ -356,7 +356,13 @@ async fn get_at(client: &Client, key: &[u8], start_ts: u64) -> Result<Option<Vec
 /// The stored schema of table `name` at a fresh timestamp, if there is one.
 pub async fn load(client: &Client, name: &str) -> Result<Option<TableSchema>> {
     let ts = client.current_ts().await?;
-    match get_at(client, &catalog_key(name), ts).await? {
+    load_at(client, name, ts).await
+}
+
+/// The schema of `name` as of `start_ts` (a statement reads its tables' schemas at its own
+/// read timestamp).
+pub async fn load_at(client: &Client, name: &str, start_ts: u64) -> Result<Option<TableSchema>> {
+    match get_at(client, &catalog_key(name), start_ts).await? {
         Some(value) => TableSchema::decode(name, &value).map(Some),
         None => Ok(None),
     }
@@ -383,13 +389,55 @@ fn decode_next_id(value: &[u8]) -> Result<i64> {
 /// Stores a new table: refuses an existing name, takes the next sequential id, writes the
 /// catalog row and the counter in one transaction (see the module docs). Returns the stored
 /// schema.
-pub async fn create(client: &Client, mut schema: TableSchema) -> Result<TableSchema> {
+/// What `store_with_new_id` expects to find under the table's name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Existing {
+    /// CREATE TABLE: nothing.
+    Absent,
+    /// TRUNCATE TABLE: the table, whose stored columns the new id keeps.
+    Present,
+}
+
+pub async fn create(client: &Client, schema: TableSchema) -> Result<TableSchema> {
+    store_with_new_id(client, schema, Existing::Absent, "CREATE TABLE").await
+}
+
+/// `TRUNCATE TABLE name`: the table gets a new id, so its rows (under the old id's key
+/// prefix) are no longer read, and no later table reuses that id. As in TiDB, truncation is
+/// a catalog change: the old rows stay in storage (no delete-range GC yet).
+pub async fn truncate(client: &Client, name: &str) -> Result<TableSchema> {
+    let schema = TableSchema {
+        id: 0,
+        name: name.to_ascii_lowercase(),
+        columns: Vec::new(),
+        pk: 0,
+    };
+    store_with_new_id(client, schema, Existing::Present, "TRUNCATE TABLE").await
+}
+
+/// Stores `schema` under a newly allocated table id, in one transaction with the id counter
+/// (see the module docs), retrying after a concurrent catalog change.
+async fn store_with_new_id(
+    client: &Client,
+    mut schema: TableSchema,
+    existing: Existing,
+    statement: &'static str,
+) -> Result<TableSchema> {
     let key = catalog_key(&schema.name);
     let mut last_conflict = None;
     for _ in 0..CREATE_ATTEMPTS {
         let start_ts = client.current_ts().await?;
-        if get_at(client, &key, start_ts).await?.is_some() {
-            return Err(SqlError::TableExists { table: schema.name });
+        match (get_at(client, &key, start_ts).await?, existing) {
+            (Some(_), Existing::Absent) => {
+                return Err(SqlError::TableExists { table: schema.name });
+            }
+            (None, Existing::Present) => {
+                return Err(SqlError::UnknownTable { table: schema.name });
+            }
+            (Some(stored), Existing::Present) => {
+                schema = TableSchema::decode(&schema.name, &stored)?;
+            }
+            (None, Existing::Absent) => {}
         }
         schema.id = match get_at(client, NEXT_TABLE_ID_KEY, start_ts).await? {
             Some(v) => decode_next_id(&v)?,
@@ -415,7 +463,7 @@ pub async fn create(client: &Client, mut schema: TableSchema) -> Result<TableSch
             client,
             &writes,
             start_ts,
-            "CREATE TABLE",
+            statement,
             txn_write::CommitOptions::default(),
         )
         .await
@@ -426,8 +474,54 @@ pub async fn create(client: &Client, mut schema: TableSchema) -> Result<TableSch
         }
     }
     Err(last_conflict.unwrap_or_else(|| SqlError::BadTable {
-        reason: "CREATE TABLE made no attempt".into(),
+        reason: format!("{statement} made no attempt"),
     }))
+}
+
+/// `DROP TABLE name`: removes its catalog row (the rows stay in storage under an id no
+/// table gets again, as after TRUNCATE). An unknown table is an error.
+pub async fn drop_table(client: &Client, name: &str) -> Result<()> {
+    let key = catalog_key(name);
+    let start_ts = client.current_ts().await?;
+    if get_at(client, &key, start_ts).await?.is_none() {
+        return Err(SqlError::UnknownTable {
+            table: name.to_ascii_lowercase(),
+        });
+    }
+    txn_write::write(
+        client,
+        &[RowWrite::Delete { key }],
+        start_ts,
+        "DROP TABLE",
+        txn_write::CommitOptions::default(),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Every table's schema, in name order (one scan of the catalog's key range).
+pub async fn list(client: &Client) -> Result<Vec<TableSchema>> {
+    let start_ts = client.current_ts().await?;
+    let mut end = CATALOG_PREFIX.to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1;
+    }
+    let entries = client
+        .scan_at(CATALOG_PREFIX.to_vec(), end, start_ts)
+        .await?;
+    entries
+        .iter()
+        .map(|e| {
+            let raw = &e.key[CATALOG_PREFIX.len().min(e.key.len())..];
+            let name = std::str::from_utf8(raw).map_err(|_| {
+                corrupt(
+                    &String::from_utf8_lossy(raw),
+                    "the table name in the key is not UTF-8",
+                )
+            })?;
+            TableSchema::decode(name, &e.value)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -325,10 +325,10 @@ pub struct Engine<'a> {
     /// Started on the first statement (from the GLOBAL values at that time).
     session: Option<Session<'a>>,
     warnings: Vec<Warning>,
-    /// Schemas read or created by this engine, by lowercase name. A stored schema never
-    /// changes (there is no DROP or ALTER), so each table's catalog row is read once per
-    /// engine instead of once per statement (a TSO call and a GET each time); a table not
-    /// found is asked for again, since another client may create it.
+    /// Schemas read or created by this engine, by lowercase name, so a statement does not
+    /// read a table's catalog row again (a TSO call and a GET). A table not found is asked
+    /// for again, since another client may create it; a front that serves DROP and TRUNCATE
+    /// calls [`Engine::forget_schemas`] before each statement.
     schemas: parking_lot::Mutex<std::collections::HashMap<String, TableSchema>>,
 }
 
@@ -397,6 +397,28 @@ impl<'a> Engine<'a> {
         };
         let session = self.session().await?;
         explain::explain(session, &plan).await
+    }
+
+    /// Replaces the warning list after a statement another front ran on this engine's
+    /// behalf (its warnings), as [`Engine::execute`] does for its own.
+    pub fn set_warnings(&mut self, warnings: &[String]) {
+        self.keep_warnings(Ok(warnings));
+    }
+
+    /// Replaces the warning list with one `Error` row after a statement another front ran
+    /// failed.
+    pub fn set_error(&mut self, message: String) {
+        self.warnings = vec![Warning {
+            level: "Error",
+            code: WARNING_CODE,
+            message,
+        }];
+    }
+
+    /// Forgets the schemas read so far: another connection may have dropped or truncated a
+    /// table since (the next statement reads the catalog again).
+    pub fn forget_schemas(&self) {
+        self.schemas.lock().clear();
     }
 
     /// The warning list after a statement: its warnings, or its error.
@@ -489,7 +511,18 @@ impl<'a> Engine<'a> {
             Plan::SelectVariables(items) => {
                 let mut row = Vec::with_capacity(items.len());
                 for (scope, name, _) in &items {
-                    row.push(text(&session.get(*scope, name).await?));
+                    let value = match session.get(*scope, name).await {
+                        Ok(v) => v,
+                        Err(crate::Error::Variable(crate::variables::VariableError::Unknown {
+                            ..
+                        })) if set_show::mysql_compat_value(name).is_some() => {
+                            set_show::mysql_compat_value(name)
+                                .unwrap_or_default()
+                                .to_string()
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
+                    row.push(text(&value));
                 }
                 QueryResult {
                     columns: items.into_iter().map(|(_, _, label)| label).collect(),

@@ -339,11 +339,9 @@ pub fn plan_select(q: &ast::Query, table: TableSchema) -> Result<SelectPlan> {
 }
 
 /// The conditions of a `WHERE` over `table`'s scan columns (top-level `AND`s split), as
-/// [`plan_select`] plans them: UPDATE and DELETE find their rows with them.
-pub(crate) fn where_conditions(
-    table: &TableSchema,
-    selection: Option<&ast::Expr>,
-) -> Result<Vec<Expr>> {
+/// [`plan_select`] plans them: UPDATE and DELETE find their rows with them, and the
+/// DataFusion front pushes the filters it can express this way into each region's DAG.
+pub fn where_conditions(table: &TableSchema, selection: Option<&ast::Expr>) -> Result<Vec<Expr>> {
     Planner {
         table,
         aggs: Vec::new(),
@@ -353,7 +351,7 @@ pub(crate) fn where_conditions(
 
 /// A TableScan of every column of `table` (scan column `i` = column `i`), then a Selection of
 /// `conditions` unless there are none.
-pub(crate) fn scan_executors(table: &TableSchema, conditions: Vec<Expr>) -> Vec<Executor> {
+pub fn scan_executors(table: &TableSchema, conditions: Vec<Expr>) -> Vec<Executor> {
     let mut executors = vec![Executor {
         tp: ExecType::TableScan as i32,
         tbl_scan: Some(proto::TableScan {

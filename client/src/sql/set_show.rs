@@ -17,7 +17,36 @@ use super::{Plan, Result, unsupported};
 use crate::variables::Scope;
 
 /// Plans a SET, SHOW or `SELECT @@` statement; `None` for any other statement.
-pub(crate) fn plan(stmt: &Statement) -> Option<Result<Plan>> {
+/// The fixed values of the MySQL system variables that clients and drivers read when they
+/// connect (`SELECT @@version_comment`, `@@max_allowed_packet`, ...): read-only here, and
+/// never stored. `None` for any other name.
+pub fn mysql_compat_value(name: &str) -> Option<&'static str> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "version_comment" => "Stratus",
+        "version" => "8.0.11-Stratus",
+        "max_allowed_packet" => "67108864",
+        "sql_mode" => "",
+        "autocommit" => "1",
+        "character_set_client"
+        | "character_set_connection"
+        | "character_set_results"
+        | "character_set_server"
+        | "character_set_database" => "utf8mb4",
+        "collation_connection" | "collation_server" | "collation_database" => "utf8mb4_bin",
+        "transaction_isolation" | "tx_isolation" => "REPEATABLE-READ",
+        "time_zone" | "system_time_zone" => "UTC",
+        "lower_case_table_names" => "1",
+        "wait_timeout" | "interactive_timeout" => "28800",
+        "net_write_timeout" => "60",
+        "auto_increment_increment" => "1",
+        "license" => "Apache-2.0",
+        _ => return None,
+    })
+}
+
+/// The plan of a `SET`, `SHOW VARIABLES`, `SHOW WARNINGS` or `SELECT @@var` statement;
+/// `None` for any other statement.
+pub fn plan(stmt: &Statement) -> Option<Result<Plan>> {
     match stmt {
         Statement::Set(set) => Some(plan_set(set)),
         Statement::ShowVariables {
@@ -179,9 +208,10 @@ fn select_variables(q: &ast::Query) -> Option<Result<Plan>> {
 }
 
 fn plan_select_variables(q: &ast::Query, s: &ast::Select) -> Result<Plan> {
+    // A LIMIT is accepted (the mysql client sends `SELECT @@version_comment LIMIT 1`): the
+    // answer is one row.
     if q.with.is_some()
         || q.order_by.is_some()
-        || q.limit_clause.is_some()
         || s.selection.is_some()
         || s.distinct.is_some()
         || s.having.is_some()

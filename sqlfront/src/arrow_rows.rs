@@ -1,0 +1,207 @@
+//! Stratus column types as Arrow types, and coprocessor rows as Arrow record batches.
+//!
+//! | SQL type | stored datum | Arrow |
+//! |----------|--------------|-------|
+//! | `INT`    | `Int` (32-bit range) | `Int32` |
+//! | `BIGINT` | `Int`        | `Int64` |
+//! | `DOUBLE` | `Real`       | `Float64` |
+//! | `VARCHAR`| `Bytes` (UTF-8) | `Utf8` |
+//!
+//! A datum of another kind than its column's, an `INT` out of 32-bit range or a `VARCHAR`
+//! that is not UTF-8 is an error naming the column: the rows come from the cluster, and a
+//! mismatch means a row written by something else.
+
+use std::sync::Arc;
+
+use client::sql::{SqlType, TableSchema};
+use datafusion::arrow::array::{
+    ArrayRef, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use wire::datum::Datum;
+
+use crate::error::FrontError;
+
+pub fn arrow_type(t: SqlType) -> DataType {
+    match t {
+        SqlType::Int => DataType::Int32,
+        SqlType::BigInt => DataType::Int64,
+        SqlType::Double => DataType::Float64,
+        SqlType::Varchar => DataType::Utf8,
+    }
+}
+
+/// The Arrow schema of `table` (every column nullable but the primary key).
+pub fn table_schema(table: &TableSchema) -> SchemaRef {
+    Arc::new(Schema::new(
+        table
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Field::new(&c.name, arrow_type(c.ty), i != table.pk))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The record batch of `rows`, each holding the values of `columns` (the table's column
+/// indexes, in `schema`'s order).
+pub fn rows_to_batch(
+    table: &TableSchema,
+    columns: &[usize],
+    schema: SchemaRef,
+    rows: &[Vec<Datum>],
+) -> Result<RecordBatch, FrontError> {
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+    for (pos, &c) in columns.iter().enumerate() {
+        let col = &table.columns[c];
+        let mismatch = |d: &Datum| FrontError::Internal {
+            what: format!(
+                "table {} column {}: expected a {} value, found {d:?}",
+                table.name,
+                col.name,
+                col.ty.name()
+            ),
+        };
+        let values = rows.iter().map(|r| r.get(pos).unwrap_or(&Datum::Null));
+        let array: ArrayRef = match col.ty {
+            SqlType::Int => {
+                let mut b = Int32Builder::with_capacity(rows.len());
+                for d in values {
+                    match d {
+                        Datum::Null => b.append_null(),
+                        Datum::Int(v) => {
+                            b.append_value(i32::try_from(*v).map_err(|_| mismatch(d))?)
+                        }
+                        _ => return Err(mismatch(d)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            SqlType::BigInt => {
+                let mut b = Int64Builder::with_capacity(rows.len());
+                for d in values {
+                    match d {
+                        Datum::Null => b.append_null(),
+                        Datum::Int(v) => b.append_value(*v),
+                        _ => return Err(mismatch(d)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            SqlType::Double => {
+                let mut b = Float64Builder::with_capacity(rows.len());
+                for d in values {
+                    match d {
+                        Datum::Null => b.append_null(),
+                        Datum::Real(v) => b.append_value(*v),
+                        // Integers written into a DOUBLE column by an older front.
+                        Datum::Int(v) => b.append_value(*v as f64),
+                        _ => return Err(mismatch(d)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            SqlType::Varchar => {
+                let mut b = StringBuilder::with_capacity(rows.len(), 16 * rows.len());
+                for d in values {
+                    match d {
+                        Datum::Null => b.append_null(),
+                        Datum::Bytes(v) => {
+                            b.append_value(std::str::from_utf8(v).map_err(|_| mismatch(d))?)
+                        }
+                        _ => return Err(mismatch(d)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+        };
+        arrays.push(array);
+    }
+    // A projection of no column (COUNT(*) over the scan) still has a row count.
+    let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    RecordBatch::try_new_with_options(schema, arrays, &options).map_err(|e| FrontError::Internal {
+        what: format!("cannot build a batch of table {}: {e}", table.name),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use client::sql::Column;
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::{Float64Type, Int32Type, Int64Type};
+
+    fn table() -> TableSchema {
+        let col = |name: &str, id, ty| Column {
+            name: name.into(),
+            id,
+            ty,
+        };
+        TableSchema {
+            id: 1,
+            name: "t".into(),
+            columns: vec![
+                col("id", 1, SqlType::BigInt),
+                col("n", 2, SqlType::Int),
+                col("x", 3, SqlType::Double),
+                col("s", 4, SqlType::Varchar),
+            ],
+            pk: 0,
+        }
+    }
+
+    fn project(t: &TableSchema, cols: &[usize]) -> SchemaRef {
+        Arc::new(table_schema(t).project(cols).unwrap())
+    }
+
+    #[test]
+    fn rows_of_every_type_and_nulls_become_columns() {
+        let t = table();
+        let rows = vec![
+            vec![
+                Datum::Int(1),
+                Datum::Int(-5),
+                Datum::Real(0.25),
+                Datum::Bytes(b"a".to_vec()),
+            ],
+            vec![Datum::Int(2), Datum::Null, Datum::Int(3), Datum::Null],
+        ];
+        let b = rows_to_batch(&t, &[0, 1, 2, 3], project(&t, &[0, 1, 2, 3]), &rows).unwrap();
+        assert_eq!(b.column(0).as_primitive::<Int64Type>().values(), &[1, 2]);
+        let n = b.column(1).as_primitive::<Int32Type>();
+        assert_eq!((n.value(0), n.is_null(1)), (-5, true));
+        assert_eq!(
+            b.column(2).as_primitive::<Float64Type>().values(),
+            &[0.25, 3.0]
+        );
+        let s = b.column(3).as_string::<i32>();
+        assert_eq!((s.value(0), s.is_null(1)), ("a", true));
+    }
+
+    #[test]
+    fn a_projection_keeps_the_row_count_even_with_no_column() {
+        let t = table();
+        let rows = vec![vec![], vec![], vec![]];
+        let b = rows_to_batch(&t, &[], project(&t, &[]), &rows).unwrap();
+        assert_eq!((b.num_rows(), b.num_columns()), (3, 0));
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_kind_or_range_is_an_error_naming_the_column() {
+        let t = table();
+        for (col, d) in [
+            (1, Datum::Int(i64::from(i32::MAX) + 1)),
+            (1, Datum::Real(1.0)),
+            (3, Datum::Bytes(vec![0xff])),
+            (0, Datum::Bytes(b"x".to_vec())),
+        ] {
+            let e = rows_to_batch(&t, &[col], project(&t, &[col]), &[vec![d]]).unwrap_err();
+            assert!(
+                e.to_string().contains(&t.columns[col].name),
+                "{e} should name column {}",
+                t.columns[col].name
+            );
+        }
+    }
+}

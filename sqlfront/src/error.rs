@@ -1,0 +1,181 @@
+//! The front's errors and the MySQL error code of each (what a driver keys its handling on).
+
+use client::sql::SqlError;
+use client::variables::VariableError;
+use datafusion::error::DataFusionError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrontError {
+    /// The client engine's error (a statement it ran, or a catalog read).
+    #[error(transparent)]
+    Sql(#[from] SqlError),
+    /// DataFusion refused or failed the query.
+    #[error("{0}")]
+    DataFusion(#[from] DataFusionError),
+    #[error("sql does not parse: message={message}")]
+    Parse { message: String },
+    #[error("unknown database: expected {expected:?}, found {found:?}")]
+    UnknownDatabase {
+        expected: &'static str,
+        found: String,
+    },
+    #[error("not supported yet: {what}")]
+    Unsupported { what: String },
+    /// A fault of the front itself (a value of a type it did not expect).
+    #[error("internal error: {what}")]
+    Internal { what: String },
+}
+
+/// MySQL error codes the front answers with (the numbers every driver knows).
+pub mod code {
+    pub const BAD_DB: u16 = 1049;
+    pub const TABLE_EXISTS: u16 = 1050;
+    pub const BAD_FIELD: u16 = 1054;
+    pub const DUP_ENTRY: u16 = 1062;
+    pub const PARSE: u16 = 1064;
+    pub const UNKNOWN: u16 = 1105;
+    pub const NO_SUCH_TABLE: u16 = 1146;
+    pub const UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
+    pub const LOCK_WAIT_TIMEOUT: u16 = 1205;
+    /// TiDB answers a write conflict with 9007; drivers retry on MySQL's deadlock code.
+    pub const LOCK_DEADLOCK: u16 = 1213;
+    pub const WRONG_VALUE_FOR_VAR: u16 = 1231;
+    pub const NOT_SUPPORTED_YET: u16 = 1235;
+}
+
+impl FrontError {
+    pub fn unsupported(what: impl Into<String>) -> FrontError {
+        FrontError::Unsupported { what: what.into() }
+    }
+
+    /// The MySQL error code of this error.
+    pub fn mysql_code(&self) -> u16 {
+        match self {
+            FrontError::Sql(e) => sql_code(e),
+            FrontError::DataFusion(e) => datafusion_code(e),
+            FrontError::Parse { .. } => code::PARSE,
+            FrontError::UnknownDatabase { .. } => code::BAD_DB,
+            FrontError::Unsupported { .. } => code::NOT_SUPPORTED_YET,
+            FrontError::Internal { .. } => code::UNKNOWN,
+        }
+    }
+}
+
+fn sql_code(e: &SqlError) -> u16 {
+    match e {
+        SqlError::Parse { .. } => code::PARSE,
+        SqlError::Unsupported { .. } => code::NOT_SUPPORTED_YET,
+        SqlError::TableExists { .. } => code::TABLE_EXISTS,
+        SqlError::UnknownTable { .. } => code::NO_SUCH_TABLE,
+        SqlError::UnknownColumn { .. } => code::BAD_FIELD,
+        SqlError::DuplicateKey { .. } => code::DUP_ENTRY,
+        SqlError::WriteConflict { .. } => code::LOCK_DEADLOCK,
+        SqlError::KeyLocked { .. } => code::LOCK_WAIT_TIMEOUT,
+        SqlError::Client(client::Error::Variable(VariableError::Unknown { .. })) => {
+            code::UNKNOWN_SYSTEM_VARIABLE
+        }
+        SqlError::Client(client::Error::Variable(VariableError::BadValue { .. })) => {
+            code::WRONG_VALUE_FOR_VAR
+        }
+        _ => code::UNKNOWN,
+    }
+}
+
+fn datafusion_code(e: &DataFusionError) -> u16 {
+    match e.find_root() {
+        DataFusionError::SQL(..) => code::PARSE,
+        DataFusionError::NotImplemented(_) => code::NOT_SUPPORTED_YET,
+        DataFusionError::SchemaError(inner, _) => {
+            let text = inner.to_string();
+            if text.contains("No field named") || text.contains("not found") {
+                code::BAD_FIELD
+            } else {
+                code::UNKNOWN
+            }
+        }
+        DataFusionError::Plan(text) if text.contains("table") && text.contains("not found") => {
+            code::NO_SUCH_TABLE
+        }
+        DataFusionError::External(inner) => match inner.downcast_ref::<FrontError>() {
+            Some(f) => f.mysql_code(),
+            None => code::UNKNOWN,
+        },
+        _ => code::UNKNOWN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statement_faults_map_to_the_codes_drivers_know() {
+        let cases: Vec<(FrontError, u16)> = vec![
+            (
+                SqlError::UnknownTable { table: "t".into() }.into(),
+                code::NO_SUCH_TABLE,
+            ),
+            (
+                SqlError::Parse {
+                    message: "x".into(),
+                }
+                .into(),
+                code::PARSE,
+            ),
+            (
+                SqlError::DuplicateKey {
+                    table: "t".into(),
+                    key: 1,
+                }
+                .into(),
+                code::DUP_ENTRY,
+            ),
+            (
+                SqlError::WriteConflict {
+                    statement: "UPDATE",
+                    start_ts: 1,
+                    conflict_commit_ts: 2,
+                }
+                .into(),
+                code::LOCK_DEADLOCK,
+            ),
+            (
+                SqlError::Client(client::Error::Variable(VariableError::Unknown {
+                    name: "x".into(),
+                }))
+                .into(),
+                code::UNKNOWN_SYSTEM_VARIABLE,
+            ),
+            (
+                SqlError::Client(client::Error::Variable(VariableError::BadValue {
+                    name: "x",
+                    value: "y".into(),
+                    allowed: "z".into(),
+                }))
+                .into(),
+                code::WRONG_VALUE_FOR_VAR,
+            ),
+            (
+                FrontError::UnknownDatabase {
+                    expected: "test",
+                    found: "x".into(),
+                },
+                code::BAD_DB,
+            ),
+            (
+                DataFusionError::Plan("table 'datafusion.public.nope' not found".into()).into(),
+                code::NO_SUCH_TABLE,
+            ),
+            (
+                DataFusionError::External(Box::new(FrontError::Sql(SqlError::UnknownTable {
+                    table: "t".into(),
+                })))
+                .into(),
+                code::NO_SUCH_TABLE,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.mysql_code(), want, "{e}");
+        }
+    }
+}

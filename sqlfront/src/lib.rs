@@ -1,0 +1,44 @@
+//! The SQL front (issue 19): Apache DataFusion plans and runs SQL over Stratus tables, and a
+//! MySQL wire protocol endpoint serves it to any MySQL client or driver.
+//!
+//! The layers, in the order a statement goes through them:
+//!
+//! * [`mysql`]: the endpoint. One [`FrontSession`] per connection (its variables, its
+//!   warnings, its database), `COM_QUERY`, prepared statements (`COM_STMT_PREPARE` /
+//!   `EXECUTE`: parameters are bound as SQL literals into the statement text), `USE`, and
+//!   MySQL error codes with their SQLSTATEs ([`error`]).
+//! * [`session`]: routes a statement. Queries (`SELECT`, with joins, subqueries, `HAVING`,
+//!   `DISTINCT`, window and scalar functions, `SELECT` without `FROM`) are planned and run by
+//!   DataFusion; the catalog statements (`SHOW TABLES`, `DESCRIBE`, `SHOW COLUMNS`,
+//!   `SHOW CREATE TABLE`, `DROP TABLE`, `TRUNCATE TABLE`, [`show`]) here; writes, DDL,
+//!   `SET`, `SHOW VARIABLES`, `SHOW WARNINGS` and `EXPLAIN` by the client's statement engine
+//!   (`client::sql`), which this front wraps.
+//! * [`table`]: a Stratus table as a DataFusion `TableProvider`. Its scan is one
+//!   coprocessor request over the table's regions: the filters DataFusion offers that the
+//!   coprocessor can evaluate go into each region's DAG as a Selection (and narrow the key
+//!   ranges when they bound the primary key), the projection as a Projection, a limit as a
+//!   Limit ([`pushdown`]). The paging driver, the coprocessor cache, lock resolution, region
+//!   retries and node selection run that request as they run every other.
+//! * [`arrow_rows`]: coprocessor rows into Arrow record batches; [`output`]: record
+//!   batches and the engine's rows into what the endpoint writes.
+//!
+//! Every scan of one statement reads at one timestamp, taken when the statement starts, and
+//! the catalog is read at that timestamp too, so a statement sees one snapshot of the schema
+//! and the data.
+
+pub mod arrow_rows;
+pub mod error;
+pub mod mysql;
+pub mod output;
+pub mod pushdown;
+pub mod session;
+pub mod show;
+pub mod table;
+
+pub use error::FrontError;
+pub use output::{Cell, ColumnKind, Output, ResultColumn};
+pub use session::FrontSession;
+
+/// The one database of a Stratus cluster, as TiDB names its default one: `USE test` works,
+/// and tables may be qualified with it.
+pub const DATABASE: &str = "test";

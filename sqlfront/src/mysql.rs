@@ -1,0 +1,412 @@
+//! The MySQL wire protocol endpoint (opensrv-mysql, Databend's): the handshake, `COM_QUERY`
+//! with text result sets, prepared statements with binary result sets, `COM_INIT_DB`, and
+//! errors with MySQL codes and SQLSTATEs ([`crate::error::code`]).
+//!
+//! Each connection gets its own [`FrontSession`] (variables, warnings). No authentication
+//! yet: any user name and password is accepted (SQL users are the security issue's).
+//!
+//! **Prepared statements** are bound on the server: `COM_STMT_PREPARE` counts the `?`
+//! placeholders (outside quotes, backticks and comments), and `COM_STMT_EXECUTE` writes each
+//! parameter into the statement as a SQL literal ([`bind`]: strings quoted and escaped,
+//! numbers as written, NULL) and runs it like a query; the answer goes back as a binary
+//! result set. The statement is parsed again at every execution (no plan cache yet).
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use client::paging::Client;
+use opensrv_mysql::{
+    AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
+    OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, ValueInner,
+};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpListener;
+
+use crate::error::FrontError;
+use crate::output::{Cell, ColumnKind, Output};
+use crate::session::FrontSession;
+
+/// The version string the handshake announces (drivers parse the leading `8.0`).
+pub const SERVER_VERSION: &str = "8.0.11-Stratus";
+
+/// Connection ids, as `CONNECTION_ID()` would number them.
+static NEXT_CONNECTION: AtomicU32 = AtomicU32::new(1);
+
+/// Accepts connections on `listener` until the task is dropped, each served by its own
+/// task and session over `client` (which lives as long as the process).
+pub async fn serve(listener: TcpListener, client: &'static Client) -> io::Result<()> {
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            tracing::debug!(%peer, id, "sql connection opened");
+            let (r, w) = stream.into_split();
+            let shim = Shim::new(client, id);
+            if let Err(e) = AsyncMysqlIntermediary::run_on(shim, r, w).await {
+                tracing::debug!(%peer, id, error = %e, "sql connection ended");
+            }
+        });
+    }
+}
+
+/// A prepared statement: its text and how many parameters it takes.
+struct Prepared {
+    sql: String,
+    params: usize,
+}
+
+struct Shim {
+    session: FrontSession,
+    id: u32,
+    prepared: HashMap<u32, Prepared>,
+    next_statement: u32,
+}
+
+impl Shim {
+    fn new(client: &'static Client, id: u32) -> Shim {
+        Shim {
+            session: FrontSession::new(client),
+            id,
+            prepared: HashMap::new(),
+            next_statement: 1,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
+    type Error = io::Error;
+
+    fn version(&self) -> String {
+        SERVER_VERSION.to_string()
+    }
+
+    fn connect_id(&self) -> u32 {
+        self.id
+    }
+
+    async fn on_prepare<'a>(
+        &'a mut self,
+        query: &'a str,
+        info: StatementMetaWriter<'a, W>,
+    ) -> io::Result<()> {
+        let params = placeholders(query);
+        let id = self.next_statement;
+        self.next_statement = self.next_statement.wrapping_add(1).max(1);
+        self.prepared.insert(
+            id,
+            Prepared {
+                sql: query.to_string(),
+                params: params.len(),
+            },
+        );
+        let param_columns: Vec<Column> = (0..params.len())
+            .map(|_| column("?", ColumnKind::Text))
+            .collect();
+        info.reply(id, &param_columns, &[]).await
+    }
+
+    async fn on_execute<'a>(
+        &'a mut self,
+        id: u32,
+        params: ParamParser<'a>,
+        results: QueryResultWriter<'a, W>,
+    ) -> io::Result<()> {
+        let Some(p) = self.prepared.get(&id) else {
+            return write_error(
+                FrontError::Parse {
+                    message: format!("unknown prepared statement: id={id}"),
+                },
+                results,
+            )
+            .await;
+        };
+        let values: Vec<Param> = params
+            .into_iter()
+            .map(|v| Param::from_value(v.value.into_inner()))
+            .collect();
+        let sql = match bind(&p.sql, p.params, &values) {
+            Ok(sql) => sql,
+            Err(e) => return write_error(e, results).await,
+        };
+        let out = self.session.execute(&sql).await;
+        write_output(out, results).await
+    }
+
+    async fn on_close<'a>(&'a mut self, stmt: u32)
+    where
+        W: 'async_trait,
+    {
+        self.prepared.remove(&stmt);
+    }
+
+    async fn on_query<'a>(
+        &'a mut self,
+        query: &'a str,
+        results: QueryResultWriter<'a, W>,
+    ) -> io::Result<()> {
+        let out = self.session.execute(query).await;
+        write_output(out, results).await
+    }
+
+    async fn on_init<'a>(&'a mut self, db: &'a str, writer: InitWriter<'a, W>) -> io::Result<()> {
+        match self.session.use_database(db) {
+            Ok(()) => writer.ok().await,
+            Err(e) => {
+                writer
+                    .error(ErrorKind::from(e.mysql_code()), e.to_string().as_bytes())
+                    .await
+            }
+        }
+    }
+}
+
+fn column(name: &str, kind: ColumnKind) -> Column {
+    let (coltype, colflags) = match kind {
+        ColumnKind::Int => (ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::empty()),
+        ColumnKind::UInt => (ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::UNSIGNED_FLAG),
+        ColumnKind::Float => (ColumnType::MYSQL_TYPE_DOUBLE, ColumnFlags::empty()),
+        ColumnKind::Decimal => (ColumnType::MYSQL_TYPE_NEWDECIMAL, ColumnFlags::empty()),
+        ColumnKind::Text => (ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty()),
+        ColumnKind::Bytes => (ColumnType::MYSQL_TYPE_BLOB, ColumnFlags::BINARY_FLAG),
+    };
+    Column {
+        table: String::new(),
+        column: name.to_string(),
+        coltype,
+        colflags,
+    }
+}
+
+async fn write_error<W: AsyncWrite + Send + Unpin>(
+    e: FrontError,
+    results: QueryResultWriter<'_, W>,
+) -> io::Result<()> {
+    results
+        .error(ErrorKind::from(e.mysql_code()), e.to_string().as_bytes())
+        .await
+}
+
+async fn write_output<W: AsyncWrite + Send + Unpin>(
+    out: Result<Output, FrontError>,
+    results: QueryResultWriter<'_, W>,
+) -> io::Result<()> {
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => return write_error(e, results).await,
+    };
+    let warnings = u16::try_from(out.warnings.len()).unwrap_or(u16::MAX);
+    if out.columns.is_empty() {
+        return results
+            .completed(OkResponse {
+                affected_rows: out.affected_rows,
+                warnings,
+                ..OkResponse::default()
+            })
+            .await;
+    }
+    let columns: Vec<Column> = out
+        .columns
+        .iter()
+        .map(|c| column(&c.name, c.kind))
+        .collect();
+    let mut w = results.start(&columns).await?;
+    for row in &out.rows {
+        for (cell, c) in row.iter().zip(&out.columns) {
+            match (cell, c.kind) {
+                (Cell::Null, _) => w.write_col(None::<i64>)?,
+                (Cell::Int(v), ColumnKind::Int) => w.write_col(*v)?,
+                (Cell::UInt(v), ColumnKind::UInt) => w.write_col(*v)?,
+                (Cell::Float(v), ColumnKind::Float) => w.write_col(*v)?,
+                (Cell::Bytes(b), _) => w.write_col(b.as_slice())?,
+                // A value whose kind differs from its column's (rows from the engine, where
+                // the first value chose the kind) goes as text, which every kind accepts in
+                // the text protocol and strings accept in the binary one.
+                (other, _) => w.write_col(other.to_text().unwrap_or_default().as_str())?,
+            }
+        }
+        w.end_row().await?;
+    }
+    w.finish().await
+}
+
+/// One parameter of `COM_STMT_EXECUTE`, owned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    Null,
+    Int(i64),
+    UInt(u64),
+    Double(f64),
+    Bytes(Vec<u8>),
+    /// A date or time value (not a Stratus type yet).
+    Temporal,
+}
+
+impl Param {
+    fn from_value(v: ValueInner<'_>) -> Param {
+        match v {
+            ValueInner::NULL => Param::Null,
+            ValueInner::Int(v) => Param::Int(v),
+            ValueInner::UInt(v) => Param::UInt(v),
+            ValueInner::Double(v) => Param::Double(v),
+            ValueInner::Bytes(b) => Param::Bytes(b.to_vec()),
+            ValueInner::Date(_) | ValueInner::Time(_) | ValueInner::Datetime(_) => Param::Temporal,
+        }
+    }
+
+    /// The SQL literal of this value.
+    fn literal(&self) -> Result<String, FrontError> {
+        Ok(match self {
+            Param::Null => "NULL".to_string(),
+            Param::Int(v) => v.to_string(),
+            Param::UInt(v) => v.to_string(),
+            Param::Double(v) if v.is_finite() => format!("{v:?}"),
+            Param::Double(v) => {
+                return Err(FrontError::Parse {
+                    message: format!("a parameter that is not a finite number: {v}"),
+                });
+            }
+            Param::Bytes(b) => {
+                let s = std::str::from_utf8(b).map_err(|_| FrontError::Parse {
+                    message: "a string parameter that is not UTF-8".into(),
+                })?;
+                let mut out = String::with_capacity(s.len() + 2);
+                out.push('\'');
+                for ch in s.chars() {
+                    match ch {
+                        '\'' => out.push_str("''"),
+                        '\\' => out.push_str("\\\\"),
+                        c => out.push(c),
+                    }
+                }
+                out.push('\'');
+                out
+            }
+            Param::Temporal => {
+                return Err(FrontError::unsupported(
+                    "date and time parameters (no date or time column type yet)",
+                ));
+            }
+        })
+    }
+}
+
+/// The byte offsets of the `?` placeholders of `sql`: outside string literals, quoted
+/// identifiers and comments.
+pub fn placeholders(sql: &str) -> Vec<usize> {
+    let b = sql.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"' | b'`') => {
+                i += 1;
+                while i < b.len() {
+                    if b[i] == b'\\' && q != b'`' {
+                        i += 2;
+                        continue;
+                    }
+                    if b[i] == q {
+                        // A doubled quote is one quote character.
+                        if b.get(i + 1) == Some(&q) {
+                            i += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'?' => out.push(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `sql` with its `expected` placeholders replaced by `params` as literals.
+pub fn bind(sql: &str, expected: usize, params: &[Param]) -> Result<String, FrontError> {
+    if params.len() != expected {
+        return Err(FrontError::Parse {
+            message: format!("expected {expected} parameters, found {}", params.len()),
+        });
+    }
+    let mut out = String::with_capacity(sql.len() + 16 * params.len());
+    let mut last = 0;
+    for (pos, p) in placeholders(sql).into_iter().zip(params) {
+        out.push_str(&sql[last..pos]);
+        out.push_str(&p.literal()?);
+        last = pos + 1;
+    }
+    out.push_str(&sql[last..]);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn placeholders_inside_quotes_and_comments_are_not_parameters() {
+        let sql = "SELECT '?', \"a?\", `c?`, 'it''s ?', 'x\\'?' -- ?\n FROM t /* ? */ WHERE a = ? # ?\n AND b = ?";
+        let found = placeholders(sql);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found.iter().all(|&i| &sql[i..=i] == "?"));
+    }
+
+    #[test]
+    fn bound_parameters_become_literals_and_a_wrong_count_is_refused() {
+        let sql = bind(
+            "INSERT INTO t VALUES (?, ?, ?, ?)",
+            4,
+            &[
+                Param::Int(-3),
+                Param::Bytes(b"it's a \\ test".to_vec()),
+                Param::Null,
+                Param::Double(0.5),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            sql,
+            "INSERT INTO t VALUES (-3, 'it''s a \\\\ test', NULL, 0.5)"
+        );
+        assert!(bind("SELECT ?", 1, &[]).is_err());
+        assert!(bind("SELECT ?", 1, &[Param::Double(f64::NAN)]).is_err());
+        assert!(bind("SELECT ?", 1, &[Param::Temporal]).is_err());
+    }
+
+    proptest! {
+        /// A bound string parameter parses back as exactly the string it was.
+        #[test]
+        fn a_bound_string_parses_back_as_the_same_string(s in "\\PC{0,24}") {
+            let sql = bind("SELECT ?", 1, &[Param::Bytes(s.clone().into_bytes())]).unwrap();
+            let stmts = sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, &sql).unwrap();
+            let sqlparser::ast::Statement::Query(q) = &stmts[0] else { panic!("{sql}") };
+            let sqlparser::ast::SetExpr::Select(sel) = q.body.as_ref() else { panic!("{sql}") };
+            let sqlparser::ast::SelectItem::UnnamedExpr(sqlparser::ast::Expr::Value(v)) = &sel.projection[0] else { panic!("{sql}") };
+            prop_assert_eq!(v.value.clone(), sqlparser::ast::Value::SingleQuotedString(s));
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Which of DataFusion's filters go into the coprocessor DAG, and how.
+//!
+//! A filter DataFusion offers a table scan is written back as SQL (DataFusion's unparser,
+//! MySQL dialect, columns unqualified) and planned by the same condition planner the client's
+//! statements use (`client::sql::select::where_conditions`): what it accepts runs in every
+//! region's Selection, exactly as DataFusion would have evaluated it (the comparisons, `AND`,
+//! `OR`, `NOT`, `IS [NOT] NULL`, `IN`, `BETWEEN` and `LIKE` over columns and literals it
+//! plans have the same meaning in both), so DataFusion is told the filter is exact and does
+//! not evaluate it again. What it refuses (a function, a cast, a comparison of a number with a
+//! string) stays in DataFusion. Bounds on the primary key narrow the key ranges read
+//! (`client::sql::handle_ranges`).
+
+use client::sql::TableSchema;
+use client::sql::handle_ranges::handle_ranges;
+use client::sql::select::where_conditions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::logical_expr::Expr;
+use datafusion::prelude::Column;
+use datafusion::sql::unparser::Unparser;
+use datafusion::sql::unparser::dialect::MySqlDialect as UnparseDialect;
+use sqlparser::ast;
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use wire::coprocessor::{self as proto, KeyRange};
+
+/// `expr` as a `WHERE` condition of the client's planner, when it can be written as one.
+pub fn filter_ast(expr: &Expr) -> Option<ast::Expr> {
+    let unqualified = expr
+        .clone()
+        .transform(|e| {
+            Ok(match e {
+                Expr::Column(c) if c.relation.is_some() => {
+                    Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
+                }
+                other => Transformed::no(other),
+            })
+        })
+        .ok()?
+        .data;
+    let text = Unparser::new(&UnparseDialect {})
+        .expr_to_sql(&unqualified)
+        .ok()?
+        .to_string();
+    Parser::new(&MySqlDialect {})
+        .try_with_sql(&text)
+        .ok()?
+        .parse_expr()
+        .ok()
+}
+
+/// Whether the coprocessor evaluates `expr` over `table` exactly as DataFusion would.
+pub fn pushable(table: &TableSchema, expr: &Expr) -> bool {
+    filter_ast(expr).is_some_and(|w| where_conditions(table, Some(&w)).is_ok())
+}
+
+/// What the filters of one scan became.
+#[derive(Debug, Clone, Default)]
+pub struct PushedFilters {
+    /// The Selection's conditions, over the table's columns.
+    pub conditions: Vec<proto::Expr>,
+    /// The record-key ranges that can hold a matching row.
+    pub ranges: Vec<KeyRange>,
+    /// Each pushed filter's SQL (for EXPLAIN).
+    pub texts: Vec<String>,
+}
+
+/// Plans the pushable `filters` of a scan of `table` (the others are left to DataFusion,
+/// which did not mark them exact).
+pub fn push_filters(table: &TableSchema, filters: &[Expr]) -> PushedFilters {
+    let mut wheres: Vec<ast::Expr> = Vec::new();
+    let mut out = PushedFilters::default();
+    for f in filters {
+        let Some(w) = filter_ast(f) else { continue };
+        let Ok(conditions) = where_conditions(table, Some(&w)) else {
+            continue;
+        };
+        out.conditions.extend(conditions);
+        out.texts.push(w.to_string());
+        wheres.push(w);
+    }
+    let combined = wheres.into_iter().reduce(|a, b| ast::Expr::BinaryOp {
+        left: Box::new(a),
+        op: ast::BinaryOperator::And,
+        right: Box::new(b),
+    });
+    let pk = &table.columns[table.pk].name;
+    out.ranges = handle_ranges(table.id, pk, combined.as_ref());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use client::sql::{Column as SqlColumn, SqlType};
+    use datafusion::prelude::{col, lit};
+    use wire::codec::table::record_range;
+
+    fn table() -> TableSchema {
+        let c = |name: &str, id, ty| SqlColumn {
+            name: name.into(),
+            id,
+            ty,
+        };
+        TableSchema {
+            id: 7,
+            name: "t".into(),
+            columns: vec![
+                c("id", 1, SqlType::BigInt),
+                c("n", 2, SqlType::Int),
+                c("s", 3, SqlType::Varchar),
+            ],
+            pk: 0,
+        }
+    }
+
+    #[test]
+    fn comparisons_of_columns_with_literals_are_pushed_and_functions_are_not() {
+        let t = table();
+        let qualified = Expr::Column(Column::new(Some("t"), "n"));
+        for e in [
+            col("n").gt(lit(5)),
+            qualified.lt_eq(lit(3)),
+            col("s").like(lit("a%")),
+            col("n").is_null().or(col("id").eq(lit(2i64))),
+            col("n").in_list(vec![lit(1), lit(2)], false),
+            col("n").between(lit(1), lit(9)),
+        ] {
+            assert!(pushable(&t, &e), "{e} should be pushed");
+        }
+        for e in [
+            datafusion::functions::expr_fn::abs(col("n")).gt(lit(1)),
+            col("s").gt(lit(1)),
+            Expr::Column(Column::new_unqualified("nope")).eq(lit(1)),
+        ] {
+            assert!(!pushable(&t, &e), "{e} must stay in DataFusion");
+        }
+    }
+
+    #[test]
+    fn primary_key_bounds_narrow_the_ranges_and_others_keep_the_whole_table() {
+        let t = table();
+        let all = push_filters(&t, &[col("n").gt(lit(5))]);
+        assert_eq!(all.ranges, handle_ranges(7, "id", None));
+        let (start, end) = (all.ranges[0].start.clone(), all.ranges[0].end.clone());
+        assert_eq!(end, record_range(7).1);
+        let narrow = push_filters(&t, &[col("id").gt_eq(lit(10i64)), col("id").lt(lit(20i64))]);
+        assert_eq!(narrow.conditions.len(), 2);
+        assert_eq!(narrow.ranges.len(), 1);
+        assert!(narrow.ranges[0].start > start && narrow.ranges[0].end < end);
+    }
+}

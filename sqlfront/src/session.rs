@@ -1,0 +1,374 @@
+//! One connection's SQL session: routes each statement to DataFusion, to the catalog
+//! statements of this front, or to the client's statement engine (crate docs), and keeps the
+//! connection's variables and warnings (the engine holds both).
+
+use std::sync::Arc;
+
+use client::paging::Client;
+use client::sql::{Engine, SqlError, catalog};
+use datafusion::common::TableReference;
+use datafusion::config::Dialect;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use sqlparser::ast::{self, ObjectType, Statement};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+use crate::DATABASE;
+use crate::error::FrontError;
+use crate::output::{Cell, Output};
+use crate::show;
+use crate::table::{StatementContext, StratusTable};
+
+/// DataFusion's catalog name for the cluster's tables (never shown to users).
+const CATALOG: &str = "stratus";
+
+/// Where a statement goes.
+#[derive(Debug, PartialEq)]
+enum Route {
+    /// Planned and run by DataFusion.
+    Query,
+    /// Run by the client's statement engine.
+    Engine,
+    ShowTables,
+    Describe(String),
+    ShowCreate(String),
+    Drop {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    Truncate(String),
+    ShowDatabases,
+    Use(String),
+    /// Accepted and answered OK with no effect (`SET NAMES`, `SET autocommit = 1`, `COMMIT`
+    /// or `ROLLBACK` with no transaction open: every statement commits on its own).
+    NoOp,
+}
+
+/// One connection's session.
+pub struct FrontSession {
+    client: &'static Client,
+    engine: Engine<'static>,
+    df: SessionContext,
+}
+
+impl std::fmt::Debug for FrontSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrontSession").finish_non_exhaustive()
+    }
+}
+
+impl FrontSession {
+    /// A session over `client`, which lives as long as the process (one per endpoint).
+    pub fn new(client: &'static Client) -> FrontSession {
+        let config = SessionConfig::new()
+            .with_default_catalog_and_schema(CATALOG, DATABASE)
+            .with_information_schema(false);
+        FrontSession {
+            client,
+            engine: Engine::new(client),
+            df: SessionContext::new_with_config(config),
+        }
+    }
+
+    /// Runs one statement. Every statement but `SHOW WARNINGS` replaces the warning list
+    /// (with its warnings, or its error), as in MySQL.
+    pub async fn execute(&mut self, sql: &str) -> Result<Output, FrontError> {
+        let stmt = parse(sql)?;
+        let route = route(&stmt)?;
+        if route == Route::Engine {
+            // The engine keeps its own warnings.
+            self.engine.forget_schemas();
+            let r = self.engine.execute(sql).await?;
+            return Ok(Output::from_engine(r));
+        }
+        let out = self.run(route, sql).await;
+        match &out {
+            Ok(o) => self.engine.set_warnings(&o.warnings),
+            Err(e) => self.engine.set_error(e.to_string()),
+        }
+        out
+    }
+
+    async fn run(&mut self, route: Route, sql: &str) -> Result<Output, FrontError> {
+        match route {
+            Route::Query => self.query(sql).await,
+            Route::Engine => Err(FrontError::Internal {
+                what: "an engine statement routed to the front".into(),
+            }),
+            Route::ShowTables => Ok(show::tables(&catalog::list(self.client).await?)),
+            Route::Describe(name) => Ok(show::columns(&self.schema(&name).await?)),
+            Route::ShowCreate(name) => Ok(show::create_table(&self.schema(&name).await?)),
+            Route::Drop { names, if_exists } => {
+                for name in names {
+                    match catalog::drop_table(self.client, &name).await {
+                        Err(SqlError::UnknownTable { .. }) if if_exists => {}
+                        other => other?,
+                    }
+                }
+                Ok(Output::ok(0))
+            }
+            Route::Truncate(name) => {
+                catalog::truncate(self.client, &name).await?;
+                Ok(Output::ok(0))
+            }
+            Route::ShowDatabases => Ok(Output::text(
+                &["Database"],
+                vec![vec![Cell::Text(DATABASE.to_string())]],
+            )),
+            Route::Use(db) => {
+                use_database(&db)?;
+                Ok(Output::ok(0))
+            }
+            Route::NoOp => Ok(Output::ok(0)),
+        }
+    }
+
+    /// `USE db` sent as a protocol command (`COM_INIT_DB`).
+    pub fn use_database(&mut self, db: &str) -> Result<(), FrontError> {
+        use_database(db)
+    }
+
+    /// The warnings of the previous statement (what `SHOW WARNINGS` answers).
+    pub fn warnings(&self) -> &[client::sql::Warning] {
+        self.engine.warnings()
+    }
+
+    async fn schema(&self, name: &str) -> Result<client::sql::TableSchema, FrontError> {
+        catalog::load(self.client, name)
+            .await?
+            .ok_or_else(|| SqlError::UnknownTable {
+                table: name.to_ascii_lowercase(),
+            })
+            .map_err(FrontError::from)
+    }
+
+    /// A query planned and run by DataFusion over the tables it names, read at one
+    /// timestamp (crate docs).
+    async fn query(&mut self, sql: &str) -> Result<Output, FrontError> {
+        let vars = *self.engine.session().await?.variables();
+        let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
+        let ctx = Arc::new(StatementContext::new(self.client, vars, start_ts));
+        let stmt = self.df.state().sql_to_statement(sql, &Dialect::MySQL)?;
+        let references = self.df.state().resolve_table_references(&stmt)?;
+        let mut registered = Vec::new();
+        for r in references {
+            if let Some(schema) = r.schema()
+                && !schema.eq_ignore_ascii_case(DATABASE)
+            {
+                return Err(FrontError::UnknownDatabase {
+                    expected: DATABASE,
+                    found: schema.to_string(),
+                });
+            }
+            let name = r.table().to_ascii_lowercase();
+            let Some(table) = catalog::load_at(self.client, &name, start_ts).await? else {
+                return Err(SqlError::UnknownTable { table: name }.into());
+            };
+            let provider = Arc::new(StratusTable::new(table, ctx.clone()));
+            let reference = TableReference::bare(name.clone());
+            self.df.deregister_table(reference.clone())?;
+            self.df.register_table(reference, provider)?;
+            registered.push(name);
+        }
+        let result = async {
+            let plan = self.df.state().statement_to_plan(stmt).await?;
+            let frame = self.df.execute_logical_plan(plan).await?;
+            let schema = frame.schema().as_arrow().clone();
+            let batches = frame.collect().await?;
+            Output::from_batches(&schema, &batches)
+        }
+        .await;
+        // Providers hold this statement's timestamp: none outlives it.
+        for name in registered {
+            self.df.deregister_table(TableReference::bare(name))?;
+        }
+        let mut out = result?;
+        out.warnings = ctx.take_warnings();
+        Ok(out)
+    }
+}
+
+fn use_database(db: &str) -> Result<(), FrontError> {
+    if db.eq_ignore_ascii_case(DATABASE) {
+        Ok(())
+    } else {
+        Err(FrontError::UnknownDatabase {
+            expected: DATABASE,
+            found: db.to_string(),
+        })
+    }
+}
+
+/// Parses exactly one statement (MySQL dialect).
+fn parse(sql: &str) -> Result<Statement, FrontError> {
+    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| FrontError::Parse {
+        message: e.to_string(),
+    })?;
+    match stmts.len() {
+        1 => Ok(stmts.remove(0)),
+        0 => Err(FrontError::Parse {
+            message: "no statement".into(),
+        }),
+        n => Err(FrontError::unsupported(format!(
+            "more than one statement in one query: count={n}"
+        ))),
+    }
+}
+
+/// The one table an object name names (`t` or `test.t`), lowercase.
+fn table_name(name: &ast::ObjectName) -> Result<String, FrontError> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| match p {
+            ast::ObjectNamePart::Identifier(id) => Ok(id.value.to_ascii_lowercase()),
+            other => Err(FrontError::unsupported(format!("a name part: {other}"))),
+        })
+        .collect::<Result<_, _>>()?;
+    match parts.as_slice() {
+        [t] => Ok(t.clone()),
+        [db, t] if db.eq_ignore_ascii_case(DATABASE) => Ok(t.clone()),
+        [db, _] => Err(FrontError::UnknownDatabase {
+            expected: DATABASE,
+            found: db.clone(),
+        }),
+        _ => Err(FrontError::unsupported(format!("the name {name}"))),
+    }
+}
+
+/// Where `stmt` goes (see [`Route`]).
+fn route(stmt: &Statement) -> Result<Route, FrontError> {
+    Ok(match stmt {
+        // `SELECT @@var`, SET, SHOW VARIABLES / WARNINGS: the engine's variables.
+        s if client::sql::set_show::plan(s).is_some() => match s {
+            Statement::Set(ast::Set::SetNames { .. }) => Route::NoOp,
+            Statement::Set(ast::Set::SingleAssignment {
+                variable, values, ..
+            }) if variable.to_string().eq_ignore_ascii_case("autocommit") => {
+                match values.as_slice() {
+                    [v] if matches!(
+                        v.to_string().to_ascii_lowercase().as_str(),
+                        "1" | "on" | "true"
+                    ) =>
+                    {
+                        Route::NoOp
+                    }
+                    _ => {
+                        return Err(FrontError::unsupported(
+                            "autocommit = 0 (multi-statement transactions are not built yet: \
+                             every statement commits on its own)",
+                        ));
+                    }
+                }
+            }
+            _ => Route::Engine,
+        },
+        Statement::Query(_) => Route::Query,
+        Statement::ShowTables { .. } => Route::ShowTables,
+        Statement::ShowDatabases { .. } => Route::ShowDatabases,
+        Statement::ExplainTable { table_name: t, .. } => Route::Describe(table_name(t)?),
+        Statement::ShowColumns { show_options, .. } => {
+            let name = show_options
+                .show_in
+                .as_ref()
+                .and_then(|i| i.parent_name.as_ref())
+                .ok_or_else(|| FrontError::Parse {
+                    message: "SHOW COLUMNS needs FROM <table>".into(),
+                })?;
+            Route::Describe(table_name(name)?)
+        }
+        Statement::ShowCreate { obj_type, obj_name } => {
+            if *obj_type != ast::ShowCreateObject::Table {
+                return Err(FrontError::unsupported(format!("SHOW CREATE {obj_type}")));
+            }
+            Route::ShowCreate(table_name(obj_name)?)
+        }
+        Statement::Drop {
+            object_type: ObjectType::Table,
+            if_exists,
+            names,
+            ..
+        } => Route::Drop {
+            names: names.iter().map(table_name).collect::<Result<_, _>>()?,
+            if_exists: *if_exists,
+        },
+        Statement::Truncate(t) => match t.table_names.as_slice() {
+            [one] => Route::Truncate(table_name(&one.name)?),
+            _ => return Err(FrontError::unsupported("TRUNCATE of several tables")),
+        },
+        Statement::Use(u) => match u {
+            ast::Use::Object(name) | ast::Use::Database(name) | ast::Use::Schema(name) => {
+                Route::Use(name.to_string().trim_matches('`').to_string())
+            }
+            other => return Err(FrontError::unsupported(format!("{other}"))),
+        },
+        Statement::Commit { .. } | Statement::Rollback { .. } => Route::NoOp,
+        Statement::StartTransaction { .. } => {
+            return Err(FrontError::unsupported(
+                "BEGIN / START TRANSACTION (multi-statement transactions are not built yet: \
+                 every statement commits on its own)",
+            ));
+        }
+        _ => Route::Engine,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routed(sql: &str) -> Result<Route, FrontError> {
+        route(&parse(sql)?)
+    }
+
+    #[test]
+    fn statements_go_where_they_are_served() {
+        let cases: Vec<(&str, Route)> = vec![
+            ("SELECT 1 + 1", Route::Query),
+            (
+                "SELECT a, COUNT(DISTINCT b) FROM t JOIN u ON t.a = u.a GROUP BY a HAVING COUNT(*) > 1",
+                Route::Query,
+            ),
+            ("SELECT @@version_comment LIMIT 1", Route::Engine),
+            ("INSERT INTO t VALUES (1)", Route::Engine),
+            ("CREATE TABLE t (id INT PRIMARY KEY)", Route::Engine),
+            ("SET tidb_replica_read = 'follower'", Route::Engine),
+            ("SHOW WARNINGS", Route::Engine),
+            ("SHOW TABLES", Route::ShowTables),
+            ("DESCRIBE t", Route::Describe("t".into())),
+            ("SHOW COLUMNS FROM test.T", Route::Describe("t".into())),
+            ("SHOW CREATE TABLE t", Route::ShowCreate("t".into())),
+            (
+                "DROP TABLE IF EXISTS a, b",
+                Route::Drop {
+                    names: vec!["a".into(), "b".into()],
+                    if_exists: true,
+                },
+            ),
+            ("TRUNCATE TABLE t", Route::Truncate("t".into())),
+            ("USE test", Route::Use("test".into())),
+            ("SET NAMES utf8mb4", Route::NoOp),
+            ("SET autocommit = 1", Route::NoOp),
+            ("COMMIT", Route::NoOp),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(routed(sql).unwrap(), want, "{sql}");
+        }
+    }
+
+    #[test]
+    fn what_is_not_built_is_refused_with_its_reason() {
+        for sql in ["BEGIN", "SET autocommit = 0", "SELECT 1; SELECT 2"] {
+            let e = routed(sql).unwrap_err();
+            assert_eq!(
+                e.mysql_code(),
+                crate::error::code::NOT_SUPPORTED_YET,
+                "{sql}: {e}"
+            );
+        }
+        let e = routed("SHOW COLUMNS FROM other.t").unwrap_err();
+        assert_eq!(e.mysql_code(), crate::error::code::BAD_DB);
+        let e = routed("SELEC 1").unwrap_err();
+        assert_eq!(e.mysql_code(), crate::error::code::PARSE);
+    }
+}

@@ -1,0 +1,333 @@
+//! A Stratus table as a DataFusion `TableProvider`, and its scan: one coprocessor request
+//! over the table's regions, with what DataFusion pushed into it (filters, projection,
+//! limit) in each region's DAG.
+//!
+//! The DAG of a scan: `TableScan` (every column, scan column `i` = table column `i`) →
+//! `Selection` (the pushed filters, [`crate::pushdown`]) → `Projection` (the columns
+//! DataFusion reads, when fewer than all) → `Limit` (when DataFusion gave one and every
+//! filter was pushed). The request goes through `client::Session::coprocessor`, so the
+//! session's variables choose the server path or the delegate path, and the paging driver,
+//! the coprocessor cache, lock resolution, region retries and node selection do what they do
+//! for every request.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use client::Variables;
+use client::paging::Client;
+use client::sql::TableSchema;
+use client::sql::select::scan_executors;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session as DfSession;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{
+    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
+};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use parking_lot::Mutex;
+use wire::coprocessor::{self as proto, DagRequest, ExecType, Executor, KeyRange};
+
+use crate::arrow_rows;
+use crate::error::FrontError;
+use crate::pushdown::{self, PushedFilters};
+
+/// What every scan of one statement shares: the cluster, the connection's variables, the
+/// statement's read timestamp, and where the scans leave their warnings.
+#[derive(Debug)]
+pub struct StatementContext {
+    pub client: &'static Client,
+    pub vars: Variables,
+    pub start_ts: u64,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl StatementContext {
+    pub fn new(client: &'static Client, vars: Variables, start_ts: u64) -> StatementContext {
+        StatementContext {
+            client,
+            vars,
+            start_ts,
+            warnings: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The warnings the statement's scans left (node selection's), each once.
+    pub fn take_warnings(&self) -> Vec<String> {
+        let mut w = std::mem::take(&mut *self.warnings.lock());
+        let mut seen = std::collections::HashSet::new();
+        w.retain(|m| seen.insert(m.clone()));
+        w
+    }
+}
+
+/// A Stratus table for one statement.
+#[derive(Debug)]
+pub struct StratusTable {
+    table: TableSchema,
+    schema: SchemaRef,
+    ctx: Arc<StatementContext>,
+}
+
+impl StratusTable {
+    pub fn new(table: TableSchema, ctx: Arc<StatementContext>) -> StratusTable {
+        StratusTable {
+            schema: arrow_rows::table_schema(&table),
+            table,
+            ctx,
+        }
+    }
+}
+
+#[async_trait]
+impl TableProvider for StratusTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if pushdown::pushable(&self.table, f) {
+                    TableProviderFilterPushDown::Exact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn DfSession,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let columns: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.table.columns.len()).collect(),
+        };
+        let pushed = pushdown::push_filters(&self.table, filters);
+        // DataFusion passes only the filters this table called exact, so the limit holds
+        // for the rows the regions return.
+        let exact = pushed.texts.len() == filters.len();
+        let schema = Arc::new(self.schema.project(&columns)?);
+        Ok(Arc::new(StratusScanExec::new(
+            self.table.clone(),
+            columns,
+            schema,
+            pushed,
+            limit.filter(|_| exact),
+            self.ctx.clone(),
+        )))
+    }
+}
+
+/// The scan of one Stratus table: one partition, one coprocessor request.
+#[derive(Debug)]
+pub struct StratusScanExec {
+    table: TableSchema,
+    /// The table's columns DataFusion reads, in its order.
+    columns: Vec<usize>,
+    schema: SchemaRef,
+    pushed: PushedFilters,
+    limit: Option<usize>,
+    dag: DagRequest,
+    ctx: Arc<StatementContext>,
+    properties: Arc<PlanProperties>,
+}
+
+impl StratusScanExec {
+    fn new(
+        table: TableSchema,
+        columns: Vec<usize>,
+        schema: SchemaRef,
+        pushed: PushedFilters,
+        limit: Option<usize>,
+        ctx: Arc<StatementContext>,
+    ) -> StratusScanExec {
+        let dag = scan_dag(&table, &columns, &pushed, limit);
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        StratusScanExec {
+            table,
+            columns,
+            schema,
+            pushed,
+            limit,
+            dag,
+            ctx,
+            properties,
+        }
+    }
+
+    /// The DAG every region runs.
+    pub fn dag(&self) -> &DagRequest {
+        &self.dag
+    }
+
+    /// The key ranges read.
+    pub fn ranges(&self) -> &[KeyRange] {
+        &self.pushed.ranges
+    }
+}
+
+/// `TableScan → [Selection] → [Projection] → [Limit]` (module docs).
+fn scan_dag(
+    table: &TableSchema,
+    columns: &[usize],
+    pushed: &PushedFilters,
+    limit: Option<usize>,
+) -> DagRequest {
+    let mut executors: Vec<Executor> = scan_executors(table, pushed.conditions.clone());
+    let identity =
+        columns.len() == table.columns.len() && columns.iter().enumerate().all(|(i, c)| i == *c);
+    if !identity {
+        executors.push(Executor {
+            tp: ExecType::Projection as i32,
+            projection: Some(proto::Projection {
+                exprs: columns
+                    .iter()
+                    .map(|c| proto::Expr::column(*c as u32))
+                    .collect(),
+            }),
+            ..Executor::default()
+        });
+    }
+    if let Some(n) = limit {
+        executors.push(Executor {
+            tp: ExecType::Limit as i32,
+            limit: Some(proto::Limit { limit: n as u64 }),
+            ..Executor::default()
+        });
+    }
+    DagRequest {
+        executors,
+        ..DagRequest::default()
+    }
+}
+
+impl DisplayAs for StratusScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let names: Vec<&str> = self
+            .columns
+            .iter()
+            .map(|c| self.table.columns[*c].name.as_str())
+            .collect();
+        write!(
+            f,
+            "StratusScanExec: table={} columns=[{}]",
+            self.table.name,
+            names.join(", ")
+        )?;
+        if !self.pushed.texts.is_empty() {
+            write!(f, " selection=[{}]", self.pushed.texts.join(" AND "))?;
+        }
+        if let Some(n) = self.limit {
+            write!(f, " limit={n}")?;
+        }
+        write!(f, " ranges={}", self.pushed.ranges.len())
+    }
+}
+
+impl ExecutionPlan for StratusScanExec {
+    fn name(&self) -> &str {
+        "StratusScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        _: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "StratusScanExec has one partition, asked for {partition}"
+            )));
+        }
+        let ctx = self.ctx.clone();
+        let dag = self.dag.clone();
+        let ranges = self.pushed.ranges.clone();
+        let table = self.table.clone();
+        let columns = self.columns.clone();
+        let schema = self.schema.clone();
+        let limit = self.limit;
+        let batch = async move {
+            let session = ctx.client.session_with(ctx.vars);
+            let result = session
+                .coprocessor(&dag, ranges, ctx.start_ts)
+                .await
+                .map_err(|e| {
+                    DataFusionError::External(Box::new(FrontError::Sql(
+                        client::sql::SqlError::Client(e),
+                    )))
+                })?;
+            ctx.warnings.lock().extend(result.warnings);
+            let mut rows = result.rows;
+            if let Some(n) = limit {
+                rows.truncate(n);
+            }
+            arrow_rows::rows_to_batch(&table, &columns, schema, &rows)
+                .map_err(|e| DataFusionError::External(Box::new(e)))
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            futures::stream::once(batch),
+        )))
+    }
+}
