@@ -64,6 +64,7 @@ pub mod output_format;
 pub mod sample_table;
 pub mod sql_command;
 pub mod sql_prompt;
+pub mod sql_server;
 pub mod state_dir;
 pub mod statement_input;
 pub mod table_format;

@@ -89,6 +89,25 @@ enum Command {
         /// its embedded store under the data dir (nothing to install).
         #[arg(long, value_name = "URLS", value_delimiter = ',')]
         etcd: Vec<String>,
+        /// The port of the SQL endpoint (MySQL protocol) on 127.0.0.1; default 4000, or a
+        /// free port when --base-port is 0.
+        #[arg(long, value_name = "PORT")]
+        sql_port: Option<u16>,
+    },
+    /// Serve SQL over the MySQL protocol (any MySQL client or driver) in the foreground.
+    ///
+    /// Queries are planned and run by DataFusion with filters, projections and limits pushed
+    /// into the coprocessor of each region; each connection has its own session (variables,
+    /// warnings). No authentication yet: any user and password is accepted.
+    #[command(name = "sql-server", after_help = CLUSTER_FILE_HELP)]
+    SqlServer {
+        /// The cluster file (TOML client config); default: $STRATUS_CLUSTER, else the one
+        /// `stratus up` wrote.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The address to listen on.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4000")]
+        listen: String,
     },
     /// The guided tour: a local cluster, the sample table, and what runs where and why.
     Demo {
@@ -199,8 +218,14 @@ fn main() -> ExitCode {
             s3_bucket,
             base_port,
             etcd,
+            sql_port,
         } => {
             let mut out = std::io::stdout();
+            let sql_port = sql_port.unwrap_or(if base_port == 0 {
+                0
+            } else {
+                cli::sql_server::DEFAULT_SQL_PORT
+            });
             exit(up_command::run(
                 UpOptions {
                     data_dir,
@@ -208,6 +233,7 @@ fn main() -> ExitCode {
                     s3_bucket,
                     base_port,
                     etcd,
+                    sql_port,
                 },
                 &mut out,
             ))
@@ -241,6 +267,14 @@ fn main() -> ExitCode {
             opts.runs = runs.unwrap_or(opts.runs);
             opts.output = output;
             exit(cli::bench::run(opts))
+        }
+        Command::SqlServer { config, listen } => {
+            let cluster = match state_dir::find_cluster_file(config.as_deref()) {
+                Ok(path) => path,
+                Err(e) => return fail(e),
+            };
+            let mut out = std::io::stdout();
+            exit(cli::sql_server::run(&cluster, &listen, &mut out))
         }
         Command::Server { args } => server::launch::main(args.into_iter()),
         Command::Worker { args } => worker::launch::main(args.into_iter()),

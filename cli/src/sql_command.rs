@@ -1,10 +1,11 @@
-//! `stratus sql`: runs statements through the client's SQL front and prints their results.
+//! `stratus sql`: runs statements through the SQL front (`sqlfront`, in this process: the same
+//! session the MySQL endpoint gives each connection) and prints their results.
 
 use std::io::Write;
 use std::path::Path;
 
 use client::Client;
-use client::sql::Engine;
+use sqlfront::FrontSession;
 use tokio::runtime::Runtime;
 
 use crate::output_format::{Format, render};
@@ -38,15 +39,16 @@ pub fn run(
     err: &mut dyn Write,
 ) -> Result<(), SqlCommandError> {
     let (rt, client) = connect(cluster_file)?;
-    let engine = &mut Engine::new(&client);
+    let session = &mut FrontSession::new(client);
     for sql in statements {
-        execute(&rt, engine, sql, format, out, err)?;
+        execute(&rt, session, sql, format, out, err)?;
     }
     Ok(())
 }
 
-/// A runtime and a client of the cluster of `cluster_file` (the client lives on the runtime).
-pub fn connect(cluster_file: &Path) -> Result<(Runtime, Client), SqlCommandError> {
+/// A runtime and a client of the cluster of `cluster_file` (the client lives on the runtime,
+/// and as long as the process: the SQL front's sessions borrow it).
+pub fn connect(cluster_file: &Path) -> Result<(Runtime, &'static Client), SqlCommandError> {
     let cfg = crate::cluster_file::load(cluster_file)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -56,21 +58,22 @@ pub fn connect(cluster_file: &Path) -> Result<(Runtime, Client), SqlCommandError
         let _guard = rt.enter();
         Client::new(cfg).map_err(|e| SqlCommandError::Client(node::error_chain(&e)))?
     };
-    Ok((rt, client))
+    Ok((rt, Box::leak(Box::new(client))))
 }
 
-/// Runs one statement on `engine`, printing its result to `out` and its warnings to `err`.
+/// Runs one statement in `session`, printing its result to `out` and its warnings to `err`.
 pub fn execute(
     rt: &Runtime,
-    engine: &mut Engine<'_>,
+    session: &mut FrontSession,
     sql: &str,
     format: Format,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), SqlCommandError> {
     let result = rt
-        .block_on(engine.execute(sql))
-        .map_err(|e| SqlCommandError::Statement(node::error_chain(&e)))?;
+        .block_on(session.execute(sql))
+        .map_err(|e| SqlCommandError::Statement(node::error_chain(&e)))?
+        .into_query_result();
     for w in &result.warnings {
         writeln!(err, "Warning: {w}").map_err(SqlCommandError::Output)?;
     }

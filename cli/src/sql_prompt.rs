@@ -8,14 +8,14 @@
 //! Ctrl-C drops the statement being typed. Statements are kept in the history file (the state
 //! dir's `history`), one entry per statement, across sessions.
 //!
-//! One engine serves the whole session, so `SET` variables last until the prompt is left.
+//! One SQL session serves the whole prompt, so `SET` variables last until the prompt is left.
 
 use std::io::Write;
 use std::path::Path;
 
-use client::sql::Engine;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
+use sqlfront::FrontSession;
 
 use crate::output_format::Format;
 use crate::sql_command::{SqlCommandError, connect, execute};
@@ -85,7 +85,7 @@ pub fn run(
     history: Option<&Path>,
 ) -> Result<(), SqlCommandError> {
     let (rt, client) = connect(cluster_file)?;
-    let engine = &mut Engine::new(&client);
+    let session = &mut FrontSession::new(client);
     let prompt_err = |e: ReadlineError| SqlCommandError::Prompt(e.to_string());
     let mut editor = DefaultEditor::new().map_err(prompt_err)?;
     if let Some(path) = history {
@@ -116,7 +116,7 @@ pub fn run(
             let _ = editor.add_history_entry(format!("{sql};"));
             let mut out = std::io::stdout().lock();
             let mut err = std::io::stderr();
-            if let Err(e) = execute(&rt, engine, sql, format, &mut out, &mut err) {
+            if let Err(e) = execute(&rt, session, sql, format, &mut out, &mut err) {
                 let _ = writeln!(err, "Error: {e}");
             }
         }

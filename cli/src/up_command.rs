@@ -2,8 +2,9 @@
 //!
 //! Starts the ten nodes (a placement driver, three servers replicating every region, six
 //! workers: a server and two workers in each of zones a, b and c, a whole replica in each zone), prints a table of them (name, zone, URL, log), writes the cluster file
-//! (`<state dir>/cluster.toml`, which `stratus sql` and `stratus load` then find by themselves)
-//! and waits. Ctrl-C (SIGINT) or SIGTERM removes the cluster file, stops every node with
+//! (`<state dir>/cluster.toml`, which `stratus sql` and `stratus load` then find by themselves),
+//! starts the SQL endpoint (MySQL protocol, `--sql-port`, default 4000, [`crate::sql_server`])
+//! in this process and waits. Ctrl-C (SIGINT) or SIGTERM removes the cluster file, stops every node with
 //! SIGTERM (servers first) and exits 0. A node that dies meanwhile is restarted on its port
 //! ([`LocalCluster::restart_dead`], checked every 250 ms), and the restart is named on stderr
 //! (`server-b exited (signal: 9); restarted on http://127.0.0.1:7001 after 0.5 s`). Only when
@@ -40,6 +41,8 @@ pub struct UpOptions {
     pub base_port: u16,
     /// etcd client URLs for the placement driver (empty: its embedded store).
     pub etcd: Vec<String>,
+    /// The SQL endpoint's port on 127.0.0.1 (0: a free one).
+    pub sql_port: u16,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +55,8 @@ pub enum UpError {
     Signals(std::io::Error),
     #[error("cannot remove the cluster file: path={} reason={reason}", path.display())]
     RemoveClusterFile { path: PathBuf, reason: String },
+    #[error(transparent)]
+    SqlServer(#[from] crate::sql_server::SqlServerError),
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
 }
@@ -61,7 +66,9 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
     let state = state_dir::state_dir()?;
     let data_dir = opts.data_dir.unwrap_or_else(|| state.join("data"));
     let cluster_file = state_dir::cluster_file_in(&state);
-    let rt = tokio::runtime::Builder::new_current_thread()
+    // Two threads: the SQL endpoint's connections run beside the restart checks.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .map_err(UpError::Signals)?;
@@ -99,7 +106,19 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
         .collect();
     write_nodes(out, &nodes)?;
     cluster.write_cluster_file(&cluster_file)?;
+    let sql = crate::sql_server::start(
+        &rt,
+        crate::cluster_file::load(&cluster_file)
+            .map_err(crate::sql_server::SqlServerError::from)?,
+        &format!("127.0.0.1:{}", opts.sql_port),
+    )?;
     writeln!(out, "\ncluster file: {}", cluster_file.display())?;
+    writeln!(
+        out,
+        "sql endpoint (MySQL protocol): {sql}  try: mysql -h {} -P {} -u root",
+        sql.ip(),
+        sql.port()
+    )?;
     writeln!(
         out,
         "try: stratus load --table t --rows 100000 && stratus sql\nCtrl-C stops the cluster."

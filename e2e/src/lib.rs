@@ -41,6 +41,7 @@ pub mod replicated;
 pub mod s3_proc;
 pub mod sample_table;
 pub mod server_proc;
+pub mod sql_endpoint;
 pub mod transactions;
 pub mod worker_proc;
 pub mod zones;

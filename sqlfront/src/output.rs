@@ -172,6 +172,34 @@ impl Output {
     }
 }
 
+impl Output {
+    /// The answer as the client engine's result (column names and datum rows: integers,
+    /// floats and text as bytes), for printers written against it.
+    pub fn into_query_result(self) -> client::sql::QueryResult {
+        client::sql::QueryResult {
+            columns: self.columns.into_iter().map(|c| c.name).collect(),
+            rows: self
+                .rows
+                .into_iter()
+                .map(|row| {
+                    row.into_iter()
+                        .map(|c| match c {
+                            Cell::Null => Datum::Null,
+                            Cell::Int(v) => Datum::Int(v),
+                            Cell::UInt(v) => Datum::UInt(v),
+                            Cell::Float(v) => Datum::Real(v),
+                            Cell::Text(s) => Datum::Bytes(s.into_bytes()),
+                            Cell::Bytes(b) => Datum::Bytes(b),
+                        })
+                        .collect()
+                })
+                .collect(),
+            affected_rows: self.affected_rows,
+            warnings: self.warnings,
+        }
+    }
+}
+
 fn cell_of_datum(d: Datum) -> Cell {
     match d {
         Datum::Null => Cell::Null,

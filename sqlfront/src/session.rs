@@ -184,8 +184,95 @@ impl FrontSession {
         }
         let mut out = result?;
         out.warnings = ctx.take_warnings();
+        if let Ok(stmt) = parse(sql)
+            && let Some(labels) = select_labels(sql, &stmt)
+            && labels.len() == out.columns.len()
+        {
+            for (c, label) in out.columns.iter_mut().zip(labels) {
+                if let Some(label) = label {
+                    c.name = label;
+                }
+            }
+        }
         Ok(out)
     }
+}
+
+/// MySQL's names for the result columns of a plain `SELECT`: an expression that is not a
+/// column is named by its text as written (`COUNT(*)`, `1+1`), where DataFusion would say
+/// `count(*)` or `Int64(1) + Int64(1)`. `None` for an item whose name DataFusion's already
+/// is (a column, an alias); `None` overall when a wildcard makes the items and the columns
+/// differ.
+fn select_labels(sql: &str, stmt: &Statement) -> Option<Vec<Option<String>>> {
+    use sqlparser::ast::{SelectItem, SetExpr, Spanned};
+    let Statement::Query(q) = stmt else {
+        return None;
+    };
+    let SetExpr::Select(select) = q.body.as_ref() else {
+        return None;
+    };
+    select
+        .projection
+        .iter()
+        .map(|item| match item {
+            SelectItem::UnnamedExpr(
+                ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_),
+            ) => Some(None),
+            SelectItem::UnnamedExpr(e) => Some(Some(
+                source_text(sql, e.span()).unwrap_or_else(|| e.to_string()),
+            )),
+            SelectItem::ExprWithAlias { .. } => Some(None),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text of `sql` a span covers (lines and columns count from 1, columns in characters).
+fn source_text(sql: &str, span: sqlparser::tokenizer::Span) -> Option<String> {
+    let offset = |loc: sqlparser::tokenizer::Location| -> Option<usize> {
+        if loc.line == 0 || loc.column == 0 {
+            return None;
+        }
+        let mut line_start = 0;
+        for _ in 1..loc.line {
+            line_start += sql[line_start..].find('\n')? + 1;
+        }
+        let line = &sql[line_start..];
+        let col = loc.column as usize - 1;
+        let within = line.char_indices().nth(col).map_or(line.len(), |(i, _)| i);
+        Some(line_start + within)
+    };
+    let (start, end) = (offset(span.start)?, offset(span.end)?);
+    if start >= end {
+        return None;
+    }
+    // A function's span ends at its last argument (`SUM(pay`), or at its name when the
+    // argument has none (`COUNT`): take in the parentheses that close it.
+    let mut depth: i64 = sql[start..end]
+        .chars()
+        .map(|c| match c {
+            '(' => 1,
+            ')' => -1,
+            _ => 0,
+        })
+        .sum();
+    let mut stop = end;
+    let rest = &sql[end..];
+    if depth < 0 || (depth == 0 && !rest.starts_with('(')) {
+        return Some(sql[start..end].to_string());
+    }
+    for (i, ch) in rest.char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 {
+            stop = end + i + ch.len_utf8();
+            break;
+        }
+    }
+    Some(sql[start..stop].to_string())
 }
 
 fn use_database(db: &str) -> Result<(), FrontError> {
@@ -236,6 +323,17 @@ fn table_name(name: &ast::ObjectName) -> Result<String, FrontError> {
     }
 }
 
+/// `autocommit`, `@@autocommit`, `@@session.autocommit` (any case).
+fn is_autocommit(variable: &ast::ObjectName) -> bool {
+    let text = variable.to_string().to_ascii_lowercase();
+    let name = text.trim_start_matches("@@");
+    let name = ["session.", "local.", "global."]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name);
+    name == "autocommit"
+}
+
 /// Where `stmt` goes (see [`Route`]).
 fn route(stmt: &Statement) -> Result<Route, FrontError> {
     Ok(match stmt {
@@ -244,23 +342,21 @@ fn route(stmt: &Statement) -> Result<Route, FrontError> {
             Statement::Set(ast::Set::SetNames { .. }) => Route::NoOp,
             Statement::Set(ast::Set::SingleAssignment {
                 variable, values, ..
-            }) if variable.to_string().eq_ignore_ascii_case("autocommit") => {
-                match values.as_slice() {
-                    [v] if matches!(
-                        v.to_string().to_ascii_lowercase().as_str(),
-                        "1" | "on" | "true"
-                    ) =>
-                    {
-                        Route::NoOp
-                    }
-                    _ => {
-                        return Err(FrontError::unsupported(
-                            "autocommit = 0 (multi-statement transactions are not built yet: \
-                             every statement commits on its own)",
-                        ));
-                    }
+            }) if is_autocommit(variable) => match values.as_slice() {
+                [v] if matches!(
+                    v.to_string().to_ascii_lowercase().as_str(),
+                    "1" | "on" | "true"
+                ) =>
+                {
+                    Route::NoOp
                 }
-            }
+                _ => {
+                    return Err(FrontError::unsupported(
+                        "autocommit = 0 (multi-statement transactions are not built yet: \
+                             every statement commits on its own)",
+                    ));
+                }
+            },
             _ => Route::Engine,
         },
         Statement::Query(_) => Route::Query,
@@ -349,6 +445,7 @@ mod tests {
             ("USE test", Route::Use("test".into())),
             ("SET NAMES utf8mb4", Route::NoOp),
             ("SET autocommit = 1", Route::NoOp),
+            ("SET @@session.autocommit = ON", Route::NoOp),
             ("COMMIT", Route::NoOp),
         ];
         for (sql, want) in cases {
@@ -357,8 +454,40 @@ mod tests {
     }
 
     #[test]
+    fn expressions_are_named_by_their_text_as_mysql_names_them() {
+        let sql = "SELECT id, COUNT(*),\n  SUM(v)  + 1, x AS y, t.s, SUM(pay), f(g(a), 1) FROM t";
+        let labels = select_labels(sql, &parse(sql).unwrap()).unwrap();
+        assert_eq!(
+            labels,
+            [
+                None,
+                Some("COUNT(*)".to_string()),
+                Some("SUM(v)  + 1".to_string()),
+                None,
+                None,
+                Some("SUM(pay)".to_string()),
+                Some("f(g(a), 1)".to_string()),
+            ]
+        );
+        assert_eq!(
+            select_labels("SELECT * FROM t", &parse("SELECT * FROM t").unwrap()),
+            None
+        );
+        let one = "SELECT 1+1";
+        assert_eq!(
+            select_labels(one, &parse(one).unwrap()).unwrap(),
+            [Some("1+1".to_string())]
+        );
+    }
+
+    #[test]
     fn what_is_not_built_is_refused_with_its_reason() {
-        for sql in ["BEGIN", "SET autocommit = 0", "SELECT 1; SELECT 2"] {
+        for sql in [
+            "BEGIN",
+            "SET autocommit = 0",
+            "SET @@SESSION.autocommit = OFF",
+            "SELECT 1; SELECT 2",
+        ] {
             let e = routed(sql).unwrap_err();
             assert_eq!(
                 e.mysql_code(),

@@ -1,0 +1,95 @@
+//! `stratus sql-server`: the MySQL protocol endpoint (`sqlfront::mysql`) over the cluster a
+//! cluster file names, in the foreground; and the endpoint `stratus up` starts beside its
+//! nodes.
+//!
+//! The endpoint runs in this process over one client (one region cache, one coprocessor
+//! cache, shared by every connection); each connection has its own session. SIGINT or
+//! SIGTERM stops it.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use client::{Client, ClientConfig};
+use tokio::net::TcpListener;
+use tokio::runtime::Runtime;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// TiDB's port, the default of `--listen` and of `stratus up`'s endpoint.
+pub const DEFAULT_SQL_PORT: u16 = 4000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SqlServerError {
+    #[error(transparent)]
+    ClusterFile(#[from] crate::cluster_file::ClusterFileError),
+    #[error("cannot start the client: {0}")]
+    Client(String),
+    #[error("cannot listen for SQL connections: address={address} reason={reason}")]
+    Listen { address: String, reason: String },
+    #[error("the SQL endpoint stopped: {0}")]
+    Serve(std::io::Error),
+    #[error("cannot start the runtime or wait for signals: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// Starts the endpoint on `rt` at `address` over a client of `cfg` (kept for the life of the
+/// process); returns the address it listens on (a port of 0 picks a free one).
+pub fn start(rt: &Runtime, cfg: ClientConfig, address: &str) -> Result<SocketAddr, SqlServerError> {
+    let client = {
+        let _guard = rt.enter();
+        Client::new(cfg).map_err(|e| SqlServerError::Client(node::error_chain(&e)))?
+    };
+    // Every connection's session borrows the client; it serves until the process ends.
+    let client: &'static Client = Box::leak(Box::new(client));
+    let listener = rt
+        .block_on(TcpListener::bind(address))
+        .map_err(|e| SqlServerError::Listen {
+            address: address.to_string(),
+            reason: e.to_string(),
+        })?;
+    let bound = listener.local_addr().map_err(|e| SqlServerError::Listen {
+        address: address.to_string(),
+        reason: e.to_string(),
+    })?;
+    rt.spawn(async move {
+        if let Err(e) = sqlfront::mysql::serve(listener, client).await {
+            tracing::error!(error = %e, "the SQL endpoint stopped accepting connections");
+        }
+    });
+    Ok(bound)
+}
+
+/// `stratus sql-server`: serves until SIGINT or SIGTERM.
+pub fn run(cluster_file: &Path, address: &str, out: &mut dyn Write) -> Result<(), SqlServerError> {
+    let cfg = crate::cluster_file::load(cluster_file)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(SqlServerError::Runtime)?;
+    let (mut interrupt, mut terminate) = {
+        let _guard = rt.enter();
+        (
+            signal(SignalKind::interrupt()).map_err(SqlServerError::Runtime)?,
+            signal(SignalKind::terminate()).map_err(SqlServerError::Runtime)?,
+        )
+    };
+    let bound = start(&rt, cfg, address)?;
+    writeln!(
+        out,
+        "sql endpoint (MySQL protocol) listening on {bound}\ntry: mysql -h {} -P {} -u root",
+        bound.ip(),
+        bound.port()
+    )?;
+    out.flush()?;
+    rt.block_on(async {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    });
+    writeln!(out, "stopped")?;
+    Ok(())
+}

@@ -1,0 +1,223 @@
+//! The SQL endpoint (`stratus sql-server`, MySQL protocol) against a real server, through
+//! real MySQL clients: the `mysql` command-line client creates, loads and queries (joins,
+//! subqueries, HAVING, DISTINCT, window functions, SELECT without FROM, the catalog
+//! statements) and gets MySQL's error codes and SQLSTATEs; Python drivers run a prepared
+//! statement (server-side, binary protocol) and keep each connection's variables and warnings
+//! apart.
+
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
+use std::path::PathBuf;
+
+use e2e::cluster::{Cluster, StoreKind};
+use e2e::server_proc::ServerProc;
+use e2e::sql_endpoint::{SqlEndpoint, stdout_ok};
+
+/// A running server, a cluster file naming it and the endpoint over it.
+struct Setup {
+    endpoint: SqlEndpoint,
+    _server: ServerProc,
+    _cluster: Cluster,
+    _file: PathBuf,
+}
+
+fn start() -> Setup {
+    let cluster = Cluster::new(StoreKind::Local);
+    let server = ServerProc::start(&cluster.server_config("server"));
+    let file = cluster.path("cluster.toml");
+    std::fs::write(&file, format!("servers = [\"{}\"]\n", server.base_url())).unwrap();
+    let endpoint = SqlEndpoint::start(&file);
+    Setup {
+        endpoint,
+        _server: server,
+        _cluster: cluster,
+        _file: file,
+    }
+}
+
+/// The error line the mysql client prints for a failing statement.
+fn mysql_error(s: &Setup, sql: &str) -> String {
+    let out = s.endpoint.mysql(sql);
+    assert!(!out.status.success(), "{sql} should fail");
+    // The client echoes the statement between dashes, then prints `ERROR code (state)`.
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    stderr
+        .lines()
+        .find(|l| l.starts_with("ERROR"))
+        .unwrap_or(&stderr)
+        .to_string()
+}
+
+const LOAD: &str = "CREATE TABLE emp (id BIGINT PRIMARY KEY, dept INT, name VARCHAR(20), pay DOUBLE);\
+    CREATE TABLE dept (id INT PRIMARY KEY, title VARCHAR(20));\
+    INSERT INTO emp VALUES (1, 10, 'ann', 100.5), (2, 10, 'bob', 80), (3, 20, 'cy', NULL),\
+    (4, 30, 'di', 70), (5, 20, 'ed', 90);\
+    INSERT INTO dept VALUES (10, 'eng'), (20, 'ops'), (40, 'hr')";
+
+#[test]
+fn the_mysql_client_creates_loads_and_queries_with_what_users_type_first() {
+    let s = start();
+    stdout_ok(&s.endpoint.mysql(LOAD));
+    let cases: &[(&str, &str)] = &[
+        ("SELECT 1+1", "1+1\n2\n"),
+        ("SHOW TABLES", "Tables_in_test\ndept\nemp\n"),
+        (
+            "DESCRIBE dept",
+            "Field\tType\tNull\tKey\tDefault\tExtra\nid\tint\tNO\tPRI\tNULL\t\ntitle\tvarchar(255)\tYES\t\tNULL\t\n",
+        ),
+        (
+            "SELECT e.name, d.title FROM emp e JOIN dept d ON e.dept = d.id ORDER BY e.id",
+            "name\ttitle\nann\teng\nbob\teng\ncy\tops\ned\tops\n",
+        ),
+        (
+            "SELECT d.title, COUNT(e.id) AS n FROM dept d LEFT JOIN emp e ON e.dept = d.id GROUP BY d.title ORDER BY d.title",
+            "title\tn\neng\t2\nhr\t0\nops\t2\n",
+        ),
+        (
+            "SELECT dept, SUM(pay) FROM emp GROUP BY dept HAVING COUNT(*) > 1 ORDER BY dept",
+            "dept\tSUM(pay)\n10\t180.5\n20\t90\n",
+        ),
+        (
+            "SELECT COUNT(DISTINCT dept) FROM emp",
+            "COUNT(DISTINCT dept)\n3\n",
+        ),
+        (
+            "SELECT name FROM emp WHERE dept IN (SELECT id FROM dept WHERE title = 'ops') ORDER BY name",
+            "name\ncy\ned\n",
+        ),
+        (
+            "SELECT name, CASE WHEN pay IS NULL THEN 'none' WHEN pay > 85 THEN 'high' ELSE 'low' END AS band FROM emp ORDER BY id",
+            "name\tband\nann\thigh\nbob\tlow\ncy\tnone\ndi\tlow\ned\thigh\n",
+        ),
+        (
+            "SELECT name, ROW_NUMBER() OVER (PARTITION BY dept ORDER BY id) AS rn FROM emp ORDER BY id",
+            "name\trn\nann\t1\nbob\t2\ncy\t1\ndi\t1\ned\t2\n",
+        ),
+        (
+            "SELECT id, name FROM emp WHERE id >= 2 AND name LIKE '%d%' ORDER BY id DESC LIMIT 1",
+            "id\tname\n5\ted\n",
+        ),
+        (
+            "SELECT COUNT(*) FROM emp WHERE pay IS NULL",
+            "COUNT(*)\n1\n",
+        ),
+        (
+            "SELECT UPPER(name) FROM emp WHERE id = 1",
+            "UPPER(name)\nANN\n",
+        ),
+        (
+            "SELECT @@version_comment LIMIT 1",
+            "@@version_comment\nStratus\n",
+        ),
+    ];
+    for (sql, want) in cases {
+        assert_eq!(stdout_ok(&s.endpoint.mysql(sql)), *want, "{sql}");
+    }
+    let create = stdout_ok(&s.endpoint.mysql("SHOW CREATE TABLE dept"));
+    assert!(create.contains("PRIMARY KEY (`id`)"), "{create}");
+    // Writes through the endpoint, then the catalog statements.
+    assert_eq!(
+        stdout_ok(&s.endpoint.mysql(
+            "UPDATE emp SET pay = pay + 1 WHERE dept = 10; DELETE FROM emp WHERE id = 4; \
+             SELECT SUM(pay), COUNT(*) FROM emp"
+        )),
+        "SUM(pay)\tCOUNT(*)\n272.5\t4\n"
+    );
+    stdout_ok(&s.endpoint.mysql("TRUNCATE TABLE emp"));
+    assert_eq!(
+        stdout_ok(&s.endpoint.mysql("SELECT COUNT(*) FROM emp")),
+        "COUNT(*)\n0\n"
+    );
+    stdout_ok(&s.endpoint.mysql("INSERT INTO emp VALUES (9, 10, 'new', 1)"));
+    assert_eq!(
+        stdout_ok(&s.endpoint.mysql("SELECT name FROM emp")),
+        "name\nnew\n"
+    );
+    stdout_ok(&s.endpoint.mysql("DROP TABLE dept"));
+    assert_eq!(
+        stdout_ok(&s.endpoint.mysql("SHOW TABLES")),
+        "Tables_in_test\nemp\n"
+    );
+}
+
+#[test]
+fn errors_carry_mysql_codes_and_sqlstates() {
+    let s = start();
+    stdout_ok(&s.endpoint.mysql(LOAD));
+    let cases: &[(&str, &str)] = &[
+        ("SELECT * FROM nope", "ERROR 1146 (42S02)"),
+        ("DROP TABLE nope", "ERROR 1146 (42S02)"),
+        ("SELEC 1", "ERROR 1064 (42000)"),
+        ("SELECT nope FROM emp", "ERROR 1054 (42S22)"),
+        (
+            "INSERT INTO emp VALUES (1, 1, 'dup', 1)",
+            "ERROR 1062 (23000)",
+        ),
+        (
+            "CREATE TABLE emp (id INT PRIMARY KEY)",
+            "ERROR 1050 (42S01)",
+        ),
+        ("SET nope = 1", "ERROR 1193 (HY000)"),
+        ("SET tidb_replica_read = 'sideways'", "ERROR 1231 (42000)"),
+        ("USE other", "ERROR 1049 (42000)"),
+        ("BEGIN", "ERROR 1235 (42000)"),
+    ];
+    for (sql, want) in cases {
+        let e = mysql_error(&s, sql);
+        assert!(e.starts_with(want), "{sql}: expected {want}, found {e}");
+    }
+    // The failed statements wrote nothing.
+    assert_eq!(
+        stdout_ok(&s.endpoint.mysql("SELECT COUNT(*), MAX(name) FROM emp")),
+        "COUNT(*)\tMAX(name)\n5\ted\n"
+    );
+}
+
+#[test]
+fn python_drivers_run_prepared_statements_and_keep_each_connections_session() {
+    let s = start();
+    stdout_ok(&s.endpoint.mysql(LOAD));
+    let script = r#"
+import os, mysql.connector, pymysql
+port = int(os.environ["PORT"])
+# Server-side prepared statements (COM_STMT_PREPARE / EXECUTE, binary result rows).
+c = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password="", database="test", autocommit=True)
+cur = c.cursor(prepared=True)
+cur.execute("INSERT INTO emp VALUES (?, ?, ?, ?)", (6, 30, "o'hara", 55.25))
+cur.execute("SELECT id, name, pay FROM emp WHERE dept = ? AND id > ? ORDER BY id", (30, 0))
+print("prepared", cur.fetchall())
+cur.execute("SELECT id, pay FROM emp WHERE name = ?", ("cy",))
+print("null", cur.fetchall())
+# PyMySQL: two connections, each with its own variables and warnings.
+a = pymysql.connect(host="127.0.0.1", port=port, user="root", password="x", database="test", autocommit=True)
+b = pymysql.connect(host="127.0.0.1", port=port, user="root", password="x", database="test", autocommit=True)
+ca, cb = a.cursor(), b.cursor()
+ca.execute("SET stratus_remote_coprocessor = ON")
+ca.execute("SELECT @@stratus_remote_coprocessor")
+cb.execute("SELECT @@stratus_remote_coprocessor")
+print("vars", ca.fetchall(), cb.fetchall())
+try:
+    ca.execute("SELECT * FROM nope")
+except pymysql.err.ProgrammingError as e:
+    print("error", e.args[0])
+ca.execute("SHOW WARNINGS")
+cb.execute("SHOW WARNINGS")
+print("warnings", [r[:2] for r in ca.fetchall()], cb.fetchall())
+cb.execute("SELECT name FROM emp WHERE id = %s", (6,))
+print("escaped", cb.fetchall())
+"#;
+    let out = stdout_ok(&s.endpoint.python(script));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "prepared [(4, 'di', 70.0), (6, \"o'hara\", 55.25)]",
+            "null [(3, None)]",
+            "vars (('ON',),) (('OFF',),)",
+            "error 1146",
+            "warnings [('Error', 1105)] ()",
+            "escaped ((\"o'hara\",),)",
+        ],
+        "{out}"
+    );
+}
