@@ -101,6 +101,15 @@ fn the_mysql_client_creates_loads_and_queries_with_what_users_type_first() {
             "SELECT COUNT(*) FROM emp WHERE pay IS NULL",
             "COUNT(*)\n1\n",
         ),
+        // Partial aggregation runs in the coprocessor (`agg_pushdown`): every function.
+        (
+            "SELECT dept, AVG(pay), MIN(name), MAX(pay), COUNT(pay), SUM(id) FROM emp GROUP BY dept ORDER BY dept",
+            "dept\tAVG(pay)\tMIN(name)\tMAX(pay)\tCOUNT(pay)\tSUM(id)\n10\t90.25\tann\t100.5\t2\t3\n20\t90\tcy\t90\t1\t8\n30\t70\tdi\t70\t1\t4\n",
+        ),
+        (
+            "SELECT COUNT(*), SUM(dept), AVG(dept) FROM emp WHERE id > 100",
+            "COUNT(*)\tSUM(dept)\tAVG(dept)\n0\tNULL\tNULL\n",
+        ),
         (
             "SELECT UPPER(name) FROM emp WHERE id = 1",
             "UPPER(name)\nANN\n",

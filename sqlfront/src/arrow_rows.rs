@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use client::sql::{SqlType, TableSchema};
 use datafusion::arrow::array::{
-    ArrayRef, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
+    ArrayRef, Float64Builder, Int32Builder, Int64Builder, StringBuilder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
@@ -123,6 +123,114 @@ pub fn rows_to_batch(
     RecordBatch::try_new_with_options(schema, arrays, &options).map_err(|e| FrontError::Internal {
         what: format!("cannot build a batch of table {}: {e}", table.name),
     })
+}
+
+/// A record batch of `schema` whose field `i` takes column `sources[i]` of `rows`: the
+/// partial aggregates of a pushed aggregation, typed as DataFusion's partial aggregation
+/// types them (`Int32`, `Int64`, `UInt64`, `Float64`, `Utf8`; an integer becomes a float where
+/// the field is one, as an integer column's AVG sums as a float).
+pub fn values_to_batch(
+    schema: SchemaRef,
+    sources: &[usize],
+    rows: &[Vec<Datum>],
+) -> Result<RecordBatch, FrontError> {
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(sources.len());
+    for (field, &src) in schema.fields().iter().zip(sources) {
+        let mismatch = |d: &Datum| FrontError::Internal {
+            what: format!(
+                "partial aggregate {}: expected a {} value, found {d:?}",
+                field.name(),
+                field.data_type()
+            ),
+        };
+        let values = rows.iter().map(|r| r.get(src).unwrap_or(&Datum::Null));
+        let array: ArrayRef = match field.data_type() {
+            DataType::Int32 => {
+                let mut b = Int32Builder::with_capacity(rows.len());
+                for d in values {
+                    match d {
+                        Datum::Null => b.append_null(),
+                        Datum::Int(v) => {
+                            b.append_value(i32::try_from(*v).map_err(|_| mismatch(d))?)
+                        }
+                        _ => return Err(mismatch(d)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            DataType::Int64 => {
+                let mut b = Int64Builder::with_capacity(rows.len());
+                for d in values {
+                    match d {
+                        Datum::Null => b.append_null(),
+                        Datum::Int(v) => b.append_value(*v),
+                        _ => return Err(mismatch(d)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            DataType::UInt64 => {
+                let mut b = UInt64Builder::with_capacity(rows.len());
+                for d in values {
+                    match d {
+                        Datum::Null => b.append_null(),
+                        Datum::Int(v) => {
+                            b.append_value(u64::try_from(*v).map_err(|_| mismatch(d))?)
+                        }
+                        Datum::UInt(v) => b.append_value(*v),
+                        _ => return Err(mismatch(d)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            DataType::Float64 => {
+                let mut b = Float64Builder::with_capacity(rows.len());
+                for d in values {
+                    match d {
+                        Datum::Null => b.append_null(),
+                        Datum::Real(v) => b.append_value(*v),
+                        Datum::Int(v) => b.append_value(*v as f64),
+                        _ => return Err(mismatch(d)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            DataType::Utf8 => {
+                let mut b = StringBuilder::with_capacity(rows.len(), 16 * rows.len());
+                for d in values {
+                    match d {
+                        Datum::Null => b.append_null(),
+                        Datum::Bytes(v) => {
+                            b.append_value(std::str::from_utf8(v).map_err(|_| mismatch(d))?)
+                        }
+                        _ => return Err(mismatch(d)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            other => {
+                return Err(FrontError::Internal {
+                    what: format!(
+                        "partial aggregate {}: no conversion to {other}",
+                        field.name()
+                    ),
+                });
+            }
+        };
+        arrays.push(array);
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    RecordBatch::try_new_with_options(schema, arrays, &options).map_err(|e| FrontError::Internal {
+        what: format!("cannot build a batch of partial aggregates: {e}"),
+    })
+}
+
+/// Whether [`values_to_batch`] can fill a field of type `t`.
+pub fn convertible(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Int32 | DataType::Int64 | DataType::UInt64 | DataType::Float64 | DataType::Utf8
+    )
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@
 //!   coprocessor request over the table's regions: the filters DataFusion offers that the
 //!   coprocessor can evaluate go into each region's DAG as a Selection (and narrow the key
 //!   ranges when they bound the primary key), the projection as a Projection, a limit as a
-//!   Limit ([`pushdown`]). The paging driver, the coprocessor cache, lock resolution, region
+//!   Limit ([`pushdown`]); DataFusion's partial aggregation over a scan goes into the DAG too
+//!   ([`agg_pushdown`]), so each region returns partial aggregates. The paging driver, the coprocessor cache, lock resolution, region
 //!   retries and node selection run that request as they run every other.
 //! * [`arrow_rows`]: coprocessor rows into Arrow record batches; [`output`]: record
 //!   batches and the engine's rows into what the endpoint writes.
@@ -26,6 +27,7 @@
 //! the catalog is read at that timestamp too, so a statement sees one snapshot of the schema
 //! and the data.
 
+pub mod agg_pushdown;
 pub mod arrow_rows;
 pub mod error;
 pub mod mysql;

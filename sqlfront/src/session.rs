@@ -8,12 +8,14 @@ use client::paging::Client;
 use client::sql::{Engine, SqlError, catalog};
 use datafusion::common::TableReference;
 use datafusion::config::Dialect;
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use sqlparser::ast::{self, ObjectType, Statement};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::DATABASE;
+use crate::agg_pushdown::PushAggregates;
 use crate::error::FrontError;
 use crate::output::{Cell, Output};
 use crate::show;
@@ -60,13 +62,10 @@ impl std::fmt::Debug for FrontSession {
 impl FrontSession {
     /// A session over `client`, which lives as long as the process (one per endpoint).
     pub fn new(client: &'static Client) -> FrontSession {
-        let config = SessionConfig::new()
-            .with_default_catalog_and_schema(CATALOG, DATABASE)
-            .with_information_schema(false);
         FrontSession {
             client,
             engine: Engine::new(client),
-            df: SessionContext::new_with_config(config),
+            df: datafusion_context(),
         }
     }
 
@@ -273,6 +272,20 @@ fn source_text(sql: &str, span: sqlparser::tokenizer::Span) -> Option<String> {
         }
     }
     Some(sql[start..stop].to_string())
+}
+
+/// A DataFusion session as the front uses it: the cluster's tables in `stratus.test`, and
+/// partial aggregation pushed into the coprocessor ([`PushAggregates`]).
+pub(crate) fn datafusion_context() -> SessionContext {
+    let config = SessionConfig::new()
+        .with_default_catalog_and_schema(CATALOG, DATABASE)
+        .with_information_schema(false);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(PushAggregates))
+        .build();
+    SessionContext::new_with_state(state)
 }
 
 fn use_database(db: &str) -> Result<(), FrontError> {

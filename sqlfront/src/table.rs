@@ -151,8 +151,22 @@ pub struct StratusScanExec {
     pushed: PushedFilters,
     limit: Option<usize>,
     dag: DagRequest,
+    /// Set when a partial aggregation was pushed into the DAG (`agg_pushdown`): what it
+    /// computes, and for each output field the position of its value in a result row.
+    partial: Option<PartialAggregation>,
     ctx: Arc<StatementContext>,
     properties: Arc<PlanProperties>,
+}
+
+/// A partial aggregation pushed into a scan's DAG.
+#[derive(Debug, Clone)]
+pub struct PartialAggregation {
+    /// The DAG's Aggregation executor.
+    pub executor: Executor,
+    /// Output field `i` is column `sources[i]` of the coprocessor's rows.
+    pub sources: Vec<usize>,
+    /// For EXPLAIN: `count(1), sum(v) group_by=[g]`.
+    pub text: String,
 }
 
 impl StratusScanExec {
@@ -178,7 +192,55 @@ impl StratusScanExec {
             pushed,
             limit,
             dag,
+            partial: None,
             ctx,
+            properties,
+        }
+    }
+
+    /// The table's columns this scan reads, in its output order (before any aggregation).
+    pub fn columns(&self) -> &[usize] {
+        &self.columns
+    }
+
+    pub fn table(&self) -> &TableSchema {
+        &self.table
+    }
+
+    /// Whether a limit was pushed (an aggregation above it cannot be pushed: it would
+    /// aggregate the first rows of each region).
+    pub fn has_limit(&self) -> bool {
+        self.limit.is_some()
+    }
+
+    /// This scan with `partial` after its Selection: each region returns partial aggregates
+    /// (the client's final merge combines regions) in the shape of `schema`, a partial
+    /// aggregation's output.
+    pub fn with_partial_aggregation(
+        &self,
+        partial: PartialAggregation,
+        schema: SchemaRef,
+    ) -> StratusScanExec {
+        let mut executors = scan_executors(&self.table, self.pushed.conditions.clone());
+        executors.push(partial.executor.clone());
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        StratusScanExec {
+            table: self.table.clone(),
+            columns: self.columns.clone(),
+            schema,
+            pushed: self.pushed.clone(),
+            limit: None,
+            dag: DagRequest {
+                executors,
+                ..DagRequest::default()
+            },
+            partial: Some(partial),
+            ctx: self.ctx.clone(),
             properties,
         }
     }
@@ -248,6 +310,9 @@ impl DisplayAs for StratusScanExec {
         if let Some(n) = self.limit {
             write!(f, " limit={n}")?;
         }
+        if let Some(p) = &self.partial {
+            write!(f, " partial_aggregation=[{}]", p.text)?;
+        }
         write!(f, " ranges={}", self.pushed.ranges.len())
     }
 }
@@ -307,6 +372,7 @@ impl ExecutionPlan for StratusScanExec {
         let columns = self.columns.clone();
         let schema = self.schema.clone();
         let limit = self.limit;
+        let partial = self.partial.as_ref().map(|p| p.sources.clone());
         let batch = async move {
             let session = ctx.client.session_with(ctx.vars);
             let result = session
@@ -322,8 +388,11 @@ impl ExecutionPlan for StratusScanExec {
             if let Some(n) = limit {
                 rows.truncate(n);
             }
-            arrow_rows::rows_to_batch(&table, &columns, schema, &rows)
-                .map_err(|e| DataFusionError::External(Box::new(e)))
+            match partial {
+                Some(sources) => arrow_rows::values_to_batch(schema, &sources, &rows),
+                None => arrow_rows::rows_to_batch(&table, &columns, schema, &rows),
+            }
+            .map_err(|e| DataFusionError::External(Box::new(e)))
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
