@@ -48,7 +48,7 @@ pub fn run(
         }
     };
     let schema = rt
-        .block_on(sample_table::ensure_table(&client, table))
+        .block_on(sample_table::ensure_table(client, table))
         .map_err(failed(0))?;
     let bar = ProgressBar::new(rows);
     bar.set_style(
@@ -61,7 +61,7 @@ pub fn run(
     let started = Instant::now();
     let mut done = 0;
     let loaded = rt.block_on(sample_table::load(
-        &client,
+        client,
         &schema,
         rows,
         batch,
