@@ -60,16 +60,10 @@ pub fn run(
     bar.enable_steady_tick(Duration::from_millis(200));
     let started = Instant::now();
     let mut done = 0;
-    let loaded = rt.block_on(sample_table::load(
-        client,
-        &schema,
-        rows,
-        batch,
-        &mut |n| {
-            done = n;
-            bar.set_position(n);
-        },
-    ));
+    let loaded = rt.block_on(sample_table::load(client, &schema, rows, batch, &mut |n| {
+        done = n;
+        bar.set_position(n);
+    }));
     bar.finish_and_clear();
     loaded.map_err(failed(done))?;
     let secs = started.elapsed().as_secs_f64();

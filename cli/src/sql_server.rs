@@ -34,30 +34,34 @@ pub enum SqlServerError {
     Output(#[from] std::io::Error),
 }
 
-/// Starts the endpoint on `rt` at `address` over a client of `cfg` (kept for the life of the
-/// process); returns the address it listens on (a port of 0 picks a free one).
-pub fn start(rt: &Runtime, cfg: ClientConfig, address: &str) -> Result<SocketAddr, SqlServerError> {
+/// Binds the endpoint's address on `rt` (a port of 0 picks a free one): done first, so a
+/// taken port fails before anything starts.
+pub fn bind(rt: &Runtime, address: &str) -> Result<TcpListener, SqlServerError> {
+    rt.block_on(TcpListener::bind(address))
+        .map_err(|e| SqlServerError::Listen {
+            address: address.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// Serves SQL on `listener` from tasks of `rt`, over a client of `cfg` (kept for the life of
+/// the process); returns the address it listens on.
+pub fn serve(
+    rt: &Runtime,
+    cfg: ClientConfig,
+    listener: TcpListener,
+) -> Result<SocketAddr, SqlServerError> {
+    let bound = listener.local_addr().map_err(|e| SqlServerError::Listen {
+        address: "the bound socket".to_string(),
+        reason: e.to_string(),
+    })?;
     let client = {
         let _guard = rt.enter();
         Client::new(cfg).map_err(|e| SqlServerError::Client(node::error_chain(&e)))?
     };
     // Every connection's session borrows the client; it serves until the process ends.
     let client: &'static Client = Box::leak(Box::new(client));
-    let listener = rt
-        .block_on(TcpListener::bind(address))
-        .map_err(|e| SqlServerError::Listen {
-            address: address.to_string(),
-            reason: e.to_string(),
-        })?;
-    let bound = listener.local_addr().map_err(|e| SqlServerError::Listen {
-        address: address.to_string(),
-        reason: e.to_string(),
-    })?;
-    rt.spawn(async move {
-        if let Err(e) = sqlfront::mysql::serve(listener, client).await {
-            tracing::error!(error = %e, "the SQL endpoint stopped accepting connections");
-        }
-    });
+    rt.spawn(sqlfront::mysql::serve(listener, client));
     Ok(bound)
 }
 
@@ -76,7 +80,8 @@ pub fn run(cluster_file: &Path, address: &str, out: &mut dyn Write) -> Result<()
             signal(SignalKind::terminate()).map_err(SqlServerError::Runtime)?,
         )
     };
-    let bound = start(&rt, cfg, address)?;
+    let listener = bind(&rt, address)?;
+    let bound = serve(&rt, cfg, listener)?;
     writeln!(
         out,
         "sql endpoint (MySQL protocol) listening on {bound}\ntry: mysql -h {} -P {} -u root",

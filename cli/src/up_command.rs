@@ -86,6 +86,8 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
             cluster_file.display()
         );
     }
+    // Bound before any node starts: a taken SQL port fails here, with nothing to stop.
+    let sql_listener = crate::sql_server::bind(&rt, &format!("127.0.0.1:{}", opts.sql_port))?;
     writeln!(out, "starting a local cluster in {}", data_dir.display())?;
     out.flush()?;
     let mut cluster = LocalCluster::start(ClusterOptions {
@@ -106,12 +108,18 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
         .collect();
     write_nodes(out, &nodes)?;
     cluster.write_cluster_file(&cluster_file)?;
-    let sql = crate::sql_server::start(
-        &rt,
-        crate::cluster_file::load(&cluster_file)
-            .map_err(crate::sql_server::SqlServerError::from)?,
-        &format!("127.0.0.1:{}", opts.sql_port),
-    )?;
+    let sql = match crate::cluster_file::load(&cluster_file)
+        .map_err(crate::sql_server::SqlServerError::from)
+        .and_then(|cfg| crate::sql_server::serve(&rt, cfg, sql_listener))
+    {
+        Ok(sql) => sql,
+        Err(e) => {
+            // The nodes are up: stop them cleanly and take the cluster file back.
+            let _ = remove_cluster_file(&cluster_file);
+            let _ = cluster.stop();
+            return Err(e.into());
+        }
+    };
     writeln!(out, "\ncluster file: {}", cluster_file.display())?;
     writeln!(
         out,

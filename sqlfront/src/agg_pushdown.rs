@@ -154,12 +154,18 @@ fn argument(
         ));
     }
     if let Some(cast) = e.downcast_ref::<CastExpr>()
-        && matches!(cast.cast_type(), DataType::Int64 | DataType::Float64)
         && matches!(kind, ExprType::Sum | ExprType::Avg | ExprType::Count)
     {
         let c = table_column(scan, cast.expr())?;
-        let numeric = scan.table().columns[c].ty.is_numeric();
-        return numeric.then(|| {
+        let ty = scan.table().columns[c].ty;
+        // Only a widening cast: the coprocessor aggregates the stored values, so a cast
+        // that changes them (a DOUBLE to BIGINT truncates) must stay in DataFusion.
+        let widening = match cast.cast_type() {
+            DataType::Int64 => ty.is_integer(),
+            DataType::Float64 => ty.is_numeric(),
+            _ => false,
+        };
+        return widening.then(|| {
             (
                 proto::Expr::column(c as u32),
                 scan.table().columns[c].name.clone(),
@@ -329,6 +335,7 @@ mod tests {
             "SELECT g, SUM(v) FROM t WHERE abs(v) > 1 GROUP BY g",
             "SELECT g + 1, COUNT(*) FROM t GROUP BY g + 1",
             "SELECT SUM(v * 2) FROM t",
+            "SELECT SUM(CAST(v AS BIGINT)) FROM t",
         ] {
             let p = plan(sql).await;
             assert!(!p.contains("partial_aggregation"), "{sql}: {p}");

@@ -129,8 +129,9 @@ impl Output {
         })
     }
 
-    /// The client engine's answer: a column's kind is that of its first non-NULL value
-    /// (text when there is none).
+    /// The client engine's answer: a column's kind is that of its non-NULL values, text when
+    /// there is none or they differ (the binary protocol writes a value only as its column's
+    /// type).
     pub fn from_engine(r: client::sql::QueryResult) -> Output {
         if r.columns.is_empty() {
             return Output {
@@ -149,17 +150,18 @@ impl Output {
             .into_iter()
             .enumerate()
             .map(|(i, name)| {
-                let kind = rows
-                    .iter()
-                    .map(|row| &row[i])
-                    .find(|c| !matches!(c, Cell::Null))
-                    .map_or(ColumnKind::Text, |c| match c {
-                        Cell::Int(_) => ColumnKind::Int,
-                        Cell::UInt(_) => ColumnKind::UInt,
-                        Cell::Float(_) => ColumnKind::Float,
-                        Cell::Bytes(_) => ColumnKind::Bytes,
-                        Cell::Text(_) | Cell::Null => ColumnKind::Text,
-                    });
+                let mut kinds = rows.iter().filter_map(|row| match &row[i] {
+                    Cell::Null => None,
+                    Cell::Int(_) => Some(ColumnKind::Int),
+                    Cell::UInt(_) => Some(ColumnKind::UInt),
+                    Cell::Float(_) => Some(ColumnKind::Float),
+                    Cell::Bytes(_) => Some(ColumnKind::Bytes),
+                    Cell::Text(_) => Some(ColumnKind::Text),
+                });
+                let kind = match kinds.next() {
+                    Some(k) if kinds.all(|other| other == k) => k,
+                    _ => ColumnKind::Text,
+                };
                 ResultColumn::new(name, kind)
             })
             .collect();
@@ -349,12 +351,13 @@ mod tests {
     }
 
     #[test]
-    fn engine_rows_take_the_kind_of_their_first_value() {
+    fn engine_rows_take_their_values_kind_or_text_when_kinds_differ() {
         let r = client::sql::QueryResult {
             columns: vec!["n".into(), "s".into(), "z".into()],
             rows: vec![
                 vec![Datum::Null, Datum::Bytes(b"hi".to_vec()), Datum::Null],
                 vec![Datum::Int(7), Datum::Bytes(vec![0xff]), Datum::Null],
+                vec![Datum::Int(8), Datum::Bytes(b"x".to_vec()), Datum::Null],
             ],
             affected_rows: 0,
             warnings: vec!["w".into()],
