@@ -122,6 +122,23 @@ fn the_mysql_client_creates_loads_and_queries_with_what_users_type_first() {
     for (sql, want) in cases {
         assert_eq!(stdout_ok(&s.endpoint.mysql(sql)), *want, "{sql}");
     }
+    // EXPLAIN of a join: DataFusion's plan, with each scan's pushed filter and aggregation.
+    let plan = stdout_ok(&s.endpoint.mysql(
+        "EXPLAIN SELECT d.title, COUNT(*) FROM emp e JOIN dept d ON e.dept = d.id \
+         WHERE e.pay > 75 GROUP BY d.title",
+    ));
+    assert!(
+        plan.contains("StratusScanExec: table=emp") && plan.contains("selection=[(`pay` > 75"),
+        "{plan}"
+    );
+    let plan = stdout_ok(
+        &s.endpoint
+            .mysql("EXPLAIN SELECT dept, SUM(pay) FROM emp GROUP BY dept HAVING SUM(pay) > 1"),
+    );
+    assert!(
+        plan.contains("partial_aggregation=[sum(pay) group_by=[dept]]"),
+        "{plan}"
+    );
     let create = stdout_ok(&s.endpoint.mysql("SHOW CREATE TABLE dept"));
     assert!(create.contains("PRIMARY KEY (`id`)"), "{create}");
     // Writes through the endpoint, then the catalog statements.

@@ -41,6 +41,10 @@ enum Route {
     Truncate(String),
     ShowDatabases,
     Use(String),
+    /// `EXPLAIN`: the client engine's (it runs a one-table query and says where each
+    /// region ran); for a query it does not plan (a join, a subquery, a function),
+    /// DataFusion's plan, with what each Stratus scan pushed into its DAG.
+    Explain,
     /// Accepted and answered OK with no effect (`SET NAMES`, `SET autocommit = 1`, `COMMIT`
     /// or `ROLLBACK` with no transaction open: every statement commits on its own).
     NoOp,
@@ -119,6 +123,14 @@ impl FrontSession {
                 Ok(Output::ok(0))
             }
             Route::NoOp => Ok(Output::ok(0)),
+            Route::Explain => {
+                self.engine.forget_schemas();
+                match self.engine.execute(sql).await {
+                    Ok(r) => Ok(Output::from_engine(r)),
+                    Err(SqlError::Unsupported { .. }) => self.query(sql).await,
+                    Err(e) => Err(e.into()),
+                }
+            }
         }
     }
 
@@ -376,6 +388,7 @@ fn route(stmt: &Statement) -> Result<Route, FrontError> {
         Statement::ShowTables { .. } => Route::ShowTables,
         Statement::ShowDatabases { .. } => Route::ShowDatabases,
         Statement::ExplainTable { table_name: t, .. } => Route::Describe(table_name(t)?),
+        Statement::Explain { .. } => Route::Explain,
         Statement::ShowColumns { show_options, .. } => {
             let name = show_options
                 .show_in
@@ -444,6 +457,10 @@ mod tests {
             ("SET tidb_replica_read = 'follower'", Route::Engine),
             ("SHOW WARNINGS", Route::Engine),
             ("SHOW TABLES", Route::ShowTables),
+            (
+                "EXPLAIN SELECT a FROM t JOIN u ON t.a = u.a",
+                Route::Explain,
+            ),
             ("DESCRIBE t", Route::Describe("t".into())),
             ("SHOW COLUMNS FROM test.T", Route::Describe("t".into())),
             ("SHOW CREATE TABLE t", Route::ShowCreate("t".into())),
