@@ -101,6 +101,15 @@ fn the_mysql_client_creates_loads_and_queries_with_what_users_type_first() {
             "SELECT COUNT(*) FROM emp WHERE pay IS NULL",
             "COUNT(*)\n1\n",
         ),
+        // TopN in the coprocessor (`topn_pushdown`), NULL the smallest value as in MySQL.
+        (
+            "SELECT name, pay FROM emp ORDER BY pay LIMIT 2",
+            "name\tpay\ncy\tNULL\ndi\t70\n",
+        ),
+        (
+            "SELECT name FROM emp WHERE dept < 30 ORDER BY pay DESC, id LIMIT 2",
+            "name\nann\ned\n",
+        ),
         // Partial aggregation runs in the coprocessor (`agg_pushdown`): every function.
         (
             "SELECT dept, AVG(pay), MIN(name), MAX(pay), COUNT(pay), SUM(id) FROM emp GROUP BY dept ORDER BY dept",
@@ -139,6 +148,10 @@ fn the_mysql_client_creates_loads_and_queries_with_what_users_type_first() {
         plan.contains("partial_aggregation=[sum(pay) group_by=[dept]]"),
         "{plan}"
     );
+    let plan = stdout_ok(&s.endpoint.mysql(
+        "EXPLAIN SELECT name, pay FROM emp WHERE dept < 30 ORDER BY pay DESC LIMIT 2 OFFSET 1",
+    ));
+    assert!(plan.contains("top_n=[pay desc limit=3]"), "{plan}");
     let create = stdout_ok(&s.endpoint.mysql("SHOW CREATE TABLE dept"));
     assert!(create.contains("PRIMARY KEY (`id`)"), "{create}");
     // Writes through the endpoint, then the catalog statements.

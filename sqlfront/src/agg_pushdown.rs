@@ -72,6 +72,9 @@ fn scan_under(input: &Arc<dyn ExecutionPlan>) -> Option<&StratusScanExec> {
     if let Some(scan) = input.downcast_ref::<StratusScanExec>() {
         return Some(scan);
     }
+    if let Some(coop) = input.downcast_ref::<datafusion::physical_plan::coop::CooperativeExec>() {
+        return coop.input().downcast_ref::<StratusScanExec>();
+    }
     let repartition = input.downcast_ref::<RepartitionExec>()?;
     if !matches!(repartition.partitioning(), Partitioning::RoundRobinBatch(_)) {
         return None;
@@ -258,7 +261,7 @@ fn function(a: &AggregateFunctionExpr) -> Option<(ExprType, usize)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::table::{StatementContext, StratusTable};
     use client::sql::{Column as SqlColumn, SqlType, TableSchema};
@@ -285,7 +288,7 @@ mod tests {
     }
 
     /// The physical plan of `sql` over table `t` (planned only: nothing is sent anywhere).
-    async fn plan(sql: &str) -> String {
+    pub(crate) async fn plan(sql: &str) -> String {
         let client: &'static Client = Box::leak(Box::new(
             Client::new(ClientConfig::new(["http://127.0.0.1:1".to_string()])).unwrap(),
         ));

@@ -18,7 +18,8 @@
 //!   coprocessor can evaluate go into each region's DAG as a Selection (and narrow the key
 //!   ranges when they bound the primary key), the projection as a Projection, a limit as a
 //!   Limit ([`pushdown`]); DataFusion's partial aggregation over a scan goes into the DAG too
-//!   ([`agg_pushdown`]), so each region returns partial aggregates. The paging driver, the coprocessor cache, lock resolution, region
+//!   ([`agg_pushdown`]), so each region returns partial aggregates, and a sort with a limit
+//!   gives the DAG a TopN ([`topn_pushdown`]). The paging driver, the coprocessor cache, lock resolution, region
 //!   retries and node selection run that request as they run every other.
 //! * [`arrow_rows`]: coprocessor rows into Arrow record batches; [`output`]: record
 //!   batches and the engine's rows into what the endpoint writes.
@@ -36,6 +37,7 @@ pub mod pushdown;
 pub mod session;
 pub mod show;
 pub mod table;
+pub mod topn_pushdown;
 
 pub use error::FrontError;
 pub use output::{Cell, ColumnKind, Output, ResultColumn};

@@ -20,6 +20,7 @@ use crate::error::FrontError;
 use crate::output::{Cell, Output};
 use crate::show;
 use crate::table::{StatementContext, StratusTable};
+use crate::topn_pushdown::PushTopN;
 
 /// DataFusion's catalog name for the cluster's tables (never shown to users).
 const CATALOG: &str = "stratus";
@@ -289,13 +290,17 @@ fn source_text(sql: &str, span: sqlparser::tokenizer::Span) -> Option<String> {
 /// A DataFusion session as the front uses it: the cluster's tables in `stratus.test`, and
 /// partial aggregation pushed into the coprocessor ([`PushAggregates`]).
 pub(crate) fn datafusion_context() -> SessionContext {
-    let config = SessionConfig::new()
+    let mut config = SessionConfig::new()
         .with_default_catalog_and_schema(CATALOG, DATABASE)
         .with_information_schema(false);
+    // MySQL's order: NULL is the smallest value (first ascending, last descending), as the
+    // coprocessor orders too (DataFusion's default is Postgres's, the other way round).
+    config.options_mut().sql_parser.default_null_ordering = "nulls_min".to_string();
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
         .with_physical_optimizer_rule(Arc::new(PushAggregates))
+        .with_physical_optimizer_rule(Arc::new(PushTopN))
         .build();
     SessionContext::new_with_state(state)
 }

@@ -154,6 +154,10 @@ pub struct StratusScanExec {
     /// Set when a partial aggregation was pushed into the DAG (`agg_pushdown`): what it
     /// computes, and for each output field the position of its value in a result row.
     partial: Option<PartialAggregation>,
+    /// Set when a TopN was pushed into the DAG (`topn_pushdown`), with its EXPLAIN text. The
+    /// DAG then ends at the TopN: its rows hold every column of the table (the client's final
+    /// merge orders them by the TopN's columns), and the scan keeps `columns` of them.
+    top_n: Option<(proto::TopN, String)>,
     ctx: Arc<StatementContext>,
     properties: Arc<PlanProperties>,
 }
@@ -193,8 +197,40 @@ impl StratusScanExec {
             limit,
             dag,
             partial: None,
+            top_n: None,
             ctx,
             properties,
+        }
+    }
+
+    /// Whether this scan returns plain rows (no aggregation or TopN pushed into it yet).
+    pub fn is_plain(&self) -> bool {
+        self.partial.is_none() && self.top_n.is_none()
+    }
+
+    /// This scan with `top_n` after its Selection: each region returns its first rows in
+    /// that order (DataFusion's sort above merges the regions' candidates).
+    pub fn with_top_n(&self, top_n: proto::TopN, text: String) -> StratusScanExec {
+        let mut executors = scan_executors(&self.table, self.pushed.conditions.clone());
+        executors.push(Executor {
+            tp: ExecType::TopN as i32,
+            top_n: Some(top_n.clone()),
+            ..Executor::default()
+        });
+        StratusScanExec {
+            table: self.table.clone(),
+            columns: self.columns.clone(),
+            schema: self.schema.clone(),
+            pushed: self.pushed.clone(),
+            limit: None,
+            dag: DagRequest {
+                executors,
+                ..DagRequest::default()
+            },
+            partial: None,
+            top_n: Some((top_n, text)),
+            ctx: self.ctx.clone(),
+            properties: self.properties.clone(),
         }
     }
 
@@ -240,6 +276,7 @@ impl StratusScanExec {
                 ..DagRequest::default()
             },
             partial: Some(partial),
+            top_n: None,
             ctx: self.ctx.clone(),
             properties,
         }
@@ -313,6 +350,9 @@ impl DisplayAs for StratusScanExec {
         if let Some(p) = &self.partial {
             write!(f, " partial_aggregation=[{}]", p.text)?;
         }
+        if let Some((_, text)) = &self.top_n {
+            write!(f, " top_n=[{text}]")?;
+        }
         write!(f, " ranges={}", self.pushed.ranges.len())
     }
 }
@@ -373,6 +413,7 @@ impl ExecutionPlan for StratusScanExec {
         let schema = self.schema.clone();
         let limit = self.limit;
         let partial = self.partial.as_ref().map(|p| p.sources.clone());
+        let whole_rows = self.top_n.is_some();
         let batch = async move {
             let session = ctx.client.session_with(ctx.vars);
             let result = session
@@ -387,6 +428,17 @@ impl ExecutionPlan for StratusScanExec {
             let mut rows = result.rows;
             if let Some(n) = limit {
                 rows.truncate(n);
+            }
+            if whole_rows {
+                rows = rows
+                    .into_iter()
+                    .map(|r| {
+                        columns
+                            .iter()
+                            .map(|c| r.get(*c).cloned().unwrap_or(wire::datum::Datum::Null))
+                            .collect()
+                    })
+                    .collect();
             }
             match partial {
                 Some(sources) => arrow_rows::values_to_batch(schema, &sources, &rows),
