@@ -77,8 +77,13 @@ impl FrontSession {
     /// Runs one statement. Every statement but `SHOW WARNINGS` replaces the warning list
     /// (with its warnings, or its error), as in MySQL.
     pub async fn execute(&mut self, sql: &str) -> Result<Output, FrontError> {
-        let stmt = parse(sql)?;
-        let route = route(&stmt)?;
+        let route = match parse(sql).and_then(|stmt| route(&stmt)) {
+            Ok(route) => route,
+            Err(e) => {
+                self.engine.set_error(e.to_string());
+                return Err(e);
+            }
+        };
         if route == Route::Engine {
             // The engine keeps its own warnings.
             self.engine.forget_schemas();
@@ -513,6 +518,23 @@ mod tests {
             select_labels(one, &parse(one).unwrap()).unwrap(),
             [Some("1+1".to_string())]
         );
+    }
+
+    #[tokio::test]
+    async fn a_statement_that_does_not_parse_leaves_its_error_for_show_warnings() {
+        let client: &'static Client = Box::leak(Box::new(
+            Client::new(client::ClientConfig::new(
+                ["http://127.0.0.1:1".to_string()],
+            ))
+            .unwrap(),
+        ));
+        let mut session = FrontSession::new(client);
+        let e = session.execute("SELEC 1").await.unwrap_err();
+        assert_eq!(e.mysql_code(), crate::error::code::PARSE);
+        let w = session.warnings();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].level, "Error");
+        assert!(w[0].message.contains("SELEC"), "{}", w[0].message);
     }
 
     #[test]
