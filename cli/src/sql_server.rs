@@ -13,7 +13,7 @@ use std::path::Path;
 use client::{Client, ClientConfig};
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// TiDB's port, the default of `--listen` and of `stratus up`'s endpoint.
 pub const DEFAULT_SQL_PORT: u16 = 4000;
@@ -65,21 +65,29 @@ pub fn serve(
     Ok(bound)
 }
 
-/// `stratus sql-server`: serves until SIGINT or SIGTERM.
-pub fn run(cluster_file: &Path, address: &str, out: &mut dyn Write) -> Result<(), SqlServerError> {
-    let cfg = crate::cluster_file::load(cluster_file)?;
+/// A two-thread runtime (the SQL endpoint's connections run beside the caller's own work)
+/// and its SIGINT and SIGTERM streams, installed before anything starts, so a signal during
+/// the start is not lost.
+pub fn runtime_with_stop_signals() -> std::io::Result<(Runtime, Signal, Signal)> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()
-        .map_err(SqlServerError::Runtime)?;
-    let (mut interrupt, mut terminate) = {
+        .build()?;
+    let (interrupt, terminate) = {
         let _guard = rt.enter();
         (
-            signal(SignalKind::interrupt()).map_err(SqlServerError::Runtime)?,
-            signal(SignalKind::terminate()).map_err(SqlServerError::Runtime)?,
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
         )
     };
+    Ok((rt, interrupt, terminate))
+}
+
+/// `stratus sql-server`: serves until SIGINT or SIGTERM.
+pub fn run(cluster_file: &Path, address: &str, out: &mut dyn Write) -> Result<(), SqlServerError> {
+    let cfg = crate::cluster_file::load(cluster_file)?;
+    let (rt, mut interrupt, mut terminate) =
+        runtime_with_stop_signals().map_err(SqlServerError::Runtime)?;
     let listener = bind(&rt, address)?;
     let bound = serve(&rt, cfg, listener)?;
     writeln!(

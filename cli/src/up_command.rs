@@ -18,8 +18,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::signal::unix::{SignalKind, signal};
-
 use crate::local_cluster::{ClusterError, ClusterOptions, LocalCluster, NodeInfo, S3Target};
 use crate::state_dir::{self, StateDirError};
 
@@ -66,19 +64,8 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
     let state = state_dir::state_dir()?;
     let data_dir = opts.data_dir.unwrap_or_else(|| state.join("data"));
     let cluster_file = state_dir::cluster_file_in(&state);
-    // Two threads: the SQL endpoint's connections run beside the restart checks.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(UpError::Signals)?;
-    let (mut interrupt, mut terminate) = {
-        let _guard = rt.enter();
-        (
-            signal(SignalKind::interrupt()).map_err(UpError::Signals)?,
-            signal(SignalKind::terminate()).map_err(UpError::Signals)?,
-        )
-    };
+    let (rt, mut interrupt, mut terminate) =
+        crate::sql_server::runtime_with_stop_signals().map_err(UpError::Signals)?;
     if cluster_file.exists() {
         eprintln!(
             "Warning: replacing the cluster file of an earlier `stratus up` that did not stop \

@@ -24,20 +24,17 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::Result as DfResult;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::Partitioning;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::repartition::RepartitionExec;
 use wire::coprocessor::{self as proto, ExecType, Executor, ExprType};
 
 use crate::arrow_rows;
-use crate::table::{PartialAggregation, StratusScanExec};
+use crate::table::{PartialAggregation, StratusScanExec, rewrite_up};
 
 /// The rule (registered in every [`crate::FrontSession`]'s DataFusion session).
 #[derive(Debug, Default)]
@@ -49,13 +46,7 @@ impl PhysicalOptimizerRule for PushAggregates {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|p| {
-            Ok(match push(&p)? {
-                Some(pushed) => Transformed::yes(pushed),
-                None => Transformed::no(p),
-            })
-        })
-        .map(|t| t.data)
+        rewrite_up(plan, push)
     }
 
     fn name(&self) -> &str {
@@ -67,21 +58,6 @@ impl PhysicalOptimizerRule for PushAggregates {
     }
 }
 
-/// The scan under `input`: directly, or through a round-robin repartition.
-fn scan_under(input: &Arc<dyn ExecutionPlan>) -> Option<&StratusScanExec> {
-    if let Some(scan) = input.downcast_ref::<StratusScanExec>() {
-        return Some(scan);
-    }
-    if let Some(coop) = input.downcast_ref::<datafusion::physical_plan::coop::CooperativeExec>() {
-        return coop.input().downcast_ref::<StratusScanExec>();
-    }
-    let repartition = input.downcast_ref::<RepartitionExec>()?;
-    if !matches!(repartition.partitioning(), Partitioning::RoundRobinBatch(_)) {
-        return None;
-    }
-    repartition.input().downcast_ref::<StratusScanExec>()
-}
-
 /// `plan` with its partial aggregation pushed into the scan, if it can be.
 fn push(plan: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
     let Some(agg) = plan.downcast_ref::<AggregateExec>() else {
@@ -91,7 +67,7 @@ fn push(plan: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>
     if !matches!(mode, AggregateMode::Partial | AggregateMode::Single) {
         return Ok(None);
     }
-    let Some(scan) = scan_under(agg.input()) else {
+    let Some(scan) = StratusScanExec::under(agg.input()) else {
         return Ok(None);
     };
     if scan.has_limit() || agg.filter_expr().iter().any(Option::is_some) {
@@ -264,27 +240,20 @@ fn function(a: &AggregateFunctionExpr) -> Option<(ExprType, usize)> {
 pub(crate) mod tests {
     use super::*;
     use crate::table::{StatementContext, StratusTable};
-    use client::sql::{Column as SqlColumn, SqlType, TableSchema};
+    use client::sql::{SqlType, TableSchema};
     use client::{Client, ClientConfig};
     use datafusion::physical_plan::displayable;
 
     fn table() -> TableSchema {
-        let c = |name: &str, id, ty| SqlColumn {
-            name: name.into(),
-            id,
-            ty,
-        };
-        TableSchema {
-            id: 1,
-            name: "t".into(),
-            columns: vec![
-                c("id", 1, SqlType::BigInt),
-                c("g", 2, SqlType::Int),
-                c("v", 3, SqlType::Double),
-                c("s", 4, SqlType::Varchar),
+        crate::test_table(
+            1,
+            &[
+                ("id", SqlType::BigInt),
+                ("g", SqlType::Int),
+                ("v", SqlType::Double),
+                ("s", SqlType::Varchar),
             ],
-            pk: 0,
-        }
+        )
     }
 
     /// The physical plan of `sql` over table `t` (planned only: nothing is sent anywhere).

@@ -63,72 +63,14 @@ pub fn rows_to_batch(
                 col.ty.name()
             ),
         };
-        let values = rows.iter().map(|r| r.get(pos).unwrap_or(&Datum::Null));
-        let array: ArrayRef = match col.ty {
-            SqlType::Int => {
-                let mut b = Int32Builder::with_capacity(rows.len());
-                for d in values {
-                    match d {
-                        Datum::Null => b.append_null(),
-                        Datum::Int(v) => {
-                            b.append_value(i32::try_from(*v).map_err(|_| mismatch(d))?)
-                        }
-                        _ => return Err(mismatch(d)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            SqlType::BigInt => {
-                let mut b = Int64Builder::with_capacity(rows.len());
-                for d in values {
-                    match d {
-                        Datum::Null => b.append_null(),
-                        Datum::Int(v) => b.append_value(*v),
-                        _ => return Err(mismatch(d)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            SqlType::Double => {
-                let mut b = Float64Builder::with_capacity(rows.len());
-                for d in values {
-                    match d {
-                        Datum::Null => b.append_null(),
-                        Datum::Real(v) => b.append_value(*v),
-                        // Integers written into a DOUBLE column by an older front.
-                        Datum::Int(v) => b.append_value(*v as f64),
-                        _ => return Err(mismatch(d)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            SqlType::Varchar => {
-                let mut b = StringBuilder::with_capacity(rows.len(), 16 * rows.len());
-                for d in values {
-                    match d {
-                        Datum::Null => b.append_null(),
-                        Datum::Bytes(v) => {
-                            b.append_value(std::str::from_utf8(v).map_err(|_| mismatch(d))?)
-                        }
-                        _ => return Err(mismatch(d)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-        };
-        arrays.push(array);
+        arrays.push(array_of(&arrow_type(col.ty), rows, pos, &mismatch)?);
     }
-    // A projection of no column (COUNT(*) over the scan) still has a row count.
-    let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
-    RecordBatch::try_new_with_options(schema, arrays, &options).map_err(|e| FrontError::Internal {
-        what: format!("cannot build a batch of table {}: {e}", table.name),
-    })
+    batch(schema, arrays, rows.len())
 }
 
 /// A record batch of `schema` whose field `i` takes column `sources[i]` of `rows`: the
 /// partial aggregates of a pushed aggregation, typed as DataFusion's partial aggregation
-/// types them (`Int32`, `Int64`, `UInt64`, `Float64`, `Utf8`; an integer becomes a float where
-/// the field is one, as an integer column's AVG sums as a float).
+/// types them ([`convertible`]).
 pub fn values_to_batch(
     schema: SchemaRef,
     sources: &[usize],
@@ -143,85 +85,77 @@ pub fn values_to_batch(
                 field.data_type()
             ),
         };
-        let values = rows.iter().map(|r| r.get(src).unwrap_or(&Datum::Null));
-        let array: ArrayRef = match field.data_type() {
-            DataType::Int32 => {
-                let mut b = Int32Builder::with_capacity(rows.len());
-                for d in values {
-                    match d {
-                        Datum::Null => b.append_null(),
-                        Datum::Int(v) => {
-                            b.append_value(i32::try_from(*v).map_err(|_| mismatch(d))?)
-                        }
-                        _ => return Err(mismatch(d)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            DataType::Int64 => {
-                let mut b = Int64Builder::with_capacity(rows.len());
-                for d in values {
-                    match d {
-                        Datum::Null => b.append_null(),
-                        Datum::Int(v) => b.append_value(*v),
-                        _ => return Err(mismatch(d)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            DataType::UInt64 => {
-                let mut b = UInt64Builder::with_capacity(rows.len());
-                for d in values {
-                    match d {
-                        Datum::Null => b.append_null(),
-                        Datum::Int(v) => {
-                            b.append_value(u64::try_from(*v).map_err(|_| mismatch(d))?)
-                        }
-                        Datum::UInt(v) => b.append_value(*v),
-                        _ => return Err(mismatch(d)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            DataType::Float64 => {
-                let mut b = Float64Builder::with_capacity(rows.len());
-                for d in values {
-                    match d {
-                        Datum::Null => b.append_null(),
-                        Datum::Real(v) => b.append_value(*v),
-                        Datum::Int(v) => b.append_value(*v as f64),
-                        _ => return Err(mismatch(d)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            DataType::Utf8 => {
-                let mut b = StringBuilder::with_capacity(rows.len(), 16 * rows.len());
-                for d in values {
-                    match d {
-                        Datum::Null => b.append_null(),
-                        Datum::Bytes(v) => {
-                            b.append_value(std::str::from_utf8(v).map_err(|_| mismatch(d))?)
-                        }
-                        _ => return Err(mismatch(d)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            other => {
-                return Err(FrontError::Internal {
-                    what: format!(
-                        "partial aggregate {}: no conversion to {other}",
-                        field.name()
-                    ),
-                });
-            }
-        };
-        arrays.push(array);
+        arrays.push(array_of(field.data_type(), rows, src, &mismatch)?);
     }
-    let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    batch(schema, arrays, rows.len())
+}
+
+/// Column `src` of `rows` as an array of type `t` ([`convertible`]). An integer fills a
+/// `Float64` too (a DOUBLE written as an integer by an older front; the integer sum of an
+/// AVG over integers), a non-negative one a `UInt64` (a count); any other datum, an `Int32`
+/// out of range or bytes that are not UTF-8 are `mismatch`.
+fn array_of(
+    t: &DataType,
+    rows: &[Vec<Datum>],
+    src: usize,
+    mismatch: &dyn Fn(&Datum) -> FrontError,
+) -> Result<ArrayRef, FrontError> {
+    let values = rows.iter().map(|r| r.get(src).unwrap_or(&Datum::Null));
+    macro_rules! build {
+        ($builder:expr, $convert:expr) => {{
+            let mut b = $builder;
+            for d in values {
+                match d {
+                    Datum::Null => b.append_null(),
+                    d => b.append_value($convert(d).ok_or_else(|| mismatch(d))?),
+                }
+            }
+            Arc::new(b.finish()) as ArrayRef
+        }};
+    }
+    let n = rows.len();
+    Ok(match t {
+        DataType::Int32 => build!(Int32Builder::with_capacity(n), |d: &Datum| match d {
+            Datum::Int(v) => i32::try_from(*v).ok(),
+            _ => None,
+        }),
+        DataType::Int64 => build!(Int64Builder::with_capacity(n), |d: &Datum| match d {
+            Datum::Int(v) => Some(*v),
+            _ => None,
+        }),
+        DataType::UInt64 => build!(UInt64Builder::with_capacity(n), |d: &Datum| match d {
+            Datum::Int(v) => u64::try_from(*v).ok(),
+            Datum::UInt(v) => Some(*v),
+            _ => None,
+        }),
+        DataType::Float64 => build!(Float64Builder::with_capacity(n), |d: &Datum| match d {
+            Datum::Real(v) => Some(*v),
+            Datum::Int(v) => Some(*v as f64),
+            _ => None,
+        }),
+        DataType::Utf8 => {
+            fn text(d: &Datum) -> Option<&str> {
+                match d {
+                    Datum::Bytes(v) => std::str::from_utf8(v).ok(),
+                    _ => None,
+                }
+            }
+            build!(StringBuilder::with_capacity(n, 16 * n), text)
+        }
+        other => {
+            return Err(FrontError::Internal {
+                what: format!("no conversion of datums to {other}"),
+            });
+        }
+    })
+}
+
+/// A batch of `arrays` with `rows` rows (a projection of no column, COUNT(*) over the scan,
+/// still has a row count).
+fn batch(schema: SchemaRef, arrays: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch, FrontError> {
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
     RecordBatch::try_new_with_options(schema, arrays, &options).map_err(|e| FrontError::Internal {
-        what: format!("cannot build a batch of partial aggregates: {e}"),
+        what: format!("cannot build a record batch: {e}"),
     })
 }
 
@@ -236,27 +170,19 @@ pub fn convertible(t: &DataType) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use client::sql::Column;
     use datafusion::arrow::array::{Array, AsArray};
     use datafusion::arrow::datatypes::{Float64Type, Int32Type, Int64Type};
 
     fn table() -> TableSchema {
-        let col = |name: &str, id, ty| Column {
-            name: name.into(),
-            id,
-            ty,
-        };
-        TableSchema {
-            id: 1,
-            name: "t".into(),
-            columns: vec![
-                col("id", 1, SqlType::BigInt),
-                col("n", 2, SqlType::Int),
-                col("x", 3, SqlType::Double),
-                col("s", 4, SqlType::Varchar),
+        crate::test_table(
+            1,
+            &[
+                ("id", SqlType::BigInt),
+                ("n", SqlType::Int),
+                ("x", SqlType::Double),
+                ("s", SqlType::Varchar),
             ],
-            pk: 0,
-        }
+        )
     }
 
     fn project(t: &TableSchema, cols: &[usize]) -> SchemaRef {

@@ -46,3 +46,26 @@ pub use session::FrontSession;
 /// The one database of a Stratus cluster, as TiDB names its default one: `USE test` works,
 /// and tables may be qualified with it.
 pub const DATABASE: &str = "test";
+
+/// A table `t` for the unit tests: id `table_id`, `columns` with ids 1, 2, ... and the first
+/// one the primary key.
+#[cfg(test)]
+pub(crate) fn test_table(
+    table_id: i64,
+    columns: &[(&str, client::sql::SqlType)],
+) -> client::sql::TableSchema {
+    client::sql::TableSchema {
+        id: table_id,
+        name: "t".into(),
+        columns: columns
+            .iter()
+            .zip(1..)
+            .map(|((name, ty), id)| client::sql::Column {
+                name: (*name).into(),
+                id,
+                ty: *ty,
+            })
+            .collect(),
+        pk: 0,
+    }
+}

@@ -3,8 +3,8 @@
 //! client engine's datum rows.
 
 use datafusion::arrow::array::{
-    Array, AsArray, BooleanArray, Float32Array, Float64Array, Int8Array, Int16Array, Int32Array,
-    Int64Array, UInt8Array, UInt16Array, UInt32Array, UInt64Array,
+    Array, BinaryArray, BooleanArray, Float32Array, Float64Array, Int8Array, Int16Array,
+    Int32Array, Int64Array, StringArray, UInt8Array, UInt16Array, UInt32Array, UInt64Array,
 };
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -113,13 +113,19 @@ impl Output {
             .collect();
         let mut rows = Vec::new();
         for batch in batches {
-            let cells: Vec<Vec<Cell>> = batch
+            // Column by column, then moved into rows.
+            let mut by_column: Vec<std::vec::IntoIter<Cell>> = batch
                 .columns()
                 .iter()
-                .map(|a| column_cells(a.as_ref()))
+                .map(|a| column_cells(a.as_ref()).map(Vec::into_iter))
                 .collect::<Result<_, _>>()?;
-            for r in 0..batch.num_rows() {
-                rows.push(cells.iter().map(|c| c[r].clone()).collect());
+            for _ in 0..batch.num_rows() {
+                rows.push(
+                    by_column
+                        .iter_mut()
+                        .map(|c| c.next().unwrap_or(Cell::Null))
+                        .collect(),
+                );
             }
         }
         Ok(Output {
@@ -270,30 +276,8 @@ fn column_cells(a: &dyn Array) -> Result<Vec<Cell>, FrontError> {
         DataType::UInt64 => cells!(a, UInt64Array, Cell::UInt),
         DataType::Float32 => cells!(a, Float32Array, |v: f32| Cell::Float(f64::from(v))),
         DataType::Float64 => cells!(a, Float64Array, Cell::Float),
-        DataType::Utf8 => {
-            let s = a.as_string::<i32>();
-            (0..s.len())
-                .map(|i| {
-                    if s.is_null(i) {
-                        Cell::Null
-                    } else {
-                        Cell::Text(s.value(i).to_string())
-                    }
-                })
-                .collect()
-        }
-        DataType::Binary => {
-            let b = a.as_binary::<i32>();
-            (0..b.len())
-                .map(|i| {
-                    if b.is_null(i) {
-                        Cell::Null
-                    } else {
-                        Cell::Bytes(b.value(i).to_vec())
-                    }
-                })
-                .collect()
-        }
+        DataType::Utf8 => cells!(a, StringArray, |v: &str| Cell::Text(v.to_string())),
+        DataType::Binary => cells!(a, BinaryArray, |v: &[u8]| Cell::Bytes(v.to_vec())),
         _ => {
             // Everything else (decimals, dates, large and view strings, nested values) as
             // Arrow displays it.

@@ -131,26 +131,19 @@ pub fn push_filters(table: &TableSchema, filters: &[Expr]) -> PushedFilters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use client::sql::{Column as SqlColumn, SqlType};
+    use client::sql::SqlType;
     use datafusion::prelude::{col, lit};
     use wire::codec::table::record_range;
 
     fn table() -> TableSchema {
-        let c = |name: &str, id, ty| SqlColumn {
-            name: name.into(),
-            id,
-            ty,
-        };
-        TableSchema {
-            id: 7,
-            name: "t".into(),
-            columns: vec![
-                c("id", 1, SqlType::BigInt),
-                c("n", 2, SqlType::Int),
-                c("s", 3, SqlType::Varchar),
+        crate::test_table(
+            7,
+            &[
+                ("id", SqlType::BigInt),
+                ("n", SqlType::Int),
+                ("s", SqlType::Varchar),
             ],
-            pk: 0,
-        }
+        )
     }
 
     #[test]

@@ -11,8 +11,6 @@ use datafusion::config::Dialect;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use sqlparser::ast::{self, ObjectType, Statement};
-use sqlparser::dialect::MySqlDialect;
-use sqlparser::parser::Parser;
 
 use crate::DATABASE;
 use crate::agg_pushdown::PushAggregates;
@@ -77,8 +75,11 @@ impl FrontSession {
     /// Runs one statement. Every statement but `SHOW WARNINGS` replaces the warning list
     /// (with its warnings, or its error), as in MySQL.
     pub async fn execute(&mut self, sql: &str) -> Result<Output, FrontError> {
-        let route = match parse(sql).and_then(|stmt| route(&stmt)) {
-            Ok(route) => route,
+        let parsed = client::sql::parse(sql)
+            .map_err(FrontError::from)
+            .and_then(|stmt| route(&stmt).map(|route| (route, stmt)));
+        let (route, stmt) = match parsed {
+            Ok(parsed) => parsed,
             Err(e) => {
                 self.engine.set_error(e.to_string());
                 return Err(e);
@@ -90,7 +91,7 @@ impl FrontSession {
             let r = self.engine.execute(sql).await?;
             return Ok(Output::from_engine(r));
         }
-        let out = self.run(route, sql).await;
+        let out = self.run(route, sql, &stmt).await;
         match &out {
             Ok(o) => self.engine.set_warnings(&o.warnings),
             Err(e) => self.engine.set_error(e.to_string()),
@@ -98,9 +99,14 @@ impl FrontSession {
         out
     }
 
-    async fn run(&mut self, route: Route, sql: &str) -> Result<Output, FrontError> {
+    async fn run(
+        &mut self,
+        route: Route,
+        sql: &str,
+        stmt: &Statement,
+    ) -> Result<Output, FrontError> {
         match route {
-            Route::Query => self.query(sql).await,
+            Route::Query => self.query(sql, stmt).await,
             Route::Engine => Err(FrontError::Internal {
                 what: "an engine statement routed to the front".into(),
             }),
@@ -133,7 +139,7 @@ impl FrontSession {
                 self.engine.forget_schemas();
                 match self.engine.execute(sql).await {
                     Ok(r) => Ok(Output::from_engine(r)),
-                    Err(SqlError::Unsupported { .. }) => self.query(sql).await,
+                    Err(SqlError::Unsupported { .. }) => self.query(sql, stmt).await,
                     Err(e) => Err(e.into()),
                 }
             }
@@ -161,12 +167,14 @@ impl FrontSession {
 
     /// A query planned and run by DataFusion over the tables it names, read at one
     /// timestamp (crate docs).
-    async fn query(&mut self, sql: &str) -> Result<Output, FrontError> {
+    async fn query(&mut self, sql: &str, stmt: &Statement) -> Result<Output, FrontError> {
         let vars = *self.engine.session().await?.variables();
         let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
         let ctx = Arc::new(StatementContext::new(self.client, vars, start_ts));
-        let stmt = self.df.state().sql_to_statement(sql, &Dialect::MySQL)?;
-        let references = self.df.state().resolve_table_references(&stmt)?;
+        // DataFusion parses with its own sqlparser version, into its own statement.
+        let state = self.df.state();
+        let df_stmt = state.sql_to_statement(sql, &Dialect::MySQL)?;
+        let references = state.resolve_table_references(&df_stmt)?;
         let mut registered = Vec::new();
         for r in references {
             if let Some(schema) = r.schema()
@@ -188,7 +196,8 @@ impl FrontSession {
             registered.push(name);
         }
         let result = async {
-            let plan = self.df.state().statement_to_plan(stmt).await?;
+            // A fresh state: it holds the tables registered above.
+            let plan = self.df.state().statement_to_plan(df_stmt).await?;
             let frame = self.df.execute_logical_plan(plan).await?;
             let schema = frame.schema().as_arrow().clone();
             let batches = frame.collect().await?;
@@ -201,8 +210,7 @@ impl FrontSession {
         }
         let mut out = result?;
         out.warnings = ctx.take_warnings();
-        if let Ok(stmt) = parse(sql)
-            && let Some(labels) = select_labels(sql, &stmt)
+        if let Some(labels) = select_labels(sql, stmt)
             && labels.len() == out.columns.len()
         {
             for (c, label) in out.columns.iter_mut().zip(labels) {
@@ -321,22 +329,6 @@ fn use_database(db: &str) -> Result<(), FrontError> {
     }
 }
 
-/// Parses exactly one statement (MySQL dialect).
-fn parse(sql: &str) -> Result<Statement, FrontError> {
-    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| FrontError::Parse {
-        message: e.to_string(),
-    })?;
-    match stmts.len() {
-        1 => Ok(stmts.remove(0)),
-        0 => Err(FrontError::Parse {
-            message: "no statement".into(),
-        }),
-        n => Err(FrontError::unsupported(format!(
-            "more than one statement in one query: count={n}"
-        ))),
-    }
-}
-
 /// The one table an object name names (`t` or `test.t`), lowercase.
 fn table_name(name: &ast::ObjectName) -> Result<String, FrontError> {
     let parts: Vec<String> = name
@@ -448,6 +440,7 @@ fn route(stmt: &Statement) -> Result<Route, FrontError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use client::sql::parse;
 
     fn routed(sql: &str) -> Result<Route, FrontError> {
         route(&parse(sql)?)

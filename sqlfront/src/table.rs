@@ -20,22 +20,24 @@ use client::sql::TableSchema;
 use client::sql::select::scan_executors;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session as DfSession;
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{
     Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
 };
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
 use parking_lot::Mutex;
-use wire::coprocessor::{self as proto, DagRequest, ExecType, Executor, KeyRange};
+use wire::coprocessor::{self as proto, DagRequest, ExecType, Executor};
 
 use crate::arrow_rows;
 use crate::error::FrontError;
@@ -183,12 +185,7 @@ impl StratusScanExec {
         ctx: Arc<StatementContext>,
     ) -> StratusScanExec {
         let dag = scan_dag(&table, &columns, &pushed, limit);
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = plan_properties(&schema);
         StratusScanExec {
             table,
             columns,
@@ -211,26 +208,39 @@ impl StratusScanExec {
     /// This scan with `top_n` after its Selection: each region returns its first rows in
     /// that order (DataFusion's sort above merges the regions' candidates).
     pub fn with_top_n(&self, top_n: proto::TopN, text: String) -> StratusScanExec {
-        let mut executors = scan_executors(&self.table, self.pushed.conditions.clone());
-        executors.push(Executor {
+        let tail = Executor {
             tp: ExecType::TopN as i32,
             top_n: Some(top_n.clone()),
             ..Executor::default()
-        });
+        };
+        self.ending_with(tail, self.schema.clone(), None, Some((top_n, text)))
+    }
+
+    /// This scan with its DAG ending at `tail` after the Selection (instead of the
+    /// projection and limit), answering rows of `schema`.
+    fn ending_with(
+        &self,
+        tail: Executor,
+        schema: SchemaRef,
+        partial: Option<PartialAggregation>,
+        top_n: Option<(proto::TopN, String)>,
+    ) -> StratusScanExec {
+        let mut executors = scan_executors(&self.table, self.pushed.conditions.clone());
+        executors.push(tail);
         StratusScanExec {
             table: self.table.clone(),
             columns: self.columns.clone(),
-            schema: self.schema.clone(),
+            properties: plan_properties(&schema),
+            schema,
             pushed: self.pushed.clone(),
             limit: None,
             dag: DagRequest {
                 executors,
                 ..DagRequest::default()
             },
-            partial: None,
-            top_n: Some((top_n, text)),
+            partial,
+            top_n,
             ctx: self.ctx.clone(),
-            properties: self.properties.clone(),
         }
     }
 
@@ -257,40 +267,52 @@ impl StratusScanExec {
         partial: PartialAggregation,
         schema: SchemaRef,
     ) -> StratusScanExec {
-        let mut executors = scan_executors(&self.table, self.pushed.conditions.clone());
-        executors.push(partial.executor.clone());
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
-        StratusScanExec {
-            table: self.table.clone(),
-            columns: self.columns.clone(),
-            schema,
-            pushed: self.pushed.clone(),
-            limit: None,
-            dag: DagRequest {
-                executors,
-                ..DagRequest::default()
-            },
-            partial: Some(partial),
-            top_n: None,
-            ctx: self.ctx.clone(),
-            properties,
+        self.ending_with(partial.executor.clone(), schema, Some(partial), None)
+    }
+}
+
+impl StratusScanExec {
+    /// The scan under `input`: directly, or through what DataFusion puts over a source (a
+    /// cooperative-scheduling wrapper, a round-robin repartition), which a rule replacing
+    /// the scan by a pushed one may drop (the pushed scan answers in one partition).
+    pub fn under(input: &Arc<dyn ExecutionPlan>) -> Option<&StratusScanExec> {
+        if let Some(scan) = input.downcast_ref::<StratusScanExec>() {
+            return Some(scan);
         }
+        if let Some(coop) = input.downcast_ref::<CooperativeExec>() {
+            return coop.input().downcast_ref::<StratusScanExec>();
+        }
+        let repartition = input.downcast_ref::<RepartitionExec>()?;
+        if !matches!(repartition.partitioning(), Partitioning::RoundRobinBatch(_)) {
+            return None;
+        }
+        repartition.input().downcast_ref::<StratusScanExec>()
     }
+}
 
-    /// The DAG every region runs.
-    pub fn dag(&self) -> &DagRequest {
-        &self.dag
-    }
+/// Applies `push` to every node of `plan`, bottom up, replacing the nodes it rewrites (the
+/// walk of the pushdown rules).
+pub(crate) fn rewrite_up(
+    plan: Arc<dyn ExecutionPlan>,
+    push: impl Fn(&Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>>,
+) -> DfResult<Arc<dyn ExecutionPlan>> {
+    plan.transform_up(|p| {
+        Ok(match push(&p)? {
+            Some(pushed) => Transformed::yes(pushed),
+            None => Transformed::no(p),
+        })
+    })
+    .map(|t| t.data)
+}
 
-    /// The key ranges read.
-    pub fn ranges(&self) -> &[KeyRange] {
-        &self.pushed.ranges
-    }
+/// One partition, produced at once, bounded.
+fn plan_properties(schema: &SchemaRef) -> Arc<PlanProperties> {
+    Arc::new(PlanProperties::new(
+        EquivalenceProperties::new(schema.clone()),
+        Partitioning::UnknownPartitioning(1),
+        EmissionType::Final,
+        Boundedness::Bounded,
+    ))
 }
 
 /// `TableScan → [Selection] → [Projection] → [Limit]` (module docs).

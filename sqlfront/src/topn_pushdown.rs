@@ -10,16 +10,14 @@
 use std::sync::Arc;
 
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::Result as DfResult;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use wire::coprocessor::{self as proto, ByItem};
 
-use crate::table::StratusScanExec;
+use crate::table::{StratusScanExec, rewrite_up};
 
 /// The rule (registered in every [`crate::FrontSession`]'s DataFusion session).
 #[derive(Debug, Default)]
@@ -31,13 +29,7 @@ impl PhysicalOptimizerRule for PushTopN {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|p| {
-            Ok(match push(&p) {
-                Some(pushed) => Transformed::yes(pushed),
-                None => Transformed::no(p),
-            })
-        })
-        .map(|t| t.data)
+        rewrite_up(plan, |p| Ok(push(p)))
     }
 
     fn name(&self) -> &str {
@@ -52,11 +44,7 @@ impl PhysicalOptimizerRule for PushTopN {
 fn push(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     let sort = plan.downcast_ref::<SortExec>()?;
     let fetch = sort.fetch()?;
-    // DataFusion wraps a source that does not yield to tokio's scheduler by itself.
-    let (scan, cooperative) = match sort.input().downcast_ref::<CooperativeExec>() {
-        Some(coop) => (coop.input().downcast_ref::<StratusScanExec>()?, true),
-        None => (sort.input().downcast_ref::<StratusScanExec>()?, false),
-    };
+    let scan = StratusScanExec::under(sort.input())?;
     if !scan.is_plain() || scan.has_limit() {
         return None;
     }
@@ -86,10 +74,7 @@ fn push(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         limit: fetch as u64,
     };
     let text = format!("{} limit={fetch}", texts.join(", "));
-    let mut pushed: Arc<dyn ExecutionPlan> = Arc::new(scan.with_top_n(top_n, text));
-    if cooperative {
-        pushed = Arc::new(CooperativeExec::new(pushed));
-    }
+    let pushed: Arc<dyn ExecutionPlan> = Arc::new(scan.with_top_n(top_n, text));
     Some(Arc::new(
         SortExec::new(sort.expr().clone(), pushed)
             .with_fetch(Some(fetch))
