@@ -19,7 +19,7 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use client::{CopResult, Scope};
@@ -429,10 +429,23 @@ fn replica_reads_in_every_zone_see_every_write_acknowledged_before_they_started(
     let acked = AtomicI64::new(value(0));
     let stop = AtomicBool::new(false);
     let urls = z.rc.urls();
+    // The writer goes on past `writes` until each reader has checked `MIN_READS` reads (a
+    // loaded machine reads slowly), within a bound.
+    const MIN_READS: usize = 20;
     let writes = 120;
+    let checked = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    let reads_due = Instant::now() + Duration::from_secs(180);
     let reads = std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
-            for i in 1..=writes {
+            let enough_reads = || {
+                checked
+                    .iter()
+                    .all(|c| c.load(Ordering::SeqCst) >= MIN_READS)
+            };
+            for i in 1.. {
+                if i > writes && (enough_reads() || Instant::now() > reads_due) {
+                    break;
+                }
                 let v = value(0) + i;
                 let pairs = vec![(key.clone(), SampleTable::value(v, 16))];
                 let deadline = Instant::now() + TIMEOUT;
@@ -475,6 +488,7 @@ fn replica_reads_in_every_zone_see_every_write_acknowledged_before_they_started(
         });
         let reader = |remote: bool| {
             let (acked, stop, range) = (&acked, &stop, range.clone());
+            let progress = &checked[usize::from(remote)];
             let z = &z;
             scope.spawn(move || {
                 let entry = z.entry();
@@ -510,6 +524,7 @@ fn replica_reads_in_every_zone_see_every_write_acknowledged_before_they_started(
                         .all(|p| z.zone_of(p.server.trim_end_matches('/')) == "d");
                     checked += 1;
                     zone_d += usize::from(in_d);
+                    progress.store(checked, Ordering::SeqCst);
                 }
                 (checked, zone_d)
             })
@@ -522,7 +537,7 @@ fn replica_reads_in_every_zone_see_every_write_acknowledged_before_they_started(
     });
     let ((learner, learner_in_d), (follower, _)) = reads;
     assert!(
-        learner >= 20 && follower >= 20,
+        learner >= MIN_READS && follower >= MIN_READS,
         "too few reads checked: learner {learner} follower {follower}"
     );
     assert!(
