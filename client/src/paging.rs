@@ -127,6 +127,8 @@ pub struct PageRows {
     /// node it asked is in another zone, plus what that node reported for the hops below it
     /// (`ExecDetails.cross_zone_bytes`: an offload, a delegate fetch).
     pub cross_zone_bytes: u64,
+    /// How long the page's request took, as this client saw it (`EXPLAIN ANALYZE`'s time).
+    pub elapsed: Duration,
 }
 
 impl PageRows {
@@ -831,6 +833,7 @@ impl Client {
                 remote_addr: details.remote_addr,
                 reason: details.reason,
                 cross_zone_bytes,
+                elapsed: wall,
             };
             (on_page.lock())(&page);
             pages.push(page);
@@ -954,6 +957,7 @@ mod tests {
             remote_addr: String::new(),
             reason: String::new(),
             cross_zone_bytes: 0,
+            elapsed: Duration::ZERO,
         };
         let w = |id| ServedBy::Worker {
             id,

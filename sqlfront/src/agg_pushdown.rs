@@ -70,7 +70,7 @@ fn push(plan: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>
     let Some(scan) = StratusScanExec::under(agg.input()) else {
         return Ok(None);
     };
-    if scan.has_limit() || agg.filter_expr().iter().any(Option::is_some) {
+    if !scan.accepts_pushdown() || agg.filter_expr().iter().any(Option::is_some) {
         return Ok(None);
     }
     let partial_schema = match mode {

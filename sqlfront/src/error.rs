@@ -36,6 +36,9 @@ pub mod code {
     pub const UNKNOWN: u16 = 1105;
     pub const NO_SUCH_TABLE: u16 = 1146;
     pub const UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
+    /// MySQL's "multi-statement transaction required more than max_binlog_cache_size": a
+    /// transaction past its buffer's limit.
+    pub const TRANS_CACHE_FULL: u16 = 1197;
     pub const LOCK_WAIT_TIMEOUT: u16 = 1205;
     /// TiDB answers a write conflict with 9007; drivers retry on MySQL's deadlock code.
     pub const LOCK_DEADLOCK: u16 = 1213;
@@ -69,7 +72,8 @@ fn sql_code(e: &SqlError) -> u16 {
         SqlError::UnknownTable { .. } => code::NO_SUCH_TABLE,
         SqlError::UnknownColumn { .. } => code::BAD_FIELD,
         SqlError::DuplicateKey { .. } => code::DUP_ENTRY,
-        SqlError::WriteConflict { .. } => code::LOCK_DEADLOCK,
+        SqlError::WriteConflict { .. } | SqlError::TxnConflict { .. } => code::LOCK_DEADLOCK,
+        SqlError::TxnTooLarge { .. } => code::TRANS_CACHE_FULL,
         SqlError::KeyLocked { .. } => code::LOCK_WAIT_TIMEOUT,
         SqlError::Client(client::Error::Variable(VariableError::Unknown { .. })) => {
             code::UNKNOWN_SYSTEM_VARIABLE

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use client::paging::Client;
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
-    OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, ValueInner,
+    OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, StatusFlags, ValueInner,
 };
 use tokio::io::AsyncWrite;
 use tokio::net::TcpListener;
@@ -72,6 +72,22 @@ impl Shim {
             prepared: HashMap::new(),
             next_statement: 1,
         }
+    }
+
+    /// The session's state as the protocol's status flags: autocommit on, a transaction
+    /// open. (The handshake, written by opensrv, always says neither: a driver that trusts it
+    /// and wants autocommit off may not send `SET autocommit = 0`; `BEGIN` always works.)
+    fn status(&self) -> StatusFlags {
+        let mut s = StatusFlags::empty();
+        s.set(
+            StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            self.session.autocommit(),
+        );
+        s.set(
+            StatusFlags::SERVER_STATUS_IN_TRANS,
+            self.session.in_transaction(),
+        );
+        s
     }
 }
 
@@ -132,7 +148,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             Err(e) => return write_error(e, results).await,
         };
         let out = self.session.execute(&sql).await;
-        write_output(out, results).await
+        write_output(out, self.status(), results).await
     }
 
     async fn on_close<'a>(&'a mut self, stmt: u32)
@@ -148,7 +164,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         results: QueryResultWriter<'a, W>,
     ) -> io::Result<()> {
         let out = self.session.execute(query).await;
-        write_output(out, results).await
+        write_output(out, self.status(), results).await
     }
 
     async fn on_init<'a>(&'a mut self, db: &'a str, writer: InitWriter<'a, W>) -> io::Result<()> {
@@ -189,8 +205,11 @@ async fn write_error<W: AsyncWrite + Send + Unpin>(
         .await
 }
 
+/// Writes a statement's answer; `status` goes in its OK packet (a driver tracks the
+/// session's autocommit and transaction state from it).
 async fn write_output<W: AsyncWrite + Send + Unpin>(
     out: Result<Output, FrontError>,
+    status: StatusFlags,
     results: QueryResultWriter<'_, W>,
 ) -> io::Result<()> {
     let out = match out {
@@ -203,6 +222,7 @@ async fn write_output<W: AsyncWrite + Send + Unpin>(
             .completed(OkResponse {
                 affected_rows: out.affected_rows,
                 warnings,
+                status_flags: status,
                 ..OkResponse::default()
             })
             .await;

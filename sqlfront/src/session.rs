@@ -1,11 +1,24 @@
 //! One connection's SQL session: routes each statement to DataFusion, to the catalog
 //! statements of this front, or to the client's statement engine (crate docs), and keeps the
-//! connection's variables and warnings (the engine holds both).
+//! connection's variables and warnings (the engine holds both) and its open transaction.
+//!
+//! Transactions (`client::sql::transaction`): `BEGIN` / `START TRANSACTION` opens one, and so
+//! does any statement run with `autocommit` off when none is open. Inside one, queries read at
+//! its `start_ts` with its own writes overlaid (`crate::table`), and `INSERT`, `UPDATE` and
+//! `DELETE` buffer their rows: an `UPDATE` or `DELETE` finds its rows with a DataFusion query
+//! over the same overlay, then computes the new rows as the engine does for a statement of
+//! its own. `COMMIT` writes the buffer as one Percolator transaction; `ROLLBACK` drops it.
+//! As in MySQL, `BEGIN`, `CREATE TABLE`, `DROP TABLE`, `TRUNCATE` and `SET autocommit = 1`
+//! commit an open transaction first, and a failed statement leaves the transaction open
+//! (only a failed `COMMIT` ends it, rolled back).
 
 use std::sync::Arc;
 
 use client::paging::Client;
-use client::sql::{Engine, SqlError, catalog};
+use client::sql::transaction::Transaction;
+use client::sql::{Engine, Plan, SqlError, catalog};
+use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::TableReference;
 use datafusion::config::Dialect;
 use datafusion::execution::session_state::SessionStateBuilder;
@@ -17,8 +30,10 @@ use crate::agg_pushdown::PushAggregates;
 use crate::error::FrontError;
 use crate::output::{Cell, Output};
 use crate::show;
-use crate::table::{StatementContext, StratusTable};
+use crate::table::{ScanReport, StatementContext, StratusTable};
 use crate::topn_pushdown::PushTopN;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::display::DisplayableExecutionPlan;
 
 /// DataFusion's catalog name for the cluster's tables (never shown to users).
 const CATALOG: &str = "stratus";
@@ -40,12 +55,25 @@ enum Route {
     Truncate(String),
     ShowDatabases,
     Use(String),
+    /// `EXPLAIN ANALYZE <query>`: runs it with DataFusion and answers DataFusion's plan with
+    /// its metrics, then what each Stratus scan pushed into its DAG and, per region, where its
+    /// pages ran, why, its rows and time ([`explain_analyze`]).
+    ExplainAnalyze,
     /// `EXPLAIN`: the client engine's (it runs a one-table query and says where each
     /// region ran); for a query it does not plan (a join, a subquery, a function),
     /// DataFusion's plan, with what each Stratus scan pushed into its DAG.
     Explain,
-    /// Accepted and answered OK with no effect (`SET NAMES`, `SET autocommit = 1`, `COMMIT`
-    /// or `ROLLBACK` with no transaction open: every statement commits on its own).
+    /// `INSERT`, `UPDATE`, `DELETE`: the engine's own transaction per statement, or buffered
+    /// in the open transaction.
+    Write,
+    /// `CREATE TABLE`: the engine's, after committing an open transaction.
+    CreateTable,
+    Begin,
+    Commit,
+    Rollback,
+    /// `SET autocommit = 0 | 1`.
+    Autocommit(bool),
+    /// Accepted and answered OK with no effect (`SET NAMES`).
     NoOp,
 }
 
@@ -54,6 +82,10 @@ pub struct FrontSession {
     client: &'static Client,
     engine: Engine<'static>,
     df: SessionContext,
+    /// The open transaction (module docs).
+    txn: Option<Transaction>,
+    /// MySQL's `autocommit`: off, a statement with no transaction open opens one.
+    autocommit: bool,
 }
 
 impl std::fmt::Debug for FrontSession {
@@ -69,7 +101,19 @@ impl FrontSession {
             client,
             engine: Engine::new(client),
             df: datafusion_context(),
+            txn: None,
+            autocommit: true,
         }
+    }
+
+    /// Whether a transaction is open (the protocol's `SERVER_STATUS_IN_TRANS`).
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some()
+    }
+
+    /// MySQL's `autocommit` (the protocol's `SERVER_STATUS_AUTOCOMMIT`).
+    pub fn autocommit(&self) -> bool {
+        self.autocommit
     }
 
     /// Runs one statement. Every statement but `SHOW WARNINGS` replaces the warning list
@@ -85,7 +129,19 @@ impl FrontSession {
                 return Err(e);
             }
         };
-        if route == Route::Engine {
+        let by_engine = match route {
+            Route::Engine => true,
+            Route::CreateTable => {
+                if let Err(e) = self.commit().await {
+                    self.engine.set_error(e.to_string());
+                    return Err(e);
+                }
+                true
+            }
+            Route::Write => self.txn.is_none() && self.autocommit,
+            _ => false,
+        };
+        if by_engine {
             // The engine keeps its own warnings.
             self.engine.forget_schemas();
             let r = self.engine.execute(sql).await?;
@@ -107,13 +163,52 @@ impl FrontSession {
     ) -> Result<Output, FrontError> {
         match route {
             Route::Query => self.query(sql, stmt).await,
-            Route::Engine => Err(FrontError::Internal {
+            Route::ExplainAnalyze => {
+                let Statement::Explain { statement, .. } = stmt else {
+                    return Err(FrontError::Internal {
+                        what: "EXPLAIN ANALYZE routed for another statement".into(),
+                    });
+                };
+                if !matches!(statement.as_ref(), Statement::Query(_)) {
+                    return Err(FrontError::unsupported(
+                        "EXPLAIN ANALYZE of a statement other than a query",
+                    ));
+                }
+                let ran = self.collect(&statement.to_string()).await?;
+                let mut out = explain_analyze(&ran);
+                out.warnings = ran.warnings;
+                Ok(out)
+            }
+            Route::Engine | Route::CreateTable => Err(FrontError::Internal {
                 what: "an engine statement routed to the front".into(),
             }),
+            Route::Write => self.write_in_transaction(stmt).await,
+            Route::Begin => {
+                self.commit().await?;
+                let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
+                self.txn = Some(Transaction::new(start_ts));
+                Ok(Output::ok(0))
+            }
+            Route::Commit => {
+                self.commit().await?;
+                Ok(Output::ok(0))
+            }
+            Route::Rollback => {
+                self.txn = None;
+                Ok(Output::ok(0))
+            }
+            Route::Autocommit(on) => {
+                if on {
+                    self.commit().await?;
+                }
+                self.autocommit = on;
+                Ok(Output::ok(0))
+            }
             Route::ShowTables => Ok(show::tables(&catalog::list(self.client).await?)),
             Route::Describe(name) => Ok(show::columns(&self.schema(&name).await?)),
             Route::ShowCreate(name) => Ok(show::create_table(&self.schema(&name).await?)),
             Route::Drop { names, if_exists } => {
+                self.commit().await?;
                 for name in names {
                     match catalog::drop_table(self.client, &name).await {
                         Err(SqlError::UnknownTable { .. }) if if_exists => {}
@@ -123,6 +218,7 @@ impl FrontSession {
                 Ok(Output::ok(0))
             }
             Route::Truncate(name) => {
+                self.commit().await?;
                 catalog::truncate(self.client, &name).await?;
                 Ok(Output::ok(0))
             }
@@ -165,17 +261,104 @@ impl FrontSession {
             .map_err(FrontError::from)
     }
 
-    /// A query planned and run by DataFusion over the tables it names, read at one
-    /// timestamp (crate docs).
+    /// Commits the open transaction, if any (a failed commit rolled it back: it is closed
+    /// either way).
+    async fn commit(&mut self) -> Result<(), FrontError> {
+        let Some(txn) = self.txn.take() else {
+            return Ok(());
+        };
+        if txn.is_empty() {
+            return Ok(());
+        }
+        let opts = self.engine.session().await?.variables().commit_options();
+        txn.commit(self.client, opts).await?;
+        Ok(())
+    }
+
+    /// Opens a transaction when `autocommit` is off and none is open (module docs).
+    async fn open_implicit_transaction(&mut self) -> Result<(), FrontError> {
+        if self.txn.is_none() && !self.autocommit {
+            let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
+            self.txn = Some(Transaction::new(start_ts));
+        }
+        Ok(())
+    }
+
+    /// `INSERT`, `UPDATE` or `DELETE` buffered in the open transaction (opened here when
+    /// `autocommit` is off).
+    async fn write_in_transaction(&mut self, stmt: &Statement) -> Result<Output, FrontError> {
+        self.open_implicit_transaction().await?;
+        let name = client::sql::table_of(stmt)?.ok_or_else(|| FrontError::Internal {
+            what: "a write statement that names no table".into(),
+        })?;
+        let schema = self.schema(&name).await?;
+        let resolve = |n: &str| (n == schema.name).then(|| schema.clone());
+        let plan = client::sql::plan(stmt, &resolve)?;
+        let client = self.client;
+        let changed = match plan {
+            Plan::Insert(p) => self.open_txn()?.insert(client, &p).await?,
+            Plan::Update(p) | Plan::Delete(p) => {
+                let selection = match stmt {
+                    Statement::Update(u) => u.selection.as_ref(),
+                    Statement::Delete(d) => d.selection.as_ref(),
+                    _ => None,
+                };
+                let query = match selection {
+                    Some(cond) => format!("SELECT * FROM `{name}` WHERE {cond}"),
+                    None => format!("SELECT * FROM `{name}`"),
+                };
+                let ran = self.collect(&query).await?;
+                let rows = Output::from_batches(&ran.schema, &ran.batches)?
+                    .into_query_result()
+                    .rows;
+                self.open_txn()?.modify(&p, rows)?
+            }
+            _ => {
+                return Err(FrontError::Internal {
+                    what: "a write statement planned as something else".into(),
+                });
+            }
+        };
+        Ok(Output::ok(changed))
+    }
+
+    fn open_txn(&mut self) -> Result<&mut Transaction, FrontError> {
+        self.txn.as_mut().ok_or_else(|| FrontError::Internal {
+            what: "a transaction statement with no transaction open".into(),
+        })
+    }
+
+    /// A query planned and run by DataFusion over the tables it names (crate docs).
     async fn query(&mut self, sql: &str, stmt: &Statement) -> Result<Output, FrontError> {
+        let ran = self.collect(sql).await?;
+        let mut out = Output::from_batches(&ran.schema, &ran.batches)?;
+        out.warnings = ran.warnings;
+        if let Some(labels) = select_labels(sql, stmt)
+            && labels.len() == out.columns.len()
+        {
+            for (c, label) in out.columns.iter_mut().zip(labels) {
+                if let Some(label) = label {
+                    c.name = label;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Plans and runs `sql` with DataFusion, read at one timestamp: the open transaction's
+    /// (with its writes overlaid), else a fresh one.
+    async fn collect(&mut self, sql: &str) -> Result<Ran, FrontError> {
+        self.open_implicit_transaction().await?;
         let vars = *self.engine.session().await?.variables();
-        let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
-        let ctx = Arc::new(StatementContext::new(self.client, vars, start_ts));
+        let start_ts = match &self.txn {
+            Some(txn) => txn.start_ts(),
+            None => self.client.current_ts().await.map_err(SqlError::from)?,
+        };
         // DataFusion parses with its own sqlparser version, into its own statement.
         let state = self.df.state();
         let df_stmt = state.sql_to_statement(sql, &Dialect::MySQL)?;
         let references = state.resolve_table_references(&df_stmt)?;
-        let mut registered = Vec::new();
+        let mut tables = Vec::new();
         for r in references {
             if let Some(schema) = r.schema()
                 && !schema.eq_ignore_ascii_case(DATABASE)
@@ -189,38 +372,104 @@ impl FrontSession {
             let Some(table) = catalog::load_at(self.client, &name, start_ts).await? else {
                 return Err(SqlError::UnknownTable { table: name }.into());
             };
+            tables.push(table);
+        }
+        let mut ctx = StatementContext::new(self.client, vars, start_ts);
+        if let Some(txn) = &self.txn {
+            for t in &tables {
+                ctx = ctx.with_pending(t.id, txn.pending_rows(t)?);
+            }
+        }
+        let ctx = Arc::new(ctx);
+        let mut registered = Vec::new();
+        for table in tables {
+            let reference = TableReference::bare(table.name.clone());
+            registered.push(reference.clone());
             let provider = Arc::new(StratusTable::new(table, ctx.clone()));
-            let reference = TableReference::bare(name.clone());
             self.df.deregister_table(reference.clone())?;
             self.df.register_table(reference, provider)?;
-            registered.push(name);
         }
         let result = async {
             // A fresh state: it holds the tables registered above.
             let plan = self.df.state().statement_to_plan(df_stmt).await?;
             let frame = self.df.execute_logical_plan(plan).await?;
             let schema = frame.schema().as_arrow().clone();
-            let batches = frame.collect().await?;
-            Output::from_batches(&schema, &batches)
+            let task = Arc::new(frame.task_ctx());
+            let physical = frame.create_physical_plan().await?;
+            let batches = datafusion::physical_plan::collect(physical.clone(), task).await?;
+            Ok::<_, FrontError>((schema, batches, physical))
         }
         .await;
         // Providers hold this statement's timestamp: none outlives it.
-        for name in registered {
-            self.df.deregister_table(TableReference::bare(name))?;
+        for reference in registered {
+            self.df.deregister_table(reference)?;
         }
-        let mut out = result?;
-        out.warnings = ctx.take_warnings();
-        if let Some(labels) = select_labels(sql, stmt)
-            && labels.len() == out.columns.len()
-        {
-            for (c, label) in out.columns.iter_mut().zip(labels) {
-                if let Some(label) = label {
-                    c.name = label;
-                }
-            }
-        }
-        Ok(out)
+        let (schema, batches, physical) = result?;
+        Ok(Ran {
+            schema,
+            batches,
+            warnings: ctx.take_warnings(),
+            physical,
+            scans: ctx.take_scans(),
+        })
     }
+}
+
+/// A statement DataFusion ran: its answer, the plan it ran (with its metrics), and what the
+/// Stratus scans did.
+struct Ran {
+    schema: Schema,
+    batches: Vec<RecordBatch>,
+    warnings: Vec<String>,
+    physical: Arc<dyn ExecutionPlan>,
+    scans: Vec<ScanReport>,
+}
+
+/// `EXPLAIN ANALYZE`'s answer, in the columns of the engine's `EXPLAIN` (`id`, `task`,
+/// `detail`):
+///
+/// * a row per line of DataFusion's physical plan with its metrics (`id` = the line's number,
+///   `task` = `datafusion`);
+/// * per Stratus scan, a row per DAG executor (`id` = `<table> <n>`, `task` = `dag`) and a
+///   row per region (`id` = `<table> region <id>`, `task` = where its pages ran, `detail` =
+///   `reason=... pages=... rows=... cache_hit=... cross_zone_bytes=... time_ms=...`);
+/// * a last row `query` / `total` / `rows=<answer rows> cross_zone_bytes=<n>`.
+fn explain_analyze(ran: &Ran) -> Output {
+    let row = |id: String, task: String, detail: String| {
+        vec![Cell::Text(id), Cell::Text(task), Cell::Text(detail)]
+    };
+    let plan = DisplayableExecutionPlan::with_metrics(ran.physical.as_ref())
+        .indent(true)
+        .to_string();
+    let mut rows: Vec<Vec<Cell>> = plan
+        .lines()
+        .enumerate()
+        .map(|(i, line)| row(i.to_string(), "datafusion".into(), line.trim_end().into()))
+        .collect();
+    for scan in &ran.scans {
+        for (i, e) in scan.executors.iter().enumerate() {
+            rows.push(row(format!("{} {i}", scan.table), "dag".into(), e.clone()));
+        }
+        for r in &scan.regions {
+            rows.push(row(
+                format!("{} {}", scan.table, r.id_text()),
+                r.task(),
+                format!(
+                    "{} time_ms={:.1}",
+                    r.detail(),
+                    r.elapsed.as_secs_f64() * 1e3
+                ),
+            ));
+        }
+    }
+    let answer_rows: usize = ran.batches.iter().map(RecordBatch::num_rows).sum();
+    let cross_zone: u64 = ran.scans.iter().map(|s| s.cross_zone_bytes).sum();
+    rows.push(row(
+        "query".into(),
+        "total".into(),
+        format!("rows={answer_rows} cross_zone_bytes={cross_zone}"),
+    ));
+    Output::text(&client::sql::explain::COLUMNS, rows)
 }
 
 /// MySQL's names for the result columns of a plain `SELECT`: an expression that is not a
@@ -369,27 +618,33 @@ fn route(stmt: &Statement) -> Result<Route, FrontError> {
             Statement::Set(ast::Set::SetNames { .. }) => Route::NoOp,
             Statement::Set(ast::Set::SingleAssignment {
                 variable, values, ..
-            }) if is_autocommit(variable) => match values.as_slice() {
-                [v] if matches!(
-                    v.to_string().to_ascii_lowercase().as_str(),
-                    "1" | "on" | "true"
-                ) =>
-                {
-                    Route::NoOp
+            }) if is_autocommit(variable) => {
+                let text = match values.as_slice() {
+                    [v] => v.to_string().to_ascii_lowercase(),
+                    _ => String::new(),
+                };
+                match text.trim_matches(|c| c == '\'' || c == '"') {
+                    "1" | "on" | "true" => Route::Autocommit(true),
+                    "0" | "off" | "false" => Route::Autocommit(false),
+                    _ => {
+                        return Err(SqlError::Client(client::Error::Variable(
+                            client::variables::VariableError::BadValue {
+                                name: "autocommit",
+                                value: text,
+                                allowed: "ON,OFF".into(),
+                            },
+                        ))
+                        .into());
+                    }
                 }
-                _ => {
-                    return Err(FrontError::unsupported(
-                        "autocommit = 0 (multi-statement transactions are not built yet: \
-                             every statement commits on its own)",
-                    ));
-                }
-            },
+            }
             _ => Route::Engine,
         },
         Statement::Query(_) => Route::Query,
         Statement::ShowTables { .. } => Route::ShowTables,
         Statement::ShowDatabases { .. } => Route::ShowDatabases,
         Statement::ExplainTable { table_name: t, .. } => Route::Describe(table_name(t)?),
+        Statement::Explain { analyze: true, .. } => Route::ExplainAnalyze,
         Statement::Explain { .. } => Route::Explain,
         Statement::ShowColumns { show_options, .. } => {
             let name = show_options
@@ -426,13 +681,20 @@ fn route(stmt: &Statement) -> Result<Route, FrontError> {
             }
             other => return Err(FrontError::unsupported(format!("{other}"))),
         },
-        Statement::Commit { .. } | Statement::Rollback { .. } => Route::NoOp,
-        Statement::StartTransaction { .. } => {
-            return Err(FrontError::unsupported(
-                "BEGIN / START TRANSACTION (multi-statement transactions are not built yet: \
-                 every statement commits on its own)",
-            ));
+        Statement::StartTransaction { .. } => Route::Begin,
+        Statement::Commit { chain: true, .. } | Statement::Rollback { chain: true, .. } => {
+            return Err(FrontError::unsupported("COMMIT / ROLLBACK AND CHAIN"));
         }
+        Statement::Commit { .. } => Route::Commit,
+        Statement::Rollback {
+            savepoint: Some(_), ..
+        } => return Err(FrontError::unsupported("savepoints")),
+        Statement::Rollback { .. } => Route::Rollback,
+        Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => {
+            return Err(FrontError::unsupported("savepoints"));
+        }
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => Route::Write,
+        Statement::CreateTable(_) => Route::CreateTable,
         _ => Route::Engine,
     })
 }
@@ -455,8 +717,10 @@ mod tests {
                 Route::Query,
             ),
             ("SELECT @@version_comment LIMIT 1", Route::Engine),
-            ("INSERT INTO t VALUES (1)", Route::Engine),
-            ("CREATE TABLE t (id INT PRIMARY KEY)", Route::Engine),
+            ("INSERT INTO t VALUES (1)", Route::Write),
+            ("UPDATE t SET a = 1 WHERE id = 2", Route::Write),
+            ("DELETE FROM t", Route::Write),
+            ("CREATE TABLE t (id INT PRIMARY KEY)", Route::CreateTable),
             ("SET tidb_replica_read = 'follower'", Route::Engine),
             ("SHOW WARNINGS", Route::Engine),
             ("SHOW TABLES", Route::ShowTables),
@@ -477,9 +741,14 @@ mod tests {
             ("TRUNCATE TABLE t", Route::Truncate("t".into())),
             ("USE test", Route::Use("test".into())),
             ("SET NAMES utf8mb4", Route::NoOp),
-            ("SET autocommit = 1", Route::NoOp),
-            ("SET @@session.autocommit = ON", Route::NoOp),
-            ("COMMIT", Route::NoOp),
+            ("SET autocommit = 1", Route::Autocommit(true)),
+            ("SET @@session.autocommit = ON", Route::Autocommit(true)),
+            ("SET @@SESSION.autocommit = OFF", Route::Autocommit(false)),
+            ("set autocommit=0", Route::Autocommit(false)),
+            ("BEGIN", Route::Begin),
+            ("START TRANSACTION", Route::Begin),
+            ("COMMIT", Route::Commit),
+            ("ROLLBACK", Route::Rollback),
         ];
         for (sql, want) in cases {
             assert_eq!(routed(sql).unwrap(), want, "{sql}");
@@ -533,9 +802,9 @@ mod tests {
     #[test]
     fn what_is_not_built_is_refused_with_its_reason() {
         for sql in [
-            "BEGIN",
-            "SET autocommit = 0",
-            "SET @@SESSION.autocommit = OFF",
+            "SAVEPOINT a",
+            "ROLLBACK TO SAVEPOINT a",
+            "COMMIT AND CHAIN",
             "SELECT 1; SELECT 2",
         ] {
             let e = routed(sql).unwrap_err();
@@ -545,6 +814,8 @@ mod tests {
                 "{sql}: {e}"
             );
         }
+        let e = routed("SET autocommit = 2").unwrap_err();
+        assert_eq!(e.mysql_code(), crate::error::code::WRONG_VALUE_FOR_VAR);
         let e = routed("SHOW COLUMNS FROM other.t").unwrap_err();
         assert_eq!(e.mysql_code(), crate::error::code::BAD_DB);
         let e = routed("SELEC 1").unwrap_err();

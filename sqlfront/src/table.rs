@@ -9,6 +9,13 @@
 //! session's variables choose the server path or the delegate path, and the paging driver,
 //! the coprocessor cache, lock resolution, region retries and node selection do what they do
 //! for every request.
+//!
+//! Inside a transaction that wrote to the table, the scan also overlays the transaction's
+//! buffered rows on what the regions return (`client::sql::transaction::overlay`). Then the
+//! regions return whole rows (the overlay needs the handle), a limit is not pushed (a row the
+//! transaction deleted may be among the first), the filters are pushed but DataFusion checks
+//! them again (`Inexact`: the buffered rows did not pass through the coprocessor), and neither
+//! aggregation nor TopN is pushed (they would miss the buffered rows).
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,7 +24,9 @@ use async_trait::async_trait;
 use client::Variables;
 use client::paging::Client;
 use client::sql::TableSchema;
+use client::sql::explain::{RegionExplain, describe_dag, describe_regions};
 use client::sql::select::scan_executors;
+use client::sql::transaction::{PendingRow, overlay};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session as DfSession;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -44,13 +53,31 @@ use crate::error::FrontError;
 use crate::pushdown::{self, PushedFilters};
 
 /// What every scan of one statement shares: the cluster, the connection's variables, the
-/// statement's read timestamp, and where the scans leave their warnings.
+/// statement's read timestamp, the rows its transaction buffered, and where the scans leave
+/// their warnings.
 #[derive(Debug)]
 pub struct StatementContext {
     pub client: &'static Client,
     pub vars: Variables,
     pub start_ts: u64,
+    /// The open transaction's buffered rows, by table id (tables it wrote to only).
+    pending: std::collections::HashMap<i64, Arc<Vec<PendingRow>>>,
     warnings: Mutex<Vec<String>>,
+    /// What each scan did, in the order they finished (`EXPLAIN ANALYZE`).
+    scans: Mutex<Vec<ScanReport>>,
+}
+
+/// What one scan did, for `EXPLAIN ANALYZE`: its DAG, and per region where its pages ran,
+/// why, how many rows they returned and how long they took.
+#[derive(Debug, Clone)]
+pub struct ScanReport {
+    pub table: String,
+    /// A line per DAG executor (`client::sql::explain::describe_dag`).
+    pub executors: Vec<String>,
+    /// A row per region, in the order the regions answered.
+    pub regions: Vec<RegionExplain>,
+    /// Body bytes the scan moved between zones, retried answers included.
+    pub cross_zone_bytes: u64,
 }
 
 impl StatementContext {
@@ -59,8 +86,23 @@ impl StatementContext {
             client,
             vars,
             start_ts,
+            pending: Default::default(),
             warnings: Mutex::new(Vec::new()),
+            scans: Mutex::new(Vec::new()),
         }
+    }
+
+    /// What the statement's scans did, in the order they finished.
+    pub fn take_scans(&self) -> Vec<ScanReport> {
+        std::mem::take(&mut *self.scans.lock())
+    }
+
+    /// This context with `rows` as the transaction's buffered rows of table `table_id`.
+    pub fn with_pending(mut self, table_id: i64, rows: Vec<PendingRow>) -> StatementContext {
+        if !rows.is_empty() {
+            self.pending.insert(table_id, Arc::new(rows));
+        }
+        self
     }
 
     /// The warnings the statement's scans left (node selection's), each once.
@@ -77,6 +119,8 @@ impl StatementContext {
 pub struct StratusTable {
     table: TableSchema,
     schema: SchemaRef,
+    /// The transaction's buffered rows of this table (module docs).
+    pending: Option<Arc<Vec<PendingRow>>>,
     ctx: Arc<StatementContext>,
 }
 
@@ -84,6 +128,7 @@ impl StratusTable {
     pub fn new(table: TableSchema, ctx: Arc<StatementContext>) -> StratusTable {
         StratusTable {
             schema: arrow_rows::table_schema(&table),
+            pending: ctx.pending.get(&table.id).cloned(),
             table,
             ctx,
         }
@@ -107,10 +152,12 @@ impl TableProvider for StratusTable {
         Ok(filters
             .iter()
             .map(|f| {
-                if pushdown::pushable(&self.table, f) {
-                    TableProviderFilterPushDown::Exact
-                } else {
+                if !pushdown::pushable(&self.table, f) {
                     TableProviderFilterPushDown::Unsupported
+                } else if self.pending.is_some() {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Exact
                 }
             })
             .collect())
@@ -129,8 +176,8 @@ impl TableProvider for StratusTable {
         };
         let pushed = pushdown::push_filters(&self.table, filters);
         // DataFusion passes only the filters this table called exact, so the limit holds
-        // for the rows the regions return.
-        let exact = pushed.texts.len() == filters.len();
+        // for the rows the regions return (never with an overlay: module docs).
+        let exact = pushed.texts.len() == filters.len() && self.pending.is_none();
         let schema = Arc::new(self.schema.project(&columns)?);
         Ok(Arc::new(StratusScanExec::new(
             self.table.clone(),
@@ -138,6 +185,7 @@ impl TableProvider for StratusTable {
             schema,
             pushed,
             limit.filter(|_| exact),
+            self.pending.clone(),
             self.ctx.clone(),
         )))
     }
@@ -160,6 +208,9 @@ pub struct StratusScanExec {
     /// DAG then ends at the TopN: its rows hold every column of the table (the client's final
     /// merge orders them by the TopN's columns), and the scan keeps `columns` of them.
     top_n: Option<(proto::TopN, String)>,
+    /// The transaction's buffered rows of the table, overlaid on the regions' rows (module
+    /// docs): the DAG then returns every column.
+    pending: Option<Arc<Vec<PendingRow>>>,
     ctx: Arc<StatementContext>,
     properties: Arc<PlanProperties>,
 }
@@ -182,9 +233,16 @@ impl StratusScanExec {
         schema: SchemaRef,
         pushed: PushedFilters,
         limit: Option<usize>,
+        pending: Option<Arc<Vec<PendingRow>>>,
         ctx: Arc<StatementContext>,
     ) -> StratusScanExec {
-        let dag = scan_dag(&table, &columns, &pushed, limit);
+        let every_column: Vec<usize> = (0..table.columns.len()).collect();
+        let read = if pending.is_some() {
+            &every_column
+        } else {
+            &columns
+        };
+        let dag = scan_dag(&table, read, &pushed, limit);
         let properties = plan_properties(&schema);
         StratusScanExec {
             table,
@@ -195,14 +253,20 @@ impl StratusScanExec {
             dag,
             partial: None,
             top_n: None,
+            pending,
             ctx,
             properties,
         }
     }
 
-    /// Whether this scan returns plain rows (no aggregation or TopN pushed into it yet).
-    pub fn is_plain(&self) -> bool {
-        self.partial.is_none() && self.top_n.is_none()
+    /// Whether an aggregation or a TopN may be pushed into this scan: it returns plain rows
+    /// (none pushed yet), no limit was pushed (it would aggregate or order the first rows of
+    /// each region), and no transaction's rows are overlaid on the regions' (module docs).
+    pub fn accepts_pushdown(&self) -> bool {
+        self.partial.is_none()
+            && self.top_n.is_none()
+            && self.limit.is_none()
+            && self.pending.is_none()
     }
 
     /// This scan with `top_n` after its Selection: each region returns its first rows in
@@ -240,6 +304,7 @@ impl StratusScanExec {
             },
             partial,
             top_n,
+            pending: None,
             ctx: self.ctx.clone(),
         }
     }
@@ -251,12 +316,6 @@ impl StratusScanExec {
 
     pub fn table(&self) -> &TableSchema {
         &self.table
-    }
-
-    /// Whether a limit was pushed (an aggregation above it cannot be pushed: it would
-    /// aggregate the first rows of each region).
-    pub fn has_limit(&self) -> bool {
-        self.limit.is_some()
     }
 
     /// This scan with `partial` after its Selection: each region returns partial aggregates
@@ -435,7 +494,9 @@ impl ExecutionPlan for StratusScanExec {
         let schema = self.schema.clone();
         let limit = self.limit;
         let partial = self.partial.as_ref().map(|p| p.sources.clone());
-        let whole_rows = self.top_n.is_some();
+        let pending = self.pending.clone();
+        // The regions return every column (TopN, overlay) and the scan keeps `columns`.
+        let whole_rows = self.top_n.is_some() || pending.is_some();
         let batch = async move {
             let session = ctx.client.session_with(ctx.vars);
             let result = session
@@ -447,7 +508,16 @@ impl ExecutionPlan for StratusScanExec {
                     )))
                 })?;
             ctx.warnings.lock().extend(result.warnings);
+            ctx.scans.lock().push(ScanReport {
+                table: table.name.clone(),
+                executors: describe_dag(&dag, &table),
+                regions: describe_regions(&result.pages),
+                cross_zone_bytes: result.stats.cross_zone_bytes,
+            });
             let mut rows = result.rows;
+            if let Some(pending) = pending {
+                rows = overlay(rows, table.pk, &pending);
+            }
             if let Some(n) = limit {
                 rows.truncate(n);
             }

@@ -45,7 +45,7 @@ fn push(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     let sort = plan.downcast_ref::<SortExec>()?;
     let fetch = sort.fetch()?;
     let scan = StratusScanExec::under(sort.input())?;
-    if !scan.is_plain() || scan.has_limit() {
+    if !scan.accepts_pushdown() {
         return None;
     }
     let mut order_by = Vec::new();

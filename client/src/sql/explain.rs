@@ -158,6 +158,8 @@ pub struct RegionExplain {
     pub cache_hit: bool,
     /// Body bytes its pages moved between zones ([`PageRows::cross_zone_bytes`]).
     pub cross_zone_bytes: u64,
+    /// The time of its pages' requests, summed ([`PageRows::elapsed`]).
+    pub elapsed: std::time::Duration,
 }
 
 impl RegionExplain {
@@ -298,6 +300,13 @@ pub fn describe_dag(dag: &DagRequest, table: &TableSchema) -> Vec<String> {
             }
             Some(ExecType::Limit) => {
                 format!("Limit {}", e.limit.clone().unwrap_or_default().limit)
+            }
+            Some(ExecType::Projection) => {
+                let exprs = e.projection.clone().unwrap_or_default().exprs;
+                let cols: Vec<String> = exprs.iter().map(|x| expr_text(x, &names)).collect();
+                let line = format!("Projection columns={}", cols.join(","));
+                names = cols;
+                line
             }
             Some(other) => format!("{other:?}"),
             None => format!("executor type {}", e.tp),
@@ -440,6 +449,7 @@ pub fn describe_regions(pages: &[PageRows]) -> Vec<RegionExplain> {
                 rows: mine.iter().map(|p| p.rows.len()).sum(),
                 cache_hit: mine.iter().any(|p| p.from_cache),
                 cross_zone_bytes: mine.iter().map(|p| p.cross_zone_bytes).sum(),
+                elapsed: mine.iter().map(|p| p.elapsed).sum(),
             }
         })
         .collect()
@@ -501,6 +511,7 @@ mod tests {
             },
             reason: reason.into(),
             cross_zone_bytes: 0,
+            elapsed: std::time::Duration::ZERO,
         }
     }
 

@@ -46,6 +46,7 @@ pub mod insert;
 pub mod modify;
 pub mod select;
 pub mod set_show;
+pub mod transaction;
 pub mod txn_write;
 
 use sqlparser::ast::Statement;
@@ -101,6 +102,31 @@ pub enum SqlError {
         start_ts: u64,
         conflict_commit_ts: u64,
     },
+    /// Another transaction committed a row this transaction writes after this one started
+    /// (`BEGIN` ... `COMMIT`): the transaction was rolled back and nothing it wrote is
+    /// stored. Its reads may be stale, so the whole transaction must run again, not the
+    /// `COMMIT` alone (MySQL's 1213).
+    #[error(
+        "write conflict: another transaction committed a row this transaction writes after it \
+         started; the transaction was rolled back, run it again: start_ts={start_ts} \
+         conflict_commit_ts={conflict_commit_ts}"
+    )]
+    TxnConflict {
+        start_ts: u64,
+        conflict_commit_ts: u64,
+    },
+    /// A statement would take the transaction's buffered writes past their limit: the
+    /// statement was refused, the transaction keeps what it had.
+    #[error(
+        "transaction too large: expected at most {max_keys} keys and {max_bytes} bytes, \
+         found {keys} keys and {bytes} bytes; commit in smaller transactions"
+    )]
+    TxnTooLarge {
+        keys: usize,
+        bytes: usize,
+        max_keys: usize,
+        max_bytes: usize,
+    },
     /// Another transaction's lock was in the way: nothing was written, the lock was resolved
     /// if it could be (`resolution`: `resolved`, `alive` — its transaction may still commit —
     /// or why not); run the statement again.
@@ -151,7 +177,9 @@ impl SqlError {
     pub fn kind(&self) -> crate::ErrorKind {
         match self {
             SqlError::Client(e) => e.kind(),
-            SqlError::WriteConflict { .. } | SqlError::KeyLocked { .. } => crate::ErrorKind::Locked,
+            SqlError::WriteConflict { .. }
+            | SqlError::KeyLocked { .. }
+            | SqlError::TxnConflict { .. } => crate::ErrorKind::Locked,
             SqlError::ServerBusy { .. } => crate::ErrorKind::Busy,
             // Not retried by the statement loop: a re-run could write the rows twice.
             SqlError::Undetermined { .. } => crate::ErrorKind::Transport,
