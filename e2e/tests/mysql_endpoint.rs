@@ -185,7 +185,7 @@ fn errors_carry_mysql_codes_and_sqlstates() {
     stdout_ok(&s.endpoint.mysql(LOAD));
     let cases: &[(&str, &str)] = &[
         ("SELECT * FROM nope", "ERROR 1146 (42S02)"),
-        ("DROP TABLE nope", "ERROR 1146 (42S02)"),
+        ("DROP TABLE nope", "ERROR 1051 (42S02)"),
         ("SELEC 1", "ERROR 1064 (42000)"),
         ("SELECT nope FROM emp", "ERROR 1054 (42S22)"),
         (
@@ -255,7 +255,7 @@ print("escaped", cb.fetchall())
             "null [(3, None)]",
             "vars (('ON',),) (('OFF',),)",
             "error 1146",
-            "warnings [('Error', 1105)] ()",
+            "warnings [('Error', 1146)] ()",
             "escaped ((\"o'hara\",),)",
         ],
         "{out}"

@@ -2,14 +2,18 @@
 //!
 //! | SQL type | stored datum | Arrow |
 //! |----------|--------------|-------|
-//! | `INT`    | `Int` (32-bit range) | `Int32` |
+//! | `INT`    | `Int` (32-bit range) | `Int64` |
 //! | `BIGINT` | `Int`        | `Int64` |
 //! | `DOUBLE` | `Real`       | `Float64` |
 //! | `VARCHAR`| `Bytes` (UTF-8) | `Utf8` |
 //!
+//! `INT` is read as `Int64` so that arithmetic over it is 64-bit, as MySQL's is
+//! (DataFusion's `Int32` arithmetic wraps: `i + i` of 2147483647 would be -2); writes still
+//! refuse values outside its 32-bit range.
+//!
 //! A datum of another kind than its column's, an `INT` out of 32-bit range or a `VARCHAR`
-//! that is not UTF-8 is an error naming the column: the rows come from the cluster, and a
-//! mismatch means a row written by something else.
+//! that is not UTF-8 is an error naming the column: the rows come from the cluster, and a mismatch means a row written by
+//! something else.
 
 use std::sync::Arc;
 
@@ -25,8 +29,7 @@ use crate::error::FrontError;
 
 pub fn arrow_type(t: SqlType) -> DataType {
     match t {
-        SqlType::Int => DataType::Int32,
-        SqlType::BigInt => DataType::Int64,
+        SqlType::Int | SqlType::BigInt => DataType::Int64,
         SqlType::Double => DataType::Float64,
         SqlType::Varchar => DataType::Utf8,
     }
@@ -63,6 +66,14 @@ pub fn rows_to_batch(
                 col.ty.name()
             ),
         };
+        if col.ty == SqlType::Int
+            && let Some(d) = rows
+                .iter()
+                .filter_map(|r| r.get(pos))
+                .find(|d| matches!(d, Datum::Int(v) if i32::try_from(*v).is_err()))
+        {
+            return Err(mismatch(d));
+        }
         arrays.push(array_of(&arrow_type(col.ty), rows, pos, &mismatch)?);
     }
     batch(schema, arrays, rows.len())
@@ -171,7 +182,7 @@ pub fn convertible(t: &DataType) -> bool {
 mod tests {
     use super::*;
     use datafusion::arrow::array::{Array, AsArray};
-    use datafusion::arrow::datatypes::{Float64Type, Int32Type, Int64Type};
+    use datafusion::arrow::datatypes::{Float64Type, Int64Type};
 
     fn table() -> TableSchema {
         crate::test_table(
@@ -203,7 +214,7 @@ mod tests {
         ];
         let b = rows_to_batch(&t, &[0, 1, 2, 3], project(&t, &[0, 1, 2, 3]), &rows).unwrap();
         assert_eq!(b.column(0).as_primitive::<Int64Type>().values(), &[1, 2]);
-        let n = b.column(1).as_primitive::<Int32Type>();
+        let n = b.column(1).as_primitive::<Int64Type>();
         assert_eq!((n.value(0), n.is_null(1)), (-5, true));
         assert_eq!(
             b.column(2).as_primitive::<Float64Type>().values(),

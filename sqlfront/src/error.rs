@@ -21,6 +21,9 @@ pub enum FrontError {
     },
     #[error("not supported yet: {what}")]
     Unsupported { what: String },
+    /// `DROP TABLE` of tables that do not exist (nothing was dropped).
+    #[error("unknown table: expected existing tables, found no {}", names.join(", "))]
+    UnknownTables { names: Vec<String> },
     /// A fault of the front itself (a value of a type it did not expect).
     #[error("internal error: {what}")]
     Internal { what: String },
@@ -30,6 +33,7 @@ pub enum FrontError {
 pub mod code {
     pub const BAD_DB: u16 = 1049;
     pub const TABLE_EXISTS: u16 = 1050;
+    pub const BAD_TABLE: u16 = 1051;
     pub const BAD_FIELD: u16 = 1054;
     pub const DUP_ENTRY: u16 = 1062;
     pub const PARSE: u16 = 1064;
@@ -59,6 +63,7 @@ impl FrontError {
             FrontError::Parse { .. } => code::PARSE,
             FrontError::UnknownDatabase { .. } => code::BAD_DB,
             FrontError::Unsupported { .. } => code::NOT_SUPPORTED_YET,
+            FrontError::UnknownTables { .. } => code::BAD_TABLE,
             FrontError::Internal { .. } => code::UNKNOWN,
         }
     }

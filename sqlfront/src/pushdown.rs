@@ -104,14 +104,20 @@ pub struct PushedFilters {
     pub texts: Vec<String>,
 }
 
-/// Plans the pushable `filters` of a scan of `table` (the others are left to DataFusion,
-/// which did not mark them exact).
-pub fn push_filters(table: &TableSchema, filters: &[Expr]) -> PushedFilters {
+/// Plans the pushable `filters` of a scan of `table`, and returns the others: filters
+/// DataFusion was told are exact but that no longer plan as it passes them (its simplifier
+/// ran in between), which the scan must evaluate itself.
+pub fn push_filters(table: &TableSchema, filters: &[Expr]) -> (PushedFilters, Vec<Expr>) {
     let mut wheres: Vec<ast::Expr> = Vec::new();
     let mut out = PushedFilters::default();
+    let mut left = Vec::new();
     for f in filters {
-        let Some(w) = filter_ast(f) else { continue };
-        let Ok(conditions) = where_conditions(table, Some(&w)) else {
+        let planned = filter_ast(f).and_then(|w| {
+            let conditions = where_conditions(table, Some(&w)).ok()?;
+            Some((w, conditions))
+        });
+        let Some((w, conditions)) = planned else {
+            left.push(f.clone());
             continue;
         };
         out.conditions.extend(conditions);
@@ -125,7 +131,7 @@ pub fn push_filters(table: &TableSchema, filters: &[Expr]) -> PushedFilters {
     });
     let pk = &table.columns[table.pk].name;
     out.ranges = handle_ranges(table.id, pk, combined.as_ref());
-    out
+    (out, left)
 }
 
 #[cfg(test)]
@@ -186,11 +192,12 @@ mod tests {
     #[test]
     fn primary_key_bounds_narrow_the_ranges_and_others_keep_the_whole_table() {
         let t = table();
-        let all = push_filters(&t, &[col("n").gt(lit(5))]);
+        let (all, _) = push_filters(&t, &[col("n").gt(lit(5))]);
         assert_eq!(all.ranges, handle_ranges(7, "id", None));
         let (start, end) = (all.ranges[0].start.clone(), all.ranges[0].end.clone());
         assert_eq!(end, record_range(7).1);
-        let narrow = push_filters(&t, &[col("id").gt_eq(lit(10i64)), col("id").lt(lit(20i64))]);
+        let (narrow, _) =
+            push_filters(&t, &[col("id").gt_eq(lit(10i64)), col("id").lt(lit(20i64))]);
         assert_eq!(narrow.conditions.len(), 2);
         assert_eq!(narrow.ranges.len(), 1);
         assert!(narrow.ranges[0].start > start && narrow.ranges[0].end < end);

@@ -125,7 +125,7 @@ impl FrontSession {
         let (route, stmt) = match parsed {
             Ok(parsed) => parsed,
             Err(e) => {
-                self.engine.set_error(e.to_string());
+                self.keep_error(&e);
                 return Err(e);
             }
         };
@@ -133,7 +133,7 @@ impl FrontSession {
             Route::Engine => true,
             Route::CreateTable => {
                 if let Err(e) = self.commit().await {
-                    self.engine.set_error(e.to_string());
+                    self.keep_error(&e);
                     return Err(e);
                 }
                 true
@@ -142,17 +142,29 @@ impl FrontSession {
             _ => false,
         };
         if by_engine {
-            // The engine keeps its own warnings.
+            // The engine keeps its own warnings; an error's row takes its MySQL code.
             self.engine.forget_schemas();
-            let r = self.engine.execute(sql).await?;
-            return Ok(Output::from_engine(r));
+            return match self.engine.execute(sql).await {
+                Ok(r) => Ok(Output::from_engine(r)),
+                Err(e) => {
+                    let e = FrontError::from(e);
+                    self.keep_error(&e);
+                    Err(e)
+                }
+            };
         }
         let out = self.run(route, sql, &stmt).await;
         match &out {
             Ok(o) => self.engine.set_warnings(&o.warnings),
-            Err(e) => self.engine.set_error(e.to_string()),
+            Err(e) => self.keep_error(e),
         }
         out
+    }
+
+    /// `SHOW WARNINGS` after a failed statement: one `Error` row with its MySQL code.
+    fn keep_error(&mut self, e: &FrontError) {
+        self.engine
+            .set_error(i64::from(e.mysql_code()), e.to_string());
     }
 
     async fn run(
@@ -209,6 +221,16 @@ impl FrontSession {
             Route::ShowCreate(name) => Ok(show::create_table(&self.schema(&name).await?)),
             Route::Drop { names, if_exists } => {
                 self.commit().await?;
+                // As MySQL 8: a missing table drops nothing (unless IF EXISTS).
+                let mut missing = Vec::new();
+                for name in &names {
+                    if catalog::load(self.client, name).await?.is_none() {
+                        missing.push(format!("{DATABASE}.{name}"));
+                    }
+                }
+                if !missing.is_empty() && !if_exists {
+                    return Err(FrontError::UnknownTables { names: missing });
+                }
                 for name in names {
                     match catalog::drop_table(self.client, &name).await {
                         Err(SqlError::UnknownTable { .. }) if if_exists => {}

@@ -29,16 +29,21 @@ use client::sql::select::scan_executors;
 use client::sql::transaction::{PendingRow, overlay};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session as DfSession;
+use datafusion::common::DFSchema;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::expressions::Column as PhysicalColumn;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{
     Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
 };
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -165,7 +170,7 @@ impl TableProvider for StratusTable {
 
     async fn scan(
         &self,
-        _state: &dyn DfSession,
+        state: &dyn DfSession,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         limit: Option<usize>,
@@ -174,10 +179,13 @@ impl TableProvider for StratusTable {
             Some(p) => p.clone(),
             None => (0..self.table.columns.len()).collect(),
         };
-        let pushed = pushdown::push_filters(&self.table, filters);
+        let (pushed, left) = pushdown::push_filters(&self.table, filters);
+        if !left.is_empty() {
+            return self.scan_and_filter(state, columns, pushed, left);
+        }
         // DataFusion passes only the filters this table called exact, so the limit holds
         // for the rows the regions return (never with an overlay: module docs).
-        let exact = pushed.texts.len() == filters.len() && self.pending.is_none();
+        let exact = self.pending.is_none();
         let schema = Arc::new(self.schema.project(&columns)?);
         Ok(Arc::new(StratusScanExec::new(
             self.table.clone(),
@@ -188,6 +196,44 @@ impl TableProvider for StratusTable {
             self.pending.clone(),
             self.ctx.clone(),
         )))
+    }
+}
+
+impl StratusTable {
+    /// The scan when some of the filters DataFusion passed could not be pushed after all:
+    /// DataFusion was told they were exact (it asks before its simplifier rewrites them, and
+    /// a rewritten filter may no longer plan, e.g. `a IN (1, NULL)`), so it will not evaluate
+    /// them itself. The scan reads every column, a `FilterExec` evaluates what is `left`, and
+    /// a projection keeps `columns`; no limit is pushed.
+    fn scan_and_filter(
+        &self,
+        state: &dyn DfSession,
+        columns: Vec<usize>,
+        pushed: PushedFilters,
+        left: Vec<Expr>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let every: Vec<usize> = (0..self.table.columns.len()).collect();
+        let scan = Arc::new(StratusScanExec::new(
+            self.table.clone(),
+            every,
+            self.schema.clone(),
+            pushed,
+            None,
+            self.pending.clone(),
+            self.ctx.clone(),
+        ));
+        let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
+        let Some(predicate) = conjunction(left) else {
+            return Ok(scan);
+        };
+        let predicate = state.create_physical_expr(predicate, &df_schema)?;
+        let filter = Arc::new(FilterExec::try_new(predicate, scan)?);
+        let kept = columns.iter().map(|&c| {
+            let name = self.table.columns[c].name.clone();
+            let expr: Arc<dyn PhysicalExpr> = Arc::new(PhysicalColumn::new(&name, c));
+            (expr, name)
+        });
+        Ok(Arc::new(ProjectionExec::try_new(kept, filter)?))
     }
 }
 

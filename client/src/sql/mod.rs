@@ -434,11 +434,11 @@ impl<'a> Engine<'a> {
     }
 
     /// Replaces the warning list with one `Error` row after a statement another front ran
-    /// failed.
-    pub fn set_error(&mut self, message: String) {
+    /// failed (or this engine ran, when that front knows a more precise `code` for it).
+    pub fn set_error(&mut self, code: i64, message: String) {
         self.warnings = vec![Warning {
             level: "Error",
-            code: WARNING_CODE,
+            code,
             message,
         }];
     }
