@@ -200,6 +200,7 @@ fn errors_carry_mysql_codes_and_sqlstates() {
         ("SET tidb_replica_read = 'sideways'", "ERROR 1231 (42000)"),
         ("USE other", "ERROR 1049 (42000)"),
         ("SAVEPOINT a", "ERROR 1235 (42000)"),
+        ("SELECT * FROM emp WHERE id = 1 FOR UPDATE", "ERROR 1235 (42000)"),
         ("SET autocommit = 2", "ERROR 1231 (42000)"),
     ];
     for (sql, want) in cases {
@@ -363,6 +364,17 @@ m.rollback()
 cm.execute("DELETE FROM bank WHERE id = 1")
 m.commit()
 print("after", bal(c, 2), c.execute("SELECT * FROM bank WHERE id = 1"))
+# A table truncated after a transaction began fails its COMMIT: its rows would otherwise be
+# written under the old table id.
+a.begin()
+ca.execute("UPDATE bank SET bal = bal + 1 WHERE id = 2")
+cb.execute("TRUNCATE TABLE bank")
+try:
+    a.commit()
+    print("commit after truncate succeeded")
+except pymysql.err.OperationalError as e:
+    print("truncated", e.args[0])
+print("empty", c.execute("SELECT * FROM bank"))
 "#;
     let out = stdout_ok(&s.endpoint.python(script));
     let lines: Vec<&str> = out.lines().collect();
@@ -377,6 +389,8 @@ print("after", bal(c, 2), c.execute("SELECT * FROM bank WHERE id = 1"))
             "final 130",
             "uncommitted [(0,)] 100",
             "after 100 0",
+            "truncated 1213",
+            "empty 0",
         ],
         "{out}"
     );

@@ -77,7 +77,9 @@ fn sql_code(e: &SqlError) -> u16 {
         SqlError::UnknownTable { .. } => code::NO_SUCH_TABLE,
         SqlError::UnknownColumn { .. } => code::BAD_FIELD,
         SqlError::DuplicateKey { .. } => code::DUP_ENTRY,
-        SqlError::WriteConflict { .. } | SqlError::TxnConflict { .. } => code::LOCK_DEADLOCK,
+        SqlError::WriteConflict { .. }
+        | SqlError::TxnConflict { .. }
+        | SqlError::TxnAborted { .. } => code::LOCK_DEADLOCK,
         SqlError::TxnTooLarge { .. } => code::TRANS_CACHE_FULL,
         SqlError::KeyLocked { .. } => code::LOCK_WAIT_TIMEOUT,
         SqlError::Client(client::Error::Variable(VariableError::Unknown { .. })) => {

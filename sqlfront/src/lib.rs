@@ -10,9 +10,11 @@
 //! * [`session`]: routes a statement. Queries (`SELECT`, with joins, subqueries, `HAVING`,
 //!   `DISTINCT`, window and scalar functions, `SELECT` without `FROM`) are planned and run by
 //!   DataFusion; the catalog statements (`SHOW TABLES`, `DESCRIBE`, `SHOW COLUMNS`,
-//!   `SHOW CREATE TABLE`, `DROP TABLE`, `TRUNCATE TABLE`, [`show`]) here; writes, DDL,
-//!   `SET`, `SHOW VARIABLES`, `SHOW WARNINGS` and `EXPLAIN` by the client's statement engine
-//!   (`client::sql`), which this front wraps.
+//!   `SHOW CREATE TABLE`, `DROP TABLE`, `TRUNCATE TABLE`, [`show`]) and transactions
+//!   (`BEGIN` ... `COMMIT`, `autocommit = 0`; writes inside one are buffered here) here;
+//!   autocommit writes, DDL, `SET`, `SHOW VARIABLES`, `SHOW WARNINGS` and `EXPLAIN` (not
+//!   `EXPLAIN ANALYZE`) by the client's statement engine (`client::sql`), which this front
+//!   wraps. [`mysql_semantics`] gives MySQL's answers where DataFusion's differ.
 //! * [`table`]: a Stratus table as a DataFusion `TableProvider`. Its scan is one
 //!   coprocessor request over the table's regions: the filters DataFusion offers that the
 //!   coprocessor can evaluate go into each region's DAG as a Selection (and narrow the key
@@ -24,14 +26,15 @@
 //! * [`arrow_rows`]: coprocessor rows into Arrow record batches; [`output`]: record
 //!   batches and the engine's rows into what the endpoint writes.
 //!
-//! Every scan of one statement reads at one timestamp, taken when the statement starts, and
-//! the catalog is read at that timestamp too, so a statement sees one snapshot of the schema
-//! and the data.
+//! Every scan of one statement reads at one timestamp, taken when the statement starts (or
+//! the transaction's, inside one), and the catalog is read at that timestamp too, so a
+//! statement sees one snapshot of the schema and the data.
 
 pub mod agg_pushdown;
 pub mod arrow_rows;
 pub mod error;
 pub mod mysql;
+pub mod mysql_semantics;
 pub mod output;
 pub mod pushdown;
 pub mod session;

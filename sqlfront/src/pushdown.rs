@@ -6,7 +6,8 @@
 //! region's Selection, exactly as DataFusion would have evaluated it (the comparisons, `AND`,
 //! `OR`, `NOT`, `IS [NOT] NULL`, `IN`, `BETWEEN` and `LIKE` over columns and literals it
 //! plans have the same meaning in both), so DataFusion is told the filter is exact and does
-//! not evaluate it again. What it refuses (a function, a cast, a comparison of a number with a
+//! not evaluate it again (inexact when a transaction's rows are overlaid on the scan's, see
+//! `crate::table`). What it refuses (a function, a cast, a comparison of a number with a
 //! string) stays in DataFusion. Bounds on the primary key narrow the key ranges read
 //! (`client::sql::handle_ranges`).
 

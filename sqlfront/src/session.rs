@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use client::paging::Client;
 use client::sql::transaction::Transaction;
+use client::sql::txn_write::RowWrite;
 use client::sql::{Engine, Plan, SqlError, catalog};
 use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -23,15 +24,19 @@ use datafusion::common::TableReference;
 use datafusion::config::Dialect;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use sqlparser::ast::Spanned;
 use sqlparser::ast::{self, ObjectType, Statement};
 
 use crate::DATABASE;
 use crate::agg_pushdown::PushAggregates;
 use crate::error::FrontError;
+use crate::mysql_semantics::MySqlSemantics;
 use crate::output::{Cell, Output};
 use crate::show;
 use crate::table::{ScanReport, StatementContext, StratusTable};
 use crate::topn_pushdown::PushTopN;
+use datafusion::optimizer::AnalyzerRule;
+use datafusion::optimizer::analyzer::Analyzer;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
 
@@ -186,7 +191,13 @@ impl FrontSession {
                         "EXPLAIN ANALYZE of a statement other than a query",
                     ));
                 }
-                let ran = self.collect(&statement.to_string()).await?;
+                // The query as written (module docs of `write_in_transaction`).
+                let inner = source_from(sql, statement.span().start).ok_or_else(|| {
+                    FrontError::Internal {
+                        what: "no source text for the explained query".into(),
+                    }
+                })?;
+                let ran = self.collect(&inner).await?;
                 let mut out = explain_analyze(&ran);
                 out.warnings = ran.warnings;
                 Ok(out)
@@ -194,7 +205,7 @@ impl FrontSession {
             Route::Engine | Route::CreateTable => Err(FrontError::Internal {
                 what: "an engine statement routed to the front".into(),
             }),
-            Route::Write => self.write_in_transaction(stmt).await,
+            Route::Write => self.write_in_transaction(sql, stmt).await,
             Route::Begin => {
                 self.commit().await?;
                 let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
@@ -210,7 +221,8 @@ impl FrontSession {
                 Ok(Output::ok(0))
             }
             Route::Autocommit(on) => {
-                if on {
+                // Turning it on (from off) commits the open transaction, as in MySQL.
+                if on && !self.autocommit {
                     self.commit().await?;
                 }
                 self.autocommit = on;
@@ -308,15 +320,35 @@ impl FrontSession {
 
     /// `INSERT`, `UPDATE` or `DELETE` buffered in the open transaction (opened here when
     /// `autocommit` is off).
-    async fn write_in_transaction(&mut self, stmt: &Statement) -> Result<Output, FrontError> {
+    ///
+    /// The table's schema is the one at the transaction's `start_ts` (its reads see that
+    /// one), and the transaction locks the table's catalog row: a `DROP`, `TRUNCATE` or
+    /// re-`CREATE` committed after it started fails its `COMMIT` with a conflict, instead of
+    /// rows written under an old table id or encoded for old column types.
+    async fn write_in_transaction(
+        &mut self,
+        sql: &str,
+        stmt: &Statement,
+    ) -> Result<Output, FrontError> {
         self.open_implicit_transaction().await?;
         let name = client::sql::table_of(stmt)?.ok_or_else(|| FrontError::Internal {
             what: "a write statement that names no table".into(),
         })?;
-        let schema = self.schema(&name).await?;
+        let start_ts = self.open_txn()?.start_ts();
+        let schema = catalog::load_at(self.client, &name, start_ts)
+            .await?
+            .ok_or_else(|| SqlError::UnknownTable {
+                table: name.clone(),
+            })?;
         let resolve = |n: &str| (n == schema.name).then(|| schema.clone());
         let plan = client::sql::plan(stmt, &resolve)?;
         let client = self.client;
+        let catalog_lock = RowWrite::Lock {
+            key: catalog::catalog_key(&name),
+        };
+        if self.open_txn()?.buffered(catalog_lock.key()).is_none() {
+            self.open_txn()?.buffer(vec![catalog_lock])?;
+        }
         let changed = match plan {
             Plan::Insert(p) => self.open_txn()?.insert(client, &p).await?,
             Plan::Update(p) | Plan::Delete(p) => {
@@ -325,8 +357,18 @@ impl FrontSession {
                     Statement::Delete(d) => d.selection.as_ref(),
                     _ => None,
                 };
+                // The condition as written (re-printing it would unescape backslashes
+                // differently from how it was read); planning refused ORDER BY and LIMIT, so
+                // it runs to the statement's end.
                 let query = match selection {
-                    Some(cond) => format!("SELECT * FROM `{name}` WHERE {cond}"),
+                    Some(cond) => {
+                        let text = source_from(sql, cond.span().start).ok_or_else(|| {
+                            FrontError::Internal {
+                                what: format!("no source text for the condition {cond}"),
+                            }
+                        })?;
+                        format!("SELECT * FROM `{name}` WHERE {text}")
+                    }
                     None => format!("SELECT * FROM `{name}`"),
                 };
                 let ran = self.collect(&query).await?;
@@ -494,6 +536,28 @@ fn explain_analyze(ran: &Ran) -> Output {
     Output::text(&client::sql::explain::COLUMNS, rows)
 }
 
+/// The byte offset in `sql` of a parser location (lines and columns count from 1, columns
+/// in characters).
+fn source_offset(sql: &str, loc: sqlparser::tokenizer::Location) -> Option<usize> {
+    if loc.line == 0 || loc.column == 0 {
+        return None;
+    }
+    let mut line_start = 0;
+    for _ in 1..loc.line {
+        line_start += sql[line_start..].find('\n')? + 1;
+    }
+    let line = &sql[line_start..];
+    let col = loc.column as usize - 1;
+    let within = line.char_indices().nth(col).map_or(line.len(), |(i, _)| i);
+    Some(line_start + within)
+}
+
+/// The text of `sql` from `start` to its end, without a trailing `;`.
+fn source_from(sql: &str, start: sqlparser::tokenizer::Location) -> Option<String> {
+    let text = sql.get(source_offset(sql, start)?..)?;
+    Some(text.trim_end().trim_end_matches(';').to_string())
+}
+
 /// MySQL's names for the result columns of a plain `SELECT`: an expression that is not a
 /// column is named by its text as written (`COUNT(*)`, `1+1`), where DataFusion would say
 /// `count(*)` or `Int64(1) + Int64(1)`. `None` for an item whose name DataFusion's already
@@ -525,19 +589,7 @@ fn select_labels(sql: &str, stmt: &Statement) -> Option<Vec<Option<String>>> {
 
 /// The text of `sql` a span covers (lines and columns count from 1, columns in characters).
 fn source_text(sql: &str, span: sqlparser::tokenizer::Span) -> Option<String> {
-    let offset = |loc: sqlparser::tokenizer::Location| -> Option<usize> {
-        if loc.line == 0 || loc.column == 0 {
-            return None;
-        }
-        let mut line_start = 0;
-        for _ in 1..loc.line {
-            line_start += sql[line_start..].find('\n')? + 1;
-        }
-        let line = &sql[line_start..];
-        let col = loc.column as usize - 1;
-        let within = line.char_indices().nth(col).map_or(line.len(), |(i, _)| i);
-        Some(line_start + within)
-    };
+    let offset = |loc| source_offset(sql, loc);
     let (start, end) = (offset(span.start)?, offset(span.end)?);
     if start >= end {
         return None;
@@ -580,9 +632,13 @@ pub(crate) fn datafusion_context() -> SessionContext {
     // MySQL's order: NULL is the smallest value (first ascending, last descending), as the
     // coprocessor orders too (DataFusion's default is Postgres's, the other way round).
     config.options_mut().sql_parser.default_null_ordering = "nulls_min".to_string();
+    // MySQL's answers where DataFusion's differ, before type coercion types them.
+    let mut analyzer: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![Arc::new(MySqlSemantics)];
+    analyzer.extend(Analyzer::new().rules);
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
+        .with_analyzer_rules(analyzer)
         .with_physical_optimizer_rule(Arc::new(PushAggregates))
         .with_physical_optimizer_rule(Arc::new(PushTopN))
         .build();
@@ -662,6 +718,12 @@ fn route(stmt: &Statement) -> Result<Route, FrontError> {
             }
             _ => Route::Engine,
         },
+        Statement::Query(q) if !q.locks.is_empty() || q.for_clause.is_some() => {
+            return Err(FrontError::unsupported(
+                "SELECT ... FOR UPDATE / LOCK IN SHARE MODE / FOR clauses (locking reads \
+                 are not built: inside a transaction the read would lock nothing)",
+            ));
+        }
         Statement::Query(_) => Route::Query,
         Statement::ShowTables { .. } => Route::ShowTables,
         Statement::ShowDatabases { .. } => Route::ShowDatabases,

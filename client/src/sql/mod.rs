@@ -115,6 +115,10 @@ pub enum SqlError {
         start_ts: u64,
         conflict_commit_ts: u64,
     },
+    /// `COMMIT` met another transaction's lock, or a busy server, and rolled this one back:
+    /// nothing it wrote is stored; run it again (MySQL's 1213, as for a conflict).
+    #[error("transaction rolled back at COMMIT, run it again: start_ts={start_ts} reason={reason}")]
+    TxnAborted { start_ts: u64, reason: String },
     /// A statement would take the transaction's buffered writes past their limit: the
     /// statement was refused, the transaction keeps what it had.
     #[error(
@@ -179,7 +183,8 @@ impl SqlError {
             SqlError::Client(e) => e.kind(),
             SqlError::WriteConflict { .. }
             | SqlError::KeyLocked { .. }
-            | SqlError::TxnConflict { .. } => crate::ErrorKind::Locked,
+            | SqlError::TxnConflict { .. }
+            | SqlError::TxnAborted { .. } => crate::ErrorKind::Locked,
             SqlError::ServerBusy { .. } => crate::ErrorKind::Busy,
             // Not retried by the statement loop: a re-run could write the rows twice.
             SqlError::Undetermined { .. } => crate::ErrorKind::Transport,

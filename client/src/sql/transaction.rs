@@ -12,8 +12,9 @@
 //!   another transaction committed after `start_ts` fails the prewrite: the transaction is
 //!   rolled back and the error is [`SqlError::TxnConflict`] (MySQL's 1213), which is what makes
 //!   a lost update impossible. A lock in the way (resolved by the refused attempt) or a busy
-//!   server makes the commit try again with the same writes and `start_ts`, which is safe: the
-//!   prewrite checks for conflicts every time.
+//!   server also rolls it back ([`SqlError::TxnAborted`], 1213 too): the prewrite's rollback
+//!   leaves a rollback record at `start_ts`, so the same transaction cannot prewrite again;
+//!   the client runs it again from `BEGIN`, as MySQL clients do after a deadlock.
 //! * **`ROLLBACK`** drops the buffer.
 //!
 //! The buffer is bounded ([`MAX_KEYS`], [`MAX_BYTES`], TiDB's transaction size limit): a
@@ -37,9 +38,6 @@ pub const MAX_KEYS: usize = 300_000;
 /// The most bytes (keys and values) one transaction buffers (TiDB's default
 /// `txn-total-size-limit`, 100 MiB).
 pub const MAX_BYTES: usize = 100 << 20;
-
-/// How many times `COMMIT` is tried while a lock is in the way or a server is busy.
-const COMMIT_ATTEMPTS: u32 = 10;
 
 /// One open transaction.
 #[derive(Debug, Clone)]
@@ -199,31 +197,22 @@ impl Transaction {
 
     /// `COMMIT` (module docs).
     pub async fn commit(self, client: &Client, opts: CommitOptions) -> Result<WriteOutcome> {
-        let mut attempt = 1;
-        loop {
-            match txn_write::write(client, &self.writes, self.start_ts, "commit", opts).await {
-                Err(SqlError::WriteConflict {
-                    start_ts,
-                    conflict_commit_ts,
-                    ..
-                }) => {
-                    return Err(SqlError::TxnConflict {
-                        start_ts,
-                        conflict_commit_ts,
-                    });
-                }
-                Err(e)
-                    if attempt < COMMIT_ATTEMPTS
-                        && matches!(
-                            e.kind(),
-                            crate::ErrorKind::Locked | crate::ErrorKind::Busy
-                        ) =>
-                {
-                    tokio::time::sleep(super::write_backoff(attempt)).await;
-                    attempt += 1;
-                }
-                other => return other,
+        match txn_write::write(client, &self.writes, self.start_ts, "commit", opts).await {
+            Err(SqlError::WriteConflict {
+                start_ts,
+                conflict_commit_ts,
+                ..
+            }) => Err(SqlError::TxnConflict {
+                start_ts,
+                conflict_commit_ts,
+            }),
+            Err(e @ (SqlError::KeyLocked { .. } | SqlError::ServerBusy { .. })) => {
+                Err(SqlError::TxnAborted {
+                    start_ts: self.start_ts,
+                    reason: e.to_string(),
+                })
             }
+            other => other,
         }
     }
 }
