@@ -156,6 +156,7 @@ mod tests {
             rows: 16,
             cache_hit: false,
             cross_zone_bytes: 0,
+            elapsed: std::time::Duration::ZERO,
         }
     }
 

@@ -200,7 +200,10 @@ fn errors_carry_mysql_codes_and_sqlstates() {
         ("SET tidb_replica_read = 'sideways'", "ERROR 1231 (42000)"),
         ("USE other", "ERROR 1049 (42000)"),
         ("SAVEPOINT a", "ERROR 1235 (42000)"),
-        ("SELECT * FROM emp WHERE id = 1 FOR UPDATE", "ERROR 1235 (42000)"),
+        (
+            "SELECT * FROM emp WHERE id = 1 FOR UPDATE",
+            "ERROR 1235 (42000)",
+        ),
         ("SET autocommit = 2", "ERROR 1231 (42000)"),
     ];
     for (sql, want) in cases {

@@ -21,6 +21,9 @@ pub enum FrontError {
     },
     #[error("not supported yet: {what}")]
     Unsupported { what: String },
+    /// A write in a transaction started `READ ONLY`.
+    #[error("cannot execute a write in a READ ONLY transaction: expected a read, found a write")]
+    ReadOnlyTransaction,
     /// `DROP TABLE` of tables that do not exist (nothing was dropped).
     #[error("unknown table: expected existing tables, found no {}", names.join(", "))]
     UnknownTables { names: Vec<String> },
@@ -48,6 +51,7 @@ pub mod code {
     pub const LOCK_DEADLOCK: u16 = 1213;
     pub const WRONG_VALUE_FOR_VAR: u16 = 1231;
     pub const NOT_SUPPORTED_YET: u16 = 1235;
+    pub const READ_ONLY_TRANSACTION: u16 = 1792;
 }
 
 impl FrontError {
@@ -64,6 +68,7 @@ impl FrontError {
             FrontError::UnknownDatabase { .. } => code::BAD_DB,
             FrontError::Unsupported { .. } => code::NOT_SUPPORTED_YET,
             FrontError::UnknownTables { .. } => code::BAD_TABLE,
+            FrontError::ReadOnlyTransaction => code::READ_ONLY_TRANSACTION,
             FrontError::Internal { .. } => code::UNKNOWN,
         }
     }

@@ -73,7 +73,10 @@ enum Route {
     Write,
     /// `CREATE TABLE`: the engine's, after committing an open transaction.
     CreateTable,
-    Begin,
+    /// `BEGIN`, `START TRANSACTION [READ ONLY | READ WRITE]`.
+    Begin {
+        read_only: bool,
+    },
     Commit,
     Rollback,
     /// `SET autocommit = 0 | 1`.
@@ -91,6 +94,8 @@ pub struct FrontSession {
     txn: Option<Transaction>,
     /// MySQL's `autocommit`: off, a statement with no transaction open opens one.
     autocommit: bool,
+    /// The open transaction was started `READ ONLY`: its writes are refused (1792).
+    read_only: bool,
 }
 
 impl std::fmt::Debug for FrontSession {
@@ -108,6 +113,7 @@ impl FrontSession {
             df: datafusion_context(),
             txn: None,
             autocommit: true,
+            read_only: false,
         }
     }
 
@@ -206,10 +212,11 @@ impl FrontSession {
                 what: "an engine statement routed to the front".into(),
             }),
             Route::Write => self.write_in_transaction(sql, stmt).await,
-            Route::Begin => {
+            Route::Begin { read_only } => {
                 self.commit().await?;
                 let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
                 self.txn = Some(Transaction::new(start_ts));
+                self.read_only = read_only;
                 Ok(Output::ok(0))
             }
             Route::Commit => {
@@ -314,6 +321,7 @@ impl FrontSession {
         if self.txn.is_none() && !self.autocommit {
             let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
             self.txn = Some(Transaction::new(start_ts));
+            self.read_only = false;
         }
         Ok(())
     }
@@ -331,6 +339,9 @@ impl FrontSession {
         stmt: &Statement,
     ) -> Result<Output, FrontError> {
         self.open_implicit_transaction().await?;
+        if self.read_only {
+            return Err(FrontError::ReadOnlyTransaction);
+        }
         let name = client::sql::table_of(stmt)?.ok_or_else(|| FrontError::Internal {
             what: "a write statement that names no table".into(),
         })?;
@@ -765,7 +776,11 @@ fn route(stmt: &Statement) -> Result<Route, FrontError> {
             }
             other => return Err(FrontError::unsupported(format!("{other}"))),
         },
-        Statement::StartTransaction { .. } => Route::Begin,
+        Statement::StartTransaction { modes, .. } => Route::Begin {
+            read_only: modes.contains(&ast::TransactionMode::AccessMode(
+                ast::TransactionAccessMode::ReadOnly,
+            )),
+        },
         Statement::Commit { chain: true, .. } | Statement::Rollback { chain: true, .. } => {
             return Err(FrontError::unsupported("COMMIT / ROLLBACK AND CHAIN"));
         }
@@ -829,8 +844,12 @@ mod tests {
             ("SET @@session.autocommit = ON", Route::Autocommit(true)),
             ("SET @@SESSION.autocommit = OFF", Route::Autocommit(false)),
             ("set autocommit=0", Route::Autocommit(false)),
-            ("BEGIN", Route::Begin),
-            ("START TRANSACTION", Route::Begin),
+            ("BEGIN", Route::Begin { read_only: false }),
+            ("START TRANSACTION", Route::Begin { read_only: false }),
+            (
+                "START TRANSACTION READ ONLY",
+                Route::Begin { read_only: true },
+            ),
             ("COMMIT", Route::Commit),
             ("ROLLBACK", Route::Rollback),
         ];

@@ -49,6 +49,18 @@ use crate::paging::Client;
 /// Lock TTL of a statement's prewrite: how long a reader waits before it may roll back the
 /// locks of a statement whose client died.
 const LOCK_TTL_MS: u64 = 3_000;
+/// The longest lock TTL a write gets ([`lock_ttl_ms`]).
+const MAX_LOCK_TTL_MS: u64 = 120_000;
+
+/// The lock TTL of a write of `bytes` (keys and values): [`LOCK_TTL_MS`] for a small one,
+/// longer for a large one (TiDB's rule: 6 s per square root of its MiB, at most
+/// [`MAX_LOCK_TTL_MS`]). A large transaction's prewrites take longer, and a reader must not
+/// roll its primary back while it is still prewriting.
+fn lock_ttl_ms(bytes: usize) -> u64 {
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    // A float of at most 6000 * sqrt(usize::MAX / 2^20): `as` saturates, never wraps.
+    ((6000.0 * mib.sqrt()) as u64).clamp(LOCK_TTL_MS, MAX_LOCK_TTL_MS)
+}
 
 /// The most keys a statement commits with async commit (TiDB's
 /// `tidb_async_commit_keys_limit` default): the primary's lock carries every other key, and
@@ -215,6 +227,7 @@ pub async fn write(
     } else {
         0
     };
+    let ttl = lock_ttl_ms(mutations.iter().map(|m| m.key.len() + m.value.len()).sum());
     let mut min_commit_ts = start_ts + 1;
     let mut backoff = client.backoff();
     let transport = client.transport();
@@ -227,7 +240,7 @@ pub async fn write(
                     mutations,
                     primary,
                     start_ts,
-                    lock_ttl_ms: LOCK_TTL_MS,
+                    lock_ttl_ms: ttl,
                     txn_size: rows,
                     use_async_commit: false,
                     secondaries: Vec::new(),
@@ -489,6 +502,15 @@ async fn rollback(client: &Client, groups: &[Vec<Mutation>], start_ts: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_larger_write_gets_a_longer_lock_ttl_up_to_a_cap() {
+        assert_eq!(lock_ttl_ms(0), LOCK_TTL_MS);
+        assert_eq!(lock_ttl_ms(100 << 10), LOCK_TTL_MS);
+        assert_eq!(lock_ttl_ms(1 << 20), 6_000);
+        assert_eq!(lock_ttl_ms(100 << 20), 60_000);
+        assert_eq!(lock_ttl_ms(usize::MAX), MAX_LOCK_TTL_MS);
+    }
 
     #[test]
     fn one_region_tries_one_pc_whatever_the_session_says() {
