@@ -34,6 +34,19 @@ pub struct InsertPlan {
     pub rows: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
+impl InsertPlan {
+    /// A put of each row, in statement order.
+    pub fn writes(&self) -> Vec<RowWrite> {
+        self.rows
+            .iter()
+            .map(|(key, value)| RowWrite::Put {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect()
+    }
+}
+
 pub(crate) fn table_name(ins: &ast::Insert) -> Result<String> {
     match &ins.table {
         TableObject::TableName(n) => simple_name(n, "table"),
@@ -206,15 +219,7 @@ pub async fn write(
     }
     let start_ts = client.current_ts().await?;
     check_no_stored_duplicate(client, plan, start_ts).await?;
-    let writes: Vec<RowWrite> = plan
-        .rows
-        .iter()
-        .map(|(key, value)| RowWrite::Put {
-            key: key.clone(),
-            value: value.clone(),
-        })
-        .collect();
-    txn_write::write(client, &writes, start_ts, "insert", opts).await
+    txn_write::write(client, &plan.writes(), start_ts, "insert", opts).await
 }
 
 /// Refuses the insert if a row with one of its keys is visible at `start_ts`: a scan of

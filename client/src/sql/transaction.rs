@@ -153,15 +153,7 @@ impl Transaction {
             rows: unseen,
         };
         super::insert::check_no_stored_duplicate(client, &unseen, self.start_ts).await?;
-        let writes = plan
-            .rows
-            .iter()
-            .map(|(key, value)| RowWrite::Put {
-                key: key.clone(),
-                value: value.clone(),
-            })
-            .collect();
-        self.buffer(writes)?;
+        self.buffer(plan.writes())?;
         Ok(plan.rows.len() as u64)
     }
 
