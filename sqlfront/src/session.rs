@@ -203,7 +203,7 @@ impl FrontSession {
                         what: "no source text for the explained query".into(),
                     }
                 })?;
-                let ran = self.collect(&inner).await?;
+                let ran = self.collect(&inner, true).await?;
                 let mut out = explain_analyze(&ran);
                 out.warnings = ran.warnings;
                 Ok(out)
@@ -382,7 +382,7 @@ impl FrontSession {
                     }
                     None => format!("SELECT * FROM `{name}`"),
                 };
-                let ran = self.collect(&query).await?;
+                let ran = self.collect(&query, false).await?;
                 let rows = Output::from_batches(&ran.schema, &ran.batches)?
                     .into_query_result()
                     .rows;
@@ -405,7 +405,7 @@ impl FrontSession {
 
     /// A query planned and run by DataFusion over the tables it names (crate docs).
     async fn query(&mut self, sql: &str, stmt: &Statement) -> Result<Output, FrontError> {
-        let ran = self.collect(sql).await?;
+        let ran = self.collect(sql, false).await?;
         let mut out = Output::from_batches(&ran.schema, &ran.batches)?;
         out.warnings = ran.warnings;
         if let Some(labels) = select_labels(sql, stmt)
@@ -422,7 +422,8 @@ impl FrontSession {
 
     /// Plans and runs `sql` with DataFusion, read at one timestamp: the open transaction's
     /// (with its writes overlaid), else a fresh one.
-    async fn collect(&mut self, sql: &str) -> Result<Ran, FrontError> {
+    /// `analyze`: the scans report what they did (`EXPLAIN ANALYZE`).
+    async fn collect(&mut self, sql: &str, analyze: bool) -> Result<Ran, FrontError> {
         self.open_implicit_transaction().await?;
         let vars = *self.engine.session().await?.variables();
         let start_ts = match &self.txn {
@@ -450,6 +451,9 @@ impl FrontSession {
             tables.push(table);
         }
         let mut ctx = StatementContext::new(self.client, vars, start_ts);
+        if analyze {
+            ctx = ctx.reporting_scans();
+        }
         if let Some(txn) = &self.txn {
             for t in &tables {
                 ctx = ctx.with_pending(t.id, txn.pending_rows(t)?);

@@ -68,8 +68,9 @@ pub struct StatementContext {
     /// The open transaction's buffered rows, by table id (tables it wrote to only).
     pending: std::collections::HashMap<i64, Arc<Vec<PendingRow>>>,
     warnings: Mutex<Vec<String>>,
-    /// What each scan did, in the order they finished (`EXPLAIN ANALYZE`).
-    scans: Mutex<Vec<ScanReport>>,
+    /// What each scan did, in the order they finished: kept only for `EXPLAIN ANALYZE`
+    /// ([`StatementContext::reporting_scans`]), so a plain query describes nothing.
+    scans: Option<Mutex<Vec<ScanReport>>>,
 }
 
 /// What one scan did, for `EXPLAIN ANALYZE`: its DAG, and per region where its pages ran,
@@ -93,13 +94,23 @@ impl StatementContext {
             start_ts,
             pending: Default::default(),
             warnings: Mutex::new(Vec::new()),
-            scans: Mutex::new(Vec::new()),
+            scans: None,
         }
     }
 
-    /// What the statement's scans did, in the order they finished.
+    /// This context with each scan reporting what it did ([`StatementContext::take_scans`]).
+    pub fn reporting_scans(mut self) -> StatementContext {
+        self.scans = Some(Mutex::new(Vec::new()));
+        self
+    }
+
+    /// What the statement's scans did, in the order they finished (none unless
+    /// [`StatementContext::reporting_scans`]).
     pub fn take_scans(&self) -> Vec<ScanReport> {
-        std::mem::take(&mut *self.scans.lock())
+        self.scans
+            .as_ref()
+            .map(|s| std::mem::take(&mut *s.lock()))
+            .unwrap_or_default()
     }
 
     /// This context with `rows` as the transaction's buffered rows of table `table_id`.
@@ -554,12 +565,14 @@ impl ExecutionPlan for StratusScanExec {
                     )))
                 })?;
             ctx.warnings.lock().extend(result.warnings);
-            ctx.scans.lock().push(ScanReport {
-                table: table.name.clone(),
-                executors: describe_dag(&dag, &table),
-                regions: describe_regions(&result.pages),
-                cross_zone_bytes: result.stats.cross_zone_bytes,
-            });
+            if let Some(scans) = &ctx.scans {
+                scans.lock().push(ScanReport {
+                    table: table.name.clone(),
+                    executors: describe_dag(&dag, &table),
+                    regions: describe_regions(&result.pages),
+                    cross_zone_bytes: result.stats.cross_zone_bytes,
+                });
+            }
             let mut rows = result.rows;
             if let Some(pending) = pending {
                 rows = overlay(rows, table.pk, &pending);
