@@ -266,6 +266,51 @@ print("escaped", cb.fetchall())
     );
 }
 
+/// DECIMAL, DATE, DATETIME and BOOLEAN through real drivers: mysql-connector's server-side
+/// prepared statements send a `Decimal` as text and dates in the binary protocol's date
+/// layout, PyMySQL escapes them client-side; both read DECIMAL columns back as `Decimal`
+/// (exact) and DATE / DATETIME columns as `date` / `datetime` (the endpoint announces their
+/// MySQL types), in text and binary result rows.
+#[test]
+fn drivers_write_and_read_back_decimals_dates_and_booleans_exactly() {
+    let s = start();
+    stdout_ok(&s.endpoint.mysql(
+        "CREATE TABLE ledger (id BIGINT PRIMARY KEY, amount DECIMAL(12,2), day DATE, at DATETIME(6), ok BOOLEAN)",
+    ));
+    let script = r#"
+import os, datetime, decimal, mysql.connector, pymysql
+port = int(os.environ["PORT"])
+D = decimal.Decimal
+c = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password="", database="test", autocommit=True)
+cur = c.cursor(prepared=True)
+cur.execute("INSERT INTO ledger VALUES (?, ?, ?, ?, ?)",
+            (1, D("10.10"), datetime.date(2024, 2, 29), datetime.datetime(2024, 2, 29, 10, 5, 9, 500), True))
+p = pymysql.connect(host="127.0.0.1", port=port, user="root", password="x", database="test", autocommit=True)
+pc = p.cursor()
+pc.execute("INSERT INTO ledger VALUES (%s, %s, %s, %s, %s)",
+           (2, D("0.20"), datetime.date(1999, 12, 31), datetime.datetime(1999, 12, 31, 23, 59, 59), False))
+for i in range(3, 13):
+    pc.execute("INSERT INTO ledger (id, amount) VALUES (%s, %s)", (i, D("0.1")))
+pc.execute("SELECT SUM(amount), MIN(day), MAX(at) FROM ledger")
+print("text", pc.fetchall())
+cur.execute("SELECT amount, day, at, ok FROM ledger WHERE day >= ? ORDER BY id", (datetime.date(2000, 1, 1),))
+print("binary", cur.fetchall())
+cur.execute("SELECT id FROM ledger WHERE at < ? AND NOT ok", (datetime.datetime(2000, 1, 1),))
+print("older", cur.fetchall())
+"#;
+    let out = stdout_ok(&s.endpoint.python(script));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "text ((Decimal('11.30'), datetime.date(1999, 12, 31), datetime.datetime(2024, 2, 29, 10, 5, 9, 500)),)",
+            "binary [(Decimal('10.10'), datetime.date(2024, 2, 29), datetime.datetime(2024, 2, 29, 10, 5, 9, 500), 1)]",
+            "older [(2,)]",
+        ],
+        "{out}"
+    );
+}
+
 /// `BEGIN` ... `COMMIT` through the `mysql` client: a transfer between two rows commits as
 /// one, reads inside the transaction see its own writes (aggregates too: nothing is pushed
 /// past rows the regions do not hold yet), `ROLLBACK` leaves nothing behind, and a failed

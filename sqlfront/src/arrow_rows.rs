@@ -6,6 +6,15 @@
 //! | `BIGINT` | `Int`        | `Int64` |
 //! | `DOUBLE` | `Real`       | `Float64` |
 //! | `VARCHAR`| `Bytes` (UTF-8) | `Utf8` |
+//! | `DECIMAL(p,s)` | `Int` (value × 10^s) | `Decimal128(p, s)` (the same integer) |
+//! | `DATE` | `Int` (days since 1970-01-01) | `Date32` |
+//! | `DATETIME`, `TIMESTAMP` | `Int` (µs since 1970-01-01 UTC) | `Timestamp(µs)` |
+//! | `BOOLEAN` | `Int` (0 or 1) | `Boolean` |
+//!
+//! The encoded types' stored integers are Arrow's own representation of the value (the
+//! `client::sql::value` layouts were chosen so), so a datum becomes an array value with no
+//! conversion but a widening, and a region's partial SUM of a DECIMAL (the sum of scaled
+//! integers) is the partial state DataFusion expects.
 //!
 //! `INT` is read as `Int64` so that arithmetic over it is 64-bit, as MySQL's is
 //! (DataFusion's `Int32` arithmetic wraps: `i + i` of 2147483647 would be -2); writes still
@@ -19,9 +28,10 @@ use std::sync::Arc;
 
 use client::sql::{SqlType, TableSchema};
 use datafusion::arrow::array::{
-    ArrayRef, Float64Builder, Int32Builder, Int64Builder, StringBuilder, UInt64Builder,
+    ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int32Builder,
+    Int64Builder, StringBuilder, TimestampMicrosecondBuilder, UInt64Builder,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use wire::datum::Datum;
 
@@ -32,6 +42,11 @@ pub fn arrow_type(t: SqlType) -> DataType {
         SqlType::Int | SqlType::BigInt => DataType::Int64,
         SqlType::Double => DataType::Float64,
         SqlType::Varchar => DataType::Utf8,
+        // Scale ≤ precision ≤ 18: always a valid Decimal128 (scale as i8 cannot wrap).
+        SqlType::Decimal { precision, scale } => DataType::Decimal128(precision, scale as i8),
+        SqlType::Date => DataType::Date32,
+        SqlType::DateTime { .. } => DataType::Timestamp(TimeUnit::Microsecond, None),
+        SqlType::Boolean => DataType::Boolean,
     }
 }
 
@@ -144,6 +159,32 @@ fn array_of(
             Datum::Int(v) => Some(*v as f64),
             _ => None,
         }),
+        DataType::Decimal128(p, sc) => {
+            let b = Decimal128Builder::with_capacity(n)
+                .with_precision_and_scale(*p, *sc)
+                .map_err(|e| FrontError::Internal {
+                    what: format!("no decimal array of type {t}: {e}"),
+                })?;
+            build!(b, |d: &Datum| match d {
+                Datum::Int(v) => Some(i128::from(*v)),
+                _ => None,
+            })
+        }
+        DataType::Date32 => build!(Date32Builder::with_capacity(n), |d: &Datum| match d {
+            Datum::Int(v) => i32::try_from(*v).ok(),
+            _ => None,
+        }),
+        DataType::Timestamp(TimeUnit::Microsecond, None) => build!(
+            TimestampMicrosecondBuilder::with_capacity(n),
+            |d: &Datum| match d {
+                Datum::Int(v) => Some(*v),
+                _ => None,
+            }
+        ),
+        DataType::Boolean => build!(BooleanBuilder::with_capacity(n), |d: &Datum| match d {
+            Datum::Int(v) => Some(*v != 0),
+            _ => None,
+        }),
         DataType::Utf8 => {
             fn text(d: &Datum) -> Option<&str> {
                 match d {
@@ -161,6 +202,81 @@ fn array_of(
     })
 }
 
+/// The stored datums of `batches`, whose columns are `table`'s in declaration order (a
+/// `SELECT *` over it): the inverse of [`rows_to_batch`], for a write that read its rows
+/// through DataFusion.
+pub fn batches_to_rows(
+    table: &TableSchema,
+    batches: &[RecordBatch],
+) -> Result<Vec<Vec<Datum>>, FrontError> {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::{
+        Date32Type, Decimal128Type, Float64Type, Int64Type, TimestampMicrosecondType,
+    };
+    let mut out = Vec::new();
+    for b in batches {
+        if b.num_columns() != table.columns.len() {
+            return Err(FrontError::Internal {
+                what: format!(
+                    "rows of table {}: expected {} columns, found {}",
+                    table.name,
+                    table.columns.len(),
+                    b.num_columns()
+                ),
+            });
+        }
+        let mut rows: Vec<Vec<Datum>> = (0..b.num_rows())
+            .map(|_| Vec::with_capacity(table.columns.len()))
+            .collect();
+        for (col, a) in table.columns.iter().zip(b.columns()) {
+            let want = arrow_type(col.ty);
+            if a.data_type() != &want {
+                return Err(FrontError::Internal {
+                    what: format!(
+                        "table {} column {}: expected {want}, found {}",
+                        table.name,
+                        col.name,
+                        a.data_type()
+                    ),
+                });
+            }
+            for (i, row) in rows.iter_mut().enumerate() {
+                row.push(if a.is_null(i) {
+                    Datum::Null
+                } else {
+                    match &want {
+                        DataType::Int64 => Datum::Int(a.as_primitive::<Int64Type>().value(i)),
+                        DataType::Float64 => Datum::Real(a.as_primitive::<Float64Type>().value(i)),
+                        DataType::Utf8 => {
+                            Datum::Bytes(a.as_string::<i32>().value(i).as_bytes().to_vec())
+                        }
+                        DataType::Decimal128(..) => {
+                            let v = a.as_primitive::<Decimal128Type>().value(i);
+                            Datum::Int(i64::try_from(v).map_err(|_| FrontError::Internal {
+                                what: format!("column {}: decimal {v} out of range", col.name),
+                            })?)
+                        }
+                        DataType::Date32 => {
+                            Datum::Int(i64::from(a.as_primitive::<Date32Type>().value(i)))
+                        }
+                        DataType::Timestamp(..) => {
+                            Datum::Int(a.as_primitive::<TimestampMicrosecondType>().value(i))
+                        }
+                        DataType::Boolean => Datum::Int(i64::from(a.as_boolean().value(i))),
+                        other => {
+                            return Err(FrontError::Internal {
+                                what: format!("no datum of Arrow type {other}"),
+                            });
+                        }
+                    }
+                });
+            }
+        }
+        out.extend(rows);
+    }
+    Ok(out)
+}
+
 /// A batch of `arrays` with `rows` rows (a projection of no column, COUNT(*) over the scan,
 /// still has a row count).
 fn batch(schema: SchemaRef, arrays: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch, FrontError> {
@@ -174,7 +290,15 @@ fn batch(schema: SchemaRef, arrays: Vec<ArrayRef>, rows: usize) -> Result<Record
 pub fn convertible(t: &DataType) -> bool {
     matches!(
         t,
-        DataType::Int32 | DataType::Int64 | DataType::UInt64 | DataType::Float64 | DataType::Utf8
+        DataType::Int32
+            | DataType::Int64
+            | DataType::UInt64
+            | DataType::Float64
+            | DataType::Utf8
+            | DataType::Decimal128(..)
+            | DataType::Date32
+            | DataType::Timestamp(TimeUnit::Microsecond, None)
+            | DataType::Boolean
     )
 }
 

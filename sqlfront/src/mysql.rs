@@ -187,6 +187,8 @@ fn column(name: &str, kind: ColumnKind) -> Column {
         ColumnKind::Decimal => (ColumnType::MYSQL_TYPE_NEWDECIMAL, ColumnFlags::empty()),
         ColumnKind::Text => (ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty()),
         ColumnKind::Bytes => (ColumnType::MYSQL_TYPE_BLOB, ColumnFlags::BINARY_FLAG),
+        ColumnKind::Date => (ColumnType::MYSQL_TYPE_DATE, ColumnFlags::empty()),
+        ColumnKind::DateTime => (ColumnType::MYSQL_TYPE_DATETIME, ColumnFlags::empty()),
     };
     Column {
         table: String::new(),
@@ -240,6 +242,8 @@ async fn write_output<W: AsyncWrite + Send + Unpin>(
                 (Cell::Int(v), ColumnKind::Int) => w.write_col(*v)?,
                 (Cell::UInt(v), ColumnKind::UInt) => w.write_col(*v)?,
                 (Cell::Float(v), ColumnKind::Float) => w.write_col(*v)?,
+                (Cell::Date(d), ColumnKind::Date) => w.write_col(*d)?,
+                (Cell::DateTime(t), ColumnKind::DateTime) => w.write_col(*t)?,
                 (Cell::Bytes(b), _) => w.write_col(b.as_slice())?,
                 // A value whose kind differs from its column's (rows from the engine, where
                 // the first value chose the kind) goes as text, which every kind accepts in
@@ -260,8 +264,37 @@ pub enum Param {
     UInt(u64),
     Double(f64),
     Bytes(Vec<u8>),
-    /// A date or time value (not a Stratus type yet).
-    Temporal,
+    /// A date or datetime, as its text (`2024-02-29`, `2024-02-29 10:00:00.000500`).
+    Temporal(String),
+    /// A value no column type holds (a `MYSQL_TYPE_TIME`), or a malformed date.
+    Unsupported(&'static str),
+}
+
+/// The text of a binary `MYSQL_TYPE_DATE`/`DATETIME`/`TIMESTAMP` parameter: 0, 4, 7 or 11
+/// bytes (year u16 LE, month, day, then hour, minute, second, then microseconds u32 LE).
+fn temporal_text(b: &[u8]) -> Option<String> {
+    let date = |b: &[u8]| {
+        format!(
+            "{:04}-{:02}-{:02}",
+            u16::from_le_bytes([b[0], b[1]]),
+            b[2],
+            b[3]
+        )
+    };
+    Some(match b.len() {
+        0 => "0000-00-00".to_string(),
+        4 => date(b),
+        7 => format!("{} {:02}:{:02}:{:02}", date(b), b[4], b[5], b[6]),
+        11 => format!(
+            "{} {:02}:{:02}:{:02}.{:06}",
+            date(b),
+            b[4],
+            b[5],
+            b[6],
+            u32::from_le_bytes([b[7], b[8], b[9], b[10]])
+        ),
+        _ => return None,
+    })
 }
 
 impl Param {
@@ -272,7 +305,11 @@ impl Param {
             ValueInner::UInt(v) => Param::UInt(v),
             ValueInner::Double(v) => Param::Double(v),
             ValueInner::Bytes(b) => Param::Bytes(b.to_vec()),
-            ValueInner::Date(_) | ValueInner::Time(_) | ValueInner::Datetime(_) => Param::Temporal,
+            ValueInner::Date(b) | ValueInner::Datetime(b) => match temporal_text(b) {
+                Some(t) => Param::Temporal(t),
+                None => Param::Unsupported("a date parameter of a length other than 0, 4, 7 or 11"),
+            },
+            ValueInner::Time(_) => Param::Unsupported("TIME parameters (there is no TIME type)"),
         }
     }
 
@@ -304,11 +341,9 @@ impl Param {
                 out.push('\'');
                 out
             }
-            Param::Temporal => {
-                return Err(FrontError::unsupported(
-                    "date and time parameters (no date or time column type yet)",
-                ));
-            }
+            // Digits, `-`, `:`, `.` and a space only: no quoting needed.
+            Param::Temporal(t) => format!("'{t}'"),
+            Param::Unsupported(what) => return Err(FrontError::unsupported(*what)),
         })
     }
 }
@@ -414,7 +449,16 @@ mod tests {
         );
         assert!(bind("SELECT ?", 1, &[]).is_err());
         assert!(bind("SELECT ?", 1, &[Param::Double(f64::NAN)]).is_err());
-        assert!(bind("SELECT ?", 1, &[Param::Temporal]).is_err());
+        assert!(bind("SELECT ?", 1, &[Param::Unsupported("TIME")]).is_err());
+        let day = Param::from_value(ValueInner::Date(&[0xe8, 0x07, 2, 29]));
+        assert_eq!(bind("SELECT ?", 1, &[day]).unwrap(), "SELECT '2024-02-29'");
+        let at = Param::from_value(ValueInner::Datetime(&[
+            0xe8, 0x07, 2, 29, 10, 5, 9, 0xf4, 0x01, 0, 0,
+        ]));
+        assert_eq!(
+            bind("SELECT ?", 1, &[at]).unwrap(),
+            "SELECT '2024-02-29 10:05:09.000500'"
+        );
     }
 
     proptest! {

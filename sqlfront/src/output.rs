@@ -2,12 +2,15 @@
 //! cells, or a count of affected rows. Built from DataFusion's record batches or from the
 //! client engine's datum rows.
 
+use chrono::{NaiveDate, NaiveDateTime};
 use datafusion::arrow::array::{
     Array, BinaryArray, BooleanArray, Float32Array, Float64Array, Int8Array, Int16Array,
     Int32Array, Int64Array, StringArray, UInt8Array, UInt16Array, UInt32Array, UInt64Array,
 };
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::array::{Date32Array, TimestampMicrosecondArray};
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::temporal_conversions::{date32_to_datetime, timestamp_us_to_datetime};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use wire::datum::Datum;
 
@@ -28,6 +31,10 @@ pub enum ColumnKind {
     Text,
     /// Bytes that are not UTF-8 (MySQL `VARBINARY`).
     Bytes,
+    /// Dates (MySQL `DATE`): a driver reads them as dates, not strings.
+    Date,
+    /// Date-times (MySQL `DATETIME`).
+    DateTime,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +61,8 @@ pub enum Cell {
     Float(f64),
     Text(String),
     Bytes(Vec<u8>),
+    Date(NaiveDate),
+    DateTime(NaiveDateTime),
 }
 
 impl Cell {
@@ -66,6 +75,9 @@ impl Cell {
             Cell::Float(v) => Some(v.to_string()),
             Cell::Text(s) => Some(s.clone()),
             Cell::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            Cell::Date(d) => Some(d.format("%Y-%m-%d").to_string()),
+            // MySQL's text: a fraction only when there is one.
+            Cell::DateTime(t) => Some(t.format("%Y-%m-%d %H:%M:%S%.f").to_string()),
         }
     }
 }
@@ -163,6 +175,8 @@ impl Output {
                     Cell::Float(_) => Some(ColumnKind::Float),
                     Cell::Bytes(_) => Some(ColumnKind::Bytes),
                     Cell::Text(_) => Some(ColumnKind::Text),
+                    Cell::Date(_) => Some(ColumnKind::Date),
+                    Cell::DateTime(_) => Some(ColumnKind::DateTime),
                 });
                 let kind = match kinds.next() {
                     Some(k) if kinds.all(|other| other == k) => k,
@@ -198,6 +212,9 @@ impl Output {
                             Cell::Float(v) => Datum::Real(v),
                             Cell::Text(s) => Datum::Bytes(s.into_bytes()),
                             Cell::Bytes(b) => Datum::Bytes(b),
+                            c @ (Cell::Date(_) | Cell::DateTime(_)) => {
+                                Datum::Bytes(c.to_text().unwrap_or_default().into_bytes())
+                            }
                         })
                         .collect()
                 })
@@ -238,6 +255,8 @@ pub fn kind_of(t: &DataType) -> ColumnKind {
         | DataType::Decimal128(..)
         | DataType::Decimal256(..) => ColumnKind::Decimal,
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => ColumnKind::Bytes,
+        DataType::Date32 => ColumnKind::Date,
+        DataType::Timestamp(TimeUnit::Microsecond, None) => ColumnKind::DateTime,
         _ => ColumnKind::Text,
     }
 }
@@ -278,10 +297,21 @@ fn column_cells(a: &dyn Array) -> Result<Vec<Cell>, FrontError> {
         DataType::Float64 => cells!(a, Float64Array, Cell::Float),
         DataType::Utf8 => cells!(a, StringArray, |v: &str| Cell::Text(v.to_string())),
         DataType::Binary => cells!(a, BinaryArray, |v: &[u8]| Cell::Bytes(v.to_vec())),
+        // A day or microsecond out of chrono's range (none a column holds) is NULL.
+        DataType::Date32 => cells!(a, Date32Array, |v: i32| date32_to_datetime(v)
+            .map_or(Cell::Null, |t| Cell::Date(t.date()))),
+        DataType::Timestamp(TimeUnit::Microsecond, None) => {
+            cells!(a, TimestampMicrosecondArray, |v: i64| {
+                timestamp_us_to_datetime(v).map_or(Cell::Null, Cell::DateTime)
+            })
+        }
         _ => {
             // Everything else (decimals, dates, large and view strings, nested values) as
             // Arrow displays it.
-            let options = FormatOptions::default();
+            // MySQL's datetime text: a space before the time, a fraction only when not zero.
+            let options = FormatOptions::default()
+                .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.f"))
+                .with_datetime_format(Some("%Y-%m-%d %H:%M:%S%.f"));
             let f = ArrayFormatter::try_new(a, &options).map_err(|e| FrontError::Internal {
                 what: format!("cannot display a {} column: {e}", a.data_type()),
             })?;

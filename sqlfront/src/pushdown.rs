@@ -191,6 +191,56 @@ mod tests {
     }
 
     #[test]
+    fn comparisons_of_encoded_columns_push_exact_literals_of_their_type_only() {
+        use datafusion::common::ScalarValue;
+        let t = crate::test_table(
+            8,
+            &[
+                ("id", SqlType::BigInt),
+                (
+                    "price",
+                    SqlType::Decimal {
+                        precision: 10,
+                        scale: 2,
+                    },
+                ),
+                ("day", SqlType::Date),
+                ("at", SqlType::DateTime { fsp: 0 }),
+                ("paid", SqlType::Boolean),
+            ],
+        );
+        let dec = |v: i128, p: u8, s: i8| lit(ScalarValue::Decimal128(Some(v), p, s));
+        // 2024-02-29 is day 19782; 1970-01-01 00:00:01 is 1,000,000 µs.
+        let day = lit(ScalarValue::Date32(Some(19_782)));
+        let at = lit(ScalarValue::TimestampMicrosecond(Some(1_000_000), None));
+        for (e, want) in [
+            (col("price").gt(dec(2000, 10, 2)), 2000),
+            (col("price").eq(dec(101, 4, 1)), 1010),
+            (col("day").gt_eq(day.clone()), 19_782),
+            (col("at").lt(at.clone()), 1_000_000),
+            (col("paid").eq(lit(true)), 1),
+        ] {
+            let (pushed, left) = push_filters(&t, std::slice::from_ref(&e));
+            assert!(left.is_empty(), "{e} should be pushed");
+            let [cond] = pushed.conditions.as_slice() else {
+                panic!("{e}: one condition expected, found {:?}", pushed.conditions);
+            };
+            // The literal became the column's stored integer.
+            assert_eq!(cond.children[1], proto::Expr::int(want), "{e}");
+        }
+        for e in [
+            // Not exact at the column's scale: `price > 10.105` is not `price > 10.11`.
+            col("price").gt(dec(10105, 10, 3)),
+            // Another type, or a column of another type.
+            col("day").eq(lit(5)),
+            col("price").eq(col("day")),
+            col("day").like(lit("2024%")),
+        ] {
+            assert!(!pushable(&t, &e), "{e} must stay in DataFusion");
+        }
+    }
+
+    #[test]
     fn primary_key_bounds_narrow_the_ranges_and_others_keep_the_whole_table() {
         let t = table();
         let (all, _) = push_filters(&t, &[col("n").gt(lit(5))]);

@@ -383,9 +383,7 @@ impl FrontSession {
                     None => format!("SELECT * FROM `{name}`"),
                 };
                 let ran = self.collect(&query, false).await?;
-                let rows = Output::from_batches(&ran.schema, &ran.batches)?
-                    .into_query_result()
-                    .rows;
+                let rows = crate::arrow_rows::batches_to_rows(&p.table, &ran.batches)?;
                 self.open_txn()?.modify(&p, rows)?
             }
             _ => {
@@ -432,7 +430,8 @@ impl FrontSession {
         };
         // DataFusion parses with its own sqlparser version, into its own statement.
         let state = self.df.state();
-        let df_stmt = state.sql_to_statement(sql, &Dialect::MySQL)?;
+        let mut df_stmt = state.sql_to_statement(sql, &Dialect::MySQL)?;
+        crate::mysql_semantics::double_literals(&mut df_stmt);
         let references = state.resolve_table_references(&df_stmt)?;
         let mut tables = Vec::new();
         for r in references {
@@ -647,6 +646,9 @@ pub(crate) fn datafusion_context() -> SessionContext {
     // MySQL's order: NULL is the smallest value (first ascending, last descending), as the
     // coprocessor orders too (DataFusion's default is Postgres's, the other way round).
     config.options_mut().sql_parser.default_null_ordering = "nulls_min".to_string();
+    // MySQL's `0.1` is an exact DECIMAL, not a double: `0.1 + 0.2` is `0.3`, and a DECIMAL
+    // column compared with it keeps its type (the comparison is pushed to the coprocessor).
+    config.options_mut().sql_parser.parse_float_as_decimal = true;
     // MySQL's answers where DataFusion's differ, before type coercion types them.
     let mut analyzer: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![Arc::new(MySqlSemantics)];
     analyzer.extend(Analyzer::new().rules);

@@ -32,7 +32,7 @@ pub fn columns(t: &TableSchema) -> Output {
             let pk = i == t.pk;
             vec![
                 Cell::Text(c.name.clone()),
-                Cell::Text(type_text(c.ty).to_string()),
+                Cell::Text(c.ty.mysql_text()),
                 Cell::Text(if pk { "NO" } else { "YES" }.to_string()),
                 Cell::Text(if pk { "PRI" } else { "" }.to_string()),
                 Cell::Null,
@@ -62,21 +62,11 @@ pub fn create_statement(t: &TableSchema) -> String {
         .enumerate()
         .map(|(i, c)| {
             let null = if i == t.pk { " NOT NULL" } else { "" };
-            format!("  `{}` {}{null}", c.name, type_text(c.ty))
+            format!("  `{}` {}{null}", c.name, c.ty.mysql_text())
         })
         .collect();
     lines.push(format!("  PRIMARY KEY (`{}`)", t.columns[t.pk].name));
     format!("CREATE TABLE `{}` (\n{}\n)", t.name, lines.join(",\n"))
-}
-
-fn type_text(ty: client::sql::SqlType) -> &'static str {
-    use client::sql::SqlType;
-    match ty {
-        SqlType::Int => "int",
-        SqlType::BigInt => "bigint",
-        SqlType::Double => "double",
-        SqlType::Varchar => "varchar(255)",
-    }
 }
 
 #[cfg(test)]

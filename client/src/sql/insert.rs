@@ -168,6 +168,21 @@ pub(crate) fn literal(e: &ast::Expr, ty: SqlType, column: &str) -> Result<Datum>
         } => (true, expr.as_ref()),
         other => (false, other),
     };
+    if ty.is_encoded() {
+        return match encoded_literal(e, ty, Rounding::Store) {
+            Some(Ok(d)) => Ok(d),
+            Some(Err(reason)) => Err(bad(reason)),
+            None if matches!(inner, ast::Expr::Value(_)) => Err(SqlError::Type {
+                reason: format!(
+                    "value does not fit the column: column={column} type={} value={e}",
+                    ty.name()
+                ),
+            }),
+            None => Err(unsupported(format!(
+                "a non-literal value in INSERT: column={column} value={e}"
+            ))),
+        };
+    }
     let ast::Expr::Value(v) = inner else {
         return Err(unsupported(format!(
             "a non-literal value in INSERT: column={column} value={e}"
@@ -205,6 +220,109 @@ pub(crate) fn literal(e: &ast::Expr, ty: SqlType, column: &str) -> Result<Datum>
             ),
         }),
     }
+}
+
+/// How a literal with more digits than its column keeps becomes the column's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounding {
+    /// Rounded as MySQL stores it (`12.345` into `DECIMAL(5,2)` is `12.35`).
+    Store,
+    /// Only an exact conversion (a condition compares with the literal as written: `d >
+    /// 0.055` is not `d > 0.06`); anything else is not converted.
+    Exact,
+}
+
+/// The stored datum (`super::value`) of literal `e` for a column of encoded type `ty`:
+/// numbers and text for `DECIMAL`; text, `DATE '...'`, `TIMESTAMP '...'` and `CAST('...' AS
+/// DATE | DATETIME | TIMESTAMP)` (DataFusion's unparser writes date literals so) for the
+/// dates; `TRUE`/`FALSE` and numbers for `BOOLEAN`; `NULL` for all. `None` when `e` is not
+/// a literal of such a form; `Some(Err)` says why a literal of the right form is refused.
+pub(crate) fn encoded_literal(
+    e: &ast::Expr,
+    ty: SqlType,
+    rounding: Rounding,
+) -> Option<std::result::Result<Datum, String>> {
+    use super::value::{parse_date, parse_datetime, parse_decimal};
+    let (negative, inner) = match e {
+        ast::Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => (true, expr.as_ref()),
+        ast::Expr::Nested(inner) => return encoded_literal(inner, ty, rounding),
+        other => (false, other),
+    };
+    // The text of the literal, and whether it was a number.
+    let (text, number) = match inner {
+        ast::Expr::Value(v) => match &v.value {
+            Value::Null if !negative => return Some(Ok(Datum::Null)),
+            Value::Boolean(b) if !negative && ty == SqlType::Boolean => {
+                return Some(Ok(Datum::Int(i64::from(*b))));
+            }
+            Value::Number(n, _) => (n.clone(), true),
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) if !negative => {
+                (s.clone(), false)
+            }
+            _ => return None,
+        },
+        ast::Expr::TypedString(ts) if !negative => {
+            let s = ts.value.clone().value.into_string()?;
+            match (&ts.data_type, ty) {
+                (ast::DataType::Date, SqlType::Date)
+                | (
+                    ast::DataType::Timestamp(..) | ast::DataType::Datetime(_),
+                    SqlType::DateTime { .. },
+                ) => (s, false),
+                _ => return None,
+            }
+        }
+        ast::Expr::Cast {
+            expr, data_type, ..
+        } if !negative => {
+            let ast::Expr::Value(v) = expr.as_ref() else {
+                return None;
+            };
+            let (Value::SingleQuotedString(s) | Value::DoubleQuotedString(s)) = &v.value else {
+                return None;
+            };
+            match (data_type, ty) {
+                (ast::DataType::Date, SqlType::Date)
+                | (
+                    ast::DataType::Timestamp(..) | ast::DataType::Datetime(_),
+                    SqlType::DateTime { .. },
+                ) => (s.clone(), false),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let text = if negative { format!("-{text}") } else { text };
+    Some(match ty {
+        SqlType::Decimal { precision, scale } => match rounding {
+            Rounding::Store => parse_decimal(&text, precision, scale),
+            Rounding::Exact => super::value::parse_decimal_exact(&text, precision, scale),
+        }
+        .map(Datum::Int),
+        SqlType::Date if !number => {
+            let days = parse_date(&text);
+            // A time of day other than midnight is not a date: keep it out of conditions.
+            if rounding == Rounding::Exact
+                && let (Ok(d), Ok(micros)) = (&days, parse_datetime(&text, 6))
+                && micros != d * 86_400_000_000
+            {
+                return None;
+            }
+            days.map(Datum::Int)
+        }
+        SqlType::DateTime { fsp } if !number => {
+            let fsp = if rounding == Rounding::Exact { 6 } else { fsp };
+            parse_datetime(&text, fsp).map(Datum::Int)
+        }
+        SqlType::Boolean if number => match text.parse::<f64>() {
+            Ok(x) if x.is_finite() => Ok(Datum::Int(i64::from(x != 0.0))),
+            _ => Err(format!("not a number: {text}")),
+        },
+        _ => return None,
+    })
 }
 
 /// Writes the rows as one transaction ([`txn_write::write`]) at a fresh start_ts, after

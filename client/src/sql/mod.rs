@@ -48,6 +48,7 @@ pub mod select;
 pub mod set_show;
 pub mod transaction;
 pub mod txn_write;
+pub mod value;
 
 use sqlparser::ast::Statement;
 use sqlparser::dialect::MySqlDialect;

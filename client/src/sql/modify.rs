@@ -200,6 +200,9 @@ enum Kind {
     Real,
     Bytes,
     Null,
+    /// A column stored as an integer of another meaning (`super::value`): only assigned to
+    /// a column of the same type, never an operand of arithmetic.
+    Encoded(SqlType),
 }
 
 fn kind_of_column(ty: SqlType) -> Kind {
@@ -207,6 +210,9 @@ fn kind_of_column(ty: SqlType) -> Kind {
         SqlType::Int | SqlType::BigInt => Kind::Int,
         SqlType::Double => Kind::Real,
         SqlType::Varchar => Kind::Bytes,
+        SqlType::Decimal { .. } | SqlType::Date | SqlType::DateTime { .. } | SqlType::Boolean => {
+            Kind::Encoded(ty)
+        }
     }
 }
 
@@ -220,7 +226,9 @@ fn value_expr(table: &TableSchema, e: &ast::Expr, ty: SqlType, column: &str) -> 
         } => matches!(expr.as_ref(), ast::Expr::Value(_)),
         _ => false,
     };
-    if is_literal {
+    let encoded_literal =
+        ty.is_encoded() && insert::encoded_literal(e, ty, insert::Rounding::Store).is_some();
+    if is_literal || encoded_literal {
         // Exactly INSERT's literal rules and messages.
         return insert::literal(e, ty, column).map(ValueExpr::Literal);
     }
@@ -230,6 +238,7 @@ fn value_expr(table: &TableSchema, e: &ast::Expr, ty: SqlType, column: &str) -> 
         (SqlType::Int | SqlType::BigInt, k) => k == Kind::Int,
         (SqlType::Double, k) => k == Kind::Int || k == Kind::Real,
         (SqlType::Varchar, k) => k == Kind::Bytes,
+        (ty, k) => k == Kind::Encoded(ty),
     };
     if !fits {
         return Err(SqlError::Type {
@@ -310,12 +319,16 @@ fn expr(table: &TableSchema, e: &ast::Expr) -> Result<(ValueExpr, Kind)> {
 }
 
 fn need_number(k: Kind, e: &ast::Expr) -> Result<()> {
-    if k == Kind::Bytes {
-        return Err(SqlError::Type {
+    match k {
+        Kind::Bytes => Err(SqlError::Type {
             reason: format!("arithmetic on a string: {e}"),
-        });
+        }),
+        Kind::Encoded(ty) => Err(unsupported(format!(
+            "arithmetic on a {} column in UPDATE SET: {e}",
+            ty.name()
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// A number operand: an integer, or a real.

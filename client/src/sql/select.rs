@@ -22,6 +22,8 @@ use wire::coprocessor::{
     self as proto, ByItem, DagRequest, ExecType, Executor, Expr, ExprType, KeyRange, ScalarFuncSig,
 };
 
+use wire::datum::Datum;
+
 use super::catalog::{SqlType, TableSchema};
 use super::handle_ranges::handle_ranges;
 use super::{Result, SqlError, simple_name, unsupported};
@@ -648,6 +650,11 @@ impl Planner<'_> {
                     BinaryOperator::Or => ScalarFuncSig::Or,
                     other => return Err(unsupported(format!("operator {other} in WHERE"))),
                 };
+                if !matches!(sig, ScalarFuncSig::And | ScalarFuncSig::Or)
+                    && let Some((l, r)) = self.encoded_operands(left, right, e)?
+                {
+                    return Ok((Expr::func(sig, vec![l, r]), Kind::Bool));
+                }
                 let (l, lk) = self.cond(left)?;
                 let (r, rk) = self.cond(right)?;
                 if matches!(sig, ScalarFuncSig::And | ScalarFuncSig::Or) {
@@ -671,6 +678,19 @@ impl Planner<'_> {
                 negated,
                 global: false,
             } => {
+                if let Some(c) = self.column(expr)?
+                    && self.table.columns[c].ty.is_encoded()
+                {
+                    let ty = self.table.columns[c].ty;
+                    let mut children = vec![Expr::column(c as u32)];
+                    for item in list {
+                        children.push(encoded_constant(item, ty, e)?);
+                    }
+                    return Ok((
+                        negate(Expr::func(ScalarFuncSig::In, children), *negated),
+                        Kind::Bool,
+                    ));
+                }
                 let (x, k) = self.cond(expr)?;
                 if k == Kind::Bool {
                     return Err(unsupported(format!("IN over a condition: {e}")));
@@ -717,6 +737,57 @@ impl Planner<'_> {
             ast::Expr::Function(_) => Err(unsupported(format!("a function in WHERE: {e}"))),
             other => Err(unsupported(format!("{other} in WHERE"))),
         }
+    }
+}
+
+impl Planner<'_> {
+    /// The operands of a comparison where a side is a column stored encoded
+    /// (`super::value`): the other side is a column of the same type, or a literal converted
+    /// exactly to the column's stored integer; anything else can't be compared as stored
+    /// integers. `None` when neither side is such a column.
+    fn encoded_operands(
+        &self,
+        left: &ast::Expr,
+        right: &ast::Expr,
+        e: &ast::Expr,
+    ) -> Result<Option<(Expr, Expr)>> {
+        let type_of = |c: Option<usize>| c.map(|c| self.table.columns[c].ty);
+        let (lc, rc) = (self.column(left)?, self.column(right)?);
+        let (lt, rt) = (type_of(lc), type_of(rc));
+        let encoded = |t: Option<SqlType>| t.is_some_and(SqlType::is_encoded);
+        if !encoded(lt) && !encoded(rt) {
+            return Ok(None);
+        }
+        Ok(Some(match (lc, rc) {
+            (Some(l), Some(r)) if lt == rt => (Expr::column(l as u32), Expr::column(r as u32)),
+            (Some(_), Some(_)) => {
+                return Err(unsupported(format!(
+                    "comparing columns of different types: {e}"
+                )));
+            }
+            (Some(l), None) => (
+                Expr::column(l as u32),
+                encoded_constant(right, self.table.columns[l].ty, e)?,
+            ),
+            (None, Some(r)) => (
+                encoded_constant(left, self.table.columns[r].ty, e)?,
+                Expr::column(r as u32),
+            ),
+            (None, None) => return Ok(None),
+        }))
+    }
+}
+
+/// Literal `item` as the stored integer of a column of encoded type `ty`, exactly.
+fn encoded_constant(item: &ast::Expr, ty: SqlType, e: &ast::Expr) -> Result<Expr> {
+    match super::insert::encoded_literal(item, ty, super::insert::Rounding::Exact) {
+        Some(Ok(Datum::Int(v))) => Ok(Expr::int(v)),
+        Some(Ok(_)) => Ok(Expr::null()),
+        _ => Err(unsupported(format!(
+            "a {} column compared with something other than a {} literal: {e}",
+            ty.name(),
+            ty.name()
+        ))),
     }
 }
 
