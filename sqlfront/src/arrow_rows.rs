@@ -209,70 +209,260 @@ pub fn batches_to_rows(
     table: &TableSchema,
     batches: &[RecordBatch],
 ) -> Result<Vec<Vec<Datum>>, FrontError> {
+    let mut out = Vec::new();
+    for b in batches {
+        out.extend(batch_rows(table, b.columns())?);
+    }
+    Ok(out)
+}
+
+/// The rows of `arrays`, one per column of `table` in declaration order, each of exactly
+/// its column's Arrow type, as stored datums.
+pub fn batch_rows(table: &TableSchema, arrays: &[ArrayRef]) -> Result<Vec<Vec<Datum>>, FrontError> {
+    if arrays.len() != table.columns.len() {
+        return Err(FrontError::Internal {
+            what: format!(
+                "rows of table {}: expected {} columns, found {}",
+                table.name,
+                table.columns.len(),
+                arrays.len()
+            ),
+        });
+    }
+    let rows = arrays.first().map_or(0, |a| a.len());
+    let mut out: Vec<Vec<Datum>> = (0..rows)
+        .map(|_| Vec::with_capacity(table.columns.len()))
+        .collect();
+    for (col, a) in table.columns.iter().zip(arrays) {
+        for (row, d) in out.iter_mut().zip(stored_datums(table, col, a)?) {
+            row.push(d);
+        }
+    }
+    Ok(out)
+}
+
+/// The stored datums of `a`, an array of exactly `col`'s Arrow type.
+fn stored_datums(
+    table: &TableSchema,
+    col: &client::sql::Column,
+    a: &ArrayRef,
+) -> Result<Vec<Datum>, FrontError> {
     use datafusion::arrow::array::{Array, AsArray};
     use datafusion::arrow::datatypes::{
         Date32Type, Decimal128Type, Float64Type, Int64Type, TimestampMicrosecondType,
     };
-    let mut out = Vec::new();
-    for b in batches {
-        if b.num_columns() != table.columns.len() {
-            return Err(FrontError::Internal {
-                what: format!(
-                    "rows of table {}: expected {} columns, found {}",
-                    table.name,
-                    table.columns.len(),
-                    b.num_columns()
-                ),
-            });
+    let want = arrow_type(col.ty);
+    if a.data_type() != &want {
+        return Err(FrontError::Internal {
+            what: format!(
+                "table {} column {}: expected {want}, found {}",
+                table.name,
+                col.name,
+                a.data_type()
+            ),
+        });
+    }
+    (0..a.len())
+        .map(|i| {
+            if a.is_null(i) {
+                return Ok(Datum::Null);
+            }
+            Ok(match &want {
+                DataType::Int64 => Datum::Int(a.as_primitive::<Int64Type>().value(i)),
+                DataType::Float64 => Datum::Real(a.as_primitive::<Float64Type>().value(i)),
+                DataType::Utf8 => Datum::Bytes(a.as_string::<i32>().value(i).as_bytes().to_vec()),
+                DataType::Decimal128(..) => {
+                    let v = a.as_primitive::<Decimal128Type>().value(i);
+                    Datum::Int(i64::try_from(v).map_err(|_| FrontError::Internal {
+                        what: format!("column {}: decimal {v} out of range", col.name),
+                    })?)
+                }
+                DataType::Date32 => Datum::Int(i64::from(a.as_primitive::<Date32Type>().value(i))),
+                DataType::Timestamp(..) => {
+                    Datum::Int(a.as_primitive::<TimestampMicrosecondType>().value(i))
+                }
+                DataType::Boolean => Datum::Int(i64::from(a.as_boolean().value(i))),
+                other => {
+                    return Err(FrontError::Internal {
+                        what: format!("no datum of Arrow type {other}"),
+                    });
+                }
+            })
+        })
+        .collect()
+}
+
+/// `v` (a decimal at `scale`) rounded half away from zero to `to` digits of scale.
+fn round_decimal(v: i128, scale: i8, to: i8) -> Option<i128> {
+    if scale <= to {
+        return v.checked_mul(10i128.checked_pow(u32::try_from(to - scale).ok()?)?);
+    }
+    let d = 10i128.checked_pow(u32::try_from(scale - to).ok()?)?;
+    let half = d / 2;
+    Some(if v >= 0 {
+        (v + half) / d
+    } else {
+        (v - half) / d
+    })
+}
+
+/// The values of `a` (an expression's answer, of any type) stored as column `col`, with
+/// MySQL's assignment rules where Arrow's casts differ: a fractional number into an integer
+/// column or into a DECIMAL of smaller scale rounds half away from zero (Arrow truncates);
+/// text into a DECIMAL, DATE or DATETIME column reads as an INSERT literal would; a
+/// DATETIME's fraction rounds to its fsp; a value out of the column's range is an error
+/// naming the column (MySQL's strict mode), never a wrapped or NULL value.
+pub fn assigned_datums(col: &client::sql::Column, a: &ArrayRef) -> Result<Vec<Datum>, FrontError> {
+    use client::sql::value::{parse_date, parse_datetime, parse_decimal};
+    use datafusion::arrow::array::{Array, AsArray, Decimal128Array};
+    use datafusion::arrow::compute::{CastOptions, cast_with_options};
+    use datafusion::arrow::datatypes::{Decimal128Type, Float64Type};
+    let bad = |reason: String| -> FrontError {
+        client::sql::SqlError::BadValue {
+            column: col.name.clone(),
+            reason,
         }
-        let mut rows: Vec<Vec<Datum>> = (0..b.num_rows())
-            .map(|_| Vec::with_capacity(table.columns.len()))
+        .into()
+    };
+    let text_of = |a: &ArrayRef| -> Result<Option<Vec<Option<String>>>, FrontError> {
+        if !matches!(
+            a.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) {
+            return Ok(None);
+        }
+        let utf8 = cast_with_options(a, &DataType::Utf8, &CastOptions::default())
+            .map_err(|e| bad(e.to_string()))?;
+        let s = utf8.as_string::<i32>();
+        Ok(Some(
+            (0..s.len())
+                .map(|i| (!s.is_null(i)).then(|| s.value(i).to_string()))
+                .collect(),
+        ))
+    };
+    // Text into the encoded types: the INSERT literal rules.
+    if col.ty.is_encoded()
+        && col.ty != SqlType::Boolean
+        && let Some(texts) = text_of(a)?
+    {
+        return texts
+            .into_iter()
+            .map(|t| {
+                let Some(t) = t else { return Ok(Datum::Null) };
+                match col.ty {
+                    SqlType::Decimal { precision, scale } => parse_decimal(&t, precision, scale),
+                    SqlType::Date => parse_date(&t),
+                    SqlType::DateTime { fsp } => parse_datetime(&t, fsp),
+                    _ => Err(format!("no text form for {}", col.ty.name())),
+                }
+                .map(Datum::Int)
+                .map_err(bad)
+            })
             .collect();
-        for (col, a) in table.columns.iter().zip(b.columns()) {
-            let want = arrow_type(col.ty);
-            if a.data_type() != &want {
-                return Err(FrontError::Internal {
-                    what: format!(
-                        "table {} column {}: expected {want}, found {}",
-                        table.name,
-                        col.name,
-                        a.data_type()
-                    ),
-                });
-            }
-            for (i, row) in rows.iter_mut().enumerate() {
-                row.push(if a.is_null(i) {
-                    Datum::Null
-                } else {
-                    match &want {
-                        DataType::Int64 => Datum::Int(a.as_primitive::<Int64Type>().value(i)),
-                        DataType::Float64 => Datum::Real(a.as_primitive::<Float64Type>().value(i)),
-                        DataType::Utf8 => {
-                            Datum::Bytes(a.as_string::<i32>().value(i).as_bytes().to_vec())
-                        }
-                        DataType::Decimal128(..) => {
-                            let v = a.as_primitive::<Decimal128Type>().value(i);
-                            Datum::Int(i64::try_from(v).map_err(|_| FrontError::Internal {
-                                what: format!("column {}: decimal {v} out of range", col.name),
-                            })?)
-                        }
-                        DataType::Date32 => {
-                            Datum::Int(i64::from(a.as_primitive::<Date32Type>().value(i)))
-                        }
-                        DataType::Timestamp(..) => {
-                            Datum::Int(a.as_primitive::<TimestampMicrosecondType>().value(i))
-                        }
-                        DataType::Boolean => Datum::Int(i64::from(a.as_boolean().value(i))),
-                        other => {
-                            return Err(FrontError::Internal {
-                                what: format!("no datum of Arrow type {other}"),
-                            });
-                        }
-                    }
-                });
-            }
+    }
+    let strict = CastOptions {
+        safe: false,
+        ..CastOptions::default()
+    };
+    let target = arrow_type(col.ty);
+    // What Arrow's cast would truncate, rounded first.
+    let prepared: ArrayRef = match (col.ty, a.data_type()) {
+        (
+            SqlType::Int | SqlType::BigInt,
+            DataType::Float16 | DataType::Float32 | DataType::Float64,
+        ) => {
+            let f = cast_with_options(a, &DataType::Float64, &strict)
+                .map_err(|e| bad(e.to_string()))?;
+            Arc::new(
+                f.as_primitive::<Float64Type>()
+                    .unary::<_, Float64Type>(f64::round),
+            )
         }
-        out.extend(rows);
+        (SqlType::Int | SqlType::BigInt, DataType::Decimal128(_, s)) if *s > 0 => {
+            let d = a.as_primitive::<Decimal128Type>();
+            let rounded: Decimal128Array = d
+                .iter()
+                .map(|v| v.and_then(|v| round_decimal(v, *s, 0)))
+                .collect();
+            Arc::new(
+                rounded
+                    .with_precision_and_scale(38, 0)
+                    .map_err(|e| bad(e.to_string()))?,
+            )
+        }
+        (SqlType::Decimal { scale, .. }, DataType::Decimal128(_, s)) if *s > scale as i8 => {
+            let d = a.as_primitive::<Decimal128Type>();
+            let rounded: Decimal128Array = d
+                .iter()
+                .map(|v| v.and_then(|v| round_decimal(v, *s, scale as i8)))
+                .collect();
+            Arc::new(
+                rounded
+                    .with_precision_and_scale(38, scale as i8)
+                    .map_err(|e| bad(e.to_string()))?,
+            )
+        }
+        _ => a.clone(),
+    };
+    // A DECIMAL goes through the widest precision first, so that a value too large for the
+    // column meets the range check below (with MySQL's message), not Arrow's.
+    let prepared = match col.ty {
+        SqlType::Decimal { scale, .. } => {
+            let wide =
+                cast_with_options(&prepared, &DataType::Decimal128(38, scale as i8), &strict)
+                    .map_err(|e| {
+                        bad(format!(
+                            "cannot store a {} value as DECIMAL: {e}",
+                            a.data_type()
+                        ))
+                    })?;
+            let d = wide.as_primitive::<Decimal128Type>();
+            if let SqlType::Decimal { precision, scale } = col.ty
+                && let Some(v) = d
+                    .iter()
+                    .flatten()
+                    .find(|v| v.abs() >= 10i128.pow(u32::from(precision)))
+            {
+                return Err(bad(format!(
+                    "out of range for DECIMAL({precision},{scale}): expected at most {} digits \
+                     before the point, found {}",
+                    precision - scale,
+                    client::sql::value::format_decimal(v, scale)
+                )));
+            }
+            wide
+        }
+        _ => prepared,
+    };
+    let cast = cast_with_options(&prepared, &target, &strict).map_err(|e| {
+        bad(format!(
+            "cannot store a {} value as {}: {e}",
+            a.data_type(),
+            col.ty.name()
+        ))
+    })?;
+    let table = TableSchema {
+        id: 0,
+        name: String::new(),
+        columns: vec![col.clone()],
+        pk: 0,
+    };
+    let mut out = stored_datums(&table, col, &cast)?;
+    // What the Arrow type does not hold to: INT's 32 bits, the DATETIME's fraction digits.
+    for d in &mut out {
+        let Datum::Int(v) = d else { continue };
+        match col.ty {
+            SqlType::Int if i32::try_from(*v).is_err() => {
+                return Err(bad(format!("out of INT range: {v}")));
+            }
+            SqlType::DateTime { fsp } if fsp < 6 => {
+                let unit = 10i64.pow(6 - u32::from(fsp));
+                *v = round_decimal(i128::from(*v), 6, fsp as i8)
+                    .and_then(|r| i64::try_from(r * i128::from(unit)).ok())
+                    .ok_or_else(|| bad(format!("datetime out of range: {v}")))?;
+            }
+            _ => {}
+        }
     }
     Ok(out)
 }
@@ -346,6 +536,61 @@ mod tests {
         );
         let s = b.column(3).as_string::<i32>();
         assert_eq!((s.value(0), s.is_null(1)), ("a", true));
+    }
+
+    #[test]
+    fn assigned_values_round_as_mysql_stores_them_and_refuse_what_does_not_fit() {
+        use datafusion::arrow::array::{
+            Decimal128Array, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
+        };
+        let col = |ty| client::sql::Column {
+            name: "c".into(),
+            id: 2,
+            ty,
+        };
+        let assign = |ty, a: ArrayRef| assigned_datums(&col(ty), &a);
+        let ints = |v: &[i64]| v.iter().map(|&x| Datum::Int(x)).collect::<Vec<_>>();
+        // Half away from zero, where Arrow's casts would truncate.
+        let f: ArrayRef = Arc::new(Float64Array::from(vec![2.5, -2.5, 0.49]));
+        assert_eq!(assign(SqlType::Int, f).unwrap(), ints(&[3, -3, 0]));
+        let d: ArrayRef = Arc::new(
+            Decimal128Array::from(vec![12_345, -12_345, 12_344])
+                .with_precision_and_scale(10, 3)
+                .unwrap(),
+        );
+        let dec = SqlType::Decimal {
+            precision: 5,
+            scale: 2,
+        };
+        assert_eq!(assign(dec, d.clone()).unwrap(), ints(&[1235, -1235, 1234]));
+        assert_eq!(assign(SqlType::BigInt, d).unwrap(), ints(&[12, -12, 12]));
+        // Text reads as an INSERT literal; NULL stays NULL.
+        let t: ArrayRef = Arc::new(StringArray::from(vec![Some("2024-02-29"), None]));
+        assert_eq!(
+            assign(SqlType::Date, t).unwrap(),
+            vec![Datum::Int(19_782), Datum::Null]
+        );
+        // A DATETIME(0) keeps whole seconds, rounded.
+        let at: ArrayRef = Arc::new(TimestampMicrosecondArray::from(vec![1_500_000, 1_499_999]));
+        assert_eq!(
+            assign(SqlType::DateTime { fsp: 0 }, at).unwrap(),
+            ints(&[2_000_000, 1_000_000])
+        );
+        // Out of range: an error naming the column, never a wrapped or NULL value.
+        let big: ArrayRef = Arc::new(Int64Array::from(vec![i64::from(i32::MAX) + 1]));
+        let e = assign(SqlType::Int, big).unwrap_err();
+        assert!(
+            e.to_string().contains("column=c") && e.to_string().contains("INT range"),
+            "{e}"
+        );
+        let wide: ArrayRef = Arc::new(Int64Array::from(vec![1000]));
+        let e = assign(dec, wide).unwrap_err();
+        assert!(
+            e.to_string().contains("out of range for DECIMAL(5,2)"),
+            "{e}"
+        );
+        let text: ArrayRef = Arc::new(StringArray::from(vec!["abc"]));
+        assert!(assign(SqlType::BigInt, text).is_err());
     }
 
     #[test]

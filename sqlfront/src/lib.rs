@@ -41,6 +41,7 @@ pub mod session;
 pub mod show;
 pub mod table;
 pub mod topn_pushdown;
+pub mod write;
 
 pub use error::FrontError;
 pub use output::{Cell, ColumnKind, Output, ResultColumn};

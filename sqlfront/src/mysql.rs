@@ -329,17 +329,7 @@ impl Param {
                 let s = std::str::from_utf8(b).map_err(|_| FrontError::Parse {
                     message: "a string parameter that is not UTF-8".into(),
                 })?;
-                let mut out = String::with_capacity(s.len() + 2);
-                out.push('\'');
-                for ch in s.chars() {
-                    match ch {
-                        '\'' => out.push_str("''"),
-                        '\\' => out.push_str("\\\\"),
-                        c => out.push(c),
-                    }
-                }
-                out.push('\'');
-                out
+                crate::write::quote_string(s)
             }
             // Digits, `-`, `:`, `.` and a space only: no quoting needed.
             Param::Temporal(t) => format!("'{t}'"),

@@ -22,7 +22,7 @@ use datafusion::functions::core::expr_fn::nullif;
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{
-    BinaryExpr, Cast, Expr, ExprSchemable, LogicalPlan, Operator, when,
+    BinaryExpr, Cast, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Operator, when,
 };
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::lit;
@@ -45,11 +45,23 @@ impl AnalyzerRule for MySqlSemantics {
                 [one] => one.schema().clone(),
                 _ => node.schema().clone(),
             };
-            node.map_expressions(|e| {
+            let rewritten = node.map_expressions(|e| {
                 let saved = names.save(&e);
                 Ok(e.transform_up(|x| Ok(rewrite(x, &schema)))?
                     .update_data(|e| saved.restore(e)))
-            })
+            })?;
+            // A VALUES list keeps the schema it was built with (DataFusion does not
+            // recompute it): typed again from its rewritten rows (`7 / 2` is a DECIMAL now).
+            match rewritten.data {
+                LogicalPlan::Values(v) if rewritten.transformed => Ok(Transformed::yes(
+                    LogicalPlanBuilder::values(v.values)?.build()?,
+                )),
+                other => Ok(Transformed::new(
+                    other,
+                    rewritten.transformed,
+                    rewritten.tnr,
+                )),
+            }
         })
         .map(|t| t.data)
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use client::paging::Client;
 use client::sql::transaction::Transaction;
 use client::sql::txn_write::RowWrite;
-use client::sql::{Engine, Plan, SqlError, catalog};
+use client::sql::{Engine, SqlError, catalog};
 use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::TableReference;
@@ -35,10 +35,12 @@ use crate::output::{Cell, Output};
 use crate::show;
 use crate::table::{ScanReport, StatementContext, StratusTable};
 use crate::topn_pushdown::PushTopN;
+use crate::write;
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::optimizer::analyzer::Analyzer;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
+use wire::datum::Datum;
 
 /// DataFusion's catalog name for the cluster's tables (never shown to users).
 const CATALOG: &str = "stratus";
@@ -149,20 +151,35 @@ impl FrontSession {
                 }
                 true
             }
-            Route::Write => self.txn.is_none() && self.autocommit,
+            // A literal INSERT outside a transaction: the engine writes it at once (1PC when
+            // its rows share a region), with no catalog lock and no query.
+            Route::Write => {
+                self.txn.is_none() && self.autocommit && matches!(stmt, Statement::Insert(_))
+            }
             _ => false,
         };
         if by_engine {
             // The engine keeps its own warnings; an error's row takes its MySQL code.
             self.engine.forget_schemas();
-            return match self.engine.execute(sql).await {
-                Ok(r) => Ok(Output::from_engine(r)),
+            match self.engine.execute(sql).await {
+                Ok(r) => return Ok(Output::from_engine(r)),
+                // An INSERT of expressions, of a SELECT or with ON DUPLICATE KEY UPDATE:
+                // refused while planning (nothing written), run below as a transaction.
+                Err(SqlError::Unsupported { .. }) if route == Route::Write => {}
                 Err(e) => {
                     let e = FrontError::from(e);
                     self.keep_error(&e);
-                    Err(e)
+                    return Err(e);
                 }
-            };
+            }
+        }
+        if route == Route::Write && self.txn.is_none() && self.autocommit {
+            let out = self.autocommit_write(&stmt).await;
+            match &out {
+                Ok(o) => self.engine.set_warnings(&o.warnings),
+                Err(e) => self.keep_error(e),
+            }
+            return out;
         }
         let out = self.run(route, sql, &stmt).await;
         match &out {
@@ -170,6 +187,41 @@ impl FrontSession {
             Err(e) => self.keep_error(e),
         }
         out
+    }
+
+    /// A write statement outside a transaction, as MySQL's autocommit runs it: in a
+    /// transaction of its own, committed at its end. A commit that met a conflict or a lock
+    /// rolled everything back, so the statement runs again from a fresh timestamp (it was
+    /// not acknowledged), up to [`AUTOCOMMIT_ATTEMPTS`] times.
+    async fn autocommit_write(&mut self, stmt: &Statement) -> Result<Output, FrontError> {
+        let mut attempt = 0;
+        loop {
+            let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
+            self.txn = Some(Transaction::new(start_ts));
+            self.read_only = false;
+            let out = self.write_in_transaction(stmt).await;
+            let txn = self.txn.take();
+            let out = out?;
+            let Some(txn) = txn else {
+                return Err(FrontError::Internal {
+                    what: "an autocommit write lost its transaction".into(),
+                });
+            };
+            if txn.is_empty() {
+                return Ok(out);
+            }
+            let opts = self.engine.session().await?.variables().commit_options();
+            match txn.commit(self.client, opts).await {
+                Ok(_) => return Ok(out),
+                Err(SqlError::TxnConflict { .. } | SqlError::TxnAborted { .. })
+                    if attempt + 1 < AUTOCOMMIT_ATTEMPTS =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(client::sql::write_backoff(attempt)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// `SHOW WARNINGS` after a failed statement: one `Error` row with its MySQL code.
@@ -211,7 +263,7 @@ impl FrontSession {
             Route::Engine | Route::CreateTable => Err(FrontError::Internal {
                 what: "an engine statement routed to the front".into(),
             }),
-            Route::Write => self.write_in_transaction(sql, stmt).await,
+            Route::Write => self.write_in_transaction(stmt).await,
             Route::Begin { read_only } => {
                 self.commit().await?;
                 let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
@@ -333,11 +385,7 @@ impl FrontSession {
     /// one), and the transaction locks the table's catalog row: a `DROP`, `TRUNCATE` or
     /// re-`CREATE` committed after it started fails its `COMMIT` with a conflict, instead of
     /// rows written under an old table id or encoded for old column types.
-    async fn write_in_transaction(
-        &mut self,
-        sql: &str,
-        stmt: &Statement,
-    ) -> Result<Output, FrontError> {
+    async fn write_in_transaction(&mut self, stmt: &Statement) -> Result<Output, FrontError> {
         self.open_implicit_transaction().await?;
         if self.read_only {
             return Err(FrontError::ReadOnlyTransaction);
@@ -351,40 +399,47 @@ impl FrontSession {
             .ok_or_else(|| SqlError::UnknownTable {
                 table: name.clone(),
             })?;
-        let resolve = |n: &str| (n == schema.name).then(|| schema.clone());
-        let plan = client::sql::plan(stmt, &resolve)?;
-        let client = self.client;
         let catalog_lock = RowWrite::Lock {
             key: catalog::catalog_key(&name),
         };
         if self.open_txn()?.buffered(catalog_lock.key()).is_none() {
             self.open_txn()?.buffer(vec![catalog_lock])?;
         }
-        let changed = match plan {
-            Plan::Insert(p) => self.open_txn()?.insert(client, &p).await?,
-            Plan::Update(p) | Plan::Delete(p) => {
-                let selection = match stmt {
-                    Statement::Update(u) => u.selection.as_ref(),
-                    Statement::Delete(d) => d.selection.as_ref(),
-                    _ => None,
-                };
-                // The condition as written (re-printing it would unescape backslashes
-                // differently from how it was read); planning refused ORDER BY and LIMIT, so
-                // it runs to the statement's end.
-                let query = match selection {
-                    Some(cond) => {
-                        let text = source_from(sql, cond.span().start).ok_or_else(|| {
-                            FrontError::Internal {
-                                what: format!("no source text for the condition {cond}"),
-                            }
-                        })?;
-                        format!("SELECT * FROM `{name}` WHERE {text}")
-                    }
-                    None => format!("SELECT * FROM `{name}`"),
-                };
+        let changed = match stmt {
+            Statement::Insert(ins) => self.insert(ins, &schema).await?,
+            Statement::Update(u) => {
+                write::check_modify(stmt)?;
+                let sets = write::assignments(&schema, &u.assignments, false)?;
+                let query = write::update_query(&schema, &sets, u.selection.as_ref())?;
                 let ran = self.collect(&query, false).await?;
-                let rows = crate::arrow_rows::batches_to_rows(&p.table, &ran.batches)?;
-                self.open_txn()?.modify(&p, rows)?
+                let changed: Vec<Vec<Datum>> = write::updated_rows(&schema, &sets, &ran.batches)?
+                    .into_iter()
+                    .filter(|(old, new)| old != new)
+                    .map(|(_, new)| new)
+                    .collect();
+                let n = changed.len() as u64;
+                self.open_txn()?.buffer(write::puts(&schema, changed)?)?;
+                n
+            }
+            Statement::Delete(d) => {
+                write::check_modify(stmt)?;
+                let query = write::update_query(&schema, &[], d.selection.as_ref())?;
+                let ran = self.collect(&query, false).await?;
+                let rows = crate::arrow_rows::batches_to_rows(&schema, &ran.batches)?;
+                let deletes = rows
+                    .iter()
+                    .map(|row| match row.get(schema.pk) {
+                        Some(Datum::Int(h)) => Ok(RowWrite::Delete {
+                            key: wire::codec::table::record_key(schema.id, *h),
+                        }),
+                        other => Err(FrontError::Internal {
+                            what: format!("a row of {} keyed by {other:?}", schema.name),
+                        }),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let n = deletes.len() as u64;
+                self.open_txn()?.buffer(deletes)?;
+                n
             }
             _ => {
                 return Err(FrontError::Internal {
@@ -393,6 +448,62 @@ impl FrontSession {
             }
         };
         Ok(Output::ok(changed))
+    }
+
+    /// An INSERT in the open transaction: literal rows as the client plans them (no query
+    /// needed), anything else (expressions, `INSERT ... SELECT`, `ON DUPLICATE KEY UPDATE`)
+    /// evaluated by DataFusion (`crate::write`). Returns MySQL's affected rows.
+    async fn insert(
+        &mut self,
+        ins: &ast::Insert,
+        schema: &client::sql::TableSchema,
+    ) -> Result<u64, FrontError> {
+        let client = self.client;
+        if ins.on.is_none() {
+            match client::sql::insert::plan_insert(ins, schema.clone()) {
+                Ok(plan) => return Ok(self.open_txn()?.insert(client, &plan).await?),
+                Err(SqlError::Unsupported { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if ins.or.is_some() || ins.ignore || ins.overwrite || ins.replace_into {
+            return Err(FrontError::unsupported(
+                "INSERT modifiers (IGNORE / OR / OVERWRITE / REPLACE)",
+            ));
+        }
+        if ins.returning.is_some() || ins.partitioned.is_some() || !ins.assignments.is_empty() {
+            return Err(FrontError::unsupported(
+                "INSERT with RETURNING, PARTITION or SET",
+            ));
+        }
+        let targets = client::sql::insert::insert_targets(ins, schema)?;
+        let source = write::insert_source(ins)?;
+        let ran = self.collect(&source, false).await?;
+        let rows = write::inserted_rows(schema, &targets, &ran.batches)?;
+        let set = match &ins.on {
+            None => {
+                let plan = client::sql::insert::plan_rows(
+                    schema.clone(),
+                    rows,
+                    client::sql::insert::Duplicates::Refuse,
+                )?;
+                return Ok(self.open_txn()?.insert(client, &plan).await?);
+            }
+            Some(ast::OnInsert::DuplicateKeyUpdate(set)) => set,
+            Some(other) => {
+                return Err(FrontError::unsupported(format!("INSERT ... {other}")));
+            }
+        };
+        let sets = write::assignments(schema, set, true)?;
+        let mut affected = 0;
+        for run in write::runs_of_distinct_keys(schema, rows)? {
+            let query = write::upsert_query(schema, &sets, &run)?;
+            let ran = self.collect(&query, false).await?;
+            let (puts, n) = write::upsert_rows(schema, &sets, run, &ran.batches)?;
+            self.open_txn()?.buffer(write::puts(schema, puts)?)?;
+            affected += n;
+        }
+        Ok(affected)
     }
 
     fn open_txn(&mut self) -> Result<&mut Transaction, FrontError> {
@@ -552,7 +663,7 @@ fn explain_analyze(ran: &Ran) -> Output {
 
 /// The byte offset in `sql` of a parser location (lines and columns count from 1, columns
 /// in characters).
-fn source_offset(sql: &str, loc: sqlparser::tokenizer::Location) -> Option<usize> {
+pub(crate) fn source_offset(sql: &str, loc: sqlparser::tokenizer::Location) -> Option<usize> {
     if loc.line == 0 || loc.column == 0 {
         return None;
     }
@@ -567,7 +678,7 @@ fn source_offset(sql: &str, loc: sqlparser::tokenizer::Location) -> Option<usize
 }
 
 /// The text of `sql` from `start` to its end, without a trailing `;`.
-fn source_from(sql: &str, start: sqlparser::tokenizer::Location) -> Option<String> {
+pub(crate) fn source_from(sql: &str, start: sqlparser::tokenizer::Location) -> Option<String> {
     let text = sql.get(source_offset(sql, start)?..)?;
     Some(text.trim_end().trim_end_matches(';').to_string())
 }
@@ -602,7 +713,7 @@ fn select_labels(sql: &str, stmt: &Statement) -> Option<Vec<Option<String>>> {
 }
 
 /// The text of `sql` a span covers (lines and columns count from 1, columns in characters).
-fn source_text(sql: &str, span: sqlparser::tokenizer::Span) -> Option<String> {
+pub(crate) fn source_text(sql: &str, span: sqlparser::tokenizer::Span) -> Option<String> {
     let offset = |loc| source_offset(sql, loc);
     let (start, end) = (offset(span.start)?, offset(span.end)?);
     if start >= end {
@@ -636,6 +747,10 @@ fn source_text(sql: &str, span: sqlparser::tokenizer::Span) -> Option<String> {
     }
     Some(sql[start..stop].to_string())
 }
+
+/// How many times an autocommit write runs when its commit meets a conflict or a lock (the
+/// client engine's count: its pauses outlast an abandoned lock's TTL).
+const AUTOCOMMIT_ATTEMPTS: u32 = client::sql::WRITE_ATTEMPTS;
 
 /// A DataFusion session as the front uses it: the cluster's tables in `stratus.test`, and
 /// partial aggregation pushed into the coprocessor ([`PushAggregates`]).

@@ -80,6 +80,33 @@ pub fn plan_insert(ins: &ast::Insert, table: TableSchema) -> Result<InsertPlan> 
     let SetExpr::Values(values) = source.body.as_ref() else {
         return Err(unsupported("INSERT ... SELECT"));
     };
+    let targets = insert_targets(ins, &table)?;
+    let mut rows = Vec::with_capacity(values.rows.len());
+    for row in &values.rows {
+        if row.len() != targets.len() {
+            return Err(SqlError::BadValue {
+                column: "*".into(),
+                reason: format!(
+                    "a row has {} values for {} columns",
+                    row.len(),
+                    targets.len()
+                ),
+            });
+        }
+        let mut datums = Vec::with_capacity(targets.len());
+        for (&ci, e) in targets.iter().zip(row.iter()) {
+            let col = &table.columns[ci];
+            datums.push(literal(e, col.ty, &col.name)?);
+        }
+        rows.push(datums);
+    }
+    let full = full_rows(&table, &targets, rows);
+    plan_rows(table, full, Duplicates::Refuse)
+}
+
+/// The table's column index of each column an INSERT names, in its order (all of them,
+/// in declaration order, when it names none); the primary key must be among them.
+pub fn insert_targets(ins: &ast::Insert, table: &TableSchema) -> Result<Vec<usize>> {
     let targets: Vec<usize> = if ins.columns.is_empty() {
         (0..table.columns.len()).collect()
     } else {
@@ -102,57 +129,78 @@ pub fn plan_insert(ins: &ast::Insert, table: TableSchema) -> Result<InsertPlan> 
         }
         t
     };
-    let Some(pk_pos) = targets.iter().position(|&i| i == table.pk) else {
+    if !targets.contains(&table.pk) {
         return Err(SqlError::BadValue {
             column: table.columns[table.pk].name.clone(),
             reason: "the primary key needs a value".into(),
         });
-    };
-    let mut seen = HashSet::new();
-    let mut rows = Vec::with_capacity(values.rows.len());
-    for row in &values.rows {
-        if row.len() != targets.len() {
-            return Err(SqlError::BadValue {
-                column: "*".into(),
-                reason: format!(
-                    "a row has {} values for {} columns",
-                    row.len(),
-                    targets.len()
-                ),
-            });
-        }
-        let mut handle = 0;
-        let mut cols = Vec::with_capacity(targets.len());
-        for (pos, (&ci, e)) in targets.iter().zip(row.iter()).enumerate() {
-            let col = &table.columns[ci];
-            let d = literal(e, col.ty, &col.name)?;
-            if pos == pk_pos {
-                match d {
-                    Datum::Int(h) => handle = h,
-                    _ => {
-                        return Err(SqlError::BadValue {
-                            column: col.name.clone(),
-                            reason: "the primary key can't be NULL".into(),
-                        });
-                    }
-                }
-            } else {
-                cols.push((col.id, d));
+    }
+    Ok(targets)
+}
+
+/// Rows of `targets`' values as rows of every column in declaration order, NULL where a
+/// column was not given (there are no defaults).
+pub fn full_rows(table: &TableSchema, targets: &[usize], rows: Vec<Vec<Datum>>) -> Vec<Vec<Datum>> {
+    rows.into_iter()
+        .map(|row| {
+            let mut full = vec![Datum::Null; table.columns.len()];
+            for (&ci, d) in targets.iter().zip(row) {
+                full[ci] = d;
             }
-        }
-        if !seen.insert(handle) {
+            full
+        })
+        .collect()
+}
+
+/// What [`plan_rows`] does with two rows of one primary key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Duplicates {
+    /// An error, as a plain INSERT's.
+    Refuse,
+    /// Allowed: the caller writes them in order (`ON DUPLICATE KEY UPDATE`).
+    Allow,
+}
+
+/// Encodes `rows` (every column, in declaration order, of the column's stored kind) as an
+/// insert: the primary key must be an integer, not NULL.
+pub fn plan_rows(
+    table: TableSchema,
+    rows: Vec<Vec<Datum>>,
+    duplicates: Duplicates,
+) -> Result<InsertPlan> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let handle = match row.get(table.pk) {
+            Some(Datum::Int(h)) => *h,
+            _ => {
+                return Err(SqlError::BadValue {
+                    column: table.columns[table.pk].name.clone(),
+                    reason: "the primary key can't be NULL".into(),
+                });
+            }
+        };
+        if duplicates == Duplicates::Refuse && !seen.insert(handle) {
             return Err(SqlError::DuplicateKey {
                 table: table.name.clone(),
                 key: handle,
             });
         }
+        let cols: Vec<(i64, Datum)> = table
+            .columns
+            .iter()
+            .zip(row)
+            .enumerate()
+            .filter(|(i, (_, d))| *i != table.pk && !d.is_null())
+            .map(|(_, (c, d))| (c.id, d))
+            .collect();
         let value = encode_row(&cols).map_err(|e| SqlError::BadValue {
             column: "*".into(),
             reason: format!("row does not encode: {e}"),
         })?;
-        rows.push((record_key(table.id, handle), value));
+        out.push((record_key(table.id, handle), value));
     }
-    Ok(InsertPlan { table, rows })
+    Ok(InsertPlan { table, rows: out })
 }
 
 /// A literal for a column of type `ty`.

@@ -587,11 +587,11 @@ fn text(s: &str) -> Datum {
 }
 
 /// How many times a write statement runs before a retryable refusal is returned.
-const WRITE_ATTEMPTS: u32 = 10;
+pub const WRITE_ATTEMPTS: u32 = 10;
 
 /// The pause before attempt `n` (1-based) of a write statement: 20 ms doubling up to 1 s, so
 /// ten attempts wait about 4 s in all, past an abandoned lock's TTL (3 s).
-fn write_backoff(attempt: u32) -> std::time::Duration {
+pub fn write_backoff(attempt: u32) -> std::time::Duration {
     std::time::Duration::from_millis((20u64 << attempt.min(7).saturating_sub(1)).min(1000))
 }
 

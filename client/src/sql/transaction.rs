@@ -28,7 +28,6 @@ use wire::datum::Datum;
 
 use super::catalog::TableSchema;
 use super::insert::InsertPlan;
-use super::modify::{self, ModifyPlan};
 use super::txn_write::{self, CommitOptions, RowWrite, WriteOutcome};
 use super::{Result, SqlError};
 use crate::paging::Client;
@@ -155,15 +154,6 @@ impl Transaction {
         super::insert::check_no_stored_duplicate(client, &unseen, self.start_ts).await?;
         self.buffer(plan.writes())?;
         Ok(plan.rows.len() as u64)
-    }
-
-    /// `UPDATE` or `DELETE` inside the transaction, over `rows` (every column, in table
-    /// order): the rows it matches as the transaction sees them. Returns the rows changed.
-    pub fn modify(&mut self, plan: &ModifyPlan, rows: Vec<Vec<Datum>>) -> Result<u64> {
-        let writes = modify::writes(plan, rows)?;
-        let n = writes.len() as u64;
-        self.buffer(writes)?;
-        Ok(n)
     }
 
     /// The buffered rows of `table`, decoded, by handle.
