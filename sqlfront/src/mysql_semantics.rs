@@ -6,7 +6,12 @@
 //! |------------|------------|------------------------|
 //! | `7 / 2` | `3` (integer division) | `3.5000`: integers and decimals divide as DECIMAL with the dividend's scale + 4 (MySQL's `div_precision_increment`); a DOUBLE on either side divides as DOUBLE |
 //! | `FLOOR(1.5)`, `CEIL` | `1.0` (a DECIMAL of the argument's scale) | `1`: scale 0 |
-//! | `2.5E-1` | a DECIMAL (with `parse_float_as_decimal`, set so that `0.1` is exact) | a DOUBLE: [`double_literals`] casts number literals with an exponent before planning |
+//! | `'10' = 10`, `'9' < 10`, `'10' + 5` | compared as strings (`'9' < 10` is false), or an error | both sides as DOUBLE: true, true, `15` |
+//!
+//! Spellings DataFusion lacks or reads otherwise (`IF`, `MOD`, `LOCATE`, `CAST AS SIGNED`,
+//! MySQL's byte-counting `LENGTH`, a number with an exponent as a DOUBLE, a number as a
+//! condition in `NOT`/`AND`/`OR`, a string literal in arithmetic) are rewritten in the parsed statement
+//! before planning: [`mysql_statement`].
 //! | `x / 0`, `x % 0` | an error (`Divide by zero`), or NaN for doubles | NULL: the divisor through `NULLIF(d, 0)` |
 //! | `CONCAT(a, NULL)` | `a` (NULL skipped) | NULL when any argument is NULL |
 //! | `GREATEST(1, NULL)`, `LEAST` | `1` (NULL skipped) | NULL when any argument is NULL |
@@ -89,6 +94,38 @@ fn exact_scale(t: Option<DataType>) -> Option<i8> {
     }
 }
 
+/// Whether `t` is a number type (integers, floats, decimals).
+fn is_number(t: Option<DataType>) -> bool {
+    t.is_some_and(|t| t.is_numeric())
+}
+
+/// Whether `t` is a string type.
+fn is_text(t: Option<DataType>) -> bool {
+    matches!(
+        t,
+        Some(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+    )
+}
+
+fn is_comparison(op: Operator) -> bool {
+    matches!(
+        op,
+        Operator::Eq
+            | Operator::NotEq
+            | Operator::Lt
+            | Operator::LtEq
+            | Operator::Gt
+            | Operator::GtEq
+    )
+}
+
+fn is_arithmetic(op: Operator) -> bool {
+    matches!(
+        op,
+        Operator::Plus | Operator::Minus | Operator::Multiply | Operator::Divide | Operator::Modulo
+    )
+}
+
 /// MySQL's scale limit for a computed DECIMAL.
 const MAX_DECIMAL_SCALE: i8 = 30;
 
@@ -121,6 +158,20 @@ fn rewrite(e: Expr, schema: &DFSchema) -> Transformed<Expr> {
                     Box::new(nullif(cast(*right, DataType::Float64), lit(0.0f64))),
                 ))),
             }
+        }
+        // A string beside a number, compared or in arithmetic: both as DOUBLE, as MySQL
+        // converts them (DataFusion would compare them as strings, or refuse `'10' + 5`).
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if (is_comparison(op) || is_arithmetic(op))
+                && ((is_text(type_of(&left)) && is_number(type_of(&right)))
+                    || (is_number(type_of(&left)) && is_text(type_of(&right)))) =>
+        {
+            let as_double = |x: Expr| Expr::Cast(Cast::new(Box::new(x), DataType::Float64));
+            Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(as_double(*left)),
+                op,
+                Box::new(as_double(*right)),
+            )))
         }
         Expr::ScalarFunction(f)
             if matches!(f.func.name(), "floor" | "ceil")
@@ -165,30 +216,231 @@ fn null_if_any_null(f: &ScalarFunction) -> bool {
     matches!(f.func.name(), "concat" | "greatest" | "least") && !f.args.is_empty()
 }
 
-/// Casts every number literal written with an exponent (`2.5E-1`) to DOUBLE, as MySQL types
-/// it, in a statement DataFusion parsed (its parser reads every number with a point or an
-/// exponent as a DECIMAL, so that `0.1` is exact as in MySQL).
-pub fn double_literals(stmt: &mut DfStatement) {
-    use datafusion::sql::sqlparser::ast::{self, CastKind, visit_expressions_mut};
-    let is_exponent = |e: &ast::Expr| {
-        matches!(e, ast::Expr::Value(v)
-            if matches!(&v.value, ast::Value::Number(n, _) if n.contains(['e', 'E'])))
+/// MySQL's spellings DataFusion lacks, rewritten in a statement DataFusion parsed (before it
+/// is planned):
+///
+/// | written | becomes |
+/// |---------|---------|
+/// | `2.5E-1` (a number with an exponent) | `CAST(2.5E-1 AS DOUBLE)`: MySQL's type for it (DataFusion's parser reads every number with a point or an exponent as a DECIMAL, set so that `0.1` is exact) |
+/// | `IF(c, a, b)` | `CASE WHEN c THEN a ELSE b END` |
+/// | `MOD(a, b)` | `a % b` (then NULL for a zero divisor, as `%`) |
+/// | `LENGTH(s)` | `OCTET_LENGTH(s)`: MySQL's LENGTH counts bytes (`CHAR_LENGTH` counts characters) |
+/// | `LOCATE(sub, s)` | `STRPOS(s, sub)` |
+/// | `CAST(x AS SIGNED)`, `AS UNSIGNED` | `CAST(x AS BIGINT)`, `AS BIGINT UNSIGNED` |
+/// | `NOT 5`, `1 AND 0` (operands that are not conditions) | `NOT CAST(5 AS BOOLEAN)`, ...: true when not zero |
+/// | `'10' + 5` (a string literal in arithmetic) | `CAST('10' AS DOUBLE) + 5` |
+pub fn mysql_statement(stmt: &mut DfStatement) {
+    /// `e` cast to BOOLEAN unless it is written as a condition.
+    fn as_condition(e: &mut Box<ast::Expr>) {
+        if is_condition(e) {
+            return;
+        }
+        let inner = std::mem::replace(e.as_mut(), ast::Expr::value(ast::Value::Null));
+        **e = ast::Expr::Cast {
+            kind: ast::CastKind::Cast,
+            expr: Box::new(inner),
+            data_type: ast::DataType::Boolean,
+            array: false,
+            format: None,
+        };
+    }
+
+    /// Whether `e` is written as a condition (its value is a boolean whatever its operands).
+    fn is_condition(e: &ast::Expr) -> bool {
+        use ast::BinaryOperator as B;
+        match e {
+            ast::Expr::Nested(inner) => is_condition(inner),
+            ast::Expr::BinaryOp { op, .. } => matches!(
+                op,
+                B::Eq
+                    | B::NotEq
+                    | B::Lt
+                    | B::LtEq
+                    | B::Gt
+                    | B::GtEq
+                    | B::And
+                    | B::Or
+                    | B::Xor
+                    | B::Spaceship
+            ),
+            ast::Expr::UnaryOp {
+                op: ast::UnaryOperator::Not,
+                ..
+            }
+            | ast::Expr::IsNull(_)
+            | ast::Expr::IsNotNull(_)
+            | ast::Expr::IsTrue(_)
+            | ast::Expr::IsFalse(_)
+            | ast::Expr::IsNotTrue(_)
+            | ast::Expr::IsNotFalse(_)
+            | ast::Expr::IsUnknown(_)
+            | ast::Expr::IsNotUnknown(_)
+            | ast::Expr::IsDistinctFrom(..)
+            | ast::Expr::IsNotDistinctFrom(..)
+            | ast::Expr::InList { .. }
+            | ast::Expr::InSubquery { .. }
+            | ast::Expr::Between { .. }
+            | ast::Expr::Like { .. }
+            | ast::Expr::ILike { .. }
+            | ast::Expr::SimilarTo { .. }
+            | ast::Expr::RLike { .. }
+            | ast::Expr::Exists { .. } => true,
+            ast::Expr::Value(v) => matches!(v.value, ast::Value::Boolean(_)),
+            _ => false,
+        }
+    }
+    use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
+    use datafusion::sql::sqlparser::ast::{
+        self, BinaryOperator, CaseWhen, CastKind, FunctionArg, FunctionArgExpr, FunctionArguments,
+        visit_expressions_mut,
     };
     let inner: &mut ast::Statement = match stmt {
         DfStatement::Statement(s) => s,
-        DfStatement::Explain(e) => return double_literals(&mut e.statement),
+        DfStatement::Explain(e) => return mysql_statement(&mut e.statement),
         _ => return,
     };
+    /// The plain positional arguments of a call (`None` when any is named or a wildcard, or
+    /// the call has clauses such as ORDER BY).
+    fn plain_args(f: &ast::Function) -> Option<Vec<ast::Expr>> {
+        let FunctionArguments::List(list) = &f.args else {
+            return None;
+        };
+        if !list.clauses.is_empty()
+            || list.duplicate_treatment.is_some()
+            || f.filter.is_some()
+            || f.over.is_some()
+        {
+            return None;
+        }
+        list.args
+            .iter()
+            .map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                _ => None,
+            })
+            .collect()
+    }
     let _ = visit_expressions_mut(inner, |e| {
-        if is_exponent(e) {
-            let number = std::mem::replace(e, ast::Expr::value(ast::Value::Null));
-            *e = ast::Expr::Cast {
-                kind: CastKind::Cast,
-                expr: Box::new(number),
-                data_type: ast::DataType::Double(ast::ExactNumberInfo::None),
-                array: false,
-                format: None,
-            };
+        let replacement = match e {
+            ast::Expr::Value(v) if matches!(&v.value, ast::Value::Number(n, _) if n.contains(['e', 'E'])) => {
+                Some(ast::Expr::Cast {
+                    kind: CastKind::Cast,
+                    expr: Box::new(e.clone()),
+                    data_type: ast::DataType::Double(ast::ExactNumberInfo::None),
+                    array: false,
+                    format: None,
+                })
+            }
+            // `NOT x`, `x AND y`, `x OR y` of values that are not conditions (`NOT 5`, `1 AND
+            // 0`): DataFusion's planner refuses numbers there before any rule runs, so each is
+            // made a condition here, true when not zero (a boolean column or parameter is
+            // unchanged by the cast, which the optimizer then drops).
+            ast::Expr::UnaryOp {
+                op: ast::UnaryOperator::Not,
+                expr,
+            } => {
+                as_condition(expr);
+                None
+            }
+            ast::Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And | BinaryOperator::Or,
+                right,
+            } => {
+                as_condition(left);
+                as_condition(right);
+                None
+            }
+            // A string literal in arithmetic (`'10' + 5`): a DOUBLE, as MySQL reads it
+            // (DataFusion's planner refuses the mix before any rule runs).
+            ast::Expr::BinaryOp {
+                left,
+                op:
+                    BinaryOperator::Plus
+                    | BinaryOperator::Minus
+                    | BinaryOperator::Multiply
+                    | BinaryOperator::Divide
+                    | BinaryOperator::Modulo,
+                right,
+            } => {
+                for side in [left, right] {
+                    if matches!(side.as_ref(), ast::Expr::Value(v) if matches!(
+                        v.value,
+                        ast::Value::SingleQuotedString(_) | ast::Value::DoubleQuotedString(_)
+                    )) {
+                        let text =
+                            std::mem::replace(side.as_mut(), ast::Expr::value(ast::Value::Null));
+                        **side = ast::Expr::Cast {
+                            kind: CastKind::Cast,
+                            expr: Box::new(text),
+                            data_type: ast::DataType::Double(ast::ExactNumberInfo::None),
+                            array: false,
+                            format: None,
+                        };
+                    }
+                }
+                None
+            }
+            ast::Expr::Cast { data_type, .. }
+                if matches!(
+                    data_type,
+                    ast::DataType::Signed
+                        | ast::DataType::SignedInteger
+                        | ast::DataType::Unsigned
+                        | ast::DataType::UnsignedInteger
+                ) =>
+            {
+                let signed = matches!(
+                    data_type,
+                    ast::DataType::Signed | ast::DataType::SignedInteger
+                );
+                *data_type = if signed {
+                    ast::DataType::BigInt(None)
+                } else {
+                    ast::DataType::BigIntUnsigned(None)
+                };
+                None
+            }
+            ast::Expr::Function(f) => {
+                let name = f.name.to_string().to_ascii_lowercase();
+                match (name.as_str(), plain_args(f).as_deref()) {
+                    ("if", Some([c, a, b])) => Some(ast::Expr::Case {
+                        case_token: AttachedToken::empty(),
+                        end_token: AttachedToken::empty(),
+                        operand: None,
+                        conditions: vec![CaseWhen {
+                            condition: c.clone(),
+                            result: a.clone(),
+                        }],
+                        else_result: Some(Box::new(b.clone())),
+                    }),
+                    ("mod", Some([a, b])) => Some(ast::Expr::BinaryOp {
+                        left: Box::new(ast::Expr::Nested(Box::new(a.clone()))),
+                        op: BinaryOperator::Modulo,
+                        right: Box::new(ast::Expr::Nested(Box::new(b.clone()))),
+                    }),
+                    ("length", Some([_])) => {
+                        f.name = ast::ObjectName::from(vec![ast::Ident::new("octet_length")]);
+                        None
+                    }
+                    ("locate", Some([sub, s])) => {
+                        let mut call = f.clone();
+                        call.name = ast::ObjectName::from(vec![ast::Ident::new("strpos")]);
+                        if let FunctionArguments::List(list) = &mut call.args {
+                            list.args = vec![
+                                FunctionArg::Unnamed(FunctionArgExpr::Expr(s.clone())),
+                                FunctionArg::Unnamed(FunctionArgExpr::Expr(sub.clone())),
+                            ];
+                        }
+                        Some(ast::Expr::Function(call))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(r) = replacement {
+            *e = r;
         }
         std::ops::ControlFlow::<()>::Continue(())
     });

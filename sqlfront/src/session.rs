@@ -162,7 +162,7 @@ impl FrontSession {
             // The engine keeps its own warnings; an error's row takes its MySQL code.
             self.engine.forget_schemas();
             match self.engine.execute(sql).await {
-                Ok(r) => return Ok(Output::from_engine(r)),
+                Ok(r) => return Ok(self.session_values(Output::from_engine(r))),
                 // An INSERT of expressions, of a SELECT or with ON DUPLICATE KEY UPDATE:
                 // refused while planning (nothing written), run below as a transaction.
                 Err(SqlError::Unsupported { .. }) if route == Route::Write => {}
@@ -222,6 +222,32 @@ impl FrontSession {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// `out` (an engine answer) with the variables this session keeps itself answered from
+    /// it: `SELECT @@autocommit` says what `SET autocommit` set here, not the engine's
+    /// constant 1.
+    fn session_values(&self, mut out: Output) -> Output {
+        let autocommit = |name: &str| {
+            let n = name.to_ascii_lowercase();
+            let n = n.trim_start_matches("@@");
+            let n = n
+                .strip_prefix("session.")
+                .or_else(|| n.strip_prefix("local."))
+                .unwrap_or(n);
+            n == "autocommit"
+        };
+        let value = Cell::Int(i64::from(self.autocommit));
+        for (i, c) in out.columns.iter().enumerate() {
+            if c.name.starts_with("@@") && autocommit(&c.name) {
+                for row in &mut out.rows {
+                    if let Some(cell) = row.get_mut(i) {
+                        *cell = value.clone();
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// `SHOW WARNINGS` after a failed statement: one `Error` row with its MySQL code.
@@ -324,14 +350,9 @@ impl FrontSession {
                 Ok(Output::ok(0))
             }
             Route::NoOp => Ok(Output::ok(0)),
-            Route::Explain => {
-                self.engine.forget_schemas();
-                match self.engine.execute(sql).await {
-                    Ok(r) => Ok(Output::from_engine(r)),
-                    Err(SqlError::Unsupported { .. }) => self.query(sql, stmt).await,
-                    Err(e) => Err(e.into()),
-                }
-            }
+            // DataFusion's plans, each Stratus scan with the DAG it pushes (read at the open
+            // transaction's timestamp, with its rows overlaid, inside one).
+            Route::Explain => self.query(sql, stmt).await,
         }
     }
 
@@ -542,7 +563,7 @@ impl FrontSession {
         // DataFusion parses with its own sqlparser version, into its own statement.
         let state = self.df.state();
         let mut df_stmt = state.sql_to_statement(sql, &Dialect::MySQL)?;
-        crate::mysql_semantics::double_literals(&mut df_stmt);
+        crate::mysql_semantics::mysql_statement(&mut df_stmt);
         let references = state.resolve_table_references(&df_stmt)?;
         let mut tables = Vec::new();
         for r in references {
