@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|all] [--entries N] [--timers default|fast]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|all] [--entries N] [--timers default|fast]
 //! ```
 
 mod cop_bench;
@@ -20,6 +20,7 @@ mod raft_write_bench;
 mod rebalance_bench;
 mod replication_bench;
 mod report;
+mod sql_bench;
 mod sst_bench;
 mod txn_bench;
 mod txn_snapshot_bench;
@@ -29,6 +30,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut suite = "all".to_string();
     let mut entries = 2_000_000usize;
+    // `sql` loads its rows through the SQL endpoint: its own, smaller default.
+    let mut entries_given = false;
     let mut child: Option<String> = None;
     let mut timers: Option<String> = None;
     while let Some(a) = args.next() {
@@ -48,15 +51,16 @@ fn main() {
                     eprintln!("--entries expects a positive integer, found={v:?}");
                     std::process::exit(2)
                 });
+                entries_given = true;
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "raft-write" | "txn-snapshot"
             | "replication" | "failover" | "idle" | "cop" | "offload" | "mixed" | "cop-cache"
-            | "node-selection" | "pd" | "rebalance" | "learners" | "all" => suite = a,
+            | "node-selection" | "pd" | "rebalance" | "learners" | "sql" | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|all] [--entries N] [--timers default|fast]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|all] [--entries N] [--timers default|fast]"
                 );
                 std::process::exit(2);
             }
@@ -66,7 +70,12 @@ fn main() {
         fjall_bench::child(&engine, entries);
         return;
     }
-    report::header(entries);
+    let sql_rows = if entries_given {
+        entries
+    } else {
+        sql_bench::DEFAULT_ROWS
+    };
+    report::header(if suite == "sql" { sql_rows } else { entries });
     if suite == "sst" || suite == "all" {
         sst_bench::run(entries);
     }
@@ -120,5 +129,8 @@ fn main() {
     }
     if suite == "rebalance" || suite == "all" {
         rebalance_bench::run(timers.as_deref());
+    }
+    if suite == "sql" || suite == "all" {
+        sql_bench::run(sql_rows);
     }
 }

@@ -98,6 +98,8 @@ pub struct FrontSession {
     autocommit: bool,
     /// The open transaction was started `READ ONLY`: its writes are refused (1792).
     read_only: bool,
+    /// The open transaction is an autocommit statement's own (no catalog lock).
+    implicit: bool,
 }
 
 impl std::fmt::Debug for FrontSession {
@@ -116,6 +118,7 @@ impl FrontSession {
             txn: None,
             autocommit: true,
             read_only: false,
+            implicit: false,
         }
     }
 
@@ -199,7 +202,9 @@ impl FrontSession {
             let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
             self.txn = Some(Transaction::new(start_ts));
             self.read_only = false;
+            self.implicit = true;
             let out = self.write_in_transaction(stmt).await;
+            self.implicit = false;
             let txn = self.txn.take();
             let out = out?;
             let Some(txn) = txn else {
@@ -423,7 +428,9 @@ impl FrontSession {
         let catalog_lock = RowWrite::Lock {
             key: catalog::catalog_key(&name),
         };
-        if self.open_txn()?.buffered(catalog_lock.key()).is_none() {
+        // An autocommit statement takes no catalog lock: a committed lock is a write every
+        // concurrent statement on the table would conflict with.
+        if !self.implicit && self.open_txn()?.buffered(catalog_lock.key()).is_none() {
             self.open_txn()?.buffer(vec![catalog_lock])?;
         }
         let changed = match stmt {

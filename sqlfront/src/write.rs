@@ -160,9 +160,14 @@ where
         if let ast::Expr::Value(v) = e
             && let ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) =
                 &mut v.value
-            && s.contains('\\')
         {
-            *s = s.replace('\\', "\\\\");
+            // Every backslash and quote escaped with a backslash: the printer leaves a
+            // quote after a backslash alone (and a doubled quote as it is), so none is left
+            // for it to double or skip, and the text can't end the literal early.
+            *s = s
+                .replace('\\', "\\\\")
+                .replace('\'', "\\'")
+                .replace('"', "\\\"");
         }
         std::ops::ControlFlow::<()>::Continue(())
     });
@@ -581,7 +586,7 @@ mod tests {
             [
                 (1, "a + 1".to_string()),
                 (2, "(a + 1) * 2".to_string()),
-                (3, "'a''b'".to_string()),
+                (3, "'a\\'b'".to_string()),
             ]
         );
         // A string, a function named like a column, another table's column: untouched.
@@ -607,6 +612,34 @@ mod tests {
                 (3, "CONCAT('C:\\\\x', s)".to_string()),
             ]
         );
+    }
+
+    /// A string that ends in a backslash then a quote stays one literal (it once printed as
+    /// `'\\' OR 1=1 -- '`: a condition true for every row).
+    #[test]
+    fn a_string_literal_cannot_end_early_or_lose_its_quotes() {
+        use datafusion::sql::sqlparser::dialect::MySqlDialect as DfMySql;
+        use datafusion::sql::sqlparser::parser::Parser as DfParser;
+        for value in ["\\' OR 1=1 -- ", "a''b", "C:\\temp", "it's", "\"q\"", "\\"] {
+            let sql = format!("DELETE FROM t WHERE s = {}", quote_string(value));
+            let stmt = Parser::parse_sql(&MySqlDialect {}, &sql).unwrap().remove(0);
+            let ast::Statement::Delete(d) = stmt else {
+                panic!()
+            };
+            let text = sql_text(d.selection.as_ref().unwrap());
+            let back = DfParser::new(&DfMySql {})
+                .try_with_sql(&text)
+                .unwrap()
+                .parse_expr()
+                .unwrap();
+            let datafusion::sql::sqlparser::ast::Expr::BinaryOp { right, .. } = back else {
+                panic!("{text}: not one comparison")
+            };
+            let datafusion::sql::sqlparser::ast::Expr::Value(v) = *right else {
+                panic!("{text}: not a literal")
+            };
+            assert_eq!(v.value.into_string().as_deref(), Some(value), "{text}");
+        }
     }
 
     #[test]
