@@ -234,7 +234,7 @@ pub fn batch_rows(table: &TableSchema, arrays: &[ArrayRef]) -> Result<Vec<Vec<Da
         .map(|_| Vec::with_capacity(table.columns.len()))
         .collect();
     for (col, a) in table.columns.iter().zip(arrays) {
-        for (row, d) in out.iter_mut().zip(stored_datums(table, col, a)?) {
+        for (row, d) in out.iter_mut().zip(stored_datums(&table.name, col, a)?) {
             row.push(d);
         }
     }
@@ -243,7 +243,7 @@ pub fn batch_rows(table: &TableSchema, arrays: &[ArrayRef]) -> Result<Vec<Vec<Da
 
 /// The stored datums of `a`, an array of exactly `col`'s Arrow type.
 fn stored_datums(
-    table: &TableSchema,
+    table: &str,
     col: &client::sql::Column,
     a: &ArrayRef,
 ) -> Result<Vec<Datum>, FrontError> {
@@ -255,8 +255,7 @@ fn stored_datums(
     if a.data_type() != &want {
         return Err(FrontError::Internal {
             what: format!(
-                "table {} column {}: expected {want}, found {}",
-                table.name,
+                "table {table} column {}: expected {want}, found {}",
                 col.name,
                 a.data_type()
             ),
@@ -441,13 +440,7 @@ pub fn assigned_datums(col: &client::sql::Column, a: &ArrayRef) -> Result<Vec<Da
             col.ty.name()
         ))
     })?;
-    let table = TableSchema {
-        id: 0,
-        name: String::new(),
-        columns: vec![col.clone()],
-        pk: 0,
-    };
-    let mut out = stored_datums(&table, col, &cast)?;
+    let mut out = stored_datums("", col, &cast)?;
     // What the Arrow type does not hold to: INT's 32 bits, the DATETIME's fraction digits.
     for d in &mut out {
         let Datum::Int(v) = d else { continue };

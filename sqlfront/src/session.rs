@@ -436,7 +436,7 @@ impl FrontSession {
         let changed = match stmt {
             Statement::Insert(ins) => self.insert(ins, &schema).await?,
             Statement::Update(u) => {
-                write::check_modify(stmt)?;
+                client::sql::modify::check_update(u)?;
                 let sets = write::assignments(&schema, &u.assignments, false)?;
                 let query = write::update_query(&schema, &sets, u.selection.as_ref())?;
                 let ran = self.collect(&query, false).await?;
@@ -450,7 +450,7 @@ impl FrontSession {
                 n
             }
             Statement::Delete(d) => {
-                write::check_modify(stmt)?;
+                client::sql::modify::check_delete(d)?;
                 let query = write::update_query(&schema, &[], d.selection.as_ref())?;
                 let ran = self.collect(&query, false).await?;
                 let rows = crate::arrow_rows::batches_to_rows(&schema, &ran.batches)?;
@@ -494,16 +494,7 @@ impl FrontSession {
                 Err(e) => return Err(e.into()),
             }
         }
-        if ins.or.is_some() || ins.ignore || ins.overwrite || ins.replace_into {
-            return Err(FrontError::unsupported(
-                "INSERT modifiers (IGNORE / OR / OVERWRITE / REPLACE)",
-            ));
-        }
-        if ins.returning.is_some() || ins.partitioned.is_some() || !ins.assignments.is_empty() {
-            return Err(FrontError::unsupported(
-                "INSERT with RETURNING, PARTITION or SET",
-            ));
-        }
+        client::sql::insert::check_insert(ins)?;
         let targets = client::sql::insert::insert_targets(ins, schema)?;
         let source = write::insert_source(ins)?;
         let ran = self.collect(&source, false).await?;
@@ -706,7 +697,7 @@ pub(crate) fn source_offset(sql: &str, loc: sqlparser::tokenizer::Location) -> O
 }
 
 /// The text of `sql` from `start` to its end, without a trailing `;`.
-pub(crate) fn source_from(sql: &str, start: sqlparser::tokenizer::Location) -> Option<String> {
+fn source_from(sql: &str, start: sqlparser::tokenizer::Location) -> Option<String> {
     let text = sql.get(source_offset(sql, start)?..)?;
     Some(text.trim_end().trim_end_matches(';').to_string())
 }
@@ -741,7 +732,7 @@ fn select_labels(sql: &str, stmt: &Statement) -> Option<Vec<Option<String>>> {
 }
 
 /// The text of `sql` a span covers (lines and columns count from 1, columns in characters).
-pub(crate) fn source_text(sql: &str, span: sqlparser::tokenizer::Span) -> Option<String> {
+fn source_text(sql: &str, span: sqlparser::tokenizer::Span) -> Option<String> {
     let offset = |loc| source_offset(sql, loc);
     let (start, end) = (offset(span.start)?, offset(span.end)?);
     if start >= end {

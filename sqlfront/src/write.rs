@@ -174,29 +174,16 @@ where
     copy.to_string()
 }
 
-/// The column an assignment sets: `c` or `t.c`, not the primary key.
+/// The column an assignment sets (`c` or `t.c`, as the client's UPDATE reads it), not the
+/// primary key.
 fn target(table: &TableSchema, a: &ast::Assignment) -> Result<usize, FrontError> {
     let ast::AssignmentTarget::ColumnName(name) = &a.target else {
         return Err(FrontError::unsupported("a tuple assignment"));
     };
-    let parts: Vec<String> = name
-        .0
-        .iter()
-        .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
-        .collect();
-    let column = match parts.as_slice() {
-        [c] => c,
-        [t, c] if t.eq_ignore_ascii_case(&table.name) => c,
-        _ => {
-            return Err(FrontError::unsupported(format!("an assignment to {name}")));
-        }
-    };
-    let ci = table
-        .column_index(column)
-        .ok_or_else(|| SqlError::UnknownColumn {
-            table: table.name.clone(),
-            column: column.to_ascii_lowercase(),
-        })?;
+    let ci = client::sql::modify::column_of(table, name).map_err(|e| match e {
+        SqlError::Unsupported { .. } => FrontError::unsupported(format!("an assignment to {name}")),
+        other => other.into(),
+    })?;
     if ci == table.pk {
         return Err(FrontError::unsupported(
             "changing the primary key (moving a row to another key)",
@@ -252,34 +239,6 @@ pub(crate) fn update_query(
         q.push_str(&format!(" WHERE {}", sql_text(cond)));
     }
     Ok(q)
-}
-
-/// Refuses the parts of an UPDATE or DELETE that are not built.
-pub(crate) fn check_modify(stmt: &ast::Statement) -> Result<(), FrontError> {
-    match stmt {
-        ast::Statement::Update(u) => {
-            if u.from.is_some() || u.returning.is_some() || u.output.is_some() || u.or.is_some() {
-                return Err(FrontError::unsupported(
-                    "UPDATE with FROM, RETURNING, OUTPUT or OR",
-                ));
-            }
-            if !u.order_by.is_empty() || u.limit.is_some() {
-                return Err(FrontError::unsupported("ORDER BY / LIMIT in UPDATE"));
-            }
-        }
-        ast::Statement::Delete(d) => {
-            if d.using.is_some() || d.returning.is_some() || d.output.is_some() {
-                return Err(FrontError::unsupported(
-                    "DELETE with USING, RETURNING or OUTPUT",
-                ));
-            }
-            if !d.order_by.is_empty() || d.limit.is_some() {
-                return Err(FrontError::unsupported("ORDER BY / LIMIT in DELETE"));
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 /// A row as stored, and as a statement's assignments leave it.

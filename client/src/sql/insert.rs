@@ -56,20 +56,27 @@ pub(crate) fn table_name(ins: &ast::Insert) -> Result<String> {
     }
 }
 
-pub fn plan_insert(ins: &ast::Insert, table: TableSchema) -> Result<InsertPlan> {
+/// Refuses the INSERT forms no front writes (shared with the SQL endpoint's writes, which
+/// also take `ON DUPLICATE KEY UPDATE` and a `SELECT` source).
+pub fn check_insert(ins: &ast::Insert) -> Result<()> {
     if ins.or.is_some() || ins.ignore || ins.overwrite || ins.replace_into {
         return Err(unsupported(
             "INSERT modifiers (IGNORE / OR / OVERWRITE / REPLACE)",
         ));
-    }
-    if ins.on.is_some() {
-        return Err(unsupported("INSERT ... ON DUPLICATE KEY / ON CONFLICT"));
     }
     if ins.returning.is_some() || ins.partitioned.is_some() || !ins.assignments.is_empty() {
         return Err(unsupported("INSERT with RETURNING, PARTITION or SET"));
     }
     if ins.table_alias.is_some() {
         return Err(unsupported("a table alias in INSERT"));
+    }
+    Ok(())
+}
+
+pub fn plan_insert(ins: &ast::Insert, table: TableSchema) -> Result<InsertPlan> {
+    check_insert(ins)?;
+    if ins.on.is_some() {
+        return Err(unsupported("INSERT ... ON DUPLICATE KEY / ON CONFLICT"));
     }
     let Some(source) = &ins.source else {
         return Err(unsupported("INSERT without VALUES"));

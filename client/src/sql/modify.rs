@@ -103,7 +103,8 @@ pub(crate) fn delete_table(d: &ast::Delete) -> Result<String> {
     }
 }
 
-pub fn plan_delete(d: &ast::Delete, table: TableSchema) -> Result<ModifyPlan> {
+/// Refuses the parts of a DELETE no front plans (shared with the SQL endpoint's writes).
+pub fn check_delete(d: &ast::Delete) -> Result<()> {
     if d.using.is_some() || d.returning.is_some() || d.output.is_some() {
         return Err(unsupported("DELETE with USING / RETURNING / OUTPUT"));
     }
@@ -113,6 +114,11 @@ pub fn plan_delete(d: &ast::Delete, table: TableSchema) -> Result<ModifyPlan> {
     if !d.optimizer_hints.is_empty() || d.on_cluster.is_some() || d.settings.is_some() {
         return Err(unsupported("DELETE hints / ON CLUSTER / SETTINGS"));
     }
+    Ok(())
+}
+
+pub fn plan_delete(d: &ast::Delete, table: TableSchema) -> Result<ModifyPlan> {
+    check_delete(d)?;
     reading(table, d.selection.as_ref(), Change::Delete)
 }
 
@@ -136,7 +142,8 @@ fn reading(
     })
 }
 
-pub fn plan_update(u: &ast::Update, table: TableSchema) -> Result<ModifyPlan> {
+/// Refuses the parts of an UPDATE no front plans (shared with the SQL endpoint's writes).
+pub fn check_update(u: &ast::Update) -> Result<()> {
     if u.from.is_some() || u.returning.is_some() || u.output.is_some() || u.or.is_some() {
         return Err(unsupported("UPDATE with FROM / RETURNING / OUTPUT / OR"));
     }
@@ -146,6 +153,11 @@ pub fn plan_update(u: &ast::Update, table: TableSchema) -> Result<ModifyPlan> {
     if !u.optimizer_hints.is_empty() || u.on_cluster.is_some() || u.settings.is_some() {
         return Err(unsupported("UPDATE hints / ON CLUSTER / SETTINGS"));
     }
+    Ok(())
+}
+
+pub fn plan_update(u: &ast::Update, table: TableSchema) -> Result<ModifyPlan> {
+    check_update(u)?;
     let mut assignments: Vec<Assignment> = Vec::with_capacity(u.assignments.len());
     for a in &u.assignments {
         let AssignmentTarget::ColumnName(name) = &a.target else {
@@ -171,7 +183,8 @@ pub fn plan_update(u: &ast::Update, table: TableSchema) -> Result<ModifyPlan> {
     reading(table, u.selection.as_ref(), Change::Update(assignments))
 }
 
-fn column_of(table: &TableSchema, name: &ast::ObjectName) -> Result<usize> {
+/// The table's index of column `name` (`c`, or `t.c` naming this table).
+pub fn column_of(table: &TableSchema, name: &ast::ObjectName) -> Result<usize> {
     let parts: Vec<String> = name
         .0
         .iter()
