@@ -7,14 +7,15 @@
 //! | `7 / 2` | `3` (integer division) | `3.5000`: integers and decimals divide as DECIMAL with the dividend's scale + 4 (MySQL's `div_precision_increment`); a DOUBLE on either side divides as DOUBLE |
 //! | `FLOOR(1.5)`, `CEIL` | `1.0` (a DECIMAL of the argument's scale) | `1`: scale 0 |
 //! | `'10' = 10`, `'9' < 10`, `'10' + 5` | compared as strings (`'9' < 10` is false), or an error | both sides as DOUBLE: true, true, `15` |
-//!
-//! Spellings DataFusion lacks or reads otherwise (`IF`, `MOD`, `LOCATE`, `CAST AS SIGNED`,
-//! MySQL's byte-counting `LENGTH`, a number with an exponent as a DOUBLE, a number as a
-//! condition in `NOT`/`AND`/`OR`, a string literal in arithmetic) are rewritten in the parsed statement
-//! before planning: [`mysql_statement`].
+//! | `d > 900.0` with `d` a DOUBLE | `d` cast to DECIMAL(30,15): not pushed down, and an error once `d` reaches 1e15 | the DECIMAL side as DOUBLE |
 //! | `x / 0`, `x % 0` | an error (`Divide by zero`), or NaN for doubles | NULL: the divisor through `NULLIF(d, 0)` |
 //! | `CONCAT(a, NULL)` | `a` (NULL skipped) | NULL when any argument is NULL |
 //! | `GREATEST(1, NULL)`, `LEAST` | `1` (NULL skipped) | NULL when any argument is NULL |
+//!
+//! Spellings DataFusion lacks or reads otherwise (`IF`, `MOD`, `LOCATE`, `CAST AS SIGNED`,
+//! MySQL's byte-counting `LENGTH`, a number with an exponent as a DOUBLE, a number as a
+//! condition in `NOT`/`AND`/`OR`, a string literal in arithmetic) are rewritten in the parsed
+//! statement before planning: [`mysql_statement`].
 //!
 //! A pushed-down filter is unaffected: the coprocessor never sees `/` or these functions (the
 //! condition planner refuses them, so they stay in DataFusion).
@@ -99,6 +100,19 @@ fn is_number(t: Option<DataType>) -> bool {
     t.is_some_and(|t| t.is_numeric())
 }
 
+/// Whether `t` is a floating-point type.
+fn is_float(t: Option<DataType>) -> bool {
+    matches!(
+        t,
+        Some(DataType::Float16 | DataType::Float32 | DataType::Float64)
+    )
+}
+
+/// Whether `t` is a DECIMAL.
+fn is_decimal(t: Option<DataType>) -> bool {
+    matches!(t, Some(DataType::Decimal128(..)))
+}
+
 /// Whether `t` is a string type.
 fn is_text(t: Option<DataType>) -> bool {
     matches!(
@@ -167,6 +181,26 @@ fn rewrite(e: Expr, schema: &DFSchema) -> Transformed<Expr> {
                     || (is_number(type_of(&left)) && is_text(type_of(&right)))) =>
         {
             let as_double = |x: Expr| Expr::Cast(Cast::new(Box::new(x), DataType::Float64));
+            Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(as_double(*left)),
+                op,
+                Box::new(as_double(*right)),
+            )))
+        }
+        // A DOUBLE beside a DECIMAL, compared or in arithmetic: MySQL computes in DOUBLE.
+        // DataFusion would cast the DOUBLE to DECIMAL(30,15), which keeps the comparison
+        // from being pushed down and overflows for values from 1e15.
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if (is_comparison(op) || is_arithmetic(op))
+                && ((is_float(type_of(&left)) && is_decimal(type_of(&right)))
+                    || (is_decimal(type_of(&left)) && is_float(type_of(&right)))) =>
+        {
+            let as_double = |x: Expr| match type_of(&x) {
+                Some(DataType::Decimal128(..)) => {
+                    Expr::Cast(Cast::new(Box::new(x), DataType::Float64))
+                }
+                _ => x,
+            };
             Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
                 Box::new(as_double(*left)),
                 op,
