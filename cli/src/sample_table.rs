@@ -257,6 +257,8 @@ mod tests {
                 },
             ],
             pk: 0,
+            indexes: Vec::new(),
+            next_index_id: 1,
         };
         let e = check_columns(schema).unwrap_err().to_string();
         assert!(e.contains("found (id BIGINT PRIMARY KEY, x INT)"), "{e}");

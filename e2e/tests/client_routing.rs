@@ -913,7 +913,10 @@ fn write_a_and_z(c: &EntryClient) -> Result<txn_write::WriteOutcome, client::sql
         &writes,
         100,
         "update",
-        CommitOptions { async_commit: true },
+        CommitOptions {
+            async_commit: true,
+            schema_lease: false,
+        },
     ))
 }
 

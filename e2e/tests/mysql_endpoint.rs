@@ -532,10 +532,11 @@ fn region_rows(rows: &[(String, String, String)]) -> Vec<usize> {
 fn each_region_returns_partial_aggregates_filtered_rows_and_its_top_n_only() {
     let s = start();
     let values: Vec<String> = (0..1500)
-        .map(|i| format!("({i}, {}, {i})", i % 4))
+        .map(|i| format!("({i}, {}, {i}, {})", i % 4, i as f64 * 1.5))
         .collect();
     stdout_ok(&s.endpoint.mysql(&format!(
-        "CREATE TABLE big (id BIGINT PRIMARY KEY, g INT, v BIGINT); INSERT INTO big VALUES {}",
+        "CREATE TABLE big (id BIGINT PRIMARY KEY, g INT, v BIGINT, d DOUBLE); \
+         INSERT INTO big VALUES {}",
         values.join(",")
     )));
     // The first table of a new cluster has id 1.
@@ -561,6 +562,11 @@ fn each_region_returns_partial_aggregates_filtered_rows_and_its_top_n_only() {
     );
     assert!(dag_has(&filter, "Selection"), "{filter:?}");
     assert_eq!(region_rows(&filter), [30, 0, 9], "{filter:?}");
+    // A DOUBLE against a decimal literal is compared as DOUBLE (MySQL's rule), so it is
+    // pushed down too: d = 1.5 × id, and d > 2200.5 keeps ids 1468..1499.
+    let double = explain_rows(&s, "EXPLAIN ANALYZE SELECT id FROM big WHERE d > 2200.5");
+    assert!(dag_has(&double, "Selection"), "{double:?}");
+    assert_eq!(region_rows(&double), [0, 0, 32], "{double:?}");
     let top = explain_rows(
         &s,
         "EXPLAIN ANALYZE SELECT id FROM big ORDER BY v DESC LIMIT 5",

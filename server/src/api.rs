@@ -456,6 +456,7 @@ async fn prewrite(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
         use_async_commit: req.use_async_commit,
         secondaries: req.secondaries,
         try_one_pc: req.try_one_pc,
+        max_commit_ts: req.max_commit_ts,
     };
     let use_async_commit = preq.use_async_commit;
     let storage = st.node.storage.clone();

@@ -414,6 +414,7 @@ impl Fixture {
             use_async_commit: async_secondaries.is_some(),
             secondaries: async_secondaries.unwrap_or_default(),
             try_one_pc: false,
+            max_commit_ts: 0,
             mutations,
         };
         let r: txn::PrewriteResponse = self.setup(paths::PREWRITE, &prewrite)?;
@@ -633,6 +634,7 @@ fn seeds(facts: &Facts) -> Vec<(String, Vec<u8>)> {
                 use_async_commit: false,
                 secondaries: Vec::new(),
                 try_one_pc: false,
+                max_commit_ts: 0,
             }
             .encode_to_vec(),
         ),
@@ -648,6 +650,7 @@ fn seeds(facts: &Facts) -> Vec<(String, Vec<u8>)> {
                 use_async_commit: false,
                 secondaries: Vec::new(),
                 try_one_pc: true,
+                max_commit_ts: 0,
             }
             .encode_to_vec(),
         ),
@@ -663,6 +666,7 @@ fn seeds(facts: &Facts) -> Vec<(String, Vec<u8>)> {
                 use_async_commit: true,
                 secondaries: vec![key_b(103)],
                 try_one_pc: false,
+                max_commit_ts: 0,
             }
             .encode_to_vec(),
         ),

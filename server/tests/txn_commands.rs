@@ -792,6 +792,31 @@ fn one_pc_is_visible_at_its_commit_ts_and_not_before() {
     assert_eq!(write_meta_at(s, b"b", b + 41).unwrap().0.start_ts, b + 10);
 }
 
+/// A 1PC prewrite whose commit ts would pass the caller's `max_commit_ts` (a statement past
+/// its schema lease) locks its keys instead of committing, and one within it commits.
+#[test]
+fn one_pc_past_max_commit_ts_writes_locks_instead() {
+    let c = one_shard(false);
+    c.sync_max_ts();
+    let b = c.ts();
+    let s = &c.storage;
+    let mut req = PrewriteRequest::new(vec![Mutation::put("a", "1")], b + 10, TTL);
+    req.try_one_pc = true;
+    req.max_commit_ts = b + 40;
+    // A read at b + 40 puts the commit ts of a 1PC at b + 41.
+    assert_eq!(value_at(s, b"a", b + 40), None);
+    let r = s.prewrite(&req).unwrap();
+    assert_eq!(r.one_pc_commit_ts, None);
+    assert_eq!(r.min_commit_ts, b + 41);
+    assert_eq!(s.scan_locks(b"", b"", u64::MAX, 0).unwrap().len(), 1);
+
+    let mut req = PrewriteRequest::new(vec![Mutation::put("b", "2")], b + 50, TTL);
+    req.try_one_pc = true;
+    req.max_commit_ts = b + 51;
+    let r = s.prewrite(&req).unwrap();
+    assert_eq!(r.one_pc_commit_ts, Some(b + 51));
+}
+
 #[test]
 fn one_pc_across_shards_falls_back_to_locks() {
     let c = two_shards(false);

@@ -38,9 +38,12 @@ pub mod code {
     pub const TABLE_EXISTS: u16 = 1050;
     pub const BAD_TABLE: u16 = 1051;
     pub const BAD_FIELD: u16 = 1054;
+    pub const DUP_KEYNAME: u16 = 1061;
     pub const DUP_ENTRY: u16 = 1062;
     pub const PARSE: u16 = 1064;
     pub const UNKNOWN: u16 = 1105;
+    /// MySQL's "Can't DROP 'x'; check that column/key exists".
+    pub const CANT_DROP_FIELD_OR_KEY: u16 = 1091;
     pub const NO_SUCH_TABLE: u16 = 1146;
     pub const UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
     /// MySQL's "multi-statement transaction required more than max_binlog_cache_size": a
@@ -81,8 +84,12 @@ fn sql_code(e: &SqlError) -> u16 {
         SqlError::TableExists { .. } => code::TABLE_EXISTS,
         SqlError::UnknownTable { .. } => code::NO_SUCH_TABLE,
         SqlError::UnknownColumn { .. } => code::BAD_FIELD,
-        SqlError::DuplicateKey { .. } => code::DUP_ENTRY,
-        SqlError::WriteConflict { .. }
+        SqlError::DuplicateKey { .. } | SqlError::DuplicateEntry { .. } => code::DUP_ENTRY,
+        SqlError::IndexExists { .. } => code::DUP_KEYNAME,
+        SqlError::UnknownIndex { .. } => code::CANT_DROP_FIELD_OR_KEY,
+        // Retried by the front; if it still reaches a client, a retry is what cures it.
+        SqlError::SchemaLeaseExpired { .. }
+        | SqlError::WriteConflict { .. }
         | SqlError::TxnConflict { .. }
         | SqlError::TxnAborted { .. } => code::LOCK_DEADLOCK,
         SqlError::TxnTooLarge { .. } => code::TRANS_CACHE_FULL,

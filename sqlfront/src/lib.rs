@@ -71,5 +71,7 @@ pub(crate) fn test_table(
             })
             .collect(),
         pk: 0,
+        indexes: Vec::new(),
+        next_index_id: 1,
     }
 }

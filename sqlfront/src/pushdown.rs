@@ -9,7 +9,8 @@
 //! not evaluate it again (inexact when a transaction's rows are overlaid on the scan's, see
 //! `crate::table`). What it refuses (a function, a cast, a comparison of a number with a
 //! string) stays in DataFusion. Bounds on the primary key narrow the key ranges read
-//! (`client::sql::handle_ranges`).
+//! (`client::sql::handle_ranges`); an equality on a secondary index's leading columns makes
+//! the scan look the handles up in the index first (`client::sql::index::choose`).
 
 use client::sql::TableSchema;
 use client::sql::handle_ranges::handle_ranges;
@@ -103,6 +104,10 @@ pub struct PushedFilters {
     pub ranges: Vec<KeyRange>,
     /// Each pushed filter's SQL (for EXPLAIN).
     pub texts: Vec<String>,
+    /// The index read first, when an equality on its leading columns makes it selective
+    /// (`client::sql::index::choose`): the scan then reads only the rows of the handles
+    /// its entries hold.
+    pub index: Option<client::sql::index::IndexChoice>,
 }
 
 /// Plans the pushable `filters` of a scan of `table`, and returns the others: filters
@@ -132,6 +137,7 @@ pub fn push_filters(table: &TableSchema, filters: &[Expr]) -> (PushedFilters, Ve
     });
     let pk = &table.columns[table.pk].name;
     out.ranges = handle_ranges(table.id, pk, combined.as_ref());
+    out.index = client::sql::index::choose(table, &out.conditions);
     (out, left)
 }
 

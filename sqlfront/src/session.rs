@@ -40,7 +40,6 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::optimizer::analyzer::Analyzer;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
-use wire::datum::Datum;
 
 /// DataFusion's catalog name for the cluster's tables (never shown to users).
 const CATALOG: &str = "stratus";
@@ -60,6 +59,13 @@ enum Route {
         if_exists: bool,
     },
     Truncate(String),
+    /// `CREATE [UNIQUE] INDEX ... ON t (...)` (`client::sql::index`).
+    CreateIndex(client::sql::index::CreateIndex),
+    /// `DROP INDEX name ON t`.
+    DropIndex {
+        table: String,
+        index: String,
+    },
     ShowDatabases,
     Use(String),
     /// `EXPLAIN ANALYZE <query>`: runs it with DataFusion and answers DataFusion's plan with
@@ -198,11 +204,14 @@ impl FrontSession {
     /// not acknowledged), up to [`AUTOCOMMIT_ATTEMPTS`] times.
     async fn autocommit_write(&mut self, stmt: &Statement) -> Result<Output, FrontError> {
         let mut attempt = 0;
+        // Without a catalog lock the statement commits under the schema lease; one that
+        // overran it runs again locking the catalog row instead, with no time bound.
+        let mut implicit = true;
         loop {
             let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
             self.txn = Some(Transaction::new(start_ts));
             self.read_only = false;
-            self.implicit = true;
+            self.implicit = implicit;
             let out = self.write_in_transaction(stmt).await;
             self.implicit = false;
             let txn = self.txn.take();
@@ -215,9 +224,16 @@ impl FrontSession {
             if txn.is_empty() {
                 return Ok(out);
             }
-            let opts = self.engine.session().await?.variables().commit_options();
+            let opts = client::sql::CommitOptions {
+                schema_lease: implicit,
+                ..self.engine.session().await?.variables().commit_options()
+            };
             match txn.commit(self.client, opts).await {
                 Ok(_) => return Ok(out),
+                Err(SqlError::SchemaLeaseExpired { .. }) if attempt + 1 < AUTOCOMMIT_ATTEMPTS => {
+                    attempt += 1;
+                    implicit = false;
+                }
                 Err(SqlError::TxnConflict { .. } | SqlError::TxnAborted { .. })
                     if attempt + 1 < AUTOCOMMIT_ATTEMPTS =>
                 {
@@ -346,6 +362,20 @@ impl FrontSession {
                 catalog::truncate(self.client, &name).await?;
                 Ok(Output::ok(0))
             }
+            Route::CreateIndex(plan) => {
+                self.commit().await?;
+                let table = plan.table.clone();
+                let mut progress = |rows: u64| {
+                    tracing::info!(table = %table, rows, "CREATE INDEX backfill");
+                };
+                client::sql::index::create(self.client, &plan, &mut progress).await?;
+                Ok(Output::ok(0))
+            }
+            Route::DropIndex { table, index } => {
+                self.commit().await?;
+                client::sql::index::drop(self.client, &table, &index).await?;
+                Ok(Output::ok(0))
+            }
             Route::ShowDatabases => Ok(Output::text(
                 &["Database"],
                 vec![vec![Cell::Text(DATABASE.to_string())]],
@@ -440,34 +470,24 @@ impl FrontSession {
                 let sets = write::assignments(&schema, &u.assignments, false)?;
                 let query = write::update_query(&schema, &sets, u.selection.as_ref())?;
                 let ran = self.collect(&query, false).await?;
-                let changed: Vec<Vec<Datum>> = write::updated_rows(&schema, &sets, &ran.batches)?
+                let changed = write::updated_rows(&schema, &sets, &ran.batches)?
                     .into_iter()
                     .filter(|(old, new)| old != new)
-                    .map(|(_, new)| new)
-                    .collect();
-                let n = changed.len() as u64;
-                self.open_txn()?.buffer(write::puts(&schema, changed)?)?;
-                n
+                    .map(|(old, new)| Ok((write::handle(&schema, &old)?, Some(old), Some(new))))
+                    .collect::<Result<Vec<_>, FrontError>>()?;
+                let client = self.client;
+                self.open_txn()?.apply(client, &schema, &changed).await?
             }
             Statement::Delete(d) => {
                 client::sql::modify::check_delete(d)?;
                 let query = write::update_query(&schema, &[], d.selection.as_ref())?;
                 let ran = self.collect(&query, false).await?;
-                let rows = crate::arrow_rows::batches_to_rows(&schema, &ran.batches)?;
-                let deletes = rows
-                    .iter()
-                    .map(|row| match row.get(schema.pk) {
-                        Some(Datum::Int(h)) => Ok(RowWrite::Delete {
-                            key: wire::codec::table::record_key(schema.id, *h),
-                        }),
-                        other => Err(FrontError::Internal {
-                            what: format!("a row of {} keyed by {other:?}", schema.name),
-                        }),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                let n = deletes.len() as u64;
-                self.open_txn()?.buffer(deletes)?;
-                n
+                let deleted = crate::arrow_rows::batches_to_rows(&schema, &ran.batches)?
+                    .into_iter()
+                    .map(|old| Ok((write::handle(&schema, &old)?, Some(old), None)))
+                    .collect::<Result<Vec<_>, FrontError>>()?;
+                let client = self.client;
+                self.open_txn()?.apply(client, &schema, &deleted).await?
             }
             _ => {
                 return Err(FrontError::Internal {
@@ -500,27 +520,36 @@ impl FrontSession {
         let ran = self.collect(&source, false).await?;
         let rows = write::inserted_rows(schema, &targets, &ran.batches)?;
         let set = match &ins.on {
-            None => {
-                let plan = client::sql::insert::plan_rows(
-                    schema.clone(),
-                    rows,
-                    client::sql::insert::Duplicates::Refuse,
-                )?;
-                return Ok(self.open_txn()?.insert(client, &plan).await?);
-            }
+            None => return Ok(self.open_txn()?.insert_rows(client, schema, rows).await?),
             Some(ast::OnInsert::DuplicateKeyUpdate(set)) => set,
             Some(other) => {
                 return Err(FrontError::unsupported(format!("INSERT ... {other}")));
             }
         };
         let sets = write::assignments(schema, set, true)?;
+        let runs = write::runs_of_distinct_keys(schema, rows)?;
+        // Several runs are buffered one by one: a failing one must take the earlier ones
+        // back with it (a statement is all or nothing, in a transaction too).
+        let before = (runs.len() > 1).then(|| self.txn.clone());
         let mut affected = 0;
-        for run in write::runs_of_distinct_keys(schema, rows)? {
-            let query = write::upsert_query(schema, &sets, &run)?;
-            let ran = self.collect(&query, false).await?;
-            let (puts, n) = write::upsert_rows(schema, &sets, run, &ran.batches)?;
-            self.open_txn()?.buffer(write::puts(schema, puts)?)?;
-            affected += n;
+        for run in runs {
+            let done = async {
+                let query = write::upsert_query(schema, &sets, &run)?;
+                let ran = self.collect(&query, false).await?;
+                let (changes, n) = write::upsert_rows(schema, &sets, run, &ran.batches)?;
+                self.open_txn()?.apply(client, schema, &changes).await?;
+                Ok::<u64, FrontError>(n)
+            }
+            .await;
+            match done {
+                Ok(n) => affected += n,
+                Err(e) => {
+                    if let Some(txn) = before {
+                        self.txn = txn;
+                    }
+                    return Err(e);
+                }
+            }
         }
         Ok(affected)
     }
@@ -905,6 +934,25 @@ fn route(stmt: &Statement) -> Result<Route, FrontError> {
         } => Route::Drop {
             names: names.iter().map(table_name).collect::<Result<_, _>>()?,
             if_exists: *if_exists,
+        },
+        Statement::CreateIndex(ci) => {
+            Route::CreateIndex(client::sql::index::plan_create_index(ci)?)
+        }
+        Statement::Drop {
+            object_type: ObjectType::Index,
+            names,
+            table,
+            ..
+        } => match (names.as_slice(), table) {
+            ([index], Some(t)) => Route::DropIndex {
+                table: table_name(t)?,
+                index: table_name(index)?,
+            },
+            _ => {
+                return Err(FrontError::unsupported(
+                    "DROP INDEX other than DROP INDEX <name> ON <table>",
+                ));
+            }
         },
         Statement::Truncate(t) => match t.table_names.as_slice() {
             [one] => Route::Truncate(table_name(&one.name)?),

@@ -30,11 +30,23 @@ pub fn columns(t: &TableSchema) -> Output {
         .enumerate()
         .map(|(i, c)| {
             let pk = i == t.pk;
+            // MySQL's Key: PRI, else UNI for the first column of a unique index on that
+            // column alone, else MUL for the first column of any other index.
+            let leading = t.indexes.iter().filter(|x| x.columns[0] == i);
+            let key = if pk {
+                "PRI"
+            } else if leading.clone().any(|x| x.unique && x.columns.len() == 1) {
+                "UNI"
+            } else if leading.count() > 0 {
+                "MUL"
+            } else {
+                ""
+            };
             vec![
                 Cell::Text(c.name.clone()),
                 Cell::Text(c.ty.mysql_text()),
                 Cell::Text(if pk { "NO" } else { "YES" }.to_string()),
-                Cell::Text(if pk { "PRI" } else { "" }.to_string()),
+                Cell::Text(key.to_string()),
                 Cell::Null,
                 Cell::Text(String::new()),
             ]
@@ -66,6 +78,12 @@ pub fn create_statement(t: &TableSchema) -> String {
         })
         .collect();
     lines.push(format!("  PRIMARY KEY (`{}`)", t.columns[t.pk].name));
+    // Indexes still being backfilled are not shown (MySQL shows an index once it exists).
+    for x in t.public_indexes() {
+        let cols: Vec<String> = x.column_names(t).iter().map(|c| format!("`{c}`")).collect();
+        let kind = if x.unique { "UNIQUE KEY" } else { "KEY" };
+        lines.push(format!("  {kind} `{}` ({})", x.name, cols.join(",")));
+    }
     format!("CREATE TABLE `{}` (\n{}\n)", t.name, lines.join(",\n"))
 }
 
@@ -89,6 +107,29 @@ mod tests {
         let again = schema(&create_statement(&t));
         assert_eq!(again, t);
         assert_eq!(again.columns[1].ty, SqlType::BigInt);
+    }
+
+    #[test]
+    fn show_create_table_keeps_indexes_and_describe_marks_their_columns() {
+        let t = schema(
+            "CREATE TABLE t (id BIGINT PRIMARY KEY, a INT, b VARCHAR(5), c DOUBLE, \
+             UNIQUE KEY ua (a), KEY bc (b, c), INDEX cb (c, b))",
+        );
+        assert_eq!(t.indexes.len(), 3);
+        let text = create_statement(&t);
+        assert!(text.contains("UNIQUE KEY `ua` (`a`)"), "{text}");
+        assert_eq!(schema(&text), t);
+        let d = columns(&t);
+        let keys: Vec<&Cell> = d.rows.iter().map(|r| &r[3]).collect();
+        assert_eq!(
+            keys,
+            [
+                &Cell::Text("PRI".into()),
+                &Cell::Text("UNI".into()),
+                &Cell::Text("MUL".into()),
+                &Cell::Text("MUL".into())
+            ]
+        );
     }
 
     #[test]

@@ -491,6 +491,9 @@ impl DisplayAs for StratusScanExec {
         if let Some((_, text)) = &self.top_n {
             write!(f, " top_n=[{text}]")?;
         }
+        if let Some(index) = &self.pushed.index {
+            write!(f, " {}", index.text)?;
+        }
         write!(f, " ranges={}", self.pushed.ranges.len())
     }
 }
@@ -546,6 +549,7 @@ impl ExecutionPlan for StratusScanExec {
         let ctx = self.ctx.clone();
         let dag = self.dag.clone();
         let ranges = self.pushed.ranges.clone();
+        let index = self.pushed.index.clone();
         let table = self.table.clone();
         let columns = self.columns.clone();
         let schema = self.schema.clone();
@@ -556,21 +560,60 @@ impl ExecutionPlan for StratusScanExec {
         let whole_rows = self.top_n.is_some() || pending.is_some();
         let batch = async move {
             let session = ctx.client.session_with(ctx.vars);
+            let client_error = |e| {
+                DataFusionError::External(Box::new(FrontError::Sql(client::sql::SqlError::Client(
+                    e,
+                ))))
+            };
+            // An index lookup first: only the rows of the handles it finds (and that the
+            // primary-key ranges allow) are read.
+            let mut lookup = None;
+            let ranges = match &index {
+                Some(choice) => {
+                    let (handles, found) = client::sql::index::lookup_handles(
+                        &session,
+                        &table,
+                        &choice.index,
+                        choice.ranges.clone(),
+                        ctx.start_ts,
+                    )
+                    .await
+                    .map_err(client_error)?;
+                    let keep: Vec<i64> = handles
+                        .into_iter()
+                        .filter(|&h| {
+                            let key = wire::codec::table::record_key(table.id, h);
+                            ranges
+                                .iter()
+                                .any(|r| r.start <= key && (r.end.is_empty() || key < r.end))
+                        })
+                        .collect();
+                    lookup = Some((choice.text.clone(), keep.len(), found));
+                    client::sql::index::handle_ranges(&table, &keep)
+                }
+                None => ranges,
+            };
             let result = session
                 .coprocessor(&dag, ranges, ctx.start_ts)
                 .await
-                .map_err(|e| {
-                    DataFusionError::External(Box::new(FrontError::Sql(
-                        client::sql::SqlError::Client(e),
-                    )))
-                })?;
+                .map_err(client_error)?;
             ctx.warnings.lock().extend(result.warnings);
             if let Some(scans) = &ctx.scans {
+                let mut executors = describe_dag(&dag, &table);
+                let mut regions = describe_regions(&result.pages);
+                let mut cross_zone_bytes = result.stats.cross_zone_bytes;
+                if let Some((text, handles, found)) = &lookup {
+                    executors.insert(0, format!("IndexLookUp {text} handles={handles}"));
+                    let mut index_regions = describe_regions(&found.pages);
+                    index_regions.append(&mut regions);
+                    regions = index_regions;
+                    cross_zone_bytes += found.stats.cross_zone_bytes;
+                }
                 scans.lock().push(ScanReport {
                     table: table.name.clone(),
-                    executors: describe_dag(&dag, &table),
-                    regions: describe_regions(&result.pages),
-                    cross_zone_bytes: result.stats.cross_zone_bytes,
+                    executors,
+                    regions,
+                    cross_zone_bytes,
                 });
             }
             let mut rows = result.rows;

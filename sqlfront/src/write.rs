@@ -23,7 +23,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use client::sql::insert::{self, Duplicates};
+use client::sql::insert;
 use client::sql::value::{format_date, format_datetime, format_decimal};
 use client::sql::{SqlError, SqlType, TableSchema};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -366,7 +366,7 @@ fn sql_literal(ty: SqlType, d: &Datum) -> Result<String, FrontError> {
 }
 
 /// The handle of a full row.
-fn handle(table: &TableSchema, row: &[Datum]) -> Result<i64, FrontError> {
+pub(crate) fn handle(table: &TableSchema, row: &[Datum]) -> Result<i64, FrontError> {
     match row.get(table.pk) {
         Some(Datum::Int(h)) => Ok(*h),
         _ => Err(SqlError::BadValue {
@@ -436,14 +436,14 @@ pub(crate) fn upsert_query(
     Ok(q)
 }
 
-/// What one run of an ON DUPLICATE KEY UPDATE writes: the rows to put (inserted, or updated
-/// and changed) and MySQL's affected-row count.
+/// What one run of an ON DUPLICATE KEY UPDATE writes: the rows it inserts or changes (handle,
+/// stored row if any, new row) and MySQL's affected-row count.
 pub(crate) fn upsert_rows(
     table: &TableSchema,
     sets: &[Assignment],
     run: Vec<Vec<Datum>>,
     batches: &[RecordBatch],
-) -> Result<(Vec<Vec<Datum>>, u64), FrontError> {
+) -> Result<(Vec<client::sql::index::RowChange>, u64), FrontError> {
     let n = table.columns.len();
     // handle → (stored row, row after the assignments), for the keys that are stored.
     let mut stored: HashMap<i64, RowChange> = HashMap::new();
@@ -481,24 +481,16 @@ pub(crate) fn upsert_rows(
         match stored.remove(&h) {
             None => {
                 affected += 1;
-                puts.push(row);
+                puts.push((h, None, Some(row)));
             }
             Some((old, new)) if old != new => {
                 affected += 2;
-                puts.push(new);
+                puts.push((h, Some(old), Some(new)));
             }
             Some(_) => {}
         }
     }
     Ok((puts, affected))
-}
-
-/// `rows` (every column) as the puts that store them.
-pub(crate) fn puts(
-    table: &TableSchema,
-    rows: Vec<Vec<Datum>>,
-) -> Result<Vec<client::sql::RowWrite>, FrontError> {
-    Ok(insert::plan_rows(table.clone(), rows, Duplicates::Allow)?.writes())
 }
 
 #[cfg(test)]

@@ -87,6 +87,13 @@ pub struct PrewriteRequest {
     pub secondaries: Vec<Vec<u8>>,
     #[prost(bool, tag = "8")]
     pub try_one_pc: bool,
+    /// 1PC only: the highest commit ts the transaction accepts (0 = any). A 1PC prewrite
+    /// whose commit ts would be higher writes locks instead (the client then commits with
+    /// two phases and checks its commit ts itself). A statement that read a table's schema
+    /// without locking it must commit within the schema lease of its start
+    /// (`client::sql::txn_write`).
+    #[prost(uint64, tag = "9")]
+    pub max_commit_ts: u64,
 }
 
 #[derive(Clone, PartialEq, Message)]

@@ -18,6 +18,7 @@ use sqlparser::ast::{self, ColumnOption, DataType, TableConstraint};
 use wire::coprocessor::ColumnInfo;
 use wire::datum::FieldType;
 
+use super::index::{IndexDef, IndexState};
 use super::txn_write::{self, RowWrite};
 use super::{Result, SqlError, simple_name, unsupported};
 use crate::error::Error;
@@ -29,8 +30,11 @@ pub const CATALOG_PREFIX: &[u8] = b"m_catalog_";
 pub const NEXT_TABLE_ID_KEY: &[u8] = b"m_next_table_id";
 /// How many times `CREATE TABLE` retries after losing the counter to a concurrent create.
 const CREATE_ATTEMPTS: usize = 8;
-/// Version byte of [`TableSchema::encode`]'s layout.
+/// Version byte of [`TableSchema::encode`]'s layout without secondary indexes.
 pub const FORMAT_VERSION: u8 = 1;
+/// Version byte of the layout with the secondary-index section (written only by a table
+/// that has or had an index, so a table without one keeps its version-1 bytes).
+pub const FORMAT_VERSION_INDEXES: u8 = 2;
 
 /// A column's SQL type. The four after `Varchar` are stored as integers (`super::value`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +251,11 @@ pub struct TableSchema {
     pub columns: Vec<Column>,
     /// Index of the primary key column (the handle) in `columns`.
     pub pk: usize,
+    /// Secondary indexes, in creation order (`super::index`).
+    pub indexes: Vec<IndexDef>,
+    /// The id the next index gets: ids are never reused, so a dropped index's entries
+    /// (left in storage, as a truncated table's rows) are never read as another's.
+    pub next_index_id: i64,
 }
 
 /// The cluster key of `name`'s catalog row.
@@ -269,6 +278,20 @@ impl TableSchema {
         self.columns
             .iter()
             .position(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The indexes readers may use: backfilled and published (`super::index`).
+    pub fn public_indexes(&self) -> impl Iterator<Item = &IndexDef> {
+        self.indexes
+            .iter()
+            .filter(|i| i.state == IndexState::Public)
+    }
+
+    /// The index named `name` (case-insensitive).
+    pub fn index(&self, name: &str) -> Option<&IndexDef> {
+        self.indexes
+            .iter()
+            .find(|i| i.name.eq_ignore_ascii_case(name))
     }
 
     /// What a TableScan reads: every column, in declaration order.
@@ -300,9 +323,22 @@ impl TableSchema {
     ///
     /// Tags 5..=8 were added without a version bump: a schema of the first four types
     /// encodes exactly as before.
+    ///
+    /// Version 2 (a table that has or had a secondary index) appends:
+    ///
+    /// i64 next index id
+    /// u16 index count M
+    /// M × { i64 index id | u8 flags (bit 0: unique) | u8 state (1 write-only, 2 public)
+    ///       | u16 name length L | L bytes UTF-8 name | u16 column count K (1..)
+    ///       | K × u16 column position }
     /// ```
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = vec![FORMAT_VERSION];
+        let v2 = !self.indexes.is_empty() || self.next_index_id != 1;
+        let mut b = vec![if v2 {
+            FORMAT_VERSION_INDEXES
+        } else {
+            FORMAT_VERSION
+        }];
         b.extend_from_slice(&self.id.to_be_bytes());
         b.extend_from_slice(&(self.pk as u16).to_be_bytes());
         b.extend_from_slice(&(self.columns.len() as u16).to_be_bytes());
@@ -312,6 +348,21 @@ impl TableSchema {
             b.extend_from_slice(&c.id.to_be_bytes());
             b.extend_from_slice(&(c.name.len() as u16).to_be_bytes());
             b.extend_from_slice(c.name.as_bytes());
+        }
+        if v2 {
+            b.extend_from_slice(&self.next_index_id.to_be_bytes());
+            b.extend_from_slice(&(self.indexes.len() as u16).to_be_bytes());
+            for i in &self.indexes {
+                b.extend_from_slice(&i.id.to_be_bytes());
+                b.push(u8::from(i.unique));
+                b.push(i.state.tag());
+                b.extend_from_slice(&(i.name.len() as u16).to_be_bytes());
+                b.extend_from_slice(i.name.as_bytes());
+                b.extend_from_slice(&(i.columns.len() as u16).to_be_bytes());
+                for c in &i.columns {
+                    b.extend_from_slice(&(*c as u16).to_be_bytes());
+                }
+            }
         }
         b
     }
@@ -329,7 +380,7 @@ impl TableSchema {
         let u16_of = |s: &[u8]| u16::from_be_bytes([s[0], s[1]]) as usize;
         let i64_of = |s: &[u8]| i64::from_be_bytes(s.try_into().expect("8 bytes"));
         let version = take(&mut b, 1, name)?[0];
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_INDEXES {
             return Err(corrupt(name, &format!("unknown format version {version}")));
         }
         let id = i64_of(take(&mut b, 8, name)?);
@@ -351,6 +402,47 @@ impl TableSchema {
                 ty,
             });
         }
+        let (mut indexes, mut next_index_id) = (Vec::new(), 1);
+        if version == FORMAT_VERSION_INDEXES {
+            next_index_id = i64_of(take(&mut b, 8, name)?);
+            let m = u16_of(take(&mut b, 2, name)?);
+            for _ in 0..m {
+                let iid = i64_of(take(&mut b, 8, name)?);
+                let unique = match take(&mut b, 1, name)?[0] {
+                    0 => false,
+                    1 => true,
+                    f => return Err(corrupt(name, &format!("unknown index flags {f}"))),
+                };
+                let state = IndexState::from_tag(take(&mut b, 1, name)?[0])
+                    .ok_or_else(|| corrupt(name, "unknown index state"))?;
+                let len = u16_of(take(&mut b, 2, name)?);
+                let iname = std::str::from_utf8(take(&mut b, len, name)?)
+                    .map_err(|_| corrupt(name, "index name is not UTF-8"))?
+                    .to_string();
+                let k = u16_of(take(&mut b, 2, name)?);
+                let mut cols = Vec::with_capacity(k.min(64));
+                for _ in 0..k {
+                    cols.push(u16_of(take(&mut b, 2, name)?));
+                }
+                if cols.is_empty() || cols.iter().any(|&c| c >= columns.len()) {
+                    return Err(corrupt(name, &format!("index {iname} has bad columns")));
+                }
+                let previous = indexes.last().map_or(0, |i: &IndexDef| i.id);
+                if iid <= previous || iid >= next_index_id {
+                    return Err(corrupt(name, &format!("index {iname} has id {iid}")));
+                }
+                indexes.push(IndexDef {
+                    id: iid,
+                    name: iname,
+                    columns: cols,
+                    unique,
+                    state,
+                });
+            }
+            if indexes.is_empty() && next_index_id == 1 {
+                return Err(corrupt(name, "version 2 without an index section"));
+            }
+        }
         if !b.is_empty() {
             return Err(corrupt(name, "trailing bytes"));
         }
@@ -362,6 +454,8 @@ impl TableSchema {
             name: name.to_ascii_lowercase(),
             columns,
             pk,
+            indexes,
+            next_index_id,
         })
     }
 }
@@ -418,8 +512,38 @@ pub fn plan_create(ct: &ast::CreateTable) -> Result<TableSchema> {
             ty,
         });
     }
+    // `INDEX name (cols)` / `UNIQUE KEY name (cols)` in the table's definition: public at
+    // once (the table is empty).
+    let mut inline_indexes: Vec<super::index::CreateIndex> = Vec::new();
     for constraint in &ct.constraints {
         match constraint {
+            TableConstraint::Index(ic) if ic.index_type.is_none() => {
+                let columns = super::index::index_columns(&ic.columns)?;
+                inline_indexes.push(super::index::CreateIndex {
+                    table: name.clone(),
+                    name: ic
+                        .name
+                        .as_ref()
+                        .map(|n| n.value.to_ascii_lowercase())
+                        .unwrap_or_else(|| columns[0].clone()),
+                    columns,
+                    unique: false,
+                });
+            }
+            TableConstraint::Unique(uc) if uc.index_type.is_none() && uc.include.is_empty() => {
+                let columns = super::index::index_columns(&uc.columns)?;
+                inline_indexes.push(super::index::CreateIndex {
+                    table: name.clone(),
+                    name: uc
+                        .index_name
+                        .as_ref()
+                        .or(uc.name.as_ref())
+                        .map(|n| n.value.to_ascii_lowercase())
+                        .unwrap_or_else(|| columns[0].clone()),
+                    columns,
+                    unique: true,
+                });
+            }
             TableConstraint::PrimaryKey(p) => {
                 for ic in &p.columns {
                     let col = match &ic.column.expr {
@@ -464,12 +588,20 @@ pub fn plan_create(ct: &ast::CreateTable) -> Result<TableSchema> {
             ),
         });
     }
-    Ok(TableSchema {
+    let mut schema = TableSchema {
         id: 0,
         name,
         columns,
         pk,
-    })
+        indexes: Vec::new(),
+        next_index_id: 1,
+    };
+    for plan in &inline_indexes {
+        let def = super::index::define(&schema, plan, IndexState::Public)?;
+        schema.next_index_id += 1;
+        schema.indexes.push(def);
+    }
+    Ok(schema)
 }
 
 fn txn_error(command: &'static str, kind: i32, message: &str) -> SqlError {
@@ -546,6 +678,8 @@ pub async fn truncate(client: &Client, name: &str) -> Result<TableSchema> {
         name: name.to_ascii_lowercase(),
         columns: Vec::new(),
         pk: 0,
+        indexes: Vec::new(),
+        next_index_id: 1,
     };
     store_with_new_id(client, schema, Existing::Present, "TRUNCATE TABLE").await
 }
@@ -688,11 +822,19 @@ mod tests {
 
         /// Valid encodings with one byte changed or cut: near misses reach deeper than noise.
         #[test]
-        fn mutated_schemas_decode_or_fail_cleanly(at in 0usize..200, byte: u8, cut: bool) {
-            let s = create(
+        fn mutated_schemas_decode_or_fail_cleanly(
+            at in 0usize..300,
+            byte: u8,
+            cut: bool,
+            indexed: bool,
+        ) {
+            let s = create(if indexed {
+                "create table x (id bigint primary key, p decimal(12,3), v varchar(3), \
+                 f double, unique key pv (p, v), key f (f))"
+            } else {
                 "create table x (id bigint primary key, p decimal(12,3), d date, \
-                 t datetime(6), b boolean, v varchar(3), f double, i int)",
-            )
+                 t datetime(6), b boolean, v varchar(3), f double, i int)"
+            })
             .unwrap();
             let mut b = s.encode();
             let at = at % b.len();
@@ -740,6 +882,33 @@ mod tests {
         let infos = s.column_infos();
         assert!(infos[1].pk_handle && !infos[0].pk_handle);
         assert_eq!(infos[3].tp, FieldType::Bytes as i32);
+    }
+
+    /// A table that has or had an index is stored in the version-2 layout, with its index
+    /// states and the next index id; one that never had one keeps the version-1 bytes.
+    #[test]
+    fn indexes_round_trip_through_the_v2_layout_and_ids_are_not_reused() {
+        let mut s = create(
+            "create table x (id bigint primary key, a int, b varchar(4), key ab (a, b), \
+             unique index b (b))",
+        )
+        .unwrap();
+        assert_eq!(s.next_index_id, 3);
+        s.indexes[1].state = IndexState::WriteOnly;
+        let b = s.encode();
+        assert_eq!(b[0], FORMAT_VERSION_INDEXES);
+        assert_eq!(TableSchema::decode("x", &b).unwrap(), s);
+        // Every index dropped: still version 2, the next id kept.
+        s.indexes.clear();
+        let b = s.encode();
+        assert_eq!(b[0], FORMAT_VERSION_INDEXES);
+        assert_eq!(TableSchema::decode("x", &b).unwrap().next_index_id, 3);
+        // An index id at or past the next id, or out of order, is corrupt.
+        let mut bad = create("create table x (id bigint primary key, a int, key a (a))").unwrap();
+        bad.next_index_id = 1;
+        assert!(TableSchema::decode("x", &bad.encode()).is_err());
+        let plain = create("create table x (id bigint primary key, a int)").unwrap();
+        assert_eq!(plain.encode()[0], FORMAT_VERSION);
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub fn check_insert(ins: &ast::Insert) -> Result<()> {
 
 pub fn plan_insert(ins: &ast::Insert, table: TableSchema) -> Result<InsertPlan> {
     check_insert(ins)?;
+    super::modify::refuse_indexed(&table)?;
     if ins.on.is_some() {
         return Err(unsupported("INSERT ... ON DUPLICATE KEY / ON CONFLICT"));
     }

@@ -42,6 +42,7 @@ pub mod catalog;
 pub mod explain;
 pub mod finish;
 pub mod handle_ranges;
+pub mod index;
 pub mod insert;
 pub mod modify;
 pub mod select;
@@ -165,6 +166,29 @@ pub enum SqlError {
         statement: &'static str,
         start_ts: u64,
     },
+    /// An autocommit statement could not commit within the schema lease of its start
+    /// (`txn_write::SCHEMA_LEASE_MS`): it was rolled back, nothing written; run it again.
+    #[error(
+        "the statement ran past the schema lease and was rolled back, nothing written; \
+         retry it: statement={statement} start_ts={start_ts}"
+    )]
+    SchemaLeaseExpired {
+        statement: &'static str,
+        start_ts: u64,
+    },
+    /// A unique index already holds the value (MySQL's 1062).
+    #[error("duplicate entry for a unique index: table={table} index={index} entry={entry}")]
+    DuplicateEntry {
+        table: String,
+        index: String,
+        entry: String,
+    },
+    /// `CREATE INDEX` of a name the table already has (MySQL's 1061).
+    #[error("duplicate index name: table={table} index={index}")]
+    IndexExists { table: String, index: String },
+    /// `DROP INDEX` of a name the table does not have (MySQL's 1091).
+    #[error("unknown index: table={table} index={index}")]
+    UnknownIndex { table: String, index: String },
     #[error("column must appear in GROUP BY or in an aggregate: column={column}")]
     NotGrouped { column: String },
     /// A catalog row that does not decode (written by something else, or a newer format).
@@ -185,7 +209,8 @@ impl SqlError {
             SqlError::WriteConflict { .. }
             | SqlError::KeyLocked { .. }
             | SqlError::TxnConflict { .. }
-            | SqlError::TxnAborted { .. } => crate::ErrorKind::Locked,
+            | SqlError::TxnAborted { .. }
+            | SqlError::SchemaLeaseExpired { .. } => crate::ErrorKind::Locked,
             SqlError::ServerBusy { .. } => crate::ErrorKind::Busy,
             // Not retried by the statement loop: a re-run could write the rows twice.
             SqlError::Undetermined { .. } => crate::ErrorKind::Transport,
@@ -503,7 +528,11 @@ impl<'a> Engine<'a> {
                 QueryResult::default()
             }
             Plan::Insert(p) => {
-                let opts = session.variables().commit_options();
+                // The schema was read without a catalog lock: the lease bounds the commit.
+                let opts = CommitOptions {
+                    schema_lease: true,
+                    ..session.variables().commit_options()
+                };
                 let out = retrying_write(|| insert::write(client, &p, opts)).await?;
                 QueryResult {
                     affected_rows: out.rows,

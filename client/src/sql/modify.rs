@@ -22,7 +22,7 @@ use wire::datum::Datum;
 
 use super::catalog::{SqlType, TableSchema};
 use super::handle_ranges::handle_ranges;
-use super::txn_write::{self, RowWrite};
+use super::txn_write::{self, CommitOptions, RowWrite};
 use super::{QueryResult, Result, SqlError, insert, select, simple_name, unsupported};
 use crate::variables::Session;
 
@@ -117,7 +117,21 @@ pub fn check_delete(d: &ast::Delete) -> Result<()> {
     Ok(())
 }
 
+/// This planner writes rows only: a table with secondary indexes is written by the SQL
+/// front, which keeps the entries in the same transaction (`super::index`).
+pub(crate) fn refuse_indexed(table: &TableSchema) -> Result<()> {
+    if table.indexes.is_empty() {
+        Ok(())
+    } else {
+        Err(unsupported(format!(
+            "a write to {}, a table with secondary indexes, outside the SQL front",
+            table.name
+        )))
+    }
+}
+
 pub fn plan_delete(d: &ast::Delete, table: TableSchema) -> Result<ModifyPlan> {
+    refuse_indexed(&table)?;
     check_delete(d)?;
     reading(table, d.selection.as_ref(), Change::Delete)
 }
@@ -157,6 +171,7 @@ pub fn check_update(u: &ast::Update) -> Result<()> {
 }
 
 pub fn plan_update(u: &ast::Update, table: TableSchema) -> Result<ModifyPlan> {
+    refuse_indexed(&table)?;
     check_update(u)?;
     let mut assignments: Vec<Assignment> = Vec::with_capacity(u.assignments.len());
     for a in &u.assignments {
@@ -490,7 +505,11 @@ pub async fn run(session: &Session<'_>, plan: &ModifyPlan) -> Result<QueryResult
         Change::Delete => "delete",
         Change::Update(_) => "update",
     };
-    let opts = session.variables().commit_options();
+    // The schema was read without a catalog lock: the lease bounds the commit.
+    let opts = CommitOptions {
+        schema_lease: true,
+        ..session.variables().commit_options()
+    };
     let out = txn_write::write(client, &writes, start_ts, statement, opts).await?;
     let mut warnings = found.warnings;
     warnings.extend(out.warnings);

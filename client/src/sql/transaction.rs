@@ -139,6 +139,15 @@ impl Transaction {
     /// stored at its `start_ts` and not deleted by it), then buffers the rows. Returns the
     /// rows inserted.
     pub async fn insert(&mut self, client: &Client, plan: &InsertPlan) -> Result<u64> {
+        super::modify::refuse_indexed(&plan.table)?;
+        self.check_absent(client, plan).await?;
+        self.buffer(plan.writes())?;
+        Ok(plan.rows.len() as u64)
+    }
+
+    /// Refuses a row of `plan` whose primary key the transaction sees: buffered, or stored
+    /// at its `start_ts` and not deleted by it.
+    async fn check_absent(&self, client: &Client, plan: &InsertPlan) -> Result<()> {
         let mut unseen = Vec::with_capacity(plan.rows.len());
         for (key, value) in &plan.rows {
             match self.buffered(key) {
@@ -151,9 +160,64 @@ impl Transaction {
             table: plan.table.clone(),
             rows: unseen,
         };
-        super::insert::check_no_stored_duplicate(client, &unseen, self.start_ts).await?;
-        self.buffer(plan.writes())?;
-        Ok(plan.rows.len() as u64)
+        super::insert::check_no_stored_duplicate(client, &unseen, self.start_ts).await
+    }
+
+    /// `INSERT` of `rows` (every column, stored datums) inside the transaction, with their
+    /// index entries: refuses a primary key the transaction sees, as [`Transaction::insert`]
+    /// does, and a unique entry another row holds ([`super::index::check_unique`]).
+    pub async fn insert_rows(
+        &mut self,
+        client: &Client,
+        table: &TableSchema,
+        rows: Vec<Vec<Datum>>,
+    ) -> Result<u64> {
+        let plan = super::insert::plan_rows(
+            table.clone(),
+            rows.clone(),
+            super::insert::Duplicates::Refuse,
+        )?;
+        self.check_absent(client, &plan).await?;
+        let changes = plan
+            .rows
+            .iter()
+            .zip(rows)
+            .map(|((key, _), row)| {
+                let (_, handle) = decode_record_key(key).map_err(|e| corrupt_row(table, e))?;
+                Ok((handle, None, Some(row)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.apply(client, table, &changes).await
+    }
+
+    /// Buffers `changes` to rows of `table` with their index entries (`super::index`),
+    /// refusing a unique entry another row holds; returns the rows changed. The buffer is
+    /// unchanged when it fails.
+    pub async fn apply(
+        &mut self,
+        client: &Client,
+        table: &TableSchema,
+        changes: &[super::index::RowChange],
+    ) -> Result<u64> {
+        let (writes, unique) = super::index::row_changes(table, changes)?;
+        let deleted: std::collections::HashSet<Vec<u8>> = writes
+            .iter()
+            .filter_map(|w| match w {
+                RowWrite::Delete { key } => Some(key.clone()),
+                _ => None,
+            })
+            .collect();
+        super::index::check_unique(
+            client,
+            table,
+            &unique,
+            &deleted,
+            &|k| self.buffered(k).cloned(),
+            self.start_ts,
+        )
+        .await?;
+        self.buffer(writes)?;
+        Ok(changes.len() as u64)
     }
 
     /// The buffered rows of `table`, decoded, by handle.

@@ -72,6 +72,27 @@ pub const ASYNC_COMMIT_KEYS_LIMIT: usize = 256;
 pub struct CommitOptions {
     /// `tidb_enable_async_commit`: async commit for a statement over several regions.
     pub async_commit: bool,
+    /// The statement read its table's schema at `start_ts` without locking the catalog row
+    /// (an autocommit statement), so it must commit within [`SCHEMA_LEASE_MS`] of `start_ts`
+    /// (see [`schema_lease_end`]); past it, it is rolled back with
+    /// [`SqlError::SchemaLeaseExpired`] and runs again with the schema of the moment.
+    pub schema_lease: bool,
+}
+
+/// How long after its `start_ts` a statement that read a schema without locking it may
+/// commit (TiDB's schema lease, in TSO milliseconds). `CREATE INDEX` waits this long after
+/// publishing a new index before it reads the rows to backfill, so every statement that
+/// wrote under the schema without the index has committed below the backfill's read
+/// timestamp, or not at all: the backfill sees every row such a statement wrote.
+///
+/// The bound is enforced on commit timestamps, not clocks: a 2PC commit checks the commit
+/// ts it took from the TSO, and a 1PC prewrite carries `max_commit_ts` (the server commits it
+/// in one phase only at or below it). Async commit is not used under a lease.
+pub const SCHEMA_LEASE_MS: u64 = 5_000;
+
+/// The highest commit ts of a statement under the schema lease that started at `start_ts`.
+pub fn schema_lease_end(start_ts: u64) -> u64 {
+    start_ts.saturating_add(SCHEMA_LEASE_MS << types::Ts::LOGICAL_BITS)
 }
 
 /// How a statement commits (or committed).
@@ -92,7 +113,7 @@ impl CommitMode {
     pub fn choose(regions: usize, keys: usize, opts: CommitOptions) -> CommitMode {
         if regions <= 1 {
             CommitMode::OnePc
-        } else if opts.async_commit && keys <= ASYNC_COMMIT_KEYS_LIMIT {
+        } else if opts.async_commit && !opts.schema_lease && keys <= ASYNC_COMMIT_KEYS_LIMIT {
             CommitMode::AsyncCommit
         } else {
             CommitMode::TwoPc
@@ -228,6 +249,7 @@ pub async fn write(
         0
     };
     let ttl = lock_ttl_ms(mutations.iter().map(|m| m.key.len() + m.value.len()).sum());
+    let max_commit_ts = opts.schema_lease.then(|| schema_lease_end(start_ts));
     let mut min_commit_ts = start_ts + 1;
     let mut backoff = client.backoff();
     let transport = client.transport();
@@ -237,6 +259,7 @@ pub async fn write(
             async move {
                 let req = PrewriteRequest {
                     try_one_pc: mutations.len() == one_pc_size,
+                    max_commit_ts: max_commit_ts.unwrap_or(0),
                     mutations,
                     primary,
                     start_ts,
@@ -319,6 +342,15 @@ pub async fn write(
         }
     }
     let commit_ts = client.current_ts().await?.max(min_commit_ts);
+    if let Some(max) = max_commit_ts
+        && commit_ts > max
+    {
+        rollback(client, &groups, start_ts).await;
+        return Err(SqlError::SchemaLeaseExpired {
+            statement,
+            start_ts,
+        });
+    }
     // The commit point.
     let mut warnings = Vec::new();
     match send_commit(client, vec![primary.clone()], start_ts, commit_ts).await {
@@ -515,7 +547,10 @@ mod tests {
     #[test]
     fn one_region_tries_one_pc_whatever_the_session_says() {
         for async_commit in [false, true] {
-            let opts = CommitOptions { async_commit };
+            let opts = CommitOptions {
+                async_commit,
+                schema_lease: false,
+            };
             assert_eq!(CommitMode::choose(1, 3, opts), CommitMode::OnePc);
             assert_eq!(CommitMode::choose(1, 1000, opts), CommitMode::OnePc);
         }
@@ -523,7 +558,10 @@ mod tests {
 
     #[test]
     fn several_regions_use_async_commit_only_when_asked_and_up_to_the_key_limit() {
-        let on = CommitOptions { async_commit: true };
+        let on = CommitOptions {
+            async_commit: true,
+            schema_lease: false,
+        };
         assert_eq!(CommitMode::choose(2, 2, on), CommitMode::AsyncCommit);
         assert_eq!(
             CommitMode::choose(5, ASYNC_COMMIT_KEYS_LIMIT, on),
@@ -537,6 +575,17 @@ mod tests {
             CommitMode::choose(2, 2, CommitOptions::default()),
             CommitMode::TwoPc,
             "off by default"
+        );
+        // Under a schema lease the commit ts must be checked: never async commit.
+        let leased = CommitOptions {
+            schema_lease: true,
+            ..on
+        };
+        assert_eq!(CommitMode::choose(2, 2, leased), CommitMode::TwoPc);
+        assert_eq!(CommitMode::choose(1, 2, leased), CommitMode::OnePc);
+        assert_eq!(
+            schema_lease_end(7 << types::Ts::LOGICAL_BITS) >> types::Ts::LOGICAL_BITS,
+            7 + SCHEMA_LEASE_MS
         );
     }
 

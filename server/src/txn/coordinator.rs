@@ -397,6 +397,7 @@ impl Transaction {
                 Vec::new()
             },
             try_one_pc,
+            max_commit_ts: 0,
         };
         let resp = client.prewrite_resolving(&req, &keys)?;
         if let Some(commit_ts) = resp.one_pc_commit_ts {

@@ -96,6 +96,9 @@ pub struct PrewriteRequest {
     /// Commit in this one phase if every key is in one shard (and none is already locked by
     /// this transaction); otherwise prewrite normally.
     pub try_one_pc: bool,
+    /// With `try_one_pc`: commit in one phase only at or below this ts (0 = any); above it,
+    /// prewrite normally.
+    pub max_commit_ts: u64,
 }
 
 impl PrewriteRequest {
@@ -112,6 +115,7 @@ impl PrewriteRequest {
             use_async_commit: false,
             secondaries: Vec::new(),
             try_one_pc: false,
+            max_commit_ts: 0,
         }
     }
 }
@@ -191,6 +195,8 @@ impl Storage {
             secondaries: (req.use_async_commit && !one_pc).then(Vec::new),
         });
         let min_commit_ts = guard.lock().min_commit_ts;
+        // Past the caller's bound, the keys are locked instead and the caller decides.
+        let one_pc = one_pc && (req.max_commit_ts == 0 || min_commit_ts <= req.max_commit_ts);
         self.fire_prewrite_hook(|| PrewriteHookPoint {
             start_ts,
             min_commit_ts,

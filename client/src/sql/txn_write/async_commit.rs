@@ -115,6 +115,7 @@ pub(super) async fn write(
                     Vec::new()
                 },
                 try_one_pc: false,
+                max_commit_ts: 0,
             };
             async move {
                 transport
