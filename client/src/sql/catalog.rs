@@ -612,13 +612,37 @@ fn txn_error(command: &'static str, kind: i32, message: &str) -> SqlError {
 }
 
 /// The value of `key` committed at `start_ts`, if any.
+///
+/// A lock of another transaction on the key (a transaction committing with the catalog row
+/// locked, a DDL) is resolved as any reader resolves one, and the read runs again: while
+/// its transaction is alive the read waits, as long as [`LOCKED_READ_ATTEMPTS`] allow.
 async fn get_at(client: &Client, key: &[u8], start_ts: u64) -> Result<Option<Vec<u8>>> {
-    let resp = client.get_at(key.to_vec(), start_ts).await?;
-    if let Some(e) = resp.error {
-        return Err(txn_error("get", e.kind, &e.message));
+    let mut attempt = 0;
+    loop {
+        let resp = client.get_at(key.to_vec(), start_ts).await?;
+        let Some(e) = resp.error else {
+            return Ok(resp.found.then_some(resp.value));
+        };
+        match &e.locked {
+            Some(lock)
+                if e.kind == wire::txn::ErrorKind::Locked as i32
+                    && attempt + 1 < LOCKED_READ_ATTEMPTS =>
+            {
+                attempt += 1;
+                if client.lock_resolver().resolve(lock, start_ts).await?
+                    == crate::lock_resolver::ResolveOutcome::Alive
+                {
+                    tokio::time::sleep(super::write_backoff(attempt)).await;
+                }
+            }
+            _ => return Err(txn_error("get", e.kind, &e.message)),
+        }
     }
-    Ok(resp.found.then_some(resp.value))
 }
+
+/// How many times a catalog read meets a lock before it gives up (with
+/// `super::write_backoff` between them: about the TTL of an abandoned lock and more).
+const LOCKED_READ_ATTEMPTS: u32 = 12;
 
 /// The stored schema of table `name` at a fresh timestamp, if there is one.
 pub async fn load(client: &Client, name: &str) -> Result<Option<TableSchema>> {

@@ -133,8 +133,7 @@ impl IndexDef {
     /// whole key), then the handle.
     fn scan_columns(&self, table: &TableSchema) -> Vec<ColumnInfo> {
         let infos = table.column_infos();
-        let mut columns: Vec<ColumnInfo> =
-            self.columns.iter().map(|&c| infos[c].clone()).collect();
+        let mut columns: Vec<ColumnInfo> = self.columns.iter().map(|&c| infos[c].clone()).collect();
         columns.push(infos[table.pk].clone());
         columns
     }
