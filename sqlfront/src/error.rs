@@ -89,6 +89,7 @@ fn sql_code(e: &SqlError) -> u16 {
         SqlError::UnknownIndex { .. } => code::CANT_DROP_FIELD_OR_KEY,
         // Retried by the front; if it still reaches a client, a retry is what cures it.
         SqlError::SchemaLeaseExpired { .. }
+        | SqlError::SchemaChanged { .. }
         | SqlError::WriteConflict { .. }
         | SqlError::TxnConflict { .. }
         | SqlError::TxnAborted { .. } => code::LOCK_DEADLOCK,

@@ -644,6 +644,19 @@ async fn get_at(client: &Client, key: &[u8], start_ts: u64) -> Result<Option<Vec
 /// `super::write_backoff` between them: about the TTL of an abandoned lock and more).
 const LOCKED_READ_ATTEMPTS: u32 = 12;
 
+/// Refuses a write planned with `schema` when the table's schema at `start_ts` is another
+/// (an index added, the table truncated, dropped or created again since it was read):
+/// [`SqlError::SchemaChanged`]. A statement that passes writes what the schema at its
+/// `start_ts` asks for, and commits under the schema lease from there.
+pub async fn check_unchanged(client: &Client, schema: &TableSchema, start_ts: u64) -> Result<()> {
+    match load_at(client, &schema.name, start_ts).await? {
+        Some(now) if now == *schema => Ok(()),
+        _ => Err(SqlError::SchemaChanged {
+            table: schema.name.clone(),
+        }),
+    }
+}
+
 /// The stored schema of table `name` at a fresh timestamp, if there is one.
 pub async fn load(client: &Client, name: &str) -> Result<Option<TableSchema>> {
     let ts = client.current_ts().await?;

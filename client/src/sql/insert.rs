@@ -382,7 +382,9 @@ pub(crate) fn encoded_literal(
 }
 
 /// Writes the rows as one transaction ([`txn_write::write`]) at a fresh start_ts, after
-/// checking that none of their keys is visible at it.
+/// checking that none of their keys is visible at it and that the table's schema at it is
+/// still the plan's (`super::catalog::check_unchanged`). The schema is not locked, so the
+/// write commits under the schema lease (`txn_write::SCHEMA_LEASE_MS`) whatever `opts` say.
 pub async fn write(
     client: &Client,
     plan: &InsertPlan,
@@ -392,7 +394,12 @@ pub async fn write(
         return Ok(WriteOutcome::empty());
     }
     let start_ts = client.current_ts().await?;
+    super::catalog::check_unchanged(client, &plan.table, start_ts).await?;
     check_no_stored_duplicate(client, plan, start_ts).await?;
+    let opts = CommitOptions {
+        schema_lease: true,
+        ..opts
+    };
     txn_write::write(client, &plan.writes(), start_ts, "insert", opts).await
 }
 

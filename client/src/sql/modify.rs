@@ -497,6 +497,7 @@ pub fn writes(plan: &ModifyPlan, rows: Vec<Vec<Datum>>) -> Result<Vec<RowWrite>>
 pub async fn run(session: &Session<'_>, plan: &ModifyPlan) -> Result<QueryResult> {
     let client = session.client;
     let start_ts = client.current_ts().await?;
+    super::catalog::check_unchanged(client, &plan.table, start_ts).await?;
     let found = session
         .coprocessor(&plan.dag, plan.ranges.clone(), start_ts)
         .await?;
@@ -505,7 +506,7 @@ pub async fn run(session: &Session<'_>, plan: &ModifyPlan) -> Result<QueryResult
         Change::Delete => "delete",
         Change::Update(_) => "update",
     };
-    // The schema was read without a catalog lock: the lease bounds the commit.
+    // The schema (checked at start_ts) is not locked: the lease bounds the commit.
     let opts = CommitOptions {
         schema_lease: true,
         ..session.variables().commit_options()
