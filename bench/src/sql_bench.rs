@@ -72,6 +72,8 @@ const REPEATS: usize = 7;
 /// Point selects timed on each front (after [`POINT_WARMUP`] untimed ones).
 const POINT_SELECTS: usize = 500;
 const POINT_WARMUP: usize = 20;
+/// Lookups by the indexed column `k`, timed before and after its index.
+const INDEX_LOOKUPS: usize = 100;
 /// Distinct values of `grp`.
 const GROUPS: usize = 16;
 /// TPC-H scale factor: lineitem has about 600,000 rows.
@@ -783,6 +785,85 @@ fn analytic_queries(
         }
     }
     point_selects(endpoint, engine, entries, report);
+    index_lookups(endpoint, entries, report);
+}
+
+/// Lookups by an indexed column: `SELECT id, v FROM t WHERE k = <a stored k>` for random
+/// rows, timed before `CREATE INDEX t_k ON t (k)` (every region scanned, the filter pushed)
+/// and after (the index lookup, then the one row read by its handle), each answer checked
+/// against the other; and how long the `CREATE INDEX` over the whole table took.
+fn index_lookups(endpoint: &mut EndpointConn<'_>, entries: usize, report: &mut Report) {
+    let mut r = rng(23);
+    let ids: Vec<i64> = (0..POINT_WARMUP + INDEX_LOOKUPS)
+        .map(|_| r.random_range(0..entries as i64))
+        .collect();
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    let find = format!(
+        "SELECT k FROM t WHERE id IN ({}) ORDER BY id",
+        list.join(", ")
+    );
+    let ks: Vec<String> = match endpoint.query(&find) {
+        Ok(rows) => rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .collect(),
+        Err(e) => return report.fail("index lookups: reading the keys", &find, &e),
+    };
+    let timed = |endpoint: &mut EndpointConn<'_>| {
+        let mut times = Vec::new();
+        let mut answers = Vec::new();
+        for (i, k) in ks.iter().enumerate() {
+            let sql = format!("SELECT id, v FROM t WHERE k = {k}");
+            let t = Instant::now();
+            let rows = endpoint.query(&sql).map_err(|e| (sql, e))?;
+            if i >= POINT_WARMUP {
+                times.push(t.elapsed());
+            }
+            answers.push(rows);
+        }
+        times.sort_unstable();
+        Ok::<_, (String, String)>((times, answers))
+    };
+    let (scan_times, scanned) = match timed(endpoint) {
+        Ok(t) => t,
+        Err((sql, e)) => return report.fail("index lookups before the index", &sql, &e),
+    };
+    let create = "CREATE INDEX t_k ON t (k)";
+    let t = Instant::now();
+    if let Err(e) = endpoint.execute(create) {
+        return report.fail("CREATE INDEX", create, &e);
+    }
+    let created = t.elapsed();
+    let (index_times, looked_up) = match timed(endpoint) {
+        Ok(t) => t,
+        Err((sql, e)) => return report.fail("index lookups through the index", &sql, &e),
+    };
+    for ((k, want), got) in ks.iter().zip(&scanned).zip(&looked_up) {
+        if want != got || want.is_empty() {
+            report.mismatch(
+                &format!("lookup k={k}"),
+                format!("scan found {want:?}, the index {got:?}"),
+            );
+        }
+    }
+    table_header(&format!(
+        "SQL front: `SELECT id, v FROM t WHERE k = <a stored k>` ({INDEX_LOOKUPS} random rows, \
+         one at a time, through the endpoint)"
+    ));
+    for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
+        latency_row(
+            &format!("with index t_k, {name}"),
+            percentile(&index_times, p),
+            "before CREATE INDEX: every region scanned, the filter pushed",
+            percentile(&scan_times, p),
+        );
+    }
+    println!(
+        "\n`{create}` over {entries} rows: {:.1} s, of which {:.1} s is the schema lease it \
+         waits out before the backfill.",
+        created.as_secs_f64(),
+        client::sql::txn_write::SCHEMA_LEASE_MS as f64 / 1000.0
+    );
 }
 
 fn point_selects(

@@ -586,7 +586,8 @@ fn each_region_returns_partial_aggregates_filtered_rows_and_its_top_n_only() {
 
 /// `CREATE INDEX` is online and misses nothing: three PyMySQL connections insert, update
 /// (the indexed column too) and delete rows, in autocommit and in transactions, while a
-/// fourth creates a non-unique and then a unique index over 3,000 stored rows. Afterwards
+/// fourth creates a non-unique and then a unique index over 3,000 stored rows in three
+/// regions. Afterwards
 /// every value's rows found through the index are exactly the rows a full scan finds, and
 /// `EXPLAIN ANALYZE` shows the lookup reading only the matching rows' handles.
 #[test]
@@ -599,6 +600,11 @@ fn indexes_created_under_concurrent_writes_find_exactly_the_rows_a_scan_finds() 
         "CREATE TABLE ix (id BIGINT PRIMARY KEY, k INT, v BIGINT); INSERT INTO ix VALUES {}",
         rows.join(",")
     )));
+    // Three regions (the first table of a new cluster has id 1): the backfill pages through
+    // regions that each hold more rows than one batch.
+    for h in [1200, 2100] {
+        assert!(s._server.split_at(wire::codec::table::record_key(1, h)));
+    }
     let script = r#"
 import os, random, threading, time, pymysql
 port = int(os.environ["PORT"])
@@ -638,13 +644,11 @@ def work(t):
             err_ops[op] += 1
             if e.args[0] != 1213:
                 failed.append(repr(e))
+            # A statement that failed inside BEGIN leaves the transaction open.
+            cur.execute("ROLLBACK")
         except Exception as e:
             failed.append(repr(e))
             return
-            try:
-                cur.execute("ROLLBACK")
-            except Exception:
-                pass
 threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
 for t in threads: t.start()
 time.sleep(0.5)

@@ -5,12 +5,16 @@
 //! Transactions (`client::sql::transaction`): `BEGIN` / `START TRANSACTION` opens one, and so
 //! does any statement run with `autocommit` off when none is open. Inside one, queries read at
 //! its `start_ts` with its own writes overlaid (`crate::table`), and `INSERT`, `UPDATE` and
-//! `DELETE` buffer their rows: an `UPDATE` or `DELETE` finds its rows with a DataFusion query
-//! over the same overlay, then computes the new rows as the engine does for a statement of
-//! its own. `COMMIT` writes the buffer as one Percolator transaction; `ROLLBACK` drops it.
-//! As in MySQL, `BEGIN`, `CREATE TABLE`, `DROP TABLE`, `TRUNCATE` and `SET autocommit = 1`
-//! commit an open transaction first, and a failed statement leaves the transaction open
-//! (only a failed `COMMIT` ends it, rolled back).
+//! `DELETE` buffer their rows (with their index entries): DataFusion finds the rows and
+//! evaluates the new values over the same overlay (`crate::write`). `COMMIT` writes the
+//! buffer as one Percolator transaction; `ROLLBACK` drops it. As in MySQL, `BEGIN`, `CREATE
+//! TABLE`, `CREATE`/`DROP INDEX`, `DROP TABLE`, `TRUNCATE` and `SET autocommit = 1` commit an
+//! open transaction first, and a failed statement leaves the transaction open (only a failed
+//! `COMMIT` ends it, rolled back).
+//!
+//! A write outside a transaction is a transaction of its own: it reads its table's schema at
+//! its start_ts without locking it and commits under the schema lease
+//! (`client::sql::txn_write::SCHEMA_LEASE_MS`), running again on a conflict at `COMMIT`.
 
 use std::sync::Arc;
 
@@ -65,6 +69,7 @@ enum Route {
     DropIndex {
         table: String,
         index: String,
+        if_exists: bool,
     },
     ShowDatabases,
     Use(String),
@@ -172,9 +177,12 @@ impl FrontSession {
             self.engine.forget_schemas();
             match self.engine.execute(sql).await {
                 Ok(r) => return Ok(self.session_values(Output::from_engine(r))),
-                // An INSERT of expressions, of a SELECT or with ON DUPLICATE KEY UPDATE:
-                // refused while planning (nothing written), run below as a transaction.
-                Err(SqlError::Unsupported { .. }) if route == Route::Write => {}
+                // An INSERT of expressions, of a SELECT, with ON DUPLICATE KEY UPDATE or
+                // into a table with indexes: refused while planning (nothing written); or
+                // the table's schema changed since the engine read it: run below as a
+                // transaction, which reads the schema at its own start_ts.
+                Err(SqlError::Unsupported { .. } | SqlError::SchemaChanged { .. })
+                    if route == Route::Write => {}
                 Err(e) => {
                     let e = FrontError::from(e);
                     self.keep_error(&e);
@@ -371,9 +379,16 @@ impl FrontSession {
                 client::sql::index::create(self.client, &plan, &mut progress).await?;
                 Ok(Output::ok(0))
             }
-            Route::DropIndex { table, index } => {
+            Route::DropIndex {
+                table,
+                index,
+                if_exists,
+            } => {
                 self.commit().await?;
-                client::sql::index::drop(self.client, &table, &index).await?;
+                match client::sql::index::drop(self.client, &table, &index).await {
+                    Err(SqlError::UnknownIndex { .. }) if if_exists => {}
+                    other => other?,
+                }
                 Ok(Output::ok(0))
             }
             Route::ShowDatabases => Ok(Output::text(
@@ -521,6 +536,18 @@ impl FrontSession {
         let rows = write::inserted_rows(schema, &targets, &ran.batches)?;
         let set = match &ins.on {
             None => return Ok(self.open_txn()?.insert_rows(client, schema, rows).await?),
+            // MySQL updates the row that holds a taken unique value; this front finds the
+            // row by primary key only, so it refuses rather than answer 1062 where MySQL
+            // would update.
+            Some(ast::OnInsert::DuplicateKeyUpdate(_))
+                if schema.indexes.iter().any(|i| i.unique) =>
+            {
+                return Err(FrontError::unsupported(format!(
+                    "INSERT ... ON DUPLICATE KEY UPDATE into {}, a table with a unique \
+                     secondary index",
+                    schema.name
+                )));
+            }
             Some(ast::OnInsert::DuplicateKeyUpdate(set)) => set,
             Some(other) => {
                 return Err(FrontError::unsupported(format!("INSERT ... {other}")));
@@ -942,11 +969,13 @@ fn route(stmt: &Statement) -> Result<Route, FrontError> {
             object_type: ObjectType::Index,
             names,
             table,
+            if_exists,
             ..
         } => match (names.as_slice(), table) {
             ([index], Some(t)) => Route::DropIndex {
                 table: table_name(t)?,
                 index: table_name(index)?,
+                if_exists: *if_exists,
             },
             _ => {
                 return Err(FrontError::unsupported(

@@ -32,12 +32,12 @@ pub fn columns(t: &TableSchema) -> Output {
             let pk = i == t.pk;
             // MySQL's Key: PRI, else UNI for the first column of a unique index on that
             // column alone, else MUL for the first column of any other index.
-            let leading = t.indexes.iter().filter(|x| x.columns[0] == i);
+            let leading: Vec<_> = t.public_indexes().filter(|x| x.columns[0] == i).collect();
             let key = if pk {
                 "PRI"
-            } else if leading.clone().any(|x| x.unique && x.columns.len() == 1) {
+            } else if leading.iter().any(|x| x.unique && x.columns.len() == 1) {
                 "UNI"
-            } else if leading.count() > 0 {
+            } else if !leading.is_empty() {
                 "MUL"
             } else {
                 ""

@@ -1,6 +1,8 @@
 //! A Stratus table as a DataFusion `TableProvider`, and its scan: one coprocessor request
 //! over the table's regions, with what DataFusion pushed into it (filters, projection,
-//! limit) in each region's DAG.
+//! limit) in each region's DAG; when an equality binds a secondary index's leading columns
+//! (`client::sql::index::choose`), an index lookup first, whose handles are then the only
+//! rows the scan reads.
 //!
 //! The DAG of a scan: `TableScan` (every column, scan column `i` = table column `i`) →
 //! `Selection` (the pushed filters, [`crate::pushdown`]) → `Projection` (the columns
@@ -248,7 +250,8 @@ impl StratusTable {
     }
 }
 
-/// The scan of one Stratus table: one partition, one coprocessor request.
+/// The scan of one Stratus table: one partition, one coprocessor request (after an index
+/// lookup, when the scan chose an index).
 #[derive(Debug)]
 pub struct StratusScanExec {
     table: TableSchema,
@@ -578,7 +581,7 @@ impl ExecutionPlan for StratusScanExec {
                         ctx.start_ts,
                     )
                     .await
-                    .map_err(client_error)?;
+                    .map_err(|e| DataFusionError::External(Box::new(FrontError::Sql(e))))?;
                     let keep: Vec<i64> = handles
                         .into_iter()
                         .filter(|&h| {
@@ -589,7 +592,7 @@ impl ExecutionPlan for StratusScanExec {
                         })
                         .collect();
                     lookup = Some((choice.text.clone(), keep.len(), found));
-                    client::sql::index::handle_ranges(&table, &keep)
+                    client::sql::index::handle_point_ranges(&table, &keep)
                 }
                 None => ranges,
             };

@@ -8,8 +8,8 @@
 //!   [WHERE w]`. MySQL applies a single-table UPDATE's assignments left to right, each seeing
 //!   the ones before it (`SET a = a + 1, b = a` gives b the new a): each `ei` is written with
 //!   the columns assigned before it replaced by their (already replaced) expressions, token
-//!   by token over the source text ([`substitute`]), so the texts keep their literals
-//!   exactly as written.
+//!   by token over the expression as printed from its syntax tree ([`sql_text`], every
+//!   string literal's quotes and backslashes escaped), so literals keep their exact values.
 //! * `DELETE FROM t [WHERE w]` reads `SELECT * FROM t [WHERE w]`.
 //! * `INSERT ... ON DUPLICATE KEY UPDATE c = e, ...`: the rows are evaluated, then
 //!   joined with the rows already stored (`SELECT t.*, (e) AS __set_1, ... FROM (VALUES
@@ -19,7 +19,11 @@
 //!   its assignments applied (2 when that changed it, 0 when not), as in MySQL. Rows of one
 //!   statement that repeat a key are processed in order: the statement is cut into runs of
 //!   distinct keys, each run seeing the ones before it (they are buffered in the
-//!   transaction, whose rows every read overlays).
+//!   transaction, whose rows every read overlays); a run that fails takes the earlier
+//!   ones back with it.
+//!
+//! The changed rows reach the transaction as (handle, old row, new row), so their secondary
+//! index entries move with them (`client::sql::index`).
 
 use std::collections::{HashMap, HashSet};
 

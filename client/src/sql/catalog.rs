@@ -442,6 +442,22 @@ impl TableSchema {
             if indexes.is_empty() && next_index_id == 1 {
                 return Err(corrupt(name, "version 2 without an index section"));
             }
+            if next_index_id < 1 {
+                return Err(corrupt(name, &format!("next index id {next_index_id}")));
+            }
+            for (i, x) in indexes.iter().enumerate() {
+                let mut cols = x.columns.clone();
+                cols.sort_unstable();
+                cols.dedup();
+                if x.name.is_empty()
+                    || cols.len() != x.columns.len()
+                    || indexes[..i]
+                        .iter()
+                        .any(|y| y.name.eq_ignore_ascii_case(&x.name))
+                {
+                    return Err(corrupt(name, &format!("index {} is malformed", x.name)));
+                }
+            }
         }
         if !b.is_empty() {
             return Err(corrupt(name, "trailing bytes"));
@@ -526,6 +542,7 @@ pub fn plan_create(ct: &ast::CreateTable) -> Result<TableSchema> {
                         .as_ref()
                         .map(|n| n.value.to_ascii_lowercase())
                         .unwrap_or_else(|| columns[0].clone()),
+                    named: ic.name.is_some(),
                     columns,
                     unique: false,
                 });
@@ -540,6 +557,7 @@ pub fn plan_create(ct: &ast::CreateTable) -> Result<TableSchema> {
                         .or(uc.name.as_ref())
                         .map(|n| n.value.to_ascii_lowercase())
                         .unwrap_or_else(|| columns[0].clone()),
+                    named: uc.index_name.is_some() || uc.name.is_some(),
                     columns,
                     unique: true,
                 });
@@ -596,7 +614,17 @@ pub fn plan_create(ct: &ast::CreateTable) -> Result<TableSchema> {
         indexes: Vec::new(),
         next_index_id: 1,
     };
-    for plan in &inline_indexes {
+    for plan in &mut inline_indexes {
+        // An index without a name takes its first column's, with `_2`, `_3`, ... when that
+        // is taken (as MySQL names them).
+        if !plan.named {
+            let base = plan.name.clone();
+            let mut n = 1;
+            while schema.index(&plan.name).is_some() {
+                n += 1;
+                plan.name = format!("{base}_{n}");
+            }
+        }
         let def = super::index::define(&schema, plan, IndexState::Public)?;
         schema.next_index_id += 1;
         schema.indexes.push(def);

@@ -133,7 +133,16 @@ impl IndexDef {
     /// whole key), then the handle.
     fn scan_columns(&self, table: &TableSchema) -> Vec<ColumnInfo> {
         let infos = table.column_infos();
-        let mut columns: Vec<ColumnInfo> = self.columns.iter().map(|&c| infos[c].clone()).collect();
+        // The primary key may be an indexed column too: there it is a value of the key,
+        // and only the trailing column is the handle.
+        let mut columns: Vec<ColumnInfo> = self
+            .columns
+            .iter()
+            .map(|&c| ColumnInfo {
+                pk_handle: false,
+                ..infos[c].clone()
+            })
+            .collect();
         columns.push(infos[table.pk].clone());
         columns
     }
@@ -152,9 +161,9 @@ fn normalized(d: Datum) -> Datum {
 /// after (`None`: deleted), every column as stored datums.
 pub type RowChange = (i64, Option<Vec<Datum>>, Option<Vec<Datum>>);
 
-/// The writes of `changes` to `table`: each row's put or delete, then its index entries'
-/// deletes, then their puts (module docs), and the unique entries the statement puts (key,
-/// handle), which [`check_unique`] must find free.
+/// The writes of `changes` to `table`: every row's put or delete, then every index entry
+/// delete, then every entry put (module docs), and the unique entries the statement puts
+/// (key, handle), which [`check_unique`] must find free.
 pub fn row_changes(
     table: &TableSchema,
     changes: &[RowChange],
@@ -167,17 +176,7 @@ pub fn row_changes(
         let key = record_key(table.id, *handle);
         match new {
             Some(row) => {
-                let plan = super::insert::plan_rows(
-                    table.clone(),
-                    vec![row.clone()],
-                    super::insert::Duplicates::Allow,
-                )?;
-                let value = plan
-                    .rows
-                    .into_iter()
-                    .next()
-                    .map(|(_, v)| v)
-                    .unwrap_or_default();
+                let value = super::insert::row_value(table, row.clone())?;
                 rows.push(RowWrite::Put { key, value });
             }
             None => rows.push(RowWrite::Delete { key }),
@@ -207,9 +206,9 @@ pub fn row_changes(
 }
 
 /// Refuses `puts` (unique entries a statement writes, with the handle each holds) when
-/// another row holds one: two of them with one key, or a key whose current holder (`seen`:
-/// the caller's buffered write of it, if any; else the entry stored at `start_ts`) is
-/// another row that the statement does not move off it (`deleted`: the keys it deletes).
+/// another row holds one: two of them with one key, or a key whose current holder (the
+/// caller's `buffered` write of it, if any; else the entry stored at `start_ts`) is another
+/// row that the statement does not move off it (`deleted`: the keys it deletes).
 pub async fn check_unique(
     client: &Client,
     table: &TableSchema,
@@ -266,11 +265,7 @@ async fn stored_unique_entries(
         let mut ranges: Vec<KeyRange> = keys
             .iter()
             .filter(|(k, _)| k.starts_with(&prefix))
-            .map(|(k, _)| {
-                let mut end = k.clone();
-                end.push(0);
-                KeyRange::new(k.clone(), end)
-            })
+            .map(|(k, _)| point_range(k.clone()))
             .collect();
         if ranges.is_empty() {
             continue;
@@ -385,34 +380,35 @@ pub async fn lookup_handles(
     index: &IndexDef,
     ranges: Vec<KeyRange>,
     start_ts: u64,
-) -> crate::error::Result<(Vec<i64>, crate::paging::CopResult)> {
+) -> Result<(Vec<i64>, crate::paging::CopResult)> {
     let result = session
         .coprocessor(&index_dag(table, index), ranges, start_ts)
         .await?;
-    let mut handles: Vec<i64> = result
-        .rows
-        .iter()
-        .filter_map(|r| match r.last() {
-            Some(Datum::Int(h)) => Some(*h),
-            _ => None,
-        })
-        .collect();
+    let mut handles = Vec::with_capacity(result.rows.len());
+    for r in &result.rows {
+        match r.last() {
+            Some(Datum::Int(h)) => handles.push(*h),
+            _ => return Err(corrupt_entry(table, index, "no integer handle")),
+        }
+    }
     handles.sort_unstable();
     handles.dedup();
     Ok((handles, result))
 }
 
 /// The record-key ranges of `handles` (sorted), one point range each.
-pub fn handle_ranges(table: &TableSchema, handles: &[i64]) -> Vec<KeyRange> {
+pub fn handle_point_ranges(table: &TableSchema, handles: &[i64]) -> Vec<KeyRange> {
     handles
         .iter()
-        .map(|&h| {
-            let start = record_key(table.id, h);
-            let mut end = start.clone();
-            end.push(0);
-            KeyRange::new(start, end)
-        })
+        .map(|&h| point_range(record_key(table.id, h)))
         .collect()
+}
+
+/// The range holding exactly `key`.
+pub fn point_range(key: Vec<u8>) -> KeyRange {
+    let mut end = key.clone();
+    end.push(0);
+    KeyRange::new(key, end)
 }
 
 /// A planned `CREATE [UNIQUE] INDEX name ON table (columns)`.
@@ -420,11 +416,14 @@ pub fn handle_ranges(table: &TableSchema, handles: &[i64]) -> Vec<KeyRange> {
 pub struct CreateIndex {
     pub table: String,
     pub name: String,
+    /// Whether the statement named the index (an inline `KEY (a)` may not).
+    pub named: bool,
     pub columns: Vec<String>,
     pub unique: bool,
 }
 
-/// Plans `CREATE INDEX`: a name, plain columns (no expressions, prefixes or orders).
+/// Plans `CREATE INDEX`: a name, plain columns (no expressions or prefixes; a `DESC` is
+/// read as ascending, as MySQL before 8.0 did).
 pub fn plan_create_index(ci: &ast::CreateIndex) -> Result<CreateIndex> {
     if ci.if_not_exists || ci.concurrently || ci.using.is_some() {
         return Err(unsupported(
@@ -443,6 +442,7 @@ pub fn plan_create_index(ci: &ast::CreateIndex) -> Result<CreateIndex> {
     Ok(CreateIndex {
         table,
         name,
+        named: true,
         columns,
         unique: ci.unique,
     })
@@ -463,9 +463,22 @@ pub(crate) fn index_columns(columns: &[ast::IndexColumn]) -> Result<Vec<String>>
     Ok(out)
 }
 
-/// The definition of `plan` on `table`, with the table's next index id: its columns exist,
-/// its name is new, it does not index the primary key alone twice.
+/// The definition of `plan` on `table`, with the table's next index id: its columns exist
+/// (each once), its name is new and 1 to 64 bytes (MySQL's limit).
 pub fn define(table: &TableSchema, plan: &CreateIndex, state: IndexState) -> Result<IndexDef> {
+    if plan.name.is_empty() || plan.name.len() > 64 {
+        return Err(SqlError::BadTable {
+            reason: format!(
+                "an index name must be 1 to 64 bytes, found {} bytes",
+                plan.name.len()
+            ),
+        });
+    }
+    if table.next_index_id == i64::MAX {
+        return Err(SqlError::BadTable {
+            reason: format!("no index id left in table {}", table.name),
+        });
+    }
     if table.index(&plan.name).is_some() || plan.name.eq_ignore_ascii_case("primary") {
         return Err(SqlError::IndexExists {
             table: table.name.clone(),
@@ -508,22 +521,40 @@ pub async fn create(
     plan: &CreateIndex,
     progress: &mut (dyn FnMut(u64) + Send),
 ) -> Result<u64> {
-    // 1. WriteOnly.
-    let index = change_schema(client, &plan.table, "CREATE INDEX", |schema| {
+    // 1. WriteOnly. The index is known by table id and index id from here on: a table
+    // truncated, or dropped and created again, meanwhile is another table (whose index ids
+    // start at 1 again), and the statement fails instead of touching it.
+    let (table_id, index) = change_schema(client, &plan.table, "CREATE INDEX", |schema| {
         let def = define(schema, plan, IndexState::WriteOnly)?;
         schema.next_index_id += 1;
         schema.indexes.push(def.clone());
-        Ok(def)
+        Ok((schema.id, def))
     })
     .await?;
+    let same_table = |schema: &TableSchema| {
+        if schema.id == table_id {
+            Ok(())
+        } else {
+            Err(SqlError::SchemaChanged {
+                table: schema.name.clone(),
+            })
+        }
+    };
     // 2. The lease.
     let published = client.current_ts().await?;
-    wait_until_past(client, txn_write::schema_lease_end(published)).await?;
-    // 3. Backfill.
-    let done = match backfill(client, &plan.table, &index, progress).await {
+    let done = async {
+        wait_until_past(client, txn_write::schema_lease_end(published)).await?;
+        // 3. Backfill.
+        backfill(client, &plan.table, table_id, &index, progress).await
+    }
+    .await;
+    let done = match done {
         Ok(n) => n,
         Err(e) => {
+            // Best effort: a crash here leaves the write-only index, which writers keep
+            // maintaining; DROP INDEX removes it.
             let _ = change_schema(client, &plan.table, "CREATE INDEX", |schema| {
+                same_table(schema)?;
                 schema.indexes.retain(|i| i.id != index.id);
                 Ok(())
             })
@@ -533,14 +564,14 @@ pub async fn create(
     };
     // 4. Public.
     change_schema(client, &plan.table, "CREATE INDEX", |schema| {
+        same_table(schema)?;
         match schema.indexes.iter_mut().find(|i| i.id == index.id) {
             Some(i) => {
                 i.state = IndexState::Public;
                 Ok(())
             }
-            None => Err(SqlError::UnknownIndex {
+            None => Err(SqlError::SchemaChanged {
                 table: schema.name.clone(),
-                index: index.name.clone(),
             }),
         }
     })
@@ -624,6 +655,7 @@ async fn wait_until_past(client: &Client, ts: u64) -> Result<()> {
 async fn backfill(
     client: &Client,
     table: &str,
+    table_id: i64,
     index: &IndexDef,
     progress: &mut (dyn FnMut(u64) + Send),
 ) -> Result<u64> {
@@ -632,7 +664,7 @@ async fn backfill(
     loop {
         let mut attempt = 0;
         let next = loop {
-            match backfill_batch(client, table, index, cursor.as_deref()).await {
+            match backfill_batch(client, table, table_id, index, cursor.as_deref()).await {
                 Err(e) if attempt + 1 < ATTEMPTS && e.kind() == crate::ErrorKind::Locked => {
                     attempt += 1;
                     tokio::time::sleep(super::write_backoff(attempt as u32)).await;
@@ -656,6 +688,7 @@ async fn backfill(
 async fn backfill_batch(
     client: &Client,
     table: &str,
+    table_id: i64,
     index: &IndexDef,
     cursor: Option<&[u8]>,
 ) -> Result<Option<(u64, Vec<u8>)>> {
@@ -665,12 +698,15 @@ async fn backfill_batch(
         .ok_or_else(|| SqlError::UnknownTable {
             table: table.to_ascii_lowercase(),
         })?;
-    // The index as this schema has it (a concurrent DROP INDEX ends the backfill).
-    let Some(index) = schema.indexes.iter().find(|i| i.id == index.id).cloned() else {
-        return Err(SqlError::UnknownIndex {
-            table: table.to_ascii_lowercase(),
-            index: index.name.clone(),
-        });
+    // The index as this schema has it: a concurrent DROP INDEX, TRUNCATE or DROP TABLE
+    // ends the backfill.
+    let index = match schema.indexes.iter().find(|i| i.id == index.id) {
+        Some(i) if schema.id == table_id => i.clone(),
+        _ => {
+            return Err(SqlError::SchemaChanged {
+                table: table.to_ascii_lowercase(),
+            });
+        }
     };
     let (start, end) = record_range(schema.id);
     let from = cursor.map(<[u8]>::to_vec).unwrap_or(start);
@@ -698,15 +734,33 @@ async fn backfill_batch(
     let found = client
         .coprocessor(&dag, vec![KeyRange::new(from, end)], start_ts)
         .await?;
-    // Each region answers up to the limit: keep the first BACKFILL_BATCH in key order.
-    let mut rows = found.rows;
+    // Each region answers up to the limit, in key order. Every row up to the first region
+    // that stopped at its limit is read whole: those are this batch's (the rows after it in
+    // other regions are read again by the next batch, no row is read by more than two).
     let pk = schema.pk;
     let handle_of = |r: &Vec<Datum>| match r.get(pk) {
         Some(Datum::Int(h)) => Some(*h),
         _ => None,
     };
+    let mut per_region: HashMap<types::RegionId, (u64, i64)> = HashMap::new();
+    let mut rows = Vec::new();
+    for page in found.pages {
+        for row in page.rows {
+            let h = handle_of(&row)
+                .ok_or_else(|| corrupt_entry(&schema, &index, "a row without a key"))?;
+            let seen = per_region.entry(page.region_id).or_insert((0, h));
+            seen.0 += 1;
+            seen.1 = seen.1.max(h);
+            rows.push(row);
+        }
+    }
+    let cutoff = per_region
+        .values()
+        .filter(|(n, _)| *n >= BACKFILL_BATCH)
+        .map(|(_, last)| *last)
+        .min();
+    rows.retain(|r| cutoff.is_none_or(|c| handle_of(r).is_some_and(|h| h <= c)));
     rows.sort_by_key(|r| handle_of(r));
-    rows.truncate(BACKFILL_BATCH as usize);
     let Some(last) = rows.last().and_then(handle_of) else {
         return Ok(None);
     };
@@ -768,6 +822,10 @@ pub fn choose(table: &TableSchema, conditions: &[proto::Expr]) -> Option<IndexCh
         if let Some((col, values)) = equality(table, c) {
             bound.entry(col).or_insert(values);
         }
+    }
+    // An equality on the primary key is a point read of the row already.
+    if bound.contains_key(&table.pk) {
+        return None;
     }
     let mut best: Option<(bool, usize, IndexChoice)> = None;
     for index in table.public_indexes() {
@@ -889,7 +947,9 @@ fn stored_constant(ty: super::catalog::SqlType, c: &proto::Expr) -> Option<Datum
         }
         (ExprType::Float64, SqlType::Int | SqlType::BigInt) => {
             let f = real(&c.val)?;
-            (f.fract() == 0.0 && f.abs() < 9.0e18).then_some(Datum::Int(f as i64))
+            // Within 2^53, where every integer is a double and no two share one: the
+            // coprocessor compares an integer with a double as doubles.
+            (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(Datum::Int(f as i64))
         }
         (ExprType::Bytes, SqlType::Varchar) => Some(Datum::Bytes(c.val.clone())),
         _ => None,

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use sqlparser::ast::{self, SetExpr, TableObject, UnaryOperator, Value};
 use wire::codec::row::encode_row;
 use wire::codec::table::record_key;
-use wire::coprocessor::{self as proto, DagRequest, ExecType, Executor, KeyRange};
+use wire::coprocessor::{self as proto, DagRequest, ExecType, Executor};
 use wire::datum::Datum;
 
 use super::catalog::{SqlType, TableSchema};
@@ -194,21 +194,27 @@ pub fn plan_rows(
                 key: handle,
             });
         }
-        let cols: Vec<(i64, Datum)> = table
-            .columns
-            .iter()
-            .zip(row)
-            .enumerate()
-            .filter(|(i, (_, d))| *i != table.pk && !d.is_null())
-            .map(|(_, (c, d))| (c.id, d))
-            .collect();
-        let value = encode_row(&cols).map_err(|e| SqlError::BadValue {
-            column: "*".into(),
-            reason: format!("row does not encode: {e}"),
-        })?;
+        let value = row_value(&table, row)?;
         out.push((record_key(table.id, handle), value));
     }
     Ok(InsertPlan { table, rows: out })
+}
+
+/// The stored value of `row` (every column of `table`, in declaration order): every
+/// column but the primary key (the handle, in the key) that is not NULL.
+pub fn row_value(table: &TableSchema, row: Vec<Datum>) -> Result<Vec<u8>> {
+    let cols: Vec<(i64, Datum)> = table
+        .columns
+        .iter()
+        .zip(row)
+        .enumerate()
+        .filter(|(i, (_, d))| *i != table.pk && !d.is_null())
+        .map(|(_, (c, d))| (c.id, d))
+        .collect();
+    encode_row(&cols).map_err(|e| SqlError::BadValue {
+        column: "*".into(),
+        reason: format!("row does not encode: {e}"),
+    })
 }
 
 /// A literal for a column of type `ty`.
@@ -384,7 +390,9 @@ pub(crate) fn encoded_literal(
 /// Writes the rows as one transaction ([`txn_write::write`]) at a fresh start_ts, after
 /// checking that none of their keys is visible at it and that the table's schema at it is
 /// still the plan's (`super::catalog::check_unchanged`). The schema is not locked, so the
-/// write commits under the schema lease (`txn_write::SCHEMA_LEASE_MS`) whatever `opts` say.
+/// write commits under the schema lease (`txn_write::SCHEMA_LEASE_MS`); one that overran
+/// it runs again from a fresh start_ts locking the table's catalog row instead, with no
+/// time bound ([`txn_write::locked_catalog`]).
 pub async fn write(
     client: &Client,
     plan: &InsertPlan,
@@ -393,14 +401,19 @@ pub async fn write(
     if plan.rows.is_empty() {
         return Ok(WriteOutcome::empty());
     }
-    let start_ts = client.current_ts().await?;
-    super::catalog::check_unchanged(client, &plan.table, start_ts).await?;
-    check_no_stored_duplicate(client, plan, start_ts).await?;
-    let opts = CommitOptions {
-        schema_lease: true,
-        ..opts
-    };
-    txn_write::write(client, &plan.writes(), start_ts, "insert", opts).await
+    txn_write::locked_catalog(|lock| async move {
+        let start_ts = client.current_ts().await?;
+        super::catalog::check_unchanged(client, &plan.table, start_ts).await?;
+        let keys: Vec<&Vec<u8>> = plan.rows.iter().map(|(k, _)| k).collect();
+        check_no_stored_duplicate(client, &plan.table, &keys, start_ts).await?;
+        let mut writes = plan.writes();
+        writes.extend(lock.write(&plan.table.name));
+        let mut out =
+            txn_write::write(client, &writes, start_ts, "insert", lock.options(opts)).await?;
+        out.rows = plan.rows.len() as u64;
+        Ok(out)
+    })
+    .await
 }
 
 /// Refuses the insert if a row with one of its keys is visible at `start_ts`: a scan of
@@ -409,29 +422,26 @@ pub async fn write(
 /// existing primary key.
 pub(super) async fn check_no_stored_duplicate(
     client: &Client,
-    plan: &InsertPlan,
+    table: &TableSchema,
+    keys: &[&Vec<u8>],
     start_ts: u64,
 ) -> Result<()> {
-    if plan.rows.is_empty() {
+    if keys.is_empty() {
         return Ok(());
     }
-    let mut keys: Vec<&Vec<u8>> = plan.rows.iter().map(|(k, _)| k).collect();
+    let mut keys = keys.to_vec();
     keys.sort();
     let ranges = keys
         .into_iter()
-        .map(|k| {
-            let mut end = k.clone();
-            end.push(0);
-            KeyRange::new(k.clone(), end)
-        })
+        .map(|k| super::index::point_range(k.clone()))
         .collect();
-    let pk = plan.table.column_infos().swap_remove(plan.table.pk);
+    let pk = table.column_infos().swap_remove(table.pk);
     let dag = DagRequest {
         executors: vec![
             Executor {
                 tp: ExecType::TableScan as i32,
                 tbl_scan: Some(proto::TableScan {
-                    table_id: plan.table.id,
+                    table_id: table.id,
                     columns: vec![pk],
                     desc: false,
                 }),
@@ -448,11 +458,11 @@ pub(super) async fn check_no_stored_duplicate(
     let found = client.coprocessor(&dag, ranges, start_ts).await?;
     match found.rows.first().and_then(|r| r.first()) {
         Some(Datum::Int(handle)) => Err(SqlError::DuplicateKey {
-            table: plan.table.name.clone(),
+            table: table.name.clone(),
             key: *handle,
         }),
         Some(other) => Err(SqlError::CorruptCatalog {
-            table: plan.table.name.clone(),
+            table: table.name.clone(),
             reason: format!("a primary key that is not an integer: {other:?}"),
         }),
         None => Ok(()),

@@ -178,7 +178,9 @@ pub enum SqlError {
     },
     /// The table's schema changed between planning the statement and writing it: nothing
     /// was written; run the statement again (TiDB's "Information schema is changed").
-    #[error("the table's schema changed while the statement ran, nothing written; run it again: table={table}")]
+    #[error(
+        "the table's schema changed while the statement ran, nothing written; run it again: table={table}"
+    )]
     SchemaChanged { table: String },
     /// A unique index already holds the value (MySQL's 1062).
     #[error("duplicate entry for a unique index: table={table} index={index} entry={entry}")]

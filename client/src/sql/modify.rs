@@ -22,7 +22,7 @@ use wire::datum::Datum;
 
 use super::catalog::{SqlType, TableSchema};
 use super::handle_ranges::handle_ranges;
-use super::txn_write::{self, CommitOptions, RowWrite};
+use super::txn_write::{self, RowWrite};
 use super::{QueryResult, Result, SqlError, insert, select, simple_name, unsupported};
 use crate::variables::Session;
 
@@ -496,29 +496,34 @@ pub fn writes(plan: &ModifyPlan, rows: Vec<Vec<Datum>>) -> Result<Vec<RowWrite>>
 /// that start_ts.
 pub async fn run(session: &Session<'_>, plan: &ModifyPlan) -> Result<QueryResult> {
     let client = session.client;
-    let start_ts = client.current_ts().await?;
-    super::catalog::check_unchanged(client, &plan.table, start_ts).await?;
-    let found = session
-        .coprocessor(&plan.dag, plan.ranges.clone(), start_ts)
-        .await?;
-    let writes = writes(plan, found.rows)?;
-    let statement = match plan.change {
-        Change::Delete => "delete",
-        Change::Update(_) => "update",
-    };
-    // The schema (checked at start_ts) is not locked: the lease bounds the commit.
-    let opts = CommitOptions {
-        schema_lease: true,
-        ..session.variables().commit_options()
-    };
-    let out = txn_write::write(client, &writes, start_ts, statement, opts).await?;
-    let mut warnings = found.warnings;
-    warnings.extend(out.warnings);
-    Ok(QueryResult {
-        affected_rows: out.rows,
-        warnings,
-        ..QueryResult::default()
+    txn_write::locked_catalog(|guard| async move {
+        let start_ts = client.current_ts().await?;
+        super::catalog::check_unchanged(client, &plan.table, start_ts).await?;
+        let found = session
+            .coprocessor(&plan.dag, plan.ranges.clone(), start_ts)
+            .await?;
+        let mut writes = writes(plan, found.rows)?;
+        let statement = match plan.change {
+            Change::Delete => "delete",
+            Change::Update(_) => "update",
+        };
+        // The schema (checked at start_ts) is not locked: the lease bounds the commit, or
+        // the catalog row is locked after a try that overran it.
+        let opts = guard.options(session.variables().commit_options());
+        let rows = writes.len() as u64;
+        if rows > 0 {
+            writes.extend(guard.write(&plan.table.name));
+        }
+        let out = txn_write::write(client, &writes, start_ts, statement, opts).await?;
+        let mut warnings = found.warnings;
+        warnings.extend(out.warnings);
+        Ok(QueryResult {
+            affected_rows: rows,
+            warnings,
+            ..QueryResult::default()
+        })
     })
+    .await
 }
 
 #[cfg(test)]

@@ -140,27 +140,29 @@ impl Transaction {
     /// rows inserted.
     pub async fn insert(&mut self, client: &Client, plan: &InsertPlan) -> Result<u64> {
         super::modify::refuse_indexed(&plan.table)?;
-        self.check_absent(client, plan).await?;
+        self.check_absent(client, &plan.table, plan.rows.iter().map(|(k, _)| k))
+            .await?;
         self.buffer(plan.writes())?;
         Ok(plan.rows.len() as u64)
     }
 
     /// Refuses a row of `plan` whose primary key the transaction sees: buffered, or stored
     /// at its `start_ts` and not deleted by it.
-    async fn check_absent(&self, client: &Client, plan: &InsertPlan) -> Result<()> {
-        let mut unseen = Vec::with_capacity(plan.rows.len());
-        for (key, value) in &plan.rows {
+    async fn check_absent<'k>(
+        &self,
+        client: &Client,
+        table: &TableSchema,
+        keys: impl Iterator<Item = &'k Vec<u8>>,
+    ) -> Result<()> {
+        let mut unseen = Vec::new();
+        for key in keys {
             match self.buffered(key) {
-                Some(RowWrite::Put { .. }) => return Err(duplicate(&plan.table, key)),
+                Some(RowWrite::Put { .. }) => return Err(duplicate(table, key)),
                 Some(RowWrite::Delete { .. }) => {}
-                Some(RowWrite::Lock { .. }) | None => unseen.push((key.clone(), value.clone())),
+                Some(RowWrite::Lock { .. }) | None => unseen.push(key),
             }
         }
-        let unseen = InsertPlan {
-            table: plan.table.clone(),
-            rows: unseen,
-        };
-        super::insert::check_no_stored_duplicate(client, &unseen, self.start_ts).await
+        super::insert::check_no_stored_duplicate(client, table, &unseen, self.start_ts).await
     }
 
     /// `INSERT` of `rows` (every column, stored datums) inside the transaction, with their
@@ -172,21 +174,31 @@ impl Transaction {
         table: &TableSchema,
         rows: Vec<Vec<Datum>>,
     ) -> Result<u64> {
-        let plan = super::insert::plan_rows(
-            table.clone(),
-            rows.clone(),
-            super::insert::Duplicates::Refuse,
-        )?;
-        self.check_absent(client, &plan).await?;
-        let changes = plan
-            .rows
+        let mut seen = std::collections::HashSet::new();
+        let mut changes = Vec::with_capacity(rows.len());
+        for row in rows {
+            let handle = match row.get(table.pk) {
+                Some(Datum::Int(h)) => *h,
+                _ => {
+                    return Err(SqlError::BadValue {
+                        column: table.columns[table.pk].name.clone(),
+                        reason: "the primary key can't be NULL".into(),
+                    });
+                }
+            };
+            if !seen.insert(handle) {
+                return Err(SqlError::DuplicateKey {
+                    table: table.name.clone(),
+                    key: handle,
+                });
+            }
+            changes.push((handle, None, Some(row)));
+        }
+        let keys: Vec<Vec<u8>> = changes
             .iter()
-            .zip(rows)
-            .map(|((key, _), row)| {
-                let (_, handle) = decode_record_key(key).map_err(|e| corrupt_row(table, e))?;
-                Ok((handle, None, Some(row)))
-            })
-            .collect::<Result<Vec<_>>>()?;
+            .map(|(h, _, _)| wire::codec::table::record_key(table.id, *h))
+            .collect();
+        self.check_absent(client, table, keys.iter()).await?;
         self.apply(client, table, &changes).await
     }
 

@@ -75,7 +75,8 @@ pub struct CommitOptions {
     /// The statement read its table's schema at `start_ts` without locking the catalog row
     /// (an autocommit statement), so it must commit within [`SCHEMA_LEASE_MS`] of `start_ts`
     /// (see [`schema_lease_end`]); past it, it is rolled back with
-    /// [`SqlError::SchemaLeaseExpired`] and runs again with the schema of the moment.
+    /// [`SqlError::SchemaLeaseExpired`] and runs again locking the catalog row
+    /// ([`locked_catalog`]).
     pub schema_lease: bool,
 }
 
@@ -89,6 +90,44 @@ pub struct CommitOptions {
 /// ts it took from the TSO, and a 1PC prewrite carries `max_commit_ts` (the server commits it
 /// in one phase only at or below it). Async commit is not used under a lease.
 pub const SCHEMA_LEASE_MS: u64 = 5_000;
+
+/// How an autocommit statement keeps the schema it read: under the lease, or (after a try
+/// that overran it) by locking the table's catalog row as a transaction does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaGuard {
+    Lease,
+    CatalogLock,
+}
+
+impl SchemaGuard {
+    /// The extra write this guard needs for table `table`: the catalog row's lock, or none.
+    pub fn write(self, table: &str) -> Option<RowWrite> {
+        (self == SchemaGuard::CatalogLock).then(|| RowWrite::Lock {
+            key: super::catalog::catalog_key(table),
+        })
+    }
+
+    /// `opts` with this guard's lease setting.
+    pub fn options(self, opts: CommitOptions) -> CommitOptions {
+        CommitOptions {
+            schema_lease: self == SchemaGuard::Lease,
+            ..opts
+        }
+    }
+}
+
+/// Runs an autocommit statement (`attempt`, from its start_ts on) under the schema lease,
+/// and once more locking the catalog row when that try overran the lease.
+pub async fn locked_catalog<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut(SchemaGuard) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    match attempt(SchemaGuard::Lease).await {
+        Err(SqlError::SchemaLeaseExpired { .. }) => attempt(SchemaGuard::CatalogLock).await,
+        other => other,
+    }
+}
 
 /// The highest commit ts of a statement under the schema lease that started at `start_ts`.
 pub fn schema_lease_end(start_ts: u64) -> u64 {

@@ -13,7 +13,8 @@
 //! Integer order is value order for each (the scale is fixed per column), so a pushed
 //! comparison against a literal converted here is exact. Arithmetic over the stored integer
 //! is not the value's arithmetic: planners push only comparisons, MIN/MAX/COUNT and, for
-//! `DECIMAL`, SUM (the sum of scaled integers is the scaled sum).
+//! `DECIMAL`, SUM (the sum of scaled integers is the scaled sum). Index keys hold the stored
+//! integers too, so an index's order is the values' order.
 //!
 //! Text forms are MySQL's: `-12.30`; `2024-02-29`; `2024-02-29 13:05:00[.ffffff]` (a `T`
 //! between date and time is read too).
