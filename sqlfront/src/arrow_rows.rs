@@ -441,18 +441,34 @@ pub fn assigned_datums(col: &client::sql::Column, a: &ArrayRef) -> Result<Vec<Da
         ))
     })?;
     let mut out = stored_datums("", col, &cast)?;
-    // What the Arrow type does not hold to: INT's 32 bits, the DATETIME's fraction digits.
+    // What the Arrow type does not hold to: INT's 32 bits, the DATETIME's fraction digits,
+    // the years 0001..9999 of DATE and DATETIME.
+    let year_range = |days: i64| {
+        if client::sql::value::date_in_range(days) {
+            Ok(())
+        } else {
+            Err(bad(format!(
+                "out of {} range: expected a year from 0001 to 9999, found {}",
+                col.ty.name(),
+                client::sql::value::format_date(days)
+            )))
+        }
+    };
     for d in &mut out {
         let Datum::Int(v) = d else { continue };
         match col.ty {
             SqlType::Int if i32::try_from(*v).is_err() => {
                 return Err(bad(format!("out of INT range: {v}")));
             }
-            SqlType::DateTime { fsp } if fsp < 6 => {
-                let unit = 10i64.pow(6 - u32::from(fsp));
-                *v = round_decimal(i128::from(*v), 6, fsp as i8)
-                    .and_then(|r| i64::try_from(r * i128::from(unit)).ok())
-                    .ok_or_else(|| bad(format!("datetime out of range: {v}")))?;
+            SqlType::Date => year_range(*v)?,
+            SqlType::DateTime { fsp } => {
+                if fsp < 6 {
+                    let unit = 10i64.pow(6 - u32::from(fsp));
+                    *v = round_decimal(i128::from(*v), 6, fsp as i8)
+                        .and_then(|r| i64::try_from(r * i128::from(unit)).ok())
+                        .ok_or_else(|| bad(format!("datetime out of range: {v}")))?;
+                }
+                year_range(v.div_euclid(86_400_000_000))?;
             }
             _ => {}
         }

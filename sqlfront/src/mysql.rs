@@ -285,14 +285,20 @@ fn temporal_text(b: &[u8]) -> Option<String> {
         0 => "0000-00-00".to_string(),
         4 => date(b),
         7 => format!("{} {:02}:{:02}:{:02}", date(b), b[4], b[5], b[6]),
-        11 => format!(
-            "{} {:02}:{:02}:{:02}.{:06}",
-            date(b),
-            b[4],
-            b[5],
-            b[6],
-            u32::from_le_bytes([b[7], b[8], b[9], b[10]])
-        ),
+        11 => {
+            // Microseconds: a value of seven digits would print as another time.
+            let micros = u32::from_le_bytes([b[7], b[8], b[9], b[10]]);
+            if micros >= 1_000_000 {
+                return None;
+            }
+            format!(
+                "{} {:02}:{:02}:{:02}.{micros:06}",
+                date(b),
+                b[4],
+                b[5],
+                b[6],
+            )
+        }
         _ => return None,
     })
 }
@@ -307,7 +313,10 @@ impl Param {
             ValueInner::Bytes(b) => Param::Bytes(b.to_vec()),
             ValueInner::Date(b) | ValueInner::Datetime(b) => match temporal_text(b) {
                 Some(t) => Param::Temporal(t),
-                None => Param::Unsupported("a date parameter of a length other than 0, 4, 7 or 11"),
+                None => Param::Unsupported(
+                    "a date parameter of a length other than 0, 4, 7 or 11, or with a fraction \
+                     of a million microseconds or more",
+                ),
             },
             ValueInner::Time(_) => Param::Unsupported("TIME parameters (there is no TIME type)"),
         }
@@ -411,6 +420,27 @@ pub fn bind(sql: &str, expected: usize, params: &[Param]) -> Result<String, Fron
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The binary protocol's date layouts (length 0, 4, 7, 11) as text; a fraction of a
+    /// million microseconds or more is refused, not printed as seven digits.
+    #[test]
+    fn binary_dates_read_as_their_text_and_bad_fractions_are_refused() {
+        let day = [0xe8, 0x07, 2, 29];
+        assert_eq!(temporal_text(&day).as_deref(), Some("2024-02-29"));
+        let mut t = day.to_vec();
+        t.extend_from_slice(&[13, 5, 9]);
+        assert_eq!(temporal_text(&t).as_deref(), Some("2024-02-29 13:05:09"));
+        let mut f = t.clone();
+        f.extend_from_slice(&999_999u32.to_le_bytes());
+        assert_eq!(
+            temporal_text(&f).as_deref(),
+            Some("2024-02-29 13:05:09.999999")
+        );
+        let mut bad = t.clone();
+        bad.extend_from_slice(&1_000_000u32.to_le_bytes());
+        assert_eq!(temporal_text(&bad), None);
+        assert_eq!(temporal_text(&t[..5]), None);
+    }
 
     #[test]
     fn placeholders_inside_quotes_and_comments_are_not_parameters() {

@@ -362,7 +362,9 @@ fn sql_literal(ty: SqlType, d: &Datum) -> Result<String, FrontError> {
         ),
         (SqlType::Date, Datum::Int(v)) => format!("CAST('{}' AS DATE)", format_date(*v)),
         (SqlType::DateTime { .. }, Datum::Int(v)) => {
-            format!("CAST('{}' AS TIMESTAMP)", format_datetime(*v))
+            // Microseconds, as stored: DataFusion's plain TIMESTAMP is nanoseconds, which end
+            // in 2262.
+            format!("CAST('{}' AS TIMESTAMP(6))", format_datetime(*v))
         }
         (SqlType::Boolean, Datum::Int(v)) => (if *v != 0 { "TRUE" } else { "FALSE" }).into(),
         _ => return Err(bad()),
