@@ -157,6 +157,9 @@ fn normalized(d: Datum) -> Datum {
     }
 }
 
+/// A unique entry a statement puts: its key and the handle it holds.
+pub type UniquePut = (Vec<u8>, i64);
+
 /// One row a statement changes: its primary key, the row before (`None`: inserted) and
 /// after (`None`: deleted), every column as stored datums.
 pub type RowChange = (i64, Option<Vec<Datum>>, Option<Vec<Datum>>);
@@ -167,7 +170,7 @@ pub type RowChange = (i64, Option<Vec<Datum>>, Option<Vec<Datum>>);
 pub fn row_changes(
     table: &TableSchema,
     changes: &[RowChange],
-) -> Result<(Vec<RowWrite>, Vec<(Vec<u8>, i64)>)> {
+) -> Result<(Vec<RowWrite>, Vec<UniquePut>)> {
     let mut rows = Vec::with_capacity(changes.len());
     let mut deletes = Vec::new();
     let mut puts = Vec::new();
