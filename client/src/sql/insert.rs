@@ -179,15 +179,7 @@ pub fn plan_rows(
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
-        let handle = match row.get(table.pk) {
-            Some(Datum::Int(h)) => *h,
-            _ => {
-                return Err(SqlError::BadValue {
-                    column: table.columns[table.pk].name.clone(),
-                    reason: "the primary key can't be NULL".into(),
-                });
-            }
-        };
+        let handle = row_handle(&table, &row)?;
         if duplicates == Duplicates::Refuse && !seen.insert(handle) {
             return Err(SqlError::DuplicateKey {
                 table: table.name.clone(),
@@ -198,6 +190,17 @@ pub fn plan_rows(
         out.push((record_key(table.id, handle), value));
     }
     Ok(InsertPlan { table, rows: out })
+}
+
+/// The primary key of `row` (every column of `table`): an integer, never NULL.
+pub fn row_handle(table: &TableSchema, row: &[Datum]) -> Result<i64> {
+    match row.get(table.pk) {
+        Some(Datum::Int(h)) => Ok(*h),
+        _ => Err(SqlError::BadValue {
+            column: table.columns[table.pk].name.clone(),
+            reason: "the primary key can't be NULL".into(),
+        }),
+    }
 }
 
 /// The stored value of `row` (every column of `table`, in declaration order): every

@@ -177,15 +177,7 @@ impl Transaction {
         let mut seen = std::collections::HashSet::new();
         let mut changes = Vec::with_capacity(rows.len());
         for row in rows {
-            let handle = match row.get(table.pk) {
-                Some(Datum::Int(h)) => *h,
-                _ => {
-                    return Err(SqlError::BadValue {
-                        column: table.columns[table.pk].name.clone(),
-                        reason: "the primary key can't be NULL".into(),
-                    });
-                }
-            };
+            let handle = super::insert::row_handle(table, &row)?;
             if !seen.insert(handle) {
                 return Err(SqlError::DuplicateKey {
                     table: table.name.clone(),
