@@ -393,6 +393,7 @@ pub fn key_error(e: &TxnError, raft: &raftstore::RaftConfig) -> KeyError {
         TxnErrorKind::Corruption => ErrorKind::Corruption,
         TxnErrorKind::Io => ErrorKind::Io,
         TxnErrorKind::Busy => ErrorKind::Busy,
+        TxnErrorKind::CommitTsTooLarge => ErrorKind::CommitTsTooLarge,
     };
     KeyError {
         kind: kind as i32,

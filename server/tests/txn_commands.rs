@@ -10,7 +10,8 @@ use common::{cluster, one_shard, two_shards};
 use kvengine::ColumnFamily;
 use kvengine::mvcc::{LockType, WriteKind, WriteMeta};
 use server::txn::{
-    CommitStage, Mode, Mutation, PrewriteRequest, PrewriteResponse, Storage, TxnError, TxnStatus,
+    CommitStage, Mode, Mutation, PrewriteRequest, PrewriteResponse, Storage, TxnError,
+    TxnErrorKind, TxnStatus,
 };
 use types::Ts;
 
@@ -815,6 +816,33 @@ fn one_pc_past_max_commit_ts_writes_locks_instead() {
     req.max_commit_ts = b + 51;
     let r = s.prewrite(&req).unwrap();
     assert_eq!(r.one_pc_commit_ts, Some(b + 51));
+}
+
+#[test]
+fn async_commit_past_max_commit_ts_is_refused_and_locks_nothing() {
+    let c = one_shard(false);
+    c.sync_max_ts();
+    let b = c.ts();
+    let s = &c.storage;
+    let async_prewrite = |key: &str, start_ts: u64, max_commit_ts: u64| {
+        let mut req = PrewriteRequest::new(vec![Mutation::put(key, "1")], start_ts, TTL);
+        req.use_async_commit = true;
+        req.secondaries = vec![b"other".to_vec()];
+        req.max_commit_ts = max_commit_ts;
+        s.prewrite(&req)
+    };
+    // A read at b + 40 puts the min_commit_ts of a new lock at b + 41.
+    assert_eq!(value_at(s, b"a", b + 40), None);
+    let err = async_prewrite("a", b + 10, b + 40).unwrap_err();
+    assert_eq!(err.kind(), TxnErrorKind::CommitTsTooLarge, "{err}");
+    assert!(err.to_string().contains("max_commit_ts"), "{err}");
+    assert!(s.scan_locks(b"", b"", u64::MAX, 0).unwrap().is_empty());
+    // At the bound it locks, async.
+    let r = async_prewrite("a", b + 10, b + 41).unwrap();
+    assert_eq!(r.min_commit_ts, b + 41);
+    let locks = s.scan_locks(b"", b"", u64::MAX, 0).unwrap();
+    assert_eq!(locks.len(), 1);
+    assert!(locks[0].use_async_commit, "an async-commit lock");
 }
 
 #[test]

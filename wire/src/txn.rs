@@ -24,6 +24,10 @@ pub enum ErrorKind {
     Io = 6,
     /// Retry shortly.
     Busy = 7,
+    /// An async-commit prewrite would have committed past the request's `max_commit_ts`:
+    /// nothing was locked by it. (An older client reads it as `Unknown` and fails the
+    /// statement.)
+    CommitTsTooLarge = 8,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -87,9 +91,11 @@ pub struct PrewriteRequest {
     pub secondaries: Vec<Vec<u8>>,
     #[prost(bool, tag = "8")]
     pub try_one_pc: bool,
-    /// 1PC only: the highest commit ts the transaction accepts (0 = any). A 1PC prewrite
-    /// whose commit ts would be higher writes locks instead (the client then commits with
-    /// two phases and checks its commit ts itself). A statement that read a table's schema
+    /// The highest commit ts the transaction accepts (0 = any). A 1PC prewrite whose commit
+    /// ts would be higher writes locks instead (the client then commits with two phases and
+    /// checks its commit ts itself); an async-commit prewrite whose `min_commit_ts` would be
+    /// higher is refused with `CommitTsTooLarge` and locks nothing (its lock would let a
+    /// resolver commit past the bound). A 2PC prewrite ignores it. A statement that read a table's schema
     /// without locking it must commit within the schema lease of its start
     /// (`client::sql::txn_write`).
     #[prost(uint64, tag = "9")]

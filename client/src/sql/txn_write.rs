@@ -88,7 +88,8 @@ pub struct CommitOptions {
 ///
 /// The bound is enforced on commit timestamps, not clocks: a 2PC commit checks the commit
 /// ts it took from the TSO, and a 1PC prewrite carries `max_commit_ts` (the server commits it
-/// in one phase only at or below it). Async commit is not used under a lease.
+/// in one phase only at or below it), and an async-commit prewrite carries it too (the server
+/// refuses to lock past it, so no resolver can commit the statement later than it).
 pub const SCHEMA_LEASE_MS: u64 = 5_000;
 
 /// How an autocommit statement keeps the schema it read: under the lease, or (after a try
@@ -152,7 +153,7 @@ impl CommitMode {
     pub fn choose(regions: usize, keys: usize, opts: CommitOptions) -> CommitMode {
         if regions <= 1 {
             CommitMode::OnePc
-        } else if opts.async_commit && !opts.schema_lease && keys <= ASYNC_COMMIT_KEYS_LIMIT {
+        } else if opts.async_commit && keys <= ASYNC_COMMIT_KEYS_LIMIT {
             CommitMode::AsyncCommit
         } else {
             CommitMode::TwoPc
@@ -277,8 +278,17 @@ pub async fn write(
     groups.sort_by_key(|g: &Vec<Mutation>| !g.iter().any(|m| m.key == primary));
     let rows = writes.len() as u64;
     let mode = CommitMode::choose(groups.len(), writes.len(), opts);
+    let max_commit_ts = opts.schema_lease.then(|| schema_lease_end(start_ts));
     if mode == CommitMode::AsyncCommit {
-        return async_commit::write(client, &groups, &primary, start_ts, statement).await;
+        return async_commit::write(
+            client,
+            &groups,
+            &primary,
+            start_ts,
+            max_commit_ts.unwrap_or(0),
+            statement,
+        )
+        .await;
     }
     // 1PC only for the whole statement in one request: a group that a region change splits
     // again on its way is prewritten in parts, each an ordinary 2PC prewrite.
@@ -288,7 +298,6 @@ pub async fn write(
         0
     };
     let ttl = lock_ttl_ms(mutations.iter().map(|m| m.key.len() + m.value.len()).sum());
-    let max_commit_ts = opts.schema_lease.then(|| schema_lease_end(start_ts));
     let mut min_commit_ts = start_ts + 1;
     let mut backoff = client.backoff();
     let transport = client.transport();
@@ -477,6 +486,12 @@ async fn prewrite_error(
             resolution,
         };
     }
+    if e.kind == ErrorKind::CommitTsTooLarge as i32 {
+        return SqlError::SchemaLeaseExpired {
+            statement,
+            start_ts,
+        };
+    }
     if e.kind == ErrorKind::Busy as i32 {
         return SqlError::ServerBusy {
             statement,
@@ -596,7 +611,7 @@ mod tests {
     }
 
     #[test]
-    fn several_regions_use_async_commit_only_when_asked_and_up_to_the_key_limit() {
+    fn several_regions_use_async_commit_only_when_asked_and_up_to_the_key_limit_lease_or_not() {
         let on = CommitOptions {
             async_commit: true,
             schema_lease: false,
@@ -615,12 +630,12 @@ mod tests {
             CommitMode::TwoPc,
             "off by default"
         );
-        // Under a schema lease the commit ts must be checked: never async commit.
+        // Under a schema lease the prewrites carry the lease's end as max_commit_ts.
         let leased = CommitOptions {
             schema_lease: true,
             ..on
         };
-        assert_eq!(CommitMode::choose(2, 2, leased), CommitMode::TwoPc);
+        assert_eq!(CommitMode::choose(2, 2, leased), CommitMode::AsyncCommit);
         assert_eq!(CommitMode::choose(1, 2, leased), CommitMode::OnePc);
         assert_eq!(
             schema_lease_end(7 << types::Ts::LOGICAL_BITS) >> types::Ts::LOGICAL_BITS,

@@ -66,6 +66,17 @@ pub enum TxnError {
         found_version: u64,
         found_start_ts: u64,
     },
+    /// An async-commit prewrite whose `min_commit_ts` would pass the caller's
+    /// `max_commit_ts` (its schema lease): nothing was locked, and the caller commits some
+    /// other way (TiKV's `CommitTsTooLarge`).
+    #[error(
+        "commit ts too large: expected min_commit_ts <= max_commit_ts={max_commit_ts}, found min_commit_ts={min_commit_ts} start_ts={start_ts}"
+    )]
+    CommitTsTooLarge {
+        start_ts: u64,
+        min_commit_ts: u64,
+        max_commit_ts: u64,
+    },
     /// No shard of this server owns the key.
     #[error("key outside every shard: key={key}", key = KeyDisplay(.key))]
     KeyOutsideShards { key: Vec<u8> },
@@ -130,6 +141,8 @@ pub enum TxnErrorKind {
     Io,
     /// Retry shortly.
     Busy,
+    /// The commit would pass the caller's `max_commit_ts`: nothing was written.
+    CommitTsTooLarge,
 }
 
 impl TxnError {
@@ -149,6 +162,7 @@ impl TxnError {
                 TxnErrorKind::Corruption
             }
             TxnError::LockWaitTimeout { .. } => TxnErrorKind::Busy,
+            TxnError::CommitTsTooLarge { .. } => TxnErrorKind::CommitTsTooLarge,
             TxnError::Tso(_) => TxnErrorKind::Io,
             TxnError::Raft(e) => match e {
                 // Routing: ask elsewhere or again shortly.

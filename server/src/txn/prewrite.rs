@@ -195,8 +195,19 @@ impl Storage {
             secondaries: (req.use_async_commit && !one_pc).then(Vec::new),
         });
         let min_commit_ts = guard.lock().min_commit_ts;
-        // Past the caller's bound, the keys are locked instead and the caller decides.
-        let one_pc = one_pc && (req.max_commit_ts == 0 || min_commit_ts <= req.max_commit_ts);
+        let past_max = req.max_commit_ts != 0 && min_commit_ts > req.max_commit_ts;
+        // An async-commit lock past the bound would let a resolver commit the transaction
+        // there: refuse before anything is written (dropping `guard` frees the memory locks).
+        if past_max && req.use_async_commit {
+            return Err(TxnError::CommitTsTooLarge {
+                start_ts,
+                min_commit_ts,
+                max_commit_ts: req.max_commit_ts,
+            });
+        }
+        // A (non-async) 1PC prewrite past the bound locks the keys instead and the caller
+        // decides.
+        let one_pc = one_pc && !past_max;
         self.fire_prewrite_hook(|| PrewriteHookPoint {
             start_ts,
             min_commit_ts,

@@ -14,6 +14,12 @@
 //! `check_secondary_locks` finds every key locked). No TSO call, no commit round trip before
 //! the acknowledgement: that is the point.
 //!
+//! **Under the schema lease** every prewrite carries `max_commit_ts` (the lease's end): a
+//! server refuses (`CommitTsTooLarge`) to write a lock whose `min_commit_ts` would pass it, so
+//! every lock that exists is at or below it, and so is any commit_ts decided from them, by the
+//! writer or by a resolver. A refusal is [`SqlError::SchemaLeaseExpired`]: the statement runs
+//! again locking its catalog row.
+//!
 //! **The danger: a prewrite whose outcome is unknown.** An answer lost at the deadline, or a
 //! prewrite the region driver had to send again (a broken connection, a leader change: the
 //! first try may have landed), leaves the writer not knowing whether all locks exist. Rolling
@@ -84,6 +90,7 @@ pub(super) async fn write(
     groups: &[Vec<Mutation>],
     primary: &[u8],
     start_ts: u64,
+    max_commit_ts: u64,
     statement: &'static str,
 ) -> Result<WriteOutcome> {
     let keys: Vec<Vec<u8>> = groups
@@ -115,7 +122,7 @@ pub(super) async fn write(
                     Vec::new()
                 },
                 try_one_pc: false,
-                max_commit_ts: 0,
+                max_commit_ts,
             };
             async move {
                 transport
