@@ -326,7 +326,7 @@ impl Variables {
     pub fn commit_options(&self) -> CommitOptions {
         CommitOptions {
             async_commit: self.async_commit,
-            schema_lease: false,
+            schema_lease: None,
         }
     }
 }

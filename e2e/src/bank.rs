@@ -210,7 +210,7 @@ pub fn transfer(c: &EntryClient, bank: &Bank, rng: &mut impl Rng) {
     let writes = [put(from, a - amount), put(to, b + amount)];
     let opts = CommitOptions {
         async_commit: rng.random_bool(0.5),
-        schema_lease: false,
+        schema_lease: None,
     };
     match c.block_on(txn_write::write(
         &c.client, &writes, start_ts, STATEMENT, opts,

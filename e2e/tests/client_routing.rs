@@ -915,7 +915,7 @@ fn write_a_and_z(c: &EntryClient) -> Result<txn_write::WriteOutcome, client::sql
         "update",
         CommitOptions {
             async_commit: true,
-            schema_lease: false,
+            schema_lease: None,
         },
     ))
 }

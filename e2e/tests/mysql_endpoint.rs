@@ -464,6 +464,15 @@ m.rollback()
 cm.execute("DELETE FROM bank WHERE id = 1")
 m.commit()
 print("after", bal(c, 2), c.execute("SELECT * FROM bank WHERE id = 1"))
+# Transactions writing different rows of one table both commit: COMMIT checks the table's
+# schema, it does not lock it.
+a.begin()
+b.begin()
+ca.execute("UPDATE bank SET bal = bal + 1 WHERE id = 2")
+cb.execute("INSERT INTO bank VALUES (3, 7)")
+a.commit()
+b.commit()
+print("disjoint", bal(c, 2), bal(c, 3))
 # A table truncated after a transaction began fails its COMMIT: its rows would otherwise be
 # written under the old table id.
 a.begin()
@@ -489,6 +498,7 @@ print("empty", c.execute("SELECT * FROM bank"))
             "final 130",
             "uncommitted [(0,)] 100",
             "after 100 0",
+            "disjoint 101 7",
             "truncated 1213",
             "empty 0",
         ],

@@ -253,7 +253,7 @@ fn run_writer(urls: &[String], oracle: &Oracle, id: usize, stop: &AtomicBool, va
         };
         let opts = CommitOptions {
             async_commit: txn.async_commit,
-            schema_lease: false,
+            schema_lease: None,
         };
         let written = c.block_on(txn_write::write(
             &c.client,

@@ -19,8 +19,7 @@
 use std::sync::Arc;
 
 use client::paging::Client;
-use client::sql::transaction::Transaction;
-use client::sql::txn_write::RowWrite;
+use client::sql::transaction::{SchemaHold, Transaction};
 use client::sql::{Engine, SqlError, catalog};
 use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -109,8 +108,6 @@ pub struct FrontSession {
     autocommit: bool,
     /// The open transaction was started `READ ONLY`: its writes are refused (1792).
     read_only: bool,
-    /// The open transaction is an autocommit statement's own (no catalog lock).
-    implicit: bool,
 }
 
 impl std::fmt::Debug for FrontSession {
@@ -129,7 +126,6 @@ impl FrontSession {
             txn: None,
             autocommit: true,
             read_only: false,
-            implicit: false,
         }
     }
 
@@ -214,14 +210,12 @@ impl FrontSession {
         let mut attempt = 0;
         // Without a catalog lock the statement commits under the schema lease; one that
         // overran it runs again locking the catalog row instead, with no time bound.
-        let mut implicit = true;
+        let mut hold = SchemaHold::LeaseFromStart;
         loop {
             let start_ts = self.client.current_ts().await.map_err(SqlError::from)?;
             self.txn = Some(Transaction::new(start_ts));
             self.read_only = false;
-            self.implicit = implicit;
             let out = self.write_in_transaction(stmt).await;
-            self.implicit = false;
             let txn = self.txn.take();
             let out = out?;
             let Some(txn) = txn else {
@@ -232,15 +226,12 @@ impl FrontSession {
             if txn.is_empty() {
                 return Ok(out);
             }
-            let opts = client::sql::CommitOptions {
-                schema_lease: implicit,
-                ..self.engine.session().await?.variables().commit_options()
-            };
-            match txn.commit(self.client, opts).await {
+            let opts = self.engine.session().await?.variables().commit_options();
+            match txn.commit(self.client, opts, hold).await {
                 Ok(_) => return Ok(out),
                 Err(SqlError::SchemaLeaseExpired { .. }) if attempt + 1 < AUTOCOMMIT_ATTEMPTS => {
                     attempt += 1;
-                    implicit = false;
+                    hold = SchemaHold::CatalogLock;
                 }
                 Err(SqlError::TxnConflict { .. } | SqlError::TxnAborted { .. })
                     if attempt + 1 < AUTOCOMMIT_ATTEMPTS =>
@@ -435,7 +426,8 @@ impl FrontSession {
             return Ok(());
         }
         let opts = self.engine.session().await?.variables().commit_options();
-        txn.commit(self.client, opts).await?;
+        txn.commit(self.client, opts, SchemaHold::CheckAtCommit)
+            .await?;
         Ok(())
     }
 
@@ -453,9 +445,10 @@ impl FrontSession {
     /// `autocommit` is off).
     ///
     /// The table's schema is the one at the transaction's `start_ts` (its reads see that
-    /// one), and the transaction locks the table's catalog row: a `DROP`, `TRUNCATE` or
-    /// re-`CREATE` committed after it started fails its `COMMIT` with a conflict, instead of
-    /// rows written under an old table id or encoded for old column types.
+    /// one); `COMMIT` makes sure it is still the table's schema
+    /// (`client::sql::transaction::SchemaHold`): a `CREATE INDEX`, `DROP`, `TRUNCATE` or
+    /// re-`CREATE` committed after it started fails the `COMMIT`, instead of rows written
+    /// under an old table id or without an index's entries.
     async fn write_in_transaction(&mut self, stmt: &Statement) -> Result<Output, FrontError> {
         self.open_implicit_transaction().await?;
         if self.read_only {
@@ -470,14 +463,6 @@ impl FrontSession {
             .ok_or_else(|| SqlError::UnknownTable {
                 table: name.clone(),
             })?;
-        let catalog_lock = RowWrite::Lock {
-            key: catalog::catalog_key(&name),
-        };
-        // An autocommit statement takes no catalog lock: a committed lock is a write every
-        // concurrent statement on the table would conflict with.
-        if !self.implicit && self.open_txn()?.buffered(catalog_lock.key()).is_none() {
-            self.open_txn()?.buffer(vec![catalog_lock])?;
-        }
         let changed = match stmt {
             Statement::Insert(ins) => self.insert(ins, &schema).await?,
             Statement::Update(u) => {

@@ -411,8 +411,14 @@ pub async fn write(
         check_no_stored_duplicate(client, &plan.table, &keys, start_ts).await?;
         let mut writes = plan.writes();
         writes.extend(lock.write(&plan.table.name));
-        let mut out =
-            txn_write::write(client, &writes, start_ts, "insert", lock.options(opts)).await?;
+        let mut out = txn_write::write(
+            client,
+            &writes,
+            start_ts,
+            "insert",
+            lock.options(opts, start_ts),
+        )
+        .await?;
         out.rows = plan.rows.len() as u64;
         Ok(out)
     })

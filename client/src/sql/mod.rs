@@ -534,11 +534,8 @@ impl<'a> Engine<'a> {
                 QueryResult::default()
             }
             Plan::Insert(p) => {
-                // The schema was read without a catalog lock: the lease bounds the commit.
-                let opts = CommitOptions {
-                    schema_lease: true,
-                    ..session.variables().commit_options()
-                };
+                // `insert::write` chooses how the commit keeps the schema.
+                let opts = session.variables().commit_options();
                 let out = retrying_write(|| insert::write(client, &p, opts)).await?;
                 QueryResult {
                     affected_rows: out.rows,

@@ -509,7 +509,7 @@ pub async fn run(session: &Session<'_>, plan: &ModifyPlan) -> Result<QueryResult
         };
         // The schema (checked at start_ts) is not locked: the lease bounds the commit, or
         // the catalog row is locked after a try that overran it.
-        let opts = guard.options(session.variables().commit_options());
+        let opts = guard.options(session.variables().commit_options(), start_ts);
         let rows = writes.len() as u64;
         if rows > 0 {
             writes.extend(guard.write(&plan.table.name));

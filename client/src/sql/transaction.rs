@@ -38,10 +38,42 @@ pub const MAX_KEYS: usize = 300_000;
 /// `txn-total-size-limit`, 100 MiB).
 pub const MAX_BYTES: usize = 100 << 20;
 
+/// The most keys a transaction commits under the schema lease ([`SchemaHold::CheckAtCommit`]):
+/// a larger one could take longer than the lease to prewrite, so it locks its tables'
+/// catalog rows instead.
+pub const LEASE_COMMIT_MAX_KEYS: usize = 10_000;
+/// The most bytes (keys and values) a transaction commits under the schema lease.
+pub const LEASE_COMMIT_MAX_BYTES: usize = 8 << 20;
+
+/// How `COMMIT` keeps the table schemas the transaction's writes were encoded with: a
+/// `CREATE INDEX`, `TRUNCATE` or re-`CREATE` that committed meanwhile must not be passed by
+/// rows written for the schema it replaced (an index entry missing, rows under an old table
+/// id). Each choice is correct on its own; they differ in what they cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaHold {
+    /// The schemas were read at `start_ts` and the writes commit within the schema lease of
+    /// it (an autocommit statement's first try: it runs in well under the lease).
+    LeaseFromStart,
+    /// `COMMIT` reads every written table's schema again at a fresh timestamp `K` and rolls
+    /// the transaction back if one changed since `start_ts` ([`SqlError::SchemaChanged`]);
+    /// otherwise the writes commit within the lease of `K`. Concurrent transactions on one
+    /// table do not conflict over the schema. (A transaction larger than
+    /// [`LEASE_COMMIT_MAX_KEYS`] or [`LEASE_COMMIT_MAX_BYTES`] commits as
+    /// [`SchemaHold::CatalogLock`].)
+    CheckAtCommit,
+    /// The tables' catalog rows are locked with the writes: a schema change committed after
+    /// `start_ts` is a write conflict, and no time bound applies; but every two such
+    /// transactions on one table conflict on the lock (an autocommit statement that overran
+    /// the lease, a large transaction).
+    CatalogLock,
+}
+
 /// One open transaction.
 #[derive(Debug, Clone)]
 pub struct Transaction {
     start_ts: u64,
+    /// The schemas the writes were encoded with, one per table (kept for `COMMIT`).
+    schemas: Vec<TableSchema>,
     /// The last write of each key, in the order keys were first written.
     writes: Vec<RowWrite>,
     /// Position of each key's write in `writes`.
@@ -58,6 +90,7 @@ impl Transaction {
     pub fn new(start_ts: u64) -> Transaction {
         Transaction {
             start_ts,
+            schemas: Vec::new(),
             writes: Vec::new(),
             index: HashMap::new(),
             bytes: 0,
@@ -143,6 +176,7 @@ impl Transaction {
         self.check_absent(client, &plan.table, plan.rows.iter().map(|(k, _)| k))
             .await?;
         self.buffer(plan.writes())?;
+        self.note_schema(&plan.table);
         Ok(plan.rows.len() as u64)
     }
 
@@ -221,7 +255,17 @@ impl Transaction {
         )
         .await?;
         self.buffer(writes)?;
+        self.note_schema(table);
         Ok(changes.len() as u64)
+    }
+
+    /// Remembers that writes were encoded with `schema` (a table written before keeps the
+    /// schema of its first write: every statement of the transaction reads the schemas at
+    /// `start_ts`, so they are the same).
+    fn note_schema(&mut self, schema: &TableSchema) {
+        if !self.schemas.iter().any(|s| s.name == schema.name) {
+            self.schemas.push(schema.clone());
+        }
     }
 
     /// The buffered rows of `table`, decoded, by handle.
@@ -245,8 +289,44 @@ impl Transaction {
         Ok(rows)
     }
 
-    /// `COMMIT` (module docs).
-    pub async fn commit(self, client: &Client, opts: CommitOptions) -> Result<WriteOutcome> {
+    /// `COMMIT` (module docs), keeping the schemas as `hold` says.
+    pub async fn commit(
+        mut self,
+        client: &Client,
+        opts: CommitOptions,
+        hold: SchemaHold,
+    ) -> Result<WriteOutcome> {
+        let large =
+            self.writes.len() > LEASE_COMMIT_MAX_KEYS || self.bytes > LEASE_COMMIT_MAX_BYTES;
+        let hold = match hold {
+            SchemaHold::CheckAtCommit if large => SchemaHold::CatalogLock,
+            h => h,
+        };
+        let schema_lease = match hold {
+            SchemaHold::LeaseFromStart => Some(self.start_ts),
+            SchemaHold::CheckAtCommit => {
+                let checked_at = client.current_ts().await?;
+                for schema in &self.schemas {
+                    super::catalog::check_unchanged(client, schema, checked_at).await?;
+                }
+                Some(checked_at)
+            }
+            SchemaHold::CatalogLock => {
+                let locks = self
+                    .schemas
+                    .iter()
+                    .map(|s| RowWrite::Lock {
+                        key: super::catalog::catalog_key(&s.name),
+                    })
+                    .collect();
+                self.buffer(locks)?;
+                None
+            }
+        };
+        let opts = CommitOptions {
+            schema_lease,
+            ..opts
+        };
         match txn_write::write(client, &self.writes, self.start_ts, "commit", opts).await {
             Err(SqlError::WriteConflict {
                 start_ts,
@@ -256,12 +336,14 @@ impl Transaction {
                 start_ts,
                 conflict_commit_ts,
             }),
-            Err(e @ (SqlError::KeyLocked { .. } | SqlError::ServerBusy { .. })) => {
-                Err(SqlError::TxnAborted {
-                    start_ts: self.start_ts,
-                    reason: e.to_string(),
-                })
-            }
+            Err(
+                e @ (SqlError::KeyLocked { .. }
+                | SqlError::ServerBusy { .. }
+                | SqlError::SchemaLeaseExpired { .. }),
+            ) => Err(SqlError::TxnAborted {
+                start_ts: self.start_ts,
+                reason: e.to_string(),
+            }),
             other => other,
         }
     }

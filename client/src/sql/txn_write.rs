@@ -72,12 +72,13 @@ pub const ASYNC_COMMIT_KEYS_LIMIT: usize = 256;
 pub struct CommitOptions {
     /// `tidb_enable_async_commit`: async commit for a statement over several regions.
     pub async_commit: bool,
-    /// The statement read its table's schema at `start_ts` without locking the catalog row
-    /// (an autocommit statement), so it must commit within [`SCHEMA_LEASE_MS`] of `start_ts`
-    /// (see [`schema_lease_end`]); past it, it is rolled back with
-    /// [`SqlError::SchemaLeaseExpired`] and runs again locking the catalog row
-    /// ([`locked_catalog`]).
-    pub schema_lease: bool,
+    /// `Some(ts)`: the writes were encoded with table schemas known current at `ts` (read
+    /// then, or checked then) without locking their catalog rows, so they must commit within
+    /// [`SCHEMA_LEASE_MS`] of `ts` (see [`schema_lease_end`]); past it, nothing is written and
+    /// the error is [`SqlError::SchemaLeaseExpired`] (an autocommit statement then runs again
+    /// locking the catalog row, [`locked_catalog`]). An autocommit statement's `ts` is its
+    /// `start_ts`; an explicit transaction's, the ts its `COMMIT` checked the schemas at.
+    pub schema_lease: Option<u64>,
 }
 
 /// How long after its `start_ts` a statement that read a schema without locking it may
@@ -108,10 +109,11 @@ impl SchemaGuard {
         })
     }
 
-    /// `opts` with this guard's lease setting.
-    pub fn options(self, opts: CommitOptions) -> CommitOptions {
+    /// `opts` with this guard's lease setting, for a statement that read its schema at
+    /// `start_ts`.
+    pub fn options(self, opts: CommitOptions, start_ts: u64) -> CommitOptions {
         CommitOptions {
-            schema_lease: self == SchemaGuard::Lease,
+            schema_lease: (self == SchemaGuard::Lease).then_some(start_ts),
             ..opts
         }
     }
@@ -130,9 +132,9 @@ where
     }
 }
 
-/// The highest commit ts of a statement under the schema lease that started at `start_ts`.
-pub fn schema_lease_end(start_ts: u64) -> u64 {
-    start_ts.saturating_add(SCHEMA_LEASE_MS << types::Ts::LOGICAL_BITS)
+/// The highest commit ts of writes encoded with schemas known current at `ts`.
+pub fn schema_lease_end(ts: u64) -> u64 {
+    ts.saturating_add(SCHEMA_LEASE_MS << types::Ts::LOGICAL_BITS)
 }
 
 /// How a statement commits (or committed).
@@ -278,7 +280,7 @@ pub async fn write(
     groups.sort_by_key(|g: &Vec<Mutation>| !g.iter().any(|m| m.key == primary));
     let rows = writes.len() as u64;
     let mode = CommitMode::choose(groups.len(), writes.len(), opts);
-    let max_commit_ts = opts.schema_lease.then(|| schema_lease_end(start_ts));
+    let max_commit_ts = opts.schema_lease.map(schema_lease_end);
     if mode == CommitMode::AsyncCommit {
         return async_commit::write(
             client,
@@ -603,7 +605,7 @@ mod tests {
         for async_commit in [false, true] {
             let opts = CommitOptions {
                 async_commit,
-                schema_lease: false,
+                schema_lease: None,
             };
             assert_eq!(CommitMode::choose(1, 3, opts), CommitMode::OnePc);
             assert_eq!(CommitMode::choose(1, 1000, opts), CommitMode::OnePc);
@@ -614,7 +616,7 @@ mod tests {
     fn several_regions_use_async_commit_only_when_asked_and_up_to_the_key_limit_lease_or_not() {
         let on = CommitOptions {
             async_commit: true,
-            schema_lease: false,
+            schema_lease: None,
         };
         assert_eq!(CommitMode::choose(2, 2, on), CommitMode::AsyncCommit);
         assert_eq!(
@@ -632,7 +634,7 @@ mod tests {
         );
         // Under a schema lease the prewrites carry the lease's end as max_commit_ts.
         let leased = CommitOptions {
-            schema_lease: true,
+            schema_lease: Some(7),
             ..on
         };
         assert_eq!(CommitMode::choose(2, 2, leased), CommitMode::AsyncCommit);
