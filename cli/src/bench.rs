@@ -232,14 +232,14 @@ fn measure(
 ) -> Result<Measured, BenchError> {
     let mut client_config = lab.cluster.client_config();
     client_config.cop_cache.admission_min_process_time = types::ReadableDuration::millis(0);
-    let client = lab.client(client_config)?;
+    let client = lab.static_client(client_config)?;
     // Regions and worker liveness are loaded before the clock starts: the first run is cold
     // for the cache, not for the client's topology.
     lab.rt
         .block_on(client.refresh_regions())
         .map_err(|e| StepError::Client(node::error_chain(&e)))?;
     lab.rt.block_on(client.probe_workers());
-    let mut session = Session::new(lab, &client);
+    let mut session = Session::new(lab, client);
     session.execute(&format!(
         "SET stratus_cop_cache = {}",
         on_off(config.cache).to_uppercase()
@@ -266,7 +266,9 @@ fn measure(
         Ok(elapsed)
     };
     let first = timed()?;
-    let repeats = (0..runs).map(|_| timed()).collect::<Result<Vec<_>, _>>()?;
+    let repeats = (0..runs).map(|_| timed()).collect::<Result<Vec<_>, _>>();
+    client.close();
+    let repeats = repeats?;
     let after = decision_counts(&lab.cluster)?;
     Ok(Measured {
         query,

@@ -130,8 +130,8 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     let names = NodeNames::of(&lab.cluster);
     let mut client_config = lab.cluster.client_config();
     client_config.cop_cache.admission_min_process_time = types::ReadableDuration::millis(0);
-    let client = lab.client(client_config)?;
-    let mut session = Session::new(&lab, &client);
+    let client = lab.static_client(client_config)?;
+    let mut session = Session::new(&lab, client);
 
     // 3. Local or offloaded, and why.
     heading(out, "3. local or offloaded, and why")?;
@@ -282,7 +282,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     failover_step::run(&mut lab, &client, AGGREGATE, SMALL_TABLE, out)?;
 
     // 9. Stop.
-    drop(client);
+    client.close();
     heading(out, "9. stop")?;
     lab.stop()?;
     writeln!(out, "every node stopped cleanly")?;

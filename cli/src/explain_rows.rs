@@ -1,8 +1,9 @@
-//! `EXPLAIN` on a loaded cluster, read as one typed row per region ([`RegionExplain`], from
-//! the client's [`Engine::explain`]): where each region ran (on its server, offloaded to a
-//! worker, or sent to a worker by the client) and why. `stratus demo` checks every claim it
-//! prints against these fields, never against rendered text; `stratus bench` runs its
-//! statements through the same [`Session`].
+//! `EXPLAIN ANALYZE` on a loaded cluster, read as one typed row per region ([`RegionExplain`],
+//! from the SQL front's [`FrontSession::analyze`]): where each region ran (on its server,
+//! offloaded to a worker, or sent to a worker by the client) and why. `stratus demo` checks
+//! every claim it prints against these fields, never against rendered text; `stratus bench`
+//! runs its statements through the same [`Session`], so both measure the front users reach
+//! (DataFusion over the coprocessor), not a planner of their own.
 //!
 //! [`NodeNames`] prints a row's node URLs as the names `stratus up` prints.
 
@@ -11,59 +12,65 @@ use std::time::{Duration, Instant};
 
 use client::Client;
 use client::sql::explain::SentTo;
-use client::sql::{Engine, QueryResult, RegionExplain};
+use client::sql::{QueryResult, RegionExplain};
+use sqlfront::FrontSession;
 use wire::placement::Location;
 
 use crate::loaded_cluster::{LoadedCluster, StepError};
 use crate::local_cluster::LocalCluster;
 
-/// An [`Engine`] on the loaded cluster's runtime; statements fail as [`StepError::Statement`].
+/// A SQL front session on the loaded cluster's runtime; statements fail as
+/// [`StepError::Statement`].
 pub struct Session<'a> {
     rt: &'a tokio::runtime::Runtime,
-    engine: Engine<'a>,
+    front: FrontSession,
 }
 
-/// A query run through `EXPLAIN` (which executes it): its region rows, warnings and time.
+/// A query run through `EXPLAIN ANALYZE` (which executes it): its region rows, warnings and
+/// time.
 pub struct Explained {
     pub elapsed: Duration,
     pub regions: Vec<RegionExplain>,
     pub warnings: Vec<String>,
-    /// Body bytes the query moved between zones (`Explain::cross_zone_bytes`).
+    /// Body bytes the query moved between zones (`Analyzed::cross_zone_bytes`).
     pub cross_zone_bytes: u64,
 }
 
 impl<'a> Session<'a> {
-    pub fn new(lab: &'a LoadedCluster, client: &'a Client) -> Session<'a> {
+    /// A session over `client`, which lives as long as the process (a front session's
+    /// tables are shared with DataFusion's planner, which wants them `'static`).
+    pub fn new(lab: &'a LoadedCluster, client: &'static Client) -> Session<'a> {
         Session {
             rt: &lab.rt,
-            engine: Engine::new(client),
+            front: FrontSession::new(client),
         }
     }
 
     pub fn execute(&mut self, sql: &str) -> Result<QueryResult, StepError> {
         self.rt
-            .block_on(self.engine.execute(sql))
+            .block_on(self.front.execute(sql))
+            .map(sqlfront::Output::into_query_result)
             .map_err(|e| StepError::Statement {
                 sql: sql.to_string(),
                 message: node::error_chain(&e),
             })
     }
 
-    /// Runs `EXPLAIN sql` (timed: it executes the query) for its region rows.
+    /// Runs `EXPLAIN ANALYZE sql` (timed: it executes the query) for its region rows.
     pub fn explained(&mut self, sql: &str) -> Result<Explained, StepError> {
         let t = Instant::now();
-        let explain =
+        let analyzed =
             self.rt
-                .block_on(self.engine.explain(sql))
+                .block_on(self.front.analyze(sql))
                 .map_err(|e| StepError::Statement {
-                    sql: format!("EXPLAIN {sql}"),
+                    sql: format!("EXPLAIN ANALYZE {sql}"),
                     message: node::error_chain(&e),
                 })?;
         Ok(Explained {
             elapsed: t.elapsed(),
-            regions: explain.regions,
-            warnings: explain.warnings,
-            cross_zone_bytes: explain.cross_zone_bytes,
+            regions: analyzed.regions().cloned().collect(),
+            cross_zone_bytes: analyzed.cross_zone_bytes(),
+            warnings: analyzed.warnings,
         })
     }
 }

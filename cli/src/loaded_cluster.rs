@@ -197,6 +197,11 @@ impl LoadedCluster {
         client_for(&self.rt, config)
     }
 
+    /// A client for the rest of the process (what a SQL front session runs on).
+    pub fn static_client(&self, config: ClientConfig) -> Result<&'static Client, StepError> {
+        Ok(Box::leak(Box::new(self.client(config)?)))
+    }
+
     /// Stops every node (an error if one exits badly), then removes the data directory.
     pub fn stop(self) -> Result<(), StepError> {
         let LoadedCluster { cluster, dir, .. } = self;

@@ -60,8 +60,8 @@ pub fn run_to(
     }
     let lab = LoadedCluster::start(log)?;
     let table = lab.load(rows, log)?;
-    let client = lab.client(lab.cluster.client_config_in("a"))?;
-    let mut session = Session::new(&lab, &client);
+    let client = lab.static_client(lab.cluster.client_config_in("a"))?;
+    let mut session = Session::new(&lab, client);
     // A tenth more rows, left in the memtables (the load flushed what it wrote): what a
     // worker fetches from a server with the snapshot, as recent writes are in a live table.
     let extra = (rows / 10).max(2);
@@ -143,7 +143,7 @@ pub fn run_to(
         }
     }
     drop(session);
-    drop(client);
+    client.close();
     lab.stop()?;
     out.write_all(render(rows, runs, &measured).as_bytes())?;
     Ok(())

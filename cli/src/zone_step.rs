@@ -48,8 +48,8 @@ pub(crate) fn run(
     )?;
     let mut config = lab.cluster.client_config_in("c");
     config.cop_cache.admission_min_process_time = types::ReadableDuration::millis(0);
-    let client = lab.client(config)?;
-    let mut session = Session::new(lab, &client);
+    let client = lab.static_client(config)?;
+    let mut session = Session::new(lab, client);
     session.execute("SET stratus_cop_cache = OFF")?;
     session.execute("SET stratus_remote_coprocessor = ON")?;
     session.execute("SET tidb_tiflash_node_selection_policy = priority_local_zone_nodes")?;
@@ -142,6 +142,7 @@ pub(crate) fn run(
         zone == "c"
     })?;
     writeln!(out, "→ every region read in zone c again, no warning")?;
+    client.close();
     Ok(())
 }
 

@@ -397,6 +397,14 @@ impl Client {
         }
     }
 
+    /// Stops the client's background work (the placement driver's topology watch): for a
+    /// client that lives as long as the process (a SQL front session's), before its cluster
+    /// goes away. The client keeps working; it only stops learning of topology changes ahead
+    /// of its requests.
+    pub fn close(&self) {
+        self.watch.stop();
+    }
+
     /// Starts the placement driver's topology watch once, when configured
     /// ([`crate::topology_watch`]).
     fn watch_topology(&self) {

@@ -28,6 +28,8 @@ pub struct TopologyWatch {
     started: AtomicBool,
     /// The last poll was answered: the caches are current.
     live: Arc<AtomicBool>,
+    /// [`TopologyWatch::stop`] was called: the task ends at its next poll's answer.
+    stopped: Arc<AtomicBool>,
 }
 
 impl TopologyWatch {
@@ -49,7 +51,14 @@ impl TopologyWatch {
             Arc::downgrade(regions),
             Arc::downgrade(workers),
             self.live.clone(),
+            self.stopped.clone(),
         ));
+    }
+
+    /// Ends the task (for a client that is never dropped, whose caches the task would keep
+    /// polling for after the cluster is gone): it stops at its poll's answer, silently.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
     }
 
     /// Whether the last poll was answered (the registrations need no read of their own).
@@ -63,10 +72,14 @@ async fn run(
     regions: Weak<RegionCache>,
     workers: Weak<WorkerLiveness>,
     live: Arc<AtomicBool>,
+    stopped: Arc<AtomicBool>,
 ) {
     let mut token = 0;
     loop {
         let answer = pd.watch(token, WAIT).await;
+        if stopped.load(Ordering::Acquire) {
+            return;
+        }
         let (Some(regions), Some(workers)) = (regions.upgrade(), workers.upgrade()) else {
             return; // the client is gone
         };

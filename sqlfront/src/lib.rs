@@ -45,7 +45,7 @@ pub mod write;
 
 pub use error::FrontError;
 pub use output::{Cell, ColumnKind, Output, ResultColumn};
-pub use session::FrontSession;
+pub use session::{Analyzed, FrontSession};
 
 /// The one database of a Stratus cluster, as TiDB names its default one: `USE test` works,
 /// and tables may be qualified with it.

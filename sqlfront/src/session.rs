@@ -139,6 +139,33 @@ impl FrontSession {
         self.autocommit
     }
 
+    /// `EXPLAIN ANALYZE` for a program: runs the query `sql` and returns what each Stratus
+    /// scan did, typed (the rows `EXPLAIN ANALYZE` prints are rendered from the same
+    /// reports). Replaces the warning list as [`FrontSession::execute`] does.
+    pub async fn analyze(&mut self, sql: &str) -> Result<Analyzed, FrontError> {
+        let out = match client::sql::parse(sql).map_err(FrontError::from) {
+            Ok(Statement::Query(_)) => self.collect(sql, true).await,
+            Ok(_) => Err(FrontError::unsupported(
+                "analyzing a statement other than a query",
+            )),
+            Err(e) => Err(e),
+        };
+        match out {
+            Ok(ran) => {
+                self.engine.set_warnings(&ran.warnings);
+                Ok(Analyzed {
+                    rows: ran.batches.iter().map(RecordBatch::num_rows).sum(),
+                    scans: ran.scans,
+                    warnings: ran.warnings,
+                })
+            }
+            Err(e) => {
+                self.keep_error(&e);
+                Err(e)
+            }
+        }
+    }
+
     /// Runs one statement. Every statement but `SHOW WARNINGS` replaces the warning list
     /// (with its warnings, or its error), as in MySQL.
     pub async fn execute(&mut self, sql: &str) -> Result<Output, FrontError> {
@@ -661,6 +688,27 @@ impl FrontSession {
             physical,
             scans: ctx.take_scans(),
         })
+    }
+}
+
+/// What [`FrontSession::analyze`] found: each Stratus scan's report, the rows of the answer
+/// and the statement's warnings.
+#[derive(Debug, Clone)]
+pub struct Analyzed {
+    pub scans: Vec<ScanReport>,
+    pub rows: usize,
+    pub warnings: Vec<String>,
+}
+
+impl Analyzed {
+    /// Every region row of every scan, in the order the scans finished.
+    pub fn regions(&self) -> impl Iterator<Item = &client::sql::RegionExplain> {
+        self.scans.iter().flat_map(|s| s.regions.iter())
+    }
+
+    /// Body bytes the statement's scans moved between zones.
+    pub fn cross_zone_bytes(&self) -> u64 {
+        self.scans.iter().map(|s| s.cross_zone_bytes).sum()
     }
 }
 
