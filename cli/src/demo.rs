@@ -279,7 +279,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
         "Every write is committed by a quorum of the region's three replicas before it is \
          acknowledged, so losing one server loses nothing and stops nothing for long.\n"
     )?;
-    failover_step::run(&mut lab, &client, AGGREGATE, SMALL_TABLE, out)?;
+    failover_step::run(&mut lab, client, AGGREGATE, SMALL_TABLE, out)?;
 
     // 9. Stop.
     client.close();

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use client::Client;
-use client::sql::Engine;
+use sqlfront::{FrontSession, Output};
 use wire::datum::Datum;
 
 use crate::demo::{DemoError, ms};
@@ -77,7 +77,7 @@ impl Writes {
 /// (`id BIGINT PRIMARY KEY` and four more columns, the sample table's shape).
 pub fn run(
     lab: &mut LoadedCluster,
-    client: &Client,
+    client: &'static Client,
     query: &str,
     table: &str,
     out: &mut dyn Write,
@@ -95,9 +95,10 @@ pub fn run(
         });
     }
     let expected = lab.rt.block_on(async {
-        Engine::new(client)
+        FrontSession::new(client)
             .execute(query)
             .await
+            .map(Output::into_query_result)
             .map_err(|e| statement_error(query, &e))
     })?;
     writeln!(
@@ -274,16 +275,16 @@ fn victim_index(cluster: &crate::local_cluster::LocalCluster) -> usize {
 }
 
 async fn query_loop(
-    client: &Client,
+    client: &'static Client,
     query: &str,
     expected: &[Vec<Datum>],
     stop: &AtomicBool,
 ) -> Queries {
-    let mut engine = Engine::new(client);
+    let mut front = FrontSession::new(client);
     let mut seen = Queries::default();
     while !stop.load(Ordering::Acquire) {
         let t = Instant::now();
-        match engine.execute(query).await {
+        match front.execute(query).await.map(Output::into_query_result) {
             Ok(answer) if same_rows(&answer.rows, expected) => seen.ok += 1,
             Ok(answer) => seen.different.push(format!("{:?}", answer.rows)),
             Err(e) => seen.failed.push(node::error_chain(&e)),
@@ -293,13 +294,13 @@ async fn query_loop(
     seen
 }
 
-async fn write_loop(client: &Client, table: &str, stop: &AtomicBool) -> Writes {
-    let mut engine = Engine::new(client);
+async fn write_loop(client: &'static Client, table: &str, stop: &AtomicBool) -> Writes {
+    let mut front = FrontSession::new(client);
     let mut seen = Writes::default();
     let mut id = FIRST_ID;
     while !stop.load(Ordering::Acquire) {
         let sql = format!("INSERT INTO {table} VALUES ({id}, 0, 0, 0.0, 'failover')");
-        match engine.execute(&sql).await {
+        match front.execute(&sql).await {
             Ok(_) => seen.acked.push((id, Instant::now())),
             Err(e) => seen.failed.push((id, node::error_chain(&e))),
         }
@@ -376,14 +377,15 @@ fn highest(per_server: &[BTreeMap<u64, u64>]) -> BTreeMap<u64, u64> {
 /// The handles at or above [`FIRST_ID`] in `table`.
 fn rows_written(
     lab: &LoadedCluster,
-    client: &Client,
+    client: &'static Client,
     table: &str,
 ) -> Result<BTreeSet<i64>, DemoError> {
     let sql = format!("SELECT id FROM {table} WHERE id >= {FIRST_ID}");
     let answer = lab.rt.block_on(async {
-        Engine::new(client)
+        FrontSession::new(client)
             .execute(&sql)
             .await
+            .map(Output::into_query_result)
             .map_err(|e| statement_error(&sql, &e))
     })?;
     answer
@@ -400,7 +402,7 @@ fn rows_written(
         .collect()
 }
 
-fn statement_error(sql: &str, e: &client::sql::SqlError) -> StepError {
+fn statement_error(sql: &str, e: &sqlfront::FrontError) -> StepError {
     StepError::Statement {
         sql: sql.to_string(),
         message: node::error_chain(e),
