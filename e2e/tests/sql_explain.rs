@@ -1,4 +1,4 @@
-//! `EXPLAIN <select>` through the SQL engine against a real server that offloads by blocks
+//! `EXPLAIN ANALYZE <select>` through the SQL front (DataFusion, `sqlfront`) against a real server that offloads by blocks
 //! size: the executor rows describe the DAG, and the region rows say where each region ran and
 //! why — a whole-table aggregate over a table of many flushed blocks runs `remote` on the
 //! worker (reason `blocks_size`), a query over a tiny table stays `local`, and on the delegate
@@ -6,11 +6,14 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use client::sql::{Engine, QueryResult};
+mod front_client;
+
+use client::sql::QueryResult;
 use e2e::cluster::{Cluster, StoreKind};
-use e2e::entry_client::EntryClient;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
+use front_client::FrontClient;
+use sqlfront::{Analyzed, FrontSession};
 use types::ReadableSize;
 use wire::codec::table::record_key;
 use wire::datum::Datum;
@@ -18,62 +21,47 @@ use wire::datum::Datum;
 const ROWS: i64 = 3000;
 const BATCH: i64 = 500;
 
-fn exec(c: &EntryClient, engine: &mut Engine<'_>, sql: &str) -> QueryResult {
-    c.block_on(engine.execute(sql))
-        .unwrap_or_else(|e| panic!("{sql}: {}", node::error_chain(&e)))
-}
-
+/// A cell as text (integers and the decimal text of an exact sum alike).
 fn text(d: &Datum) -> String {
     match d {
         Datum::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        Datum::Int(v) => v.to_string(),
         other => panic!("not text: {other:?}"),
     }
 }
 
-/// The rows as `(id, task, detail)` text.
-fn explained(r: &QueryResult) -> Vec<(String, String, String)> {
-    assert_eq!(r.columns, vec!["id", "task", "detail"]);
-    r.rows
-        .iter()
-        .map(|row| (text(&row[0]), text(&row[1]), text(&row[2])))
-        .collect()
+fn texts(r: &QueryResult) -> Vec<Vec<String>> {
+    r.rows.iter().map(|row| row.iter().map(text).collect()).collect()
 }
 
-fn region_rows(r: &QueryResult) -> Vec<(String, String, String)> {
-    explained(r)
-        .into_iter()
-        .filter(|(id, _, _)| id.starts_with("region "))
+/// The one scan's DAG lines.
+fn dag(a: &Analyzed) -> Vec<String> {
+    assert_eq!(a.scans.len(), 1, "{a:?}");
+    a.scans[0].executors.clone()
+}
+
+/// `(id, task, detail)` per region, as EXPLAIN ANALYZE prints them (without the time).
+fn region_rows(a: &Analyzed) -> Vec<(String, String, String)> {
+    a.regions()
+        .map(|r| (r.id_text(), r.task(), r.detail()))
         .collect()
 }
 
 /// Creates `big` (many blocks once flushed) and `tiny` (three rows) through SQL.
-fn load(c: &EntryClient, engine: &mut Engine<'_>) {
-    exec(
-        c,
-        engine,
+fn load(c: &FrontClient, s: &mut FrontSession) {
+    c.exec(
+        s,
         "CREATE TABLE big (id BIGINT PRIMARY KEY, g INT, v BIGINT, pad VARCHAR(64))",
     );
     for start in (0..ROWS).step_by(BATCH as usize) {
         let values: Vec<String> = (start..start + BATCH)
             .map(|id| format!("({id}, {}, {}, '{}')", id % 10, id * 3, "p".repeat(48)))
             .collect();
-        let r = exec(
-            c,
-            engine,
-            &format!("INSERT INTO big VALUES {}", values.join(", ")),
-        );
+        let r = c.exec(s, &format!("INSERT INTO big VALUES {}", values.join(", ")));
         assert_eq!(r.affected_rows, BATCH as u64);
     }
-    exec(
-        c,
-        engine,
-        "CREATE TABLE tiny (id BIGINT PRIMARY KEY, v BIGINT)",
-    );
-    exec(
-        c,
-        engine,
-        "INSERT INTO tiny VALUES (1, 10), (2, 20), (3, 30)",
-    );
+    c.exec(s, "CREATE TABLE tiny (id BIGINT PRIMARY KEY, v BIGINT)");
+    c.exec(s, "INSERT INTO tiny VALUES (1, 10), (2, 20), (3, 30)");
 }
 
 #[test]
@@ -85,15 +73,18 @@ fn explain_shows_the_dag_and_where_each_region_ran_and_why() {
     // Load and flush on a server that never offloads; measure the table as the estimate
     // sees it.
     let mut server = ServerProc::start(&cfg);
-    let c = EntryClient::new(&[&server], |_| {});
-    let mut engine = Engine::new(&c.client);
-    load(&c, &mut engine);
+    let c = FrontClient::new(&[&server], |_| {});
+    let mut s = c.session();
+    load(&c, &mut s);
     server.flush();
-    let big = c.block_on(engine.table("big")).unwrap().unwrap();
+    let big = c
+        .block_on(client::sql::catalog::load(c.client, "big"))
+        .unwrap()
+        .unwrap();
     let size = server.region_of(&record_key(big.id, 0)).approximate_size;
     assert!(size > 100_000, "a table of many blocks: {size}");
     server.terminate();
-    drop(engine);
+    drop(s);
     drop(c);
 
     // Offload by blocks size above half the table; load-aware routing off, so the reason is
@@ -102,31 +93,21 @@ fn explain_shows_the_dag_and_where_each_region_ran_and_why() {
     cfg.kvengine.remote_coprocessor_load_aware = false;
     cfg.kvengine.remote_coprocessor_min_blocks_size = ReadableSize(size / 2);
     let server = ServerProc::start(&cfg);
-    let c = EntryClient::new(&[&server], |cfg| {
+    let c = FrontClient::new(&[&server], |cfg| {
         cfg.workers = vec![worker.base_url().to_string()];
     });
-    let mut engine = Engine::new(&c.client);
-    let e = &mut engine;
+    let s = &mut c.session();
 
-    let r = exec(&c, e, "EXPLAIN SELECT COUNT(*), SUM(v) FROM big");
-    let rows = explained(&r);
+    let a = c.analyze(s, "SELECT COUNT(*), SUM(v) FROM big");
+    let lines = dag(&a);
+    assert!(lines[0].starts_with("TableScan table=big"), "{lines:?}");
     assert_eq!(
-        rows[..2],
-        [
-            (
-                "0".to_string(),
-                "dag".to_string(),
-                "TableScan table=big columns=id,g,v,pad".to_string()
-            ),
-            (
-                "1".to_string(),
-                "dag".to_string(),
-                "SimpleAgg aggs=count(*),sum(v)".to_string()
-            ),
-        ]
+        lines.last().map(String::as_str),
+        Some("SimpleAgg aggs=count(*),sum(v)"),
+        "the aggregate runs in the region: {lines:?}"
     );
-    let regions = region_rows(&r);
-    assert_eq!(regions.len(), 1, "{rows:?}");
+    let regions = region_rows(&a);
+    assert_eq!(regions.len(), 1, "{regions:?}");
     let (id, task, detail) = &regions[0];
     let region = server.region_of(&record_key(big.id, 0));
     assert_eq!(id, &format!("region {}", region.id));
@@ -137,77 +118,55 @@ fn explain_shows_the_dag_and_where_each_region_ran_and_why() {
             server.base_url(),
             worker.coprocessor_url()
         ),
-        "{rows:?}"
+        "{regions:?}"
     );
     assert!(
         detail.starts_with("reason=blocks_size pages=")
             && detail.ends_with("cache_hit=false cross_zone_bytes=0"),
         "{detail}"
     );
+    // No node has a zone label: nothing is cross-zone.
+    assert_eq!(a.cross_zone_bytes(), 0);
+    assert_eq!(a.rows, 1, "one answer row");
+    let answer = c.exec(s, "SELECT COUNT(*), SUM(v) FROM big");
     assert_eq!(
-        r.rows.len(),
-        4,
-        "two executors, one region and the total, not the query's row"
-    );
-    assert_eq!(
-        explained(&r)[3],
-        (
-            "query".to_string(),
-            "total".to_string(),
-            // No node has a zone label: nothing is cross-zone.
-            "cross_zone_bytes=0".to_string()
-        )
-    );
-    let answer = exec(&c, e, "SELECT COUNT(*), SUM(v) FROM big");
-    assert_eq!(
-        answer.rows,
+        texts(&answer),
         vec![vec![
-            Datum::Int(ROWS),
-            Datum::Int((0..ROWS).map(|id| id * 3).sum())
+            ROWS.to_string(),
+            (0..ROWS).map(|id| id * 3).sum::<i64>().to_string()
         ]]
     );
 
     // A narrow query (a three-row table: a block or two) runs where its data is.
-    let r = exec(
-        &c,
-        e,
-        "EXPLAIN SELECT id, v FROM tiny WHERE v > 15 ORDER BY v DESC LIMIT 2",
+    let a = c.analyze(
+        s,
+        "SELECT id, v FROM tiny WHERE v > 15 ORDER BY v DESC LIMIT 2",
     );
-    let rows = explained(&r);
-    assert_eq!(
-        rows.iter()
-            .map(|r| r.2.as_str())
-            .take(3)
-            .collect::<Vec<_>>(),
-        [
-            "TableScan table=tiny columns=id,v",
-            "Selection v > 15",
-            "TopN order_by=v desc limit=2"
-        ]
+    let lines = dag(&a);
+    assert!(lines[0].starts_with("TableScan table=tiny"), "{lines:?}");
+    assert!(lines.contains(&"Selection v > 15".to_string()), "{lines:?}");
+    assert!(
+        lines.last().is_some_and(|l| l.starts_with("TopN") && l.ends_with("limit=2")),
+        "the region returns its top 2 only: {lines:?}"
     );
-    let regions = region_rows(&r);
-    assert_eq!(regions.len(), 1, "{rows:?}");
+    let regions = region_rows(&a);
+    assert_eq!(regions.len(), 1, "{regions:?}");
     assert_eq!(
         regions[0].1,
         format!("server {} local", server.base_url()),
-        "{rows:?}"
+        "{regions:?}"
     );
-    assert!(regions[0].2.contains("rows=2"), "{rows:?}");
+    assert!(regions[0].2.contains("rows=2"), "{regions:?}");
 
     // The delegate path: the client sends the pages to the worker itself.
-    exec(&c, e, "SET stratus_remote_coprocessor = ON");
-    let r = exec(
-        &c,
-        e,
-        "EXPLAIN ANALYZE SELECT g, COUNT(*) FROM big GROUP BY g",
+    c.exec(s, "SET stratus_remote_coprocessor = ON");
+    let a = c.analyze(s, "SELECT g, COUNT(*) FROM big GROUP BY g");
+    let lines = dag(&a);
+    assert!(
+        lines.last().is_some_and(|l| l.starts_with("HashAgg group_by=g")),
+        "{lines:?}"
     );
-    assert_eq!(
-        explained(&r)[1].2,
-        "HashAgg group_by=g aggs=count(*)",
-        "{:?}",
-        explained(&r)
-    );
-    let regions = region_rows(&r);
+    let regions = region_rows(&a);
     assert_eq!(regions.len(), 1);
     assert!(
         regions[0]
@@ -215,4 +174,5 @@ fn explain_shows_the_dag_and_where_each_region_ran_and_why() {
             .starts_with(&format!("worker {}", worker.base_url())),
         "{regions:?}"
     );
+    assert!(regions[0].2.contains("rows=10"), "ten groups: {regions:?}");
 }
