@@ -4,8 +4,8 @@
 //!
 //! * A delegate query from zone a (entry a → worker a → server b): the worker's fetch from the
 //!   server crosses zones, and the same number of bytes shows in the worker's
-//!   `stratus_network_cross_zone_bytes_total{path="delegate"}` and in `EXPLAIN`'s
-//!   `cross_zone_bytes`, while the client's own hop (a → a) adds nothing.
+//!   `stratus_network_cross_zone_bytes_total{path="delegate"}` and in `EXPLAIN ANALYZE`'s
+//!   `cross_zone_bytes` (the SQL front's scan reports), while the client's own hop (a → a) adds nothing.
 //! * The same query from zone b (b → b → b) moves nothing across zones.
 //! * A page sent by the zone-a entry node straight to the server: the client's own hop is
 //!   cross-zone, and the server counts at least those bytes (it also answers the catalog
@@ -13,12 +13,13 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use client::sql::{Engine, Explain};
+mod front_client;
+
 use e2e::cluster::{Cluster, StoreKind};
-use e2e::entry_client::EntryClient;
 use e2e::server_proc::ServerProc;
 use e2e::worker_proc::WorkerProc;
 use e2e::zones::{server_zone, worker_zone};
+use front_client::FrontClient;
 use harness::metrics::Metrics;
 
 const CROSS: &str = "stratus_network_cross_zone_bytes_total";
@@ -54,19 +55,17 @@ impl Zoned {
             _cluster: cluster,
         };
         let c = zoned.entry("b", &zoned.worker_b);
-        let mut engine = Engine::new(&c.client);
-        run(
-            &c,
-            &mut engine,
+        let engine = &mut c.session();
+        c.exec(
+            engine,
             "CREATE TABLE t (id BIGINT PRIMARY KEY, g INT, v BIGINT)",
         );
         for start in (0..400).step_by(200) {
             let values: Vec<String> = (start..start + 200)
                 .map(|id| format!("({id}, {}, {})", id % 7, id * 2))
                 .collect();
-            run(
-                &c,
-                &mut engine,
+            c.exec(
+                engine,
                 &format!("INSERT INTO t VALUES {}", values.join(", ")),
             );
             if start == 0 {
@@ -77,22 +76,12 @@ impl Zoned {
     }
 
     /// An entry node in `zone` whose only worker is `worker`.
-    fn entry(&self, zone: &str, worker: &WorkerProc) -> EntryClient {
-        EntryClient::new(&[&self.server], |cfg| {
+    fn entry(&self, zone: &str, worker: &WorkerProc) -> FrontClient {
+        FrontClient::new(&[&self.server], |cfg| {
             cfg.workers = vec![worker.base_url().to_string()];
             cfg.labels.insert("zone".into(), zone.into());
         })
     }
-}
-
-fn run(c: &EntryClient, engine: &mut Engine<'_>, sql: &str) {
-    c.block_on(engine.execute(sql))
-        .unwrap_or_else(|e| panic!("{sql}: {}", node::error_chain(&e)));
-}
-
-fn explain(c: &EntryClient, engine: &mut Engine<'_>, sql: &str) -> Explain {
-    c.block_on(engine.explain(sql))
-        .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {}", node::error_chain(&e)))
 }
 
 /// `CROSS{path}`, both directions.
@@ -110,33 +99,19 @@ fn bytes(metrics: &Metrics, path: &str, zone: &str, peer: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The EXPLAIN's last row: `query | total | cross_zone_bytes=<n>`.
-fn total_row(explain: &Explain) -> String {
-    let result = explain.to_result();
-    let last = result.rows.last().unwrap();
-    let text: Vec<String> = last
-        .iter()
-        .map(|d| match d {
-            wire::datum::Datum::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
-            other => panic!("not text: {other:?}"),
-        })
-        .collect();
-    text.join(" | ")
-}
-
 #[test]
 fn a_delegate_read_of_a_server_in_another_zone_is_cross_zone_in_metrics_and_explain() {
     let zoned = Zoned::start();
     let c = zoned.entry("a", &zoned.worker_a);
-    let mut engine = Engine::new(&c.client);
-    run(&c, &mut engine, "SET stratus_remote_coprocessor = ON");
+    let engine = &mut c.session();
+    c.exec(engine, "SET stratus_remote_coprocessor = ON");
     let before = zoned.worker_a.metrics();
-    let explained = explain(&c, &mut engine, QUERY);
+    let explained = c.analyze(engine, QUERY);
     let after = zoned.worker_a.metrics();
 
     // Every region went through worker a, which fetched its snapshot from server b.
-    assert!(!explained.regions.is_empty());
-    for region in &explained.regions {
+    assert!(explained.regions().next().is_some());
+    for region in explained.regions() {
         assert!(
             region
                 .task()
@@ -152,7 +127,7 @@ fn a_delegate_read_of_a_server_in_another_zone_is_cross_zone_in_metrics_and_expl
         "the worker's fetch from zone b crossed zones"
     );
     // The client's own hop is a → a: EXPLAIN reports exactly the worker's fetches.
-    assert_eq!(explained.cross_zone_bytes as f64, fetched);
+    assert_eq!(explained.cross_zone_bytes() as f64, fetched);
     assert_eq!(
         cross(&after, "client_worker"),
         cross(&before, "client_worker"),
@@ -163,13 +138,6 @@ fn a_delegate_read_of_a_server_in_another_zone_is_cross_zone_in_metrics_and_expl
         fetched,
         "every delegate byte was with zone b"
     );
-    assert_eq!(
-        total_row(&explained),
-        format!(
-            "query | total | cross_zone_bytes={}",
-            explained.cross_zone_bytes
-        )
-    );
 }
 
 #[test]
@@ -178,12 +146,12 @@ fn a_same_zone_read_moves_nothing_across_zones_and_a_cross_zone_page_counts_its_
 
     // b → worker b → server b: nothing crosses.
     let c = zoned.entry("b", &zoned.worker_b);
-    let mut engine = Engine::new(&c.client);
-    run(&c, &mut engine, "SET stratus_remote_coprocessor = ON");
+    let engine = &mut c.session();
+    c.exec(engine, "SET stratus_remote_coprocessor = ON");
     let before = zoned.worker_b.metrics();
-    let explained = explain(&c, &mut engine, QUERY);
+    let explained = c.analyze(engine, QUERY);
     let after = zoned.worker_b.metrics();
-    assert_eq!(explained.cross_zone_bytes, 0, "{:?}", explained.regions);
+    assert_eq!(explained.cross_zone_bytes(), 0, "{:?}", explained.scans);
     assert_eq!(cross(&after, "delegate"), cross(&before, "delegate"));
     assert!(
         bytes(&after, "delegate", "b", "b") > bytes(&before, "delegate", "b", "b"),
@@ -192,15 +160,15 @@ fn a_same_zone_read_moves_nothing_across_zones_and_a_cross_zone_page_counts_its_
 
     // a → server b, no worker: the client's own requests and answers cross zones.
     let c = zoned.entry("a", &zoned.worker_a);
-    let mut engine = Engine::new(&c.client);
+    let engine = &mut c.session();
     let before = zoned.server.metrics();
-    let explained = explain(&c, &mut engine, QUERY);
+    let explained = c.analyze(engine, QUERY);
     let after = zoned.server.metrics();
-    assert!(explained.cross_zone_bytes > 0);
+    assert!(explained.cross_zone_bytes() > 0);
     let served = cross(&after, "client_server") - cross(&before, "client_server");
     assert!(
-        served >= explained.cross_zone_bytes as f64,
+        served >= explained.cross_zone_bytes() as f64,
         "the server counts the pages (and the catalog reads): {served} vs {}",
-        explained.cross_zone_bytes
+        explained.cross_zone_bytes()
     );
 }

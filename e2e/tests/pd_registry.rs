@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod front_client;
+
 use std::time::{Duration, Instant};
 
 use e2e::cluster::{Cluster, StoreKind};
@@ -187,12 +189,9 @@ fn a_client_knowing_only_the_placement_driver_and_its_zone_runs_sql_and_delegate
         "pd-endpoints = [\"{pd_url}\"]\nrequest-timeout = \"30s\"\nlabels = {{ zone = \"a\" }}\n"
     ))
     .unwrap();
-    let c = e2e::entry_client::EntryClient::with_config(cfg);
-    let mut e = client::sql::Engine::new(&c.client);
-    let mut exec = |sql: &str| {
-        c.block_on(e.execute(sql))
-            .unwrap_or_else(|err| panic!("{sql}: {}", node::error_chain(&err)))
-    };
+    let c = front_client::FrontClient::with_config(cfg);
+    let mut e = c.session();
+    let mut exec = |sql: &str| c.exec(&mut e, sql);
     exec("CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)");
     exec("INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)");
     let sum = exec("SELECT COUNT(*), SUM(v) FROM t");

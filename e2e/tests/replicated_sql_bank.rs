@@ -21,13 +21,14 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
+mod front_client;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use client::sql::Engine;
-use e2e::entry_client::EntryClient;
 use e2e::replicated::{ReplicatedCluster, SERVERS, TSO};
+use front_client::FrontClient;
 use rand::Rng;
 use std::sync::Mutex;
 use wire::codec::table::record_key;
@@ -81,14 +82,14 @@ fn iterations() -> usize {
         .unwrap_or(10)
 }
 
-fn client(urls: &[String]) -> EntryClient {
+fn client(urls: &[String]) -> FrontClient {
     let mut cfg = client::ClientConfig::new(urls.iter().cloned());
     cfg.request_timeout = types::ReadableDuration::secs(30);
-    EntryClient::with_config(cfg)
+    FrontClient::with_config(cfg)
 }
 
-fn exec(c: &EntryClient, sql: &str) -> Result<client::sql::QueryResult, String> {
-    c.block_on(Engine::new(&c.client).execute(sql))
+fn exec(c: &FrontClient, sql: &str) -> Result<client::sql::QueryResult, String> {
+    c.try_exec(&mut c.session(), sql)
         .map_err(|e| node::error_chain(&e))
 }
 
@@ -147,10 +148,9 @@ fn sql_statements_stay_atomic_and_durable_while_servers_are_sigkilled() {
         threads.push(std::thread::spawn(move || {
             let c = client(&urls);
             // One session for all of this writer's statements: its variables carry over.
-            let mut session = Engine::new(&c.client);
+            let mut session = c.session();
             if w == Writer::AsyncCommit {
-                c.block_on(session.execute("SET tidb_enable_async_commit = ON"))
-                    .unwrap();
+                c.exec(&mut session, "SET tidb_enable_async_commit = ON");
             }
             let mut rng = rand::rng();
             let mut failures = Vec::new();
@@ -158,7 +158,7 @@ fn sql_statements_stay_atomic_and_durable_while_servers_are_sigkilled() {
                 let (a, b) = w.accounts(&mut rng);
                 let sql = format!("UPDATE acct SET v = v + 1 WHERE id IN ({a}, {b})");
                 match c
-                    .block_on(session.execute(&sql))
+                    .try_exec(&mut session, &sql)
                     .map_err(|e| node::error_chain(&e))
                 {
                     Ok(r) => {

@@ -31,7 +31,10 @@ fn text(d: &Datum) -> String {
 }
 
 fn texts(r: &QueryResult) -> Vec<Vec<String>> {
-    r.rows.iter().map(|row| row.iter().map(text).collect()).collect()
+    r.rows
+        .iter()
+        .map(|row| row.iter().map(text).collect())
+        .collect()
 }
 
 /// The one scan's DAG lines.
@@ -146,7 +149,9 @@ fn explain_shows_the_dag_and_where_each_region_ran_and_why() {
     assert!(lines[0].starts_with("TableScan table=tiny"), "{lines:?}");
     assert!(lines.contains(&"Selection v > 15".to_string()), "{lines:?}");
     assert!(
-        lines.last().is_some_and(|l| l.starts_with("TopN") && l.ends_with("limit=2")),
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("TopN") && l.ends_with("limit=2")),
         "the region returns its top 2 only: {lines:?}"
     );
     let regions = region_rows(&a);
@@ -163,7 +168,9 @@ fn explain_shows_the_dag_and_where_each_region_ran_and_why() {
     let a = c.analyze(s, "SELECT g, COUNT(*) FROM big GROUP BY g");
     let lines = dag(&a);
     assert!(
-        lines.last().is_some_and(|l| l.starts_with("HashAgg group_by=g")),
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("HashAgg group_by=g")),
         "{lines:?}"
     );
     let regions = region_rows(&a);
