@@ -108,6 +108,9 @@ pub struct FrontSession {
     autocommit: bool,
     /// The open transaction was started `READ ONLY`: its writes are refused (1792).
     read_only: bool,
+    /// The warnings of the queries the current write statement ran for its rows (node
+    /// selection's), each once: the statement's warnings.
+    write_warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for FrontSession {
@@ -126,6 +129,7 @@ impl FrontSession {
             txn: None,
             autocommit: true,
             read_only: false,
+            write_warnings: Vec::new(),
         }
     }
 
@@ -477,6 +481,7 @@ impl FrontSession {
     /// re-`CREATE` committed after it started fails the `COMMIT`, instead of rows written
     /// under an old table id or without an index's entries.
     async fn write_in_transaction(&mut self, stmt: &Statement) -> Result<Output, FrontError> {
+        self.write_warnings.clear();
         self.open_implicit_transaction().await?;
         if self.read_only {
             return Err(FrontError::ReadOnlyTransaction);
@@ -496,7 +501,7 @@ impl FrontSession {
                 client::sql::modify::check_update(u)?;
                 let sets = write::assignments(&schema, &u.assignments, false)?;
                 let query = write::update_query(&schema, &sets, u.selection.as_ref())?;
-                let ran = self.collect(&query, false).await?;
+                let ran = self.collect_rows(&query).await?;
                 let changed = write::updated_rows(&schema, &sets, &ran.batches)?
                     .into_iter()
                     .filter(|(old, new)| old != new)
@@ -508,7 +513,7 @@ impl FrontSession {
             Statement::Delete(d) => {
                 client::sql::modify::check_delete(d)?;
                 let query = write::update_query(&schema, &[], d.selection.as_ref())?;
-                let ran = self.collect(&query, false).await?;
+                let ran = self.collect_rows(&query).await?;
                 let deleted = crate::arrow_rows::batches_to_rows(&schema, &ran.batches)?
                     .into_iter()
                     .map(|old| Ok((write::handle(&schema, &old)?, Some(old), None)))
@@ -522,7 +527,9 @@ impl FrontSession {
                 });
             }
         };
-        Ok(Output::ok(changed))
+        let mut out = Output::ok(changed);
+        out.warnings = std::mem::take(&mut self.write_warnings);
+        Ok(out)
     }
 
     /// An INSERT in the open transaction: literal rows as the client plans them (no query
@@ -544,7 +551,7 @@ impl FrontSession {
         client::sql::insert::check_insert(ins)?;
         let targets = client::sql::insert::insert_targets(ins, schema)?;
         let source = write::insert_source(ins)?;
-        let ran = self.collect(&source, false).await?;
+        let ran = self.collect_rows(&source).await?;
         let rows = write::inserted_rows(schema, &targets, &ran.batches)?;
         let set = match &ins.on {
             None => return Ok(self.open_txn()?.insert_rows(client, schema, rows).await?),
@@ -574,7 +581,7 @@ impl FrontSession {
         for run in runs {
             let done = async {
                 let query = write::upsert_query(schema, &sets, &run)?;
-                let ran = self.collect(&query, false).await?;
+                let ran = self.collect_rows(&query).await?;
                 let (changes, n) = write::upsert_rows(schema, &sets, run, &ran.batches)?;
                 self.open_txn()?.apply(client, schema, &changes).await?;
                 Ok::<u64, FrontError>(n)
@@ -597,6 +604,18 @@ impl FrontSession {
         self.txn.as_mut().ok_or_else(|| FrontError::Internal {
             what: "a transaction statement with no transaction open".into(),
         })
+    }
+
+    /// A query a write statement runs for its rows: its scans' warnings become the
+    /// statement's.
+    async fn collect_rows(&mut self, sql: &str) -> Result<Ran, FrontError> {
+        let ran = self.collect(sql, false).await?;
+        for w in &ran.warnings {
+            if !self.write_warnings.contains(w) {
+                self.write_warnings.push(w.clone());
+            }
+        }
+        Ok(ran)
     }
 
     /// A query planned and run by DataFusion over the tables it names (crate docs).
