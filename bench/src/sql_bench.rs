@@ -4,11 +4,13 @@
 //!
 //! * **Load rate**: `entries` rows into `t (id BIGINT PRIMARY KEY, grp INT, v DOUBLE,
 //!   k BIGINT, s VARCHAR(16))` with 1,000-row `INSERT ... VALUES` statements through the
-//!   endpoint. Baseline: the same statements into a second table through the client
-//!   library's statement engine (`client::sql::Engine`) in this process, no wire protocol
-//!   and no DataFusion.
+//!   endpoint. Baseline: the same statements into a second table through the same SQL front
+//!   in this process (`sqlfront::FrontSession`), without the wire protocol. (Until the
+//!   hand-written SELECT planner was deleted, the baseline was that planner; BENCHMARKS.md
+//!   keeps its last comparison.)
 //! * **Analytic queries**: the five queries of `stratus bench` over `t`, a first run and
-//!   [`REPEATS`] repeats (median), through the endpoint and through the engine, both with
+//!   [`REPEATS`] repeats (median), through the endpoint and through the front in process,
+//!   both with
 //!   `SET stratus_cop_cache = OFF` (every run scans). The answers must agree (doubles within
 //!   a relative 1e-9: partial sums may add up in another order). Point selects by primary
 //!   key (a prepared statement on the endpoint): p50 and p99 of [`POINT_SELECTS`] ids.
@@ -35,7 +37,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client::sql::{Engine, QueryResult};
+use client::sql::QueryResult;
 use client::{Client, ClientConfig};
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
 use datafusion::arrow::compute::cast;
@@ -119,11 +121,12 @@ pub fn run(entries: usize) {
             servers: vec![lab.server.base_url().to_string()],
             ..ClientConfig::default()
         })
-        .expect("client for the engine front")
+        .expect("client for the in-process front")
     };
+    let client: &'static Client = Box::leak(Box::new(client));
     let mut engine = EngineFront {
         rt: &rt,
-        engine: Engine::new(&client),
+        front: sqlfront::FrontSession::new(client),
     };
     let mut report = Report::default();
 
@@ -152,8 +155,8 @@ fn print_settings(lab: &Lab, entries: usize) {
          region, no split by size; {} blocks, {} memtable, {} block cache, WAL sync {:?}); `t` \
          and `t2`, then the TPC-H tables, flushed and compacted after their loads. Endpoint \
          client: `mysql_async` (text protocol; point selects as a prepared statement), one \
-         connection. Engine front: `client::sql::Engine` on a 2-thread runtime in the bench \
-         process (the endpoint's runtime has 2 threads too). `t`: {entries} rows, grp = id % \
+         connection. In-process front: `sqlfront::FrontSession` on a 2-thread runtime in the \
+         bench process (the endpoint's runtime has 2 threads too). `t`: {entries} rows, grp = id % \
          {GROUPS}, v uniform in [0, 1000) with 3 decimals, k uniform in ±10^12, s = 's' + id % \
          100. `SET stratus_cop_cache = OFF` on both fronts.",
         e2e::binaries::target_dir().display(),
@@ -282,16 +285,17 @@ fn value_text(v: mysql_async::Value) -> Option<String> {
     }
 }
 
-/// The client library's statement engine in this process.
+/// The same SQL front in this process: DataFusion and the coprocessor, no wire protocol.
 struct EngineFront<'a> {
     rt: &'a Runtime,
-    engine: Engine<'a>,
+    front: sqlfront::FrontSession,
 }
 
 impl EngineFront<'_> {
     fn execute(&mut self, sql: &str) -> Result<QueryResult, String> {
         self.rt
-            .block_on(self.engine.execute(sql))
+            .block_on(self.front.execute(sql))
+            .map(sqlfront::Output::into_query_result)
             .map_err(|e| node::error_chain(&e))
     }
 }
@@ -606,12 +610,12 @@ fn load_rates(
     let create_t2 = format!("CREATE TABLE t2 {T_COLUMNS}");
     engine
         .execute(&create_t2)
-        .unwrap_or_else(|e| panic!("{create_t2} on the engine: {e}"));
+        .unwrap_or_else(|e| panic!("{create_t2} in process: {e}"));
     let on_endpoint = t_inserts("t", entries);
     let on_engine = t_inserts("t2", entries);
     eprintln!("sql: loading t through the endpoint");
     let through_endpoint = timed_load(|sql| endpoint.execute(sql), &on_endpoint);
-    eprintln!("sql: loading t2 through the engine");
+    eprintln!("sql: loading t2 through the front in process");
     let through_engine = timed_load(
         |sql| engine.execute(sql).map(|r| r.affected_rows),
         &on_engine,
@@ -625,14 +629,14 @@ fn load_rates(
             "INSERT through the endpoint (mysql_async → stratus sql-server)",
             "rows/s",
             rate(entries as f64, *e),
-            "client::sql::Engine in-process",
+            "the front in process",
             rate(entries as f64, *b),
         ),
         _ => println!("| INSERT through the endpoint | failed | - | - |"),
     }
     for (what, outcome) in [
         ("load of t through the endpoint", through_endpoint),
-        ("load of t2 through the engine", through_engine),
+        ("load of t2 through the front in process", through_engine),
     ] {
         if let Err((sql, e)) = outcome {
             report.fail(what, &sql, &e);
@@ -656,7 +660,7 @@ fn load_rates(
         }
         (a, b) => {
             for e in [a.err(), b.err()].into_iter().flatten() {
-                report.fail("the loads' check on the engine", check, &e);
+                report.fail("the loads' check in process", check, &e);
             }
         }
     }
@@ -708,13 +712,13 @@ fn analytic_queries(
         .unwrap_or_else(|e| panic!("{off} on the endpoint: {e}"));
     engine
         .execute(off)
-        .unwrap_or_else(|e| panic!("{off} on the engine: {e}"));
+        .unwrap_or_else(|e| panic!("{off} in process: {e}"));
 
     println!(
         "\n### SQL front: analytic queries over `t` ({entries} rows; first run, then median of {REPEATS} repeats; cache off)\n"
     );
     println!(
-        "| query | endpoint first ms | endpoint median ms | engine first ms | engine median ms | ratio (endpoint / engine, medians) | answers equal |"
+        "| query | endpoint first ms | endpoint median ms | in-process first ms | in-process median ms | ratio (endpoint / in-process, medians) | answers equal |"
     );
     println!("|---|---:|---:|---:|---:|---:|---|");
     for (name, sql) in QUERIES {
@@ -779,7 +783,7 @@ fn analytic_queries(
                     report.fail(&format!("{name} on the endpoint"), sql, err);
                 }
                 if let Err(err) = b {
-                    report.fail(&format!("{name} on the engine"), sql, err);
+                    report.fail(&format!("{name} in process"), sql, err);
                 }
             }
         }
@@ -900,7 +904,7 @@ fn point_selects(
                     report.fail("point select on the endpoint", &text, &e);
                 }
                 if let Err(e) = w {
-                    report.fail("point select on the engine", &text, &e);
+                    report.fail("point select in process", &text, &e);
                 }
                 return;
             }
@@ -923,7 +927,7 @@ fn point_selects(
         latency_row(
             &format!("point select through the endpoint, {name}"),
             percentile(&on_endpoint, p),
-            "client::sql::Engine in-process",
+            "the front in process",
             percentile(&on_engine, p),
         );
     }

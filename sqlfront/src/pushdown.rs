@@ -2,7 +2,7 @@
 //!
 //! A filter DataFusion offers a table scan is written back as SQL (DataFusion's unparser,
 //! MySQL dialect, columns unqualified) and planned by the same condition planner the client's
-//! statements use (`client::sql::select::where_conditions`): what it accepts runs in every
+//! statements use (`client::sql::conditions::where_conditions`): what it accepts runs in every
 //! region's Selection, exactly as DataFusion would have evaluated it (the comparisons, `AND`,
 //! `OR`, `NOT`, `IS [NOT] NULL`, `IN`, `BETWEEN` and `LIKE` over columns and literals it
 //! plans have the same meaning in both), so DataFusion is told the filter is exact and does
@@ -13,8 +13,8 @@
 //! the scan look the handles up in the index first (`client::sql::index::choose`).
 
 use client::sql::TableSchema;
+use client::sql::conditions::where_conditions;
 use client::sql::handle_ranges::handle_ranges;
-use client::sql::select::where_conditions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::logical_expr::Expr;
 use datafusion::prelude::Column;

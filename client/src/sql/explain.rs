@@ -1,87 +1,31 @@
-//! `EXPLAIN <select>` (and `EXPLAIN ANALYZE`): runs the query's DAG through the session (as
-//! the SELECT would run) and describes what happened instead of returning the rows.
+//! What a coprocessor request did, described for `EXPLAIN ANALYZE` (the SQL front renders
+//! it, `sqlfront::session`): a line per DAG executor ([`describe_dag`], e.g.
+//! `TableScan table=t columns=id,g,v`, `Selection v > 3`, `HashAgg group_by=g
+//! aggs=count(*),sum(v)`, `TopN order_by=v desc limit=10`, `Limit 10`) and a
+//! [`RegionExplain`] per region ([`describe_regions`]) with where its pages ran as a
+//! [`Location`] and why. A program reads those fields (`stratus demo` checks its claims
+//! against them) and never the text; the text of a region row is its `id` (`region <id>`),
+//! `task` (where its pages went, `server <url>` or `worker <addr>` on the delegate path, then
+//! where that node ran them from the exec details it answered: `local`, `remote <worker
+//! addr>`, `fallback`, `cache_hit`, `delegate`) and `detail` (`reason=<the reason> pages=<n>
+//! rows=<n> cache_hit=<whether a page was a cache hit> cross_zone_bytes=<n>`). A region whose
+//! pages ran in different places lists each place once, comma-separated.
 //!
-//! [`explain`] gives the description typed ([`Explain`]: a line per executor, a
-//! [`RegionExplain`] per region with where its pages ran as a [`Location`] and why); a program
-//! reads those fields (`stratus demo` checks its claims against them) and never the text. The
-//! statement's answer ([`Explain::to_result`]) renders them as one result with columns `id`,
-//! `task`, `detail`:
-//!
-//! * a row per DAG executor, in order (`id` = its index, `task` = `dag`, `detail` e.g.
-//!   `TableScan table=t columns=id,g,v`, `Selection v > 3`, `HashAgg group_by=g
-//!   aggs=count(*),sum(v)`, `TopN order_by=v desc limit=10`, `Limit 10`);
-//! * a row per region, in key order (`id` = `region <id>`; `task` = where its pages went —
-//!   `server <url>`, or `worker <addr>` on the delegate path — then where that node ran them,
-//!   from the exec details it answered: `local`, `remote <worker addr>`, `fallback`,
-//!   `cache_hit`, `delegate`; `detail` = `reason=<the reason> pages=<n> rows=<n>
-//!   cache_hit=<whether a page was a cache hit> cross_zone_bytes=<n>`). A region whose pages
-//!   ran in different places lists each place once, comma-separated;
-//! * a last row for the whole query (`id` = `query`, `task` = `total`, `detail` =
-//!   `cross_zone_bytes=<n>`).
-//!
-//! `cross_zone_bytes` is what the query moved between zones (HTTP body bytes): the client's
+//! `cross_zone_bytes` is what the request moved between zones (HTTP body bytes): the client's
 //! requests and answers to nodes in another zone, plus what those nodes report for the hops
 //! below them (a server's offload to a worker in another zone, a worker's delegate fetch from
 //! a server in another zone; `ExecDetails.cross_zone_bytes`). A region's sum counts its
-//! pages; the query's also counts answers that were retried (region errors, locks). Bytes with
-//! a node without a zone label are never cross-zone.
+//! pages. Bytes with a node without a zone label are never cross-zone.
 
 use types::RegionId;
 use wire::coprocessor::{DagRequest, ExecType, Expr, ExprType, ScalarFuncSig};
-use wire::datum::Datum;
 use wire::placement::{Location, OffloadReason};
 
 use super::catalog::TableSchema;
-use super::select::SelectPlan;
-use super::{QueryResult, Result};
 use crate::paging::{PageRows, ServedBy};
-use crate::variables::Session;
 
-/// The result's column names.
+/// The column names of `EXPLAIN ANALYZE`'s answer.
 pub const COLUMNS: [&str; 3] = ["id", "task", "detail"];
-
-/// What `EXPLAIN` found out by running the query.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Explain {
-    /// A line per DAG executor, in order ([`describe_dag`]).
-    pub executors: Vec<String>,
-    /// A row per region, in key order ([`describe_regions`]).
-    pub regions: Vec<RegionExplain>,
-    /// The run's warnings (node selection's on the delegate path).
-    pub warnings: Vec<String>,
-    /// Body bytes the query moved between zones (the module docs), every answered attempt
-    /// included.
-    pub cross_zone_bytes: u64,
-}
-
-impl Explain {
-    /// The statement's answer: the rows the module docs describe, as text.
-    pub fn to_result(&self) -> QueryResult {
-        let text = |s: String| Datum::Bytes(s.into_bytes());
-        let mut rows: Vec<Vec<Datum>> = self
-            .executors
-            .iter()
-            .enumerate()
-            .map(|(i, d)| vec![text(i.to_string()), text("dag".into()), text(d.clone())])
-            .collect();
-        rows.extend(
-            self.regions
-                .iter()
-                .map(|r| vec![text(r.id_text()), text(r.task()), text(r.detail())]),
-        );
-        rows.push(vec![
-            text("query".into()),
-            text("total".into()),
-            text(format!("cross_zone_bytes={}", self.cross_zone_bytes)),
-        ]);
-        QueryResult {
-            columns: COLUMNS.iter().map(|c| c.to_string()).collect(),
-            rows,
-            affected_rows: 0,
-            warnings: self.warnings.clone(),
-        }
-    }
-}
 
 /// The node a region's pages were sent to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -201,25 +145,6 @@ impl RegionExplain {
     pub fn has_reason(&self, reason: OffloadReason) -> bool {
         self.offload_reasons().any(|r| r == reason)
     }
-}
-
-/// Runs the plan's query and describes it.
-pub async fn explain(session: &Session<'_>, plan: &SelectPlan) -> Result<Explain> {
-    let ts = session.client.current_ts().await?;
-    let r = session
-        .coprocessor(&plan.dag, plan.ranges.clone(), ts)
-        .await?;
-    Ok(Explain {
-        executors: describe_dag(&plan.dag, &plan.table),
-        regions: describe_regions(&r.pages),
-        warnings: r.warnings,
-        cross_zone_bytes: r.stats.cross_zone_bytes,
-    })
-}
-
-/// `EXPLAIN` as a statement: [`explain`], rendered.
-pub async fn run(session: &Session<'_>, plan: &SelectPlan) -> Result<QueryResult> {
-    Ok(explain(session, plan).await?.to_result())
 }
 
 /// A readable line per executor of `dag` over `table`.
@@ -458,32 +383,87 @@ pub fn describe_regions(pages: &[PageRows]) -> Vec<RegionExplain> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::select::tests::select;
+    use crate::sql::conditions::tests::schema;
+    use crate::sql::conditions::{scan_executors, where_conditions};
+    use wire::coprocessor::{self as proto, ByItem, Executor};
+
+    /// The scan and selection of `DELETE FROM t WHERE <w>`, then `more`.
+    fn dag(w: Option<&str>, more: Vec<Executor>) -> DagRequest {
+        let selection = w.map(|w| {
+            let sqlparser::ast::Statement::Delete(d) =
+                crate::sql::parse(&format!("delete from t where {w}")).unwrap()
+            else {
+                unreachable!()
+            };
+            d.selection.unwrap()
+        });
+        let mut executors = scan_executors(
+            &schema(),
+            where_conditions(&schema(), selection.as_ref()).unwrap(),
+        );
+        executors.extend(more);
+        DagRequest {
+            executors,
+            ..DagRequest::default()
+        }
+    }
+
+    fn agg(tp: ExprType, arg: Expr) -> Expr {
+        Expr::agg(tp, arg)
+    }
 
     #[test]
     fn each_executor_is_described_with_column_names() {
-        let p = select(
-            "select g, count(*), sum(v) from t where v > 3 and (s = 'x' or id in (1, 2)) group by g",
-        )
-        .unwrap();
+        let hash_agg = Executor {
+            tp: ExecType::HashAgg as i32,
+            aggregation: Some(proto::Aggregation {
+                group_by: vec![Expr::column(1)],
+                agg_func: vec![
+                    agg(ExprType::Count, Expr::int(1)),
+                    agg(ExprType::Sum, Expr::column(2)),
+                ],
+            }),
+            ..Executor::default()
+        };
         assert_eq!(
-            describe_dag(&p.dag, &p.table),
+            describe_dag(
+                &dag(Some("v > 3 and (s = 'x' or id in (1, 2))"), vec![hash_agg]),
+                &schema()
+            ),
             vec![
                 "TableScan table=t columns=id,g,v,s",
                 "Selection v > 3 AND (s = 'x' OR id IN (1, 2))",
                 "HashAgg group_by=g aggs=count(*),sum(v)",
             ]
         );
-        let p = select("select id from t where s is null order by v desc, id limit 10").unwrap();
+        let top_n = Executor {
+            tp: ExecType::TopN as i32,
+            top_n: Some(proto::TopN {
+                order_by: vec![
+                    ByItem {
+                        expr: Some(Expr::column(2)),
+                        desc: true,
+                    },
+                    ByItem {
+                        expr: Some(Expr::column(0)),
+                        desc: false,
+                    },
+                ],
+                limit: 10,
+            }),
+            ..Executor::default()
+        };
         assert_eq!(
-            describe_dag(&p.dag, &p.table)[1..],
+            describe_dag(&dag(Some("s is null"), vec![top_n]), &schema())[1..],
             ["Selection s IS NULL", "TopN order_by=v desc,id limit=10"]
         );
-        let p = select("select min(s) from t limit 3").unwrap();
-        assert_eq!(describe_dag(&p.dag, &p.table)[1], "SimpleAgg aggs=min(s)");
-        let p = select("select * from t where not g <= -2.5 limit 7").unwrap();
+        let limit = Executor {
+            tp: ExecType::Limit as i32,
+            limit: Some(proto::Limit { limit: 7 }),
+            ..Executor::default()
+        };
         assert_eq!(
-            describe_dag(&p.dag, &p.table)[1..],
+            describe_dag(&dag(Some("not g <= -2.5"), vec![limit]), &schema())[1..],
             ["Selection NOT (g <= -2.5)", "Limit 7"]
         );
     }
@@ -631,7 +611,7 @@ mod tests {
     }
 
     #[test]
-    fn a_region_sums_its_pages_cross_zone_bytes_and_the_last_row_reports_the_querys() {
+    fn a_region_sums_its_pages_cross_zone_bytes() {
         let mut near = page(4, ServedBy::Server, Some(Location::Local), "cpu_idle", 1);
         near.cross_zone_bytes = 0;
         let mut far = page(4, ServedBy::Server, Some(Location::Remote), "cpu_busy", 1);
@@ -652,23 +632,5 @@ mod tests {
         assert_eq!(regions[0].cross_zone_bytes, 700);
         assert!(regions[0].detail().ends_with(" cross_zone_bytes=700"));
         assert_eq!(regions[1].cross_zone_bytes, 50);
-        // The query's total also counts answers that were retried (here: 30 more bytes).
-        let explain = Explain {
-            executors: vec!["TableScan table=t columns=id".into()],
-            regions,
-            warnings: Vec::new(),
-            cross_zone_bytes: 780,
-        };
-        let result = explain.to_result();
-        assert_eq!(result.rows.len(), 4);
-        let last: Vec<Datum> = result.rows[3].clone();
-        assert_eq!(
-            last,
-            vec![
-                Datum::Bytes(b"query".to_vec()),
-                Datum::Bytes(b"total".to_vec()),
-                Datum::Bytes(b"cross_zone_bytes=780".to_vec()),
-            ]
-        );
     }
 }

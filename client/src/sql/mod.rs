@@ -1,36 +1,25 @@
-//! The SQL front (issue 10, item 1): statements parsed with `sqlparser` (MySQL dialect),
-//! planned without I/O ([`plan`]), and executed against the cluster by an [`Engine`], which
-//! holds one entry session ([`Session`]: its system variables, loaded from the GLOBAL values
-//! on the first statement) and the previous statement's warnings.
+//! The client's statement engine: statements parsed with `sqlparser` (MySQL dialect), planned
+//! without I/O ([`plan`]), and executed against the cluster by an [`Engine`], which holds one
+//! entry session ([`Session`]: its system variables, loaded from the GLOBAL values on the
+//! first statement) and the previous statement's warnings. Queries are not planned here: the
+//! SQL front (`sqlfront`) plans and runs them with DataFusion, and serves the statements below
+//! through this engine, with the pieces it shares ([`conditions`] for the filters it pushes
+//! into each region's DAG, [`explain`] for `EXPLAIN ANALYZE`, [`transaction`], [`index`],
+//! [`catalog`]).
 //!
 //! Supported:
 //!
-//! * `CREATE TABLE t (c TYPE [PRIMARY KEY], ... [, PRIMARY KEY (c)])` with types `INT`,
-//!   `INTEGER`, `BIGINT`, `DOUBLE` (also `DOUBLE PRECISION`, `FLOAT64`) and `VARCHAR(n)`; exactly
-//!   one primary key column of an integer type (the row handle). The schema is stored in the
-//!   cluster ([`catalog`]).
+//! * `CREATE TABLE t (c TYPE [PRIMARY KEY], ... [, PRIMARY KEY (c)])` with the types of
+//!   [`SqlType`]; exactly one primary key column of an integer type (the row handle). The
+//!   schema is stored in the cluster ([`catalog`]).
 //! * `INSERT INTO t [(cols)] VALUES (...), ...` with literal values ([`insert`]); rows are
 //!   written as one transaction (1PC in one region, else 2PC, or async commit with
 //!   `tidb_enable_async_commit` ON, [`txn_write`]).
 //! * `UPDATE t SET c = <literal | column | + - * over those>, ... [WHERE ...]` and
 //!   `DELETE FROM t [WHERE ...]` ([`modify`]): the rows are read at the statement's start_ts
-//!   through the coprocessor with the `WHERE` as SELECT plans it, and written as one
+//!   through the coprocessor with the `WHERE` as [`conditions`] plans it, and written as one
 //!   transaction at that start_ts (a concurrent change is a write conflict, not a lost
 //!   update). The primary key can't be updated.
-//! * `SELECT` over one table ([`select`]): columns, `*`, `COUNT(*)`, `COUNT(col)`, `SUM`,
-//!   `MIN`, `MAX`, `AVG` (with `AS` aliases), `WHERE` with `= <> != < <= > >=`, `AND`, `OR`,
-//!   `NOT`, `IS [NOT] NULL`, `[NOT] IN (literals)`, `[NOT] BETWEEN`, `[NOT] LIKE 'pattern'` over columns and
-//!   literals, `GROUP BY` columns, `ORDER BY` columns,
-//!   aliases, output positions or aggregates (`ASC`/`DESC`, NULL first ascending), `LIMIT n`.
-//!   Planned into a DAG (`TableScan → [Selection] → [Aggregation | TopN | Limit]`) run by
-//!   [`Session::coprocessor`] over the table's record range, narrowed by `WHERE` bounds on the
-//!   primary key ([`handle_ranges`]) (so `stratus_remote_coprocessor`
-//!   chooses the server or the delegate path), finished in the client ([`finish`]: AVG,
-//!   ORDER BY over aggregates, projection order).
-//! * `EXPLAIN [ANALYZE] <select>` ([`explain`]): runs the query and returns, instead of its
-//!   rows, a row per DAG executor, a row per region saying where it ran and why, and a row
-//!   with the bytes the query moved between zones. A program
-//!   asks [`Engine::explain`] for the same description typed.
 //! * `SET [GLOBAL | SESSION] var = value`, `SET @@[global. | session.]var = value`,
 //!   `SHOW [GLOBAL | SESSION] VARIABLES [LIKE 'pattern']`, `SELECT @@[global.]var, ...` and
 //!   `SHOW WARNINGS` ([`set_show`]). Every statement but `SHOW WARNINGS` replaces the warning
@@ -39,13 +28,12 @@
 //! Anything else is an [`SqlError::Unsupported`] naming the part that is not supported.
 
 pub mod catalog;
+pub mod conditions;
 pub mod explain;
-pub mod finish;
 pub mod handle_ranges;
 pub mod index;
 pub mod insert;
 pub mod modify;
-pub mod select;
 pub mod set_show;
 pub mod transaction;
 pub mod txn_write;
@@ -60,10 +48,9 @@ use crate::paging::Client;
 use crate::variables::{Scope, Session};
 
 pub use catalog::{Column, SqlType, TableSchema};
-pub use explain::{Explain, RegionExplain};
+pub use explain::RegionExplain;
 pub use insert::InsertPlan;
 pub use modify::ModifyPlan;
-pub use select::SelectPlan;
 pub use txn_write::{CommitMode, CommitOptions, RowWrite, WriteOutcome};
 
 /// The errors of the SQL front. [`SqlError::Client`] carries a cluster error (its
@@ -248,11 +235,8 @@ pub enum Plan {
     /// The new table's schema; its id is 0 until [`Engine::execute`] allocates one.
     CreateTable(TableSchema),
     Insert(InsertPlan),
-    Select(SelectPlan),
     Update(ModifyPlan),
     Delete(ModifyPlan),
-    /// `EXPLAIN [ANALYZE] <select>`.
-    Explain(SelectPlan),
     /// `SET`: the variable's lowercase name and the value's text (validated when run).
     Set {
         scope: Scope,
@@ -289,13 +273,8 @@ pub fn table_of(stmt: &Statement) -> Result<Option<String>> {
     }
     match stmt {
         Statement::Insert(ins) => insert::table_name(ins).map(Some),
-        Statement::Query(q) => select::table_name(q).map(Some),
         Statement::Update(u) => modify::update_table(u).map(Some),
         Statement::Delete(d) => modify::delete_table(d).map(Some),
-        Statement::Explain { statement, .. } => match statement.as_ref() {
-            Statement::Query(q) => select::table_name(q).map(Some),
-            _ => Ok(None),
-        },
         _ => Ok(None),
     }
 }
@@ -320,38 +299,15 @@ pub fn plan(stmt: &Statement, resolve: &dyn Fn(&str) -> Option<TableSchema>) -> 
             let schema = lookup(&modify::delete_table(d)?)?;
             modify::plan_delete(d, schema).map(Plan::Delete)
         }
-        Statement::Explain {
-            describe_alias: _,
-            analyze: _,
-            verbose,
-            query_plan,
-            estimate,
-            statement,
-            format,
-            options,
-        } => {
-            if *verbose || *query_plan || *estimate || format.is_some() || options.is_some() {
-                return Err(unsupported(
-                    "EXPLAIN options (VERBOSE / QUERY PLAN / ESTIMATE / FORMAT)",
-                ));
-            }
-            let Statement::Query(q) = statement.as_ref() else {
-                return Err(unsupported(format!(
-                    "EXPLAIN of a statement other than SELECT: {}",
-                    statement_kind(statement)
-                )));
-            };
-            let schema = lookup(&select::table_name(q)?)?;
-            select::plan_select(q, schema).map(Plan::Explain)
-        }
         Statement::Insert(ins) => {
             let schema = lookup(&insert::table_name(ins)?)?;
             insert::plan_insert(ins, schema).map(Plan::Insert)
         }
-        Statement::Query(q) => {
-            let schema = lookup(&select::table_name(q)?)?;
-            select::plan_select(q, schema).map(Plan::Select)
-        }
+        // Queries are DataFusion's (`sqlfront`): this engine plans none.
+        Statement::Query(_) | Statement::Explain { .. } => Err(unsupported(
+            "queries in the client's statement engine: the SQL front (sqlfront, DataFusion) \
+             plans and runs them",
+        )),
         other => Err(unsupported(format!(
             "statement kind: {}",
             statement_kind(other)
@@ -446,24 +402,6 @@ impl<'a> Engine<'a> {
         out.map(|(r, _)| r)
     }
 
-    /// `EXPLAIN sql` for a program: runs the query (`sql` is a `SELECT`, or an `EXPLAIN` of
-    /// one) and returns the typed description ([`explain::Explain`]) instead of its rendered
-    /// rows. Replaces the warning list as [`Engine::execute`] does.
-    pub async fn explain(&mut self, sql: &str) -> Result<explain::Explain> {
-        let out = self.run_explain(sql).await;
-        self.keep_warnings(out.as_ref().map(|e| e.warnings.as_slice()));
-        out
-    }
-
-    async fn run_explain(&mut self, sql: &str) -> Result<explain::Explain> {
-        let plan = match self.plan_of(sql).await? {
-            Plan::Select(p) | Plan::Explain(p) => p,
-            _ => return Err(unsupported("EXPLAIN of a statement other than SELECT")),
-        };
-        let session = self.session().await?;
-        explain::explain(session, &plan).await
-    }
-
     /// Replaces the warning list after a statement another front ran on this engine's
     /// behalf (its warnings), as [`Engine::execute`] does for its own.
     pub fn set_warnings(&mut self, warnings: &[String]) {
@@ -543,12 +481,10 @@ impl<'a> Engine<'a> {
                     ..QueryResult::default()
                 }
             }
-            Plan::Select(p) => finish::run(session, &p).await?,
             Plan::Update(p) | Plan::Delete(p) => {
                 let session = &*session;
                 retrying_write(|| modify::run(session, &p)).await?
             }
-            Plan::Explain(p) => explain::run(session, &p).await?,
             Plan::Set { scope, name, value } => {
                 session.set(scope, &name, &value).await?;
                 QueryResult::default()

@@ -23,7 +23,7 @@ use wire::datum::Datum;
 use super::catalog::{SqlType, TableSchema};
 use super::handle_ranges::handle_ranges;
 use super::txn_write::{self, RowWrite};
-use super::{QueryResult, Result, SqlError, insert, select, simple_name, unsupported};
+use super::{QueryResult, Result, SqlError, conditions, insert, simple_name, unsupported};
 use crate::variables::Session;
 
 /// What an UPDATE or DELETE does to each row the DAG finds.
@@ -143,12 +143,12 @@ fn reading(
     selection: Option<&ast::Expr>,
     change: Change,
 ) -> Result<ModifyPlan> {
-    let conditions = select::where_conditions(&table, selection)?;
+    let conditions = conditions::where_conditions(&table, selection)?;
     let ranges = handle_ranges(table.id, &table.columns[table.pk].name, selection);
     Ok(ModifyPlan {
         ranges,
         dag: DagRequest {
-            executors: select::scan_executors(&table, conditions),
+            executors: conditions::scan_executors(&table, conditions),
             ..DagRequest::default()
         },
         table,
@@ -529,7 +529,7 @@ pub async fn run(session: &Session<'_>, plan: &ModifyPlan) -> Result<QueryResult
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::select::tests::schema;
+    use crate::sql::conditions::tests::schema;
     use crate::sql::{Plan, parse, plan};
     use wire::coprocessor::{ExecType, ScalarFuncSig};
 
