@@ -474,6 +474,11 @@ impl Engine {
         self.inner.wal.as_ref().map_or(0, Wal::segment_count)
     }
 
+    /// The WAL's counters since open (none in `External` log mode).
+    pub fn wal_stats(&self) -> Option<crate::wal::WalStats> {
+        self.inner.wal.as_ref().map(Wal::stats)
+    }
+
     /// Refreshes gauges that mirror counters kept elsewhere (WAL stats). Call before scraping.
     pub fn update_metrics(&self) {
         if let Some(wal) = &self.inner.wal {

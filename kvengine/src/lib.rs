@@ -78,5 +78,5 @@ pub use remote::RemoteSnapshot;
 pub use s3_dfs::{S3Credentials, S3Dfs, S3Options};
 pub use snap_access::{Item, RawVersion, SnapAccess, SnapIter};
 pub use types::{ColumnFamily, FileId};
-pub use wal::SyncPolicy;
+pub use wal::{Durability, SyncPolicy};
 pub use write_batch::WriteBatch;

@@ -19,14 +19,27 @@ use crate::error::{Error, Result};
 use crate::metrics;
 use crate::shard::Shard;
 use crate::shard_data::{FrozenMem, ShardData};
+use crate::wal::Durability;
 use crate::write_batch::WriteBatch;
 
 impl Engine {
-    /// Applies `batch` to shard `shard_id` durably; returns its sequence.
+    /// Applies `batch` to shard `shard_id` durably (as the engine's `wal-sync` policy says);
+    /// returns its sequence.
     ///
     /// `Internal` log mode only: with an external log, writes arrive as log entries through
     /// [`Engine::apply_write`] ([`Error::WrongLogMode`] here).
     pub fn write(&self, shard_id: u64, batch: &WriteBatch) -> Result<u64> {
+        self.write_with(shard_id, batch, Durability::Policy)
+    }
+
+    /// [`Engine::write`], as durable as `durability` asks for this batch alone (an fsync for
+    /// one batch and not the next, whatever the engine's policy).
+    pub fn write_with(
+        &self,
+        shard_id: u64,
+        batch: &WriteBatch,
+        durability: Durability,
+    ) -> Result<u64> {
         let wal = self.inner.own_wal("write")?;
         self.check_open()?;
         let shard = self.shard(shard_id)?;
@@ -49,7 +62,7 @@ impl Engine {
             });
         }
         let seq = shard.write_sequence.load(Ordering::Relaxed) + 1;
-        if let Err(e) = wal.append(shard_id, seq, &payload) {
+        if let Err(e) = wal.append_with(shard_id, seq, &payload, durability) {
             // The WAL's state is unknown: refuse every later write rather than risk a gap.
             *self.inner.failure.lock() = Some(format!("wal append failed: {e}"));
             return Err(e);

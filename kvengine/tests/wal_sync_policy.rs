@@ -160,3 +160,31 @@ fn stats_count_records_bytes_and_segments() {
     assert_eq!(stats.bytes_written, (28 + 3) + 28);
     assert_eq!(stats.segments, 2);
 }
+
+#[test]
+fn each_append_can_choose_its_durability_over_the_policy() {
+    use kvengine::wal::Durability;
+    for policy in SyncPolicy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = options(dir.path(), policy);
+        let wal = Wal::open(opts.clone(), |_| Ok(())).unwrap();
+        let fsyncs = |wal: &Wal| wal.stats().fsyncs;
+        wal.append_with(1, 1, b"a", Durability::Sync).unwrap();
+        assert_eq!(fsyncs(&wal), 1, "{policy}: a synced write flushes");
+        wal.append_with(1, 2, b"b", Durability::Buffered).unwrap();
+        assert_eq!(fsyncs(&wal), 1, "{policy}: a buffered write does not");
+        wal.append_with(1, 3, b"c", Durability::Policy).unwrap();
+        let by_policy = u64::from(policy != SyncPolicy::Off);
+        assert_eq!(fsyncs(&wal), 1 + by_policy, "{policy}: the policy's own");
+        drop(wal);
+        let payloads: Vec<Vec<u8>> = replay(opts)
+            .into_iter()
+            .map(|r| r.payload.to_vec())
+            .collect();
+        assert_eq!(
+            payloads,
+            [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()],
+            "{policy}"
+        );
+    }
+}

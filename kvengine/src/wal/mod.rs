@@ -39,6 +39,6 @@ pub(crate) mod segment_writer;
 mod writer;
 
 pub use fuzzing::fuzz_check;
-pub use options::{DEFAULT_SEGMENT_SIZE, SyncPolicy, WalOptions};
+pub use options::{DEFAULT_SEGMENT_SIZE, Durability, SyncPolicy, WalOptions};
 pub use segment_codec::{DecodedSegment, SegmentRecord, decode_segment};
 pub use writer::{Wal, WalRecord, WalStats};

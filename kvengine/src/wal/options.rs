@@ -25,6 +25,35 @@ pub enum SyncPolicy {
     Off,
 }
 
+/// How durable one write must be before it is acknowledged, chosen per write over the
+/// engine's [`SyncPolicy`] (RocksDB's `WriteOptions::sync`, fjall's `PersistMode`): a caller
+/// can fsync one batch and not the next on the same engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// As the engine's policy says.
+    #[default]
+    Policy,
+    /// Flushed to the device before the write returns (an fdatasync of its segment, which
+    /// also covers every record appended before it), whatever the policy; shared with
+    /// concurrent appenders under [`SyncPolicy::GroupCommit`].
+    Sync,
+    /// Handed to the OS only: the write survives a crash of the process, not of the machine,
+    /// until a later synced write or the segment's seal flushes it.
+    Buffered,
+}
+
+impl Durability {
+    /// The policy one append with this durability follows on a WAL whose policy is `policy`.
+    pub fn policy(self, policy: SyncPolicy) -> SyncPolicy {
+        match (self, policy) {
+            (Durability::Policy, p) => p,
+            (Durability::Sync, SyncPolicy::GroupCommit) => SyncPolicy::GroupCommit,
+            (Durability::Sync, _) => SyncPolicy::EveryBatch,
+            (Durability::Buffered, _) => SyncPolicy::Off,
+        }
+    }
+}
+
 impl SyncPolicy {
     /// Every policy, by its configuration name.
     pub const ALL: [SyncPolicy; 3] = [

@@ -184,7 +184,13 @@ impl SegmentWriter {
 
     /// Returns once `written` is durable per the sync policy. Call it without the append lock.
     pub(crate) fn wait_durable(&self, written: Written) -> Result<()> {
-        match self.opts.policy {
+        self.wait_durable_as(written, self.opts.policy)
+    }
+
+    /// Returns once `written` is durable as `policy` says (one write's [`super::Durability`]
+    /// over the writer's own policy). Call it without the append lock.
+    pub(crate) fn wait_durable_as(&self, written: Written, policy: SyncPolicy) -> Result<()> {
+        match policy {
             SyncPolicy::Off => Ok(()),
             SyncPolicy::EveryBatch => self.sync(&written.handle),
             SyncPolicy::GroupCommit => self.group.wait_durable(written.ticket, || {

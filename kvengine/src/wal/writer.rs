@@ -7,7 +7,7 @@ use std::fs;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::wal::options::{SyncPolicy, WalOptions};
+use crate::wal::options::{Durability, SyncPolicy, WalOptions};
 use crate::wal::replay::{SegmentFormat, replay_segments};
 use crate::wal::segment_codec::{
     MAX_PAYLOAD_LEN, RECORD_LIMITS, WAL_FORMAT_VERSION, encode_record, encoded_record_len,
@@ -89,6 +89,17 @@ impl Wal {
 
     /// Appends a record and returns once it is durable per the sync policy.
     pub fn append(&self, shard_id: u64, sequence: u64, payload: &[u8]) -> Result<()> {
+        self.append_with(shard_id, sequence, payload, Durability::Policy)
+    }
+
+    /// Appends a record and returns once it is as durable as `durability` asks.
+    pub fn append_with(
+        &self,
+        shard_id: u64,
+        sequence: u64,
+        payload: &[u8],
+        durability: Durability,
+    ) -> Result<()> {
         if payload.len() > MAX_PAYLOAD_LEN {
             return Err(Error::InvalidArgument {
                 what: format!(
@@ -105,7 +116,8 @@ impl Wal {
             guard.note(shard_id, sequence);
             written
         };
-        self.writer.wait_durable(written)
+        self.writer
+            .wait_durable_as(written, durability.policy(self.writer.sync_policy()))
     }
 
     /// Seals the active segment and starts a new one, so that the records appended so far
