@@ -512,7 +512,10 @@ pub fn define(table: &TableSchema, plan: &CreateIndex, state: IndexState) -> Res
     })
 }
 
-/// Rows read per backfill transaction.
+/// Rows read per backfill transaction, at most: a batch that meets a write conflict (a
+/// writer changed one of its rows' entries after the batch read them) runs again with a
+/// quarter of the rows, down to one, and a batch that commits doubles the next one back up,
+/// so the backfill makes progress however busy the table's writers are.
 const BACKFILL_BATCH: u64 = 1_000;
 /// How many times a backfill batch or a catalog change runs again after a conflict.
 const ATTEMPTS: usize = 20;
@@ -664,12 +667,14 @@ async fn backfill(
 ) -> Result<u64> {
     let mut done = 0u64;
     let mut cursor: Option<Vec<u8>> = None;
+    let mut limit = BACKFILL_BATCH;
     loop {
         let mut attempt = 0;
         let next = loop {
-            match backfill_batch(client, table, table_id, index, cursor.as_deref()).await {
+            match backfill_batch(client, table, table_id, index, cursor.as_deref(), limit).await {
                 Err(e) if attempt + 1 < ATTEMPTS && e.kind() == crate::ErrorKind::Locked => {
                     attempt += 1;
+                    limit = (limit / 4).max(1);
                     tokio::time::sleep(super::write_backoff(attempt as u32)).await;
                 }
                 other => break other?,
@@ -680,20 +685,22 @@ async fn backfill(
                 done += n;
                 progress(done);
                 cursor = Some(after);
+                limit = (limit * 2).min(BACKFILL_BATCH);
             }
             None => return Ok(done),
         }
     }
 }
 
-/// One batch of the backfill from `cursor` (the first record key not yet done; `None`: the
-/// table's first): the rows read and the cursor after them, or `None` when no row is left.
+/// One batch of at most `limit` rows per region of the backfill from `cursor` (the first
+/// record key not yet done; `None`: the table's first): the rows read and the cursor after them, or `None` when no row is left.
 async fn backfill_batch(
     client: &Client,
     table: &str,
     table_id: i64,
     index: &IndexDef,
     cursor: Option<&[u8]>,
+    limit: u64,
 ) -> Result<Option<(u64, Vec<u8>)>> {
     let start_ts = client.current_ts().await?;
     let schema = catalog::load_at(client, table, start_ts)
@@ -726,9 +733,7 @@ async fn backfill_batch(
             },
             Executor {
                 tp: ExecType::Limit as i32,
-                limit: Some(proto::Limit {
-                    limit: BACKFILL_BATCH,
-                }),
+                limit: Some(proto::Limit { limit }),
                 ..Executor::default()
             },
         ],
@@ -759,7 +764,7 @@ async fn backfill_batch(
     }
     let cutoff = per_region
         .values()
-        .filter(|(n, _)| *n >= BACKFILL_BATCH)
+        .filter(|(n, _)| *n >= limit)
         .map(|(_, last)| *last)
         .min();
     rows.retain(|r| cutoff.is_none_or(|c| handle_of(r).is_some_and(|h| h <= c)));
