@@ -336,14 +336,14 @@ impl Transaction {
                 start_ts,
                 conflict_commit_ts,
             }),
-            Err(
-                e @ (SqlError::KeyLocked { .. }
-                | SqlError::ServerBusy { .. }
-                | SqlError::SchemaLeaseExpired { .. }),
-            ) => Err(SqlError::TxnAborted {
-                start_ts: self.start_ts,
-                reason: e.to_string(),
-            }),
+            // `SchemaLeaseExpired` stays itself: an autocommit statement runs again locking
+            // its catalog row on it (an explicit transaction reports it as 1213 too).
+            Err(e @ (SqlError::KeyLocked { .. } | SqlError::ServerBusy { .. })) => {
+                Err(SqlError::TxnAborted {
+                    start_ts: self.start_ts,
+                    reason: e.to_string(),
+                })
+            }
             other => other,
         }
     }
