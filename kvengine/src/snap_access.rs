@@ -17,9 +17,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use memtable::ColumnFamily;
+use sst::{RunBound, RunRow};
 
 use crate::error::Result;
 use crate::shard_data::ShardData;
+
 use crate::source_iter::{LevelIter, Source};
 
 /// One visible version (never a tombstone).
@@ -245,6 +247,7 @@ impl SnapAccess {
             upper: upper.to_vec(),
             key: Vec::new(),
             current: None,
+            run_bound: Vec::new(),
         };
         it.start()?;
         Ok(it)
@@ -298,6 +301,8 @@ pub struct SnapIter<'a> {
     key: Vec<u8>,
     /// Index of the source holding the current version.
     current: Option<usize>,
+    /// The bound of the last run (see [`Self::next_run`]), a buffer reused across runs.
+    run_bound: Vec<u8>,
 }
 
 impl SnapIter<'_> {
@@ -408,6 +413,64 @@ impl SnapIter<'_> {
 
     pub fn version(&self) -> u64 {
         self.cur().version()
+    }
+
+    /// Visits rows from the current one on, in the iteration direction, for as long as they
+    /// come from the current source alone, block by block (see [`sst::TableIter::next_run`]),
+    /// and returns how many `visit` consumed; the iterator is left on the first row not
+    /// consumed, as `next` would have left it.
+    ///
+    /// The run is bounded by the nearest key of every other source, so no row that must be
+    /// merged with (or hidden by) another source's version is ever part of it, and by the
+    /// scan's range. It stops early wherever the block form cannot answer alone (a tombstone, a
+    /// key whose newest version is too new, a source with no block form): 0 means "take this
+    /// row with `next`", not "ended".
+    pub fn next_run(
+        &mut self,
+        max: usize,
+        mut visit: impl FnMut(&RunRow<'_>) -> bool,
+    ) -> Result<usize> {
+        let Some(p) = self.current else {
+            return Ok(0);
+        };
+        let reverse = self.reverse;
+        // The nearest key of the other sources, or the range's own end.
+        let mut bound: Option<(&[u8], bool)> = if reverse {
+            Some((self.lower.as_slice(), true))
+        } else if self.upper.is_empty() {
+            None
+        } else {
+            Some((self.upper.as_slice(), false))
+        };
+        for (i, s) in self.sources.iter().enumerate() {
+            if i == p || !s.valid() {
+                continue;
+            }
+            let k = s.key();
+            let nearer = match bound {
+                None => true,
+                Some((b, _)) if reverse => k >= b,
+                Some((b, _)) => k <= b,
+            };
+            if nearer {
+                bound = Some((k, false));
+            }
+        }
+        let inclusive = bound.is_some_and(|(_, incl)| incl);
+        let has_bound = bound.is_some();
+        if let Some((k, _)) = bound {
+            self.run_bound.clear();
+            self.run_bound.extend_from_slice(k);
+        }
+        let bound = has_bound.then_some(RunBound {
+            key: &self.run_bound,
+            inclusive,
+        });
+        let n = self.sources[p].run(bound, reverse, max, &mut visit)?;
+        if n > 0 {
+            self.settle()?;
+        }
+        Ok(n)
     }
 
     /// Moves to the next visible key in the iteration direction.

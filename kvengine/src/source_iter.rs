@@ -3,7 +3,7 @@
 //! version visible at the read timestamp.
 
 use memtable::CfIter;
-use sst::{Table, TableIter};
+use sst::{RunBound, RunRow, Table, TableIter};
 
 use crate::error::Result;
 use crate::remote_rows::RemoteRowsIter;
@@ -66,6 +66,23 @@ impl Source<'_> {
             Source::Level(it) => it.prev()?,
         }
         Ok(())
+    }
+
+    /// Visits a run of rows block by block (see [`TableIter::next_run`]); sources that are not
+    /// tables have no block form and visit nothing (the caller takes their rows one at a
+    /// time).
+    pub fn run(
+        &mut self,
+        bound: Option<RunBound<'_>>,
+        reverse: bool,
+        max: usize,
+        visit: &mut impl FnMut(&RunRow<'_>) -> bool,
+    ) -> Result<usize> {
+        Ok(match self {
+            Source::Mem(_) | Source::Remote(_) => 0,
+            Source::Table(it) => it.next_run(bound, reverse, max, visit)?,
+            Source::Level(it) => it.run(bound, reverse, max, visit)?,
+        })
     }
 
     pub fn valid(&self) -> bool {
@@ -202,5 +219,33 @@ impl LevelIter {
 
     pub fn valid(&self) -> bool {
         self.iter.valid()
+    }
+
+    /// A run across the level's tables: when one table ends inside the run, the next one
+    /// continues it.
+    pub fn run(
+        &mut self,
+        bound: Option<RunBound<'_>>,
+        reverse: bool,
+        max: usize,
+        visit: &mut impl FnMut(&RunRow<'_>) -> bool,
+    ) -> Result<usize> {
+        let mut n = 0;
+        loop {
+            n += self.iter.next_run(bound, reverse, max - n, &mut *visit)?;
+            // A valid table iterator stopped the run itself (bound, visitor, a row it leaves
+            // to the row path, or `max`).
+            if self.iter.valid() || n == max {
+                return Ok(n);
+            }
+            if reverse {
+                self.skip_backward()?;
+            } else {
+                self.skip_forward()?;
+            }
+            if !self.iter.valid() {
+                return Ok(n);
+            }
+        }
     }
 }

@@ -17,6 +17,7 @@
 pub mod block;
 pub mod block_cache;
 pub mod block_frame;
+pub mod block_rows;
 pub mod builder;
 pub mod error;
 pub mod filter;
@@ -32,6 +33,7 @@ mod varint;
 
 pub use block::{Block, Version};
 pub use block_cache::BlockCache;
+pub use block_rows::{RunBound, RunRow};
 pub use builder::{BuiltTable, TableBuilder};
 pub use error::{Error, Result};
 pub use l0::{L0Table, build_l0};

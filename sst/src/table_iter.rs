@@ -6,6 +6,7 @@
 //! are returned (flagged): a merging reader needs them to hide older versions in lower levels.
 
 use crate::block::{Block, EntryPos, Version};
+use crate::block_rows::{BlockRows, RunBound, RunRow};
 use crate::error::Result;
 use crate::table::{BlockKind, Table};
 
@@ -21,6 +22,9 @@ pub struct TableIter {
     /// The old-version block read last (see `Table::resolve`).
     last_old: Option<(usize, Block)>,
     current: Current,
+    /// The block-at-a-time form of main block `rows_of` (see [`Self::next_run`]).
+    rows: BlockRows,
+    rows_of: Option<usize>,
 }
 
 /// The version the iterator is positioned on. A main-block entry is kept as positions into the
@@ -45,6 +49,8 @@ impl Table {
             key_known: 0,
             last_old: None,
             current: Current::None,
+            rows: BlockRows::default(),
+            rows_of: None,
         }
     }
 }
@@ -128,6 +134,7 @@ impl TableIter {
     fn invalidate(&mut self) {
         self.block = None;
         self.current = Current::None;
+        self.rows_of = None;
     }
 
     fn load(&mut self, bi: usize) -> Result<()> {
@@ -308,6 +315,121 @@ impl TableIter {
         self.entry_idx += 1;
         let r = self.settle_forward();
         self.guard(r)
+    }
+
+    /// Visits rows block by block from the current position, in the scan direction (`reverse`
+    /// for a scan that moves with [`Self::prev`]), and returns how many it consumed; the
+    /// iterator is left on the first row not consumed, as `next`/`prev` would have left it.
+    ///
+    /// A run covers rows whose newest version is visible at the read timestamp and not a
+    /// tombstone, that `bound` admits, up to `max`, while `visit` returns true (false: stop
+    /// *before* that row, which stays current). Everything else ends the run and is left to
+    /// the row-at-a-time path: keys whose newest version is too new (an old-version lookup),
+    /// tombstones (a merging reader hides older versions with them), a position on an old
+    /// version. So a run of 0 rows is normal; the caller then takes one row the slow way.
+    ///
+    /// Each block is decoded whole, once ([`BlockRows`]): the rows cost array reads, not a
+    /// cursor step each.
+    pub fn next_run(
+        &mut self,
+        bound: Option<RunBound<'_>>,
+        reverse: bool,
+        max: usize,
+        mut visit: impl FnMut(&RunRow<'_>) -> bool,
+    ) -> Result<usize> {
+        if !matches!(self.current, Current::Main(_)) || max == 0 {
+            return Ok(0);
+        }
+        let r = self.run_inner(bound, reverse, max, &mut visit);
+        let r = r.and_then(|n| {
+            // Back to the row-at-a-time state on the first row not consumed.
+            self.key_known = 0;
+            if reverse {
+                self.settle_backward()?;
+            } else {
+                self.settle_forward()?;
+            }
+            Ok(n)
+        });
+        if r.is_err() {
+            self.invalidate();
+        }
+        r
+    }
+
+    /// The loop of [`Self::next_run`]. Leaves `block_idx`/`entry_idx` on the first row not
+    /// consumed (or the iterator invalid when the table ended).
+    fn run_inner(
+        &mut self,
+        bound: Option<RunBound<'_>>,
+        reverse: bool,
+        max: usize,
+        visit: &mut impl FnMut(&RunRow<'_>) -> bool,
+    ) -> Result<usize> {
+        let n_blocks = self.table.index(BlockKind::Main).len();
+        let mut n = 0;
+        loop {
+            let Some(block) = &self.block else {
+                return Ok(n);
+            };
+            if self.rows_of != Some(self.block_idx) {
+                self.rows_of = None;
+                self.rows
+                    .decode(block)
+                    .map_err(|c| self.table.corrupt(BlockKind::Main, self.block_idx, c))?;
+                self.rows_of = Some(self.block_idx);
+            }
+            let (rows, data, ts) = (&self.rows, block.data().as_ref(), self.ts);
+            let mut i = self.entry_idx;
+            // Whether the run ended inside this block (a row it may not take, or `max`).
+            let mut stopped = false;
+            while i < rows.len() {
+                let key = rows.key(i);
+                if n == max
+                    || rows.version(i) > ts
+                    || rows.is_tombstone(i)
+                    || bound.is_some_and(|b| !b.admits(key, reverse))
+                    || !visit(&RunRow {
+                        key,
+                        version: rows.version(i),
+                        user_meta: rows.user_meta(data, i),
+                        value: rows.value(data, i),
+                    })
+                {
+                    stopped = true;
+                    break;
+                }
+                n += 1;
+                if reverse {
+                    if i == 0 {
+                        break;
+                    }
+                    i -= 1;
+                } else {
+                    i += 1;
+                }
+            }
+            if stopped {
+                self.entry_idx = i;
+                return Ok(n);
+            }
+            if reverse {
+                // Consumed entry 0: the first row not consumed is the previous block's last.
+                if self.block_idx == 0 {
+                    self.invalidate();
+                    return Ok(n);
+                }
+                self.load(self.block_idx - 1)?;
+                self.entry_idx = self.block.as_ref().map_or(0, |b| b.len() - 1);
+            } else {
+                if self.block_idx + 1 >= n_blocks {
+                    self.invalidate();
+                    return Ok(n);
+                }
+                self.load(self.block_idx + 1)?;
+                self.entry_idx = 0;
+            }
+        }
     }
 
     /// Moves to the previous visible key. No-op when not valid.

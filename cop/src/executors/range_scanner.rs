@@ -88,12 +88,15 @@ impl<'a> RangeScanner<'a> {
                 if rows == max_rows {
                     break;
                 }
-                row(s.key(), s.value())?;
-                self.last_key.clear();
-                self.last_key.extend_from_slice(s.key());
-                self.has_last_key = true;
-                rows += 1;
-                s.next()?;
+                let last_key = &mut self.last_key;
+                let n = s.fill(max_rows - rows, |key, value| -> Result<()> {
+                    row(key, value)?;
+                    last_key.clear();
+                    last_key.extend_from_slice(key);
+                    Ok(())
+                })?;
+                self.has_last_key |= n > 0;
+                rows += n;
                 continue;
             }
             if self.next_range == self.ranges.len() {

@@ -14,7 +14,8 @@ use bytes::Bytes;
 use memtable::ColumnFamily;
 
 use super::reader::write_kind;
-use crate::error::Result;
+use super::records::WriteMeta;
+use crate::error::{Error, Result};
 use crate::snap_access::{SnapAccess, SnapIter};
 
 /// A forward or reverse scan of committed values in `[start, end)` at `start_ts`.
@@ -220,6 +221,54 @@ impl MvccScanner<'_> {
         }
         self.iter.next()?;
         self.settle()
+    }
+
+    /// Hands up to `max` rows (key, committed value) to `row`, in scan order, and returns how
+    /// many it handed; the scanner is left on the next row. The same rows as `key`/`value`/
+    /// `next`, read block by block where they can be ([`SnapIter::next_run`]): the kind of each
+    /// row's WRITE record is checked inside the run, and a Lock or Rollback record (or one
+    /// that does not decode) ends the run so the row-at-a-time path handles it.
+    ///
+    /// An error from `row` stops the scan and is returned as is.
+    pub fn fill<E: From<Error>>(
+        &mut self,
+        max: usize,
+        mut row: impl FnMut(&[u8], &[u8]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<usize, E> {
+        let mut n = 0;
+        while n < max && self.iter.valid() {
+            if self.resolved.is_none() {
+                let mut failed: Option<E> = None;
+                let last_key = &mut self.last_key;
+                let run = self.iter.next_run(max - n, |r| {
+                    if !WriteMeta::peek_kind(r.user_meta).is_ok_and(|k| !k.is_skipped_by_reads()) {
+                        return false;
+                    }
+                    if let Err(e) = row(r.key, r.value) {
+                        failed = Some(e);
+                        return false;
+                    }
+                    last_key.clear();
+                    last_key.extend_from_slice(r.key);
+                    true
+                })?;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                if run > 0 {
+                    n += run;
+                    // The run's first row was the current one, counted when the scanner
+                    // settled on it; `settle` counts the row the run stopped on.
+                    self.scanned_keys += run as u64 - 1;
+                    self.settle()?;
+                    continue;
+                }
+            }
+            row(self.key(), self.value())?;
+            n += 1;
+            self.next()?;
+        }
+        Ok(n)
     }
 
     /// Keys the scan has visited (including skipped ones).
