@@ -105,13 +105,31 @@ pub fn decode(frame: &Bytes) -> Result<Bytes, Corrupt> {
     }
 }
 
+thread_local! {
+    /// One zstd decompression context per thread, reused for every block: creating a context
+    /// (its window and entropy tables) per block was the largest single cost of reading a
+    /// compressed table, above the decompression itself (perf, `stratus-bench sst`).
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Decompresses a zstd payload whose logical length is claimed to be `raw_len`.
 pub fn decompress(payload: &[u8], raw_len: usize) -> Result<Vec<u8>, Corrupt> {
     if raw_len > MAX_RAW_LEN || raw_len > payload.len().saturating_mul(MAX_ZSTD_RATIO) {
         return Err(Corrupt("block raw length out of range"));
     }
-    let out =
-        zstd::bulk::decompress(payload, raw_len).map_err(|_| Corrupt("zstd decode failed"))?;
+    let out = DECOMPRESSOR
+        .with(|d| {
+            let mut d = d.borrow_mut();
+            if d.is_none() {
+                *d = Some(zstd::bulk::Decompressor::new()?);
+            }
+            match d.as_mut() {
+                Some(d) => d.decompress(payload, raw_len),
+                None => Err(std::io::Error::other("no zstd context")),
+            }
+        })
+        .map_err(|_| Corrupt("zstd decode failed"))?;
     if out.len() != raw_len {
         return Err(Corrupt("decompressed block length mismatch"));
     }
