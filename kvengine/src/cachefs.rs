@@ -241,15 +241,36 @@ impl CacheFs {
     }
 
     /// Maps a cached file and marks it most recently used, or returns None if it is not cached.
-    /// The map is made under the state lock so that eviction cannot delete the file in between.
     fn read_cached(&self, file_id: FileId) -> Option<Bytes> {
+        self.touch_cached(file_id, |path| sst::table::map_file(file_id.get(), path))
+    }
+
+    /// Opens a cached file for positioned reads and marks it most recently used, or returns
+    /// None if it is not cached.
+    fn open_cached(&self, file_id: FileId) -> Option<std::fs::File> {
+        self.touch_cached(file_id, |path| {
+            std::fs::File::open(path).map_err(|source| sst::Error::Io {
+                file_id: file_id.get(),
+                source,
+            })
+        })
+    }
+
+    /// Runs `open` on a cached file's path and marks the file most recently used, or returns
+    /// None if it is not cached. `open` runs under the state lock so that eviction cannot
+    /// delete the file in between (once open or mapped, a deleted file stays readable).
+    fn touch_cached<T>(
+        &self,
+        file_id: FileId,
+        open: impl FnOnce(&std::path::Path) -> sst::Result<T>,
+    ) -> Option<T> {
         let path = self.path_of(file_id);
         let data = {
             let mut st = self.state.lock();
             if !st.files.contains_key(&file_id) {
                 return None;
             }
-            let data = match sst::table::map_file(file_id.get(), &path) {
+            let data = match open(&path) {
                 Ok(data) => data,
                 Err(e) => {
                     // Someone removed the file behind our back: forget it and read through.
@@ -400,6 +421,18 @@ impl Dfs for CacheFs {
         // Serve the page-cache-backed map rather than the downloaded buffer, which is freed
         // here. The file was just indexed as most recently used and we still hold the turn.
         Ok(self.read_cached(file_id).unwrap_or(data))
+    }
+
+    fn open_local(&self, file_id: FileId) -> Result<Option<std::fs::File>> {
+        if let Some(file) = self.open_cached(file_id) {
+            self.hit();
+            return Ok(Some(file));
+        }
+        // Download through `get` (one download per file however many readers ask), then open
+        // what it kept. A file larger than the whole budget is not kept: the caller then reads
+        // it with `get`, which downloads it a second time (rare: one table above the budget).
+        self.get(file_id)?;
+        Ok(self.open_cached(file_id))
     }
 
     /// Served from the cached file if present; otherwise passed through without caching.

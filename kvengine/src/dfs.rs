@@ -20,6 +20,13 @@ pub trait Dfs: Send + Sync + 'static {
     fn get(&self, file_id: FileId) -> Result<Bytes>;
     /// Reads `len` bytes at `offset`.
     fn get_range(&self, file_id: FileId, offset: u64, len: u64) -> Result<Bytes>;
+    /// The whole file as a local file, for positioned reads, when the store keeps it on local
+    /// disk (a local directory, the disk cache in front of S3); `None` when it does not (read
+    /// it with `get`).
+    fn open_local(&self, file_id: FileId) -> Result<Option<std::fs::File>> {
+        let _ = file_id;
+        Ok(None)
+    }
     /// Deletes a file; deleting a missing file is not an error.
     fn delete(&self, file_id: FileId) -> Result<()>;
     /// Every file id stored.
@@ -85,6 +92,21 @@ impl Dfs for LocalDfs {
     fn get_range(&self, file_id: FileId, offset: u64, len: u64) -> Result<Bytes> {
         metrics::dfs_request("get_range");
         slice_range(file_id, self.get(file_id)?, offset, len)
+    }
+
+    fn open_local(&self, file_id: FileId) -> Result<Option<std::fs::File>> {
+        metrics::dfs_request("get");
+        match std::fs::File::open(self.path_of(file_id)) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(Error::FileNotFound { file_id })
+            }
+            Err(source) => Err(sst::Error::Io {
+                file_id: file_id.get(),
+                source,
+            }
+            .into()),
+        }
     }
 
     fn delete(&self, file_id: FileId) -> Result<()> {

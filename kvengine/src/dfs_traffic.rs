@@ -74,6 +74,15 @@ impl Dfs for MeteredDfs {
         Ok(data)
     }
 
+    /// Counted as a whole-file read, as `get` is: the file was fetched whole.
+    fn open_local(&self, file_id: FileId) -> Result<Option<std::fs::File>> {
+        let file = self.inner.open_local(file_id)?;
+        if let Some(f) = &file {
+            (self.traffic.read)(f.metadata().map_or(0, |m| m.len()));
+        }
+        Ok(file)
+    }
+
     fn delete(&self, file_id: FileId) -> Result<()> {
         self.inner.delete(file_id)
     }

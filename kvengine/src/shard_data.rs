@@ -78,7 +78,15 @@ impl TableSource<'_> {
         )?)
     }
 
+    /// Opens a level table: from a local file with positioned reads into the block cache when
+    /// the store keeps files locally and the table is compressed (`Table::open_local`), else
+    /// from the bytes `get` returns (a memory map or a download).
     pub(crate) fn open_table(&self, id: u64) -> Result<Table> {
+        if let Some(cache) = self.block_cache
+            && let Some(file) = self.dfs.open_local(FileId(id))?
+        {
+            return Ok(Table::open_local(id, file, Some(cache.clone()))?);
+        }
         let data = self.dfs.get(FileId(id))?;
         Ok(match self.block_cache {
             Some(c) => Table::open_with_cache(id, data, c.clone())?,

@@ -28,11 +28,51 @@ pub struct Table {
     inner: Arc<TableInner>,
 }
 
+/// Where a table's bytes are read from.
+pub(crate) enum Data {
+    /// In memory (a download) or memory-mapped: blocks are read in place.
+    Mapped(Bytes),
+    /// A local file read with positioned reads (`pread`), block by block, through the block
+    /// cache: what compressed tables use, since their blocks are cached decompressed anyway. A
+    /// mapped compressed table would count every page it ever touched toward the process' RSS
+    /// (file-backed) on top of the cache holding the same data decompressed.
+    File { file: std::fs::File, len: u64 },
+}
+
+impl From<Bytes> for Data {
+    fn from(b: Bytes) -> Data {
+        Data::Mapped(b)
+    }
+}
+
+impl Data {
+    fn len(&self) -> u64 {
+        match self {
+            Data::Mapped(b) => b.len() as u64,
+            Data::File { len, .. } => *len,
+        }
+    }
+
+    /// `len` bytes at `offset`; the caller has checked the range against `len()`.
+    fn read(&self, file_id: u64, offset: u64, len: u64) -> Result<Bytes> {
+        match self {
+            Data::Mapped(b) => Ok(b.slice(offset as usize..(offset + len) as usize)),
+            Data::File { file, .. } => {
+                use std::os::unix::fs::FileExt;
+                let mut buf = vec![0u8; len as usize];
+                file.read_exact_at(&mut buf, offset)
+                    .map_err(|source| Error::Io { file_id, source })?;
+                Ok(Bytes::from(buf))
+            }
+        }
+    }
+}
+
 struct TableInner {
     file_id: u64,
     /// Offset of this section inside its file (non-zero for the CF sections of an L0 file).
     base: u64,
-    data: Bytes,
+    data: Data,
     index: Index,
     old_index: Index,
     filter: Filter,
@@ -50,6 +90,7 @@ impl std::fmt::Debug for Table {
         f.debug_struct("Table")
             .field("file_id", &self.inner.file_id)
             .field("size", &self.inner.data.len())
+            .field("positioned", &self.reads_positioned())
             .field("entries", &self.inner.props.entries)
             .finish()
     }
@@ -71,14 +112,56 @@ impl Table {
         Self::open(file_id, map_file(file_id, path)?)
     }
 
+    /// Opens a local table file: a compressed one (by its footer) with a cache is read with
+    /// positioned reads into the cache; any other is memory-mapped and read in place (an
+    /// uncompressed block read in place costs nothing, and with no cache a compressed one would
+    /// be read and decompressed on every visit).
+    pub fn open_local(
+        file_id: u64,
+        file: std::fs::File,
+        cache: Option<Arc<dyn BlockCache>>,
+    ) -> Result<Table> {
+        let len = file
+            .metadata()
+            .map_err(|source| Error::Io { file_id, source })?
+            .len();
+        let tail_len = len.min(FOOTER_LEN as u64);
+        let mut tail = vec![0u8; tail_len as usize];
+        {
+            use std::os::unix::fs::FileExt;
+            file.read_exact_at(&mut tail, len - tail_len)
+                .map_err(|source| Error::Io { file_id, source })?;
+        }
+        let compressed = Footer::decode(&tail).is_ok_and(|f| f.compression != COMPRESSION_NONE);
+        match cache {
+            Some(cache) if compressed => {
+                Self::open_section(file_id, 0, Data::File { file, len }, Some(cache))
+            }
+            cache => Self::open_section(file_id, 0, map_open_file(file_id, &file)?, cache),
+        }
+    }
+
+    /// Whether blocks are read with positioned reads (see [`Table::open_local`]) rather than
+    /// in place.
+    pub fn reads_positioned(&self) -> bool {
+        matches!(self.inner.data, Data::File { .. })
+    }
+
     pub(crate) fn open_section(
         file_id: u64,
         base: u64,
-        data: Bytes,
+        data: impl Into<Data>,
         cache: Option<Arc<dyn BlockCache>>,
     ) -> Result<Table> {
-        let footer_at = base + (data.len().saturating_sub(FOOTER_LEN)) as u64;
-        let footer = Footer::decode(&data).map_err(|e| match e {
+        let data: Data = data.into();
+        let len = data.len();
+        let footer_at = base + len.saturating_sub(FOOTER_LEN as u64);
+        let tail = data.read(
+            file_id,
+            len.saturating_sub(FOOTER_LEN as u64),
+            len.min(FOOTER_LEN as u64),
+        )?;
+        let footer = Footer::decode(&tail).map_err(|e| match e {
             FooterError::Corrupt(c) => c.at(file_id, footer_at),
             FooterError::Version(found) => Error::UnsupportedVersion {
                 file_id,
@@ -86,7 +169,7 @@ impl Table {
                 found,
             },
         })?;
-        let meta_end = (data.len() - FOOTER_LEN) as u64;
+        let meta_end = len - FOOTER_LEN as u64;
         let corrupt = |what| Corrupt(what).at(file_id, footer_at);
         // Regions must follow each other in the documented order.
         let regions = [
@@ -113,7 +196,7 @@ impl Table {
             return Err(corrupt("metadata does not end at the footer"));
         }
         let meta = |h: BlockHandle| -> Result<Bytes> {
-            let frame = data.slice(h.offset as usize..(h.offset + u64::from(h.len)) as usize);
+            let frame = data.read(file_id, h.offset, u64::from(h.len))?;
             block_frame::decode(&frame).map_err(|c| c.at(file_id, base + h.offset))
         };
         let index = Index::decode(meta(footer.index)?)
@@ -170,7 +253,7 @@ impl Table {
 
     /// Size of the section in bytes.
     pub fn size(&self) -> u64 {
-        self.inner.data.len() as u64
+        self.inner.data.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -193,15 +276,27 @@ impl Table {
             BlockKind::Main => i,
             BlockKind::Old => t.index.len() + i,
         };
-        let frame = t
-            .data
-            .slice(h.offset as usize..(h.offset + u64::from(h.len)) as usize);
+        let frame = match &t.data {
+            Data::Mapped(b) => b.slice(h.offset as usize..(h.offset + u64::from(h.len)) as usize),
+            Data::File { .. } => {
+                // Every block of a positioned table goes through the cache: a hit reads
+                // nothing.
+                if let Some(cache) = &t.cache
+                    && let Some(b) = cache.get(t.file_id, abs)
+                {
+                    return Ok(b);
+                }
+                t.data.read(t.file_id, h.offset, u64::from(h.len))?
+            }
+        };
+        let positioned = matches!(t.data, Data::File { .. });
         let compressed = frame[frame.len() - TRAILER_LEN] != COMPRESSION_NONE;
-        if !compressed && t.verified[slot].load(Ordering::Relaxed) {
+        if !compressed && !positioned && t.verified[slot].load(Ordering::Relaxed) {
             let raw = frame.slice(..frame.len() - TRAILER_LEN);
             return Block::decode(raw).map_err(|c| c.at(t.file_id, abs));
         }
         if compressed
+            && !positioned
             && let Some(cache) = &t.cache
             && let Some(b) = cache.get(t.file_id, abs)
         {
@@ -214,7 +309,7 @@ impl Table {
         if block.first_key() != self.index(kind).first_key(i) {
             return Err(Corrupt("block first key disagrees with the index").at(t.file_id, abs));
         }
-        if compressed {
+        if compressed || positioned {
             if let Some(cache) = &t.cache {
                 cache.insert(t.file_id, abs, block.clone());
             }
@@ -484,9 +579,15 @@ fn check_handles(index: &Index, lo: u64, hi: u64) -> Result<(), Corrupt> {
 #[allow(unsafe_code)]
 pub fn map_file(file_id: u64, path: &std::path::Path) -> Result<Bytes> {
     let file = std::fs::File::open(path).map_err(|source| Error::Io { file_id, source })?;
+    map_open_file(file_id, &file)
+}
+
+/// Maps an open table file read-only (see [`map_file`]).
+#[allow(unsafe_code)]
+pub fn map_open_file(file_id: u64, file: &std::fs::File) -> Result<Bytes> {
     // SAFETY: table files are write-once (written to a temp name, fsynced, renamed); nothing
     // writes to or truncates a file after it is published, which is what memmap2 requires.
     let map =
-        unsafe { memmap2::Mmap::map(&file) }.map_err(|source| Error::Io { file_id, source })?;
+        unsafe { memmap2::Mmap::map(file) }.map_err(|source| Error::Io { file_id, source })?;
     Ok(Bytes::from_owner(map))
 }
