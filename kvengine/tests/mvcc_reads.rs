@@ -358,24 +358,40 @@ fn apply(e: &Engine, ops: Vec<Op>) -> (Model, BTreeMap<Vec<u8>, Lock>) {
             Op::Lock(k, v) => {
                 // Locks with min_commit_ts above every read ts never block.
                 let l = lock(LockType::Put, v, 1000);
-                put_lock(&e, &key(k), &l);
+                put_lock(e, &key(k), &l);
                 locks.insert(key(k), l);
                 continue;
             }
-            Op::Flush => { e.flush_shard(1).unwrap(); continue; }
-            Op::Compact => { e.flush_shard(1).unwrap(); e.compact_shard(1, true).unwrap(); continue; }
+            Op::Flush => {
+                e.flush_shard(1).unwrap();
+                continue;
+            }
+            Op::Compact => {
+                e.flush_shard(1).unwrap();
+                e.compact_shard(1, true).unwrap();
+                continue;
+            }
         };
         let versions = model.entry(key(k)).or_default();
-        if versions.last_key_value().is_some_and(|(newest, _)| *newest >= v) {
+        if versions
+            .last_key_value()
+            .is_some_and(|(newest, _)| *newest >= v)
+        {
             continue;
         }
         let value = format!("{k}-{v}").into_bytes();
         let mut b = WriteBatch::new();
         let m = meta(kind, v.saturating_sub(1), v);
         match kind {
-            WriteKind::Delete => { b.delete(ColumnFamily::Write, &key(k), v, &m); }
-            WriteKind::Put => { b.put(ColumnFamily::Write, &key(k), v, &m, &value); }
-            _ => { b.put(ColumnFamily::Write, &key(k), v, &m, b""); }
+            WriteKind::Delete => {
+                b.delete(ColumnFamily::Write, &key(k), v, &m);
+            }
+            WriteKind::Put => {
+                b.put(ColumnFamily::Write, &key(k), v, &m, &value);
+            }
+            _ => {
+                b.put(ColumnFamily::Write, &key(k), v, &m, b"");
+            }
         }
         e.write(1, &b).unwrap();
         versions.insert(v, (kind, value));

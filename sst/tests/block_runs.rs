@@ -60,7 +60,10 @@ fn mixed_scan(t: &sst::Table, ts: u64, reverse: bool, moves: &[Move]) -> Vec<Row
     let mut got = Vec::new();
     let mut i = 0;
     while it.valid() {
-        let m = moves.get(i % moves.len().max(1)).cloned().unwrap_or(Move::Step);
+        let m = moves
+            .get(i % moves.len().max(1))
+            .cloned()
+            .unwrap_or(Move::Step);
         i += 1;
         match m {
             Move::Step => {
@@ -160,7 +163,10 @@ fn one_run_takes_a_whole_table_of_plain_rows() {
     let mut oracle = Oracle::new();
     for i in 0..3000u32 {
         let mut versions = std::collections::BTreeMap::new();
-        versions.insert(10, (b"m".to_vec(), format!("value-{i}").into_bytes(), false));
+        versions.insert(
+            10,
+            (b"m".to_vec(), format!("value-{i}").into_bytes(), false),
+        );
         oracle.insert(format!("t1_r{i:06}").into_bytes(), versions);
     }
     let t = open(
@@ -209,18 +215,26 @@ fn a_run_stops_before_a_tombstone_and_a_too_new_version() {
     let mut it = t.iter(20);
     it.seek_to_first().unwrap();
     let mut keys = Vec::new();
-    let mut run = |it: &mut sst::TableIter, keys: &mut Vec<Vec<u8>>| {
+    let run = |it: &mut sst::TableIter, keys: &mut Vec<Vec<u8>>| {
         it.next_run(None, false, usize::MAX, |r| {
             keys.push(r.key.to_vec());
             true
         })
         .unwrap()
     };
-    assert_eq!(run(&mut it, &mut keys), 2, "a, b; stops before the tombstone c");
+    assert_eq!(
+        run(&mut it, &mut keys),
+        2,
+        "a, b; stops before the tombstone c"
+    );
     assert_eq!(it.key(), b"c");
     assert!(it.is_tombstone());
     it.next().unwrap();
-    assert_eq!(run(&mut it, &mut keys), 1, "d; stops before e, whose newest is too new");
+    assert_eq!(
+        run(&mut it, &mut keys),
+        1,
+        "d; stops before e, whose newest is too new"
+    );
     assert_eq!((it.key(), it.value()), (&b"e"[..], &b"e5"[..]));
     it.next().unwrap();
     assert_eq!(run(&mut it, &mut keys), 1, "f");

@@ -83,7 +83,10 @@ fn without_a_cache_a_compressed_table_is_mapped() {
     let dir = tempfile::tempdir().unwrap();
     let t = Table::open_local(1, write_file(dir.path(), &built.data), None).unwrap();
     assert!(!t.reads_positioned());
-    assert_eq!(scan(&t, u64::MAX).len(), scan(&open(&oracle, opts), u64::MAX).len());
+    assert_eq!(
+        scan(&t, u64::MAX).len(),
+        scan(&open(&oracle, opts), u64::MAX).len()
+    );
 }
 
 #[test]
