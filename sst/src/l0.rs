@@ -29,6 +29,10 @@ pub const L0_FOOTER_LEN: usize = 16 * ColumnFamily::COUNT + 4 + 2 + 2 + 4 + 8;
 
 /// Concatenates per-CF sections into an L0 file. `None` (or an empty table) means the CF has
 /// no entries.
+///
+/// The first non-empty section's buffer becomes the file's and the others are appended to it:
+/// a flush's file is nearly all WRITE section, and copying it into a fresh buffer held two
+/// copies of the table in memory, next to the frozen memtable, at every flush.
 pub fn build_l0(sections: [Option<BuiltTable>; ColumnFamily::COUNT]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut handles = [(0u64, 0u64); ColumnFamily::COUNT];
@@ -37,7 +41,11 @@ pub fn build_l0(sections: [Option<BuiltTable>; ColumnFamily::COUNT]) -> Vec<u8> 
             && t.properties.entries > 0
         {
             handles[cf] = (out.len() as u64, t.data.len() as u64);
-            out.extend_from_slice(&t.data);
+            if out.is_empty() {
+                out = t.data;
+            } else {
+                out.extend_from_slice(&t.data);
+            }
         }
     }
     let footer_start = out.len();
