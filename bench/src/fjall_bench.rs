@@ -240,14 +240,7 @@ fn dir_size(p: &Path) -> u64 {
 }
 
 fn vm_hwm_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+    crate::report::proc_status_kb("VmHWM")
 }
 
 /// Current RSS split (anonymous vs file-backed, e.g. memory-mapped tables), for stderr.

@@ -133,4 +133,5 @@ fn main() {
     if suite == "sql" || suite == "all" {
         sql_bench::run(sql_rows);
     }
+    report::memory_footer(&suite);
 }

@@ -83,3 +83,31 @@ pub fn duration_row(name: &str, ours: Duration, base_name: &str, base: Duration)
         s(ours) / s(base).max(1e-9)
     );
 }
+
+/// A field of `/proc/self/status` in kB (`VmHWM`, `RssAnon`, `RssFile`, ...), 0 if absent.
+pub fn proc_status_kb(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The memory of this bench process after its suites: the peak RSS and the resident memory
+/// now, split into anonymous (heap, caches) and file-backed (mapped files), so every suite's
+/// report carries its memory beside its settings. Suites that start node processes (servers,
+/// workers) report those in their own tables; this is the bench process alone, and with
+/// `all` it is the peak over every suite run.
+pub fn memory_footer(suite: &str) {
+    let mib = |kb: u64| kb as f64 / 1024.0;
+    println!();
+    println!(
+        "bench process memory ({suite}): peak RSS (VmHWM) {:.0} MiB; resident at the end: anonymous {:.0} MiB, file-backed {:.0} MiB",
+        mib(proc_status_kb("VmHWM")),
+        mib(proc_status_kb("RssAnon")),
+        mib(proc_status_kb("RssFile")),
+    );
+}
