@@ -2,7 +2,8 @@
 //!
 //! A compaction thread walks the shards; for each, [`compaction::pick`] chooses the most urgent
 //! merge, [`compaction::merge`] writes the outputs, each output is put to the object store and
-//! opened, and a Compaction ChangeSet (inputs to delete, outputs to create) is proposed through
+//! opened as soon as it is built (one output table in memory at a time; if the merge or a put
+//! fails midway, the outputs already stored go to file GC), and a Compaction ChangeSet (inputs to delete, outputs to create) is proposed through
 //! the one apply path (`apply`). If a change that landed meanwhile removed an input (a split
 //! handed the files to children, say), the apply reports the compaction conflicted, nothing
 //! changes, and the outputs, which nobody references, go to file GC with everything else the
@@ -121,7 +122,7 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
         if plan.inputs[c].is_empty() {
             continue;
         }
-        let built = compaction::merge(
+        let merged = compaction::merge(
             &plan.inputs[c],
             (&plan.start, &plan.end),
             cf,
@@ -129,21 +130,29 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
             plan.bottommost[c],
             &opts,
             inner.opts.target_file_size,
-        )?;
-        for b in built {
-            let id = inner.ids.next()?;
-            let size = b.data.len() as u64;
-            let (smallest, biggest) = (b.properties.smallest.clone(), b.properties.biggest.clone());
-            inner.dfs.put(id, Bytes::from(b.data))?;
-            outputs.add_table(inner.table_source().open_table(id.get())?);
-            creates.push(TableCreate {
-                id: id.get(),
-                level: out_level,
-                cf: cf.as_u32(),
-                smallest: Bytes::from(smallest),
-                biggest: Bytes::from(biggest),
-                size,
-            });
+            |b| {
+                let id = inner.ids.next()?;
+                let size = b.data.len() as u64;
+                let (smallest, biggest) =
+                    (b.properties.smallest.clone(), b.properties.biggest.clone());
+                inner.dfs.put(id, Bytes::from(b.data))?;
+                outputs.add_table(inner.table_source().open_table(id.get())?);
+                creates.push(TableCreate {
+                    id: id.get(),
+                    level: out_level,
+                    cf: cf.as_u32(),
+                    smallest: Bytes::from(smallest),
+                    biggest: Bytes::from(biggest),
+                    size,
+                });
+                Ok(())
+            },
+        );
+        if let Err(e) = merged {
+            // Outputs already stored are referenced by nothing: they go to file GC (as the
+            // outputs of a compaction that lost to another change do).
+            file_gc::retire(inner, outputs, None, None);
+            return Err(e);
         }
     }
     let change = Change::Compaction(Compaction {
