@@ -256,10 +256,9 @@ pub fn merge(
         if builder
             .as_ref()
             .is_some_and(|b| b.estimated_size() as u64 >= target_file_size)
+            && let Some(done) = builder.take()
         {
-            if let Some(done) = builder.take() {
-                emit(done.finish())?;
-            }
+            emit(done.finish())?;
         }
         let b = match &mut builder {
             Some(b) => b,
