@@ -57,15 +57,18 @@ impl Data {
     fn read(&self, file_id: u64, offset: u64, len: u64) -> Result<Bytes> {
         match self {
             Data::Mapped(b) => Ok(b.slice(offset as usize..(offset + len) as usize)),
-            Data::File { file, .. } => {
-                use std::os::unix::fs::FileExt;
-                let mut buf = vec![0u8; len as usize];
-                file.read_exact_at(&mut buf, offset)
-                    .map_err(|source| Error::Io { file_id, source })?;
-                Ok(Bytes::from(buf))
-            }
+            Data::File { file, .. } => read_at(file, file_id, offset, len).map(Bytes::from),
         }
     }
+}
+
+/// `len` bytes of `file` at `offset`, with one positioned read.
+fn read_at(file: &std::fs::File, file_id: u64, offset: u64, len: u64) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(|source| Error::Io { file_id, source })?;
+    Ok(buf)
 }
 
 struct TableInner {
@@ -126,12 +129,7 @@ impl Table {
             .map_err(|source| Error::Io { file_id, source })?
             .len();
         let tail_len = len.min(FOOTER_LEN as u64);
-        let mut tail = vec![0u8; tail_len as usize];
-        {
-            use std::os::unix::fs::FileExt;
-            file.read_exact_at(&mut tail, len - tail_len)
-                .map_err(|source| Error::Io { file_id, source })?;
-        }
+        let tail = read_at(&file, file_id, len - tail_len, tail_len)?;
         let compressed = Footer::decode(&tail).is_ok_and(|f| f.compression != COMPRESSION_NONE);
         match cache {
             Some(cache) if compressed => {
@@ -276,20 +274,15 @@ impl Table {
             BlockKind::Main => i,
             BlockKind::Old => t.index.len() + i,
         };
-        let frame = match &t.data {
-            Data::Mapped(b) => b.slice(h.offset as usize..(h.offset + u64::from(h.len)) as usize),
-            Data::File { .. } => {
-                // Every block of a positioned table goes through the cache: a hit reads
-                // nothing.
-                if let Some(cache) = &t.cache
-                    && let Some(b) = cache.get(t.file_id, abs)
-                {
-                    return Ok(b);
-                }
-                t.data.read(t.file_id, h.offset, u64::from(h.len))?
-            }
-        };
         let positioned = matches!(t.data, Data::File { .. });
+        // Every block of a positioned table goes through the cache: a hit reads nothing.
+        if positioned
+            && let Some(cache) = &t.cache
+            && let Some(b) = cache.get(t.file_id, abs)
+        {
+            return Ok(b);
+        }
+        let frame = t.data.read(t.file_id, h.offset, u64::from(h.len))?;
         let compressed = frame[frame.len() - TRAILER_LEN] != COMPRESSION_NONE;
         if !compressed && !positioned && t.verified[slot].load(Ordering::Relaxed) {
             let raw = frame.slice(..frame.len() - TRAILER_LEN);
