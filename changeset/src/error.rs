@@ -221,13 +221,17 @@ pub enum MemtableDataError {
         /// The version this build reads.
         supported: u8,
     },
-    /// The stored CRC32 does not match the bytes it covers.
-    #[error("memtable data checksum mismatch expected={expected:#010x} found={found:#010x}")]
+    /// The stored checksum (CRC32 in v1, xxh3-64 in v2) does not match the bytes it covers.
+    #[error(
+        "memtable data checksum mismatch format=v{format} expected={expected:#x} found={found:#x}"
+    )]
     ChecksumMismatch {
+        /// The blob's format version.
+        format: u8,
         /// The checksum stored in the input.
-        expected: u32,
+        expected: u64,
         /// The checksum computed over the input.
-        found: u32,
+        found: u64,
     },
     /// Bytes follow the data the header announces.
     #[error("memtable data has trailing bytes count={count}")]
@@ -264,6 +268,16 @@ pub enum MemtableDataError {
         flags: u8,
         /// Row index.
         row: u64,
+    },
+    /// A v2 row is not in the one form the writer produces.
+    #[error("memtable data row {row} is malformed: expected {expected}, found {found}")]
+    MalformedRow {
+        /// Row index.
+        row: u64,
+        /// What the writer would have written.
+        expected: &'static str,
+        /// What the row holds.
+        found: String,
     },
     /// Two adjacent rows of one key are not oldest first (strictly increasing versions).
     #[error(

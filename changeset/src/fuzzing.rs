@@ -60,25 +60,41 @@ pub fn changeset_decode(data: &[u8]) {
     }
 }
 
-/// Decodes memtable data. For an accepted input: the owned and borrowed decoders agree, and
-/// re-encoding the rows gives the input bytes back (the format has one encoding per content).
+/// Decodes memtable data. For an accepted input: re-encoding the rows in the input's format
+/// gives the input bytes back (each format has one encoding per content), walking the rows
+/// with the cursor gives the same rows, and transcoding to every other format and back keeps
+/// the rows.
 pub fn memtable_data_decode(data: &[u8]) {
-    let Ok(rows) = memtable_data::decode_ref(data) else {
+    let blob = Bytes::copy_from_slice(data);
+    let Ok(rows) = memtable_data::decode(&blob) else {
         return;
     };
-    let mut writer = MemtableDataWriter::new();
+    let format = memtable_data::rows(data)
+        .expect("a decoded blob has a valid header")
+        .format();
+    let mut writer = MemtableDataWriter::with_format(format, 0);
     for row in &rows {
         writer
-            .push(*row)
+            .push(row.as_ref())
             .expect("decoded rows satisfy the writer's order");
     }
     assert!(writer.finish() == data, "re-encoding changed the bytes");
-    let owned = memtable_data::decode(&Bytes::copy_from_slice(data))
-        .expect("owned decoding accepts what borrowed decoding accepts");
-    assert!(
-        owned.iter().map(MemRow::as_ref).eq(rows.iter().copied()),
-        "owned and borrowed decoding disagree"
-    );
+    let mut walked = memtable_data::rows(data).expect("a decoded blob has a valid header");
+    let mut i = 0;
+    while let Some(row) = walked.next_row() {
+        let row = row.expect("the cursor accepts what decode accepts");
+        assert!(
+            rows.get(i).map(MemRow::as_ref) == Some(row),
+            "cursor and decode disagree"
+        );
+        i += 1;
+    }
+    assert!(i == rows.len(), "the cursor yielded fewer rows than decode");
+    for other in memtable_data::Format::ALL {
+        let there = memtable_data::transcode(&blob, other).expect("valid rows transcode");
+        let back = memtable_data::decode(&there).expect("a transcoded blob decodes");
+        assert!(back == rows, "transcoding to {other} changed the rows");
+    }
 }
 
 fn check_snapshot_round_trip(shard: &ShardFiles) {
@@ -298,15 +314,28 @@ pub fn changeset_seeds() -> Vec<(&'static str, ChangeSet)> {
     ]
 }
 
-/// Realistic memtable-data blobs, named for the corpus file they seed.
-pub fn memtable_data_seeds() -> Vec<(&'static str, Vec<u8>)> {
+/// Realistic memtable-data blobs in every format, named for the corpus file they seed
+/// (`<content>_v<format>`).
+pub fn memtable_data_seeds() -> Vec<(String, Vec<u8>)> {
     let row = |cf, key: &'static [u8], version, value: &'static [u8], tombstone| MemRow {
         cf,
         key: Bytes::from_static(key),
         version,
-        user_meta: Bytes::copy_from_slice(
-            &[&(version - 5).to_le_bytes()[..], &version.to_le_bytes()[..]].concat(),
-        ),
+        // WRITE rows carry the engine's WRITE meta (kind, start_ts, commit_ts = version),
+        // which v2 stores compactly; the others an opaque meta.
+        user_meta: match cf {
+            ColumnFamily::Write => Bytes::copy_from_slice(
+                &[
+                    &[b'P'][..],
+                    &(version - 5).to_le_bytes(),
+                    &version.to_le_bytes(),
+                ]
+                .concat(),
+            ),
+            _ => Bytes::copy_from_slice(
+                &[&(version - 5).to_le_bytes()[..], &version.to_le_bytes()[..]].concat(),
+            ),
+        },
         value: Bytes::from_static(value),
         tombstone,
     };
@@ -332,13 +361,25 @@ pub fn memtable_data_seeds() -> Vec<(&'static str, Vec<u8>)> {
             ..row(ColumnFamily::Write, b"", 300 + i, b"v", i % 7 == 6)
         })
         .collect();
-    let encode = |rows: &[MemRow]| memtable_data::encode(rows).expect("seed rows are ordered");
-    vec![
-        ("empty", encode(&[])),
-        ("versions_of_one_key", encode(&versions_of_one_key)),
-        ("mixed_column_families", encode(&mixed)),
-        ("empty_key_and_value", encode(&empty_key)),
-        ("large_value", encode(&large_value)),
-        ("many_rows", encode(&many_rows)),
-    ]
+    let contents: [(&str, &[MemRow]); 6] = [
+        ("empty", &[]),
+        ("versions_of_one_key", &versions_of_one_key),
+        ("mixed_column_families", &mixed),
+        ("empty_key_and_value", &empty_key),
+        ("large_value", &large_value),
+        ("many_rows", &many_rows),
+    ];
+    let mut seeds = Vec::new();
+    for format in memtable_data::Format::ALL {
+        for (name, rows) in contents {
+            let blob = memtable_data::encode_as(format, rows).expect("seed rows are ordered");
+            // v1's seeds kept their names from before v2 existed.
+            let name = match format {
+                memtable_data::Format::V1 => name.to_owned(),
+                _ => format!("{name}_{format}"),
+            };
+            seeds.push((name, blob));
+        }
+    }
+    seeds
 }

@@ -23,7 +23,9 @@ pub mod messages;
 pub mod shard_files;
 
 pub use error::{ApplyError, ChangeSetDecodeError, MalformedReason, MemtableDataError};
-pub use memtable_data::{MemRow, MemRowRef, MemtableDataWriter, RowIter};
+pub use memtable_data::{
+    Format as MemtableDataFormat, MemRow, MemRowRef, MemtableDataWriter, RowIter,
+};
 pub use messages::{
     Change, ChangeSet, Compaction, Destroy, Flush, Ingest, L0Create, ShardSplitInfo, Snapshot,
     Split, TableCreate, decode_changeset, encode_changeset,

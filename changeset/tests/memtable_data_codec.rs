@@ -3,24 +3,44 @@
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
 use bytes::Bytes;
-use changeset::memtable_data::{self, FORMAT_VERSION, MAGIC};
+use changeset::memtable_data::{self, Format, MAGIC, RESTART_INTERVAL};
 use changeset::{ColumnFamily, MemRow, MemtableDataError, MemtableDataWriter};
 use proptest::prelude::*;
+
+/// Keys from a small alphabet, so that neighbours share prefixes and repeat.
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(prop::sample::select(vec![0u8, 1, b'a', 0xff]), 0..6)
+}
 
 fn row() -> impl Strategy<Value = MemRow> {
     (
         0..3usize,
-        prop::collection::vec(any::<u8>(), 0..6),
+        key(),
         any::<u64>(),
-        prop::collection::vec(any::<u8>(), 0..16),
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..20).prop_map(Some),
+            // A WRITE meta: kind, start_ts, then the version (filled in below).
+            (any::<u8>(), any::<u64>()).prop_map(|(kind, ts)| {
+                let mut meta = vec![kind];
+                meta.extend_from_slice(&ts.to_le_bytes());
+                Some(meta)
+            }),
+            Just(None),
+        ],
         prop::collection::vec(any::<u8>(), 0..40),
         any::<bool>(),
     )
-        .prop_map(|(cf, key, version, user_meta, value, tombstone)| MemRow {
+        .prop_map(|(cf, key, version, meta, value, tombstone)| MemRow {
             cf: ColumnFamily::ALL[cf],
             key: Bytes::from(key),
             version,
-            user_meta: Bytes::from(user_meta),
+            user_meta: match meta {
+                Some(meta) if meta.len() == 9 => {
+                    Bytes::from([&meta[..], &version.to_le_bytes()].concat())
+                }
+                Some(meta) => Bytes::from(meta),
+                None => Bytes::new(),
+            },
             value: Bytes::from(value),
             tombstone,
         })
@@ -28,30 +48,56 @@ fn row() -> impl Strategy<Value = MemRow> {
 
 /// Rows as the producer emits them: grouped by key, each key's versions oldest first.
 fn rows() -> impl Strategy<Value = Vec<MemRow>> {
-    prop::collection::vec(row(), 0..40).prop_map(|mut rows| {
-        rows.sort_by(|a, b| (a.cf, &a.key, a.version).cmp(&(b.cf, &b.key, b.version)));
+    prop::collection::vec(row(), 0..48).prop_map(|mut rows| {
+        rows.sort_by(|a, b| (&a.key, a.cf, a.version).cmp(&(&b.key, b.cf, b.version)));
         rows.dedup_by(|a, b| (a.cf, &a.key, a.version) == (b.cf, &b.key, b.version));
         rows
     })
 }
 
+fn format() -> impl Strategy<Value = Format> {
+    prop::sample::select(Format::ALL.to_vec())
+}
+
 fn blob() -> impl Strategy<Value = Vec<u8>> {
-    rows().prop_map(|rows| memtable_data::encode(&rows).unwrap())
+    (format(), rows()).prop_map(|(format, rows)| memtable_data::encode_as(format, &rows).unwrap())
 }
 
 proptest! {
     #[test]
-    fn memtable_data_encode_decode_round_trips(rows in rows()) {
-        let blob = Bytes::from(memtable_data::encode(&rows).unwrap());
+    fn memtable_data_encode_decode_round_trips(format in format(), rows in rows()) {
+        let blob = Bytes::from(memtable_data::encode_as(format, &rows).unwrap());
         prop_assert_eq!(&memtable_data::decode(&blob).unwrap(), &rows);
-        let borrowed = memtable_data::decode_ref(&blob).unwrap();
-        prop_assert!(borrowed.iter().copied().eq(rows.iter().map(MemRow::as_ref)));
+        let mut cursor = memtable_data::rows(&blob).unwrap();
+        prop_assert_eq!(cursor.format(), format);
+        let mut walked = Vec::new();
+        while let Some(row) = cursor.next_row() {
+            let row = row.unwrap();
+            walked.push(MemRow {
+                cf: row.cf,
+                key: Bytes::copy_from_slice(row.key),
+                version: row.version,
+                user_meta: Bytes::copy_from_slice(row.user_meta),
+                value: Bytes::copy_from_slice(row.value),
+                tombstone: row.tombstone,
+            });
+        }
+        prop_assert_eq!(walked, rows);
+    }
+
+    #[test]
+    fn transcoding_between_formats_keeps_the_rows(rows in rows()) {
+        let v1 = Bytes::from(memtable_data::encode_as(Format::V1, &rows).unwrap());
+        let v2 = memtable_data::transcode(&v1, Format::V2).unwrap();
+        prop_assert_eq!(&v2[..], &memtable_data::encode_as(Format::V2, &rows).unwrap()[..]);
+        let back = memtable_data::transcode(&v2, Format::V1).unwrap();
+        prop_assert_eq!(back, v1);
     }
 
     #[test]
     fn every_truncation_of_memtable_data_is_an_error(blob in blob()) {
         for len in 0..blob.len() {
-            prop_assert!(memtable_data::decode_ref(&blob[..len]).is_err(), "len={}", len);
+            prop_assert!(memtable_data::decode_slice(&blob[..len]).is_err(), "len={}", len);
         }
     }
 
@@ -64,7 +110,7 @@ proptest! {
         let mut corrupt = blob.clone();
         let index = position.index(corrupt.len());
         corrupt[index] ^= mask;
-        prop_assert!(memtable_data::decode_ref(&corrupt).is_err(), "index={} mask={:#x}", index, mask);
+        prop_assert!(memtable_data::decode_slice(&corrupt).is_err(), "index={} mask={:#x}", index, mask);
     }
 }
 
@@ -76,10 +122,10 @@ fn varint(mut value: u64, out: &mut Vec<u8>) {
     out.push(value as u8);
 }
 
-/// A blob with a hand-written body and a valid header and CRC, to reach the body checks.
+/// A v1 blob with a hand-written body and a valid header and CRC, to reach the body checks.
 fn seal(body: &[u8]) -> Vec<u8> {
     let mut out = MAGIC.to_le_bytes().to_vec();
-    out.push(FORMAT_VERSION);
+    out.push(Format::V1.as_u8());
     varint(body.len() as u64, &mut out);
     out.extend_from_slice(body);
     let crc = crc32fast::hash(&out);
@@ -116,7 +162,7 @@ fn two_rows() -> Vec<u8> {
             tombstone: true,
         },
     ];
-    memtable_data::encode(&rows).unwrap()
+    memtable_data::encode_as(Format::V1, &rows).unwrap()
 }
 
 #[test]
@@ -124,7 +170,7 @@ fn bad_magic_is_reported_with_the_bytes_found() {
     let mut blob = two_rows();
     blob[..4].copy_from_slice(b"ABCD");
     assert_eq!(
-        memtable_data::decode_ref(&blob),
+        memtable_data::decode_slice(&blob),
         Err(MemtableDataError::BadMagic {
             found: u32::from_le_bytes(*b"ABCD")
         })
@@ -134,18 +180,18 @@ fn bad_magic_is_reported_with_the_bytes_found() {
 #[test]
 fn unsupported_version_is_reported_with_the_version_found() {
     let mut blob = two_rows();
-    blob[4] = 2;
-    let err = memtable_data::decode_ref(&blob).unwrap_err();
+    blob[4] = 3;
+    let err = memtable_data::decode_slice(&blob).unwrap_err();
     assert_eq!(
         err,
         MemtableDataError::UnsupportedVersion {
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: 2
         }
     );
     assert_eq!(
         err.to_string(),
-        "unsupported memtable data format version found=2 supported=1"
+        "unsupported memtable data format version found=3 supported=2"
     );
 }
 
@@ -155,11 +201,15 @@ fn checksum_mismatch_reports_stored_and_computed_values() {
     let body_byte = blob.len() - 6;
     blob[body_byte] ^= 0x01;
     let end = blob.len() - 4;
-    let expected = u32::from_le_bytes(blob[end..].try_into().unwrap());
-    let found = crc32fast::hash(&blob[..end]);
+    let expected = u64::from(u32::from_le_bytes(blob[end..].try_into().unwrap()));
+    let found = u64::from(crc32fast::hash(&blob[..end]));
     assert_eq!(
-        memtable_data::decode_ref(&blob),
-        Err(MemtableDataError::ChecksumMismatch { expected, found })
+        memtable_data::decode_slice(&blob),
+        Err(MemtableDataError::ChecksumMismatch {
+            format: 1,
+            expected,
+            found
+        })
     );
 }
 
@@ -168,7 +218,7 @@ fn truncation_reports_needed_and_available_bytes() {
     let blob = two_rows();
     let short = &blob[..blob.len() - 1];
     assert_eq!(
-        memtable_data::decode_ref(short),
+        memtable_data::decode_slice(short),
         Err(MemtableDataError::Truncated {
             needed: blob.len() as u64,
             available: short.len() as u64
@@ -181,7 +231,7 @@ fn trailing_bytes_after_the_checksum_are_rejected() {
     let mut blob = two_rows();
     blob.extend_from_slice(&[0, 0]);
     assert_eq!(
-        memtable_data::decode_ref(&blob),
+        memtable_data::decode_slice(&blob),
         Err(MemtableDataError::TrailingBytes { count: 2 })
     );
 }
@@ -192,7 +242,7 @@ fn a_huge_row_count_is_rejected_before_allocating() {
     varint(u64::MAX / 2, &mut body);
     body.extend_from_slice(&raw_row(0, 0, b"k", 1));
     assert_eq!(
-        memtable_data::decode_ref(&seal(&body)),
+        memtable_data::decode_slice(&seal(&body)),
         Err(MemtableDataError::RowCountTooLarge {
             count: u64::MAX / 2,
             max: 1
@@ -206,7 +256,7 @@ fn a_key_longer_than_the_body_is_truncation() {
     varint(1 << 40, &mut body);
     body.extend_from_slice(&[0; 20]);
     assert!(matches!(
-        memtable_data::decode_ref(&seal(&body)),
+        memtable_data::decode_slice(&seal(&body)),
         Err(MemtableDataError::Truncated { .. })
     ));
 }
@@ -216,13 +266,13 @@ fn unknown_column_family_and_flags_are_rejected() {
     let mut body = vec![1];
     body.extend_from_slice(&raw_row(3, 0, b"k", 1));
     assert_eq!(
-        memtable_data::decode_ref(&seal(&body)),
+        memtable_data::decode_slice(&seal(&body)),
         Err(MemtableDataError::UnknownColumnFamily { cf: 3, row: 0 })
     );
     let mut body = vec![1];
     body.extend_from_slice(&raw_row(0, 0b10, b"k", 1));
     assert_eq!(
-        memtable_data::decode_ref(&seal(&body)),
+        memtable_data::decode_slice(&seal(&body)),
         Err(MemtableDataError::UnknownFlags {
             flags: 0b10,
             row: 0
@@ -236,7 +286,7 @@ fn rows_of_a_key_newest_first_are_rejected_by_decoder_and_writer() {
     body.extend_from_slice(&raw_row(0, 0, b"k", 9));
     body.extend_from_slice(&raw_row(0, 0, b"k", 5));
     assert_eq!(
-        memtable_data::decode_ref(&seal(&body)),
+        memtable_data::decode_slice(&seal(&body)),
         Err(MemtableDataError::VersionOrder {
             row: 1,
             previous: 9,
@@ -244,7 +294,7 @@ fn rows_of_a_key_newest_first_are_rejected_by_decoder_and_writer() {
         })
     );
 
-    let mut writer = MemtableDataWriter::new();
+    let mut writer = MemtableDataWriter::with_format(Format::V1, 0);
     let rows = memtable_data::decode(&Bytes::from(two_rows())).unwrap();
     writer.push(rows[1].as_ref()).unwrap();
     assert_eq!(
@@ -263,7 +313,7 @@ fn same_version_in_another_column_family_is_allowed() {
     let mut body = vec![2];
     body.extend_from_slice(&raw_row(0, 0, b"k", 9));
     body.extend_from_slice(&raw_row(1, 0, b"k", 9));
-    assert_eq!(memtable_data::decode_ref(&seal(&body)).unwrap().len(), 2);
+    assert_eq!(memtable_data::decode_slice(&seal(&body)).unwrap().len(), 2);
 }
 
 #[test]
@@ -272,7 +322,7 @@ fn bytes_left_in_the_body_after_the_rows_are_rejected() {
     body.extend_from_slice(&raw_row(0, 0, b"k", 1));
     body.push(0);
     assert_eq!(
-        memtable_data::decode_ref(&seal(&body)),
+        memtable_data::decode_slice(&seal(&body)),
         Err(MemtableDataError::TrailingBytes { count: 1 })
     );
 }
@@ -287,4 +337,182 @@ fn decoded_rows_slice_the_input_instead_of_copying() {
         assert!(input.contains(&row.user_meta.as_ptr()));
     }
     assert!(input.contains(&rows[0].value.as_ptr()));
+}
+
+/// WRITE rows as a memtable ships them: record keys of one table, the engine's WRITE meta.
+fn write_rows(count: u64) -> Vec<MemRow> {
+    (0..count)
+        .map(|i| {
+            let version = 1_000_000 + i * 3;
+            let mut meta = vec![b'P'];
+            meta.extend_from_slice(&(version - 1).to_le_bytes());
+            meta.extend_from_slice(&version.to_le_bytes());
+            MemRow {
+                cf: ColumnFamily::Write,
+                key: Bytes::from(format!("t\x7f\x00\x00\x00\x00\x00\x00\x07_r{i:08}")),
+                version,
+                user_meta: Bytes::from(meta),
+                value: Bytes::from(vec![b'v'; 8]),
+                tombstone: false,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn v2_drops_shared_key_prefixes_and_the_repeated_commit_ts() {
+    let rows = write_rows(256);
+    let v1 = memtable_data::encode_as(Format::V1, &rows).unwrap();
+    let v2 = memtable_data::encode_as(Format::V2, &rows).unwrap();
+    // Per row, v2 saves at least the 8-byte commit_ts, 7 bytes of start_ts and most of the
+    // 20-byte key outside restart rows.
+    let saved = v1.len() - v2.len();
+    assert!(
+        saved >= 256 * 25,
+        "v1={} v2={} saved={saved}",
+        v1.len(),
+        v2.len()
+    );
+    assert_eq!(memtable_data::decode(&Bytes::from(v2)).unwrap(), rows);
+}
+
+#[test]
+fn v2_values_slice_the_input_and_keys_are_rebuilt() {
+    let rows = write_rows(40);
+    let blob = Bytes::from(memtable_data::encode_as(Format::V2, &rows).unwrap());
+    let decoded = memtable_data::decode(&blob).unwrap();
+    let input = blob.as_ptr_range();
+    for row in &decoded {
+        assert!(input.contains(&row.value.as_ptr()));
+    }
+    assert_eq!(decoded, rows);
+}
+
+/// A v2 blob with hand-written rows and a valid header and checksum.
+fn seal_v2(count: u64, rows: &[u8]) -> Vec<u8> {
+    let mut out = MAGIC.to_le_bytes().to_vec();
+    out.push(Format::V2.as_u8());
+    varint(rows.len() as u64, &mut out);
+    varint(count, &mut out);
+    out.extend_from_slice(rows);
+    out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(rows).to_le_bytes());
+    out
+}
+
+/// One v2 row: tag, key fields (unless `key` is None), version delta, empty meta and value.
+fn raw_row_v2(tag: u8, key: Option<(u64, &[u8])>, delta: u64) -> Vec<u8> {
+    let mut row = vec![tag];
+    if let Some((shared, suffix)) = key {
+        varint(shared, &mut row);
+        varint(suffix.len() as u64, &mut row);
+        row.extend_from_slice(suffix);
+    }
+    varint(delta, &mut row);
+    row.extend_from_slice(&[0, 0]);
+    row
+}
+
+fn malformed_row(blob: &[u8]) -> (u64, &'static str) {
+    match memtable_data::decode_slice(blob) {
+        Err(MemtableDataError::MalformedRow { row, expected, .. }) => (row, expected),
+        other => panic!("expected a malformed row, found {other:?}"),
+    }
+}
+
+#[test]
+fn v2_rows_the_writer_never_writes_are_rejected() {
+    // A restart row (row 0) sharing a prefix.
+    let blob = seal_v2(1, &raw_row_v2(0, Some((1, b"k")), 2));
+    assert_eq!(
+        malformed_row(&blob),
+        (0, "shared prefix 0 on a restart row")
+    );
+    // The same-key flag on a restart row.
+    let blob = seal_v2(1, &raw_row_v2(0b1000, None, 2));
+    assert_eq!(malformed_row(&blob), (0, "a full key on a restart row"));
+    // A repeated key written as an empty suffix instead of the flag.
+    let rows = [
+        raw_row_v2(0, Some((0, b"k")), 2),
+        raw_row_v2(0, Some((1, b"")), 2),
+    ]
+    .concat();
+    assert_eq!(
+        malformed_row(&seal_v2(2, &rows)),
+        (1, "the same-key flag for a repeated key")
+    );
+    // "ka" after "kb" sharing 0 bytes where they share 1.
+    let rows = [
+        raw_row_v2(0, Some((0, b"ka")), 2),
+        raw_row_v2(0, Some((0, b"kb")), 2),
+    ]
+    .concat();
+    assert_eq!(
+        malformed_row(&seal_v2(2, &rows)),
+        (1, "the longest shared prefix")
+    );
+    // A shared prefix longer than the previous key.
+    let rows = [
+        raw_row_v2(0, Some((0, b"k")), 2),
+        raw_row_v2(0, Some((5, b"x")), 2),
+    ]
+    .concat();
+    assert_eq!(
+        malformed_row(&seal_v2(2, &rows)),
+        (1, "a shared prefix at most the previous key's length")
+    );
+}
+
+#[test]
+fn v2_write_meta_must_be_stored_compactly_and_not_exceed_the_version() {
+    // A WRITE meta stored whole.
+    let version = 10u64;
+    let mut row = vec![0];
+    varint(0, &mut row);
+    varint(1, &mut row);
+    row.push(b'k');
+    varint(version * 2, &mut row); // zigzag(10)
+    let meta = [&[b'P'][..], &9u64.to_le_bytes(), &version.to_le_bytes()].concat();
+    varint(meta.len() as u64, &mut row);
+    row.extend_from_slice(&meta);
+    row.push(0);
+    assert_eq!(
+        malformed_row(&seal_v2(1, &row)),
+        (0, "the WRITE-meta flag for a WRITE meta")
+    );
+    // A WRITE meta whose timestamp is above the version.
+    let mut row = vec![0b1_0000];
+    varint(0, &mut row);
+    varint(1, &mut row);
+    row.push(b'k');
+    varint(version * 2, &mut row);
+    row.push(b'P');
+    varint(version + 1, &mut row);
+    row.push(0);
+    assert_eq!(
+        malformed_row(&seal_v2(1, &row)),
+        (0, "a WRITE meta timestamp at most the version")
+    );
+}
+
+#[test]
+fn v2_keys_restart_every_interval_so_decoded_keys_stay_bounded() {
+    // Rows sharing all but one byte of a long key: every restart row repeats it in full.
+    let rows: Vec<MemRow> = (0..RESTART_INTERVAL * 3)
+        .map(|i| MemRow {
+            cf: ColumnFamily::Lock,
+            key: Bytes::from([vec![b'x'; 500], vec![i as u8]].concat()),
+            version: 1,
+            user_meta: Bytes::new(),
+            value: Bytes::new(),
+            tombstone: false,
+        })
+        .collect();
+    let blob = memtable_data::encode_as(Format::V2, &rows).unwrap();
+    // Three full keys, the other rows a one-byte suffix each.
+    assert!(
+        blob.len() > 3 * 500 && blob.len() < 4 * 500,
+        "len={}",
+        blob.len()
+    );
+    assert_eq!(memtable_data::decode_slice(&blob).unwrap(), rows);
 }

@@ -8,12 +8,12 @@
 //!   touch: the L0 files whose WRITE section overlaps a range and the WRITE-CF level files that
 //!   overlap one. Its sequence is the shard's meta sequence, so a worker can tell two
 //!   descriptions of the same shard apart.
-//! * **memtable data** (the versioned, CRC-checked codec of `changeset/src/memtable_data.rs`):
-//!   the WRITE rows of every memtable inside the ranges that a read at start_ts may land on,
-//!   oldest first per key.
+//! * **memtable data** (the versioned, checksummed codec of `changeset/src/memtable_data.rs`,
+//!   in the newest format the receiver reads: [`SnapAccess::to_remote_as`]): the WRITE rows of
+//!   every memtable inside the ranges that a read at start_ts may land on, oldest first per key.
 //!
-//! [`SnapAccess::from_remote`] opens the files from the object store, indexes the rows in place
-//! (no skiplist is built: see `remote_rows`) and returns a read-only [`SnapAccess`] on which
+//! [`SnapAccess::from_remote`] opens the files from the object store, indexes the rows (no
+//! skiplist is built: see `remote_rows`; either format is accepted) and returns a read-only [`SnapAccess`] on which
 //! every MVCC read at the start_ts it was shipped for returns exactly what the origin returns.
 //!
 //! **Which memtable versions travel.** Per key, a read at `start_ts` lands on the first
@@ -38,8 +38,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use changeset::{
-    Change, ChangeSet, ColumnFamily, L0Create, MemRowRef, MemtableDataWriter, ShardFiles, Snapshot,
-    TableCreate,
+    Change, ChangeSet, ColumnFamily, L0Create, MemRowRef, MemtableDataFormat, MemtableDataWriter,
+    ShardFiles, Snapshot, TableCreate,
 };
 use memtable::{AllVersionsIter, BorrowedVersion, CfTable, KeyVersions};
 
@@ -77,6 +77,18 @@ impl SnapAccess {
         ranges: &[(S, E)],
         start_ts: u64,
     ) -> Result<RemoteSnapshot> {
+        self.to_remote_as(ranges, start_ts, MemtableDataFormat::NEWEST)
+    }
+
+    /// [`SnapAccess::to_remote`] with the memtable rows in `format`: the newest format the
+    /// receiving worker reads (a server learns it from the worker's answers; see
+    /// `changeset::memtable_data` on the negotiation).
+    pub fn to_remote_as<S: AsRef<[u8]>, E: AsRef<[u8]>>(
+        &self,
+        ranges: &[(S, E)],
+        start_ts: u64,
+        format: MemtableDataFormat,
+    ) -> Result<RemoteSnapshot> {
         let d = &*self.data;
         let ranges = normalize_ranges(d, ranges);
         let (l0_creates, table_creates) = write_files(d, &ranges);
@@ -94,7 +106,7 @@ impl SnapAccess {
                 table_creates,
             })),
         };
-        let mut rows = MemRows::new(self.shard_id, d, start_ts);
+        let mut rows = MemRows::new(self.shard_id, d, start_ts, format);
         for &(lower, upper) in &ranges {
             match (&d.remote, &rows.tables[..]) {
                 (Some(remote), _) => rows.collect_remote_range(remote, lower, upper)?,
@@ -294,7 +306,12 @@ struct MemRows<'a> {
 }
 
 impl<'a> MemRows<'a> {
-    fn new(shard_id: u64, d: &'a ShardData, start_ts: u64) -> MemRows<'a> {
+    fn new(
+        shard_id: u64,
+        d: &'a ShardData,
+        start_ts: u64,
+        format: MemtableDataFormat,
+    ) -> MemRows<'a> {
         let tables: Vec<&CfTable> = d
             .memtables()
             .map(|m| m.cf(ColumnFamily::Write))
@@ -309,7 +326,7 @@ impl<'a> MemRows<'a> {
             shard_id,
             tables,
             start_ts,
-            writer: MemtableDataWriter::with_capacity(capacity),
+            writer: MemtableDataWriter::with_format(format, capacity),
             filtered_newer: false,
             picked: Vec::new(),
             merged: Vec::new(),

@@ -1,20 +1,26 @@
-//! [`RemoteRows`]: the memtable rows a worker received with a remote snapshot, read in place.
+//! [`RemoteRows`]: the memtable rows a worker received with a remote snapshot, indexed.
 //!
 //! A snapshot rebuilt by [`crate::SnapAccess::from_remote`] never takes writes, so it does not
 //! need a skiplist: the rows arrive sorted (key ascending, each key's versions oldest first, in
-//! the layout of `changeset/src/memtable_data.rs`), and an index of where each row sits in the
-//! received buffer is enough to answer point reads (binary search) and to iterate in both
-//! directions. Building that index is one pass over the rows with no copy of any key or value,
-//! where inserting every row into a fresh skiplist cost several times the transfer itself.
+//! a layout of `changeset/src/memtable_data.rs`), and an index of where each row's parts sit is
+//! enough to answer point reads (binary search) and to iterate in both directions. Building
+//! that index is one pass over the rows with no copy of any value, where inserting every row
+//! into a fresh skiplist cost several times the transfer itself.
 //!
-//! The index holds, per key, where the key sits in the buffer and its first row; per row, its
-//! version and where its user meta and value sit. A key's rows are adjacent and ascending by
-//! version, so a read at `ts` lands on the last row of the key whose version is `<= ts`.
+//! Values are always read in place from the received buffer. Keys and user metas are read in
+//! place from a v1 buffer; a v2 buffer stores keys as shared prefixes and WRITE metas
+//! compactly, so the index copies each distinct key and each meta into an arena of its own
+//! (about 30 bytes a row, a fraction of the value bytes it does not copy).
 //!
-//! Offsets are 32-bit: a buffer of 4 GiB or more is refused (a memtable is far smaller).
+//! The index holds, per key, where the key sits and its first row; per row, its version and
+//! where its user meta and value sit. A key's rows are adjacent and ascending by version, so a
+//! read at `ts` lands on the last row of the key whose version is `<= ts`.
+//!
+//! Offsets are 32-bit: a buffer or an arena of 4 GiB or more is refused (a memtable is far
+//! smaller).
 
 use bytes::Bytes;
-use changeset::ColumnFamily;
+use changeset::{ColumnFamily, MemtableDataFormat};
 
 use crate::error::{Error, Result};
 
@@ -40,9 +46,14 @@ struct RowEntry {
     value_len: u32,
 }
 
-/// The WRITE rows of a rebuilt snapshot, indexed in place over the received buffer.
+/// The WRITE rows of a rebuilt snapshot, indexed over the received buffer (and the key and meta
+/// arenas of a v2 buffer).
 pub struct RemoteRows {
     data: Bytes,
+    /// Where [`KeyEntry::off`] points: `data` for v1, the key arena for v2.
+    key_bytes: Bytes,
+    /// Where [`RowEntry::meta_off`] points: `data` for v1, the meta arena for v2.
+    meta_bytes: Bytes,
     /// Ascending by key, no duplicates.
     keys: Vec<KeyEntry>,
     /// Key `i` owns `rows[keys[i].first_row..keys[i + 1].first_row]` (to the end for the last
@@ -61,6 +72,14 @@ impl std::fmt::Debug for RemoteRows {
             .field("max_version", &self.max_version)
             .finish()
     }
+}
+
+/// Appends `part` to `arena`; its offset, or `None` once the arena would reach 4 GiB.
+fn arena_push(arena: &mut Vec<u8>, part: &[u8]) -> Option<u32> {
+    let off = u32::try_from(arena.len()).ok()?;
+    u32::try_from(arena.len() + part.len()).ok()?;
+    arena.extend_from_slice(part);
+    Some(off)
 }
 
 /// Byte offset of `part` (a subslice of `base`) in `base`.
@@ -86,14 +105,17 @@ impl RemoteRows {
             )));
         }
         let corrupt = |source| Error::RemoteMemtableData { shard_id, source };
-        let iter = changeset::memtable_data::rows(data).map_err(corrupt)?;
+        let mut iter = changeset::memtable_data::rows(data).map_err(corrupt)?;
+        let in_place = iter.format() == MemtableDataFormat::V1;
         // The count is bounded by the body length, so the input justifies the allocation.
         let mut rows: Vec<RowEntry> = Vec::with_capacity(iter.row_count() as usize);
         let mut keys: Vec<KeyEntry> = Vec::new();
+        let (mut key_arena, mut meta_arena) = (Vec::new(), Vec::new());
         let mut max_version = 0;
         let base: &[u8] = data;
-        let mut last_key: &[u8] = &[];
-        for (i, row) in iter.enumerate() {
+        let key_range = |e: &KeyEntry| e.off as usize..e.off as usize + e.len as usize;
+        let mut i = 0u64;
+        while let Some(row) = iter.next_row() {
             let row = row.map_err(corrupt)?;
             if row.cf != ColumnFamily::Write {
                 return Err(bad(format!(
@@ -102,15 +124,19 @@ impl RemoteRows {
                 )));
             }
             // The decoder already refused a repeated key whose version does not ascend.
-            let order = if keys.is_empty() {
-                std::cmp::Ordering::Greater
-            } else {
-                row.key.cmp(last_key)
+            let order = match keys.last() {
+                None => std::cmp::Ordering::Greater,
+                Some(last) => {
+                    let source: &[u8] = if in_place { base } else { &key_arena };
+                    row.key.cmp(&source[key_range(last)])
+                }
             };
             if order.is_lt() {
+                let source: &[u8] = if in_place { base } else { &key_arena };
+                let last = keys.last().map_or(&[][..], |e| &source[key_range(e)]);
                 return Err(bad(format!(
                     "expected keys in ascending order, found key={:?} after key={:?} row={i}",
-                    row.key, last_key
+                    row.key, last
                 )));
             }
             if order.is_gt() {
@@ -120,17 +146,30 @@ impl RemoteRows {
                         row.key
                     )));
                 }
+                let off = if in_place {
+                    offset_in(base, row.key)
+                } else {
+                    arena_push(&mut key_arena, row.key).ok_or_else(|| {
+                        bad("expected the keys to fit in 4 GiB, found more".to_owned())
+                    })?
+                };
                 keys.push(KeyEntry {
-                    off: offset_in(base, row.key),
+                    off,
                     len: row.key.len() as u32,
                     first_row: rows.len() as u32,
                 });
-                last_key = row.key;
             }
+            let meta_off = if in_place {
+                offset_in(base, row.user_meta)
+            } else {
+                arena_push(&mut meta_arena, row.user_meta).ok_or_else(|| {
+                    bad("expected the user metas to fit in 4 GiB, found more".to_owned())
+                })?
+            };
             max_version = max_version.max(row.version);
             rows.push(RowEntry {
                 version: row.version,
-                meta_off: offset_in(base, row.user_meta),
+                meta_off,
                 meta_len: row.user_meta.len() as u32,
                 value_off: offset_in(base, row.value),
                 value_len: if row.tombstone {
@@ -139,9 +178,17 @@ impl RemoteRows {
                     row.value.len() as u32
                 },
             });
+            i += 1;
         }
+        let (key_bytes, meta_bytes) = if in_place {
+            (data.clone(), data.clone())
+        } else {
+            (Bytes::from(key_arena), Bytes::from(meta_arena))
+        };
         Ok(RemoteRows {
             data: data.clone(),
+            key_bytes,
+            meta_bytes,
             keys,
             rows,
             max_version,
@@ -164,9 +211,12 @@ impl RemoteRows {
         self.max_version
     }
 
+    fn key_of(&self, e: &KeyEntry) -> &[u8] {
+        &self.key_bytes[e.off as usize..e.off as usize + e.len as usize]
+    }
+
     fn key_at(&self, k: usize) -> &[u8] {
-        let e = self.keys[k];
-        &self.data[e.off as usize..e.off as usize + e.len as usize]
+        self.key_of(&self.keys[k])
     }
 
     /// The rows of key `k`, as indexes into `rows`.
@@ -188,8 +238,7 @@ impl RemoteRows {
 
     /// Index of the first key `>= key`.
     fn lower_bound(&self, key: &[u8]) -> usize {
-        self.keys
-            .partition_point(|e| &self.data[e.off as usize..e.off as usize + e.len as usize] < key)
+        self.keys.partition_point(|e| self.key_of(e) < key)
     }
 
     fn version_at(&self, row: usize) -> RemoteVersion<'_> {
@@ -266,7 +315,7 @@ impl<'a> RemoteVersion<'a> {
 
     pub fn user_meta(&self) -> &'a [u8] {
         let e = self.entry();
-        &self.rows.data[e.meta_off as usize..e.meta_off as usize + e.meta_len as usize]
+        &self.rows.meta_bytes[e.meta_off as usize..e.meta_off as usize + e.meta_len as usize]
     }
 
     /// The value; empty for a tombstone.
@@ -278,9 +327,9 @@ impl<'a> RemoteVersion<'a> {
         }
     }
 
-    /// The user meta as a zero-copy `Bytes` of the received buffer.
+    /// The user meta as a zero-copy `Bytes` of the received buffer (or of the meta arena).
     pub fn user_meta_bytes(&self) -> Bytes {
-        self.rows.data.slice_ref(self.user_meta())
+        self.rows.meta_bytes.slice_ref(self.user_meta())
     }
 
     /// The value as a zero-copy `Bytes` of the received buffer.
@@ -336,9 +385,10 @@ impl<'a> RemoteRowsIter<'a> {
 
     /// Positions on the last visible key `<= key`.
     pub fn seek_for_prev(&mut self, key: &[u8]) {
-        let k = self.rows.keys.partition_point(|e| {
-            &self.rows.data[e.off as usize..e.off as usize + e.len as usize] <= key
-        });
+        let k = self
+            .rows
+            .keys
+            .partition_point(|e| self.rows.key_of(e) <= key);
         self.settle_backward(k);
     }
 
@@ -405,8 +455,8 @@ mod tests {
     /// What a read sees: (key, version, tombstone, meta, value).
     type Seen = (Vec<u8>, u64, bool, Vec<u8>, Vec<u8>);
 
-    fn encode(model: &Model) -> Bytes {
-        let mut w = MemtableDataWriter::new();
+    fn encode(model: &Model, format: MemtableDataFormat) -> Bytes {
+        let mut w = MemtableDataWriter::with_format(format, 0);
         for (key, versions) in model {
             for (&version, (tombstone, meta, value)) in versions {
                 w.push(MemRowRef {
@@ -464,7 +514,28 @@ mod tests {
             prop::collection::vec(any::<u8>(), 0..4),
         );
         let versions = prop::collection::btree_map(1u64..20, version, 1..5);
-        prop::collection::btree_map(key, versions, 0..12)
+        prop::collection::btree_map(key, versions, 0..12).prop_map(|mut model| {
+            // Two-byte metas become WRITE metas (kind, start_ts, commit_ts = version), which
+            // v2 ships compactly and the receiver rebuilds.
+            for versions in model.values_mut() {
+                for (&version, (_, meta, _)) in versions.iter_mut() {
+                    if meta.len() == 2 {
+                        let start_ts = version - u64::from(meta[1] % 2);
+                        *meta = [
+                            &[meta[0]][..],
+                            &start_ts.to_le_bytes(),
+                            &version.to_le_bytes(),
+                        ]
+                        .concat();
+                    }
+                }
+            }
+            model
+        })
+    }
+
+    fn format() -> impl Strategy<Value = MemtableDataFormat> {
+        prop::sample::select(MemtableDataFormat::ALL.to_vec())
     }
 
     fn probe_key() -> impl Strategy<Value = Vec<u8>> {
@@ -477,9 +548,10 @@ mod tests {
         #[test]
         fn point_reads_land_on_the_newest_version_at_or_below_ts(
             model in model(),
+            format in format(),
             probes in prop::collection::vec((probe_key(), 0u64..22), 1..20),
         ) {
-            let rows = RemoteRows::decode(1, b"", b"", &encode(&model)).unwrap();
+            let rows = RemoteRows::decode(1, b"", b"", &encode(&model, format)).unwrap();
             for (key, ts) in probes {
                 let got = rows.get(&key, ts).map(|v| {
                     (key.clone(), v.version(), v.is_tombstone(), v.user_meta().to_vec(), v.value().to_vec())
@@ -495,9 +567,10 @@ mod tests {
         #[test]
         fn iteration_at_ts_visits_the_visible_keys_in_both_directions(
             model in model(),
+            format in format(),
             ts in 0u64..22,
         ) {
-            let rows = RemoteRows::decode(1, b"", b"", &encode(&model)).unwrap();
+            let rows = RemoteRows::decode(1, b"", b"", &encode(&model, format)).unwrap();
             let expected = model_scan(&model, ts);
             let mut it = rows.iter(ts);
             it.seek(b"");
@@ -520,10 +593,11 @@ mod tests {
         #[test]
         fn seeks_then_steps_match_the_model(
             model in model(),
+            format in format(),
             ts in 0u64..22,
             probes in prop::collection::vec((probe_key(), any::<bool>(), 0usize..4, any::<bool>()), 1..10),
         ) {
-            let rows = RemoteRows::decode(1, b"", b"", &encode(&model)).unwrap();
+            let rows = RemoteRows::decode(1, b"", b"", &encode(&model, format)).unwrap();
             let expected = model_scan(&model, ts);
             let mut it = rows.iter(ts);
             for (key, for_prev, steps, forward) in probes {

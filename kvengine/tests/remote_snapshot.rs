@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use changeset::{Change, ChangeSet, ColumnFamily, MemRowRef, MemtableDataWriter};
+use changeset::{
+    Change, ChangeSet, ColumnFamily, MemRowRef, MemtableDataFormat, MemtableDataWriter,
+};
 use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
 use kvengine::{
     Dfs, DfsOp, Engine, EngineOptions, Error, ErrorKind, FaultDfs, LocalDfs, RemoteSnapshot,
@@ -199,6 +201,7 @@ fn run_round_trip(
     mems: Vec<Rec>,
     ranges: Vec<(u8, u8)>,
     ts: u64,
+    format: MemtableDataFormat,
 ) -> Result<(), TestCaseError> {
     let f = Fixture::new();
     for r in &levels {
@@ -217,7 +220,7 @@ fn run_round_trip(
     }
     let ranges: Vec<(Vec<u8>, Vec<u8>)> = ranges.iter().map(|&(a, b)| range_bytes(a, b)).collect();
     let origin = f.engine.snapshot(SHARD).unwrap();
-    let remote = origin.to_remote(&ranges, ts).unwrap();
+    let remote = origin.to_remote_as(&ranges, ts, format).unwrap();
     let rebuilt = f.rebuild(&remote);
 
     for r in &ranges {
@@ -295,11 +298,17 @@ fn run_round_trip(
     }
     prop_assert_eq!(rebuilt.data_version(), None);
 
-    // A rebuilt snapshot ships again exactly what it received: the same rows and files.
-    let reshipped = rebuilt.to_remote(&ranges, ts).unwrap();
+    // A rebuilt snapshot ships again exactly what it received: the same rows and files, in
+    // either format.
+    let reshipped = rebuilt.to_remote_as(&ranges, ts, format).unwrap();
     prop_assert_eq!(&reshipped.memtable_data, &remote.memtable_data);
     prop_assert_eq!(&reshipped.changeset, &remote.changeset);
     prop_assert!(!reshipped.filtered_newer);
+    for other in MemtableDataFormat::ALL {
+        let reshipped = rebuilt.to_remote_as(&ranges, ts, other).unwrap();
+        let transcoded = changeset::memtable_data::transcode(&remote.memtable_data, other).unwrap();
+        prop_assert_eq!(&reshipped.memtable_data, &transcoded, "format={}", other);
+    }
     Ok(())
 }
 
@@ -314,8 +323,9 @@ proptest! {
         ranges in prop::collection::vec((0..KEYS, 0..=KEYS), 1..4)
             .prop_map(|rs| rs.into_iter().map(|(a, len)| (a, a.saturating_add(len).min(KEYS))).collect()),
         ts in 0u64..65,
+        format in prop::sample::select(MemtableDataFormat::ALL.to_vec()),
     ) {
-        run_round_trip(levels, l0, mems, ranges, ts)?;
+        run_round_trip(levels, l0, mems, ranges, ts, format)?;
     }
 }
 
