@@ -52,6 +52,14 @@ impl Format {
         }
     }
 
+    /// `v1`, `v2`: the name in messages and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::V1 => "v1",
+            Format::V2 => "v2",
+        }
+    }
+
     /// The format of a version byte, if this build reads it.
     pub fn from_u8(version: u8) -> Option<Format> {
         match version {
@@ -80,7 +88,7 @@ impl Format {
 
 impl std::fmt::Display for Format {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "v{}", self.as_u8())
+        f.write_str(self.as_str())
     }
 }
 
@@ -556,21 +564,29 @@ pub fn decode_slice(data: &[u8]) -> Result<Vec<MemRow>, MemtableDataError> {
     decode(&Bytes::copy_from_slice(data))
 }
 
-/// Checks a blob's header, length and checksum, and returns a cursor over its rows that checks
-/// each row as it is reached (structure, column family, tag bits, canonical form, version
-/// order against the row before) and, after the last row, that no bytes follow. Once it yields
-/// an error it ends.
-pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
+/// The format of a blob, from its magic and version byte alone (nothing else is checked): lets
+/// a receiver refuse a format it was told not to read before paying for the checksum.
+pub fn peek_format(data: &[u8]) -> Result<Format, MemtableDataError> {
     let mut header = Cursor::new(data, data.len());
     let magic = u32::from_le_bytes(header.take_array()?);
     if magic != MAGIC {
         return Err(MemtableDataError::BadMagic { found: magic });
     }
     let [version] = header.take_array()?;
-    let format = Format::from_u8(version).ok_or(MemtableDataError::UnsupportedVersion {
+    Format::from_u8(version).ok_or(MemtableDataError::UnsupportedVersion {
         found: version,
         supported: Format::NEWEST.as_u8(),
-    })?;
+    })
+}
+
+/// Checks a blob's header, length and checksum, and returns a cursor over its rows that checks
+/// each row as it is reached (structure, column family, tag bits, canonical form, version
+/// order against the row before) and, after the last row, that no bytes follow. Once it yields
+/// an error it ends.
+pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
+    let format = peek_format(data)?;
+    let mut header = Cursor::new(data, data.len());
+    header.pos = 5;
     let body_len = header.varint()?;
     // v2's row count sits in the header, before the rows body_len counts.
     let count = match format {

@@ -51,6 +51,9 @@ pub struct HttpReply {
     pub body: Bytes,
     /// The answering node's zone, from its zone header (`None`: it sent none).
     pub peer_zone: Option<Zone>,
+    /// The answer's headers (e.g. a worker's memtable-data format,
+    /// `wire::offload::MEMTABLE_DATA_FORMAT_HEADER`).
+    pub headers: hyper::HeaderMap,
     /// The body bytes both ways, the path they were counted under and whether they crossed
     /// zones.
     pub exchange: Exchange,
@@ -176,6 +179,7 @@ impl HttpClient {
                 })?;
             let status = resp.status();
             let peer = peer_zone(resp.headers());
+            let headers = resp.headers().clone();
             // The answer's head arrived: the request body went out.
             self.meter.count(path, Direction::Sent, peer.as_ref(), sent);
             let body = Limited::new(resp.into_body(), limit)
@@ -208,6 +212,7 @@ impl HttpClient {
                 status,
                 body,
                 peer_zone: peer,
+                headers,
                 exchange,
             })
         };

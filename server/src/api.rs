@@ -350,10 +350,13 @@ async fn delegate(State(st): State<Arc<AppState>>, body: Bytes) -> AppResult {
     let node = st.node.clone();
     let worker_zone = req.worker_zone();
     let server_zone = st.node.config.zone();
+    let max_format = st.node.config.memtable_data_format();
     let resp = {
         let server_zone = server_zone.clone();
-        blocking(move || crate::delegate::answer(&node.coprocessor, &req, server_zone.as_ref()))
-            .await?
+        blocking(move || {
+            crate::delegate::answer(&node.coprocessor, &req, server_zone.as_ref(), max_format)
+        })
+        .await?
     };
     metrics::DELEGATE_REQUESTS
         .with_label_values(&[resp.result().as_str()])

@@ -50,6 +50,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use changeset::MemtableDataFormat;
 use kvengine::{DfsConfig, DfsSection};
 use node::config::{ConfigError, parse_escaped_key};
 pub use raftstore::config::{PeerConfig, RaftConfig};
@@ -212,6 +213,12 @@ pub struct KvEngineSection {
     pub remote_coprocessor_load_aware_cpu_source: String,
     /// How often the CPU is sampled; a sample older than three periods is no signal.
     pub remote_coprocessor_load_aware_sample_interval: ReadableDuration,
+    /// The newest memtable-data format (`changeset::memtable_data::Format`) this server writes
+    /// (default: the newest this build has, 2). Each worker is sent the newest format both it
+    /// and this server read (it advertises its own on every answer), so upgrades work in either
+    /// order without this; set 1 to keep shipping the old format, e.g. while a rollback of
+    /// workers is possible.
+    pub remote_coprocessor_memtable_data_format: u8,
     pub memtable_size: ReadableSize,
     pub block_size: ReadableSize,
     pub block_cache_size: ReadableSize,
@@ -246,6 +253,7 @@ impl Default for KvEngineSection {
             remote_coprocessor_load_aware_force_num_ranges: 0,
             remote_coprocessor_load_aware_cpu_source: "process".into(),
             remote_coprocessor_load_aware_sample_interval: ReadableDuration::secs(1),
+            remote_coprocessor_memtable_data_format: MemtableDataFormat::NEWEST.as_u8(),
             memtable_size: ReadableSize::mib(64),
             block_size: ReadableSize::kib(64),
             block_cache_size: ReadableSize::mib(256),
@@ -287,6 +295,13 @@ impl ServerConfig {
 
     /// The workers this server offloads to: `remote-coprocessor-workers`, or the single
     /// `remote-coprocessor-addr` (no zone); empty = never offload.
+    /// `kvengine.remote-coprocessor-memtable-data-format` (checked by
+    /// [`ServerConfig::validate`]; the newest if not).
+    pub fn memtable_data_format(&self) -> MemtableDataFormat {
+        MemtableDataFormat::from_u8(self.kvengine.remote_coprocessor_memtable_data_format)
+            .unwrap_or(MemtableDataFormat::NEWEST)
+    }
+
     pub fn offload_workers(&self) -> Vec<WorkerEndpoint> {
         let kv = &self.kvengine;
         if kv.remote_coprocessor_addr.is_empty() {
@@ -320,6 +335,16 @@ impl ServerConfig {
 
     /// Checks what parsing cannot: values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let format = self.kvengine.remote_coprocessor_memtable_data_format;
+        if MemtableDataFormat::from_u8(format).is_none() {
+            return Err(ConfigError::invalid(
+                "kvengine.remote-coprocessor-memtable-data-format",
+                format!(
+                    "expected 1 to {}, found {format}",
+                    MemtableDataFormat::NEWEST.as_u8()
+                ),
+            ));
+        }
         if self.server.pd_heartbeat_interval.duration().is_zero() {
             return Err(ConfigError::invalid(
                 "server.pd-heartbeat-interval",

@@ -9,12 +9,15 @@
 //! 2. the LOCK CF scan and the snapshot description ([`crate::remote_snapshot::ship`], as
 //!    before an offload): a blocking lock answers `locked`; otherwise the memtable rows, the
 //!    ChangeSet, the origin's data version and the cacheability evidence (newer versions left
-//!    out, non-blocking locks seen).
+//!    out, non-blocking locks seen). The memtable rows are in the newest format the worker
+//!    said it reads (`DelegateRequest.memtable_data_format`; absent = format 1) and this
+//!    server writes (`remote-coprocessor-memtable-data-format`).
 //!
 //! The cache fields of the request are ignored: a delegate answer is never a cache hit. The
 //! snapshot is not kept alive past the answer, so a compaction may delete a listed file
 //! before the worker opens it; the worker then fails (502) and the client retries.
 
+use changeset::MemtableDataFormat;
 use types::Zone;
 use wire::coprocessor::Request;
 use wire::delegate::{DelegateRequest, DelegateResponse};
@@ -22,14 +25,17 @@ use wire::delegate::{DelegateRequest, DelegateResponse};
 use crate::coprocessor::Coprocessor;
 use crate::remote_snapshot::{ShipError, ship};
 
-/// Answers `req` for a server in `server_zone` (see the module docs). Blocking.
+/// Answers `req` for a server in `server_zone` that writes memtable data up to `max_format`
+/// (see the module docs). The rows go in the newest format both sides read. Blocking.
 pub fn answer(
     cop: &Coprocessor,
     req: &DelegateRequest,
     server_zone: Option<&Zone>,
+    max_format: MemtableDataFormat,
 ) -> DelegateResponse {
+    let format = MemtableDataFormat::agreed(req.memtable_data_format).min(max_format);
     let mut resp = match &req.request {
-        Some(request) => snapshot_answer(cop, request),
+        Some(request) => snapshot_answer(cop, request, format),
         None => DelegateResponse {
             other_error: "delegate request without a coprocessor request: expected field 1".into(),
             ..DelegateResponse::default()
@@ -39,7 +45,11 @@ pub fn answer(
     resp
 }
 
-fn snapshot_answer(cop: &Coprocessor, req: &Request) -> DelegateResponse {
+fn snapshot_answer(
+    cop: &Coprocessor,
+    req: &Request,
+    format: MemtableDataFormat,
+) -> DelegateResponse {
     let snap = match cop.checked_snapshot(req) {
         Ok(snap) => snap,
         Err(refused) => {
@@ -52,7 +62,7 @@ fn snapshot_answer(cop: &Coprocessor, req: &Request) -> DelegateResponse {
             };
         }
     };
-    match ship(req, &snap) {
+    match ship(req, &snap, format) {
         Ok(shipment) => DelegateResponse {
             memtable_data: shipment.memtable_data,
             changeset: shipment.changeset.into(),

@@ -11,7 +11,9 @@
 //!    in turn; other zones only when none of this zone is alive; dead ones last). A
 //!    connection error, timeout or 503 marks the worker dead and moves on to the next one at
 //!    once; once every worker was tried, the list is tried again from the start after a
-//!    doubling backoff, at most `max_retries` more times, inside the request's deadline;
+//!    doubling backoff, at most `max_retries` more times, inside the request's deadline.
+//!    Each worker gets the memtable rows in the newest format both it and this server read
+//!    (workers advertise theirs on every answer; one never heard from gets format 1);
 //! 3. on success, veto `can_be_cached` when newer memtable versions were left out of the
 //!    shipment or locks were seen in step 1, and set `cache_last_version` to the origin
 //!    snapshot's data version (whatever the worker said). Anything else is a fallback: the
@@ -25,6 +27,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use changeset::MemtableDataFormat;
 use kvengine::SnapAccess;
 use node::{ClientError, HttpClient};
 use prost::Message;
@@ -40,6 +43,9 @@ pub struct DispatchSettings {
     pub timeout: Duration,
     pub max_retries: u32,
     pub retry_backoff: Duration,
+    /// The newest memtable-data format this server writes
+    /// (`remote-coprocessor-memtable-data-format`).
+    pub memtable_data_format: MemtableDataFormat,
 }
 
 /// What became of a dispatched request.
@@ -73,11 +79,42 @@ pub struct RemoteDagDispatcher {
 
 /// The prepared offload: the body and what the origin learned while building it.
 struct Prepared {
+    /// The body, its memtable rows in `format`.
     body: Bytes,
+    format: MemtableDataFormat,
+    /// The sections, to frame the body again in an older format for a worker that reads only
+    /// that one ([`Prepared::body_for`]).
+    request: Bytes,
+    memtable_data: Bytes,
+    changeset: Bytes,
+    /// Bodies already framed in older formats.
+    older: Vec<(MemtableDataFormat, Bytes)>,
     /// Newer memtable versions were filtered out, or locks sit in range.
     uncacheable: bool,
     /// The origin snapshot's data version (what the result is valid for).
     data_version: u64,
+}
+
+impl Prepared {
+    /// The body for a worker reading memtable data up to `format`, and the format it holds:
+    /// the prepared body unless it is newer than `format`, else the rows transcoded (once per
+    /// format; only while a cluster runs mixed versions).
+    fn body_for(
+        &mut self,
+        format: MemtableDataFormat,
+    ) -> Result<(Bytes, MemtableDataFormat), String> {
+        if format >= self.format {
+            return Ok((self.body.clone(), self.format));
+        }
+        if let Some((_, body)) = self.older.iter().find(|(f, _)| *f == format) {
+            return Ok((body.clone(), format));
+        }
+        let rows = changeset::memtable_data::transcode(&self.memtable_data, format)
+            .map_err(|e| format!("memtable data does not transcode to {format}: {e}"))?;
+        let body = Bytes::from(wire::offload::encode(&self.request, &rows, &self.changeset));
+        self.older.push((format, body.clone()));
+        Ok((body, format))
+    }
 }
 
 impl RemoteDagDispatcher {
@@ -133,9 +170,19 @@ impl RemoteDagDispatcher {
         paging_size: Option<u64>,
         crossed: &mut u64,
     ) -> Dispatched {
+        let order = self.workers.order(Instant::now());
+        let Some(&first) = order.first() else {
+            return Dispatched::Fallback {
+                cause: FallbackCause::Unavailable,
+                detail: "no worker is configured or registered".into(),
+            };
+        };
+        let format = self.format_for(first);
         let prepared = {
             let (req, snap) = (req.clone(), snap.clone());
-            match tokio::task::spawn_blocking(move || prepare(&req, &snap, paging_size)).await {
+            match tokio::task::spawn_blocking(move || prepare(&req, &snap, paging_size, format))
+                .await
+            {
                 Ok(Ok(p)) => p,
                 Ok(Err(d)) => return d,
                 Err(e) => {
@@ -148,8 +195,9 @@ impl RemoteDagDispatcher {
         };
         metrics::OFFLOAD_BODY_BYTES.inc_by(prepared.body.len() as u64);
         let deadline = deadline_of(req);
+        let (uncacheable, data_version) = (prepared.uncacheable, prepared.data_version);
         let (mut resp, addr) = match self
-            .post_with_retries(prepared.body, deadline, crossed)
+            .post_with_retries(prepared, &order, deadline, crossed)
             .await
         {
             Ok(answered) => answered,
@@ -173,8 +221,8 @@ impl RemoteDagDispatcher {
         }
         let vetoed = node::remote_answer::stamp_remote_answer(
             &mut resp,
-            prepared.data_version,
-            prepared.uncacheable,
+            data_version,
+            uncacheable,
             Location::Remote,
             &addr,
             reason.as_str(),
@@ -185,24 +233,31 @@ impl RemoteDagDispatcher {
         Dispatched::Remote(Box::new(resp))
     }
 
-    /// Step 2 of the module docs: the decoded answer and the worker that gave it. The bytes of
-    /// every answered attempt with a worker in another zone are added to `crossed`.
+    /// The memtable-data format to send worker `w`: the newest both it and this server read.
+    fn format_for(&self, w: usize) -> MemtableDataFormat {
+        self.workers
+            .memtable_data_format(w)
+            .min(self.settings.memtable_data_format)
+    }
+
+    /// Step 2 of the module docs: the decoded answer and the worker that gave it, trying the
+    /// workers in `order` (not empty). The bytes of every answered attempt with a worker in
+    /// another zone are added to `crossed`.
+    ///
+    /// Each worker gets the body in the newest memtable-data format it reads. A worker that
+    /// refuses the body (400) while advertising an older format than the body's was rolled
+    /// back since its last answer: it is asked again at once in its format (once per attempt).
     async fn post_with_retries(
         &self,
-        body: Bytes,
+        mut prepared: Prepared,
+        order: &[usize],
         deadline: Option<SystemTime>,
         crossed: &mut u64,
     ) -> Result<(Response, String), Dispatched> {
-        let order = self.workers.order(Instant::now());
-        if order.is_empty() {
-            return Err(Dispatched::Fallback {
-                cause: FallbackCause::Unavailable,
-                detail: "no worker is configured or registered".into(),
-            });
-        }
         let mut backoff = self.settings.retry_backoff;
         let mut attempt = 0usize;
         let max_attempts = order.len() * (1 + self.settings.max_retries as usize);
+        let mut downgraded = false;
         loop {
             let w = order[attempt % order.len()];
             let addr = self.workers.addr(w);
@@ -218,14 +273,30 @@ impl RemoteDagDispatcher {
                     ),
                 });
             }
+            let (body, sent_format) =
+                prepared
+                    .body_for(self.format_for(w))
+                    .map_err(|detail| Dispatched::Fallback {
+                        cause: FallbackCause::Encode,
+                        detail,
+                    })?;
             let (cause, detail) = {
                 metrics::OFFLOAD_DISPATCHES
                     .with_label_values(&[self.workers.relation(w).as_str()])
                     .inc();
                 let _in_flight = self.workers.begin(w);
-                let posted = self.client.post(&addr, body.clone(), timeout).await;
+                let posted = self.client.post(&addr, body, timeout).await;
                 if let Ok(reply) = &posted {
                     *crossed += reply.exchange.cross_zone_bytes();
+                    self.workers.learn_memtable_data_format(
+                        w,
+                        wire::offload::advertised_memtable_data_format(
+                            reply
+                                .headers
+                                .get(wire::offload::MEMTABLE_DATA_FORMAT_HEADER)
+                                .map(|v| v.as_bytes()),
+                        ),
+                    );
                 }
                 match posted {
                     Ok(reply) if reply.status.is_success() => {
@@ -248,6 +319,15 @@ impl RemoteDagDispatcher {
                             String::from_utf8_lossy(&reply.body).trim()
                         ),
                     ),
+                    Ok(reply)
+                        if reply.status == hyper::StatusCode::BAD_REQUEST
+                            && self.format_for(w) < sent_format
+                            && !downgraded =>
+                    {
+                        downgraded = true;
+                        metrics::OFFLOAD_RETRIES.inc();
+                        continue;
+                    }
                     Ok(reply) => {
                         return Err(Dispatched::Fallback {
                             cause: FallbackCause::BadStatus,
@@ -294,8 +374,9 @@ fn prepare(
     req: &Request,
     snap: &SnapAccess,
     paging_size: Option<u64>,
+    format: MemtableDataFormat,
 ) -> Result<Prepared, Dispatched> {
-    let shipment = ship(req, snap).map_err(|e| match e {
+    let shipment = ship(req, snap, format).map_err(|e| match e {
         ShipError::Locked(lock) => {
             Dispatched::Answered(Box::new(cop::handler::locked_response(&lock)))
         }
@@ -322,8 +403,13 @@ fn prepare(
     }
     Ok(Prepared {
         body: Bytes::from(body),
+        format: shipment.format,
+        request: Bytes::from(request),
         uncacheable: shipment.uncacheable(),
         data_version: shipment.data_version,
+        memtable_data: shipment.memtable_data,
+        changeset: Bytes::from(shipment.changeset),
+        older: Vec::new(),
     })
 }
 

@@ -842,6 +842,7 @@ fn seeds(facts: &Facts) -> Vec<(String, Vec<u8>)> {
         delegate::DelegateRequest {
             request: Some(cop(scan, region_a, (key_a(20), key_a(40)), 0)),
             worker_zone: "b".into(),
+            memtable_data_format: 2,
         }
         .encode_to_vec(),
     ));

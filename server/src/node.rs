@@ -250,6 +250,7 @@ impl Node {
                     timeout: kv.remote_coprocessor_timeout.duration(),
                     max_retries: kv.remote_coprocessor_max_retries,
                     retry_backoff: kv.remote_coprocessor_retry_backoff.duration(),
+                    memtable_data_format: config.memtable_data_format(),
                 },
                 WorkerPool::new(
                     workers,

@@ -14,6 +14,7 @@
 //! [`crate::coprocessor::Coprocessor`] runs them when it takes the snapshot).
 
 use bytes::Bytes;
+use changeset::MemtableDataFormat;
 use kvengine::SnapAccess;
 use wire::coprocessor::Request;
 
@@ -22,6 +23,8 @@ use wire::coprocessor::Request;
 pub struct Shipment {
     /// The memtable rows (`changeset::memtable_data` layout).
     pub memtable_data: Bytes,
+    /// Their format.
+    pub format: MemtableDataFormat,
     /// The snapshot ChangeSet, encoded (protobuf).
     pub changeset: Vec<u8>,
     /// Memtable versions newer than start_ts were left out of `memtable_data`.
@@ -48,8 +51,13 @@ pub enum ShipError {
     Failed(String),
 }
 
-/// Steps 1 and 2 of the module docs, for `req` on `snap`. Blocking.
-pub fn ship(req: &Request, snap: &SnapAccess) -> Result<Shipment, ShipError> {
+/// Steps 1 and 2 of the module docs, for `req` on `snap`, the memtable rows in `format` (the
+/// newest the receiving worker and this server read). Blocking.
+pub fn ship(
+    req: &Request,
+    snap: &SnapAccess,
+    format: MemtableDataFormat,
+) -> Result<Shipment, ShipError> {
     let mut locks_seen = false;
     for r in &req.ranges {
         match snap.check_locks_in_range(&r.start, &r.end, req.start_ts, &[]) {
@@ -64,9 +72,10 @@ pub fn ship(req: &Request, snap: &SnapAccess) -> Result<Shipment, ShipError> {
         .map(|r| (r.start.as_slice(), r.end.as_slice()))
         .collect();
     let remote = snap
-        .to_remote(&ranges, req.start_ts)
+        .to_remote_as(&ranges, req.start_ts, format)
         .map_err(|e| ShipError::Failed(format!("snapshot description failed: {e}")))?;
     Ok(Shipment {
+        format,
         changeset: changeset::encode_changeset(&remote.changeset),
         memtable_data: remote.memtable_data,
         newer_versions_seen: remote.filtered_newer,

@@ -20,9 +20,10 @@
 //! flight.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use changeset::MemtableDataFormat;
 use parking_lot::{Mutex, RwLock};
 use types::{Zone, ZoneRelation};
 
@@ -76,6 +77,8 @@ struct PooledWorker {
     registered: AtomicBool,
     /// Consecutive registration views it was missing from.
     missing_views: AtomicUsize,
+    /// The newest memtable-data format it advertised on its last answer (0: none yet).
+    memtable_data_format: AtomicU32,
 }
 
 /// A registered worker missing from this many consecutive views counts as gone (a placement
@@ -92,6 +95,7 @@ impl PooledWorker {
             in_flight: AtomicUsize::new(0),
             registered: AtomicBool::new(false),
             missing_views: AtomicUsize::new(0),
+            memtable_data_format: AtomicU32::new(0),
         }
     }
 }
@@ -167,6 +171,20 @@ impl WorkerPool {
     /// Worker `i` answered: alive again.
     pub fn mark_alive(&self, i: usize) {
         *self.worker(i).dead_until.lock() = None;
+    }
+
+    /// The newest memtable-data format worker `i` reads, as it last advertised
+    /// (`wire::offload::MEMTABLE_DATA_FORMAT_HEADER`); format 1, which every worker reads,
+    /// until it answered with the header.
+    pub fn memtable_data_format(&self, i: usize) -> MemtableDataFormat {
+        MemtableDataFormat::agreed(self.worker(i).memtable_data_format.load(Ordering::Relaxed))
+    }
+
+    /// Records what worker `i` advertised on an answer (0: no header, a build before v2).
+    pub fn learn_memtable_data_format(&self, i: usize, advertised: u32) {
+        self.worker(i)
+            .memtable_data_format
+            .store(advertised, Ordering::Relaxed);
     }
 
     /// Counts an offload in flight on worker `i` until the guard drops.

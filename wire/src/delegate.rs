@@ -9,13 +9,17 @@
 //! DelegateRequest                          worker → server, POST /delegate
 //!   1 request       coprocessor::Request   region context (id, ver), ranges, start_ts, DAG
 //!   2 worker_zone   string                 the asking worker's `zone` label ("" = none)
+//!   3 memtable_data_format uint32          the newest memtable-data format the worker reads
+//!                                          (0 = not sent: a worker from before v2, which
+//!                                          reads format 1)
 //!
 //! DelegateResponse                         server → worker
 //!   1 region_error  coprocessor::RegionError  set: nothing else is (the client refreshes)
 //!   2 locked        coprocessor::LockInfo     set: a lock blocks the read (the client resolves)
 //!   3 other_error   string                    set: the server failed (or the request is bad)
 //!   4 memtable_data bytes    the memtable WRITE rows a read at start_ts needs, in the layout
-//!                            of `changeset::memtable_data` (the offload body's second section)
+//!                            of `changeset::memtable_data` (the offload body's second section),
+//!                            in the newest format both the worker and the server read
 //!   5 changeset     bytes    the snapshot ChangeSet (protobuf, the offload body's third section)
 //!   6 data_version  uint64   the origin snapshot's data version (`cache_last_version`)
 //!   7 newer_versions_seen bool  memtable versions newer than start_ts were left out
@@ -42,6 +46,9 @@ pub struct DelegateRequest {
     /// The worker's zone, so the server can count bytes that cross zones.
     #[prost(string, tag = "2")]
     pub worker_zone: String,
+    /// The newest memtable-data format the worker reads (0: not sent, format 1).
+    #[prost(uint32, tag = "3")]
+    pub memtable_data_format: u32,
 }
 
 /// The server's answer to a [`DelegateRequest`] (see the module docs for the fields).
@@ -156,6 +163,7 @@ mod tests {
         let req = DelegateRequest {
             request: Some(request()),
             worker_zone: "b".into(),
+            memtable_data_format: 2,
         };
         let again = DelegateRequest::decode(req.encode_to_vec().as_slice()).unwrap();
         assert_eq!(again, req);

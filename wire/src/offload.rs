@@ -5,7 +5,8 @@
 //! ```text
 //! u32 format version (= 1)
 //! u32 len | len bytes   the coprocessor::Request (protobuf), cache fields cleared but is_cache_enabled
-//! u32 len | len bytes   the memtable rows (changeset::memtable_data layout)
+//! u32 len | len bytes   the memtable rows (changeset::memtable_data layout, in the format
+//!                       the worker advertised: MEMTABLE_DATA_FORMAT_HEADER)
 //! u32 len | len bytes   the snapshot ChangeSet (protobuf)
 //! ```
 //!
@@ -16,6 +17,22 @@ use bytes::Bytes;
 
 /// The layout version this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// Response header of a worker's `/coprocessor` (every answer, errors too): the newest
+/// memtable-data format (`changeset::memtable_data::Format`, as its version number) the worker
+/// reads. A server writes the memtable section in the newest format both read; a worker that
+/// never answered, or answered without the header (a build from before the negotiation), gets
+/// format 1, which every build reads. So servers and workers can be upgraded in either order.
+pub const MEMTABLE_DATA_FORMAT_HEADER: &str = "x-stratus-memtable-data-format";
+
+/// The format number a worker's answer advertises in [`MEMTABLE_DATA_FORMAT_HEADER`]; 0 when
+/// the header is missing or is not a number.
+pub fn advertised_memtable_data_format(value: Option<&[u8]>) -> u32 {
+    value
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
 
 /// The three sections of a decoded body, sharing the input buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -38,6 +38,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use changeset::MemtableDataFormat;
 use kvengine::{CacheConfig, DfsConfig, DfsSection};
 use node::ConfigError;
 use serde::{Deserialize, Serialize};
@@ -110,6 +111,12 @@ pub struct WorkerSection {
     /// The base URL servers and clients reach this worker at, as registered with the placement
     /// driver; empty = `http://` + the bound address (right unless it binds 0.0.0.0).
     pub advertise_url: String,
+    /// The newest memtable-data format (`changeset::memtable_data::Format`) this worker reads
+    /// and advertises to servers (default: the newest this build has, 2). Servers ship memtable
+    /// rows in the newest format both sides read, so upgrades work in either order without it;
+    /// set 1 to keep a cluster on the old format, e.g. while a rollback of servers is possible.
+    /// A body in a newer format than this is refused (400), as an older build refuses it.
+    pub memtable_data_format: u8,
 }
 
 impl Default for WorkerSection {
@@ -126,6 +133,7 @@ impl Default for WorkerSection {
             pd_endpoints: Vec::new(),
             pd_heartbeat_interval: ReadableDuration::secs(2),
             advertise_url: String::new(),
+            memtable_data_format: MemtableDataFormat::NEWEST.as_u8(),
         }
     }
 }
@@ -311,6 +319,16 @@ impl WorkerConfig {
                 "expected a positive duration, found 0",
             ));
         }
+        if MemtableDataFormat::from_u8(w.memtable_data_format).is_none() {
+            return Err(ConfigError::invalid(
+                "worker.memtable-data-format",
+                format!(
+                    "expected 1 to {}, found {}",
+                    MemtableDataFormat::NEWEST.as_u8(),
+                    w.memtable_data_format
+                ),
+            ));
+        }
         self.cop_limiter.validate()?;
         self.dfs_config().map(|_| ())
     }
@@ -343,6 +361,12 @@ impl WorkerConfig {
     /// its client of servers and of the placement driver carry it.
     pub fn meter(&self) -> ::node::Meter {
         ::node::Meter::new(self.zone(), wire::traffic::Role::Worker)
+    }
+
+    /// `worker.memtable-data-format` (checked by [`WorkerConfig::validate`]; the newest if not).
+    pub fn memtable_data_format(&self) -> MemtableDataFormat {
+        MemtableDataFormat::from_u8(self.worker.memtable_data_format)
+            .unwrap_or(MemtableDataFormat::NEWEST)
     }
 
     /// `worker.max-request-size` in bytes (checked to fit by [`WorkerConfig::validate`]).

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use changeset::{ChangeSet, ChangeSetDecodeError};
+use changeset::{ChangeSet, ChangeSetDecodeError, MemtableDataFormat};
 use cop::handler::HandlerOptions;
 use kvengine::{Dfs, SnapAccess};
 use prost::Message;
@@ -51,6 +51,13 @@ pub enum OffloadError {
     /// The object store failed while the snapshot's files were opened.
     #[error("object store failed while rebuilding the snapshot")]
     Store(#[source] kvengine::Error),
+    /// The memtable rows are in a format newer than this worker reads
+    /// (`worker.memtable-data-format`), or in none it knows.
+    #[error("memtable data format not read here: expected at most {max}, found {found}")]
+    MemtableDataFormat {
+        max: MemtableDataFormat,
+        found: String,
+    },
 }
 
 impl OffloadError {
@@ -103,6 +110,20 @@ impl Offload {
             changeset,
             memtable_data: sections.memtable_data,
         })
+    }
+
+    /// Refuses memtable rows in a format newer than `max` (what this worker advertises), as a
+    /// build that only reads up to `max` would.
+    pub fn check_memtable_data_format(&self, max: MemtableDataFormat) -> Result<(), OffloadError> {
+        match changeset::memtable_data::peek_format(&self.memtable_data) {
+            Ok(found) if found <= max => Ok(()),
+            Ok(found) => Err(OffloadError::MemtableDataFormat {
+                max,
+                found: found.to_string(),
+            }),
+            // Not a blob at all: the rebuild reports it in full.
+            Err(_) => Ok(()),
+        }
     }
 
     /// Rebuilds the snapshot the origin described, reading files from `dfs` through

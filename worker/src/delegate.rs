@@ -133,6 +133,7 @@ async fn delegate_answer(
     let ask = DelegateRequest {
         request: Some(request.clone()),
         worker_zone: types::zone::label(worker_zone.as_ref()).to_string(),
+        memtable_data_format: u32::from(config.memtable_data_format().as_u8()),
     };
     let mut timeout = config.worker.delegate_timeout.duration();
     if deadline_ms > 0 {

@@ -121,6 +121,26 @@ pub static DELEGATE_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
     c
 });
 
+/// `stratus_worker_memtable_data_total{format}`: snapshots rebuilt (offload and delegate paths)
+/// by the format their memtable rows came in (`v1`, `v2`): shows when a rolling upgrade has
+/// moved every server to the newest format.
+pub static MEMTABLE_DATA_FORMATS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = register(
+        IntCounterVec::new(
+            Opts::new(
+                "stratus_worker_memtable_data_total",
+                "Snapshots rebuilt, by the format of their shipped memtable rows.",
+            ),
+            &["format"],
+        )
+        .expect("valid metric"),
+    );
+    for f in changeset::MemtableDataFormat::ALL {
+        c.with_label_values(&[f.as_str()]);
+    }
+    c
+});
+
 pub static REQUEST_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
     register(
         IntCounter::new(
@@ -257,6 +277,7 @@ pub fn init() {
     LazyLock::force(&COPROCESSOR_REQUESTS);
     LazyLock::force(&DELEGATE_REQUESTS);
     LazyLock::force(&DELEGATE_BYTES);
+    LazyLock::force(&MEMTABLE_DATA_FORMATS);
     LazyLock::force(&REQUEST_BYTES);
     LazyLock::force(&RESPONSE_BYTES);
     LazyLock::force(&SNAPSHOT_REBUILD_SECONDS);

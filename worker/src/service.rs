@@ -28,7 +28,7 @@ use ::node::http::HttpError;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -146,8 +146,13 @@ async fn coprocessor_handler(
     body: Body,
 ) -> Response {
     let _in_flight = state.begin_request();
-    let (result, answer) = coprocessor_answer(&state, &headers, body).await;
+    let (result, mut answer) = coprocessor_answer(&state, &headers, body).await;
     metrics::request_finished(result);
+    // Every answer, errors too, tells the server which memtable-data format to send next.
+    answer.headers_mut().insert(
+        wire::offload::MEMTABLE_DATA_FORMAT_HEADER,
+        HeaderValue::from(u16::from(state.config().memtable_data_format().as_u8())),
+    );
     answer
 }
 
@@ -166,6 +171,9 @@ async fn coprocessor_answer(
         Ok(offload) => offload,
         Err(e) => return offload_error_answer(e),
     };
+    if let Err(e) = offload.check_memtable_data_format(state.config().memtable_data_format()) {
+        return offload_error_answer(e);
+    }
     apply_topn_paging(state, &mut offload.request);
     let (keyspace, deadline_ms) = offload
         .request
@@ -200,6 +208,11 @@ pub(crate) async fn execute(
     state: &Arc<WorkerState>,
     offload: Offload,
 ) -> Result<Result<wire::coprocessor::Response, OffloadError>, (RequestResult, Response)> {
+    if let Ok(format) = changeset::memtable_data::peek_format(&offload.memtable_data) {
+        metrics::MEMTABLE_DATA_FORMATS
+            .with_label_values(&[format.as_str()])
+            .inc();
+    }
     let worker = Arc::clone(state);
     match tokio::task::spawn_blocking(move || offload.execute(worker.dfs(), worker.block_cache()))
         .await
