@@ -169,13 +169,20 @@ impl Fixture {
                 .iter()
                 .map(|r| (r.start.as_slice(), r.end.as_slice()))
                 .collect();
-            let remote = snap.to_remote(&ranges, request.start_ts)?;
-            let body = wire::offload::encode(
-                &request.encode_to_vec(),
-                &remote.memtable_data,
-                &encode_changeset(&remote.changeset),
-            );
-            seeds.push((name, body));
+            // Every memtable-data format a worker reads; v1's seeds kept their names.
+            for format in changeset::MemtableDataFormat::ALL {
+                let remote = snap.to_remote_as(&ranges, request.start_ts, format)?;
+                let body = wire::offload::encode(
+                    &request.encode_to_vec(),
+                    &remote.memtable_data,
+                    &encode_changeset(&remote.changeset),
+                );
+                let name = match format {
+                    changeset::MemtableDataFormat::V1 => name.clone(),
+                    _ => format!("{name}_{format}"),
+                };
+                seeds.push((name, body));
+            }
         }
         drop(snap);
 
