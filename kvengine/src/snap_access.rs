@@ -433,6 +433,10 @@ impl SnapIter<'_> {
         let Some(p) = self.current else {
             return Ok(0);
         };
+        // Before working out the bound: a memtable-heavy scan would pay it on every row.
+        if !self.sources[p].has_block_form() {
+            return Ok(0);
+        }
         let reverse = self.reverse;
         // The nearest key of the other sources, or the range's own end.
         let mut bound: Option<(&[u8], bool)> = if reverse {

@@ -68,6 +68,12 @@ impl Source<'_> {
         Ok(())
     }
 
+    /// Whether [`Source::run`] can visit anything: tables have a block form, memtables and
+    /// shipped rows do not (the caller takes their rows one at a time).
+    pub fn has_block_form(&self) -> bool {
+        matches!(self, Source::Table(_) | Source::Level(_))
+    }
+
     /// Visits a run of rows block by block (see [`TableIter::next_run`]); sources that are not
     /// tables have no block form and visit nothing (the caller takes their rows one at a
     /// time).
