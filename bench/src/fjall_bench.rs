@@ -1,20 +1,28 @@
-//! Stratus engine against fjall (an LSM key-value store; a dependency of this crate only) on
-//! the same workload in the same run: 24-byte keys, 150-byte values, `entries` keys.
+//! Stratus engine against fjall and, built with the bench crate's `rocksdb` feature, RocksDB
+//! (both dependencies of this crate only) on the same workload in the same run: 24-byte keys,
+//! 150-byte values, `entries` keys.
 //!
 //! Each engine runs the whole workload in its own child process (this binary re-executed with
 //! the hidden `__vs-fjall-child` subcommand) so that its peak RSS (VmHWM) is its own. The child
 //! prints `RESULT name rate` / `RSS kb` / `DISK name bytes` lines; the parent prints the table.
 //!
-//! Settings shared by both engines (see BENCHMARKS.md):
+//! Settings shared by every engine (see BENCHMARKS.md):
 //! * WAL / journal: written to the OS on every batch, never fsynced (Stratus `SyncPolicy::Off`,
-//!   fjall's default `PersistMode::Buffer` per batch).
+//!   fjall's default `PersistMode::Buffer` per batch, RocksDB `WriteOptions::sync = false`),
+//!   except in the durable-writes phase, which fsyncs every batch (Stratus
+//!   `Durability::Sync`, fjall `PersistMode::SyncData`, RocksDB `sync = true`).
+//! * memtables: 64 MiB, at most one frozen beside the active one (Stratus
+//!   `max_frozen_memtables = 1`, RocksDB's default `max_write_buffer_number = 2`).
+//! * RocksDB: 64 MiB write buffer, 2 background jobs, 4 KiB blocks, bloom 10 bits/key, LRU
+//!   block cache of the phase's size, no compression (the Debian build's, see BENCHMARKS.md).
 //! * memtable 64 MiB; two background threads each (Stratus 1 flush + 1 compaction, fjall 2
 //!   workers); each engine's default block size and compression (Stratus: L0 uncompressed,
 //!   levels Zstd(1); fjall: L0/L1 uncompressed, L2+ LZ4).
 //! * cache: WARM_CACHE for the warm phases, SMALL_CACHE after a reopen for the small-cache
 //!   phase (Stratus `block_cache_size`, fjall `cache_size`).
-//! * the warm read phases (point, range, missing keys) run READ_REPEATS times over the same
-//!   reads and report the median; the small-cache phase runs once (its point is a cold start).
+//! * the warm read phases (point, range, missing keys, two-thread point reads) run
+//!   READ_REPEATS times over the same reads and report the median; the small-cache phase runs
+//!   once (its point is a cold start).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,7 +30,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvengine::{ColumnFamily, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
+use kvengine::{ColumnFamily, Durability, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 
 use crate::report::{row, table_header};
 use crate::workload::{key, rng, value};
@@ -40,6 +48,9 @@ const RANGE_READS: usize = 200_000;
 const MISSING_READS: usize = 500_000;
 const WRITE_BATCHES: usize = 300;
 const DELETE_BATCHES: usize = 300;
+/// Durable-writes phase: batches of DURABLE_BATCH random keys, each fsynced.
+const DURABLE_BATCHES: usize = 300;
+const DURABLE_BATCH: usize = 100;
 
 /// A key in the loaded key range that was never written: 24 bytes, sorts between loaded keys,
 /// so neither engine can reject it by key range; only filters or a block search can.
@@ -53,8 +64,11 @@ fn values() -> Vec<Vec<u8>> {
     (0..4096).map(|_| value(&mut r)).collect()
 }
 
-trait Kv {
-    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool);
+/// One engine under test. `Sync`: the two-thread read phase shares it.
+trait Kv: Sync {
+    /// Writes one batch; `durable`: on the device before it returns (fsync), else handed to the
+    /// OS only.
+    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool, durable: bool);
     /// Makes everything written so far durable in tables (memtable flushed).
     fn flush(&mut self);
     /// Waits until background compaction has nothing left to do (untimed).
@@ -78,6 +92,9 @@ impl Stratus {
         let mut opts = EngineOptions::new(dir.join("engine"));
         opts.wal_sync = SyncPolicy::Off;
         opts.memtable_size = MEMTABLE;
+        // One active and one frozen memtable at most, as RocksDB's max_write_buffer_number = 2:
+        // the same memtable budget for every engine (the engine's default queues 4 frozen).
+        opts.max_frozen_memtables = 1;
         opts.block_cache_size = cache as u64;
         let e = Engine::open(
             opts,
@@ -95,7 +112,7 @@ impl Stratus {
 }
 
 impl Kv for Stratus {
-    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool) {
+    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool, durable: bool) {
         let mut b = WriteBatch::new();
         for (i, k) in keys.iter().enumerate() {
             self.version += 1;
@@ -105,7 +122,12 @@ impl Kv for Stratus {
                 b.put(ColumnFamily::Write, k, self.version, b"", &vals[i]);
             }
         }
-        self.e().write(1, &b).expect("write");
+        let durability = if durable {
+            Durability::Sync
+        } else {
+            Durability::Policy
+        };
+        self.e().write_with(1, &b, durability).expect("write");
     }
     fn flush(&mut self) {
         self.e().flush_shard(1).expect("flush");
@@ -169,10 +191,13 @@ impl Fjall {
 }
 
 impl Kv for Fjall {
-    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool) {
+    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool, durable: bool) {
         let (db, ks) = self.db.as_ref().expect("open");
-        // `db.batch()` writes the journal to the OS per commit (PersistMode::Buffer), no fsync.
-        let mut b = db.batch();
+        // `db.batch()` writes the journal to the OS per commit (PersistMode::Buffer), no fsync;
+        // a durable batch syncs the journal's data before the commit returns.
+        let mut b = db
+            .batch()
+            .durability(durable.then_some(fjall::PersistMode::SyncData));
         for (i, k) in keys.iter().enumerate() {
             if delete {
                 b.remove(ks, k.as_slice());
@@ -222,6 +247,94 @@ impl Kv for Fjall {
             drop(db);
             // fjall's background workers stop asynchronously after the last handle drops.
             std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+/// RocksDB through rust-rocksdb, with the settings the module docs list.
+#[cfg(feature = "rocksdb")]
+struct Rocks {
+    dir: std::path::PathBuf,
+    db: Option<rocksdb::DB>,
+}
+
+#[cfg(feature = "rocksdb")]
+impl Rocks {
+    fn open(dir: &Path, cache: usize) -> rocksdb::DB {
+        let mut table = rocksdb::BlockBasedOptions::default();
+        table.set_block_size(4096);
+        table.set_bloom_filter(10.0, false);
+        table.set_block_cache(&rocksdb::Cache::new_lru_cache(cache).expect("block cache"));
+        let mut opts = rocksdb::Options::default();
+        opts.create_if_missing(true);
+        opts.set_block_based_table_factory(&table);
+        opts.set_write_buffer_size(MEMTABLE);
+        opts.set_max_background_jobs(2);
+        opts.set_compression_type(rocksdb::DBCompressionType::None);
+        rocksdb::DB::open(&opts, dir.join("rocksdb")).expect("open rocksdb")
+    }
+    fn db(&self) -> &rocksdb::DB {
+        self.db.as_ref().expect("open")
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+impl Kv for Rocks {
+    fn write_batch(&mut self, keys: &[Vec<u8>], vals: &[Vec<u8>], delete: bool, durable: bool) {
+        let mut b = rocksdb::WriteBatch::default();
+        for (i, k) in keys.iter().enumerate() {
+            if delete {
+                b.delete(k);
+            } else {
+                b.put(k, &vals[i]);
+            }
+        }
+        let mut wo = rocksdb::WriteOptions::default();
+        wo.set_sync(durable);
+        self.db().write_opt(b, &wo).expect("write");
+    }
+    fn flush(&mut self) {
+        self.db().flush().expect("flush");
+    }
+    fn settle(&mut self) {
+        let db = self.db();
+        let t0 = Instant::now();
+        let mut quiet = 0;
+        while quiet < 5 && t0.elapsed() < Duration::from_secs(300) {
+            std::thread::sleep(Duration::from_millis(200));
+            let busy = |p: &str| db.property_int_value(p).ok().flatten().unwrap_or(0) > 0;
+            if busy("rocksdb.num-running-compactions")
+                || busy("rocksdb.num-running-flushes")
+                || busy("rocksdb.compaction-pending")
+            {
+                quiet = 0;
+            } else {
+                quiet += 1;
+            }
+        }
+    }
+    fn get(&self, key: &[u8]) -> bool {
+        self.db().get_pinned(key).expect("get").is_some()
+    }
+    fn range(&self, key: &[u8], n: usize) -> usize {
+        let mut it = self.db().raw_iterator();
+        it.seek(key);
+        let mut got = 0;
+        while got < n && it.valid() {
+            std::hint::black_box((it.key(), it.value()));
+            got += 1;
+            it.next();
+        }
+        got
+    }
+    fn reopen(&mut self, cache: usize) {
+        self.close();
+        self.db = Some(Rocks::open(&self.dir, cache));
+    }
+    fn close(&mut self) {
+        if let Some(db) = self.db.take() {
+            db.flush_wal(true).expect("flush wal");
+            drop(db);
         }
     }
 }
@@ -316,6 +429,11 @@ pub fn child(engine: &str, n: usize) {
             dir: tmp.path().to_path_buf(),
             db: Some(Fjall::open(tmp.path(), WARM_CACHE)),
         }),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Box::new(Rocks {
+            dir: tmp.path().to_path_buf(),
+            db: Some(Rocks::open(tmp.path(), WARM_CACHE)),
+        }),
         other => panic!("unknown engine {other}"),
     };
     let vals = values();
@@ -331,7 +449,7 @@ pub fn child(engine: &str, n: usize) {
         let keys: Vec<Vec<u8>> = (b * BATCH..((b + 1) * BATCH).min(n)).map(key).collect();
         let v = batch_vals(b);
         let t0 = Instant::now();
-        kv.write_batch(&keys, &v[..keys.len()], false);
+        kv.write_batch(&keys, &v[..keys.len()], false, false);
         spent += t0.elapsed();
     }
     let t0 = Instant::now();
@@ -357,6 +475,21 @@ pub fn child(engine: &str, n: usize) {
     result(
         "point_warm",
         median_of(|| timed_reads(kv.as_ref(), &keys, true)),
+    );
+
+    // The same reads from two threads at once, half each.
+    result(
+        "point_warm_2t",
+        median_of(|| {
+            let t0 = Instant::now();
+            let kv = kv.as_ref();
+            std::thread::scope(|s| {
+                for half in keys.chunks(keys.len().div_ceil(2)) {
+                    s.spawn(move || timed_reads(kv, half, true));
+                }
+            });
+            keys.len() as f64 / t0.elapsed().as_secs_f64()
+        }),
     );
 
     // Range reads: seek + 10 next (11 entries).
@@ -409,11 +542,24 @@ pub fn child(engine: &str, n: usize) {
     for (b, chunk) in idx.chunks(BATCH).enumerate() {
         let keys: Vec<Vec<u8>> = chunk.iter().map(|&i| key(i)).collect();
         let v = batch_vals(b + 1_000_000);
-        kv.write_batch(&keys, &v, false);
+        kv.write_batch(&keys, &v, false, false);
     }
     result(
         "batch_write",
         (WRITE_BATCHES * BATCH) as f64 / t0.elapsed().as_secs_f64(),
+    );
+
+    // Durable writes: DURABLE_BATCH random existing keys per batch, each batch fsynced.
+    let idx = random_indices(DURABLE_BATCHES * DURABLE_BATCH, n, 8);
+    let t0 = Instant::now();
+    for (b, chunk) in idx.chunks(DURABLE_BATCH).enumerate() {
+        let keys: Vec<Vec<u8>> = chunk.iter().map(|&i| key(i)).collect();
+        let v = batch_vals(b + 2_000_000);
+        kv.write_batch(&keys, &v[..keys.len()], false, true);
+    }
+    result(
+        "durable_write",
+        (DURABLE_BATCHES * DURABLE_BATCH) as f64 / t0.elapsed().as_secs_f64(),
     );
 
     // Deletes: 1000 random distinct keys per batch.
@@ -422,7 +568,7 @@ pub fn child(engine: &str, n: usize) {
     let t0 = Instant::now();
     for chunk in perm[..deletes].chunks(BATCH) {
         let keys: Vec<Vec<u8>> = chunk.iter().map(|&i| key(i)).collect();
-        kv.write_batch(&keys, &[], true);
+        kv.write_batch(&keys, &[], true, false);
     }
     result("delete", deletes as f64 / t0.elapsed().as_secs_f64());
     // A deleted key reads as missing.
@@ -469,51 +615,76 @@ fn run_child(engine: &str, n: usize) -> HashMap<String, f64> {
     m
 }
 
+/// The engines the parent runs: Stratus, fjall, and RocksDB when built in.
+fn engines() -> Vec<&'static str> {
+    let mut all = vec!["stratus", "fjall"];
+    if cfg!(feature = "rocksdb") {
+        all.push("rocksdb");
+    }
+    all
+}
+
 pub fn run(entries: usize) {
     let s = run_child("stratus", entries);
-    let f = run_child("fjall", entries);
-    table_header(&format!(
-        "engine vs fjall ({entries} keys; cache {} MiB warm, {} MiB small; WAL/journal not fsynced; warm read phases: median of {READ_REPEATS})",
-        WARM_CACHE >> 20,
-        SMALL_CACHE >> 20
-    ));
-    let rows = [
-        (
-            "bulk load (sorted, batches of 1000, then flush)",
-            "bulk_load",
-            "keys/s",
-        ),
-        ("random point reads, cache warm", "point_warm", "reads/s"),
-        (
-            "random point reads, 8 MiB cache (after reopen)",
-            "point_small_cache",
-            "reads/s",
-        ),
-        ("range reads (seek + 10 next)", "range_11", "ranges/s"),
-        ("batch writes (1000 random keys)", "batch_write", "keys/s"),
-        ("deletes (1000 random keys per batch)", "delete", "keys/s"),
-        ("missing-key reads (in key range)", "missing", "reads/s"),
-    ];
-    for (name, k, unit) in rows {
-        let k = format!("RESULT:{k}");
-        row(name, unit, s[&k], "fjall", f[&k]);
-    }
-    let mib = |v: f64| v / 1048576.0;
-    // Lower is better for memory and disk: the ratio column is fjall / stratus there, so
-    // above 1 still means Stratus is ahead.
-    println!(
-        "| peak RSS (VmHWM, whole workload) | {:.0} MiB | {:.0} MiB (fjall) | {:.2} (fjall / stratus) |",
-        s["RSS"] / 1024.0,
-        f["RSS"] / 1024.0,
-        f["RSS"] / s["RSS"]
-    );
-    for (label, k) in [("after load + compaction", "after_load"), ("at end", "end")] {
-        let k = format!("DISK:{k}");
+    let others: Vec<(&str, HashMap<String, f64>)> = engines()
+        .into_iter()
+        .skip(1)
+        .map(|name| (name, run_child(name, entries)))
+        .collect();
+    for (other, o) in &others {
+        table_header(&format!(
+            "engine vs {other} ({entries} keys; cache {} MiB warm, {} MiB small; WAL/journal not fsynced but in the durable-writes phase; warm read phases: median of {READ_REPEATS})",
+            WARM_CACHE >> 20,
+            SMALL_CACHE >> 20
+        ));
+        let rows = [
+            (
+                "bulk load (sorted, batches of 1000, then flush)",
+                "bulk_load",
+                "keys/s",
+            ),
+            ("random point reads, cache warm", "point_warm", "reads/s"),
+            (
+                "random point reads, cache warm, two threads",
+                "point_warm_2t",
+                "reads/s",
+            ),
+            (
+                "random point reads, 8 MiB cache (after reopen)",
+                "point_small_cache",
+                "reads/s",
+            ),
+            ("range reads (seek + 10 next)", "range_11", "ranges/s"),
+            ("batch writes (1000 random keys)", "batch_write", "keys/s"),
+            (
+                "durable writes (100 random keys per batch, fsync each)",
+                "durable_write",
+                "keys/s",
+            ),
+            ("deletes (1000 random keys per batch)", "delete", "keys/s"),
+            ("missing-key reads (in key range)", "missing", "reads/s"),
+        ];
+        for (name, k, unit) in rows {
+            let k = format!("RESULT:{k}");
+            row(name, unit, s[&k], other, o[&k]);
+        }
+        let mib = |v: f64| v / 1048576.0;
+        // Lower is better for memory and disk: the ratio column is theirs / stratus there, so
+        // above 1 still means Stratus is ahead.
         println!(
-            "| on-disk size, {label} | {:.0} MiB | {:.0} MiB (fjall) | {:.2} (fjall / stratus) |",
-            mib(s[&k]),
-            mib(f[&k]),
-            f[&k] / s[&k]
+            "| peak RSS (VmHWM, whole workload) | {:.0} MiB | {:.0} MiB ({other}) | {:.2} ({other} / stratus) |",
+            s["RSS"] / 1024.0,
+            o["RSS"] / 1024.0,
+            o["RSS"] / s["RSS"]
         );
+        for (label, k) in [("after load + compaction", "after_load"), ("at end", "end")] {
+            let k = format!("DISK:{k}");
+            println!(
+                "| on-disk size, {label} | {:.0} MiB | {:.0} MiB ({other}) | {:.2} ({other} / stratus) |",
+                mib(s[&k]),
+                mib(o[&k]),
+                o[&k] / s[&k]
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use changeset::MemtableDataFormat;
 use kvengine::mvcc::{Lock, LockType, WriteKind, WriteMeta};
 use kvengine::{
     ColumnFamily, Dfs, Engine, EngineOptions, LocalDfs, SnapAccess, SyncPolicy, WriteBatch,
@@ -63,18 +64,22 @@ fn best(mut f: impl FnMut() -> Duration) -> Duration {
     (0..REPEATS).map(|_| f()).min().unwrap_or_default()
 }
 
-fn ship(e: &Engine, dfs: &Arc<dyn Dfs>) {
-    let snap = e.snapshot(1).expect("snapshot");
+/// Best times of shipping the whole memtable in `format`: (to_remote + from_remote, to_remote
+/// alone, from_remote alone), and the blob's length.
+fn ship_as(
+    snap: &SnapAccess,
+    dfs: &Arc<dyn Dfs>,
+    format: MemtableDataFormat,
+) -> (Duration, Duration, Duration, usize) {
     let ts = u64::MAX >> 1;
     let all: &[(&[u8], &[u8])] = &[(b"", b"")];
-    let probe = snap.to_remote(all, ts).expect("to_remote");
+    let probe = snap.to_remote_as(all, ts, format).expect("to_remote");
     assert_eq!(probe.rows, ROWS as u64);
-    let bytes = probe.memtable_data.len();
     let mut encode = Duration::MAX;
     let mut rebuild = Duration::MAX;
     let total = best(|| {
         let t0 = Instant::now();
-        let remote = snap.to_remote(all, ts).expect("to_remote");
+        let remote = snap.to_remote_as(all, ts, format).expect("to_remote");
         let t1 = Instant::now();
         let data = remote.memtable_data;
         let rebuilt = SnapAccess::from_remote(&remote.changeset, &data, dfs.clone(), None)
@@ -85,40 +90,91 @@ fn ship(e: &Engine, dfs: &Arc<dyn Dfs>) {
         rebuild = rebuild.min(t2 - t1);
         t2 - t0
     });
-    // Baseline: copying the same bytes into a new buffer (what the transfer minimally costs).
-    let src = probe.memtable_data;
-    let copy = best(|| {
+    (total, encode, rebuild, probe.memtable_data.len())
+}
+
+/// Best time of copying `len` bytes into a new buffer: what a transfer minimally costs.
+fn memcpy(len: usize) -> Duration {
+    let src = vec![7u8; len];
+    best(|| {
         let t0 = Instant::now();
         let dst = black_box(&src).to_vec();
         let d = t0.elapsed();
         black_box(dst);
         d
-    });
-    let mb = bytes as f64 / 1e6;
+    })
+}
+
+fn ship(e: &Engine, dfs: &Arc<dyn Dfs>) {
+    let snap = e.snapshot(1).expect("snapshot");
+    let (v1_total, v1_encode, v1_rebuild, v1_len) = ship_as(&snap, dfs, MemtableDataFormat::V1);
+    let (v2_total, v2_encode, v2_rebuild, v2_len) = ship_as(&snap, dfs, MemtableDataFormat::V2);
+    // Rates are over the rows laid out flat (the v1 blob) for both formats, so that they
+    // compare the same work; v2 also gets a row against a copy of its own, smaller blob.
+    let mb = v1_len as f64 / 1e6;
+    let memcpy_v1 = rate(mb, memcpy(v1_len));
+    let memcpy_v2 = rate(mb, memcpy(v2_len));
     table_header(&format!(
-        "snapshot shipping ({ROWS} WRITE rows, {VALUE_LEN}-byte values, {mb:.1} MB of memtable data, no SSTs, one full range)"
+        "snapshot shipping ({ROWS} WRITE rows, {VALUE_LEN}-byte values, no SSTs, one full range; \
+         memtable data v1 {mb:.1} MB, v2 {:.1} MB; MB/s of the v1 size)",
+        v2_len as f64 / 1e6
     ));
-    let memcpy = rate(mb, copy);
+    let base = "memcpy of the v1 blob into a new buffer";
     row(
-        "to_remote + from_remote",
+        "v1: to_remote + from_remote",
         "MB/s",
-        rate(mb, total),
-        "memcpy of the memtable data into a new buffer",
-        memcpy,
+        rate(mb, v1_total),
+        base,
+        memcpy_v1,
     );
     row(
-        "  to_remote alone (walk + encode)",
+        "  v1: to_remote alone (walk + encode)",
         "MB/s",
-        rate(mb, encode),
-        "memcpy",
-        memcpy,
+        rate(mb, v1_encode),
+        base,
+        memcpy_v1,
     );
     row(
-        "  from_remote alone (decode + index the rows in place)",
+        "  v1: from_remote alone (decode + index)",
         "MB/s",
-        rate(mb, rebuild),
-        "memcpy",
-        memcpy,
+        rate(mb, v1_rebuild),
+        base,
+        memcpy_v1,
+    );
+    row(
+        "v2: to_remote + from_remote",
+        "MB/s",
+        rate(mb, v2_total),
+        base,
+        memcpy_v1,
+    );
+    row(
+        "  v2: to_remote alone (walk + encode)",
+        "MB/s",
+        rate(mb, v2_encode),
+        base,
+        memcpy_v1,
+    );
+    row(
+        "  v2: from_remote alone (decode + index)",
+        "MB/s",
+        rate(mb, v2_rebuild),
+        base,
+        memcpy_v1,
+    );
+    row(
+        "v2: to_remote + from_remote, against a copy of the v2 blob",
+        "MB/s",
+        rate(mb, v2_total),
+        "memcpy of the v2 blob (rate over the v1 size)",
+        memcpy_v2,
+    );
+    row(
+        "v2 blob size against v1",
+        "MB",
+        v2_len as f64 / 1e6,
+        "v1 blob",
+        mb,
     );
 }
 
