@@ -13,11 +13,12 @@
 //!   `Durability::Sync`, fjall `PersistMode::SyncData`, RocksDB `sync = true`).
 //! * memtables: 64 MiB, at most one frozen beside the active one (Stratus
 //!   `max_frozen_memtables = 1`, RocksDB's default `max_write_buffer_number = 2`).
-//! * RocksDB: 64 MiB write buffer, 2 background jobs, 4 KiB blocks, bloom 10 bits/key, LRU
-//!   block cache of the phase's size, no compression (the Debian build's, see BENCHMARKS.md).
+//! * RocksDB: 64 MiB write buffer, an LRU block cache of the phase's size; the Debian build
+//!   (see BENCHMARKS.md).
 //! * memtable 64 MiB; two background threads each (Stratus 1 flush + 1 compaction, fjall 2
-//!   workers); each engine's default block size and compression (Stratus: L0 uncompressed,
-//!   levels Zstd(1); fjall: L0/L1 uncompressed, L2+ LZ4).
+//!   workers, RocksDB 2 background jobs); 4 KiB data blocks, no compression and Bloom filters
+//!   of 10 bits per key everywhere (Stratus `block_size`, `level_compression = None`; fjall's
+//!   block size, compression and filter policies; RocksDB's block-based table options).
 //! * cache: WARM_CACHE for the warm phases, SMALL_CACHE after a reopen for the small-cache
 //!   phase (Stratus `block_cache_size`, fjall `cache_size`).
 //! * the warm read phases (point, range, missing keys, two-thread point reads) run
@@ -38,6 +39,8 @@ use crate::workload::{key, rng, value};
 const WARM_CACHE: usize = 256 * 1024 * 1024;
 const SMALL_CACHE: usize = 8 * 1024 * 1024;
 const MEMTABLE: usize = 64 * 1024 * 1024;
+/// Data block size of every engine (fjall's and RocksDB's default; Stratus' is 64 KiB).
+const BLOCK_SIZE: usize = 4096;
 const BATCH: usize = 1000;
 
 /// Operations per measured phase (N itself is not reduced).
@@ -96,6 +99,8 @@ impl Stratus {
         // the same memtable budget for every engine (the engine's default queues 4 frozen).
         opts.max_frozen_memtables = 1;
         opts.block_cache_size = cache as u64;
+        opts.block_size = BLOCK_SIZE;
+        opts.level_compression = sst::Compression::None;
         let e = Engine::open(
             opts,
             Arc::new(LocalDfs::open(dir.join("dfs")).expect("dfs")),
@@ -180,7 +185,16 @@ impl Fjall {
             .expect("open fjall");
         let ks = db
             .keyspace("bench", || {
-                fjall::KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE as u64)
+                use fjall::config::{
+                    BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry,
+                };
+                fjall::KeyspaceCreateOptions::default()
+                    .max_memtable_size(MEMTABLE as u64)
+                    .data_block_size_policy(fjall::config::BlockSizePolicy::all(BLOCK_SIZE as u32))
+                    .data_block_compression_policy(CompressionPolicy::disabled())
+                    .filter_policy(FilterPolicy::new([FilterPolicyEntry::Bloom(
+                        BloomConstructionPolicy::BitsPerKey(10.0),
+                    )]))
             })
             .expect("keyspace");
         (db, ks)
@@ -262,7 +276,7 @@ struct Rocks {
 impl Rocks {
     fn open(dir: &Path, cache: usize) -> rocksdb::DB {
         let mut table = rocksdb::BlockBasedOptions::default();
-        table.set_block_size(4096);
+        table.set_block_size(BLOCK_SIZE);
         table.set_bloom_filter(10.0, false);
         table.set_block_cache(&rocksdb::Cache::new_lru_cache(cache).expect("block cache"));
         let mut opts = rocksdb::Options::default();
