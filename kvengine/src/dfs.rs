@@ -16,6 +16,21 @@ pub trait Dfs: Send + Sync + 'static {
     /// Stores a whole file, atomically. Putting an id that exists with the same bytes is fine
     /// (retries after a lost reply).
     fn put(&self, file_id: FileId, data: Bytes) -> Result<()>;
+    /// Stores a file that `write` produces, atomically, and returns its length: a writer that
+    /// streams (a flush) never holds the whole file. A store that keeps files on local disk
+    /// writes them straight to its temp file; the default collects the bytes and [`Dfs::put`]s
+    /// them (an S3 upload is one PUT of the whole body). A `write` that fails stores nothing.
+    fn put_with(
+        &self,
+        file_id: FileId,
+        write: &mut dyn FnMut(&mut dyn std::io::Write) -> Result<()>,
+    ) -> Result<u64> {
+        let mut data = Vec::new();
+        write(&mut data)?;
+        let len = data.len() as u64;
+        self.put(file_id, Bytes::from(data))?;
+        Ok(len)
+    }
     /// Reads a whole file.
     fn get(&self, file_id: FileId) -> Result<Bytes>;
     /// Reads `len` bytes at `offset`.
@@ -78,6 +93,15 @@ impl Dfs for LocalDfs {
     fn put(&self, file_id: FileId, data: Bytes) -> Result<()> {
         metrics::dfs_request("put");
         durable_file::write_atomically(&self.path_of(file_id), &data)
+    }
+
+    fn put_with(
+        &self,
+        file_id: FileId,
+        write: &mut dyn FnMut(&mut dyn std::io::Write) -> Result<()>,
+    ) -> Result<u64> {
+        metrics::dfs_request("put");
+        durable_file::write_atomically_with(&self.path_of(file_id), write)
     }
 
     fn get(&self, file_id: FileId) -> Result<Bytes> {
@@ -168,5 +192,87 @@ mod tests {
             dfs.get(FileId(7)),
             Err(Error::FileNotFound { file_id: FileId(7) })
         ));
+    }
+
+    #[test]
+    fn a_streamed_put_stores_the_bytes_written_and_a_failed_one_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let dfs = LocalDfs::open(dir.path()).unwrap();
+        let len = dfs
+            .put_with(FileId(9), &mut |w| {
+                for chunk in [&b"hello "[..], b"streamed ", b"world"] {
+                    w.write_all(chunk).unwrap();
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(len, 20);
+        assert_eq!(
+            dfs.get(FileId(9)).unwrap(),
+            Bytes::from_static(b"hello streamed world")
+        );
+
+        let failed = dfs.put_with(FileId(10), &mut |w| {
+            w.write_all(b"half a file").unwrap();
+            Err(Error::InvalidArgument {
+                what: "the writer gave up".into(),
+            })
+        });
+        assert!(
+            matches!(failed, Err(Error::InvalidArgument { .. })),
+            "{failed:?}"
+        );
+        assert_eq!(dfs.list().unwrap(), vec![FileId(9)]);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "no temp file is left behind: {names:?}");
+    }
+
+    #[test]
+    fn the_default_streamed_put_collects_the_bytes_and_puts_them() {
+        /// A store with no local files: `put_with` is the trait's default.
+        struct Recording(std::sync::Mutex<Vec<(FileId, Bytes)>>);
+        impl Dfs for Recording {
+            fn put(&self, file_id: FileId, data: Bytes) -> Result<()> {
+                self.0.lock().unwrap().push((file_id, data));
+                Ok(())
+            }
+            fn get(&self, file_id: FileId) -> Result<Bytes> {
+                Err(Error::FileNotFound { file_id })
+            }
+            fn get_range(&self, file_id: FileId, _: u64, _: u64) -> Result<Bytes> {
+                Err(Error::FileNotFound { file_id })
+            }
+            fn delete(&self, _: FileId) -> Result<()> {
+                Ok(())
+            }
+            fn list(&self) -> Result<Vec<FileId>> {
+                Ok(Vec::new())
+            }
+        }
+        let store = Recording(std::sync::Mutex::new(Vec::new()));
+        let len = store
+            .put_with(FileId(3), &mut |w| {
+                w.write_all(b"abc").unwrap();
+                w.write_all(b"def").unwrap();
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(len, 6);
+        assert_eq!(
+            *store.0.lock().unwrap(),
+            vec![(FileId(3), Bytes::from_static(b"abcdef"))]
+        );
+        let failed = store.put_with(FileId(4), &mut |_| {
+            Err(Error::InvalidArgument { what: "no".into() })
+        });
+        assert!(failed.is_err());
+        assert_eq!(
+            store.0.lock().unwrap().len(),
+            1,
+            "a failed write puts nothing"
+        );
     }
 }

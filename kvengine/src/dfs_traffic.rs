@@ -62,6 +62,16 @@ impl Dfs for MeteredDfs {
         Ok(())
     }
 
+    fn put_with(
+        &self,
+        file_id: FileId,
+        write: &mut dyn FnMut(&mut dyn std::io::Write) -> Result<()>,
+    ) -> Result<u64> {
+        let len = self.inner.put_with(file_id, write)?;
+        (self.traffic.written)(len);
+        Ok(len)
+    }
+
     fn get(&self, file_id: FileId) -> Result<Bytes> {
         let data = self.inner.get(file_id)?;
         (self.traffic.read)(data.len() as u64);

@@ -19,6 +19,37 @@ pub fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
     sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
+/// [`write_atomically`] of what `write` produces, streamed to the temp file through a 1 MiB
+/// buffer; returns the file's length. A failed `write` removes the temp file.
+pub fn write_atomically_with(
+    path: &Path,
+    write: &mut dyn FnMut(&mut dyn Write) -> Result<()>,
+) -> Result<u64> {
+    let tmp = path.with_extension("tmp");
+    let written = (|| {
+        let f = File::create(&tmp).map_err(Error::io("create", &tmp))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        write(&mut w)?;
+        let f = w
+            .into_inner()
+            .map_err(|e| Error::io("write", &tmp)(e.into_error()))?;
+        f.sync_all().map_err(Error::io("fsync", &tmp))?;
+        f.metadata()
+            .map(|m| m.len())
+            .map_err(Error::io("stat", &tmp))
+    })();
+    let len = match written {
+        Ok(len) => len,
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    fs::rename(&tmp, path).map_err(Error::io("rename", path))?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+    Ok(len)
+}
+
 /// Makes a directory's entries (creates, renames, deletes) durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)

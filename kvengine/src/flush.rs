@@ -1,7 +1,7 @@
 //! Flush: a frozen memtable becomes an L0 file in the object store and a Flush ChangeSet.
 //!
-//! A flush thread takes the oldest frozen memtable of a queued shard, builds an L0 file from it
-//! ([`build_l0`]: one table section per column family), puts it to the object store, opens it,
+//! A flush thread takes the oldest frozen memtable of a queued shard, writes an L0 file from it
+//! ([`write_l0`]: one table section per column family) to the object store, opens it,
 //! and proposes a Flush ChangeSet (the new L0 file and `data_sequence` = the memtable's last
 //! sequence) through the one apply path (`apply`): the derived state holds the new L0 file and
 //! no longer the frozen memtable, whose writes `data_sequence` now covers. Then WAL segments
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use changeset::{Change, Flush, L0Create};
 use memtable::{ColumnFamily, Memtable};
-use sst::{BuilderOptions, BuiltTable, TableBuilder};
+use sst::{BuilderOptions, TableBuilder};
 
 use crate::apply::{self, ApplyOutcome};
 use crate::apply_at_index::request_freeze;
@@ -180,21 +180,44 @@ fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
         filter_bits_per_key: 10,
     };
     let mut outputs = OpenTables::default();
-    let l0_create = match build_l0(&frozen.mem, &opts)? {
-        Some(b) => {
-            let id = inner.ids.next()?;
-            let size = b.data.len() as u64;
-            inner.dfs.put(id, Bytes::from(b.data))?;
-            metrics::FLUSH_BYTES.inc_by(size);
-            outputs.add_l0(inner.table_source().open_l0(id.get())?);
-            Some(L0Create {
-                id: id.get(),
-                smallest: Bytes::from(b.smallest),
-                biggest: Bytes::from(b.biggest),
-                size,
-            })
+    let empty = ColumnFamily::ALL
+        .iter()
+        .all(|&cf| frozen.mem.cf(cf).is_empty());
+    let l0_create = if empty {
+        None
+    } else {
+        let id = inner.ids.next()?;
+        let mut bounds = None;
+        // Streamed: the store's local file (or, for S3, its upload buffer) receives the table
+        // as it is built, a block run at a time.
+        let size = inner.dfs.put_with(id, &mut |w| {
+            bounds = write_l0(&frozen.mem, &opts, w).map_err(|source| match source {
+                WriteL0Error::Io(source) => Error::Dfs {
+                    op: "put",
+                    file_id: id,
+                    source,
+                },
+                WriteL0Error::Build(e) => e,
+            })?;
+            Ok(())
+        })?;
+        match bounds {
+            Some((smallest, biggest)) => {
+                metrics::FLUSH_BYTES.inc_by(size);
+                outputs.add_l0(inner.table_source().open_l0(id.get())?);
+                Some(L0Create {
+                    id: id.get(),
+                    smallest: Bytes::from(smallest),
+                    biggest: Bytes::from(biggest),
+                    size,
+                })
+            }
+            // Every table was empty after all: nothing to keep.
+            None => {
+                inner.dfs.delete(id)?;
+                None
+            }
         }
-        None => None,
     };
     let change = Change::Flush(Flush {
         l0_create,
@@ -220,16 +243,31 @@ fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
     Ok(())
 }
 
-/// An encoded L0 file and its key bounds.
-pub struct BuiltL0 {
-    pub data: Vec<u8>,
-    pub smallest: Vec<u8>,
-    pub biggest: Vec<u8>,
+/// A reason [`write_l0`] failed.
+#[derive(Debug)]
+pub enum WriteL0Error {
+    /// The writer refused the bytes.
+    Io(std::io::Error),
+    /// A table section could not be built.
+    Build(Error),
 }
 
-/// Returns `None` when the memtable holds nothing.
-pub fn build_l0(mem: &Memtable, opts: &BuilderOptions) -> Result<Option<BuiltL0>> {
-    let mut sections: [Option<BuiltTable>; ColumnFamily::COUNT] = Default::default();
+/// The smallest and the biggest key of an L0 file.
+pub type KeyBounds = (Vec<u8>, Vec<u8>);
+
+/// Finished main blocks a section builder keeps before handing them to the writer.
+const SPILL_AT: usize = 1 << 20;
+
+/// Writes `mem` to `w` as an L0 file (`sst/src/l0.rs`): each column family's section as it is
+/// built (a MiB of blocks at a time), then the footer. Returns the file's smallest and biggest
+/// key, or `None` when the memtable holds nothing (nothing is written then but the footer).
+pub fn write_l0(
+    mem: &Memtable,
+    opts: &BuilderOptions,
+    w: &mut dyn std::io::Write,
+) -> std::result::Result<Option<KeyBounds>, WriteL0Error> {
+    let mut handles = [(0u64, 0u64); ColumnFamily::COUNT];
+    let mut written = 0u64;
     let mut smallest: Option<Vec<u8>> = None;
     let mut biggest: Option<Vec<u8>> = None;
     for cf in ColumnFamily::ALL {
@@ -237,7 +275,7 @@ pub fn build_l0(mem: &Memtable, opts: &BuilderOptions) -> Result<Option<BuiltL0>
         if table.is_empty() {
             continue;
         }
-        let mut b = TableBuilder::new(opts.clone())?;
+        let mut b = TableBuilder::new(opts.clone()).map_err(|e| WriteL0Error::Build(e.into()))?;
         for kv in table.iter_all() {
             for v in kv.versions() {
                 b.add(
@@ -246,16 +284,23 @@ pub fn build_l0(mem: &Memtable, opts: &BuilderOptions) -> Result<Option<BuiltL0>
                     v.user_meta(),
                     v.value(),
                     v.is_tombstone(),
-                )?;
+                )
+                .map_err(|e| WriteL0Error::Build(e.into()))?;
                 if cf == ColumnFamily::Lock {
                     break;
                 }
+            }
+            if b.buffered() >= SPILL_AT {
+                b.spill(w).map_err(WriteL0Error::Io)?;
             }
         }
         if b.is_empty() {
             continue;
         }
         let built = b.finish();
+        w.write_all(&built.data).map_err(WriteL0Error::Io)?;
+        handles[cf.index()] = (written, built.len());
+        written += built.len();
         let p = &built.properties;
         if smallest.as_ref().is_none_or(|s| p.smallest < *s) {
             smallest = Some(p.smallest.clone());
@@ -263,14 +308,8 @@ pub fn build_l0(mem: &Memtable, opts: &BuilderOptions) -> Result<Option<BuiltL0>
         if biggest.as_ref().is_none_or(|s| p.biggest > *s) {
             biggest = Some(p.biggest.clone());
         }
-        sections[cf.index()] = Some(built);
     }
-    let (Some(smallest), Some(biggest)) = (smallest, biggest) else {
-        return Ok(None);
-    };
-    Ok(Some(BuiltL0 {
-        data: sst::build_l0(sections),
-        smallest,
-        biggest,
-    }))
+    w.write_all(&sst::l0_footer(&handles))
+        .map_err(WriteL0Error::Io)?;
+    Ok(smallest.zip(biggest))
 }

@@ -3,8 +3,13 @@
 //! The newest version of each key goes into the main data blocks; older versions go into the
 //! old-version blocks, written after all main blocks, and the main entry records the index of
 //! the old-version block that holds the key's next version. A scan at a recent timestamp
-//! therefore reads only main blocks. The whole section is produced in memory: tables are
-//! uploaded to the object store in one PUT.
+//! therefore reads only main blocks.
+//!
+//! The section is produced in memory, unless its writer hands the finished main blocks on as
+//! it goes ([`TableBuilder::spill`]): a flush streams its L0 file to the object store's local
+//! file this way instead of holding a whole memtable's worth of table next to the memtable.
+//! Old-version blocks, the indexes and the filter stay in memory until [`TableBuilder::finish`]
+//! (they follow every main block in the layout).
 
 use crate::block::BlockBuilder;
 use crate::block_frame::FrameWriter;
@@ -18,8 +23,23 @@ use crate::properties::Properties;
 /// A finished table section and its properties.
 #[derive(Debug, Clone)]
 pub struct BuiltTable {
+    /// The section's bytes after the first `spilled`: the whole section when the writer never
+    /// spilled.
     pub data: Vec<u8>,
+    /// Bytes of the section already handed out by [`TableBuilder::spill`], before `data`.
+    pub spilled: u64,
     pub properties: Properties,
+}
+
+impl BuiltTable {
+    /// Length of the whole section, spilled bytes included.
+    pub fn len(&self) -> u64 {
+        self.spilled + self.data.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The newest version of the current key, held back until we know whether older ones follow.
@@ -49,6 +69,9 @@ pub struct TableBuilder {
     /// Version of the last entry added, for the order check.
     last_version: u64,
     scratch: Vec<u8>,
+    /// Bytes of `out` already handed to a writer by [`TableBuilder::spill`]: `out` holds the
+    /// section from this offset on.
+    spilled: u64,
 }
 
 impl TableBuilder {
@@ -80,7 +103,28 @@ impl TableBuilder {
             has_pending: false,
             last_version: 0,
             scratch: Vec::new(),
+            spilled: 0,
         })
+    }
+
+    /// Offset in the section of the next byte written to `out`.
+    fn pos(&self) -> u64 {
+        self.spilled + self.out.len() as u64
+    }
+
+    /// Bytes of finished main blocks not spilled yet.
+    pub fn buffered(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Hands the finished main blocks to `w` (which must receive every spilled byte of the
+    /// section in order, then [`BuiltTable::data`]) and forgets them; offsets stay those of the
+    /// whole section. Call it between adds once [`TableBuilder::buffered`] is large enough.
+    pub fn spill(&mut self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        w.write_all(&self.out)?;
+        self.spilled += self.out.len() as u64;
+        self.out.clear();
+        Ok(())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -89,7 +133,7 @@ impl TableBuilder {
 
     /// Bytes written so far plus the blocks in progress: for cutting compaction outputs.
     pub fn estimated_size(&self) -> usize {
-        self.out.len()
+        self.pos() as usize
             + self.old_out.len()
             + self.block.estimated_size()
             + self.old_block.estimated_size()
@@ -213,7 +257,7 @@ impl TableBuilder {
         }
         let first_key = self.block.first_key().to_vec();
         self.block.finish_into(&mut self.scratch);
-        let offset = self.out.len() as u64;
+        let offset = self.pos();
         let len = self.frames.write(&self.scratch, &mut self.out, true) as u32;
         self.index.push((first_key, BlockHandle { offset, len }));
     }
@@ -238,7 +282,7 @@ impl TableBuilder {
         }
         self.finish_main_block();
         self.finish_old_block();
-        let old_blocks_offset = self.out.len() as u64;
+        let old_blocks_offset = self.pos();
         self.out.extend_from_slice(&self.old_out);
         for (_, h) in &mut self.old_index {
             h.offset += old_blocks_offset;
@@ -264,12 +308,13 @@ impl TableBuilder {
         self.out.extend_from_slice(&footer.encode());
         BuiltTable {
             data: self.out,
+            spilled: self.spilled,
             properties: self.props,
         }
     }
 
     fn write_meta(&mut self, raw: &[u8]) -> BlockHandle {
-        let offset = self.out.len() as u64;
+        let offset = self.pos();
         let len = self.frames.write(raw, &mut self.out, false) as u32;
         BlockHandle { offset, len }
     }

@@ -40,6 +40,7 @@ pub fn build_l0(sections: [Option<BuiltTable>; ColumnFamily::COUNT]) -> Vec<u8> 
         if let Some(t) = section
             && t.properties.entries > 0
         {
+            debug_assert_eq!(t.spilled, 0, "a spilled section is written by its writer");
             handles[cf] = (out.len() as u64, t.data.len() as u64);
             if out.is_empty() {
                 out = t.data;
@@ -48,7 +49,14 @@ pub fn build_l0(sections: [Option<BuiltTable>; ColumnFamily::COUNT]) -> Vec<u8> 
             }
         }
     }
-    let footer_start = out.len();
+    out.extend_from_slice(&l0_footer(&handles));
+    out
+}
+
+/// The footer of an L0 file whose sections sit at `handles` (offset, length; length 0 for a
+/// column family without a section): what a writer streaming the sections appends after them.
+pub fn l0_footer(handles: &[(u64, u64); ColumnFamily::COUNT]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(L0_FOOTER_LEN);
     for (off, len) in handles {
         out.extend_from_slice(&off.to_le_bytes());
         out.extend_from_slice(&len.to_le_bytes());
@@ -56,7 +64,7 @@ pub fn build_l0(sections: [Option<BuiltTable>; ColumnFamily::COUNT]) -> Vec<u8> 
     out.extend_from_slice(&(ColumnFamily::COUNT as u32).to_le_bytes());
     out.extend_from_slice(&L0_FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&0u16.to_le_bytes());
-    let crc = crc32fast::hash(&out[footer_start..]);
+    let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&L0_MAGIC.to_le_bytes());
     out
