@@ -228,16 +228,7 @@ impl Kv for Fjall {
     }
     fn settle(&mut self) {
         let (db, _) = self.db.as_ref().expect("open");
-        let t0 = Instant::now();
-        let mut quiet = 0;
-        while quiet < 5 && t0.elapsed() < Duration::from_secs(300) {
-            std::thread::sleep(Duration::from_millis(200));
-            if db.active_compactions() == 0 && db.outstanding_flushes() == 0 {
-                quiet += 1;
-            } else {
-                quiet = 0;
-            }
-        }
+        wait_until_quiet(|| db.active_compactions() > 0 || db.outstanding_flushes() > 0);
     }
     fn get(&self, key: &[u8]) -> bool {
         self.ks().get(key).expect("get").is_some()
@@ -312,20 +303,12 @@ impl Kv for Rocks {
     }
     fn settle(&mut self) {
         let db = self.db();
-        let t0 = Instant::now();
-        let mut quiet = 0;
-        while quiet < 5 && t0.elapsed() < Duration::from_secs(300) {
-            std::thread::sleep(Duration::from_millis(200));
-            let busy = |p: &str| db.property_int_value(p).ok().flatten().unwrap_or(0) > 0;
-            if busy("rocksdb.num-running-compactions")
+        let busy = |p: &str| db.property_int_value(p).ok().flatten().unwrap_or(0) > 0;
+        wait_until_quiet(|| {
+            busy("rocksdb.num-running-compactions")
                 || busy("rocksdb.num-running-flushes")
                 || busy("rocksdb.compaction-pending")
-            {
-                quiet = 0;
-            } else {
-                quiet += 1;
-            }
-        }
+        });
     }
     fn get(&self, key: &[u8]) -> bool {
         self.db().get_pinned(key).expect("get").is_some()
@@ -349,6 +332,22 @@ impl Kv for Rocks {
         if let Some(db) = self.db.take() {
             db.flush_wal(true).expect("flush wal");
             drop(db);
+        }
+    }
+}
+
+/// Waits until `busy` (background flushes or compactions running) was false for five polls in
+/// a row, 200 ms apart, or five minutes passed: how the peer engines' settle waits, as neither
+/// has a call that waits for its background work.
+fn wait_until_quiet(busy: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    let mut quiet = 0;
+    while quiet < 5 && t0.elapsed() < Duration::from_secs(300) {
+        std::thread::sleep(Duration::from_millis(200));
+        if busy() {
+            quiet = 0;
+        } else {
+            quiet += 1;
         }
     }
 }

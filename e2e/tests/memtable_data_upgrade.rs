@@ -79,11 +79,12 @@ fn worker_with_format(cluster: &Cluster, format: u8) -> (WorkerSetup, WorkerProc
     (setup, worker)
 }
 
-#[test]
-fn an_upgraded_server_sends_v1_to_a_worker_not_yet_upgraded() {
+/// A worker reading up to `worker_format` and a server writing up to `server_format`, one of
+/// them 1: three offloads, every one answered by the worker from v1 rows.
+fn every_offload_ships_v1(worker_format: u8, server_format: u8) {
     let cluster = Cluster::new(StoreKind::Local);
-    let (_, worker) = worker_with_format(&cluster, 1);
-    let server = server_for(&cluster, &worker, 2);
+    let (_, worker) = worker_with_format(&cluster, worker_format);
+    let server = server_for(&cluster, &worker, server_format);
     for _ in 0..3 {
         offload_once(&server, &worker);
     }
@@ -93,16 +94,13 @@ fn an_upgraded_server_sends_v1_to_a_worker_not_yet_upgraded() {
 }
 
 #[test]
+fn an_upgraded_server_sends_v1_to_a_worker_not_yet_upgraded() {
+    every_offload_ships_v1(1, 2);
+}
+
+#[test]
 fn an_upgraded_worker_reads_v1_from_a_server_not_yet_upgraded() {
-    let cluster = Cluster::new(StoreKind::Local);
-    let (_, worker) = worker_with_format(&cluster, 2);
-    let server = server_for(&cluster, &worker, 1);
-    for _ in 0..3 {
-        offload_once(&server, &worker);
-    }
-    assert_eq!(received(&worker, "v1"), 3.0);
-    assert_eq!(received(&worker, "v2"), 0.0);
-    assert_eq!(fallbacks(&server), 0.0);
+    every_offload_ships_v1(2, 1);
 }
 
 #[test]
