@@ -104,7 +104,10 @@ const TAG_SAME_KEY: u8 = 0b0000_1000;
 /// v2 row tag: the user meta is a WRITE meta `[kind, ts u64le, version u64le]` with
 /// `ts <= version`, stored as the kind byte and a varint of `version - ts`.
 const TAG_TS_META: u8 = 0b0001_0000;
-const TAG_KNOWN: u8 = TAG_CF | TAG_TOMBSTONE | TAG_SAME_KEY | TAG_TS_META;
+/// v2 row tag, with [`TAG_TS_META`] only: the WRITE meta has the previous row's kind and
+/// `version - ts` (the rows of one transaction), so neither follows.
+const TAG_SAME_TS_META: u8 = 0b0010_0000;
+const TAG_KNOWN: u8 = TAG_CF | TAG_TOMBSTONE | TAG_SAME_KEY | TAG_TS_META | TAG_SAME_TS_META;
 
 /// Length of a user meta [`TAG_TS_META`] applies to.
 const TS_META_LEN: usize = 17;
@@ -213,13 +216,16 @@ pub struct MemRowRef<'a> {
 /// varint    row_count
 /// body_len  row_count rows:
 ///             1       tag: bits 0-1 cf (0 write, 1 lock, 2 extra), bit 2 tombstone,
-///                     bit 3 same key as the previous row, bit 4 WRITE meta; other bits zero
+///                     bit 3 same key as the previous row, bit 4 WRITE meta, bit 5 (with bit
+///                     4 only) same WRITE meta fields as the previous row; other bits zero
 ///             unless same key:
 ///               varint  shared: bytes the key shares with the previous row's key
 ///                       (0 on every row whose index is a multiple of RESTART_INTERVAL)
 ///               varint  suffix_len, then suffix_len bytes: the key after the shared bytes
 ///             varint  zigzag(version - previous row's version) (wrapping; 0 before the first)
-///             if WRITE meta (user meta = [kind u8, ts u64, version u64] with ts <= version):
+///             if WRITE meta (user meta = [kind u8, ts u64, version u64] with ts <= version)
+///             and not the same WRITE meta fields (which must be used when the previous row
+///             had a WRITE meta of this kind and version - ts):
 ///               1       kind
 ///               varint  version - ts
 ///             else:
@@ -256,6 +262,8 @@ pub struct MemtableDataWriter {
     last: Option<(ColumnFamily, u64)>,
     /// The previous row's key.
     last_key: Vec<u8>,
+    /// v2: kind and `version - ts` of the previous row's WRITE meta (`None`: it had none).
+    last_ts_meta: Option<(u8, u64)>,
 }
 
 /// The running checksum of a writer's rows.
@@ -316,6 +324,7 @@ impl MemtableDataWriter {
             rows: 0,
             last: None,
             last_key: Vec::new(),
+            last_ts_meta: None,
         }
     }
 
@@ -376,7 +385,8 @@ impl MemtableDataWriter {
     fn push_v2(&mut self, row: MemRowRef<'_>, same_key: bool) {
         let restart = self.rows.is_multiple_of(RESTART_INTERVAL);
         let same_key = same_key && !restart;
-        let ts_meta = ts_meta_delta(row.user_meta, row.version);
+        let ts_meta = ts_meta_delta(row.user_meta, row.version).map(|d| (row.user_meta[0], d));
+        let same_ts_meta = ts_meta.is_some() && ts_meta == self.last_ts_meta;
         let mut tag = row.cf.as_u8() & TAG_CF;
         if row.tombstone {
             tag |= TAG_TOMBSTONE;
@@ -386,6 +396,9 @@ impl MemtableDataWriter {
         }
         if ts_meta.is_some() {
             tag |= TAG_TS_META;
+        }
+        if same_ts_meta {
+            tag |= TAG_SAME_TS_META;
         }
         let shared = if same_key || restart {
             0
@@ -411,8 +424,9 @@ impl MemtableDataWriter {
             zigzag(row.version.wrapping_sub(previous) as i64),
         );
         match ts_meta {
-            Some(delta) => {
-                self.buf.push(row.user_meta[0]);
+            Some(_) if same_ts_meta => {}
+            Some((kind, delta)) => {
+                self.buf.push(kind);
                 put_varint(&mut self.buf, delta);
             }
             None => {
@@ -422,6 +436,7 @@ impl MemtableDataWriter {
         }
         put_varint(&mut self.buf, row.value.len() as u64);
         self.buf.extend_from_slice(row.value);
+        self.last_ts_meta = ts_meta;
     }
 
     /// Number of rows pushed so far.
@@ -657,6 +672,7 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
         key_v1: &[],
         key: Vec::new(),
         meta: [0; TS_META_LEN],
+        prev_ts_meta: None,
         done: false,
     })
 }
@@ -677,6 +693,8 @@ pub struct RowIter<'a> {
     key: Vec<u8>,
     /// v2: the current row's WRITE meta, when it had [`TAG_TS_META`].
     meta: [u8; TS_META_LEN],
+    /// v2: kind and `version - ts` of the previous row's WRITE meta (`None`: it had none).
+    prev_ts_meta: Option<(u8, u64)>,
     done: bool,
 }
 
@@ -847,9 +865,28 @@ impl<'a> RowIter<'a> {
             .map_or(0, |(_, v)| v)
             .wrapping_add(delta as u64);
         let ts_meta = tag & TAG_TS_META != 0;
+        if tag & TAG_SAME_TS_META != 0 && (!ts_meta || self.prev_ts_meta.is_none()) {
+            return Err(malformed(
+                "the same-WRITE-meta flag only after a row with a WRITE meta",
+                format!("tag={tag:#04x} previous WRITE meta={:?}", self.prev_ts_meta),
+            ));
+        }
         let stored_meta = if ts_meta {
-            let [kind] = self.body.take_array()?;
-            let below = self.body.varint()?;
+            let (kind, below) = match self.prev_ts_meta {
+                Some(prev) if tag & TAG_SAME_TS_META != 0 => prev,
+                prev => {
+                    let [kind] = self.body.take_array()?;
+                    let below = self.body.varint()?;
+                    if prev == Some((kind, below)) {
+                        return Err(malformed(
+                            "the same-WRITE-meta flag for a repeated WRITE meta",
+                            "the kind and version - ts stored again".into(),
+                        ));
+                    }
+                    (kind, below)
+                }
+            };
+            self.prev_ts_meta = Some((kind, below));
             let Some(ts) = version.checked_sub(below) else {
                 return Err(malformed(
                     "a WRITE meta timestamp at most the version",
@@ -861,6 +898,7 @@ impl<'a> RowIter<'a> {
             self.meta[9..17].copy_from_slice(&version.to_le_bytes());
             None
         } else {
+            self.prev_ts_meta = None;
             let meta = self.body.length_prefixed()?;
             if ts_meta_delta(meta, version).is_some() {
                 return Err(malformed(

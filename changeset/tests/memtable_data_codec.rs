@@ -516,3 +516,44 @@ fn v2_keys_restart_every_interval_so_decoded_keys_stay_bounded() {
     );
     assert_eq!(memtable_data::decode_slice(&blob).unwrap(), rows);
 }
+
+#[test]
+fn v2_rows_of_one_transaction_share_their_write_meta_and_must_say_so() {
+    let rows = write_rows(2);
+    // write_rows gives every row start_ts = version - 1: the second row's meta is the first's.
+    let blob = memtable_data::encode_as(Format::V2, &rows).unwrap();
+    assert_eq!(memtable_data::decode_slice(&blob).unwrap(), rows);
+
+    // The same-WRITE-meta flag on the first row: nothing to repeat.
+    let mut row = vec![0b11_0000];
+    varint(0, &mut row);
+    varint(1, &mut row);
+    row.push(b'k');
+    varint(20, &mut row); // zigzag(10)
+    row.push(0);
+    assert_eq!(
+        malformed_row(&seal_v2(1, &row)),
+        (
+            0,
+            "the same-WRITE-meta flag only after a row with a WRITE meta"
+        )
+    );
+
+    // A second row storing the same kind and version - ts again instead of the flag.
+    let write_row = |key: u8, shared: u64| {
+        let mut row = vec![0b1_0000];
+        varint(shared, &mut row);
+        varint(1, &mut row);
+        row.push(key);
+        varint(2, &mut row); // zigzag(+1)
+        row.push(b'P');
+        varint(1, &mut row);
+        row.push(0);
+        row
+    };
+    let rows = [write_row(b'a', 0), write_row(b'b', 0)].concat();
+    assert_eq!(
+        malformed_row(&seal_v2(2, &rows)),
+        (1, "the same-WRITE-meta flag for a repeated WRITE meta")
+    );
+}
