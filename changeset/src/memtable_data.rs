@@ -12,7 +12,8 @@
 //! rows in place. Version 2 ([`Format::V2`], the newest) is what a server sends a worker that
 //! reads it: keys are prefix-compressed against the row before, versions are deltas, the
 //! 17-byte WRITE meta (`kind, start_ts, commit_ts`, with commit_ts = version) shrinks to a byte
-//! and a varint, and the checksum is xxh3-64 instead of CRC32 (~3× faster here). Both layouts
+//! and a varint (to nothing when the row before had the same kind and `version - start_ts`: the
+//! rows of one transaction), and the checksum is xxh3-64 instead of CRC32 (~3× faster here). Both layouts
 //! are on [`MemtableDataWriter`]. Every build reads both; which one a sender writes is
 //! negotiated (a server writes v2 only for a worker that advertised it), so a rolling upgrade
 //! works in either order.
