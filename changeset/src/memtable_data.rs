@@ -80,11 +80,6 @@ impl Format {
             .find(|f| u32::from(f.as_u8()) <= advertised)
             .unwrap_or(Format::V1)
     }
-
-    /// The lower of two formats.
-    pub fn min(self, other: Format) -> Format {
-        std::cmp::min(self, other)
-    }
 }
 
 impl std::fmt::Display for Format {

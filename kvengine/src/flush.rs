@@ -29,6 +29,7 @@ use bytes::Bytes;
 use changeset::{Change, Flush, L0Create};
 use memtable::{ColumnFamily, Memtable};
 use sst::{BuilderOptions, TableBuilder};
+use types::FileId;
 
 use crate::apply::{self, ApplyOutcome};
 use crate::apply_at_index::request_freeze;
@@ -191,14 +192,7 @@ fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
         // Streamed: the store's local file (or, for S3, its upload buffer) receives the table
         // as it is built, a block run at a time.
         let size = inner.dfs.put_with(id, &mut |w| {
-            bounds = write_l0(&frozen.mem, &opts, w).map_err(|source| match source {
-                WriteL0Error::Io(source) => Error::Dfs {
-                    op: "put",
-                    file_id: id,
-                    source,
-                },
-                WriteL0Error::Build(e) => e,
-            })?;
+            bounds = write_l0(id, &frozen.mem, &opts, w)?;
             Ok(())
         })?;
         match bounds {
@@ -243,29 +237,27 @@ fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
     Ok(())
 }
 
-/// A reason [`write_l0`] failed.
-#[derive(Debug)]
-pub enum WriteL0Error {
-    /// The writer refused the bytes.
-    Io(std::io::Error),
-    /// A table section could not be built.
-    Build(Error),
-}
-
 /// The smallest and the biggest key of an L0 file.
 pub type KeyBounds = (Vec<u8>, Vec<u8>);
 
 /// Finished main blocks a section builder keeps before handing them to the writer.
 const SPILL_AT: usize = 1 << 20;
 
-/// Writes `mem` to `w` as an L0 file (`sst/src/l0.rs`): each column family's section as it is
-/// built (a MiB of blocks at a time), then the footer. Returns the file's smallest and biggest
-/// key, or `None` when the memtable holds nothing (nothing is written then but the footer).
+/// Writes `mem` to `w` as L0 file `file_id` (`sst/src/l0.rs`): each column family's section as
+/// it is built (a MiB of blocks at a time), then the footer. Returns the file's smallest and
+/// biggest key, or `None` when the memtable holds nothing (nothing is written then but the
+/// footer). A write `w` refuses is an [`Error::Dfs`] put of `file_id`.
 pub fn write_l0(
+    file_id: FileId,
     mem: &Memtable,
     opts: &BuilderOptions,
     w: &mut dyn std::io::Write,
-) -> std::result::Result<Option<KeyBounds>, WriteL0Error> {
+) -> Result<Option<KeyBounds>> {
+    let io = |source| Error::Dfs {
+        op: "put",
+        file_id,
+        source,
+    };
     let mut handles = [(0u64, 0u64); ColumnFamily::COUNT];
     let mut written = 0u64;
     let mut smallest: Option<Vec<u8>> = None;
@@ -275,7 +267,7 @@ pub fn write_l0(
         if table.is_empty() {
             continue;
         }
-        let mut b = TableBuilder::new(opts.clone()).map_err(|e| WriteL0Error::Build(e.into()))?;
+        let mut b = TableBuilder::new(opts.clone())?;
         for kv in table.iter_all() {
             for v in kv.versions() {
                 b.add(
@@ -284,21 +276,20 @@ pub fn write_l0(
                     v.user_meta(),
                     v.value(),
                     v.is_tombstone(),
-                )
-                .map_err(|e| WriteL0Error::Build(e.into()))?;
+                )?;
                 if cf == ColumnFamily::Lock {
                     break;
                 }
             }
             if b.buffered() >= SPILL_AT {
-                b.spill(w).map_err(WriteL0Error::Io)?;
+                b.spill(w).map_err(io)?;
             }
         }
         if b.is_empty() {
             continue;
         }
         let built = b.finish();
-        w.write_all(&built.data).map_err(WriteL0Error::Io)?;
+        w.write_all(&built.data).map_err(io)?;
         handles[cf.index()] = (written, built.len());
         written += built.len();
         let p = &built.properties;
@@ -309,7 +300,6 @@ pub fn write_l0(
             biggest = Some(p.biggest.clone());
         }
     }
-    w.write_all(&sst::l0_footer(&handles))
-        .map_err(WriteL0Error::Io)?;
+    w.write_all(&sst::l0_footer(&handles)).map_err(io)?;
     Ok(smallest.zip(biggest))
 }
