@@ -266,6 +266,21 @@ impl Table {
     }
 
     /// Loads block `i` of `kind`: verified, decompressed, ready to search.
+    /// Starts loading main block `i` into the CPU caches when the table is read in place, so a
+    /// forward scan finds the next block there; no-op for positioned tables and past the end.
+    pub(crate) fn prefetch_main_block(&self, i: usize) {
+        let t = &*self.inner;
+        if i >= t.index.len() {
+            return;
+        }
+        if let Data::Mapped(b) = &t.data {
+            let h = t.index.handle(i);
+            if let Some(frame) = b.get(h.offset as usize..(h.offset + u64::from(h.len)) as usize) {
+                crate::block_rows::prefetch(frame);
+            }
+        }
+    }
+
     pub(crate) fn block(&self, kind: BlockKind, i: usize) -> Result<Block> {
         let t = &*self.inner;
         let h = self.index(kind).handle(i);

@@ -10,6 +10,9 @@ use crate::block_rows::{BlockRows, RunBound, RunRow};
 use crate::error::Result;
 use crate::table::{BlockKind, Table};
 
+/// How many blocks ahead of a scan [`TableIter::prefetch_ahead`] loads.
+const PREFETCH_DISTANCE: usize = 2;
+
 pub struct TableIter {
     table: Table,
     ts: u64,
@@ -180,6 +183,7 @@ impl TableIter {
                     return Ok(());
                 }
                 self.load(self.block_idx + 1)?;
+                self.prefetch_ahead(false);
                 self.entry_idx = 0;
                 continue;
             }
@@ -213,8 +217,23 @@ impl TableIter {
             return Ok(());
         }
         self.load(self.block_idx - 1)?;
+        self.prefetch_ahead(true);
         self.entry_idx = self.block.as_ref().map_or(0, |b| b.len() - 1);
         Ok(())
+    }
+
+    /// A scan that moved into a new block will read the blocks after it in its direction:
+    /// start loading the one two blocks ahead into the CPU caches, so it is there by the time
+    /// the scan gets to it (one block ahead arrives too late to hide all of its misses).
+    fn prefetch_ahead(&self, reverse: bool) {
+        let ahead = if reverse {
+            self.block_idx.checked_sub(PREFETCH_DISTANCE)
+        } else {
+            Some(self.block_idx + PREFETCH_DISTANCE)
+        };
+        if let Some(i) = ahead {
+            self.table.prefetch_main_block(i);
+        }
     }
 
     fn guard(&mut self, r: Result<()>) -> Result<()> {
@@ -378,6 +397,7 @@ impl TableIter {
                     .decode(block)
                     .map_err(|c| self.table.corrupt(BlockKind::Main, self.block_idx, c))?;
                 self.rows_of = Some(self.block_idx);
+                self.prefetch_ahead(reverse);
             }
             let (rows, data, ts) = (&self.rows, block.data().as_ref(), self.ts);
             let mut i = self.entry_idx;
