@@ -55,23 +55,26 @@ pub fn run(n: usize) {
         );
 
         let table = Table::open(1, Bytes::from(built.data)).expect("fresh table");
-        // Full scan, twice (first pass verifies checksums / decompresses): row at a time, then
+        // Full scan, five times (first pass verifies checksums / decompresses): row at a time, then
         // block at a time (`next_run`: each block decoded whole, then walked as arrays, as the
         // coprocessor's scans read).
         let best = best_scan(&table, raw_bytes, false);
         let best_runs = best_scan(&table, raw_bytes, true);
         // Baseline: walking the same entries in a Vec, touching every key and value byte the
-        // same way a scan consumer does (copy the key, read the value).
-        let t0 = Instant::now();
-        let mut kbuf = Vec::new();
-        let mut sum = 0usize;
-        for (k, v) in &entries {
-            kbuf.clear();
-            kbuf.extend_from_slice(k);
-            sum += kbuf.len() + black_box(v.as_slice()).len();
+        // same way a scan consumer does (copy the key, read the value); best of five too.
+        let mut base = f64::MAX;
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            let mut kbuf = Vec::new();
+            let mut sum = 0usize;
+            for (k, v) in &entries {
+                kbuf.clear();
+                kbuf.extend_from_slice(k);
+                sum += kbuf.len() + black_box(v.as_slice()).len();
+            }
+            assert_eq!(sum, raw_bytes);
+            base = base.min(t0.elapsed().as_secs_f64());
         }
-        assert_eq!(sum, raw_bytes);
-        let base = t0.elapsed().as_secs_f64();
         row(
             &format!("full scan, compression {label}"),
             "MB/s",
@@ -160,11 +163,13 @@ pub fn run(n: usize) {
 /// Changing this byte of a key makes it absent but keeps it inside the table's key range.
 const KEY_MISS_BYTE: usize = 12;
 
-/// The best of two full scans of `table`, in seconds, row at a time or block at a time; every
-/// key and value byte is counted and checked against `raw_bytes`.
+/// The best of five full scans of `table`, in seconds, row at a time or block at a time; every
+/// key and value byte is counted and checked against `raw_bytes`. A scan of this size takes
+/// ~50 ms, so one pass is at the mercy of the VM's neighbours: the best of several is the
+/// stable number (the first pass of a fresh table also verifies every checksum).
 fn best_scan(table: &Table, raw_bytes: usize, runs: bool) -> f64 {
     let mut best = f64::MAX;
-    for _ in 0..2 {
+    for _ in 0..5 {
         let t0 = Instant::now();
         let mut it = table.iter(u64::MAX);
         it.seek_to_first().expect("scan");
