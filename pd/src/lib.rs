@@ -16,11 +16,13 @@
 //! * [`watch`]: the topology long poll: the view of each scheduling round, pushed to watchers
 //!   when what they route by changed;
 //! * [`service`]: one instance: the election loop and the HTTP API;
-//! * [`config`], [`launch`]: `stratus pd --config pd.toml`.
+//! * [`config`], [`launch`]: `stratus pd --config pd.toml`;
+//! * [`fuzzing`]: the `pd_request` fuzz target's fixture (every request body the API decodes).
 
 pub mod config;
 pub mod election;
 pub mod error;
+pub mod fuzzing;
 pub mod gc;
 pub mod id_alloc;
 pub mod keys;
