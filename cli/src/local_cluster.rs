@@ -899,6 +899,7 @@ fn pd_config(opts: &ClusterOptions, ports: &[u16]) -> PdConfig {
             shutdown_grace: SHUTDOWN_GRACE,
             ..PdSection::default()
         },
+        ..PdConfig::default()
     }
 }
 
@@ -983,6 +984,7 @@ fn server_config(
         kvengine,
         dfs: dfs_section(opts),
         raft,
+        ..ServerConfig::default()
     }
 }
 

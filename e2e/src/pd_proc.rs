@@ -57,6 +57,7 @@ impl PdSetup {
                     shutdown_grace: ReadableDuration::secs(2),
                     ..PdSection::default()
                 },
+                ..PdConfig::default()
             },
         }
     }

@@ -82,6 +82,7 @@ impl ServerSetup {
                 },
                 dfs: store.dfs_section(),
                 raft: Default::default(),
+                http: Default::default(),
             },
         }
     }

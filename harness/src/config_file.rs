@@ -217,6 +217,11 @@ mod tests {
                 tick_interval: ReadableDuration::millis(50),
                 ..Default::default()
             },
+            http: node::http::HttpLimits {
+                max_connections: 3,
+                header_read_timeout: ReadableDuration::millis(250),
+                max_header_size: ReadableSize(1500),
+            },
         }
     }
 

@@ -83,8 +83,11 @@ impl HttpClient {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
+        // Idle connections are dropped before a node's listener would close them
+        // (`http.header-read-timeout`, 30 s by default, also bounds a keep-alive connection's
+        // wait for its next request), so a request never goes out on one being closed.
         let inner = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_idle_timeout(Duration::from_secs(20))
             .build(https);
         HttpClient {
             inner,

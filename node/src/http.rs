@@ -5,13 +5,21 @@
 use std::future::Future;
 use std::io::Write as _;
 use std::net::SocketAddr;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts};
 use prost::Message;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+pub use crate::http_limits::HttpLimits;
 
 /// An HTTP error answer: a status and a one-line reason.
 #[derive(Debug)]
@@ -142,34 +150,140 @@ pub async fn bind(name: &str, addr: &str) -> std::io::Result<(TcpListener, Socke
 
 /// Serves `router` until `shutdown` resolves; then stops accepting and waits up to `grace`
 /// for in-flight requests (those still running after it are cut off).
+///
+/// HTTP/1.1, every connection within `limits` ([`HttpLimits`]): at most `max-connections` open
+/// at once (the listener stops accepting at the limit), each request head whole within
+/// `header-read-timeout` and no larger than `max-header-size`. The nodes' clients speak
+/// HTTP/1.1 only, so there is no HTTP/2 to bound.
 pub async fn serve_until(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
+    limits: &HttpLimits,
 ) -> std::io::Result<()> {
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut stop_wait = stop_rx.clone();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        let mut rx = stop_rx;
-        let _ = rx.wait_for(|s| *s).await;
-    });
-    let mut server = tokio::spawn(async move { server.await });
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
-    tokio::select! {
-        joined = &mut server => return joined.map_err(std::io::Error::other)?,
-        _ = stop_wait.wait_for(|s| *s) => {}
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout.duration())
+        .max_header_size(usize::try_from(limits.max_header_size.bytes()).unwrap_or(usize::MAX));
+    let graceful = GracefulShutdown::new();
+    let metrics = &*CONNECTION_METRICS;
+    tokio::pin!(shutdown);
+    loop {
+        // A slot first: at the limit the next connection waits in the kernel's accept queue.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break, // never closed; stop serving if it were
+            },
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: the listener itself is fine, so
+                    // back off briefly instead of spinning or giving up.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = builder.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(router.clone()),
+        );
+        let conn = graceful.watch(conn);
+        metrics.open.inc();
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                let reason = ClosedReason::of(&e);
+                metrics.closed[reason as usize].inc();
+                tracing::debug!("connection closed ({}): {e}", reason.as_str());
+            }
+            metrics.open.dec();
+            drop(slot);
+        });
     }
-    // `server` finishes by itself once the in-flight requests are done.
-    match tokio::time::timeout(grace, &mut server).await {
-        Ok(joined) => joined.map_err(std::io::Error::other)?,
-        Err(_) => {
-            tracing::warn!("in-flight requests still running after {grace:?}; closing them");
-            server.abort();
-            Ok(())
+    drop(listener);
+    // In-flight requests finish; idle connections close now.
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("in-flight requests still running after {grace:?}; closing them");
+    }
+    Ok(())
+}
+
+/// Why a connection ended in an error, as the `reason` label of
+/// `stratus_http_connection_errors_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClosedReason {
+    /// No whole request head within `header-read-timeout` (an idle or slow client).
+    HeaderTimeout,
+    /// A request head above `max-header-size` (answered 431).
+    HeaderTooLarge,
+    /// Anything else: a reset, a malformed request, an I/O error.
+    Other,
+}
+
+impl ClosedReason {
+    const ALL: [ClosedReason; 3] = [
+        ClosedReason::HeaderTimeout,
+        ClosedReason::HeaderTooLarge,
+        ClosedReason::Other,
+    ];
+
+    fn of(e: &hyper::Error) -> ClosedReason {
+        if e.is_timeout() {
+            ClosedReason::HeaderTimeout
+        } else if e.is_parse_too_large() {
+            ClosedReason::HeaderTooLarge
+        } else {
+            ClosedReason::Other
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            ClosedReason::HeaderTimeout => "header_timeout",
+            ClosedReason::HeaderTooLarge => "header_too_large",
+            ClosedReason::Other => "other",
         }
     }
 }
+
+struct ConnectionMetrics {
+    open: IntGauge,
+    /// Indexed by `ClosedReason as usize`.
+    closed: [IntCounter; 3],
+}
+
+static CONNECTION_METRICS: LazyLock<ConnectionMetrics> = LazyLock::new(|| {
+    let open = IntGauge::new(
+        "stratus_http_connections",
+        "HTTP connections open on this node's listener.",
+    )
+    .expect("valid metric");
+    let errors = IntCounterVec::new(
+        Opts::new(
+            "stratus_http_connection_errors_total",
+            "HTTP connections that ended in an error, by reason (header_timeout: no whole \
+             request head within http.header-read-timeout; header_too_large: a head above \
+             http.max-header-size).",
+        ),
+        &["reason"],
+    )
+    .expect("valid metric");
+    // A second registration (a test serving twice in one process) keeps the first.
+    let _ = prometheus::register(Box::new(open.clone()));
+    let _ = prometheus::register(Box::new(errors.clone()));
+    let closed = ClosedReason::ALL.map(|r| errors.with_label_values(&[r.as_str()]));
+    ConnectionMetrics { open, closed }
+});

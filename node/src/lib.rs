@@ -8,7 +8,8 @@
 //!   name, the effective config printed back (sizes and durations are `types::units`; the
 //!   `[dfs]` section is `kvengine::dfs_section`, read only by the nodes that open a store);
 //! * [`logging`]: `tracing` events to stderr, filtered by `STRATUS_LOG`;
-//! * [`http`]: binding, serving until SIGTERM with a grace period, protobuf bodies, `/metrics`;
+//! * [`http`]: binding, serving until SIGTERM with a grace period within the listener bounds
+//!   of [`http_limits`] (`[http]`), protobuf bodies, `/metrics`;
 //! * [`client`]: the HTTP client (http and https) processes use to call each other;
 //! * [`pd_client`]: the placement driver's client (leader following, batched timestamps);
 //! * [`traffic`]: network bytes by path and zone, counted by that client and by every node's
@@ -22,6 +23,7 @@
 pub mod client;
 pub mod config;
 pub mod http;
+pub mod http_limits;
 pub mod logging;
 pub mod pd_client;
 pub mod remote_answer;

@@ -20,11 +20,14 @@
 //! min-size-gap = "64MiB"                 # size gaps up to this are never balanced
 //! schedule-interval = "1s"               # how often the leader plans scheduling steps
 //! gc-life-time = "10m"                   # versions this recent stay readable (the GC safe point trails now by it)
+//!
+//! [http]                                 # see node::http_limits
 //! ```
 
 use std::path::{Path, PathBuf};
 
 use node::config::ConfigError;
+use node::http::HttpLimits;
 use serde::{Deserialize, Serialize};
 use types::{ReadableDuration, ReadableSize};
 
@@ -32,6 +35,8 @@ use types::{ReadableDuration, ReadableSize};
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PdConfig {
     pub pd: PdSection,
+    /// Bounds on the clients of the placement driver's listener (`node::http_limits`).
+    pub http: HttpLimits,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -152,6 +157,7 @@ impl PdConfig {
 
     /// Checks what parsing cannot; the error names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.http.validate()?;
         let p = &self.pd;
         if p.name.is_empty() {
             return Err(ConfigError::invalid(

@@ -69,10 +69,10 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
         if p.etcd_endpoints.is_empty() {
             let path = p.data_dir.join("meta");
             let store = EmbeddedStore::open(&path).map_err(|e| e.to_string())?;
-            serve(store, options, listener, shutdown, grace).await
+            serve(store, options, listener, shutdown, grace, &config.http).await
         } else {
             let store = EtcdStore::new(p.etcd_endpoints.clone(), p.etcd_timeout.duration());
-            serve(store, options, listener, shutdown, grace).await
+            serve(store, options, listener, shutdown, grace, &config.http).await
         }
     });
     runtime.shutdown_timeout(grace);
@@ -94,6 +94,7 @@ async fn serve<S: MetaStore>(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: std::time::Duration,
+    limits: &node::http::HttpLimits,
 ) -> Result<(), String> {
     tracing::info!(store = %store.describe(), url = %options.url, "placement driver starting");
     let pd = Arc::new(Pd::new(store, options));
@@ -106,7 +107,7 @@ async fn serve<S: MetaStore>(
         shutdown.await;
         closing.close_watches();
     };
-    let served = node::http::serve_until(listener, router(pd), shutdown, grace).await;
+    let served = node::http::serve_until(listener, router(pd), shutdown, grace, limits).await;
     // Give up the leadership before exiting, so another instance takes over at once.
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(grace, election).await;

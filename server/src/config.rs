@@ -45,6 +45,8 @@
 //! [dfs]                                # see kvengine::dfs_section
 //!
 //! [raft]                               # see raftstore::config
+//!
+//! [http]                               # see node::http_limits
 //! ```
 
 use std::collections::BTreeMap;
@@ -53,6 +55,7 @@ use std::path::PathBuf;
 use changeset::MemtableDataFormat;
 use kvengine::{DfsConfig, DfsSection};
 use node::config::{ConfigError, parse_escaped_key};
+use node::http::HttpLimits;
 pub use raftstore::config::{PeerConfig, RaftConfig};
 use serde::{Deserialize, Serialize};
 use types::{ReadableDuration, ReadableSize, Zone};
@@ -66,6 +69,8 @@ pub struct ServerConfig {
     /// Replication: every region is a Raft group over the servers in `peers` (none: this
     /// server alone, every region a one-voter group).
     pub raft: RaftConfig,
+    /// Bounds on the clients of the server's listener (`node::http_limits`).
+    pub http: HttpLimits,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -335,6 +340,7 @@ impl ServerConfig {
 
     /// Checks what parsing cannot: values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.http.validate()?;
         let format = self.kvengine.remote_coprocessor_memtable_data_format;
         if MemtableDataFormat::from_u8(format).is_none() {
             return Err(ConfigError::invalid(

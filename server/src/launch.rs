@@ -55,6 +55,7 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
 async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
     let handle = tokio::runtime::Handle::current();
     let grace = config.server.shutdown_grace.duration();
+    let limits = config.http.clone();
     let split_every = config.server.split_check_interval.duration();
     let addr = config.server.addr.clone();
     let node = tokio::task::spawn_blocking(move || Node::open(config, handle))
@@ -92,7 +93,7 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
             node.config.server.pd_heartbeat_interval.duration(),
         ))
     });
-    let served = node::http::serve_until(listener, router(state), shutdown, grace).await;
+    let served = node::http::serve_until(listener, router(state), shutdown, grace, &limits).await;
     checker.abort();
     if let Some(h) = heartbeat {
         h.abort();

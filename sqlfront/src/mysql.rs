@@ -37,7 +37,16 @@ static NEXT_CONNECTION: AtomicU32 = AtomicU32::new(1);
 /// task and session over `client` (which lives as long as the process).
 pub async fn serve(listener: TcpListener, client: &'static Client) -> io::Result<()> {
     loop {
-        let (stream, peer) = listener.accept().await?;
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors and the like: the listener is fine, so back off
+                // briefly and go on, rather than ending the endpoint for every later client.
+                tracing::warn!("sql endpoint: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {

@@ -30,6 +30,8 @@
 //! sample-ttl = "60s"
 //! memory-limit = 0
 //! memory-source = "auto"
+//!
+//! [http]                          # see node::http_limits
 //! ```
 //!
 //! Every key is optional; an unknown key or a bad value is an error that names the key.
@@ -41,6 +43,7 @@ use std::time::Duration;
 use changeset::MemtableDataFormat;
 use kvengine::{CacheConfig, DfsConfig, DfsSection};
 use node::ConfigError;
+use node::http::HttpLimits;
 use serde::{Deserialize, Serialize};
 use types::{ReadableDuration, ReadableSize};
 
@@ -64,6 +67,8 @@ pub struct WorkerConfig {
     /// The object store holding the SST files: the same one the servers write.
     pub dfs: DfsSection,
     pub cop_limiter: CopLimiterSection,
+    /// Bounds on the clients of the worker's listener (`node::http_limits`).
+    pub http: HttpLimits,
 }
 
 /// The `[worker]` section.
@@ -262,6 +267,7 @@ impl WorkerConfig {
 
     /// Checks what parsing cannot: values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.http.validate()?;
         let w = &self.worker;
         let port_ok = w
             .addr

@@ -83,7 +83,8 @@ pub async fn serve(
             w.pd_heartbeat_interval.duration(),
         ))
     });
-    let served = ::node::http::serve_until(listener, router(state), shutdown, grace).await;
+    let limits = state.config().http.clone();
+    let served = ::node::http::serve_until(listener, router(state), shutdown, grace, &limits).await;
     refresher.abort();
     if let Some(h) = heartbeat {
         h.abort();
