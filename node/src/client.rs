@@ -19,6 +19,7 @@ use types::Zone;
 use wire::traffic::{Direction, Role, TrafficPath, ZONE_HEADER};
 
 use crate::error_chain;
+use crate::tls::Tls;
 use crate::traffic::{Exchange, Meter, peer_zone};
 
 #[derive(Debug, thiserror::Error)]
@@ -74,15 +75,30 @@ impl HttpClient {
     /// A client accepting responses of up to `max_response_bytes`, counting its traffic as an
     /// entry node without a zone until [`HttpClient::with_meter`] says who it is.
     pub fn new(max_response_bytes: usize) -> HttpClient {
+        Self::with_tls(max_response_bytes, None)
+    }
+
+    /// Like [`HttpClient::new`]; with `tls` (a node's `[security]`) the client speaks https
+    /// only, presents the node's certificate and accepts only servers whose certificate chains
+    /// to the cluster CA and names the address dialled. Without it, http and https to servers
+    /// with public certificates.
+    pub fn with_tls(max_response_bytes: usize, tls: Option<&Tls>) -> HttpClient {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(Duration::from_secs(5)));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let https = match tls {
+            Some(tls) => hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls.client.as_ref().clone())
+                .https_only()
+                .enable_http1()
+                .wrap_connector(http),
+            None => hyper_rustls::HttpsConnectorBuilder::new()
+                .with_webpki_roots()
+                .https_or_http()
+                .enable_http1()
+                .wrap_connector(http),
+        };
         // Idle connections are dropped before a node's listener would close them
         // (`http.header-read-timeout`, 30 s by default, also bounds a keep-alive connection's
         // wait for its next request), so a request never goes out on one being closed.

@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub use crate::http_limits::HttpLimits;
+use crate::tls::Tls;
 
 /// An HTTP error answer: a status and a one-line reason.
 #[derive(Debug)]
@@ -155,12 +156,18 @@ pub async fn bind(name: &str, addr: &str) -> std::io::Result<(TcpListener, Socke
 /// at once (the listener stops accepting at the limit), each request head whole within
 /// `header-read-timeout` and no larger than `max-header-size`. The nodes' clients speak
 /// HTTP/1.1 only, so there is no HTTP/2 to bound.
+///
+/// With `tls` ([`crate::tls`]), every connection must first complete a TLS handshake within
+/// `header-read-timeout`, presenting a client certificate the cluster CA signed and, when
+/// `cert-allowed-cn` is set, one of those names; anything else is closed before a request is
+/// read (a plain-HTTP client included).
 pub async fn serve_until(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
     limits: &HttpLimits,
+    tls: Option<Arc<Tls>>,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -194,17 +201,41 @@ pub async fn serve_until(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn = builder.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(router.clone()),
+        let (builder, router, watcher, tls) = (
+            builder.clone(),
+            router.clone(),
+            graceful.watcher(),
+            tls.clone(),
         );
-        let conn = graceful.watch(conn);
+        let handshake_within = limits.header_read_timeout.duration();
         metrics.open.inc();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                let reason = ClosedReason::of(&e);
+            let served = match tls {
+                None => serve_connection(&builder, watcher, router, stream).await,
+                Some(tls) => {
+                    // The handshake counts against the same deadline as a request head: a
+                    // client that connects and never finishes it is cut off the same way.
+                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.clone());
+                    match tokio::time::timeout(handshake_within, acceptor.accept(stream)).await {
+                        Err(_) => Err(ClosedReason::TlsHandshake),
+                        Ok(Err(e)) => {
+                            tracing::debug!("TLS handshake failed: {e}");
+                            Err(ClosedReason::TlsHandshake)
+                        }
+                        Ok(Ok(stream)) => {
+                            match tls.check_peer(stream.get_ref().1.peer_certificates()) {
+                                Err(why) => {
+                                    tracing::warn!("refused a peer: {why}");
+                                    Err(ClosedReason::PeerNotAllowed)
+                                }
+                                Ok(()) => serve_connection(&builder, watcher, router, stream).await,
+                            }
+                        }
+                    }
+                }
+            };
+            if let Err(reason) = served {
                 metrics.closed[reason as usize].inc();
-                tracing::debug!("connection closed ({}): {e}", reason.as_str());
             }
             metrics.open.dec();
             drop(slot);
@@ -221,6 +252,24 @@ pub async fn serve_until(
     Ok(())
 }
 
+/// Serves HTTP/1.1 on one accepted (and, with TLS, handshaken) connection until it closes.
+async fn serve_connection<IO>(
+    builder: &hyper::server::conn::http1::Builder,
+    watcher: hyper_util::server::graceful::Watcher,
+    router: Router,
+    io: IO,
+) -> Result<(), ClosedReason>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(router));
+    watcher.watch(conn).await.map_err(|e| {
+        let reason = ClosedReason::of(&e);
+        tracing::debug!("connection closed ({}): {e}", reason.as_str());
+        reason
+    })
+}
+
 /// Why a connection ended in an error, as the `reason` label of
 /// `stratus_http_connection_errors_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,13 +280,20 @@ enum ClosedReason {
     HeaderTooLarge,
     /// Anything else: a reset, a malformed request, an I/O error.
     Other,
+    /// No TLS handshake within `header-read-timeout`, or a failed one (no certificate, one
+    /// the CA did not sign, a plain-HTTP client).
+    TlsHandshake,
+    /// A certificate the CA signed without a name in `security.cert-allowed-cn`.
+    PeerNotAllowed,
 }
 
 impl ClosedReason {
-    const ALL: [ClosedReason; 3] = [
+    const ALL: [ClosedReason; 5] = [
         ClosedReason::HeaderTimeout,
         ClosedReason::HeaderTooLarge,
         ClosedReason::Other,
+        ClosedReason::TlsHandshake,
+        ClosedReason::PeerNotAllowed,
     ];
 
     fn of(e: &hyper::Error) -> ClosedReason {
@@ -255,6 +311,8 @@ impl ClosedReason {
             ClosedReason::HeaderTimeout => "header_timeout",
             ClosedReason::HeaderTooLarge => "header_too_large",
             ClosedReason::Other => "other",
+            ClosedReason::TlsHandshake => "tls_handshake",
+            ClosedReason::PeerNotAllowed => "peer_not_allowed",
         }
     }
 }
@@ -262,7 +320,7 @@ impl ClosedReason {
 struct ConnectionMetrics {
     open: IntGauge,
     /// Indexed by `ClosedReason as usize`.
-    closed: [IntCounter; 3],
+    closed: [IntCounter; ClosedReason::ALL.len()],
 }
 
 static CONNECTION_METRICS: LazyLock<ConnectionMetrics> = LazyLock::new(|| {
@@ -276,7 +334,8 @@ static CONNECTION_METRICS: LazyLock<ConnectionMetrics> = LazyLock::new(|| {
             "stratus_http_connection_errors_total",
             "HTTP connections that ended in an error, by reason (header_timeout: no whole \
              request head within http.header-read-timeout; header_too_large: a head above \
-             http.max-header-size).",
+             http.max-header-size; tls_handshake: no or a failed TLS handshake; \
+             peer_not_allowed: a certificate without a name in security.cert-allowed-cn).",
         ),
         &["reason"],
     )

@@ -10,6 +10,8 @@
 //! * [`logging`]: `tracing` events to stderr, filtered by `STRATUS_LOG`;
 //! * [`http`]: binding, serving until SIGTERM with a grace period within the listener bounds
 //!   of [`http_limits`] (`[http]`), protobuf bodies, `/metrics`;
+//! * [`tls`]: `[security]`, TLS with a cluster CA on both ends of every connection (mutual:
+//!   certificates checked against the CA, peers' names against `cert-allowed-cn`);
 //! * [`client`]: the HTTP client (http and https) processes use to call each other;
 //! * [`pd_client`]: the placement driver's client (leader following, batched timestamps);
 //! * [`traffic`]: network bytes by path and zone, counted by that client and by every node's
@@ -27,6 +29,7 @@ pub mod http_limits;
 pub mod logging;
 pub mod pd_client;
 pub mod remote_answer;
+pub mod tls;
 pub mod topn_paging;
 pub mod traffic;
 

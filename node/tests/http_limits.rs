@@ -32,9 +32,16 @@ async fn start(limits: HttpLimits) -> (String, oneshot::Sender<()>, tokio::task:
         let shutdown = async move {
             let _ = stopped.await;
         };
-        serve_until(listener, router, shutdown, Duration::from_secs(5), &limits)
-            .await
-            .unwrap();
+        serve_until(
+            listener,
+            router,
+            shutdown,
+            Duration::from_secs(5),
+            &limits,
+            None,
+        )
+        .await
+        .unwrap();
     });
     (addr, stop, served)
 }

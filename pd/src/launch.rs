@@ -107,7 +107,7 @@ async fn serve<S: MetaStore>(
         shutdown.await;
         closing.close_watches();
     };
-    let served = node::http::serve_until(listener, router(pd), shutdown, grace, limits).await;
+    let served = node::http::serve_until(listener, router(pd), shutdown, grace, limits, None).await;
     // Give up the leadership before exiting, so another instance takes over at once.
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(grace, election).await;

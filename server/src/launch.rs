@@ -93,7 +93,8 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
             node.config.server.pd_heartbeat_interval.duration(),
         ))
     });
-    let served = node::http::serve_until(listener, router(state), shutdown, grace, &limits).await;
+    let served =
+        node::http::serve_until(listener, router(state), shutdown, grace, &limits, None).await;
     checker.abort();
     if let Some(h) = heartbeat {
         h.abort();

@@ -84,7 +84,8 @@ pub async fn serve(
         ))
     });
     let limits = state.config().http.clone();
-    let served = ::node::http::serve_until(listener, router(state), shutdown, grace, &limits).await;
+    let served =
+        ::node::http::serve_until(listener, router(state), shutdown, grace, &limits, None).await;
     refresher.abort();
     if let Some(h) = heartbeat {
         h.abort();

@@ -1,0 +1,261 @@
+//! `[security]`: TLS with a cluster CA on a node's listener and on its clients, mutual: each
+//! side proves itself with a certificate the CA signed, as TiKV does.
+//!
+//! ```toml
+//! [security]
+//! ca-path = ""            # PEM file of the CA certificate(s) every peer's certificate must chain to
+//! cert-path = ""          # PEM file of this node's certificate (chain)
+//! key-path = ""           # PEM file of its private key: no access for other users (chmod 600)
+//! cert-allowed-cn = []    # common names a peer's certificate must carry (empty: any the CA signed)
+//! ```
+//!
+//! All three paths empty (the default) is plain HTTP. Setting them is all or nothing: a node
+//! with TLS accepts only TLS connections whose client certificate chains to `ca-path` (and,
+//! when `cert-allowed-cn` is set, carries one of those names as its subject's common name),
+//! and its clients speak only https, presenting `cert-path` and checking the server's
+//! certificate against the CA and the address they dial.
+//!
+//! A key file readable by every user is refused at start, with its path (as ssh refuses a
+//! private key others can read); group access is allowed, as container secrets mount keys
+//! group-readable.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde::{Deserialize, Serialize};
+
+use crate::config::ConfigError;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SecurityConfig {
+    /// The cluster CA's certificate(s), PEM.
+    pub ca_path: PathBuf,
+    /// This node's certificate, PEM (its chain may follow it in the file).
+    pub cert_path: PathBuf,
+    /// This node's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key_path: PathBuf,
+    /// Common names a peer's certificate must carry; empty = any certificate the CA signed.
+    pub cert_allowed_cn: Vec<String>,
+}
+
+impl SecurityConfig {
+    /// Whether TLS is on (the paths are set).
+    pub fn enabled(&self) -> bool {
+        !self.ca_path.as_os_str().is_empty()
+    }
+
+    /// The paths are all set or all empty; allowed names need TLS.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let set = [
+            ("security.ca-path", &self.ca_path),
+            ("security.cert-path", &self.cert_path),
+            ("security.key-path", &self.key_path),
+        ];
+        let any = set.iter().any(|(_, p)| !p.as_os_str().is_empty());
+        if any && let Some((key, _)) = set.iter().find(|(_, p)| p.as_os_str().is_empty()) {
+            return Err(ConfigError::invalid(
+                key,
+                "expected a path: ca-path, cert-path and key-path are set together (TLS) or \
+                 not at all (plain HTTP), found it empty while another is set",
+            ));
+        }
+        if !any && !self.cert_allowed_cn.is_empty() {
+            return Err(ConfigError::invalid(
+                "security.cert-allowed-cn",
+                "expected no names without TLS (ca-path, cert-path, key-path), found some",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads the files and builds both ends' TLS settings; `None` when TLS is off.
+    pub fn load(&self) -> Result<Option<Arc<Tls>>, TlsError> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        Tls::load(self).map(|t| Some(Arc::new(t)))
+    }
+}
+
+/// Why a node's TLS setup could not be loaded. Each names the file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {what} {path}")]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} {path}: expected PEM {expected}, found {found}")]
+    Pem {
+        what: &'static str,
+        path: PathBuf,
+        expected: &'static str,
+        found: String,
+    },
+    #[error(
+        "key file {path} is readable by every user (mode {mode:03o}); expected no access for \
+         others (chmod 600 or 640)"
+    )]
+    KeyReadableByAll { path: PathBuf, mode: u32 },
+    #[error("CA certificates in {path} cannot verify peers: {reason}")]
+    Ca { path: PathBuf, reason: String },
+    #[error("certificate {cert} and key {key} do not make a TLS identity: {reason}")]
+    Identity {
+        cert: PathBuf,
+        key: PathBuf,
+        reason: String,
+    },
+}
+
+/// A node's loaded TLS settings: what its listener accepts and what its clients present.
+#[derive(Debug)]
+pub struct Tls {
+    pub(crate) server: Arc<rustls::ServerConfig>,
+    pub(crate) client: Arc<rustls::ClientConfig>,
+    allowed_cn: Vec<String>,
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl Tls {
+    fn load(c: &SecurityConfig) -> Result<Tls, TlsError> {
+        check_key_permissions(&c.key_path)?;
+        let ca = read_certs("CA file", &c.ca_path)?;
+        let certs = read_certs("certificate file", &c.cert_path)?;
+        let key = read_key(&c.key_path)?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in ca {
+            roots.add(cert).map_err(|e| TlsError::Ca {
+                path: c.ca_path.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        let roots = Arc::new(roots);
+        let identity = |e: rustls::Error| TlsError::Identity {
+            cert: c.cert_path.clone(),
+            key: c.key_path.clone(),
+            reason: e.to_string(),
+        };
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+                .build()
+                .map_err(|e| TlsError::Ca {
+                    path: c.ca_path.clone(),
+                    reason: e.to_string(),
+                })?;
+        let mut server = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(identity)?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs.clone(), key.clone_key())
+            .map_err(identity)?;
+        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let client = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(identity)?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, key)
+            .map_err(identity)?;
+        Ok(Tls {
+            server: Arc::new(server),
+            client: Arc::new(client),
+            allowed_cn: c.cert_allowed_cn.clone(),
+        })
+    }
+
+    /// Whether a peer that presented `certs` (leaf first; the CA already verified them) may
+    /// talk to this node: `Err` names what its certificate carries when `cert-allowed-cn` does
+    /// not list it.
+    pub fn check_peer(&self, certs: Option<&[CertificateDer<'_>]>) -> Result<(), String> {
+        if self.allowed_cn.is_empty() {
+            return Ok(());
+        }
+        let Some(leaf) = certs.and_then(|c| c.first()) else {
+            return Err("expected a client certificate, found none".into());
+        };
+        let names = common_names(leaf)?;
+        if names.iter().any(|n| self.allowed_cn.contains(n)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected a certificate with a common name in {:?}, found {names:?}",
+                self.allowed_cn
+            ))
+        }
+    }
+}
+
+/// The subject common names of a DER certificate.
+fn common_names(der: &CertificateDer<'_>) -> Result<Vec<String>, String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).map_err(|e| {
+        format!("expected an X.509 certificate, found one that does not parse: {e}")
+    })?;
+    Ok(cert
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok().map(str::to_string))
+        .collect())
+}
+
+fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let bytes = read_file(what, path)?;
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(&bytes).collect();
+    match certs {
+        Ok(certs) if !certs.is_empty() => Ok(certs),
+        Ok(_) => Err(TlsError::Pem {
+            what,
+            path: path.to_path_buf(),
+            expected: "CERTIFICATE blocks",
+            found: "none".into(),
+        }),
+        Err(e) => Err(TlsError::Pem {
+            what,
+            path: path.to_path_buf(),
+            expected: "CERTIFICATE blocks",
+            found: e.to_string(),
+        }),
+    }
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let bytes = read_file("key file", path)?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| TlsError::Pem {
+        what: "key file",
+        path: path.to_path_buf(),
+        expected: "a PRIVATE KEY block",
+        found: e.to_string(),
+    })
+}
+
+/// Refuses a key file every user may read (`o+r`), as ssh does.
+fn check_key_permissions(path: &Path) -> Result<(), TlsError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|source| TlsError::Read {
+        what: "key file",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o004 != 0 {
+        return Err(TlsError::KeyReadableByAll {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
