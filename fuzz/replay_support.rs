@@ -94,3 +94,38 @@ pub fn mutate(mut data: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
     }
     data
 }
+
+/// Bodies every endpoint of a request target must survive: empty, one zero byte, an over-long
+/// varint, a short string field, a nested message, and bytes that are no protobuf at all.
+pub const ARBITRARY_BODIES: [&[u8]; 6] = [
+    b"",
+    b"\x00",
+    b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+    b"\x0a\x05hello",
+    b"\x12\x02\x08\x01",
+    &[0xff; 64],
+];
+
+/// A cheap stand-in for the fuzzer in ordinary test runs: `check` on 512 inputs, each a
+/// corpus file (of `files`) with one to three mutations.
+pub fn check_mutated_corpus(files: &[(PathBuf, Vec<u8>)], check: impl Fn(&[u8])) {
+    use proptest::test_runner::{Config, TestRunner};
+    assert!(!files.is_empty(), "an empty corpus");
+    let config = Config {
+        cases: 512,
+        source_file: Some(file!()),
+        ..Config::default()
+    };
+    let strategy = (
+        any::<prop::sample::Index>(),
+        prop::collection::vec(mutation(), 1..4),
+    );
+    let result = TestRunner::new(config).run(&strategy, |(seed, mutations)| {
+        let (_, data) = &files[seed.index(files.len())];
+        check(&mutate(data.clone(), &mutations));
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

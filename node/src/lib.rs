@@ -20,10 +20,13 @@
 //!   (a large TopN goes to a worker in pages: the server applies it before shipping, the worker
 //!   to requests from servers that predate it) and [`remote_answer`] (a result computed on a
 //!   shipped snapshot answers as its origin would: the server stamps offloaded results, the
-//!   worker delegate ones).
+//!   worker delegate ones);
+//! * [`fuzzing`]: what the fuzz targets that POST bodies through a node's router share (the
+//!   endpoint table, the in-process call, the check every answer must pass).
 
 pub mod client;
 pub mod config;
+pub mod fuzzing;
 pub mod http;
 pub mod http_limits;
 pub mod logging;

@@ -1,20 +1,15 @@
 //! Entry point of the `pd_request` fuzz target (`fuzz/fuzz_targets/pd_request.rs`), kept in the
 //! library so that the committed corpus replays as an ordinary test
-//! (`pd/tests/fuzz_corpus_replay.rs`) through the very same code.
+//! (`pd/tests/request_fuzz_replay.rs`) through the very same code.
 //!
 //! [`Fixture::check`] POSTs a body to one of the placement driver's endpoints ([`ENDPOINTS`])
 //! through its own router ([`crate::service::router`]), in process, without a socket, on a
-//! real [`Pd`] that leads over an embedded metadata store held in memory. What must
-//! hold whatever the body:
-//!
-//! * no handler panics (a panicked task is a 500);
-//! * a body that does not decode as the endpoint's request is refused (400) as such;
-//! * a body that decodes is answered 200, refusals (a bad server state, a follower's redirect)
-//!   travelling inside the answer, except where the handler judges the request's content
-//!   invalid and answers 400 with its reason: only `/pd/rules` does (a rule without an id, an
-//!   empty key range, the delete of a rule that does not exist), and the target does not
-//!   repeat those rules to predict which;
-//! * a 200 answer decodes as the endpoint's response.
+//! real [`Pd`] that leads over an embedded metadata store held in memory. What must hold
+//! whatever the body is `node::fuzzing`'s check: no handler fails, an undecodable body is
+//! refused (400), a decodable one is answered 200 with a response that decodes (refusals such
+//! as a bad server state travel inside the answer); only `/pd/rules` judges a request's
+//! content (a rule without an id, an empty key range, the delete of a rule that does not
+//! exist) and may refuse a decodable body with 400 and its reason.
 //!
 //! `POST /pd/watch` is left out: a request may hold its answer for up to 30 s by design (a
 //! long poll, capped by `watch::MAX_WAIT`), which would stall the fuzzer, not find a bug.
@@ -23,12 +18,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
 use axum::http::{Method, StatusCode};
+use node::fuzzing::{Endpoint, decodes};
 use prost::Message;
 use tokio::sync::watch;
-use tower_service::Service;
-use wire::fuzzing::round_trip;
 use wire::paths;
 use wire::pd::{
     AllocIdRequest, AllocIdResponse, HeartbeatResponse, PlacementRule, RulesRequest, RulesResponse,
@@ -40,88 +33,47 @@ use crate::meta::embedded::EmbeddedStore;
 use crate::scheduler::SchedulerConfig;
 use crate::service::{Pd, PdOptions, router};
 
-/// One endpoint of the target: its path, and whether a body decodes as its request and an
-/// answer as its response.
-pub struct Endpoint {
-    pub path: &'static str,
-    accepts: fn(&[u8]) -> bool,
-    answer_decodes: fn(&[u8]) -> bool,
-    /// Whether the handler refuses (400) some bodies that decode, for what they say.
-    judges_content: bool,
-}
-
-impl Endpoint {
-    /// Whether the handler must serve `body` (200) rather than refuse it (400).
-    pub fn accepts(&self, body: &[u8]) -> bool {
-        (self.accepts)(body)
-    }
-}
-
-fn decodes<M: Message + Default + PartialEq + std::fmt::Debug>(body: &[u8]) -> bool {
-    round_trip::<M>(body).is_some()
-}
-
-const fn endpoint(
-    path: &'static str,
-    accepts: fn(&[u8]) -> bool,
-    answer_decodes: fn(&[u8]) -> bool,
-) -> Endpoint {
-    Endpoint {
-        path,
-        accepts,
-        answer_decodes,
-        judges_content: false,
-    }
-}
-
 /// Every endpoint that takes a body (but the watch, see the module docs), in the order of the
 /// target's selector byte.
 pub const ENDPOINTS: [Endpoint; 6] = [
-    endpoint(paths::TSO, decodes::<TsoRequest>, decodes::<TsoResponse>),
-    endpoint(
+    Endpoint::new(paths::TSO, decodes::<TsoRequest>, decodes::<TsoResponse>),
+    Endpoint::new(
         paths::PD_ALLOC_ID,
         decodes::<AllocIdRequest>,
         decodes::<AllocIdResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::PD_STORE_HEARTBEAT,
         decodes::<StoreHeartbeat>,
         decodes::<HeartbeatResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::PD_WORKER_HEARTBEAT,
         decodes::<WorkerHeartbeat>,
         decodes::<HeartbeatResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::PD_STORE_STATE,
         decodes::<StoreStateRequest>,
         decodes::<HeartbeatResponse>,
     ),
-    Endpoint {
-        judges_content: true,
-        ..endpoint(
-            paths::PD_RULES,
-            decodes::<RulesRequest>,
-            decodes::<RulesResponse>,
-        )
-    },
+    Endpoint::new(
+        paths::PD_RULES,
+        decodes::<RulesRequest>,
+        decodes::<RulesResponse>,
+    )
+    .judging_content(),
 ];
 
 /// The target's input: a selector byte choosing the endpoint ([`ENDPOINTS`], modulo their
 /// number), then the body. `None` for the empty input.
 pub fn selected(data: &[u8]) -> Option<(&'static str, &[u8])> {
-    let (&which, body) = data.split_first()?;
-    Some((ENDPOINTS[usize::from(which) % ENDPOINTS.len()].path, body))
+    node::fuzzing::selected(&ENDPOINTS, data).map(|(e, body)| (e.path, body))
 }
 
 /// The selector byte of `path`, for seeds.
 pub fn selector(path: &str) -> u8 {
-    let i = ENDPOINTS
-        .iter()
-        .position(|e| e.path == path)
-        .expect("a fuzzed endpoint");
-    u8::try_from(i).expect("fewer than 256 endpoints")
+    node::fuzzing::selector(&ENDPOINTS, path)
 }
 
 /// The `pd_request` target: `body` POSTed to `path` on the process's fixture.
@@ -197,77 +149,13 @@ impl Fixture {
             .iter()
             .find(|e| e.path == path)
             .unwrap_or_else(|| panic!("not a fuzzed endpoint: {path}"));
-        let accepted = endpoint.accepts(body);
         let (status, answer) = self.post(path, body);
-        let text = || String::from_utf8_lossy(&answer).into_owned();
-        assert_ne!(
-            status,
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "{path}: the handler failed: {}",
-            text()
-        );
-        // What `node::http::decode_proto` answers for a body that does not decode.
-        let decode_refusal = |t: &str| t.starts_with("expected a protobuf");
-        if !accepted {
-            assert_eq!(
-                status,
-                StatusCode::BAD_REQUEST,
-                "{path}: a body that does not decode is refused: {}",
-                text()
-            );
-            assert!(
-                decode_refusal(&text()),
-                "{path}: refused as undecodable: {}",
-                text()
-            );
-        } else if status == StatusCode::BAD_REQUEST {
-            assert!(
-                endpoint.judges_content,
-                "{path}: a body that decodes is answered: {}",
-                text()
-            );
-            assert!(
-                !text().trim().is_empty() && !decode_refusal(&text()),
-                "{path}: a decodable body refused for its content says why: {}",
-                text()
-            );
-        } else {
-            assert_eq!(
-                status,
-                StatusCode::OK,
-                "{path}: a body that decodes is answered: {}",
-                text()
-            );
-            assert!(
-                (endpoint.answer_decodes)(&answer),
-                "{path}: the answer decodes as the endpoint's response"
-            );
-        }
+        endpoint.check_answer(body, status, &answer);
     }
 
     /// One POST through the router: the status and the answer's bytes.
     pub fn post(&self, path: &str, body: &[u8]) -> (StatusCode, Vec<u8>) {
-        let request = axum::http::Request::builder()
-            .method(Method::POST)
-            .uri(path)
-            .header(
-                axum::http::header::CONTENT_TYPE,
-                wire::PROTOBUF_CONTENT_TYPE,
-            )
-            .body(Body::from(body.to_vec()))
-            .expect("a request with a static path builds");
-        let mut router = self.router.clone();
-        self.runtime.block_on(async move {
-            let response = match router.call(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            let status = response.status();
-            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-                .await
-                .expect("an in-process answer is read whole");
-            (status, bytes.to_vec())
-        })
+        node::fuzzing::call(&self.runtime, &self.router, Method::POST, path, body)
     }
 }
 

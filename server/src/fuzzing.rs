@@ -24,10 +24,9 @@
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
-use axum::body::Body;
 use axum::http::{Method, StatusCode};
+use node::fuzzing::{Endpoint, decodes};
 use prost::Message;
-use tower_service::Service;
 use wire::codec::row::encode_row;
 use wire::codec::table::{record_key, record_range};
 use wire::coprocessor::{Context, KeyRange, REQ_TYPE_DAG};
@@ -48,112 +47,80 @@ pub const FIXTURE_TABLE_A: i64 = 1;
 /// The table of the fixture's second region (ids from here on).
 pub const FIXTURE_TABLE_B: i64 = 2;
 
-/// One endpoint of the target: its path, whether a body is acceptable (decodes as the request,
-/// with valid enumerations where the handler checks them) and whether an answer decodes as the
-/// response.
-pub struct Endpoint {
-    pub path: &'static str,
-    accepts: fn(&[u8]) -> bool,
-    answer_decodes: fn(&[u8]) -> bool,
-}
-
-impl Endpoint {
-    /// Whether the handler must serve `body` (200) rather than refuse it (400).
-    pub fn accepts(&self, body: &[u8]) -> bool {
-        (self.accepts)(body)
-    }
-}
-
-fn decodes<M: Message + Default + PartialEq + std::fmt::Debug>(body: &[u8]) -> bool {
-    round_trip::<M>(body).is_some()
-}
-
 /// A prewrite whose mutation ops are all known: the handler refuses the others with a 400.
 fn prewrite_accepted(body: &[u8]) -> bool {
     round_trip::<txn::PrewriteRequest>(body)
         .is_some_and(|r| r.mutations.iter().all(|m| txn::Op::try_from(m.op).is_ok()))
 }
 
-const fn endpoint(
-    path: &'static str,
-    accepts: fn(&[u8]) -> bool,
-    answer_decodes: fn(&[u8]) -> bool,
-) -> Endpoint {
-    Endpoint {
-        path,
-        accepts,
-        answer_decodes,
-    }
-}
-
 /// Every endpoint that takes a body, in the order of the target's selector byte.
 pub const ENDPOINTS: [Endpoint; 14] = [
-    endpoint(
+    Endpoint::new(
         paths::TSO,
         decodes::<region::TsoRequest>,
         decodes::<region::TsoResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::SPLIT,
         decodes::<region::SplitRequest>,
         decodes::<region::SplitResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::RAW_LOAD,
         decodes::<region::RawLoadRequest>,
         decodes::<region::RawLoadResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::PREWRITE,
         prewrite_accepted,
         decodes::<txn::PrewriteResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::COMMIT,
         decodes::<txn::CommitRequest>,
         decodes::<txn::CommandResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::ROLLBACK,
         decodes::<txn::RollbackRequest>,
         decodes::<txn::CommandResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::CHECK_TXN_STATUS,
         decodes::<txn::CheckTxnStatusRequest>,
         decodes::<txn::CheckTxnStatusResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::CHECK_SECONDARY_LOCKS,
         decodes::<txn::CheckSecondaryLocksRequest>,
         decodes::<txn::CheckSecondaryLocksResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::RESOLVE_LOCK,
         decodes::<txn::ResolveLockRequest>,
         decodes::<txn::ResolveLockResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::SCAN_LOCK,
         decodes::<txn::ScanLockRequest>,
         decodes::<txn::ScanLockResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::GET,
         decodes::<txn::GetRequest>,
         decodes::<txn::GetResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::SCAN,
         decodes::<txn::ScanRequest>,
         decodes::<txn::ScanResponse>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::COPROCESSOR,
         decodes::<wire::coprocessor::Request>,
         decodes::<wire::coprocessor::Response>,
     ),
-    endpoint(
+    Endpoint::new(
         paths::DELEGATE,
         decodes::<delegate::DelegateRequest>,
         decodes::<delegate::DelegateResponse>,
@@ -163,17 +130,12 @@ pub const ENDPOINTS: [Endpoint; 14] = [
 /// The target's input: a selector byte choosing the endpoint ([`ENDPOINTS`], modulo their
 /// number), then the body. `None` for the empty input.
 pub fn selected(data: &[u8]) -> Option<(&'static str, &[u8])> {
-    let (&which, body) = data.split_first()?;
-    Some((ENDPOINTS[usize::from(which) % ENDPOINTS.len()].path, body))
+    node::fuzzing::selected(&ENDPOINTS, data).map(|(e, body)| (e.path, body))
 }
 
 /// The selector byte of `path`, for seeds.
 pub fn selector(path: &str) -> u8 {
-    let i = ENDPOINTS
-        .iter()
-        .position(|e| e.path == path)
-        .expect("a fuzzed endpoint");
-    u8::try_from(i).expect("fewer than 256 endpoints")
+    node::fuzzing::selector(&ENDPOINTS, path)
 }
 
 /// The `server_request` target: `body` POSTed to `path` on the process's fixture (see the
@@ -314,34 +276,8 @@ impl Fixture {
             .iter()
             .find(|e| e.path == path)
             .unwrap_or_else(|| panic!("not a fuzzed endpoint: {path}"));
-        let accepted = endpoint.accepts(body);
         let (status, answer) = self.call(Method::POST, path, body);
-        let text = || String::from_utf8_lossy(&answer).into_owned();
-        assert_ne!(
-            status,
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "{path}: the handler failed: {}",
-            text()
-        );
-        if accepted {
-            assert_eq!(
-                status,
-                StatusCode::OK,
-                "{path}: a body that decodes is answered: {}",
-                text()
-            );
-            assert!(
-                (endpoint.answer_decodes)(&answer),
-                "{path}: the answer decodes as the endpoint's response"
-            );
-        } else {
-            assert_eq!(
-                status,
-                StatusCode::BAD_REQUEST,
-                "{path}: a body that does not decode is refused: {}",
-                text()
-            );
-        }
+        endpoint.check_answer(body, status, &answer);
     }
 
     /// POSTs `body` to `path`: the status and the answer's bytes, unchecked.
@@ -351,27 +287,7 @@ impl Fixture {
 
     /// One request through the router: the status and the answer's bytes.
     fn call(&self, method: Method, path: &str, body: &[u8]) -> (StatusCode, Vec<u8>) {
-        let request = axum::http::Request::builder()
-            .method(method)
-            .uri(path)
-            .header(
-                axum::http::header::CONTENT_TYPE,
-                wire::PROTOBUF_CONTENT_TYPE,
-            )
-            .body(Body::from(body.to_vec()))
-            .expect("a request with a static path builds");
-        let mut router = self.router.clone();
-        self.runtime.block_on(async move {
-            let response = match router.call(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            let status = response.status();
-            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-                .await
-                .expect("an in-process answer is read whole");
-            (status, bytes.to_vec())
-        })
+        node::fuzzing::call(&self.runtime, &self.router, method, path, body)
     }
 
     /// A request the setup needs to succeed: its decoded answer.

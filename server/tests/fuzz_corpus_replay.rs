@@ -10,7 +10,6 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use proptest::prelude::*;
 use server::fuzzing::{ENDPOINTS, Fixture, selected};
 
 #[path = "../../fuzz/replay_support.rs"]
@@ -169,44 +168,15 @@ fn corpus_replays_without_panicking() {
 #[test]
 fn arbitrary_bytes_pass_the_fuzz_check_on_every_endpoint() {
     let fixture = Fixture::new().expect("fixture");
-    let bodies: [&[u8]; 6] = [
-        b"",
-        b"\x00",
-        b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
-        b"\x0a\x05hello",
-        b"\x12\x02\x08\x01",
-        &[0xff; 64],
-    ];
     for e in &ENDPOINTS {
-        for body in bodies {
+        for body in ARBITRARY_BODIES {
             fixture.check(e.path, body);
         }
     }
 }
 
-/// A cheap stand-in for the fuzzer in ordinary test runs: mutated seeds never break the fuzz
-/// check. (A runner rather than `proptest!`, so that every case shares one fixture that the
-/// test removes.)
 #[test]
 fn mutated_seeds_pass_the_fuzz_check() {
-    use proptest::test_runner::{Config, TestRunner};
     let fixture = Fixture::new().expect("fixture");
-    let files = corpus_files(TARGET);
-    let config = Config {
-        cases: 512,
-        source_file: Some(file!()),
-        ..Config::default()
-    };
-    let strategy = (
-        any::<prop::sample::Index>(),
-        prop::collection::vec(mutation(), 1..4),
-    );
-    let result = TestRunner::new(config).run(&strategy, |(seed, mutations)| {
-        let (_, data) = &files[seed.index(files.len())];
-        check(&fixture, &mutate(data.clone(), &mutations));
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    check_mutated_corpus(&corpus_files(TARGET), |data| check(&fixture, data));
 }
