@@ -97,30 +97,6 @@ impl BlockRows {
     }
 }
 
-/// Asks the CPU to start loading every cache line of `data` before the decode loop reads it.
-///
-/// A block is one 4 KiB page: the hardware prefetcher does not cross pages and needs a few
-/// misses within one to ramp up, so a scan over tables larger than the caches stalls at the
-/// start of every block (half the decode loop's samples sat on an entry's first byte). Issuing
-/// the whole block's loads at once lets the misses overlap.
-#[inline(always)]
-#[allow(unsafe_code)]
-pub(crate) fn prefetch(data: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in data.chunks(64) {
-        // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has (the target enables it
-        // by default), and it is only a hint: it never faults and reads nothing the program
-        // sees, whatever the address. The address here is inside `data` anyway.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = data;
-}
-
 /// Where a run of rows must stop: a key the run may not reach (or pass, in reverse). A merging
 /// reader passes the nearest key of its other sources, so a run never overtakes a row another
 /// source must be merged with, or its scan's bound.
