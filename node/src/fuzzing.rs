@@ -116,6 +116,37 @@ pub fn selector(endpoints: &[Endpoint], path: &str) -> u8 {
     u8::try_from(i).expect("fewer than 256 endpoints")
 }
 
+/// The endpoint of `path` among `endpoints`; panics for a path the target does not fuzz.
+pub fn endpoint<'e>(endpoints: &'e [Endpoint], path: &str) -> &'e Endpoint {
+    endpoints
+        .iter()
+        .find(|e| e.path == path)
+        .unwrap_or_else(|| panic!("not a fuzzed endpoint: {path}"))
+}
+
+/// Checks that `seeds` (`(name, selector byte + body)`) reach every one of `endpoints`, and
+/// returns the names of those whose body the endpoint does not accept (the seeds meant to be
+/// refused), in order.
+pub fn refused_seeds<'s>(
+    endpoints: &'static [Endpoint],
+    seeds: &'s [(String, Vec<u8>)],
+) -> Vec<&'s str> {
+    for e in endpoints {
+        assert!(
+            seeds
+                .iter()
+                .any(|(_, data)| selected(endpoints, data).is_some_and(|(s, _)| s.path == e.path)),
+            "no seed for {}",
+            e.path
+        );
+    }
+    seeds
+        .iter()
+        .filter(|(_, data)| selected(endpoints, data).is_some_and(|(e, body)| !e.accepts(body)))
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
 /// One request through `router` on `runtime`, in process: the status and the answer's bytes.
 pub fn call(
     runtime: &tokio::runtime::Runtime,

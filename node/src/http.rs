@@ -177,6 +177,7 @@ pub async fn serve_until(
         .max_header_size(usize::try_from(limits.max_header_size.bytes()).unwrap_or(usize::MAX));
     let graceful = GracefulShutdown::new();
     let metrics = &*CONNECTION_METRICS;
+    let handshake_within = limits.header_read_timeout.duration();
     tokio::pin!(shutdown);
     loop {
         // A slot first: at the limit the next connection waits in the kernel's accept queue.
@@ -188,26 +189,15 @@ pub async fn serve_until(
             () = &mut shutdown => break,
         };
         let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
-                Err(e) => {
-                    // Out of file descriptors and the like: the listener itself is fine, so
-                    // back off briefly instead of spinning or giving up.
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            (stream, _peer) = accept(&listener) => stream,
             () = &mut shutdown => break,
         };
-        let _ = stream.set_nodelay(true);
         let (builder, router, watcher, tls) = (
             builder.clone(),
             router.clone(),
             graceful.watcher(),
             tls.clone(),
         );
-        let handshake_within = limits.header_read_timeout.duration();
         metrics.open.inc();
         tokio::spawn(async move {
             let served = match tls {
@@ -250,6 +240,25 @@ pub async fn serve_until(
         tracing::warn!("in-flight requests still running after {grace:?}; closing them");
     }
     Ok(())
+}
+
+/// The next connection on `listener`, with Nagle's delay off (requests and answers are
+/// small and latency-bound). A failed accept (out of file descriptors and the like) leaves the
+/// listener itself fine, so it is logged and retried after a short pause, never spun on and
+/// never the end of serving: what every listener of a node does, the SQL endpoint's too.
+pub async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                return (stream, peer);
+            }
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
 }
 
 /// Serves HTTP/1.1 on one accepted (and, with TLS, handshaken) connection until it closes.

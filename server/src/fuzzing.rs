@@ -272,10 +272,7 @@ impl Fixture {
     /// POSTs `body` to `path` and checks the answer (see the module docs). Panics on a
     /// violation, as a fuzz target must.
     pub fn check(&self, path: &str, body: &[u8]) {
-        let endpoint = ENDPOINTS
-            .iter()
-            .find(|e| e.path == path)
-            .unwrap_or_else(|| panic!("not a fuzzed endpoint: {path}"));
+        let endpoint = node::fuzzing::endpoint(&ENDPOINTS, path);
         let (status, answer) = self.call(Method::POST, path, body);
         endpoint.check_answer(body, status, &answer);
     }

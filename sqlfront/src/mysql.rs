@@ -35,19 +35,10 @@ static NEXT_CONNECTION: AtomicU32 = AtomicU32::new(1);
 
 /// Accepts connections on `listener` until the task is dropped, each served by its own
 /// task and session over `client` (which lives as long as the process).
-pub async fn serve(listener: TcpListener, client: &'static Client) -> io::Result<()> {
+pub async fn serve(listener: TcpListener, client: &'static Client) {
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors and the like: the listener is fine, so back off
-                // briefly and go on, rather than ending the endpoint for every later client.
-                tracing::warn!("sql endpoint: accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        // A failed accept is retried (`node::http::accept`), never the end of the endpoint.
+        let (stream, peer) = node::http::accept(&listener).await;
         let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             tracing::debug!(%peer, id, "sql connection opened");
