@@ -80,6 +80,7 @@ impl LoadedCluster {
             base_port: 0,
             cpu_load_file: true,
             etcd: Vec::new(),
+            tls: false,
         })?;
         writeln!(
             log,

@@ -126,6 +126,61 @@ pub struct ClusterOptions {
     /// etcd client URLs for the placement driver's metadata (`stratus up --etcd`); empty: its
     /// embedded store in `<data>/pd/`.
     pub etcd: Vec<String>,
+    /// `stratus up --tls`: a throwaway CA in `<data>/tls/` signs a certificate per role, every
+    /// node listens and calls over mutual TLS, and the cluster file's client is the admin.
+    pub tls: bool,
+}
+
+/// The common names of a TLS cluster's certificates ([`ClusterTls`]): every node's
+/// `security.node-cn` lists the three node roles, `security.admin-cn` the admin.
+pub const SERVER_CN: &str = "stratus-server";
+pub const WORKER_CN: &str = "stratus-worker";
+pub const PD_CN: &str = "stratus-pd";
+/// The operator: `stratus up` itself, the cluster file's `stratus sql` and `stratus load`.
+pub const ADMIN_CN: &str = "stratus-admin";
+
+/// A TLS cluster's certificates: one per node role and the admin's, signed by a throwaway CA
+/// kept for issuing more (a test's client).
+pub struct ClusterTls {
+    ca: harness::certs::ThrowawayCa,
+    server: node::tls::SecurityConfig,
+    worker: node::tls::SecurityConfig,
+    pd: node::tls::SecurityConfig,
+    admin: node::tls::SecurityConfig,
+}
+
+impl ClusterTls {
+    fn create(dir: &Path) -> Result<ClusterTls, ClusterError> {
+        let ca = harness::certs::ThrowawayCa::create(dir, "stratus-local-ca")?;
+        Ok(ClusterTls {
+            server: ca.issue(SERVER_CN)?,
+            worker: ca.issue(WORKER_CN)?,
+            pd: ca.issue(PD_CN)?,
+            admin: ca.issue(ADMIN_CN)?,
+            ca,
+        })
+    }
+
+    /// `base` with this cluster's tiers: the node roles, the admin.
+    fn tiered(base: &node::tls::SecurityConfig) -> node::tls::SecurityConfig {
+        node::tls::SecurityConfig {
+            node_cn: [SERVER_CN, WORKER_CN, PD_CN].map(String::from).to_vec(),
+            admin_cn: vec![ADMIN_CN.to_string()],
+            ..base.clone()
+        }
+    }
+}
+
+/// The `[security]` of a node of `role` (none without TLS).
+fn security(tls: Option<&ClusterTls>, role: Role) -> node::tls::SecurityConfig {
+    tls.map(|t| {
+        ClusterTls::tiered(match role {
+            Role::Server => &t.server,
+            Role::Worker => &t.worker,
+            Role::Pd => &t.pd,
+        })
+    })
+    .unwrap_or_default()
 }
 
 /// An S3-compatible object store; credentials come from the usual AWS environment variables
@@ -155,6 +210,10 @@ pub enum ClusterError {
     ConfigFile(#[from] ConfigFileError),
     #[error("bad cluster options: {0}")]
     Options(String),
+    #[error("cannot make the TLS certificates")]
+    Certs(#[from] harness::certs::CertError),
+    #[error("cannot use the admin certificate: {0}")]
+    Identity(String),
     #[error("cannot find the stratus executable: cause={0}")]
     Exe(std::io::Error),
     /// A node did not start, died, or did not stop in time (with the tail of its log).
@@ -209,6 +268,8 @@ pub struct LocalCluster {
     /// `server-c`. Dropping one SIGKILLs it.
     nodes: Vec<Member>,
     policy: RestartPolicy,
+    /// The certificates of a TLS cluster.
+    tls: Option<ClusterTls>,
 }
 
 /// A node of the running cluster, and what its restarts need.
@@ -379,9 +440,19 @@ impl LocalCluster {
             write_atomically(&cpu_load_path(&opts.data_dir), "0\n")?;
         }
         let exe = std::env::current_exe().map_err(ClusterError::Exe)?;
-        match Self::start_on(&exe, &opts, &node_ports(opts.base_port)?) {
+        let tls = || -> Result<Option<ClusterTls>, ClusterError> {
+            if !opts.tls {
+                return Ok(None);
+            }
+            let tls = ClusterTls::create(&opts.data_dir.join("tls"))?;
+            // This process calls the nodes (leaders, status, metrics) as the admin.
+            harness::http::use_identity(&tls.admin)
+                .map_err(|e| ClusterError::Identity(e.to_string()))?;
+            Ok(Some(tls))
+        };
+        match Self::start_on(&exe, &opts, &node_ports(opts.base_port)?, tls()?) {
             Err(ClusterError::Node(_)) if opts.base_port == 0 => {
-                Self::start_on(&exe, &opts, &node_ports(0)?)
+                Self::start_on(&exe, &opts, &node_ports(0)?, tls()?)
             }
             started => started,
         }
@@ -392,6 +463,7 @@ impl LocalCluster {
         exe: &Path,
         opts: &ClusterOptions,
         ports: &[u16],
+        tls: Option<ClusterTls>,
     ) -> Result<LocalCluster, ClusterError> {
         let mut cluster = LocalCluster {
             data_dir: opts.data_dir.clone(),
@@ -402,12 +474,15 @@ impl LocalCluster {
             workers: Vec::new(),
             nodes: Vec::new(),
             policy: RestartPolicy::default(),
+            tls,
         };
-        let pd = cluster.launch(&PD, &pd_config(opts, ports))?;
+        let tls = cluster.tls.as_ref();
+        let pd = cluster.launch(&PD, &pd_config(opts, ports, tls))?;
         let pd_url = pd.url.clone();
         cluster.pd = Some(pd);
         for spec in &WORKERS {
-            let info = cluster.launch(spec, &worker_config(opts, ports, spec))?;
+            let config = worker_config(opts, ports, spec, cluster.tls.as_ref());
+            let info = cluster.launch(spec, &config)?;
             cluster.workers.push(info);
         }
         let endpoint = |w: &NodeInfo| WorkerEndpoint {
@@ -425,7 +500,8 @@ impl LocalCluster {
             if workers.is_empty() {
                 workers = cluster.workers.iter().map(endpoint).collect();
             }
-            let config = server_config(opts, ports, spec, store_id, workers, &pd_url);
+            let tls = cluster.tls.as_ref();
+            let config = server_config(opts, ports, spec, store_id, workers, &pd_url, tls);
             let info = cluster.launch(spec, &config)?;
             cluster.servers.push(info);
         }
@@ -487,7 +563,15 @@ impl LocalCluster {
         F: std::future::Future<Output = Result<T, node::PdClientError>>,
     {
         let url = self.pd.as_ref().map(|p| p.url.clone()).unwrap_or_default();
-        let pd = node::PdClient::new(&[url], PD_CALL_TIMEOUT);
+        let tls = match &self.tls {
+            Some(t) => t
+                .admin
+                .load()
+                .map_err(|e| ClusterError::Identity(e.to_string()))?,
+            None => None,
+        };
+        let meter = node::Meter::unlabelled(wire::traffic::Role::Client);
+        let pd = node::PdClient::metered(&[url], PD_CALL_TIMEOUT, meter, tls.as_deref());
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -593,8 +677,22 @@ impl LocalCluster {
             workers: self.workers.iter().map(|n| n.url.clone()).collect(),
             pd_endpoints: self.pd.iter().map(|n| n.url.clone()).collect(),
             labels: [("zone".to_string(), zone.to_string())].into(),
+            security: self
+                .tls
+                .as_ref()
+                .map(|t| t.admin.clone())
+                .unwrap_or_default(),
             ..ClientConfig::default()
         }
+    }
+
+    /// A certificate with common name `cn` from a TLS cluster's CA, as a client's
+    /// `[security]` (`None` without TLS): what the nodes' name lists make of it is its tier.
+    pub fn issue_certificate(
+        &self,
+        cn: &str,
+    ) -> Result<Option<node::tls::SecurityConfig>, ClusterError> {
+        self.tls.as_ref().map(|t| Ok(t.ca.issue(cn)?)).transpose()
     }
 
     /// Writes the cluster file (`servers`, `workers`, `labels`) `sql` and `load` read.
@@ -785,6 +883,9 @@ struct ClusterFile<'a> {
     workers: &'a [String],
     pd_endpoints: &'a [String],
     labels: &'a BTreeMap<String, String>,
+    /// A TLS cluster's admin certificate (`stratus sql` and `stratus load` are the admin).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    security: Option<&'a node::tls::SecurityConfig>,
 }
 
 fn render_cluster_file(cfg: &ClientConfig) -> Result<String, toml::ser::Error> {
@@ -793,6 +894,7 @@ fn render_cluster_file(cfg: &ClientConfig) -> Result<String, toml::ser::Error> {
         workers: &cfg.workers,
         pd_endpoints: &cfg.pd_endpoints,
         labels: &cfg.labels,
+        security: cfg.security.enabled().then_some(&cfg.security),
     })
 }
 
@@ -867,11 +969,16 @@ fn dfs_section(opts: &ClusterOptions) -> DfsSection {
     }
 }
 
-fn worker_config(opts: &ClusterOptions, ports: &[u16], spec: &NodeSpec) -> WorkerConfig {
+fn worker_config(
+    opts: &ClusterOptions,
+    ports: &[u16],
+    spec: &NodeSpec,
+    tls: Option<&ClusterTls>,
+) -> WorkerConfig {
     WorkerConfig {
         worker: WorkerSection {
             addr: listen_addr(ports, spec),
-            pd_endpoints: vec![node_url(ports, &PD)],
+            pd_endpoints: vec![node_url(ports, &PD, tls)],
             pd_heartbeat_interval: ReadableDuration::secs(1),
             labels: zone_labels(spec.zone),
             cache_dir: opts.data_dir.join(spec.name).join("cache"),
@@ -879,17 +986,19 @@ fn worker_config(opts: &ClusterOptions, ports: &[u16], spec: &NodeSpec) -> Worke
             ..WorkerSection::default()
         },
         dfs: dfs_section(opts),
+        security: security(tls, Role::Worker),
         ..WorkerConfig::default()
     }
 }
 
-/// `http://127.0.0.1:PORT` of the node of `spec`.
-fn node_url(ports: &[u16], spec: &NodeSpec) -> String {
-    format!("http://{}", listen_addr(ports, spec))
+/// `http://127.0.0.1:PORT` of the node of `spec` (`https://` with TLS).
+fn node_url(ports: &[u16], spec: &NodeSpec, tls: Option<&ClusterTls>) -> String {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    format!("{scheme}://{}", listen_addr(ports, spec))
 }
 
 /// The placement driver's config: the embedded metadata store in `<data>/pd/`.
-fn pd_config(opts: &ClusterOptions, ports: &[u16]) -> PdConfig {
+fn pd_config(opts: &ClusterOptions, ports: &[u16], tls: Option<&ClusterTls>) -> PdConfig {
     PdConfig {
         pd: PdSection {
             name: PD.name.into(),
@@ -899,6 +1008,7 @@ fn pd_config(opts: &ClusterOptions, ports: &[u16]) -> PdConfig {
             shutdown_grace: SHUTDOWN_GRACE,
             ..PdSection::default()
         },
+        security: security(tls, Role::Pd),
         ..PdConfig::default()
     }
 }
@@ -912,6 +1022,7 @@ fn server_config(
     node_id: u64,
     workers: Vec<WorkerEndpoint>,
     pd: &str,
+    tls: Option<&ClusterTls>,
 ) -> ServerConfig {
     let key = node::config::escape_key(&split_key());
     let server = ServerSection {
@@ -944,7 +1055,7 @@ fn server_config(
             .iter()
             .map(|&(spec, id)| PeerConfig {
                 id,
-                addr: node_url(ports, spec),
+                addr: node_url(ports, spec, tls),
                 zone: types::Zone::label(spec.zone),
             })
             .collect(),
@@ -984,6 +1095,7 @@ fn server_config(
         kvengine,
         dfs: dfs_section(opts),
         raft,
+        security: security(tls, Role::Server),
         ..ServerConfig::default()
     }
 }
@@ -999,6 +1111,7 @@ mod tests {
             base_port,
             cpu_load_file,
             etcd: Vec::new(),
+            tls: false,
         }
     }
 
@@ -1036,6 +1149,7 @@ mod tests {
                     id,
                     workers(spec.zone),
                     "http://127.0.0.1:7007",
+                    None,
                 ))
             })
             .collect();
@@ -1065,7 +1179,7 @@ mod tests {
             assert!(!cfg.server.tso);
             assert_eq!(cfg.server.pd_endpoints, ["http://127.0.0.1:7007"]);
         }
-        let pd = pd_config(&opts(false, 7000), &ports());
+        let pd = pd_config(&opts(false, 7000), &ports(), None);
         assert_eq!(pd.pd.addr, "127.0.0.1:7007");
         assert!(
             pd.pd.etcd_endpoints.is_empty(),
@@ -1076,7 +1190,7 @@ mod tests {
             ..opts(false, 7000)
         };
         assert_eq!(
-            pd_config(&with_etcd, &ports()).pd.etcd_endpoints,
+            pd_config(&with_etcd, &ports(), None).pd.etcd_endpoints,
             ["http://127.0.0.1:2379"]
         );
         assert!(wire::codec::table::record_key(1, -1) < key);
@@ -1106,6 +1220,7 @@ mod tests {
             1,
             Vec::new(),
             "http://127.0.0.1:9",
+            None,
         ));
         assert_eq!(
             cfg.cpu_source().unwrap(),
@@ -1120,6 +1235,7 @@ mod tests {
             1,
             Vec::new(),
             "http://127.0.0.1:9",
+            None,
         ));
         assert_eq!(
             cfg.cpu_source().unwrap(),
@@ -1131,8 +1247,13 @@ mod tests {
     #[test]
     fn workers_get_their_zone_the_shared_store_and_consecutive_ports() {
         let o = opts(false, 7000);
-        let text = config_file::render(&worker_config(&o, &node_ports(7000).unwrap(), &WORKERS[3]))
-            .unwrap();
+        let text = config_file::render(&worker_config(
+            &o,
+            &node_ports(7000).unwrap(),
+            &WORKERS[3],
+            None,
+        ))
+        .unwrap();
         let cfg = WorkerConfig::parse(&text, "generated").unwrap();
         assert_eq!(cfg.worker.addr, "127.0.0.1:7005");
         assert_eq!(cfg.worker.labels.get("zone").map(String::as_str), Some("b"));
@@ -1161,6 +1282,7 @@ mod tests {
             2,
             Vec::new(),
             "http://127.0.0.1:9",
+            None,
         ));
         assert_eq!(server.server.addr, format!("127.0.0.1:{}", ports[1]));
     }
@@ -1185,8 +1307,9 @@ mod tests {
             workers: Vec::new(),
             nodes: Vec::new(),
             policy,
+            tls: None,
         };
-        let config = worker_config(&opts(false, 7000), &ports(), &WORKERS[0]);
+        let config = worker_config(&opts(false, 7000), &ports(), &WORKERS[0], None);
         // The script was just written: a process forked meanwhile by another test's thread
         // may still hold it open for writing until it execs, and the kernel refuses to run it
         // then (ETXTBSY). Try again a little later.
@@ -1330,5 +1453,22 @@ mod tests {
              workers = [\"http://127.0.0.1:3\"]\n\
              pd-endpoints = [\"http://127.0.0.1:4\"]\n\n[labels]\nzone = \"a\"\n"
         );
+        // A TLS cluster's file carries the admin's certificate, and its https URLs.
+        let https = |u: &Vec<String>| u.iter().map(|u| u.replace("http:", "https:")).collect();
+        let tls = ClientConfig {
+            servers: https(&cfg.servers),
+            workers: https(&cfg.workers),
+            pd_endpoints: https(&cfg.pd_endpoints),
+            security: ClusterTls::tiered(&node::tls::SecurityConfig {
+                ca_path: "/d/tls/ca.pem".into(),
+                cert_path: "/d/tls/stratus-admin.pem".into(),
+                key_path: "/d/tls/stratus-admin-key.pem".into(),
+                ..node::tls::SecurityConfig::default()
+            }),
+            ..cfg
+        };
+        let text = render_cluster_file(&tls).unwrap();
+        assert!(text.contains("[security]"), "{text}");
+        assert_eq!(crate::cluster_file::parse(&text).unwrap(), tls);
     }
 }

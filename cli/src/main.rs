@@ -93,6 +93,11 @@ enum Command {
         /// free port when --base-port is 0.
         #[arg(long, value_name = "PORT")]
         sql_port: Option<u16>,
+        /// Mutual TLS on every connection between nodes and clients: a throwaway CA under
+        /// <data dir>/tls signs a certificate per node role and an admin one for the cluster
+        /// file's clients (`stratus sql`, `stratus load`).
+        #[arg(long)]
+        tls: bool,
     },
     /// Serve SQL over the MySQL protocol (any MySQL client or driver) in the foreground.
     ///
@@ -219,6 +224,7 @@ fn main() -> ExitCode {
             base_port,
             etcd,
             sql_port,
+            tls,
         } => {
             let mut out = std::io::stdout();
             let sql_port = sql_port.unwrap_or(if base_port == 0 {
@@ -234,6 +240,7 @@ fn main() -> ExitCode {
                     base_port,
                     etcd,
                     sql_port,
+                    tls,
                 },
                 &mut out,
             ))

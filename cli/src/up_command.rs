@@ -41,6 +41,8 @@ pub struct UpOptions {
     pub etcd: Vec<String>,
     /// The SQL endpoint's port on 127.0.0.1 (0: a free one).
     pub sql_port: u16,
+    /// Mutual TLS between every node, with a throwaway CA (`--tls`).
+    pub tls: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +88,7 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
         base_port: opts.base_port,
         cpu_load_file: false,
         etcd: opts.etcd,
+        tls: opts.tls,
     })?;
     let nodes: Vec<&NodeInfo> = cluster
         .pd()

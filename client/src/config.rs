@@ -48,6 +48,10 @@ pub struct ClientConfig {
     /// Region tasks of one request in flight at once. More: a request over many regions
     /// finishes sooner; fewer: less load (and fewer buffered pages) per request.
     pub region_task_concurrency: usize,
+    /// TLS to every node (`node::tls`): with it, the addresses above are `https://` URLs and
+    /// this entry node shows `cert-path` (its tier, a client or an admin, is the name the
+    /// nodes' `[security]` lists give it).
+    pub security: node::tls::SecurityConfig,
 }
 
 impl Default for ClientConfig {
@@ -66,6 +70,7 @@ impl Default for ClientConfig {
             max_region_retries: 20,
             max_response_size: ReadableSize(1 << 30),
             region_task_concurrency: 8,
+            security: node::tls::SecurityConfig::default(),
         }
     }
 }
@@ -184,6 +189,27 @@ impl ClientConfig {
         for p in &self.pd_endpoints {
             if let Err(reason) = check_addr(p) {
                 return err("pd-endpoints", reason);
+            }
+        }
+        if let Err(e) = self.security.validate() {
+            return err("security", e.to_string());
+        }
+        if self.security.enabled() {
+            for (field, addrs) in [
+                ("servers", &self.servers),
+                ("workers", &self.workers),
+                ("pd-endpoints", &self.pd_endpoints),
+                ("tso-server", &vec![self.tso_server.clone()]),
+            ] {
+                if let Some(a) = addrs
+                    .iter()
+                    .find(|a| !a.is_empty() && !a.starts_with("https://"))
+                {
+                    return err(
+                        field,
+                        format!("expected https:// URLs with [security] (TLS), found {a:?}"),
+                    );
+                }
             }
         }
         if !self.pd_endpoints.is_empty() && !self.tso_server.is_empty() {

@@ -312,6 +312,13 @@ impl Client {
     /// several entry sessions of one process share one cache.
     pub fn with_cop_cache(config: ClientConfig, cache: Arc<CopCache>) -> Result<Client> {
         config.validate()?;
+        let tls = config
+            .security
+            .load()
+            .map_err(|e| crate::error::ConfigError {
+                field: "security",
+                reason: node::error_chain(&e),
+            })?;
         let servers: Vec<String> = config.servers.iter().map(|s| base_url(s)).collect();
         let pd = (!config.pd_endpoints.is_empty()).then(|| {
             let endpoints: Vec<String> = config.pd_endpoints.iter().map(|p| base_url(p)).collect();
@@ -319,6 +326,7 @@ impl Client {
                 &endpoints,
                 config.request_timeout.duration(),
                 config.meter(),
+                tls.as_deref(),
             )
         });
         let tso = if let Some(pd) = &pd {
@@ -332,6 +340,7 @@ impl Client {
             transport: Transport::new(
                 usize::try_from(config.max_response_size.bytes()).unwrap_or(usize::MAX),
                 config.request_timeout.duration(),
+                tls.as_deref(),
             )
             .with_meter(config.meter()),
             tso,

@@ -17,9 +17,14 @@ pub struct Transport {
 }
 
 impl Transport {
-    pub fn new(max_response_bytes: usize, timeout: Duration) -> Transport {
+    /// With `tls` (`[security]`), every call is https with this entry node's certificate.
+    pub fn new(
+        max_response_bytes: usize,
+        timeout: Duration,
+        tls: Option<&node::tls::Tls>,
+    ) -> Transport {
         Transport {
-            http: HttpClient::new(max_response_bytes),
+            http: HttpClient::with_tls(max_response_bytes, tls),
             timeout,
         }
     }

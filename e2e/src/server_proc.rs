@@ -83,6 +83,7 @@ impl ServerSetup {
                 dfs: store.dfs_section(),
                 raft: Default::default(),
                 http: Default::default(),
+                security: Default::default(),
             },
         }
     }

@@ -2,7 +2,8 @@
 //! `stratus sql` find the cluster there without `--cluster`, the answer matches the sample
 //! table's formula, and SIGINT stops every node, removes the cluster file and exits 0. A node
 //! killed with SIGKILL is restarted by `up` on the same URL, saying so. Without any cluster,
-//! `stratus sql` says how to get one.
+//! `stratus sql` says how to get one. With `--tls` the same paths run over mutual TLS, and each
+//! internal path refuses a certificate from another CA, the admin's, and plain HTTP.
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
@@ -471,4 +472,122 @@ fn sql_without_any_cluster_exits_non_zero_saying_how_to_get_one() {
         stderr.contains(&looked_for.display().to_string()),
         "{stderr}"
     );
+}
+
+/// The `[security]` of the certificate `up --tls` wrote for `cn` under `<data>/tls`.
+fn cluster_certificate(home: &Path, cn: &str) -> node::tls::SecurityConfig {
+    let dir = home.join("data").join("tls");
+    node::tls::SecurityConfig {
+        ca_path: dir.join("ca.pem"),
+        cert_path: dir.join(format!("{cn}.pem")),
+        key_path: dir.join(format!("{cn}-key.pem")),
+        ..node::tls::SecurityConfig::default()
+    }
+}
+
+/// POSTs an empty body to `url` as the holder of `security` (none: a plain client); the status,
+/// or the transport error when the connection was refused.
+fn post_as(security: Option<&node::tls::SecurityConfig>, url: &str) -> Result<u16, String> {
+    let tls = security.map(|s| s.load().unwrap().expect("TLS paths"));
+    let client = node::HttpClient::with_tls(1 << 20, tls.as_deref());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(client.post(url, bytes::Bytes::new(), Duration::from_secs(10)))
+        .map(|r| r.status.as_u16())
+        .map_err(|e| e.to_string())
+}
+
+/// The sum over `up`'s workers of `stratus_worker_coprocessor_requests_total` (every result).
+fn offloads_served(up: &Up) -> f64 {
+    [
+        "worker-a1",
+        "worker-a2",
+        "worker-b1",
+        "worker-b2",
+        "worker-c1",
+        "worker-c2",
+    ]
+    .iter()
+    .map(|w| {
+        let url = format!("{}{}", printed_url(up, w), wire::paths::METRICS);
+        e2e::http_client::get_text(&url)
+            .lines()
+            .filter(|l| l.starts_with("stratus_worker_coprocessor_requests_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    })
+    .sum()
+}
+
+#[test]
+fn up_with_tls_runs_load_queries_offload_and_failover_and_refuses_other_callers() {
+    let home = tempfile::Builder::new()
+        .prefix("stratus-up-tls-")
+        .tempdir()
+        .expect("tempdir");
+    let mut up = start_up(home.path(), &["--tls"], |_| {});
+    // This process calls the nodes (status, metrics) as the cluster's admin.
+    let admin = cluster_certificate(home.path(), "stratus-admin");
+    harness::http::use_identity(&admin).unwrap();
+    let url = |name: &str| printed_url(&up, name);
+    for name in ["pd", "server-a", "worker-a1"] {
+        assert!(url(name).starts_with("https://"), "{name}: {}", url(name));
+    }
+
+    // The main paths over mutual TLS: a bulk load (admin), SQL through the cluster file,
+    // coprocessor requests the servers offload to workers.
+    let offloaded_before = offloads_served(&up);
+    // Enough rows that the servers offload the scans (`load_aware_force_blocks_size`).
+    load_and_check_sum(home.path(), 30_000);
+    assert!(
+        offloads_served(&up) > offloaded_before,
+        "no worker answered an offload over TLS"
+    );
+
+    // Each internal path refuses a certificate from another CA (the connection fails) and
+    // the admin's certificate, signed by the cluster's CA but not a node's (403, the handler
+    // never runs).
+    let other_ca =
+        harness::certs::ThrowawayCa::create(&home.path().join("other-ca"), "other").unwrap();
+    let impostor = other_ca.issue("stratus-server").unwrap();
+    let internal = [
+        (
+            "raft",
+            format!("{}{}", url("server-b"), wire::paths::RAFT_BATCH),
+        ),
+        (
+            "offload",
+            format!("{}{}", url("worker-a1"), wire::paths::COPROCESSOR),
+        ),
+        (
+            "delegate",
+            format!("{}{}", url("server-a"), wire::paths::DELEGATE),
+        ),
+        (
+            "placement",
+            format!("{}{}", url("pd"), wire::paths::PD_STORE_HEARTBEAT),
+        ),
+    ];
+    for (path, target) in &internal {
+        let e = post_as(Some(&impostor), target).expect_err(path);
+        assert!(e.contains("request to"), "{path}: {e}");
+        assert_eq!(
+            post_as(Some(&admin), target),
+            Ok(403),
+            "{path} as the admin"
+        );
+    }
+    // A plain-HTTP client cannot write through a TLS server.
+    let plain = url("server-a").replacen("https://", "http://", 1);
+    let e = post_as(None, &format!("{plain}{}", wire::paths::RAW_LOAD)).expect_err("plain");
+    assert!(e.contains("request to"), "{e}");
+    // Nothing the refused calls sent changed the rows.
+    check_sum(home.path(), 30_000);
+
+    // Failover over TLS: a server SIGKILLed mid-life comes back and the rows are all there.
+    kill_and_see_restarted(&mut up, "server-a");
+    check_sum(home.path(), 30_000);
+    stop_with_sigint(up, home.path());
 }

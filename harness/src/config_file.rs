@@ -222,6 +222,14 @@ mod tests {
                 header_read_timeout: ReadableDuration::millis(250),
                 max_header_size: ReadableSize(1500),
             },
+            security: node::tls::SecurityConfig {
+                ca_path: "/tls/ca.pem".into(),
+                cert_path: "/tls/a b.pem".into(),
+                key_path: "/tls/a-key.pem".into(),
+                cert_allowed_cn: vec!["stratus-server".into(), "x \"y\"".into()],
+                node_cn: vec!["stratus-server".into()],
+                admin_cn: vec!["stratus-admin".into()],
+            },
         }
     }
 

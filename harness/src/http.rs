@@ -39,6 +39,8 @@ pub enum HttpError {
     },
     #[error("cannot start the runtime of the blocking http client: cause={cause}")]
     Runtime { cause: String },
+    #[error("cannot load this process's TLS identity: {cause}")]
+    Identity { cause: String },
     #[error("the call was dropped before it answered: method={method} url={url}")]
     Dropped { method: &'static str, url: String },
 }
@@ -46,6 +48,29 @@ pub enum HttpError {
 struct Caller {
     rt: tokio::runtime::Runtime,
     client: HttpClient,
+    /// The client of https URLs once [`use_identity`] gave this process a certificate.
+    identity: std::sync::RwLock<Option<HttpClient>>,
+}
+
+/// Makes every later call to an https URL from this process show the certificate of
+/// `security` (and trust only its CA): a TLS cluster's supervisor and tests call its nodes
+/// as an admin or a client. http URLs keep the plain client.
+pub fn use_identity(security: &node::tls::SecurityConfig) -> Result<(), HttpError> {
+    let tls = security
+        .load()
+        .map_err(|e| HttpError::Identity {
+            cause: node::error_chain(&e),
+        })?
+        .ok_or_else(|| HttpError::Identity {
+            cause: "expected [security] paths, found none".into(),
+        })?;
+    let caller = caller()?;
+    let client = HttpClient::with_tls(MAX_RESPONSE_BYTES, Some(&tls));
+    *caller
+        .identity
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(client);
+    Ok(())
 }
 
 fn caller() -> Result<&'static Caller, HttpError> {
@@ -61,6 +86,7 @@ fn caller() -> Result<&'static Caller, HttpError> {
             Ok(Caller {
                 rt,
                 client: HttpClient::new(MAX_RESPONSE_BYTES),
+                identity: std::sync::RwLock::new(None),
             })
         })
         .as_ref()
@@ -98,7 +124,17 @@ fn call(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let client = &caller.client;
+    let identity = url
+        .starts_with("https://")
+        .then(|| {
+            caller
+                .identity
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+        })
+        .flatten();
+    let client = identity.unwrap_or_else(|| caller.client.clone());
     caller.rt.spawn(async move {
         let headers: Vec<(&str, &str)> = owned_headers
             .iter()

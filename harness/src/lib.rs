@@ -7,6 +7,7 @@
 //!
 //! Modules, in the order a node's life uses them:
 //!
+//! * [`certs`]: a throwaway CA and node certificates for a TLS cluster (`stratus up --tls`);
 //! * [`ports`]: free ports reserved before the nodes that need each other's addresses start;
 //! * [`config_file`]: a node's config is its program's own config struct, serialized, and
 //!   proven to load back equal before it is written;
@@ -23,6 +24,7 @@
 //! business: this crate knows how to run one node, not what a cluster is. The client library
 //! never depends on it.
 
+pub mod certs;
 pub mod config_file;
 pub mod etcd;
 pub mod http;

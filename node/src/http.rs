@@ -21,6 +21,7 @@ use tokio::sync::Semaphore;
 
 pub use crate::http_limits::HttpLimits;
 use crate::tls::Tls;
+use wire::access::Caller;
 
 /// An HTTP error answer: a status and a one-line reason.
 #[derive(Debug)]
@@ -138,13 +139,18 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
 }
 
 /// Binds `addr` ("127.0.0.1:0" picks a free port) and prints `<name> listening on
-/// http://<addr>` on stdout: scripts and tests read the bound port from that line.
-pub async fn bind(name: &str, addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
+/// http://<addr>` (`https://` with `tls`) on stdout: scripts and tests read the node's base URL
+/// from that line.
+pub async fn bind(
+    name: &str,
+    addr: &str,
+    tls: Option<&Tls>,
+) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     let local = listener.local_addr()?;
-    println!("{name} listening on http://{local}");
+    println!("{name} listening on {}://{local}", crate::tls::scheme(tls));
     let _ = std::io::stdout().flush();
     Ok((listener, local))
 }
@@ -201,7 +207,7 @@ pub async fn serve_until(
         metrics.open.inc();
         tokio::spawn(async move {
             let served = match tls {
-                None => serve_connection(&builder, watcher, router, stream).await,
+                None => serve_connection(&builder, watcher, router, None, stream).await,
                 Some(tls) => {
                     // The handshake counts against the same deadline as a request head: a
                     // client that connects and never finishes it is cut off the same way.
@@ -218,7 +224,11 @@ pub async fn serve_until(
                                     tracing::warn!("refused a peer: {why}");
                                     Err(ClosedReason::PeerNotAllowed)
                                 }
-                                Ok(()) => serve_connection(&builder, watcher, router, stream).await,
+                                Ok(caller) => {
+                                    let caller = Some(caller);
+                                    serve_connection(&builder, watcher, router, caller, stream)
+                                        .await
+                                }
                             }
                         }
                     }
@@ -261,22 +271,56 @@ pub async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, SocketAdd
     }
 }
 
-/// Serves HTTP/1.1 on one accepted (and, with TLS, handshaken) connection until it closes.
+/// Serves HTTP/1.1 on one accepted (and, with TLS, handshaken) connection until it closes;
+/// every request carries the connection's `caller` (the peer's certificate tier, with TLS) as
+/// an extension, which [`crate::access::guarded`] routers check.
 async fn serve_connection<IO>(
     builder: &hyper::server::conn::http1::Builder,
     watcher: hyper_util::server::graceful::Watcher,
     router: Router,
+    caller: Option<Caller>,
     io: IO,
 ) -> Result<(), ClosedReason>
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(router));
+    let service = WithCaller { router, caller };
+    let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
     watcher.watch(conn).await.map_err(|e| {
         let reason = ClosedReason::of(&e);
         tracing::debug!("connection closed ({}): {e}", reason.as_str());
         reason
     })
+}
+
+/// A router whose requests carry their connection's caller.
+#[derive(Clone)]
+struct WithCaller {
+    router: Router,
+    caller: Option<Caller>,
+}
+
+impl<B> tower_service::Service<axum::http::Request<B>> for WithCaller
+where
+    Router: tower_service::Service<axum::http::Request<B>>,
+{
+    type Response = <Router as tower_service::Service<axum::http::Request<B>>>::Response;
+    type Error = <Router as tower_service::Service<axum::http::Request<B>>>::Error;
+    type Future = <Router as tower_service::Service<axum::http::Request<B>>>::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        tower_service::Service::<axum::http::Request<B>>::poll_ready(&mut self.router, cx)
+    }
+
+    fn call(&mut self, mut req: axum::http::Request<B>) -> Self::Future {
+        if let Some(caller) = self.caller {
+            req.extensions_mut().insert(caller);
+        }
+        self.router.call(req)
+    }
 }
 
 /// Why a connection ended in an error, as the `reason` label of

@@ -11,7 +11,9 @@
 //! * [`http`]: binding, serving until SIGTERM with a grace period within the listener bounds
 //!   of [`http_limits`] (`[http]`), protobuf bodies, `/metrics`;
 //! * [`tls`]: `[security]`, TLS with a cluster CA on both ends of every connection (mutual:
-//!   certificates checked against the CA, peers' names against `cert-allowed-cn`);
+//!   certificates checked against the CA, peers' names against `cert-allowed-cn`), each
+//!   peer a node, an admin or a client by its name; [`access`]: every request's path checked
+//!   against that tier (`wire::access`);
 //! * [`client`]: the HTTP client (http and https) processes use to call each other;
 //! * [`pd_client`]: the placement driver's client (leader following, batched timestamps);
 //! * [`traffic`]: network bytes by path and zone, counted by that client and by every node's
@@ -24,6 +26,7 @@
 //! * [`fuzzing`]: what the fuzz targets that POST bodies through a node's router share (the
 //!   endpoint table, the in-process call, the check every answer must pass).
 
+pub mod access;
 pub mod client;
 pub mod config;
 pub mod fuzzing;

@@ -102,12 +102,18 @@ impl PdClient {
             endpoints,
             deadline,
             crate::Meter::unlabelled(wire::traffic::Role::Client),
+            None,
         )
     }
 
     /// [`PdClient::new`] counting its traffic as `meter`'s node (a server's, a worker's, an
-    /// entry node's zone).
-    pub fn metered(endpoints: &[String], deadline: Duration, meter: crate::Meter) -> PdClient {
+    /// entry node's zone), over TLS with the node's `tls` ([`HttpClient::with_tls`]).
+    pub fn metered(
+        endpoints: &[String],
+        deadline: Duration,
+        meter: crate::Meter,
+        tls: Option<&crate::tls::Tls>,
+    ) -> PdClient {
         PdClient {
             inner: Arc::new(Inner {
                 endpoints: endpoints
@@ -115,7 +121,7 @@ impl PdClient {
                     .map(|e| e.trim_end_matches('/').to_string())
                     .collect(),
                 leader: Mutex::new(String::new()),
-                http: HttpClient::new(1 << 20).with_meter(meter),
+                http: HttpClient::with_tls(1 << 20, tls).with_meter(meter),
                 deadline,
                 attempt_timeout: deadline.min(Duration::from_secs(2)),
             }),

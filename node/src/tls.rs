@@ -7,6 +7,8 @@
 //! cert-path = ""          # PEM file of this node's certificate (chain)
 //! key-path = ""           # PEM file of its private key: no access for other users (chmod 600)
 //! cert-allowed-cn = []    # common names a peer's certificate must carry (empty: any the CA signed)
+//! node-cn = []            # names of cluster nodes: the only callers of node-only paths
+//! admin-cn = []           # names of admins: callers of raw loads, splits, drains, rules
 //! ```
 //!
 //! All three paths empty (the default) is plain HTTP. Setting them is all or nothing: a node
@@ -14,6 +16,11 @@
 //! when `cert-allowed-cn` is set, carries one of those names as its subject's common name),
 //! and its clients speak only https, presenting `cert-path` and checking the server's
 //! certificate against the CA and the address they dial.
+//!
+//! Each connection's caller is a node, an admin or a client (`wire::access::Caller`) by its
+//! certificate's common name: in `node-cn` a node, else in `admin-cn` an admin, else a client;
+//! every listener checks each request's path against it (`crate::access`). With both lists
+//! empty every certificate the CA signed is a node (TiKV's model: the CA is the trust).
 //!
 //! A key file readable by every user is refused at start, with its path (as ssh refuses a
 //! private key others can read); group access is allowed, as container secrets mount keys
@@ -25,6 +32,8 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
+
+use wire::access::Caller;
 
 use crate::config::ConfigError;
 
@@ -39,6 +48,12 @@ pub struct SecurityConfig {
     pub key_path: PathBuf,
     /// Common names a peer's certificate must carry; empty = any certificate the CA signed.
     pub cert_allowed_cn: Vec<String>,
+    /// Common names of cluster nodes (servers, workers, placement drivers): the callers of
+    /// node-only paths (Raft, offload, delegate, heartbeats).
+    pub node_cn: Vec<String>,
+    /// Common names of admins: the callers of raw loads, splits, flushes, leader transfers,
+    /// drains, operators and placement rules (nodes may call them too).
+    pub admin_cn: Vec<String>,
 }
 
 impl SecurityConfig {
@@ -62,11 +77,17 @@ impl SecurityConfig {
                  not at all (plain HTTP), found it empty while another is set",
             ));
         }
-        if !any && !self.cert_allowed_cn.is_empty() {
-            return Err(ConfigError::invalid(
-                "security.cert-allowed-cn",
-                "expected no names without TLS (ca-path, cert-path, key-path), found some",
-            ));
+        for (key, names) in [
+            ("security.cert-allowed-cn", &self.cert_allowed_cn),
+            ("security.node-cn", &self.node_cn),
+            ("security.admin-cn", &self.admin_cn),
+        ] {
+            if !any && !names.is_empty() {
+                return Err(ConfigError::invalid(
+                    key,
+                    "expected no names without TLS (ca-path, cert-path, key-path), found some",
+                ));
+            }
         }
         Ok(())
     }
@@ -78,6 +99,12 @@ impl SecurityConfig {
         }
         Tls::load(self).map(|t| Some(Arc::new(t)))
     }
+}
+
+/// The URL scheme of a node with (`https`) or without (`http`) TLS: its base URL when none is
+/// configured, and every URL it builds from a bare address.
+pub fn scheme(tls: Option<&Tls>) -> &'static str {
+    if tls.is_some() { "https" } else { "http" }
 }
 
 /// Why a node's TLS setup could not be loaded. Each names the file at fault.
@@ -118,6 +145,8 @@ pub struct Tls {
     pub(crate) server: Arc<rustls::ServerConfig>,
     pub(crate) client: Arc<rustls::ClientConfig>,
     allowed_cn: Vec<String>,
+    node_cn: Vec<String>,
+    admin_cn: Vec<String>,
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -167,28 +196,36 @@ impl Tls {
             server: Arc::new(server),
             client: Arc::new(client),
             allowed_cn: c.cert_allowed_cn.clone(),
+            node_cn: c.node_cn.clone(),
+            admin_cn: c.admin_cn.clone(),
         })
     }
 
-    /// Whether a peer that presented `certs` (leaf first; the CA already verified them) may
-    /// talk to this node: `Err` names what its certificate carries when `cert-allowed-cn` does
-    /// not list it.
-    pub fn check_peer(&self, certs: Option<&[CertificateDer<'_>]>) -> Result<(), String> {
-        if self.allowed_cn.is_empty() {
-            return Ok(());
+    /// Who a peer that presented `certs` (leaf first; the CA already verified them) is, or
+    /// `Err` naming what its certificate carries when `cert-allowed-cn` does not list it.
+    pub fn check_peer(&self, certs: Option<&[CertificateDer<'_>]>) -> Result<Caller, String> {
+        let tiered = !self.node_cn.is_empty() || !self.admin_cn.is_empty();
+        if self.allowed_cn.is_empty() && !tiered {
+            return Ok(Caller::Node);
         }
         let Some(leaf) = certs.and_then(|c| c.first()) else {
             return Err("expected a client certificate, found none".into());
         };
         let names = common_names(leaf)?;
-        if names.iter().any(|n| self.allowed_cn.contains(n)) {
-            Ok(())
-        } else {
-            Err(format!(
+        let carries = |list: &[String]| names.iter().any(|n| list.contains(n));
+        if !self.allowed_cn.is_empty() && !carries(&self.allowed_cn) {
+            return Err(format!(
                 "expected a certificate with a common name in {:?}, found {names:?}",
                 self.allowed_cn
-            ))
+            ));
         }
+        Ok(if !tiered || carries(&self.node_cn) {
+            Caller::Node
+        } else if carries(&self.admin_cn) {
+            Caller::Admin
+        } else {
+            Caller::Client
+        })
     }
 }
 

@@ -2,7 +2,8 @@
 //! cluster CA signed and whose name is allowed, and refuses (connection fails, handler never
 //! runs) a plain-HTTP client, a client with a certificate from another CA, one whose name is
 //! not in `cert-allowed-cn`, and one with no certificate at all; a key file every user can
-//! read is refused at load with its path. The certificates come from a throwaway CA made here.
+//! read is refused at load with its path; with `node-cn` and `admin-cn`, each request's path is
+//! checked against its caller's tier (403 beyond it). The certificates come from a throwaway CA.
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
@@ -14,61 +15,27 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use harness::certs::ThrowawayCa;
 use node::http::{HttpLimits, serve_until};
 use node::tls::{SecurityConfig, Tls, TlsError};
 use node::{ClientError, HttpClient};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-/// A CA that signs node certificates into a directory.
-struct Ca {
-    cert: rcgen::Certificate,
-    key: KeyPair,
-    dir: PathBuf,
-}
+/// A throwaway CA in `dir/name` ([`harness::certs`]).
+struct Ca(ThrowawayCa);
 
 impl Ca {
     fn new(dir: &Path, name: &str) -> Ca {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let cert = params.self_signed(&key).unwrap();
-        let dir = dir.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("ca.pem"), cert.pem()).unwrap();
-        Ca { cert, key, dir }
+        Ca(ThrowawayCa::create(&dir.join(name), name).unwrap())
     }
 
-    /// A node certificate with common name `cn`, valid for 127.0.0.1, and its `[security]`
-    /// (this CA, `allowed` names).
+    /// A node certificate with common name `cn` and its `[security]` (this CA, `allowed`
+    /// names).
     fn node(&self, cn: &str, allowed: &[&str]) -> SecurityConfig {
-        let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        let cert_path = self.dir.join(format!("{cn}.pem"));
-        let key_path = self.dir.join(format!("{cn}-key.pem"));
-        std::fs::write(&cert_path, cert.pem()).unwrap();
-        std::fs::write(&key_path, key.serialize_pem()).unwrap();
-        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
         SecurityConfig {
-            ca_path: self.dir.join("ca.pem"),
-            cert_path,
-            key_path,
             cert_allowed_cn: allowed.iter().map(|s| s.to_string()).collect(),
+            ..self.0.issue(cn).unwrap()
         }
     }
 }
@@ -229,4 +196,86 @@ fn security_paths_are_all_or_nothing_and_bad_files_are_named() {
     .unwrap_err()
     .to_string();
     assert!(e.contains(&missing.display().to_string()), "{e}");
+}
+
+/// A TLS listener whose router is guarded as a server's ([`node::access::guarded`]): a node
+/// path, an admin path and a client path, each answering "ok".
+async fn start_guarded(tls: Arc<Tls>) -> (u16, oneshot::Sender<()>) {
+    use axum::routing::post;
+    use wire::paths;
+    let router = Router::new()
+        .route(paths::RAFT_BATCH, post(|| async { "ok" }))
+        .route(paths::RAW_LOAD, post(|| async { "ok" }))
+        .route(paths::GET, post(|| async { "ok" }));
+    let router = node::access::guarded(router, wire::traffic::Role::Server);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        let limits = HttpLimits::default();
+        serve_until(
+            listener,
+            router,
+            shutdown,
+            Duration::from_secs(2),
+            &limits,
+            Some(tls),
+        )
+        .await
+        .unwrap();
+    });
+    (port, stop)
+}
+
+#[tokio::test]
+async fn each_path_answers_only_callers_of_its_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "cluster-ca");
+    let tiers = |c: SecurityConfig| SecurityConfig {
+        node_cn: vec!["stratus-server".into()],
+        admin_cn: vec!["stratus-admin".into()],
+        ..c
+    };
+    let (port, stop) = start_guarded(load(&tiers(ca.node("stratus-server", &[])))).await;
+    let url = |path: &str| format!("https://127.0.0.1:{port}{path}");
+    let status = |client: HttpClient, path: &'static str| {
+        let url = url(path);
+        async move {
+            let reply = client
+                .post(&url, bytes::Bytes::new(), Duration::from_secs(5))
+                .await
+                .unwrap();
+            (
+                reply.status.as_u16(),
+                String::from_utf8_lossy(&reply.body).into_owned(),
+            )
+        }
+    };
+    let as_cn = |cn: &str| HttpClient::with_tls(1 << 20, Some(&load(&ca.node(cn, &[]))));
+    let (node, admin, client) = (
+        as_cn("stratus-server"),
+        as_cn("stratus-admin"),
+        as_cn("app"),
+    );
+    use wire::paths::{GET, RAFT_BATCH, RAW_LOAD};
+    // A node reaches everything.
+    for path in [RAFT_BATCH, RAW_LOAD, GET] {
+        assert_eq!(status(node.clone(), path).await.0, 200, "node {path}");
+    }
+    // An admin: everything but the node-only paths.
+    let (code, body) = status(admin.clone(), RAFT_BATCH).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("node") && body.contains("admin"), "{body}");
+    assert_eq!(status(admin.clone(), RAW_LOAD).await.0, 200);
+    assert_eq!(status(admin, GET).await.0, 200);
+    // Any other certificate the CA signed is a client: reads only.
+    let (code, body) = status(client.clone(), RAW_LOAD).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("security.admin-cn"), "{body}");
+    assert_eq!(status(client.clone(), RAFT_BATCH).await.0, 403);
+    assert_eq!(status(client, GET).await.0, 200);
+    stop.send(()).unwrap();
 }

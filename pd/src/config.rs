@@ -4,7 +4,7 @@
 //! [pd]
 //! name = "pd-1"                          # this instance, in logs and `/pd/members`
 //! addr = "127.0.0.1:2479"                # listen address (port 0 picks one)
-//! advertise-url = ""                     # how others reach it (default http://<bound addr>)
+//! advertise-url = ""                     # how others reach it (default http(s)://<bound addr>)
 //! data-dir = "./stratus-data/pd"         # the embedded store's file lives here
 //! etcd-endpoints = []                    # etcd client URLs; empty = the embedded store
 //! cluster-name = "stratus"               # keys live under /stratus/<cluster-name>/
@@ -22,12 +22,15 @@
 //! gc-life-time = "10m"                   # versions this recent stay readable (the GC safe point trails now by it)
 //!
 //! [http]                                 # see node::http_limits
+//!
+//! [security]                             # see node::tls: TLS and who may call what
 //! ```
 
 use std::path::{Path, PathBuf};
 
 use node::config::ConfigError;
 use node::http::HttpLimits;
+use node::tls::SecurityConfig;
 use serde::{Deserialize, Serialize};
 use types::{ReadableDuration, ReadableSize};
 
@@ -37,6 +40,9 @@ pub struct PdConfig {
     pub pd: PdSection,
     /// Bounds on the clients of the placement driver's listener (`node::http_limits`).
     pub http: HttpLimits,
+    /// TLS on the listener and every client of this node, and who may call what
+    /// (`node::tls`). Off (plain HTTP) unless the paths are set.
+    pub security: SecurityConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -158,6 +164,7 @@ impl PdConfig {
     /// Checks what parsing cannot; the error names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.http.validate()?;
+        self.security.validate()?;
         let p = &self.pd;
         if p.name.is_empty() {
             return Err(ConfigError::invalid(

@@ -29,6 +29,14 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before anything binds: a bad key file stops the start with its path.
+    let tls = match config.security.load() {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("stratus-pd: {}", node::error_chain(&e));
+            return ExitCode::from(2);
+        }
+    };
     let config_text = config.render();
     println!("# stratus-pd effective config\n{config_text}");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -45,14 +53,14 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
     let grace = config.pd.shutdown_grace.duration();
     let served = runtime.block_on(async move {
         let shutdown = node::http::shutdown_signal();
-        let (listener, bound) = node::http::bind("stratus-pd", &config.pd.addr)
+        let (listener, bound) = node::http::bind("stratus-pd", &config.pd.addr, tls.as_deref())
             .await
             .map_err(|e| e.to_string())?;
         let p = &config.pd;
         let options = PdOptions {
             name: p.name.clone(),
             url: if p.advertise_url.is_empty() {
-                format!("http://{bound}")
+                format!("{}://{bound}", node::tls::scheme(tls.as_deref()))
             } else {
                 p.advertise_url.trim_end_matches('/').to_string()
             },
@@ -69,10 +77,10 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
         if p.etcd_endpoints.is_empty() {
             let path = p.data_dir.join("meta");
             let store = EmbeddedStore::open(&path).map_err(|e| e.to_string())?;
-            serve(store, options, listener, shutdown, grace, &config.http).await
+            serve(store, options, listener, shutdown, grace, &config.http, tls).await
         } else {
             let store = EtcdStore::new(p.etcd_endpoints.clone(), p.etcd_timeout.duration());
-            serve(store, options, listener, shutdown, grace, &config.http).await
+            serve(store, options, listener, shutdown, grace, &config.http, tls).await
         }
     });
     runtime.shutdown_timeout(grace);
@@ -95,6 +103,7 @@ async fn serve<S: MetaStore>(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: std::time::Duration,
     limits: &node::http::HttpLimits,
+    tls: Option<Arc<node::tls::Tls>>,
 ) -> Result<(), String> {
     tracing::info!(store = %store.describe(), url = %options.url, "placement driver starting");
     let pd = Arc::new(Pd::new(store, options));
@@ -107,7 +116,7 @@ async fn serve<S: MetaStore>(
         shutdown.await;
         closing.close_watches();
     };
-    let served = node::http::serve_until(listener, router(pd), shutdown, grace, limits, None).await;
+    let served = node::http::serve_until(listener, router(pd), shutdown, grace, limits, tls).await;
     // Give up the leadership before exiting, so another instance takes over at once.
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(grace, election).await;

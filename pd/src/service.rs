@@ -755,6 +755,7 @@ pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
         .route(paths::CONFIG, get(config_handler::<S>))
         .route(paths::METRICS, get(node::http::metrics_handler))
         .with_state(pd);
+    let routes = node::access::guarded(routes, wire::traffic::Role::Pd);
     node::traffic::metered(routes, node::Meter::unlabelled(wire::traffic::Role::Pd))
 }
 

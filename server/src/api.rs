@@ -35,7 +35,8 @@ pub struct AppState {
 
 type AppResult = Result<Response, HttpError>;
 
-/// Every route, metered as this server ([`node::traffic::metered`]).
+/// Every route, each caller checked against its path's tier ([`node::access`]), metered as
+/// this server ([`node::traffic::metered`]).
 pub fn router(state: Arc<AppState>) -> Router {
     let meter = state.node.config.meter();
     let routes = Router::new()
@@ -64,6 +65,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         // Raw loads and transactions carry rows: allow large bodies, but not unbounded ones.
         .layer(DefaultBodyLimit::max(256 << 20))
         .with_state(state);
+    let routes = node::access::guarded(routes, wire::traffic::Role::Server);
     node::traffic::metered(routes, meter)
 }
 

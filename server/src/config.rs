@@ -56,6 +56,7 @@ use changeset::MemtableDataFormat;
 use kvengine::{DfsConfig, DfsSection};
 use node::config::{ConfigError, parse_escaped_key};
 use node::http::HttpLimits;
+use node::tls::SecurityConfig;
 pub use raftstore::config::{PeerConfig, RaftConfig};
 use serde::{Deserialize, Serialize};
 use types::{ReadableDuration, ReadableSize, Zone};
@@ -71,6 +72,9 @@ pub struct ServerConfig {
     pub raft: RaftConfig,
     /// Bounds on the clients of the server's listener (`node::http_limits`).
     pub http: HttpLimits,
+    /// TLS on the listener and every client of this node, and who may call what
+    /// (`node::tls`). Off (plain HTTP) unless the paths are set.
+    pub security: SecurityConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -341,6 +345,7 @@ impl ServerConfig {
     /// Checks what parsing cannot: values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.http.validate()?;
+        self.security.validate()?;
         let format = self.kvengine.remote_coprocessor_memtable_data_format;
         if MemtableDataFormat::from_u8(format).is_none() {
             return Err(ConfigError::invalid(

@@ -65,7 +65,7 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
     let node = Arc::new(node);
     // Handlers first: the "listening" line tells supervisors they may signal us.
     let shutdown = node::http::shutdown_signal();
-    let (listener, local) = node::http::bind("stratus-server", &addr)
+    let (listener, local) = node::http::bind("stratus-server", &addr, node.tls.as_deref())
         .await
         .map_err(|e| e.to_string())?;
     let state = Arc::new(AppState {
@@ -79,7 +79,7 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
         // bound address: what clients and workers are told to reach.
         let own = node.config.store_id();
         let url = node.config.raft.peer(own).map_or_else(
-            || format!("http://{local}"),
+            || format!("{}://{local}", node::tls::scheme(node.tls.as_deref())),
             |p| p.addr.trim_end_matches('/').to_string(),
         );
         // A server with an allocated id is in no `[raft] peers` list, its own neither: the
@@ -93,8 +93,15 @@ async fn run(config: ServerConfig, config_text: String) -> Result<(), String> {
             node.config.server.pd_heartbeat_interval.duration(),
         ))
     });
-    let served =
-        node::http::serve_until(listener, router(state), shutdown, grace, &limits, None).await;
+    let served = node::http::serve_until(
+        listener,
+        router(state),
+        shutdown,
+        grace,
+        &limits,
+        node.tls.clone(),
+    )
+    .await;
     checker.abort();
     if let Some(h) = heartbeat {
         h.abort();

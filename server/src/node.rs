@@ -59,6 +59,8 @@ pub enum NodeError {
     Raft(#[from] raftstore::StartError),
     #[error("cannot settle this server's store id")]
     StoreId(#[from] crate::store_ident::StoreIdError),
+    #[error("cannot set up TLS ([security])")]
+    Tls(#[from] node::tls::TlsError),
 }
 
 pub struct Node {
@@ -81,6 +83,8 @@ pub struct Node {
     pub started: Instant,
     /// Splits one at a time (requests and the size checker).
     split_lock: parking_lot::Mutex<()>,
+    /// `[security]` loaded: the listener's and every client's TLS (none: plain HTTP).
+    pub tls: Option<Arc<node::tls::Tls>>,
 }
 
 impl Node {
@@ -92,6 +96,8 @@ impl Node {
     ) -> Result<Node, NodeError> {
         config.validate()?;
         metrics::register_all();
+        // First: a bad key file stops the start before anything is created or asked.
+        let tls = config.security.load()?;
         std::fs::create_dir_all(&config.server.data_dir).map_err(|source| NodeError::DataDir {
             path: config.server.data_dir.clone(),
             source,
@@ -101,6 +107,7 @@ impl Node {
             config.server.node_id,
             &config.server.data_dir,
             &config.server.pd_endpoints,
+            tls.as_deref(),
             &runtime,
             PD_CALL_DEADLINE,
         )?;
@@ -132,8 +139,11 @@ impl Node {
             ..RaftLogOptions::new(s.data_dir.join("raft"))
         })?);
 
-        let client = HttpClient::new(kv.remote_coprocessor_max_response_size.bytes() as usize)
-            .with_meter(config.meter());
+        let client = HttpClient::with_tls(
+            kv.remote_coprocessor_max_response_size.bytes() as usize,
+            tls.as_deref(),
+        )
+        .with_meter(config.meter());
         let mut region_ids: Option<Arc<dyn RegionIdSource>> = None;
         let (tso, timestamps): (Option<Arc<Tso>>, Arc<dyn TimestampSource>) =
             if !s.pd_endpoints.is_empty() {
@@ -141,6 +151,7 @@ impl Node {
                     &s.pd_endpoints,
                     PD_CALL_DEADLINE,
                     config.meter(),
+                    tls.as_deref(),
                     runtime.clone(),
                 ));
                 region_ids = Some(pd.clone());
@@ -219,6 +230,7 @@ impl Node {
                 config.raft.peers.iter().map(|p| (p.id, p.addr.clone())),
                 HttpTransportOptions {
                     zone: config.zone(),
+                    tls: tls.clone(),
                     ..HttpTransportOptions::new(store_id, &config.raft)
                 },
             ))
@@ -297,6 +309,7 @@ impl Node {
             _cpu_sampler: cpu_sampler,
             started: Instant::now(),
             split_lock: parking_lot::Mutex::new(()),
+            tls,
         })
     }
 

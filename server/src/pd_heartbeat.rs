@@ -143,7 +143,7 @@ pub fn execute(node: &Node, step: &RegionStep) -> Result<(), String> {
         }
         // The table only suggests it (`pd::stale_replicas`): the region's leader decides.
         let term = router.status(region_id).map_or(0, |s| s.term);
-        confirm_not_a_member(&step.store_url, region_id, own, term)?;
+        confirm_not_a_member(node, &step.store_url, region_id, own, term)?;
         // The store refuses when this replica leads.
         router.destroy_replica(region_id);
         return Ok(());
@@ -200,6 +200,7 @@ pub fn execute(node: &Node, step: &RegionStep) -> Result<(), String> {
 /// this replica's addition) and its members do not include store `own`. Blocking (call it from
 /// a blocking thread of a runtime).
 fn confirm_not_a_member(
+    node: &Node,
     leader_url: &str,
     region_id: u64,
     own: u64,
@@ -210,7 +211,7 @@ fn confirm_not_a_member(
         leader_url.trim_end_matches('/'),
         wire::paths::REGIONS
     );
-    let client = node::HttpClient::new(64 << 20);
+    let client = node::HttpClient::with_tls(64 << 20, node.tls.as_deref());
     let reply = tokio::runtime::Handle::current()
         .block_on(client.get(&url, Duration::from_secs(5)))
         .map_err(|e| format!("cannot ask the leader at {leader_url}: {e}"))?;
@@ -266,6 +267,7 @@ pub async fn run(node: Arc<Node>, url: String, endpoints: Vec<String>, every: Du
         &endpoints,
         every.max(Duration::from_millis(500)),
         node.config.meter(),
+        node.tls.as_deref(),
     );
     let _watch =
         AbortOnDrop(tokio::spawn(watch_topology(node.clone(), client.clone())).abort_handle());

@@ -40,10 +40,11 @@ impl PdSource {
         endpoints: &[String],
         deadline: Duration,
         meter: node::Meter,
+        tls: Option<&node::tls::Tls>,
         runtime: tokio::runtime::Handle,
     ) -> PdSource {
         PdSource {
-            client: PdClient::metered(endpoints, deadline, meter),
+            client: PdClient::metered(endpoints, deadline, meter, tls),
             runtime,
         }
     }

@@ -75,6 +75,7 @@ pub fn resolve(
     configured: u16,
     data_dir: &Path,
     pd_endpoints: &[String],
+    tls: Option<&node::tls::Tls>,
     runtime: &tokio::runtime::Handle,
     deadline: Duration,
 ) -> Result<u16, StoreIdError> {
@@ -93,7 +94,12 @@ pub fn resolve(
         _ if pd_endpoints.is_empty() => return Ok(0),
         _ => {}
     }
-    let client = PdClient::new(pd_endpoints, deadline);
+    let client = PdClient::metered(
+        pd_endpoints,
+        deadline,
+        node::Meter::unlabelled(wire::traffic::Role::Server),
+        tls,
+    );
     let id = runtime
         .block_on(client.alloc_ids(1))
         .map_err(StoreIdError::Allocate)?;
@@ -126,7 +132,16 @@ mod tests {
     fn a_configured_id_is_used_and_a_kept_one_must_match_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let rt = rt();
-        let at = |c| resolve(c, dir.path(), &[], rt.handle(), Duration::from_millis(10));
+        let at = |c| {
+            resolve(
+                c,
+                dir.path(),
+                &[],
+                None,
+                rt.handle(),
+                Duration::from_millis(10),
+            )
+        };
         assert_eq!(at(7).expect("configured"), 7);
         std::fs::write(dir.path().join(STORE_ID_FILE), "101\n").expect("write");
         assert_eq!(at(0).expect("kept"), 101);
@@ -151,8 +166,15 @@ mod tests {
         let rt = rt();
         for bad in ["", "0", "70000", "abc"] {
             std::fs::write(dir.path().join(STORE_ID_FILE), bad).expect("write");
-            let e = resolve(0, dir.path(), &[], rt.handle(), Duration::from_millis(10))
-                .expect_err("corrupt");
+            let e = resolve(
+                0,
+                dir.path(),
+                &[],
+                None,
+                rt.handle(),
+                Duration::from_millis(10),
+            )
+            .expect_err("corrupt");
             let text = e.to_string();
             assert!(
                 text.contains(STORE_ID_FILE) && text.contains(&format!("{bad:?}")),
@@ -169,6 +191,7 @@ mod tests {
             0,
             dir.path(),
             &["http://127.0.0.1:9".to_string()],
+            None,
             rt.handle(),
             Duration::from_millis(200),
         )
@@ -176,7 +199,14 @@ mod tests {
         assert!(matches!(e, StoreIdError::Allocate(_)), "{e}");
         assert!(!dir.path().join(STORE_ID_FILE).exists());
         // Without a placement driver, 0 stays 0 (a standalone server's file prefix).
-        let alone = resolve(0, dir.path(), &[], rt.handle(), Duration::from_millis(10));
+        let alone = resolve(
+            0,
+            dir.path(),
+            &[],
+            None,
+            rt.handle(),
+            Duration::from_millis(10),
+        );
         assert_eq!(alone.expect("no placement driver"), 0);
     }
 }

@@ -35,6 +35,8 @@
 //! * [`paths`] and [`PROTOBUF_CONTENT_TYPE`]: where each message is POSTed;
 //! * [`traffic`]: which conversation a request's bytes belong to (by path) and the zone
 //!   header both ends of an exchange send, the vocabulary of the network byte metrics;
+//! * [`access`]: which paths a client, an admin or only another node may call (checked by
+//!   every listener when TLS names its peers);
 //! * [`fuzzing`]: the engine-free parts of the fuzz targets over these messages (framing and
 //!   round-trip checks, sample DAGs for seeds).
 //!
@@ -45,6 +47,7 @@
 //! error instead of a decode failure. Byte formats (the codecs, the offload framing) carry a
 //! version, documented beside their encoder; a change bumps it and keeps the old one decoding.
 
+pub mod access;
 pub mod codec;
 pub mod coprocessor;
 pub mod datum;

@@ -44,6 +44,7 @@ use changeset::MemtableDataFormat;
 use kvengine::{CacheConfig, DfsConfig, DfsSection};
 use node::ConfigError;
 use node::http::HttpLimits;
+use node::tls::SecurityConfig;
 use serde::{Deserialize, Serialize};
 use types::{ReadableDuration, ReadableSize};
 
@@ -69,6 +70,9 @@ pub struct WorkerConfig {
     pub cop_limiter: CopLimiterSection,
     /// Bounds on the clients of the worker's listener (`node::http_limits`).
     pub http: HttpLimits,
+    /// TLS on the listener and every client of this node, and who may call what
+    /// (`node::tls`). Off (plain HTTP) unless the paths are set.
+    pub security: SecurityConfig,
 }
 
 /// The `[worker]` section.
@@ -268,6 +272,7 @@ impl WorkerConfig {
     /// Checks what parsing cannot: values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.http.validate()?;
+        self.security.validate()?;
         let w = &self.worker;
         let port_ok = w
             .addr

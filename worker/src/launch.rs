@@ -51,7 +51,8 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
     let served = runtime.block_on(async move {
         // Handlers first: the "listening" line tells supervisors they may signal us.
         let shutdown = ::node::http::shutdown_signal();
-        let (listener, _) = ::node::http::bind("stratus-worker", &addr).await?;
+        let tls = state.tls().map(|t| t.as_ref());
+        let (listener, _) = ::node::http::bind("stratus-worker", &addr, tls).await?;
         crate::service::serve(state, listener, shutdown).await
     });
     // A request still executing on a blocking thread after the grace period is abandoned

@@ -56,6 +56,7 @@ pub fn router(state: Arc<WorkerState>) -> Router {
         .route(paths::STATUS, get(status_handler))
         .route(paths::METRICS, get(::node::http::metrics_handler))
         .with_state(state);
+    let routes = ::node::access::guarded(routes, wire::traffic::Role::Worker);
     ::node::traffic::metered(routes, meter)
 }
 
@@ -73,19 +74,25 @@ pub async fn serve(
     let heartbeat = (!w.pd_endpoints.is_empty()).then(|| {
         tokio::spawn(pd_heartbeat(
             if w.advertise_url.is_empty() {
-                format!("http://{}", state.addr())
+                format!(
+                    "{}://{}",
+                    ::node::tls::scheme(state.tls().map(|t| t.as_ref())),
+                    state.addr()
+                )
             } else {
                 w.advertise_url.trim_end_matches('/').to_string()
             },
             w.labels.clone(),
             state.config().meter(),
+            state.tls().cloned(),
             w.pd_endpoints.clone(),
             w.pd_heartbeat_interval.duration(),
         ))
     });
     let limits = state.config().http.clone();
+    let tls = state.tls().cloned();
     let served =
-        ::node::http::serve_until(listener, router(state), shutdown, grace, &limits, None).await;
+        ::node::http::serve_until(listener, router(state), shutdown, grace, &limits, tls).await;
     refresher.abort();
     if let Some(h) = heartbeat {
         h.abort();
@@ -100,11 +107,16 @@ async fn pd_heartbeat(
     url: String,
     labels: std::collections::BTreeMap<String, String>,
     meter: ::node::Meter,
+    tls: Option<Arc<::node::tls::Tls>>,
     endpoints: Vec<String>,
     every: Duration,
 ) {
-    let client =
-        ::node::PdClient::metered(&endpoints, every.max(Duration::from_millis(500)), meter);
+    let client = ::node::PdClient::metered(
+        &endpoints,
+        every.max(Duration::from_millis(500)),
+        meter,
+        tls.as_deref(),
+    );
     let hb = wire::pd::WorkerHeartbeat {
         url,
         labels: wire::region::labels(&labels),

@@ -21,6 +21,8 @@ pub enum StartError {
     Config(#[from] ConfigError),
     #[error("cannot open the object store")]
     Dfs(#[source] kvengine::Error),
+    #[error("cannot set up TLS ([security])")]
+    Tls(#[from] ::node::tls::TlsError),
 }
 
 impl StartError {
@@ -48,18 +50,25 @@ pub struct WorkerState {
     /// Calls servers on the delegate path (made on first use; answers up to
     /// `worker.max-request-size`).
     client: OnceLock<HttpClient>,
+    /// `[security]` loaded: the listener's and the clients' TLS (none: plain HTTP).
+    tls: Option<Arc<::node::tls::Tls>>,
 }
 
 impl WorkerState {
     /// Opens the object store `config` names and allocates the block cache.
     pub fn open(config: WorkerConfig) -> Result<WorkerState, StartError> {
         config.validate()?;
+        // First: a bad key file stops the start before the store is opened.
+        let tls = config.security.load()?;
         let (read, written) = config.meter().object_store(config.dfs.zone.clone());
         let dfs = config
             .dfs_config()?
             .open_metered(Some(kvengine::DfsTraffic::new(read, written)))
             .map_err(StartError::Dfs)?;
-        Ok(WorkerState::with_dfs(config, dfs))
+        Ok(WorkerState {
+            tls,
+            ..WorkerState::with_dfs(config, dfs)
+        })
     }
 
     /// A worker reading `dfs` instead of the store `config` names: tests pass a fault
@@ -96,6 +105,7 @@ impl WorkerState {
             requests: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
             client: OnceLock::new(),
+            tls: None,
         }
     }
 
@@ -119,8 +129,14 @@ impl WorkerState {
     /// The HTTP client the delegate path asks servers with.
     pub fn client(&self) -> &HttpClient {
         self.client.get_or_init(|| {
-            HttpClient::new(self.config.max_request_bytes()).with_meter(self.config.meter())
+            HttpClient::with_tls(self.config.max_request_bytes(), self.tls.as_deref())
+                .with_meter(self.config.meter())
         })
+    }
+
+    /// TLS of the listener and the clients (`[security]`); none: plain HTTP.
+    pub fn tls(&self) -> Option<&Arc<::node::tls::Tls>> {
+        self.tls.as_ref()
     }
 
     pub fn limiter(&self) -> &CopLimiter {

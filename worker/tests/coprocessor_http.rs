@@ -164,7 +164,7 @@ impl RunningWorker {
 
     async fn serve(state: WorkerState) -> RunningWorker {
         let state = Arc::new(state);
-        let (listener, addr) = node::http::bind("stratus-worker", "127.0.0.1:0")
+        let (listener, addr) = node::http::bind("stratus-worker", "127.0.0.1:0", None)
             .await
             .unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

@@ -38,7 +38,7 @@ use crate::config::RaftConfig;
 use crate::metrics::{self, DropReason};
 
 /// Settings of an [`HttpTransport`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct HttpTransportOptions {
     /// This server's store id (`RaftBatch.from_store`).
     pub from_store: u64,
@@ -56,6 +56,9 @@ pub struct HttpTransportOptions {
     pub backoff_max: Duration,
     /// This server's zone, for the network byte metrics (`node::traffic`).
     pub zone: Option<types::Zone>,
+    /// This server's TLS (`[security]`): with it, peers are called over https only, each
+    /// showing a certificate the cluster CA signed.
+    pub tls: Option<Arc<node::tls::Tls>>,
 }
 
 impl HttpTransportOptions {
@@ -72,6 +75,7 @@ impl HttpTransportOptions {
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
             zone: None,
+            tls: None,
         }
     }
 }
@@ -126,10 +130,9 @@ impl HttpTransport {
         options: HttpTransportOptions,
     ) -> HttpTransport {
         metrics::register_all();
-        let client = HttpClient::new(MAX_RESPONSE_BYTES).with_meter(node::Meter::new(
-            options.zone.clone(),
-            wire::traffic::Role::Server,
-        ));
+        let client = HttpClient::with_tls(MAX_RESPONSE_BYTES, options.tls.as_deref()).with_meter(
+            node::Meter::new(options.zone.clone(), wire::traffic::Role::Server),
+        );
         let limits = OutboxLimits {
             max_messages: options.queue_max_messages,
             max_bytes: options.queue_max_bytes,
