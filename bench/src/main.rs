@@ -2,7 +2,7 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|all] [--entries N] [--timers default|fast]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|tls|all] [--entries N] [--timers default|fast]
 //! ```
 
 mod cop_bench;
@@ -22,6 +22,7 @@ mod replication_bench;
 mod report;
 mod sql_bench;
 mod sst_bench;
+mod tls_bench;
 mod txn_bench;
 mod txn_snapshot_bench;
 mod workload;
@@ -55,12 +56,14 @@ fn main() {
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "raft-write" | "txn-snapshot"
             | "replication" | "failover" | "idle" | "cop" | "offload" | "mixed" | "cop-cache"
-            | "node-selection" | "pd" | "rebalance" | "learners" | "sql" | "all" => suite = a,
+            | "node-selection" | "pd" | "rebalance" | "learners" | "sql" | "tls" | "all" => {
+                suite = a
+            }
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|all] [--entries N] [--timers default|fast]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|tls|all] [--entries N] [--timers default|fast]"
                 );
                 std::process::exit(2);
             }
@@ -111,6 +114,9 @@ fn main() {
     }
     if suite == "offload" || suite == "all" {
         offload_bench::run(entries);
+    }
+    if suite == "tls" || suite == "all" {
+        tls_bench::run();
     }
     if suite == "mixed" || suite == "all" {
         mixed_bench::run();

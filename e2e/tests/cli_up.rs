@@ -583,6 +583,10 @@ fn up_with_tls_runs_load_queries_offload_and_failover_and_refuses_other_callers(
     let plain = url("server-a").replacen("https://", "http://", 1);
     let e = post_as(None, &format!("{plain}{}", wire::paths::RAW_LOAD)).expect_err("plain");
     assert!(e.contains("request to"), "{e}");
+    // The effective config a node serves names its key file, never what is in it.
+    let config = e2e::http_client::get_text(&format!("{}{}", url("server-a"), wire::paths::CONFIG));
+    assert!(config.contains("stratus-server-key.pem"), "{config}");
+    assert!(!config.contains("PRIVATE KEY"), "{config}");
     // Nothing the refused calls sent changed the rows.
     check_sum(home.path(), 30_000);
 

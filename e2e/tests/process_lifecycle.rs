@@ -596,3 +596,38 @@ fn a_request_still_running_when_the_grace_ends_does_not_keep_the_server_alive() 
         "a request cut off at the grace has no answer: {reply:?}"
     );
 }
+
+/// A `[security]` whose key file every user may read (mode 0644), from a throwaway CA.
+fn world_readable_key(dir: &std::path::Path) -> node::tls::SecurityConfig {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = harness::certs::ThrowawayCa::create(&dir.join("tls"), "test-ca").unwrap();
+    let security = ca.issue("stratus-node").unwrap();
+    std::fs::set_permissions(&security.key_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    security
+}
+
+#[test]
+fn every_node_refuses_to_start_with_a_key_file_others_can_read_naming_it() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let security = world_readable_key(&cluster.path("certs"));
+    let key = security.key_path.display().to_string();
+    let check = |program: &str, cmd: std::process::Command| {
+        let (status, stderr) = refused(cmd);
+        assert!(!status.success(), "{program} started: {status}\n{stderr}");
+        assert!(
+            stderr.contains(&key) && stderr.contains("readable by every user"),
+            "{program} must name the key file {key}:\n{stderr}"
+        );
+    };
+    let mut server = server_config(&cluster);
+    server.config.security = security.clone();
+    check("server", server.command());
+    // Refused before anything was created: the engine never opened.
+    assert!(!server.config.server.data_dir.join("engine").exists());
+    let mut worker = cluster.worker_config("worker");
+    worker.config.security = security.clone();
+    check("worker", worker.command());
+    let mut pd = e2e::pd_proc::PdSetup::new(&cluster.path("pd"), "pd-1", 0, &[]);
+    pd.config.security = security;
+    check("placement driver", pd.command());
+}

@@ -219,6 +219,7 @@ pub async fn serve_until(
                             Err(ClosedReason::TlsHandshake)
                         }
                         Ok(Ok(stream)) => {
+                            metrics.handshakes.inc();
                             match tls.check_peer(stream.get_ref().1.peer_certificates()) {
                                 Err(why) => {
                                     tracing::warn!("refused a peer: {why}");
@@ -372,6 +373,9 @@ impl ClosedReason {
 
 struct ConnectionMetrics {
     open: IntGauge,
+    /// TLS handshakes completed: one per connection, so against the requests served it says
+    /// how well clients reuse connections.
+    handshakes: IntCounter,
     /// Indexed by `ClosedReason as usize`.
     closed: [IntCounter; ClosedReason::ALL.len()],
 }
@@ -393,9 +397,20 @@ static CONNECTION_METRICS: LazyLock<ConnectionMetrics> = LazyLock::new(|| {
         &["reason"],
     )
     .expect("valid metric");
+    let handshakes = IntCounter::new(
+        "stratus_tls_handshakes_total",
+        "TLS handshakes this node's listener completed (one per connection: clients pool \
+         their connections, so far fewer than the requests).",
+    )
+    .expect("valid metric");
     // A second registration (a test serving twice in one process) keeps the first.
     let _ = prometheus::register(Box::new(open.clone()));
+    let _ = prometheus::register(Box::new(handshakes.clone()));
     let _ = prometheus::register(Box::new(errors.clone()));
     let closed = ClosedReason::ALL.map(|r| errors.with_label_values(&[r.as_str()]));
-    ConnectionMetrics { open, closed }
+    ConnectionMetrics {
+        open,
+        handshakes,
+        closed,
+    }
 });

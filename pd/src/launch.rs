@@ -34,7 +34,7 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
         Ok(tls) => tls,
         Err(e) => {
             eprintln!("stratus-pd: {}", node::error_chain(&e));
-            return ExitCode::from(2);
+            return ExitCode::from(1);
         }
     };
     let config_text = config.render();
