@@ -61,7 +61,11 @@ pub fn serve(
     };
     // Every connection's session borrows the client; it serves until the process ends.
     let client: &'static Client = Box::leak(Box::new(client));
-    rt.spawn(sqlfront::mysql::serve(listener, client));
+    rt.spawn(sqlfront::mysql::serve(
+        listener,
+        client,
+        sqlfront::mysql::MysqlLimits::default(),
+    ));
     Ok(bound)
 }
 

@@ -6,7 +6,8 @@
 //! * [`mysql`]: the endpoint. One [`FrontSession`] per connection (its variables, its
 //!   warnings, its database), `COM_QUERY`, prepared statements (`COM_STMT_PREPARE` /
 //!   `EXECUTE`: parameters are bound as SQL literals into the statement text), `USE`, and
-//!   MySQL error codes with their SQLSTATEs ([`error`]).
+//!   MySQL error codes with their SQLSTATEs ([`error`]); [`mysql_limits`]: connections at
+//!   once and the login and idle deadlines (`connect_timeout`, `wait_timeout`).
 //! * [`session`]: routes a statement. Queries (`SELECT`, with joins, subqueries, `HAVING`,
 //!   `DISTINCT`, window and scalar functions, `SELECT` without `FROM`) are planned and run by
 //!   DataFusion; the catalog statements (`SHOW TABLES`, `DESCRIBE`, `SHOW COLUMNS`,
@@ -34,6 +35,7 @@ pub mod agg_pushdown;
 pub mod arrow_rows;
 pub mod error;
 pub mod mysql;
+pub mod mysql_limits;
 pub mod mysql_semantics;
 pub mod output;
 pub mod pushdown;

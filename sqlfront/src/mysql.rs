@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use client::paging::Client;
@@ -22,8 +23,10 @@ use opensrv_mysql::{
 };
 use tokio::io::AsyncWrite;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::error::FrontError;
+pub use crate::mysql_limits::MysqlLimits;
 use crate::output::{Cell, ColumnKind, Output};
 use crate::session::FrontSession;
 
@@ -34,19 +37,28 @@ pub const SERVER_VERSION: &str = "8.0.11-Stratus";
 static NEXT_CONNECTION: AtomicU32 = AtomicU32::new(1);
 
 /// Accepts connections on `listener` until the task is dropped, each served by its own
-/// task and session over `client` (which lives as long as the process).
-pub async fn serve(listener: TcpListener, client: &'static Client) {
+/// task and session over `client` (which lives as long as the process), within `limits`
+/// ([`MysqlLimits`]: connections at once, silence while logging in and between statements).
+pub async fn serve(listener: TcpListener, client: &'static Client, limits: MysqlLimits) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
     loop {
+        // A slot first: at the limit the next connection waits in the kernel's accept queue.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return; // never closed
+        };
         // A failed accept is retried (`node::http::accept`), never the end of the endpoint.
         let (stream, peer) = node::http::accept(&listener).await;
         let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+        let limits = limits.clone();
         tokio::spawn(async move {
             tracing::debug!(%peer, id, "sql connection opened");
             let (r, w) = stream.into_split();
+            let (r, w) = crate::mysql_limits::bounded(r, w, &limits);
             let shim = Shim::new(client, id);
             if let Err(e) = AsyncMysqlIntermediary::run_on(shim, r, w).await {
                 tracing::debug!(%peer, id, error = %e, "sql connection ended");
             }
+            drop(slot);
         });
     }
 }

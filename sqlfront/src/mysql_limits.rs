@@ -1,0 +1,167 @@
+//! Bounds on the SQL endpoint's clients, as `[http]` bounds a node's listener
+//! (`node::http_limits`): connections at once, and how long a connection may stay silent:
+//! briefly while it logs in (MySQL's `connect_timeout`), longer between statements once it has
+//! (`wait_timeout`). A client that connects and never answers the greeting, or answers it a
+//! byte at a time (slowloris), is cut off after `connect-timeout` without holding a slot for
+//! longer.
+//!
+//! The login is over once the endpoint writes after having read (its answer to the client's
+//! handshake response): from then on the idle deadline applies. The login deadline counts from
+//! the connection's start, whatever trickles in; the idle one from the last byte received, so
+//! a long statement's answer being written never times a client out.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// The endpoint's bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MysqlLimits {
+    /// Connections open at once; at the limit the endpoint stops accepting and the next one
+    /// waits in the kernel's accept queue. MySQL's default `max_connections` is 151.
+    pub max_connections: usize,
+    /// Silence allowed before the login completes (MySQL's `connect_timeout`, 10 s).
+    pub connect_timeout: Duration,
+    /// Silence allowed between statements once logged in (MySQL's `wait_timeout`, 8 h).
+    pub wait_timeout: Duration,
+}
+
+impl Default for MysqlLimits {
+    fn default() -> Self {
+        MysqlLimits {
+            max_connections: 151,
+            connect_timeout: Duration::from_secs(10),
+            wait_timeout: Duration::from_secs(8 * 3600),
+        }
+    }
+}
+
+/// Where a connection is: nothing read yet, the client's handshake read, logged in.
+const GREETED: u8 = 0;
+const READ_HANDSHAKE: u8 = 1;
+const LOGGED_IN: u8 = 2;
+
+/// The two halves of a connection with the deadlines of `limits`.
+pub fn bounded<R, W>(read: R, write: W, limits: &MysqlLimits) -> (Deadlined<R>, Phased<W>) {
+    let phase = Arc::new(AtomicU8::new(GREETED));
+    (
+        Deadlined {
+            inner: read,
+            phase: phase.clone(),
+            connect_timeout: limits.connect_timeout,
+            wait_timeout: limits.wait_timeout,
+            sleep: Box::pin(tokio::time::sleep(limits.connect_timeout)),
+            armed_for_login: true,
+        },
+        Phased {
+            inner: write,
+            phase,
+        },
+    )
+}
+
+/// The read half: a read that waits longer than the phase's deadline fails with
+/// `TimedOut`.
+pub struct Deadlined<R> {
+    inner: R,
+    phase: Arc<AtomicU8>,
+    connect_timeout: Duration,
+    wait_timeout: Duration,
+    sleep: Pin<Box<Sleep>>,
+    /// Whether `sleep` runs out at the login deadline (else at the idle one).
+    armed_for_login: bool,
+}
+
+impl<R> Deadlined<R> {
+    /// Sets the deadline of the phase the connection is in, counted from now.
+    fn arm(&mut self) {
+        let login = self.phase.load(Ordering::Relaxed) != LOGGED_IN;
+        let after = if login {
+            self.connect_timeout
+        } else {
+            self.wait_timeout
+        };
+        self.armed_for_login = login;
+        self.sleep.as_mut().reset(Instant::now() + after);
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Deadlined<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                if buf.filled().len() > before {
+                    let _ = self.phase.compare_exchange(
+                        GREETED,
+                        READ_HANDSHAKE,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                    // Logged in: idle counts from the last byte received. Logging in: from
+                    // the start, however many bytes trickle in.
+                    if self.phase.load(Ordering::Relaxed) == LOGGED_IN {
+                        self.arm();
+                    }
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                // Logged in since the deadline was set: the idle one applies from now.
+                if self.armed_for_login && self.phase.load(Ordering::Relaxed) == LOGGED_IN {
+                    self.arm();
+                }
+                match self.sleep.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        if self.armed_for_login {
+                            "no login within connect-timeout"
+                        } else {
+                            "idle past wait-timeout"
+                        },
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+}
+
+/// The write half: its first write after the client's handshake was read ends the login.
+pub struct Phased<W> {
+    inner: W,
+    phase: Arc<AtomicU8>,
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Phased<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let _ = self.phase.compare_exchange(
+            READ_HANDSHAKE,
+            LOGGED_IN,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
