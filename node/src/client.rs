@@ -89,7 +89,7 @@ impl HttpClient {
         http.set_connect_timeout(Some(Duration::from_secs(5)));
         let https = match tls {
             Some(tls) => hyper_rustls::HttpsConnectorBuilder::new()
-                .with_tls_config(tls.client.as_ref().clone())
+                .with_tls_config(tls.client_config().as_ref().clone())
                 .https_only()
                 .enable_http1()
                 .wrap_connector(http),

@@ -184,6 +184,10 @@ pub async fn serve_until(
     let graceful = GracefulShutdown::new();
     let metrics = &*CONNECTION_METRICS;
     let handshake_within = limits.header_read_timeout.duration();
+    // Rotated certificate files take effect on new connections without a restart.
+    let reloader = tls
+        .clone()
+        .map(|tls| tokio::spawn(reload_periodically(tls, crate::tls::RELOAD_INTERVAL)));
     tokio::pin!(shutdown);
     loop {
         // A slot first: at the limit the next connection waits in the kernel's accept queue.
@@ -211,7 +215,7 @@ pub async fn serve_until(
                 Some(tls) => {
                     // The handshake counts against the same deadline as a request head: a
                     // client that connects and never finishes it is cut off the same way.
-                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.clone());
+                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config());
                     match tokio::time::timeout(handshake_within, acceptor.accept(stream)).await {
                         Err(_) => Err(ClosedReason::TlsHandshake),
                         Ok(Err(e)) => {
@@ -243,6 +247,9 @@ pub async fn serve_until(
         });
     }
     drop(listener);
+    if let Some(r) = reloader {
+        r.abort();
+    }
     // In-flight requests finish; idle connections close now.
     if tokio::time::timeout(grace, graceful.shutdown())
         .await
@@ -251,6 +258,32 @@ pub async fn serve_until(
         tracing::warn!("in-flight requests still running after {grace:?}; closing them");
     }
     Ok(())
+}
+
+/// Reloads `tls` from its files every `every` when they changed
+/// ([`Tls::reload_if_changed`]); a change that does not load is logged and keeps the settings
+/// in use. Counted in `stratus_tls_reloads_total{result}`.
+async fn reload_periodically(tls: Arc<Tls>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await; // the first tick is immediate: the files were just loaded
+    loop {
+        tick.tick().await;
+        match tls.reload_if_changed() {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::info!("TLS certificate files changed: new connections use them");
+                CONNECTION_METRICS.reloads[0].inc();
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "TLS certificate files changed but do not load; keeping the ones in use: {}",
+                    crate::error_chain(&e)
+                );
+                CONNECTION_METRICS.reloads[1].inc();
+            }
+        }
+    }
 }
 
 /// The next connection on `listener`, with Nagle's delay off (requests and answers are
@@ -376,6 +409,8 @@ struct ConnectionMetrics {
     /// TLS handshakes completed: one per connection, so against the requests served it says
     /// how well clients reuse connections.
     handshakes: IntCounter,
+    /// `[ok, failed]` reloads of changed certificate files.
+    reloads: [IntCounter; 2],
     /// Indexed by `ClosedReason as usize`.
     closed: [IntCounter; ClosedReason::ALL.len()],
 }
@@ -406,11 +441,23 @@ static CONNECTION_METRICS: LazyLock<ConnectionMetrics> = LazyLock::new(|| {
     // A second registration (a test serving twice in one process) keeps the first.
     let _ = prometheus::register(Box::new(open.clone()));
     let _ = prometheus::register(Box::new(handshakes.clone()));
+    let reloads = IntCounterVec::new(
+        Opts::new(
+            "stratus_tls_reloads_total",
+            "Changes of the [security] certificate files seen by a listener, by result (ok: \
+             new connections use them; failed: they did not load and the ones in use stay).",
+        ),
+        &["result"],
+    )
+    .expect("valid metric");
+    let _ = prometheus::register(Box::new(reloads.clone()));
+    let reloads = ["ok", "failed"].map(|r| reloads.with_label_values(&[r]));
     let _ = prometheus::register(Box::new(errors.clone()));
     let closed = ClosedReason::ALL.map(|r| errors.with_label_values(&[r.as_str()]));
     ConnectionMetrics {
         open,
         handshakes,
+        reloads,
         closed,
     }
 });

@@ -22,6 +22,10 @@
 //! every listener checks each request's path against it (`crate::access`). With both lists
 //! empty every certificate the CA signed is a node (TiKV's model: the CA is the trust).
 //!
+//! The files are read again every ten seconds by each listener, and a change takes effect on
+//! new connections, both ends (rotation without a restart, `stratus_tls_reloads_total`); a
+//! change that does not load keeps the settings in use.
+//!
 //! A key file readable by every user is refused at start, with its path (as ssh refuses a
 //! private key others can read); group access is allowed, as container secrets mount keys
 //! group-readable.
@@ -139,14 +143,31 @@ pub enum TlsError {
     },
 }
 
-/// A node's loaded TLS settings: what its listener accepts and what its clients present.
+/// A node's TLS settings: what its listener accepts and what its clients present, reloaded
+/// from the files when they change ([`Tls::reload_if_changed`], which a listener calls every
+/// [`RELOAD_INTERVAL`]): a rotated certificate, key or CA takes effect on new connections
+/// without a restart (TiKV's rotation). Connections already open keep their session.
 #[derive(Debug)]
 pub struct Tls {
-    pub(crate) server: Arc<rustls::ServerConfig>,
-    pub(crate) client: Arc<rustls::ClientConfig>,
-    allowed_cn: Vec<String>,
-    node_cn: Vec<String>,
-    admin_cn: Vec<String>,
+    config: SecurityConfig,
+    /// What the files held at the last (re)load: the listener takes its settings from it for
+    /// each connection, and the client side reads its certificate and CA through it at each
+    /// handshake, so a client built once follows every reload.
+    current: Arc<Current>,
+    client: Arc<rustls::ClientConfig>,
+}
+
+/// How often a listener looks at its certificate files.
+pub const RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What one reading of the files made.
+#[derive(Debug)]
+struct Loaded {
+    /// The files' bytes, to tell a change.
+    files: [Vec<u8>; 3],
+    server: Arc<rustls::ServerConfig>,
+    key: Arc<rustls::sign::CertifiedKey>,
+    verifier: Arc<rustls::client::WebPkiServerVerifier>,
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -155,10 +176,97 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 impl Tls {
     fn load(c: &SecurityConfig) -> Result<Tls, TlsError> {
+        let current = Arc::new(Current(parking_lot::RwLock::new(Arc::new(Loaded::read(
+            c,
+        )?))));
+        // No ALPN here: the connector sets it (http/1.1).
+        let client = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Identity {
+                cert: c.cert_path.clone(),
+                key: c.key_path.clone(),
+                reason: e.to_string(),
+            })?
+            .dangerous()
+            .with_custom_certificate_verifier(current.clone())
+            .with_client_cert_resolver(current.clone());
+        Ok(Tls {
+            config: c.clone(),
+            current,
+            client: Arc::new(client),
+        })
+    }
+
+    /// The listener's settings now (each accepted connection takes the current ones).
+    pub(crate) fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        self.current.loaded().server.clone()
+    }
+
+    /// The client side's settings (following every reload).
+    pub(crate) fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        self.client.clone()
+    }
+
+    /// Reads the three files again and, when any changed, switches to them: `Ok(true)`. A
+    /// change that does not load (a file caught mid-write, a key that does not match) keeps
+    /// the settings in use and is the `Err`, for the caller to log; the next call tries again.
+    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let files = Loaded::read_files(&self.config)?;
+        if files == self.current.loaded().files {
+            return Ok(false);
+        }
+        let loaded = Arc::new(Loaded::build(&self.config, files)?);
+        *self.current.0.write() = loaded;
+        Ok(true)
+    }
+
+    /// Who a peer that presented `certs` (leaf first; the CA already verified them) is, or
+    /// `Err` naming what its certificate carries when `cert-allowed-cn` does not list it.
+    pub fn check_peer(&self, certs: Option<&[CertificateDer<'_>]>) -> Result<Caller, String> {
+        let c = &self.config;
+        let tiered = !c.node_cn.is_empty() || !c.admin_cn.is_empty();
+        if c.cert_allowed_cn.is_empty() && !tiered {
+            return Ok(Caller::Node);
+        }
+        let Some(leaf) = certs.and_then(|c| c.first()) else {
+            return Err("expected a client certificate, found none".into());
+        };
+        let names = common_names(leaf)?;
+        let carries = |list: &[String]| names.iter().any(|n| list.contains(n));
+        if !c.cert_allowed_cn.is_empty() && !carries(&c.cert_allowed_cn) {
+            return Err(format!(
+                "expected a certificate with a common name in {:?}, found {names:?}",
+                c.cert_allowed_cn
+            ));
+        }
+        Ok(if !tiered || carries(&c.node_cn) {
+            Caller::Node
+        } else if carries(&c.admin_cn) {
+            Caller::Admin
+        } else {
+            Caller::Client
+        })
+    }
+}
+
+impl Loaded {
+    fn read_files(c: &SecurityConfig) -> Result<[Vec<u8>; 3], TlsError> {
         check_key_permissions(&c.key_path)?;
-        let ca = read_certs("CA file", &c.ca_path)?;
-        let certs = read_certs("certificate file", &c.cert_path)?;
-        let key = read_key(&c.key_path)?;
+        Ok([
+            read_file("CA file", &c.ca_path)?,
+            read_file("certificate file", &c.cert_path)?,
+            read_file("key file", &c.key_path)?,
+        ])
+    }
+
+    fn read(c: &SecurityConfig) -> Result<Loaded, TlsError> {
+        Loaded::build(c, Loaded::read_files(c)?)
+    }
+
+    fn build(c: &SecurityConfig, files: [Vec<u8>; 3]) -> Result<Loaded, TlsError> {
+        let ca = parse_certs("CA file", &c.ca_path, &files[0])?;
+        let certs = parse_certs("certificate file", &c.cert_path, &files[1])?;
+        let key = parse_key(&c.key_path, &files[2])?;
         let mut roots = rustls::RootCertStore::empty();
         for cert in ca {
             roots.add(cert).map_err(|e| TlsError::Ca {
@@ -167,65 +275,110 @@ impl Tls {
             })?;
         }
         let roots = Arc::new(roots);
-        let identity = |e: rustls::Error| TlsError::Identity {
+        let identity = |reason: String| TlsError::Identity {
             cert: c.cert_path.clone(),
             key: c.key_path.clone(),
-            reason: e.to_string(),
+            reason,
         };
-        let verifier =
+        let ca_error = |reason: String| TlsError::Ca {
+            path: c.ca_path.clone(),
+            reason,
+        };
+        let client_verifier =
             rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
                 .build()
-                .map_err(|e| TlsError::Ca {
-                    path: c.ca_path.clone(),
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| ca_error(e.to_string()))?;
         let mut server = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(identity)?
-            .with_client_cert_verifier(verifier)
+            .map_err(|e| identity(e.to_string()))?
+            .with_client_cert_verifier(client_verifier)
             .with_single_cert(certs.clone(), key.clone_key())
-            .map_err(identity)?;
+            .map_err(|e| identity(e.to_string()))?;
         server.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let client = rustls::ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(identity)?
-            .with_root_certificates(roots)
-            .with_client_auth_cert(certs, key)
-            .map_err(identity)?;
-        Ok(Tls {
+        let signing = provider()
+            .key_provider
+            .load_private_key(key)
+            .map_err(|e| identity(e.to_string()))?;
+        let verifier =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider())
+                .build()
+                .map_err(|e| ca_error(e.to_string()))?;
+        Ok(Loaded {
+            files,
             server: Arc::new(server),
-            client: Arc::new(client),
-            allowed_cn: c.cert_allowed_cn.clone(),
-            node_cn: c.node_cn.clone(),
-            admin_cn: c.admin_cn.clone(),
+            key: Arc::new(rustls::sign::CertifiedKey::new(certs, signing)),
+            verifier,
         })
     }
+}
 
-    /// Who a peer that presented `certs` (leaf first; the CA already verified them) is, or
-    /// `Err` naming what its certificate carries when `cert-allowed-cn` does not list it.
-    pub fn check_peer(&self, certs: Option<&[CertificateDer<'_>]>) -> Result<Caller, String> {
-        let tiered = !self.node_cn.is_empty() || !self.admin_cn.is_empty();
-        if self.allowed_cn.is_empty() && !tiered {
-            return Ok(Caller::Node);
-        }
-        let Some(leaf) = certs.and_then(|c| c.first()) else {
-            return Err("expected a client certificate, found none".into());
-        };
-        let names = common_names(leaf)?;
-        let carries = |list: &[String]| names.iter().any(|n| list.contains(n));
-        if !self.allowed_cn.is_empty() && !carries(&self.allowed_cn) {
-            return Err(format!(
-                "expected a certificate with a common name in {:?}, found {names:?}",
-                self.allowed_cn
-            ));
-        }
-        Ok(if !tiered || carries(&self.node_cn) {
-            Caller::Node
-        } else if carries(&self.admin_cn) {
-            Caller::Admin
-        } else {
-            Caller::Client
-        })
+/// The client side's view of a [`Tls`]'s current settings: the certificate it presents and the
+/// CA it checks servers against, read at each handshake.
+#[derive(Debug)]
+struct Current(parking_lot::RwLock<Arc<Loaded>>);
+
+impl Current {
+    fn loaded(&self) -> Arc<Loaded> {
+        self.0.read().clone()
+    }
+}
+
+impl rustls::client::ResolvesClientCert for Current {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.loaded().key.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+impl rustls::client::danger::ServerCertVerifier for Current {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        self.loaded().verifier.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.loaded()
+            .verifier
+            .verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.loaded()
+            .verifier
+            .verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.loaded().verifier.supported_verify_schemes()
     }
 }
 
@@ -249,9 +402,12 @@ fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let bytes = read_file(what, path)?;
-    let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(&bytes).collect();
+fn parse_certs(
+    what: &'static str,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(bytes).collect();
     match certs {
         Ok(certs) if !certs.is_empty() => Ok(certs),
         Ok(_) => Err(TlsError::Pem {
@@ -269,9 +425,8 @@ fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'sta
     }
 }
 
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let bytes = read_file("key file", path)?;
-    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| TlsError::Pem {
+fn parse_key(path: &Path, bytes: &[u8]) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_slice(bytes).map_err(|e| TlsError::Pem {
         what: "key file",
         path: path.to_path_buf(),
         expected: "a PRIVATE KEY block",

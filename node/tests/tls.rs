@@ -279,3 +279,66 @@ async fn each_path_answers_only_callers_of_its_tier() {
     assert_eq!(status(client, GET).await.0, 200);
     stop.send(()).unwrap();
 }
+
+/// Copies `cn`'s certificate and key, and the CA, from `from`'s directory over `to`'s files.
+fn rotate(from: &SecurityConfig, to: &SecurityConfig) {
+    std::fs::copy(&from.ca_path, &to.ca_path).unwrap();
+    std::fs::copy(&from.cert_path, &to.cert_path).unwrap();
+    std::fs::copy(&from.key_path, &to.key_path).unwrap();
+}
+
+#[tokio::test]
+async fn rotated_certificate_files_take_effect_on_new_connections_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_ca = Ca::new(dir.path(), "old-ca");
+    let new_ca = Ca::new(dir.path(), "new-ca");
+    let server_files = old_ca.node("server-1", &[]);
+    let server_tls = load(&server_files);
+    let (port, hits, stop) = start(server_tls.clone()).await;
+    let https = format!("https://127.0.0.1:{port}/");
+    let client_files = old_ca.node("worker-1", &[]);
+    let client_tls = load(&client_files);
+    let fresh = |tls: &Tls| HttpClient::with_tls(1 << 20, Some(tls));
+    assert_eq!(
+        get_with(&fresh(&client_tls), &https).await.unwrap(),
+        "200 ok"
+    );
+
+    // The server's files move to a new CA: after the reload, new connections need it.
+    rotate(&new_ca.node("server-1", &[]), &server_files);
+    assert!(server_tls.reload_if_changed().unwrap(), "the files changed");
+    assert!(!server_tls.reload_if_changed().unwrap(), "and not again");
+    let new_client = load(&new_ca.node("worker-1", &[]));
+    assert_eq!(
+        get_with(&fresh(&new_client), &https).await.unwrap(),
+        "200 ok"
+    );
+    let stale = fresh(&client_tls);
+    assert!(
+        get_with(&stale, &https).await.is_err(),
+        "the old CA's client is refused"
+    );
+
+    // The client's files rotate too: the same client, built before, follows its reload.
+    rotate(&new_ca.node("worker-1", &[]), &client_files);
+    assert!(client_tls.reload_if_changed().unwrap());
+    assert_eq!(get_with(&stale, &https).await.unwrap(), "200 ok");
+
+    // A file caught mid-write does not load: the settings in use stay, and say why.
+    std::fs::write(
+        &server_files.cert_path,
+        "-----BEGIN CERTIFICATE-----\ntrunc",
+    )
+    .unwrap();
+    let e = server_tls.reload_if_changed().unwrap_err().to_string();
+    assert!(
+        e.contains(&server_files.cert_path.display().to_string()),
+        "{e}"
+    );
+    assert_eq!(
+        get_with(&fresh(&new_client), &https).await.unwrap(),
+        "200 ok"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 4);
+    stop.send(()).unwrap();
+}
