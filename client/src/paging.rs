@@ -312,13 +312,12 @@ impl Client {
     /// several entry sessions of one process share one cache.
     pub fn with_cop_cache(config: ClientConfig, cache: Arc<CopCache>) -> Result<Client> {
         config.validate()?;
-        let tls = config
-            .security
-            .load()
-            .map_err(|e| crate::error::ConfigError {
-                field: "security",
-                reason: node::error_chain(&e),
-            })?;
+        let security = |e: node::tls::TlsError| crate::error::ConfigError {
+            field: "security",
+            reason: node::error_chain(&e),
+        };
+        let tls = config.security.load().map_err(security)?;
+        let admin_token = config.security.admin_token().map_err(security)?;
         let servers: Vec<String> = config.servers.iter().map(|s| base_url(s)).collect();
         let pd = (!config.pd_endpoints.is_empty()).then(|| {
             let endpoints: Vec<String> = config.pd_endpoints.iter().map(|p| base_url(p)).collect();
@@ -342,6 +341,7 @@ impl Client {
                 config.request_timeout.duration(),
                 tls.as_deref(),
             )
+            .with_admin_token(admin_token)
             .with_meter(config.meter()),
             tso,
             regions: Arc::new(RegionCache::with_pd(servers, pd.clone())),

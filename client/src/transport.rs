@@ -29,6 +29,13 @@ impl Transport {
         }
     }
 
+    /// This transport sending the admin token with every request (`security.admin-token-path`
+    /// of the client's config: bulk loads and `SET GLOBAL` are admin paths).
+    pub fn with_admin_token(mut self, token: Option<node::tls::AdminToken>) -> Transport {
+        self.http = self.http.with_admin_token(token);
+        self
+    }
+
     /// This transport counting its traffic as `meter`'s entry node (its zone label goes out
     /// with every request; `node::traffic`).
     pub fn with_meter(mut self, meter: Meter) -> Transport {

@@ -631,3 +631,52 @@ fn every_node_refuses_to_start_with_a_key_file_others_can_read_naming_it() {
     pd.config.security = security;
     check("placement driver", pd.command());
 }
+
+#[test]
+fn an_admin_token_guards_raw_loads_and_config_shows_only_its_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let cluster = Cluster::new(StoreKind::Local);
+    let token_path = cluster.path("admin-token");
+    std::fs::write(&token_path, "t0ken-n0t-t0-sh0w\n").unwrap();
+    std::fs::set_permissions(&token_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut cfg = server_config(&cluster);
+    cfg.config.security.admin_token_path = token_path.clone();
+    let server = ServerProc::start(&cfg);
+    let config = server.config_text();
+    assert!(
+        config.contains(&token_path.display().to_string()),
+        "{config}"
+    );
+    assert!(
+        !config.contains("t0ken-n0t-t0-sh0w"),
+        "/config shows the token:\n{config}"
+    );
+
+    let url = format!("{}{}", server.base_url(), wire::paths::RAW_LOAD);
+    let body = wire::region::RawLoadRequest {
+        pairs: vec![wire::region::KvPair {
+            key: SampleTable { id: 3 }.key(1),
+            value: b"v".to_vec(),
+        }],
+    }
+    .encode_to_vec();
+    let refused = try_post(&url, body.clone()).unwrap();
+    assert_eq!(
+        refused.status,
+        403,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    let loaded = e2e::http_client::try_post_with_headers(
+        &url,
+        body,
+        &[("authorization", "Bearer t0ken-n0t-t0-sh0w")],
+    )
+    .unwrap();
+    assert_eq!(
+        loaded.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&loaded.body)
+    );
+}

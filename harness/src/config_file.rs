@@ -229,6 +229,7 @@ mod tests {
                 cert_allowed_cn: vec!["stratus-server".into(), "x \"y\"".into()],
                 node_cn: vec!["stratus-server".into()],
                 admin_cn: vec!["stratus-admin".into()],
+                admin_token_path: "/tls/admin token".into(),
             },
         }
     }

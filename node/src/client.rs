@@ -69,6 +69,8 @@ pub struct HttpClient {
     max_response_bytes: usize,
     /// Who this client counts traffic as ([`HttpClient::with_meter`]).
     meter: Arc<Meter>,
+    /// Sent with every request when set ([`HttpClient::with_admin_token`]).
+    admin_token: Option<crate::tls::AdminToken>,
 }
 
 impl HttpClient {
@@ -109,7 +111,15 @@ impl HttpClient {
             inner,
             max_response_bytes,
             meter: Arc::new(Meter::unlabelled(Role::Client)),
+            admin_token: None,
         }
+    }
+
+    /// This client sending `token` (`Authorization: Bearer`) with every request: an admin's
+    /// client of nodes whose `security.admin-token-path` holds it.
+    pub fn with_admin_token(mut self, token: Option<crate::tls::AdminToken>) -> HttpClient {
+        self.admin_token = token;
+        self
     }
 
     /// This client counting its traffic as `meter`'s node (its zone goes out in every
@@ -176,6 +186,9 @@ impl HttpClient {
             .header(hyper::header::CONTENT_TYPE, wire::PROTOBUF_CONTENT_TYPE);
         if let Some(zone) = self.meter.zone_header() {
             builder = builder.header(ZONE_HEADER, zone.clone());
+        }
+        if let Some(token) = &self.admin_token {
+            builder = builder.header(hyper::header::AUTHORIZATION, token.header_value());
         }
         for (name, value) in headers {
             builder = builder.header(*name, *value);

@@ -9,6 +9,7 @@
 //! cert-allowed-cn = []    # common names a peer's certificate must carry (empty: any the CA signed)
 //! node-cn = []            # names of cluster nodes: the only callers of node-only paths
 //! admin-cn = []           # names of admins: callers of raw loads, splits, drains, rules
+//! admin-token-path = ""   # a file with a token that makes a request an admin's
 //! ```
 //!
 //! All three paths empty (the default) is plain HTTP. Setting them is all or nothing: a node
@@ -58,6 +59,11 @@ pub struct SecurityConfig {
     /// Common names of admins: the callers of raw loads, splits, flushes, leader transfers,
     /// drains, operators and placement rules (nodes may call them too).
     pub admin_cn: Vec<String>,
+    /// A file holding the admin token (refused when every user may read it): with it, a
+    /// request to an admin path must carry `Authorization: Bearer <token>` or come from an
+    /// admin's or a node's certificate, with or without TLS. The file's path is what the
+    /// config shows, never the token.
+    pub admin_token_path: PathBuf,
 }
 
 impl SecurityConfig {
@@ -96,12 +102,67 @@ impl SecurityConfig {
         Ok(())
     }
 
+    /// The admin token from `admin-token-path` (`None` when unset): the file's first line,
+    /// which must not be empty.
+    pub fn admin_token(&self) -> Result<Option<AdminToken>, TlsError> {
+        let path = &self.admin_token_path;
+        if path.as_os_str().is_empty() {
+            return Ok(None);
+        }
+        check_key_permissions(path)?;
+        let bytes = read_file("admin token file", path)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let token = text.lines().next().unwrap_or("").trim();
+        if token.is_empty() {
+            return Err(TlsError::Pem {
+                what: "admin token file",
+                path: path.clone(),
+                expected: "a token on its first line",
+                found: "an empty line".into(),
+            });
+        }
+        Ok(Some(AdminToken(Arc::from(token))))
+    }
+
     /// Reads the files and builds both ends' TLS settings; `None` when TLS is off.
     pub fn load(&self) -> Result<Option<Arc<Tls>>, TlsError> {
         if !self.enabled() {
             return Ok(None);
         }
         Tls::load(self).map(|t| Some(Arc::new(t)))
+    }
+}
+
+/// A secret that makes a request an admin's (`security.admin-token-path`). Its `Debug` does
+/// not show it.
+#[derive(Clone)]
+pub struct AdminToken(Arc<str>);
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(** redacted **)")
+    }
+}
+
+impl AdminToken {
+    /// The `Authorization` header value that carries it.
+    pub fn header_value(&self) -> String {
+        format!("Bearer {}", self.0)
+    }
+
+    /// Whether `header` (an `Authorization` value) carries this token; compared in time that
+    /// does not depend on where the bytes differ.
+    pub fn matches(&self, header: &[u8]) -> bool {
+        let Some(given) = header.strip_prefix(b"Bearer ") else {
+            return false;
+        };
+        let want = self.0.as_bytes();
+        given.len() == want.len()
+            && given
+                .iter()
+                .zip(want)
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
     }
 }
 

@@ -207,7 +207,7 @@ async fn start_guarded(tls: Arc<Tls>) -> (u16, oneshot::Sender<()>) {
         .route(paths::RAFT_BATCH, post(|| async { "ok" }))
         .route(paths::RAW_LOAD, post(|| async { "ok" }))
         .route(paths::GET, post(|| async { "ok" }));
-    let router = node::access::guarded(router, wire::traffic::Role::Server);
+    let router = node::access::guarded(router, wire::traffic::Role::Server, None);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -341,4 +341,84 @@ async fn rotated_certificate_files_take_effect_on_new_connections_without_a_rest
     );
     assert_eq!(hits.load(Ordering::SeqCst), 4);
     stop.send(()).unwrap();
+}
+
+#[tokio::test]
+async fn with_an_admin_token_admin_paths_need_it_even_over_plain_http() {
+    use std::os::unix::fs::PermissionsExt;
+    use wire::paths::{GET, RAFT_BATCH, RAW_LOAD};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("admin-token");
+    std::fs::write(&path, "s3cret-token\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let security = SecurityConfig {
+        admin_token_path: path.clone(),
+        ..SecurityConfig::default()
+    };
+    let token = security.admin_token().unwrap().expect("a token");
+    assert!(!format!("{token:?}").contains("s3cret"), "Debug hides it");
+    let router = Router::new()
+        .route(RAFT_BATCH, axum::routing::post(|| async { "ok" }))
+        .route(RAW_LOAD, axum::routing::post(|| async { "ok" }))
+        .route(GET, axum::routing::post(|| async { "ok" }));
+    let router = node::access::guarded(router, wire::traffic::Role::Server, Some(token.clone()));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let limits = HttpLimits::default();
+        let never = std::future::pending::<()>();
+        serve_until(
+            listener,
+            router,
+            never,
+            Duration::from_secs(1),
+            &limits,
+            None,
+        )
+        .await
+        .unwrap();
+    });
+    let call = |client: HttpClient, path: &'static str| {
+        let url = format!("{base}{path}");
+        async move {
+            let r = client
+                .post(&url, bytes::Bytes::new(), Duration::from_secs(5))
+                .await
+                .unwrap();
+            (
+                r.status.as_u16(),
+                String::from_utf8_lossy(&r.body).into_owned(),
+            )
+        }
+    };
+    let anonymous = HttpClient::new(1 << 20);
+    let (code, body) = call(anonymous.clone(), RAW_LOAD).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("admin token"), "{body}");
+    // The wrong token, or one of another length, is no better.
+    for wrong in ["s3cret-tokeX\n", "s3cret\n"] {
+        std::fs::write(dir.path().join("wrong"), wrong).unwrap();
+        std::fs::set_permissions(
+            dir.path().join("wrong"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let bad = SecurityConfig {
+            admin_token_path: dir.path().join("wrong"),
+            ..SecurityConfig::default()
+        }
+        .admin_token()
+        .unwrap();
+        let client = HttpClient::new(1 << 20).with_admin_token(bad);
+        assert_eq!(call(client, RAW_LOAD).await.0, 403, "{wrong:?}");
+    }
+    let admin = HttpClient::new(1 << 20).with_admin_token(Some(token));
+    assert_eq!(call(admin, RAW_LOAD).await.0, 200);
+    // Without TLS the other tiers stay open: reads, and (no certificates to tell) node paths.
+    assert_eq!(call(anonymous.clone(), GET).await.0, 200);
+    assert_eq!(call(anonymous, RAFT_BATCH).await.0, 200);
+    // A token file others can read is refused, naming it.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = security.admin_token().unwrap_err().to_string();
+    assert!(e.contains(&path.display().to_string()), "{e}");
 }

@@ -23,7 +23,7 @@
 //!
 //! [http]                                 # see node::http_limits
 //!
-//! [security]                             # see node::tls: TLS and who may call what
+//! [security]                             # see node::tls: TLS, who may call what, the admin token
 //! ```
 
 use std::path::{Path, PathBuf};

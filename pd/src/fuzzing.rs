@@ -125,6 +125,7 @@ impl Fixture {
             // No scheduling round moves state behind the inputs' backs.
             schedule_interval: Duration::from_secs(3600),
             gc_life_time: Duration::from_secs(600),
+            admin_token: None,
         };
         let pd = Arc::new(Pd::new(store, options));
         let (stop, stopped) = watch::channel(false);

@@ -30,9 +30,9 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
         }
     };
     // Before anything binds: a bad key file stops the start with its path.
-    let tls = match config.security.load() {
-        Ok(tls) => tls,
-        Err(e) => {
+    let (tls, admin_token) = match (config.security.load(), config.security.admin_token()) {
+        (Ok(tls), Ok(token)) => (tls, token),
+        (Err(e), _) | (_, Err(e)) => {
             eprintln!("stratus-pd: {}", node::error_chain(&e));
             return ExitCode::from(1);
         }
@@ -73,6 +73,7 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             scheduler: p.scheduler(),
             schedule_interval: p.schedule_interval.duration(),
             gc_life_time: p.gc_life_time.duration(),
+            admin_token,
         };
         if p.etcd_endpoints.is_empty() {
             let path = p.data_dir.join("meta");

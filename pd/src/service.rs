@@ -76,6 +76,9 @@ pub struct PdOptions {
     pub schedule_interval: Duration,
     /// How far the GC safe point trails now (`pd::gc`).
     pub gc_life_time: Duration,
+    /// What the admin paths (drains, operators, rules) accept besides an admin's certificate
+    /// (`security.admin-token-path`).
+    pub admin_token: Option<node::tls::AdminToken>,
 }
 
 /// One instance over the metadata store `S`.
@@ -754,8 +757,9 @@ pub fn router<S: MetaStore>(pd: Arc<Pd<S>>) -> Router {
         .route(paths::PD_WATCH, post(watch_handler::<S>))
         .route(paths::CONFIG, get(config_handler::<S>))
         .route(paths::METRICS, get(node::http::metrics_handler))
-        .with_state(pd);
-    let routes = node::access::guarded(routes, wire::traffic::Role::Pd);
+        .with_state(pd.clone());
+    let token = pd.options.admin_token.clone();
+    let routes = node::access::guarded(routes, wire::traffic::Role::Pd, token);
     node::traffic::metered(routes, node::Meter::unlabelled(wire::traffic::Role::Pd))
 }
 
@@ -777,6 +781,7 @@ mod tests {
             scheduler: SchedulerConfig::default(),
             schedule_interval: Duration::from_secs(1),
             gc_life_time: Duration::from_secs(600),
+            admin_token: None,
         }
     }
 

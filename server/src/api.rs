@@ -64,8 +64,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(paths::SCAN, post(kv_scan))
         // Raw loads and transactions carry rows: allow large bodies, but not unbounded ones.
         .layer(DefaultBodyLimit::max(256 << 20))
-        .with_state(state);
-    let routes = node::access::guarded(routes, wire::traffic::Role::Server);
+        .with_state(state.clone());
+    let token = state.node.admin_token.clone();
+    let routes = node::access::guarded(routes, wire::traffic::Role::Server, token);
     node::traffic::metered(routes, meter)
 }
 

@@ -85,6 +85,9 @@ pub struct Node {
     split_lock: parking_lot::Mutex<()>,
     /// `[security]` loaded: the listener's and every client's TLS (none: plain HTTP).
     pub tls: Option<Arc<node::tls::Tls>>,
+    /// `security.admin-token-path` loaded: what admin paths accept besides an admin's
+    /// certificate.
+    pub admin_token: Option<node::tls::AdminToken>,
 }
 
 impl Node {
@@ -98,6 +101,7 @@ impl Node {
         metrics::register_all();
         // First: a bad key file stops the start before anything is created or asked.
         let tls = config.security.load()?;
+        let admin_token = config.security.admin_token()?;
         std::fs::create_dir_all(&config.server.data_dir).map_err(|source| NodeError::DataDir {
             path: config.server.data_dir.clone(),
             source,
@@ -310,6 +314,7 @@ impl Node {
             started: Instant::now(),
             split_lock: parking_lot::Mutex::new(()),
             tls,
+            admin_token,
         })
     }
 

@@ -56,7 +56,8 @@ pub fn router(state: Arc<WorkerState>) -> Router {
         .route(paths::STATUS, get(status_handler))
         .route(paths::METRICS, get(::node::http::metrics_handler))
         .with_state(state);
-    let routes = ::node::access::guarded(routes, wire::traffic::Role::Worker);
+    // A worker serves no admin path: no token to accept.
+    let routes = ::node::access::guarded(routes, wire::traffic::Role::Worker, None);
     ::node::traffic::metered(routes, meter)
 }
 
