@@ -335,18 +335,18 @@ fn ctl(
     format: Format,
     cluster: Option<PathBuf>,
 ) -> ExitCode {
-    let endpoints = if pd.is_empty() {
+    let (endpoints, security) = if pd.is_empty() {
         let loaded = state_dir::find_cluster_file(cluster.as_deref())
             .map_err(|e| e.to_string())
             .and_then(|path| cli::cluster_file::load(&path).map_err(|e| e.to_string()));
         match loaded {
-            Ok(cfg) => cfg.pd_endpoints,
+            Ok(cfg) => (cfg.pd_endpoints, cfg.security),
             Err(e) => return fail(e),
         }
     } else {
-        pd
+        (pd, node::tls::SecurityConfig::default())
     };
-    match cli::ctl_command::run(&endpoints, target, words, format) {
+    match cli::ctl_command::run(&endpoints, &security, target, words, format) {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS

@@ -114,6 +114,16 @@ impl PdClient {
         meter: crate::Meter,
         tls: Option<&crate::tls::Tls>,
     ) -> PdClient {
+        PdClient::over(
+            endpoints,
+            deadline,
+            HttpClient::with_tls(1 << 20, tls).with_meter(meter),
+        )
+    }
+
+    /// A client of the instances at `endpoints` calling them with `http` (its TLS, meter and
+    /// admin token: `stratus ctl` drains and sets rules as an admin).
+    pub fn over(endpoints: &[String], deadline: Duration, http: HttpClient) -> PdClient {
         PdClient {
             inner: Arc::new(Inner {
                 endpoints: endpoints
@@ -121,7 +131,7 @@ impl PdClient {
                     .map(|e| e.trim_end_matches('/').to_string())
                     .collect(),
                 leader: Mutex::new(String::new()),
-                http: HttpClient::with_tls(1 << 20, tls).with_meter(meter),
+                http,
                 deadline,
                 attempt_timeout: deadline.min(Duration::from_secs(2)),
             }),

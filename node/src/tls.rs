@@ -99,7 +99,39 @@ impl SecurityConfig {
                 ));
             }
         }
+        if !self.admin_cn.is_empty() && self.node_cn.is_empty() {
+            // Tiers on, and no certificate a node's: every Raft message, offload and heartbeat
+            // would be refused.
+            return Err(ConfigError::invalid(
+                "security.node-cn",
+                "expected the nodes' names when admin-cn is set (with tiers, only they may call \
+                 node paths), found none",
+            ));
+        }
         Ok(())
+    }
+
+    /// With TLS, every URL of another node this config names (under `key`) must be https:
+    /// the node's clients speak nothing else, and an http URL would fail at its first call
+    /// instead of at start. Empty strings (unset) pass.
+    pub fn check_urls<'a>(
+        &self,
+        key: &str,
+        urls: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), ConfigError> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        match urls
+            .into_iter()
+            .find(|u| !u.is_empty() && !u.starts_with("https://"))
+        {
+            Some(u) => Err(ConfigError::invalid(
+                key,
+                format!("expected https:// URLs with [security] (TLS), found {u:?}"),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// The admin token from `admin-token-path` (`None` when unset): the file's first line,

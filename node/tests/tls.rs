@@ -174,6 +174,23 @@ fn security_paths_are_all_or_nothing_and_bad_files_are_named() {
     };
     let e = names_without_tls.validate().unwrap_err().to_string();
     assert!(e.contains("security.cert-allowed-cn"), "{e}");
+    // Admins named but no node: every node path would be refused.
+    let admins_only = SecurityConfig {
+        admin_cn: vec!["ops".into()],
+        ..full.clone()
+    };
+    let e = admins_only.validate().unwrap_err().to_string();
+    assert!(e.contains("security.node-cn"), "{e}");
+    // With TLS, a node's URL of another node must be https; without, anything goes.
+    let e = full
+        .check_urls("raft.peers", ["https://a:1", "http://b:2"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("raft.peers") && e.contains("http://b:2"), "{e}");
+    full.check_urls("raft.peers", ["https://a:1", ""]).unwrap();
+    SecurityConfig::default()
+        .check_urls("raft.peers", ["http://b:2"])
+        .unwrap();
     assert!(SecurityConfig::default().load().unwrap().is_none());
 
     // A CA file that holds no certificate, and a missing certificate file.

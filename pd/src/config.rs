@@ -166,6 +166,8 @@ impl PdConfig {
         self.http.validate()?;
         self.security.validate()?;
         let p = &self.pd;
+        self.security
+            .check_urls("pd.advertise-url", [p.advertise_url.as_str()])?;
         if p.name.is_empty() {
             return Err(ConfigError::invalid(
                 "pd.name",

@@ -346,6 +346,24 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.http.validate()?;
         self.security.validate()?;
+        let sec = &self.security;
+        sec.check_urls(
+            "server.pd-endpoints",
+            self.server.pd_endpoints.iter().map(String::as_str),
+        )?;
+        sec.check_urls("server.tso-addr", [self.server.tso_addr.as_str()])?;
+        sec.check_urls("raft.peers", self.raft.peers.iter().map(|p| p.addr.as_str()))?;
+        sec.check_urls(
+            "kvengine.remote-coprocessor-addr",
+            [self.kvengine.remote_coprocessor_addr.as_str()],
+        )?;
+        sec.check_urls(
+            "kvengine.remote-coprocessor-workers",
+            self.kvengine
+                .remote_coprocessor_workers
+                .iter()
+                .map(|w| w.addr.as_str()),
+        )?;
         let format = self.kvengine.remote_coprocessor_memtable_data_format;
         if MemtableDataFormat::from_u8(format).is_none() {
             return Err(ConfigError::invalid(

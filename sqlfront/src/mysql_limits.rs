@@ -7,8 +7,9 @@
 //!
 //! The login is over once the endpoint writes after having read (its answer to the client's
 //! handshake response): from then on the idle deadline applies. The login deadline counts from
-//! the connection's start, whatever trickles in; the idle one from the last byte received, so
-//! a long statement's answer being written never times a client out.
+//! the connection's start, whatever trickles in; the idle one from the last byte exchanged
+//! either way, so a statement that runs or answers for longer never times its client out (as
+//! MySQL counts `wait_timeout` from the end of the command).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -41,10 +42,12 @@ impl Default for MysqlLimits {
     }
 }
 
-/// Where a connection is: nothing read yet, the client's handshake read, logged in.
+/// Where a connection is: nothing read yet, the client's handshake read, logged in; and, once
+/// logged in, whether the endpoint wrote since the last read (its answer: idle counts anew).
 const GREETED: u8 = 0;
 const READ_HANDSHAKE: u8 = 1;
 const LOGGED_IN: u8 = 2;
+const ANSWERED: u8 = 3;
 
 /// The two halves of a connection with the deadlines of `limits`.
 pub fn bounded<R, W>(read: R, write: W, limits: &MysqlLimits) -> (Deadlined<R>, Phased<W>) {
@@ -80,7 +83,7 @@ pub struct Deadlined<R> {
 impl<R> Deadlined<R> {
     /// Sets the deadline of the phase the connection is in, counted from now.
     fn arm(&mut self) {
-        let login = self.phase.load(Ordering::Relaxed) != LOGGED_IN;
+        let login = self.phase.load(Ordering::Relaxed) < LOGGED_IN;
         let after = if login {
             self.connect_timeout
         } else {
@@ -109,15 +112,20 @@ impl<R: AsyncRead + Unpin> AsyncRead for Deadlined<R> {
                     );
                     // Logged in: idle counts from the last byte received. Logging in: from
                     // the start, however many bytes trickle in.
-                    if self.phase.load(Ordering::Relaxed) == LOGGED_IN {
+                    if self.phase.load(Ordering::Relaxed) >= LOGGED_IN {
                         self.arm();
                     }
                 }
                 Poll::Ready(r)
             }
             Poll::Pending => {
-                // Logged in since the deadline was set: the idle one applies from now.
-                if self.armed_for_login && self.phase.load(Ordering::Relaxed) == LOGGED_IN {
+                // Answered since the deadline was set (the login, or a statement): the idle
+                // deadline counts from now.
+                if self
+                    .phase
+                    .compare_exchange(ANSWERED, LOGGED_IN, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
                     self.arm();
                 }
                 match self.sleep.as_mut().poll(cx) {
@@ -136,7 +144,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for Deadlined<R> {
     }
 }
 
-/// The write half: its first write after the client's handshake was read ends the login.
+/// The write half: its first write after the client's handshake was read ends the login, and
+/// every write marks an answer (the idle deadline restarts at the next read).
 pub struct Phased<W> {
     inner: W,
     phase: Arc<AtomicU8>,
@@ -148,12 +157,11 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Phased<W> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let _ = self.phase.compare_exchange(
-            READ_HANDSHAKE,
-            LOGGED_IN,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+        // After the client's handshake, or after a statement once logged in: an answer.
+        let phase = self.phase.load(Ordering::Relaxed);
+        if phase == READ_HANDSHAKE || phase == LOGGED_IN {
+            self.phase.store(ANSWERED, Ordering::Relaxed);
+        }
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 

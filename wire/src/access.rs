@@ -8,7 +8,8 @@
 //!   needs;
 //! * [`Access::Node`]: conversations only cluster nodes have with each other: Raft messages, a
 //!   server's offload to a worker, a worker's delegate request to a server, heartbeats to the
-//!   placement driver;
+//!   placement driver, ids from its allocator (store and region ids: a client that could take
+//!   them would exhaust the 16-bit store ids);
 //! * [`Access::Admin`]: state changes outside the SQL path: raw loads (bulk loads and `SET
 //!   GLOBAL`), manual splits, flushes and compactions, leader transfers, drains, operators and
 //!   placement rules.
@@ -63,7 +64,8 @@ pub fn required(callee: Role, path: &str) -> Access {
         paths::RAFT_BATCH
         | paths::DELEGATE
         | paths::PD_STORE_HEARTBEAT
-        | paths::PD_WORKER_HEARTBEAT => Access::Node,
+        | paths::PD_WORKER_HEARTBEAT
+        | paths::PD_ALLOC_ID => Access::Node,
         paths::SPLIT
         | paths::RAW_LOAD
         | paths::ADMIN_FLUSH
@@ -88,6 +90,7 @@ mod tests {
             (Role::Worker, paths::COPROCESSOR),
             (Role::Pd, paths::PD_STORE_HEARTBEAT),
             (Role::Pd, paths::PD_WORKER_HEARTBEAT),
+            (Role::Pd, paths::PD_ALLOC_ID),
         ] {
             let access = required(role, path);
             assert_eq!(access, Access::Node, "{role} {path}");
