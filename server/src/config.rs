@@ -352,7 +352,10 @@ impl ServerConfig {
             self.server.pd_endpoints.iter().map(String::as_str),
         )?;
         sec.check_urls("server.tso-addr", [self.server.tso_addr.as_str()])?;
-        sec.check_urls("raft.peers", self.raft.peers.iter().map(|p| p.addr.as_str()))?;
+        sec.check_urls(
+            "raft.peers",
+            self.raft.peers.iter().map(|p| p.addr.as_str()),
+        )?;
         sec.check_urls(
             "kvengine.remote-coprocessor-addr",
             [self.kvengine.remote_coprocessor_addr.as_str()],

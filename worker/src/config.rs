@@ -275,7 +275,10 @@ impl WorkerConfig {
         self.security.validate()?;
         let w = &self.worker;
         let sec = &self.security;
-        sec.check_urls("worker.pd-endpoints", w.pd_endpoints.iter().map(String::as_str))?;
+        sec.check_urls(
+            "worker.pd-endpoints",
+            w.pd_endpoints.iter().map(String::as_str),
+        )?;
         sec.check_urls("worker.advertise-url", [w.advertise_url.as_str()])?;
         let port_ok = w
             .addr
