@@ -180,7 +180,8 @@ mod tests {
                     },
                 ],
                 tso: false,
-                tso_addr: "http://127.0.0.1:9".into(),
+                // https: the config below has TLS, which refuses http URLs of other nodes.
+                tso_addr: "https://127.0.0.1:9".into(),
                 pd_endpoints: Vec::new(),
                 pd_heartbeat_interval: ReadableDuration::millis(250),
                 region_split_size: ReadableSize(3 * 1024 + 1),
@@ -189,7 +190,7 @@ mod tests {
             },
             kvengine: KvEngineSection {
                 remote_coprocessor_workers: vec![server::config::WorkerEndpoint {
-                    addr: "http://127.0.0.1:1/coprocessor".into(),
+                    addr: "https://127.0.0.1:1/coprocessor".into(),
                     zone: types::Zone::label("b"),
                 }],
                 remote_coprocessor_load_aware_cpu_threshold: 0.1 + 0.2,
@@ -210,7 +211,7 @@ mod tests {
             raft: server::config::RaftConfig {
                 peers: vec![server::config::PeerConfig {
                     id: 65535,
-                    addr: "http://127.0.0.1:9".into(),
+                    addr: "https://127.0.0.1:9".into(),
                     zone: types::Zone::label("b"),
                 }],
                 replicas: 1,
