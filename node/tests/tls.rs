@@ -59,6 +59,12 @@ async fn start(tls: Arc<Tls>) -> (u16, Arc<AtomicUsize>, oneshot::Sender<()>) {
             }
         }),
     );
+    let (port, stop) = serve(router, Some(tls)).await;
+    (port, hits, stop)
+}
+
+/// Serves `router` (with `tls`, or plain HTTP) on an ephemeral port until `stop` is sent.
+async fn serve(router: Router, tls: Option<Arc<Tls>>) -> (u16, oneshot::Sender<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -67,18 +73,11 @@ async fn start(tls: Arc<Tls>) -> (u16, Arc<AtomicUsize>, oneshot::Sender<()>) {
             let _ = stopped.await;
         };
         let limits = HttpLimits::default();
-        serve_until(
-            listener,
-            router,
-            shutdown,
-            Duration::from_secs(2),
-            &limits,
-            Some(tls),
-        )
-        .await
-        .unwrap();
+        serve_until(listener, router, shutdown, Duration::from_secs(2), &limits, tls)
+            .await
+            .unwrap();
     });
-    (port, hits, stop)
+    (port, stop)
 }
 
 async fn get_with(client: &HttpClient, url: &str) -> Result<String, ClientError> {
@@ -215,36 +214,16 @@ fn security_paths_are_all_or_nothing_and_bad_files_are_named() {
     assert!(e.contains(&missing.display().to_string()), "{e}");
 }
 
-/// A TLS listener whose router is guarded as a server's ([`node::access::guarded`]): a node
-/// path, an admin path and a client path, each answering "ok".
-async fn start_guarded(tls: Arc<Tls>) -> (u16, oneshot::Sender<()>) {
+/// A router guarded as a server's ([`node::access::guarded`], admin paths also accepting
+/// `token`): a node path, an admin path and a client path, each answering "ok".
+fn guarded_paths(token: Option<node::tls::AdminToken>) -> Router {
     use axum::routing::post;
     use wire::paths;
     let router = Router::new()
         .route(paths::RAFT_BATCH, post(|| async { "ok" }))
         .route(paths::RAW_LOAD, post(|| async { "ok" }))
         .route(paths::GET, post(|| async { "ok" }));
-    let router = node::access::guarded(router, wire::traffic::Role::Server, None);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.await;
-        };
-        let limits = HttpLimits::default();
-        serve_until(
-            listener,
-            router,
-            shutdown,
-            Duration::from_secs(2),
-            &limits,
-            Some(tls),
-        )
-        .await
-        .unwrap();
-    });
-    (port, stop)
+    node::access::guarded(router, wire::traffic::Role::Server, token)
 }
 
 #[tokio::test]
@@ -256,7 +235,8 @@ async fn each_path_answers_only_callers_of_its_tier() {
         admin_cn: vec!["stratus-admin".into()],
         ..c
     };
-    let (port, stop) = start_guarded(load(&tiers(ca.node("stratus-server", &[])))).await;
+    let tls = load(&tiers(ca.node("stratus-server", &[])));
+    let (port, stop) = serve(guarded_paths(None), Some(tls)).await;
     let url = |path: &str| format!("https://127.0.0.1:{port}{path}");
     let status = |client: HttpClient, path: &'static str| {
         let url = url(path);
@@ -374,27 +354,8 @@ async fn with_an_admin_token_admin_paths_need_it_even_over_plain_http() {
     };
     let token = security.admin_token().unwrap().expect("a token");
     assert!(!format!("{token:?}").contains("s3cret"), "Debug hides it");
-    let router = Router::new()
-        .route(RAFT_BATCH, axum::routing::post(|| async { "ok" }))
-        .route(RAW_LOAD, axum::routing::post(|| async { "ok" }))
-        .route(GET, axum::routing::post(|| async { "ok" }));
-    let router = node::access::guarded(router, wire::traffic::Role::Server, Some(token.clone()));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let limits = HttpLimits::default();
-        let never = std::future::pending::<()>();
-        serve_until(
-            listener,
-            router,
-            never,
-            Duration::from_secs(1),
-            &limits,
-            None,
-        )
-        .await
-        .unwrap();
-    });
+    let (port, _stop) = serve(guarded_paths(Some(token.clone())), None).await;
+    let base = format!("http://127.0.0.1:{port}");
     let call = |client: HttpClient, path: &'static str| {
         let url = format!("{base}{path}");
         async move {
