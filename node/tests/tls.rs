@@ -73,9 +73,16 @@ async fn serve(router: Router, tls: Option<Arc<Tls>>) -> (u16, oneshot::Sender<(
             let _ = stopped.await;
         };
         let limits = HttpLimits::default();
-        serve_until(listener, router, shutdown, Duration::from_secs(2), &limits, tls)
-            .await
-            .unwrap();
+        serve_until(
+            listener,
+            router,
+            shutdown,
+            Duration::from_secs(2),
+            &limits,
+            tls,
+        )
+        .await
+        .unwrap();
     });
     (port, stop)
 }
