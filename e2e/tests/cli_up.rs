@@ -17,6 +17,16 @@ use e2e::http_client::{get, post};
 use e2e::process::stdout_of_success;
 use e2e::s3_proc::{BUCKET, S3Faults, S3Proc, s3_env};
 
+/// The workers `stratus up` starts, two per zone.
+const WORKERS: [&str; 6] = [
+    "worker-a1",
+    "worker-a2",
+    "worker-b1",
+    "worker-b2",
+    "worker-c1",
+    "worker-c2",
+];
+
 /// How long `stratus up` may take to start six nodes (a cold debug build is slow to start).
 const UP_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long `stratus up` may take to stop them.
@@ -289,18 +299,10 @@ fn start_up(home: &Path, extra: &[&str], env: impl FnOnce(&mut Command)) -> Up {
         up.nodes
     );
     let printed = up.log();
-    for node in [
-        "pd",
-        "server-a",
-        "server-b",
-        "server-c",
-        "worker-a1",
-        "worker-a2",
-        "worker-b1",
-        "worker-b2",
-        "worker-c1",
-        "worker-c2",
-    ] {
+    for node in ["pd", "server-a", "server-b", "server-c"]
+        .into_iter()
+        .chain(WORKERS)
+    {
         assert!(printed.contains(node), "{node} missing from:\n{printed}");
     }
     up
@@ -501,24 +503,17 @@ fn post_as(security: Option<&node::tls::SecurityConfig>, url: &str) -> Result<u1
 
 /// The sum over `up`'s workers of `stratus_worker_coprocessor_requests_total` (every result).
 fn offloads_served(up: &Up) -> f64 {
-    [
-        "worker-a1",
-        "worker-a2",
-        "worker-b1",
-        "worker-b2",
-        "worker-c1",
-        "worker-c2",
-    ]
-    .iter()
-    .map(|w| {
-        let url = format!("{}{}", printed_url(up, w), wire::paths::METRICS);
-        e2e::http_client::get_text(&url)
-            .lines()
-            .filter(|l| l.starts_with("stratus_worker_coprocessor_requests_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
-    })
-    .sum()
+    WORKERS
+        .iter()
+        .map(|w| {
+            let url = format!("{}{}", printed_url(up, w), wire::paths::METRICS);
+            e2e::http_client::get_text(&url)
+                .lines()
+                .filter(|l| l.starts_with("stratus_worker_coprocessor_requests_total{"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>()
+        })
+        .sum()
 }
 
 #[test]
