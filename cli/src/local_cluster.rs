@@ -147,16 +147,24 @@ pub struct ClusterTls {
     worker: node::tls::SecurityConfig,
     pd: node::tls::SecurityConfig,
     admin: node::tls::SecurityConfig,
+    /// `admin` loaded once: this process's calls to the placement driver.
+    admin_tls: std::sync::Arc<node::tls::Tls>,
 }
 
 impl ClusterTls {
     fn create(dir: &Path) -> Result<ClusterTls, ClusterError> {
         let ca = harness::certs::ThrowawayCa::create(dir, "stratus-local-ca")?;
+        let admin = ca.issue(ADMIN_CN)?;
+        let admin_tls = admin
+            .load()
+            .map_err(|e| ClusterError::Identity(e.to_string()))?
+            .ok_or_else(|| ClusterError::Identity("the admin certificate has no paths".into()))?;
         Ok(ClusterTls {
             server: ca.issue(SERVER_CN)?,
             worker: ca.issue(WORKER_CN)?,
             pd: ca.issue(PD_CN)?,
-            admin: ca.issue(ADMIN_CN)?,
+            admin,
+            admin_tls,
             ca,
         })
     }
@@ -563,15 +571,9 @@ impl LocalCluster {
         F: std::future::Future<Output = Result<T, node::PdClientError>>,
     {
         let url = self.pd.as_ref().map(|p| p.url.clone()).unwrap_or_default();
-        let tls = match &self.tls {
-            Some(t) => t
-                .admin
-                .load()
-                .map_err(|e| ClusterError::Identity(e.to_string()))?,
-            None => None,
-        };
+        let tls = self.tls.as_ref().map(|t| t.admin_tls.as_ref());
         let meter = node::Meter::unlabelled(wire::traffic::Role::Client);
-        let pd = node::PdClient::metered(&[url], PD_CALL_TIMEOUT, meter, tls.as_deref());
+        let pd = node::PdClient::metered(&[url], PD_CALL_TIMEOUT, meter, tls);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -194,22 +194,18 @@ impl ClientConfig {
         if let Err(e) = self.security.validate() {
             return err("security", e.to_string());
         }
-        if self.security.enabled() {
-            for (field, addrs) in [
-                ("servers", &self.servers),
-                ("workers", &self.workers),
-                ("pd-endpoints", &self.pd_endpoints),
-                ("tso-server", &vec![self.tso_server.clone()]),
-            ] {
-                if let Some(a) = addrs
-                    .iter()
-                    .find(|a| !a.is_empty() && !a.starts_with("https://"))
-                {
-                    return err(
-                        field,
-                        format!("expected https:// URLs with [security] (TLS), found {a:?}"),
-                    );
-                }
+        // With TLS every address must be https: the one rule nodes apply to their configs.
+        for (field, addrs) in [
+            ("servers", self.servers.as_slice()),
+            ("workers", self.workers.as_slice()),
+            ("pd-endpoints", self.pd_endpoints.as_slice()),
+            ("tso-server", std::slice::from_ref(&self.tso_server)),
+        ] {
+            if let Err(e) = self
+                .security
+                .check_urls(field, addrs.iter().map(String::as_str))
+            {
+                return err(field, e.to_string());
             }
         }
         if !self.pd_endpoints.is_empty() && !self.tso_server.is_empty() {
