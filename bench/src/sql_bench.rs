@@ -215,6 +215,7 @@ impl<'r> EndpointConn<'r> {
             .ip_or_hostname(endpoint.addr.ip().to_string())
             .tcp_port(endpoint.addr.port())
             .user(Some("root"))
+            .pass(Some(e2e::sql_endpoint::ROOT_PASSWORD))
             .db_name(Some("test"))
             .prefer_socket(false)
             .max_allowed_packet(Some(64 << 20))

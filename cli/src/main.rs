@@ -98,12 +98,17 @@ enum Command {
         /// file's clients (`stratus sql`, `stratus load`).
         #[arg(long)]
         tls: bool,
+        /// A file whose first line is the SQL user root's password on a fresh cluster
+        /// (refused when every user may read it); default: a random password, printed once.
+        #[arg(long, value_name = "FILE")]
+        root_password_file: Option<PathBuf>,
     },
     /// Serve SQL over the MySQL protocol (any MySQL client or driver) in the foreground.
     ///
     /// Queries are planned and run by DataFusion with filters, projections and limits pushed
     /// into the coprocessor of each region; each connection has its own session (variables,
-    /// warnings). No authentication yet: any user and password is accepted.
+    /// warnings). Clients log in as the cluster's SQL users (mysql_native_password); a fresh
+    /// cluster gets a root user first.
     #[command(name = "sql-server", after_help = CLUSTER_FILE_HELP)]
     SqlServer {
         /// The cluster file (TOML client config); default: $STRATUS_CLUSTER, else the one
@@ -113,6 +118,14 @@ enum Command {
         /// The address to listen on.
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4000")]
         listen: String,
+        /// Serve the endpoint's metrics (`GET /metrics`) on this address, as TiDB's status
+        /// port; default: not served.
+        #[arg(long, value_name = "ADDR")]
+        status_listen: Option<String>,
+        /// A file whose first line is the SQL user root's password on a fresh cluster
+        /// (refused when every user may read it); default: a random password, printed once.
+        #[arg(long, value_name = "FILE")]
+        root_password_file: Option<PathBuf>,
     },
     /// The guided tour: a local cluster, the sample table, and what runs where and why.
     Demo {
@@ -225,6 +238,7 @@ fn main() -> ExitCode {
             etcd,
             sql_port,
             tls,
+            root_password_file,
         } => {
             let mut out = std::io::stdout();
             let sql_port = sql_port.unwrap_or(if base_port == 0 {
@@ -241,6 +255,7 @@ fn main() -> ExitCode {
                     etcd,
                     sql_port,
                     tls,
+                    root_password_file,
                 },
                 &mut out,
             ))
@@ -275,13 +290,24 @@ fn main() -> ExitCode {
             opts.output = output;
             exit(cli::bench::run(opts))
         }
-        Command::SqlServer { config, listen } => {
+        Command::SqlServer {
+            config,
+            listen,
+            status_listen,
+            root_password_file,
+        } => {
             let cluster = match state_dir::find_cluster_file(config.as_deref()) {
                 Ok(path) => path,
                 Err(e) => return fail(e),
             };
             let mut out = std::io::stdout();
-            exit(cli::sql_server::run(&cluster, &listen, &mut out))
+            exit(cli::sql_server::run(
+                &cluster,
+                &listen,
+                status_listen.as_deref(),
+                root_password_file.as_deref(),
+                &mut out,
+            ))
         }
         Command::Server { args } => server::launch::main(args.into_iter()),
         Command::Worker { args } => worker::launch::main(args.into_iter()),

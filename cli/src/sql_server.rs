@@ -9,8 +9,10 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use client::{Client, ClientConfig};
+use sqlfront::accounts::Bootstrap;
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -30,8 +32,36 @@ pub enum SqlServerError {
     Serve(std::io::Error),
     #[error("cannot start the runtime or wait for signals: {0}")]
     Runtime(std::io::Error),
+    #[error("cannot read the root password: {0}")]
+    RootPassword(#[from] node::tls::TlsError),
+    #[error("cannot give the cluster its root user: {0}")]
+    Bootstrap(sqlfront::FrontError),
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
+}
+
+/// The root password of a fresh cluster: the first line of `file` (refused when every user
+/// may read it), else a random one that is printed once.
+pub fn root_password(file: Option<&Path>) -> Result<Option<String>, SqlServerError> {
+    file.map(|f| {
+        node::tls::read_secret_line("root password file", f, "a password on its first line")
+    })
+    .transpose()
+    .map_err(SqlServerError::from)
+}
+
+/// What to print about `root` after the endpoint gave the cluster one (or did not need to).
+pub fn bootstrap_lines(b: &Bootstrap) -> Vec<String> {
+    match b {
+        Bootstrap::Existing => Vec::new(),
+        Bootstrap::Created => {
+            vec!["created the SQL user root with the password of --root-password-file".into()]
+        }
+        Bootstrap::Generated(p) => vec![
+            format!("created the SQL user root; its password (shown once): {p}"),
+            "change it with: ALTER USER root IDENTIFIED BY '...'".into(),
+        ],
+    }
 }
 
 /// Binds the endpoint's address on `rt` (a port of 0 picks a free one): done first, so a
@@ -45,12 +75,14 @@ pub fn bind(rt: &Runtime, address: &str) -> Result<TcpListener, SqlServerError> 
 }
 
 /// Serves SQL on `listener` from tasks of `rt`, over a client of `cfg` (kept for the life of
-/// the process); returns the address it listens on.
+/// the process), after giving a fresh cluster its `root` user (with `root_password`, else a
+/// random one); returns the address it listens on and what it did about `root`.
 pub fn serve(
     rt: &Runtime,
     cfg: ClientConfig,
     listener: TcpListener,
-) -> Result<SocketAddr, SqlServerError> {
+    root_password: Option<&str>,
+) -> Result<(SocketAddr, Bootstrap), SqlServerError> {
     let bound = listener.local_addr().map_err(|e| SqlServerError::Listen {
         address: "the bound socket".to_string(),
         reason: e.to_string(),
@@ -61,12 +93,15 @@ pub fn serve(
     };
     // Every connection's session borrows the client; it serves until the process ends.
     let client: &'static Client = Box::leak(Box::new(client));
+    let bootstrap = rt
+        .block_on(sqlfront::accounts::bootstrap(client, root_password))
+        .map_err(SqlServerError::Bootstrap)?;
     rt.spawn(sqlfront::mysql::serve(
         listener,
         client,
         sqlfront::mysql::MysqlLimits::default(),
     ));
-    Ok(bound)
+    Ok((bound, bootstrap))
 }
 
 /// A two-thread runtime (the SQL endpoint's connections run beside the caller's own work)
@@ -87,16 +122,56 @@ pub fn runtime_with_stop_signals() -> std::io::Result<(Runtime, Signal, Signal)>
     Ok((rt, interrupt, terminate))
 }
 
+/// Serves the endpoint's metrics (`GET /metrics`: the failed-login counter, the client's
+/// cache and topology counters) on `address`, TiDB's status port; returns where.
+pub fn serve_status(rt: &Runtime, address: &str) -> Result<SocketAddr, SqlServerError> {
+    let listener = bind(rt, address)?;
+    let bound = listener.local_addr().map_err(|e| SqlServerError::Listen {
+        address: address.to_string(),
+        reason: e.to_string(),
+    })?;
+    LazyLock::force(&sqlfront::login::LOGIN_FAILURES);
+    rt.spawn(async move {
+        let served = node::http::serve_until(
+            listener,
+            node::http::metrics_router(),
+            std::future::pending(),
+            std::time::Duration::from_secs(1),
+            &node::http_limits::HttpLimits::default(),
+            None,
+        )
+        .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "the status listener stopped");
+        }
+    });
+    Ok(bound)
+}
+
 /// `stratus sql-server`: serves until SIGINT or SIGTERM.
-pub fn run(cluster_file: &Path, address: &str, out: &mut dyn Write) -> Result<(), SqlServerError> {
+pub fn run(
+    cluster_file: &Path,
+    address: &str,
+    status_address: Option<&str>,
+    root_password_file: Option<&Path>,
+    out: &mut dyn Write,
+) -> Result<(), SqlServerError> {
     let cfg = crate::cluster_file::load(cluster_file)?;
+    let password = root_password(root_password_file)?;
     let (rt, mut interrupt, mut terminate) =
         runtime_with_stop_signals().map_err(SqlServerError::Runtime)?;
     let listener = bind(&rt, address)?;
-    let bound = serve(&rt, cfg, listener)?;
+    if let Some(status) = status_address {
+        let bound = serve_status(&rt, status)?;
+        writeln!(out, "status (metrics) listening on http://{bound}")?;
+    }
+    let (bound, bootstrap) = serve(&rt, cfg, listener, password.as_deref())?;
+    for line in bootstrap_lines(&bootstrap) {
+        writeln!(out, "{line}")?;
+    }
     writeln!(
         out,
-        "sql endpoint (MySQL protocol) listening on {bound}\ntry: mysql -h {} -P {} -u root",
+        "sql endpoint (MySQL protocol) listening on {bound}\ntry: mysql -h {} -P {} -u root -p",
         bound.ip(),
         bound.port()
     )?;

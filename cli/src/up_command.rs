@@ -43,6 +43,9 @@ pub struct UpOptions {
     pub sql_port: u16,
     /// Mutual TLS between every node, with a throwaway CA (`--tls`).
     pub tls: bool,
+    /// The SQL user root's password on a fresh cluster (`--root-password-file`); `None`: a
+    /// random one, printed once.
+    pub root_password_file: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +78,8 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
             cluster_file.display()
         );
     }
+    // Read before any node starts: a bad file fails here, with nothing to stop.
+    let root_password = crate::sql_server::root_password(opts.root_password_file.as_deref())?;
     // Bound before any node starts: a taken SQL port fails here, with nothing to stop.
     let sql_listener = crate::sql_server::bind(&rt, &format!("127.0.0.1:{}", opts.sql_port))?;
     writeln!(out, "starting a local cluster in {}", data_dir.display())?;
@@ -100,9 +105,14 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
     cluster.write_cluster_file(&cluster_file)?;
     let sql = match crate::cluster_file::load(&cluster_file)
         .map_err(crate::sql_server::SqlServerError::from)
-        .and_then(|cfg| crate::sql_server::serve(&rt, cfg, sql_listener))
+        .and_then(|cfg| crate::sql_server::serve(&rt, cfg, sql_listener, root_password.as_deref()))
     {
-        Ok(sql) => sql,
+        Ok((sql, bootstrap)) => {
+            for line in crate::sql_server::bootstrap_lines(&bootstrap) {
+                writeln!(out, "{line}")?;
+            }
+            sql
+        }
         Err(e) => {
             // The nodes are up: stop them cleanly and take the cluster file back.
             let _ = remove_cluster_file(&cluster_file);
@@ -113,7 +123,7 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
     writeln!(out, "\ncluster file: {}", cluster_file.display())?;
     writeln!(
         out,
-        "sql endpoint (MySQL protocol): {sql}  try: mysql -h {} -P {} -u root",
+        "sql endpoint (MySQL protocol): {sql}  try: mysql -h {} -P {} -u root -p",
         sql.ip(),
         sql.port()
     )?;

@@ -15,17 +15,34 @@ use crate::binaries::{self, STRATUS};
 /// How long the endpoint may take to start (the client reads the cluster first).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The SQL user root's password on the clusters the tests start (given to the endpoint by
+/// `--root-password-file`).
+pub const ROOT_PASSWORD: &str = "e2e-root-pw";
+
 /// A running `stratus sql-server`; killed on drop.
 pub struct SqlEndpoint {
     child: Child,
     pub addr: SocketAddr,
+    /// Its status listener (`GET /metrics`).
+    pub status: SocketAddr,
 }
 
 impl SqlEndpoint {
-    /// Starts the endpoint over the cluster of `cluster_file`, on a free port.
+    /// Starts the endpoint over the cluster of `cluster_file`, on a free port; a fresh
+    /// cluster's root gets [`ROOT_PASSWORD`] (from a file beside the cluster file).
     pub fn start(cluster_file: &Path) -> SqlEndpoint {
+        let password_file = cluster_file.with_file_name("root-password");
+        std::fs::write(&password_file, format!("{ROOT_PASSWORD}\n")).expect("write root password");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod root password");
+        }
         let mut child = Command::new(binaries::binary(STRATUS))
-            .args(["sql-server", "--listen", "127.0.0.1:0", "--config"])
+            .args(["sql-server", "--listen", "127.0.0.1:0"])
+            .args(["--status-listen", "127.0.0.1:0", "--root-password-file"])
+            .arg(&password_file)
+            .arg("--config")
             .arg(cluster_file)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -33,6 +50,8 @@ impl SqlEndpoint {
             .spawn()
             .expect("spawn stratus sql-server");
         let stdout = child.stdout.take().expect("stdout");
+        // Killed if the start fails below (a panic before `SqlEndpoint` exists).
+        let mut child = StartGuard(Some(child));
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -42,11 +61,17 @@ impl SqlEndpoint {
             }
         });
         let deadline = Instant::now() + START_TIMEOUT;
+        // The status listener's line comes first, then the endpoint's.
+        let mut status = None;
         let addr = loop {
             if let Ok(a) = rx.recv_timeout(Duration::from_millis(100)) {
-                break a.parse().expect("a socket address");
+                match a.strip_prefix("http://") {
+                    Some(s) => status = Some(s.parse().expect("a socket address")),
+                    None => break a.parse().expect("a socket address"),
+                }
+                continue;
             }
-            if let Ok(Some(status)) = child.try_wait() {
+            if let Ok(Some(status)) = child.get().try_wait() {
                 panic!("stratus sql-server exited at start: {status}");
             }
             assert!(
@@ -54,31 +79,77 @@ impl SqlEndpoint {
                 "stratus sql-server did not start"
             );
         };
-        SqlEndpoint { child, addr }
+        let status = status.expect("the status listener's address before the endpoint's");
+        SqlEndpoint {
+            child: child.take(),
+            addr,
+            status,
+        }
+    }
+
+    /// The endpoint's metrics (`GET /metrics` of its status listener).
+    pub fn metrics(&self) -> harness::metrics::Metrics {
+        let url = format!("http://{}/metrics", self.status);
+        let reply = harness::http::get_ok(&url, Duration::from_secs(10)).expect("GET /metrics");
+        let text = String::from_utf8(reply.body.to_vec()).expect("utf-8 metrics");
+        harness::metrics::Metrics::parse(&text).expect("metrics parse")
     }
 
     /// `mysql --batch -e sql` as user root (tab-separated output, a header line per result).
     pub fn mysql(&self, sql: &str) -> Output {
-        Command::new("mysql")
-            .args(["-h", &self.addr.ip().to_string()])
+        self.mysql_as("root", ROOT_PASSWORD, sql)
+    }
+
+    /// `mysql --batch -e sql` as `user` with `password` (empty: none).
+    pub fn mysql_as(&self, user: &str, password: &str, sql: &str) -> Output {
+        let mut cmd = Command::new("mysql");
+        cmd.args(["-h", &self.addr.ip().to_string()])
             .args(["-P", &self.addr.port().to_string()])
-            .args(["-u", "root", "--batch", "--raw", "-e", sql])
+            .args(["-u", user]);
+        if !password.is_empty() {
+            cmd.arg(format!("--password={password}"));
+        }
+        cmd.args(["--batch", "--raw", "-e", sql])
             .stdin(Stdio::null())
             .output()
             .expect("run mysql (the Debian package mariadb-client; scripts/test installs it)")
     }
 
-    /// Runs a Python `script` with `PORT` set to the endpoint's port in its environment.
+    /// Runs a Python `script` with `PORT` set to the endpoint's port and `PASSWORD` to
+    /// root's password in its environment.
     pub fn python(&self, script: &str) -> Output {
         let python = std::env::var("STRATUS_PYTHON").unwrap_or_else(|_| "python3".into());
         Command::new(&python)
             .args(["-c", script])
             .env("PORT", self.addr.port().to_string())
+            .env("PASSWORD", ROOT_PASSWORD)
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| {
                 panic!("run {python} (scripts/test makes a virtualenv with the drivers): {e}")
             })
+    }
+}
+
+/// A child process killed on drop unless taken.
+struct StartGuard(Option<Child>);
+
+impl StartGuard {
+    fn get(&mut self) -> &mut Child {
+        self.0.as_mut().expect("a child until taken")
+    }
+
+    fn take(&mut self) -> Child {
+        self.0.take().expect("a child until taken")
+    }
+}
+
+impl Drop for StartGuard {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 

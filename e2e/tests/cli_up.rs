@@ -352,6 +352,37 @@ fn stop_with_sigint(mut up: Up, home: &Path) {
     );
 }
 
+/// Waits for `up` to print its SQL endpoint; the endpoint's `host:port` and the root password
+/// printed before it, if one was.
+fn sql_endpoint_of(up: &Up) -> (String, Option<String>) {
+    let deadline = Instant::now() + UP_TIMEOUT;
+    loop {
+        let log = up.log();
+        if let Some(rest) = log.split("sql endpoint (MySQL protocol): ").nth(1) {
+            let addr = rest.split_whitespace().next().unwrap().to_string();
+            let password = log
+                .split("its password (shown once): ")
+                .nth(1)
+                .map(|r| r.lines().next().unwrap().trim().to_string());
+            return (addr, password);
+        }
+        assert!(Instant::now() < deadline, "no SQL endpoint printed:\n{log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `mysql -e sql` against `addr` as root with `password`.
+fn mysql_root(addr: &str, password: &str, sql: &str) -> Output {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    Command::new("mysql")
+        .args(["-h", host, "-P", port, "-u", "root"])
+        .arg(format!("--password={password}"))
+        .args(["--batch", "--raw", "-e", sql])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run mysql (the Debian package mariadb-client; scripts/test installs it)")
+}
+
 #[test]
 fn up_serves_load_and_sql_found_through_the_state_dir_and_stops_cleanly_on_sigint() {
     let home = tempfile::Builder::new()
@@ -360,6 +391,26 @@ fn up_serves_load_and_sql_found_through_the_state_dir_and_stops_cleanly_on_sigin
         .expect("tempdir");
     let up = start_up(home.path(), &[], |_| {});
     load_and_check_sum(home.path(), 3000);
+    // A fresh cluster's root gets a random password, printed once; the endpoint takes it and
+    // refuses another.
+    let (addr, password) = sql_endpoint_of(&up);
+    let password = password.unwrap_or_else(|| panic!("no root password printed:\n{}", up.log()));
+    assert_eq!(password.len(), 20, "{password}");
+    let rows = stdout_of_success(mysql_root(&addr, &password, "SELECT COUNT(*) FROM t"));
+    assert_eq!(rows, "COUNT(*)\n3000\n");
+    let wrong = mysql_root(&addr, "not-it", "SELECT 1");
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("ERROR 1045"),
+        "{wrong:?}"
+    );
+    stop_with_sigint(up, home.path());
+    // Started again on the same data: root exists, so no password is printed, and the first
+    // one still logs in.
+    let up = start_up(home.path(), &[], |_| {});
+    let (addr, again) = sql_endpoint_of(&up);
+    assert_eq!(again, None, "a second password printed:\n{}", up.log());
+    let rows = stdout_of_success(mysql_root(&addr, &password, "SELECT COUNT(*) FROM t"));
+    assert_eq!(rows, "COUNT(*)\n3000\n");
     stop_with_sigint(up, home.path());
 }
 

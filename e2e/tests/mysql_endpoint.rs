@@ -225,7 +225,7 @@ fn python_drivers_run_prepared_statements_and_keep_each_connections_session() {
 import os, mysql.connector, pymysql
 port = int(os.environ["PORT"])
 # Server-side prepared statements (COM_STMT_PREPARE / EXECUTE, binary result rows).
-c = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password="", database="test", autocommit=True)
+c = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test", autocommit=True)
 cur = c.cursor(prepared=True)
 cur.execute("INSERT INTO emp VALUES (?, ?, ?, ?)", (6, 30, "o'hara", 55.25))
 cur.execute("SELECT id, name, pay FROM emp WHERE dept = ? AND id > ? ORDER BY id", (30, 0))
@@ -233,8 +233,8 @@ print("prepared", cur.fetchall())
 cur.execute("SELECT id, pay FROM emp WHERE name = ?", ("cy",))
 print("null", cur.fetchall())
 # PyMySQL: two connections, each with its own variables and warnings.
-a = pymysql.connect(host="127.0.0.1", port=port, user="root", password="x", database="test", autocommit=True)
-b = pymysql.connect(host="127.0.0.1", port=port, user="root", password="x", database="test", autocommit=True)
+a = pymysql.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test", autocommit=True)
+b = pymysql.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test", autocommit=True)
 ca, cb = a.cursor(), b.cursor()
 ca.execute("SET stratus_remote_coprocessor = ON")
 ca.execute("SELECT @@stratus_remote_coprocessor")
@@ -281,7 +281,7 @@ import os, threading, pymysql
 port = int(os.environ["PORT"])
 errors = []
 def work():
-    c = pymysql.connect(host="127.0.0.1", port=port, user="root", password="", database="test", autocommit=True)
+    c = pymysql.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test", autocommit=True)
     cur = c.cursor()
     for _ in range(25):
         try:
@@ -291,7 +291,7 @@ def work():
 threads = [threading.Thread(target=work) for _ in range(3)]
 for t in threads: t.start()
 for t in threads: t.join()
-c = pymysql.connect(host="127.0.0.1", port=port, user="root", password="", database="test")
+c = pymysql.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test")
 cur = c.cursor()
 cur.execute("SELECT n, total FROM counter WHERE id = 1")
 print("final", cur.fetchall(), "errors", len(errors), errors[:1])
@@ -333,11 +333,11 @@ fn drivers_write_and_read_back_decimals_dates_and_booleans_exactly() {
 import os, datetime, decimal, mysql.connector, pymysql
 port = int(os.environ["PORT"])
 D = decimal.Decimal
-c = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password="", database="test", autocommit=True)
+c = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test", autocommit=True)
 cur = c.cursor(prepared=True)
 cur.execute("INSERT INTO ledger VALUES (?, ?, ?, ?, ?)",
             (1, D("10.10"), datetime.date(2024, 2, 29), datetime.datetime(2024, 2, 29, 10, 5, 9, 500), True))
-p = pymysql.connect(host="127.0.0.1", port=port, user="root", password="x", database="test", autocommit=True)
+p = pymysql.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test", autocommit=True)
 pc = p.cursor()
 pc.execute("INSERT INTO ledger VALUES (%s, %s, %s, %s, %s)",
            (2, D("0.20"), datetime.date(1999, 12, 31), datetime.datetime(1999, 12, 31, 23, 59, 59), False))
@@ -423,7 +423,7 @@ import os, pymysql
 port = int(os.environ["PORT"])
 import mysql.connector
 def connect():
-    return pymysql.connect(host="127.0.0.1", port=port, user="root", password="", database="test", autocommit=True)
+    return pymysql.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test", autocommit=True)
 a, b = connect(), connect()
 ca, cb = a.cursor(), b.cursor()
 ca.execute("CREATE TABLE bank (id BIGINT PRIMARY KEY, bal BIGINT)")
@@ -455,7 +455,7 @@ print("retry", bal(cb, 1))
 cb.execute("UPDATE bank SET bal = bal + 20 WHERE id = 1")
 b.commit()
 print("final", bal(c, 1))
-m = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password="", database="test", autocommit=False)
+m = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test", autocommit=False)
 cm = m.cursor()
 cm.execute("UPDATE bank SET bal = 0 WHERE id = 2")
 cm.execute("SELECT bal FROM bank WHERE id = 2")
@@ -619,7 +619,7 @@ fn indexes_created_under_concurrent_writes_find_exactly_the_rows_a_scan_finds() 
 import os, random, threading, time, pymysql
 port = int(os.environ["PORT"])
 def connect(autocommit=True):
-    return pymysql.connect(host="127.0.0.1", port=port, user="root", password="",
+    return pymysql.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"],
                            database="test", autocommit=autocommit)
 stop = threading.Event()
 done = [0, 0, 0]

@@ -63,6 +63,7 @@ impl MysqlDb {
             .ip_or_hostname(addr.ip().to_string())
             .tcp_port(addr.port())
             .user(Some("root"))
+            .pass(Some(e2e::sql_endpoint::ROOT_PASSWORD))
             .db_name(Some("test"))
             // Known settings: the driver would otherwise ask the server for them.
             .prefer_socket(false)

@@ -100,6 +100,12 @@ pub fn metrics_text() -> String {
     out
 }
 
+/// A status listener's routes: `GET /metrics` only (an entry node's, such as the SQL
+/// endpoint's: it serves no node API).
+pub fn metrics_router() -> Router {
+    Router::new().route("/metrics", axum::routing::get(metrics_handler))
+}
+
 /// `GET /metrics`.
 pub async fn metrics_handler() -> Response {
     (

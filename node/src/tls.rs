@@ -141,19 +141,8 @@ impl SecurityConfig {
         if path.as_os_str().is_empty() {
             return Ok(None);
         }
-        check_key_permissions(path)?;
-        let bytes = read_file("admin token file", path)?;
-        let text = String::from_utf8_lossy(&bytes);
-        let token = text.lines().next().unwrap_or("").trim();
-        if token.is_empty() {
-            return Err(TlsError::Pem {
-                what: "admin token file",
-                path: path.clone(),
-                expected: "a token on its first line",
-                found: "an empty line".into(),
-            });
-        }
-        Ok(Some(AdminToken(Arc::from(token))))
+        let token = read_secret_line("admin token file", path, "a token on its first line")?;
+        Ok(Some(AdminToken(Arc::from(token.as_str()))))
     }
 
     /// Reads the files and builds both ends' TLS settings; `None` when TLS is off.
@@ -213,6 +202,13 @@ pub enum TlsError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error("{what} {path}: expected {expected}, found {found}")]
+    Secret {
+        what: &'static str,
+        path: PathBuf,
+        expected: &'static str,
+        found: String,
     },
     #[error("{what} {path}: expected PEM {expected}, found {found}")]
     Pem {
@@ -525,6 +521,29 @@ fn parse_key(path: &Path, bytes: &[u8]) -> Result<PrivateKeyDer<'static>, TlsErr
         expected: "a PRIVATE KEY block",
         found: e.to_string(),
     })
+}
+
+/// The first line of a secret file (a token, a password), trimmed: refused when every user
+/// may read the file, as key files are, or when the line is empty (`expected` says what it
+/// should hold).
+pub fn read_secret_line(
+    what: &'static str,
+    path: &Path,
+    expected: &'static str,
+) -> Result<String, TlsError> {
+    check_key_permissions(path)?;
+    let bytes = read_file(what, path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let line = text.lines().next().unwrap_or("").trim();
+    if line.is_empty() {
+        return Err(TlsError::Secret {
+            what,
+            path: path.to_path_buf(),
+            expected,
+            found: "an empty line".into(),
+        });
+    }
+    Ok(line.to_string())
 }
 
 /// Refuses a key file every user may read (`o+r`), as ssh does.

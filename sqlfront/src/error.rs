@@ -27,6 +27,29 @@ pub enum FrontError {
     /// `DROP TABLE` of tables that do not exist (nothing was dropped).
     #[error("unknown table: expected existing tables, found no {}", names.join(", "))]
     UnknownTables { names: Vec<String> },
+    /// A statement needing a privilege on a table its user lacks (MySQL's 1142).
+    #[error("{command} command denied to user '{user}'@'%' for table '{table}'")]
+    TableAccessDenied {
+        command: &'static str,
+        user: String,
+        table: String,
+    },
+    /// A statement needing a global privilege its user lacks (MySQL's 1227).
+    #[error(
+        "Access denied; you need (at least one of) the {privilege} privilege(s) for this operation"
+    )]
+    SpecificAccessDenied { privilege: &'static str },
+    /// `CREATE USER` of an existing user, `DROP USER` / `ALTER USER` / `GRANT` of a missing
+    /// one (MySQL's 1396).
+    #[error("Operation {operation} failed for '{user}'@'%': {reason}")]
+    UserOperation {
+        operation: &'static str,
+        user: String,
+        reason: &'static str,
+    },
+    /// A command on a connection that never logged in (a handshake without a user name).
+    #[error("Access denied: expected a logged-in user, found a connection that named none")]
+    NotLoggedIn,
     /// A fault of the front itself (a value of a type it did not expect).
     #[error("internal error: {what}")]
     Internal { what: String },
@@ -40,6 +63,13 @@ pub mod code {
     pub const BAD_FIELD: u16 = 1054;
     pub const DUP_KEYNAME: u16 = 1061;
     pub const DUP_ENTRY: u16 = 1062;
+    /// A login refused: unknown user or wrong password.
+    pub const ACCESS_DENIED: u16 = 1045;
+    /// A client address blocked after too many failed logins.
+    pub const HOST_IS_BLOCKED: u16 = 1129;
+    pub const TABLE_ACCESS_DENIED: u16 = 1142;
+    pub const SPECIFIC_ACCESS_DENIED: u16 = 1227;
+    pub const CANNOT_USER: u16 = 1396;
     pub const PARSE: u16 = 1064;
     pub const UNKNOWN: u16 = 1105;
     /// MySQL's "Can't DROP 'x'; check that column/key exists".
@@ -72,6 +102,10 @@ impl FrontError {
             FrontError::Unsupported { .. } => code::NOT_SUPPORTED_YET,
             FrontError::UnknownTables { .. } => code::BAD_TABLE,
             FrontError::ReadOnlyTransaction => code::READ_ONLY_TRANSACTION,
+            FrontError::TableAccessDenied { .. } => code::TABLE_ACCESS_DENIED,
+            FrontError::SpecificAccessDenied { .. } => code::SPECIFIC_ACCESS_DENIED,
+            FrontError::UserOperation { .. } => code::CANNOT_USER,
+            FrontError::NotLoggedIn => code::ACCESS_DENIED,
             FrontError::Internal { .. } => code::UNKNOWN,
         }
     }
@@ -94,6 +128,7 @@ fn sql_code(e: &SqlError) -> u16 {
         | SqlError::TxnConflict { .. }
         | SqlError::TxnAborted { .. } => code::LOCK_DEADLOCK,
         SqlError::TxnTooLarge { .. } => code::TRANS_CACHE_FULL,
+        SqlError::BadUser { .. } => code::CANNOT_USER,
         SqlError::KeyLocked { .. } => code::LOCK_WAIT_TIMEOUT,
         SqlError::Client(client::Error::Variable(VariableError::Unknown { .. })) => {
             code::UNKNOWN_SYSTEM_VARIABLE

@@ -31,13 +31,17 @@
 //! the transaction's, inside one), and the catalog is read at that timestamp too, so a
 //! statement sees one snapshot of the schema and the data.
 
+pub mod account_sql;
+pub mod accounts;
 pub mod agg_pushdown;
 pub mod arrow_rows;
 pub mod error;
+pub mod login;
 pub mod mysql;
 pub mod mysql_limits;
 pub mod mysql_semantics;
 pub mod output;
+pub mod privileges;
 pub mod pushdown;
 pub mod session;
 pub mod show;

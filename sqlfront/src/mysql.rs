@@ -2,8 +2,10 @@
 //! with text result sets, prepared statements with binary result sets, `COM_INIT_DB`, and
 //! errors with MySQL codes and SQLSTATEs ([`crate::error::code`]).
 //!
-//! Each connection gets its own [`FrontSession`] (variables, warnings). No authentication
-//! yet: any user name and password is accepted (SQL users are the security issue's).
+//! Each connection logs in as one of the cluster's users (`mysql_native_password` against a
+//! fresh random salt, [`crate::accounts`]) and gets its own [`FrontSession`] for that user
+//! (variables, warnings, privilege checks). A refused login is answered with MySQL's 1045,
+//! counted, and an address with too many is blocked for a while ([`crate::login`]).
 //!
 //! **Prepared statements** are bound on the server: `COM_STMT_PREPARE` counts the `?`
 //! placeholders (outside quotes, backticks and comments), and `COM_STMT_EXECUTE` writes each
@@ -13,19 +15,22 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::Arc;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use client::paging::Client;
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
     OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, StatusFlags, ValueInner,
 };
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::accounts::{self, Accounts};
 use crate::error::FrontError;
+use crate::login::{self, Denial, DenialWriter, LoginFailure, LoginThrottle};
 pub use crate::mysql_limits::MysqlLimits;
 use crate::output::{Cell, ColumnKind, Output};
 use crate::session::FrontSession;
@@ -41,6 +46,9 @@ static NEXT_CONNECTION: AtomicU32 = AtomicU32::new(1);
 /// ([`MysqlLimits`]: connections at once, silence while logging in and between statements).
 pub async fn serve(listener: TcpListener, client: &'static Client, limits: MysqlLimits) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let accounts = Arc::new(Accounts::new(client));
+    let throttle = Arc::new(LoginThrottle::new(&limits));
+    LazyLock::force(&login::LOGIN_FAILURES);
     loop {
         // A slot first: at the limit the next connection waits in the kernel's accept queue.
         let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -50,11 +58,21 @@ pub async fn serve(listener: TcpListener, client: &'static Client, limits: Mysql
         let (stream, peer) = node::http::accept(&listener).await;
         let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
         let limits = limits.clone();
+        let accounts = accounts.clone();
+        let throttle = throttle.clone();
         tokio::spawn(async move {
             tracing::debug!(%peer, id, "sql connection opened");
-            let (r, w) = stream.into_split();
+            let (r, mut w) = stream.into_split();
+            if let Some(left) = throttle.blocked_for(peer.ip()) {
+                // Refused before the greeting, as MySQL refuses a blocked host.
+                login::count_failure(LoginFailure::Blocked);
+                let _ = w.write_all(&login::blocked_packet(peer.ip(), left)).await;
+                drop(slot);
+                return;
+            }
             let (r, w) = crate::mysql_limits::bounded(r, w, &limits);
-            let shim = Shim::new(client, id);
+            let shim = Shim::new(accounts, throttle, peer, id);
+            let w = DenialWriter::new(w, shim.denial.clone());
             if let Err(e) = AsyncMysqlIntermediary::run_on(shim, r, w).await {
                 tracing::debug!(%peer, id, error = %e, "sql connection ended");
             }
@@ -70,20 +88,70 @@ struct Prepared {
 }
 
 struct Shim {
-    session: FrontSession,
+    accounts: Arc<Accounts>,
+    throttle: Arc<LoginThrottle>,
+    peer: SocketAddr,
+    /// This connection's salt (opensrv asks for it twice: the greeting and the check).
+    salt: [u8; accounts::SCRAMBLE_LEN],
+    /// The user who logged in (set by `authenticate`, which opensrv calls through `&self`).
+    user: parking_lot::Mutex<Option<String>>,
+    /// Why the login was refused, for the [`DenialWriter`] under the protocol.
+    denial: Denial,
+    /// The logged-in user's session, made at its first command.
+    session: Option<FrontSession>,
     id: u32,
     prepared: HashMap<u32, Prepared>,
     next_statement: u32,
 }
 
 impl Shim {
-    fn new(client: &'static Client, id: u32) -> Shim {
+    fn new(
+        accounts: Arc<Accounts>,
+        throttle: Arc<LoginThrottle>,
+        peer: SocketAddr,
+        id: u32,
+    ) -> Shim {
         Shim {
-            session: FrontSession::new(client),
+            accounts,
+            throttle,
+            peer,
+            salt: accounts::new_salt(),
+            user: parking_lot::Mutex::new(None),
+            denial: Arc::new(parking_lot::Mutex::new(None)),
+            session: None,
             id,
             prepared: HashMap::new(),
             next_statement: 1,
         }
+    }
+
+    /// The session of the user who logged in. opensrv skips `authenticate` for a handshake
+    /// that names no user at all: such a connection runs nothing.
+    fn session(&mut self) -> Result<&mut FrontSession, FrontError> {
+        if self.session.is_none() {
+            let Some(user) = self.user.lock().clone() else {
+                return Err(FrontError::NotLoggedIn);
+            };
+            self.session = Some(FrontSession::for_user(self.accounts.clone(), &user));
+        }
+        self.session.as_mut().ok_or(FrontError::NotLoggedIn)
+    }
+
+    /// Checks a login (`mysql_native_password`), counting and throttling failures.
+    async fn login(&self, username: &[u8], answer: &[u8]) -> Result<String, LoginFailure> {
+        let name = std::str::from_utf8(username).map_err(|_| LoginFailure::UnknownUser)?;
+        let account = match self.accounts.get(name).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(user = name, error = %e, "cannot read the user to log it in");
+                return Err(LoginFailure::Unavailable);
+            }
+        };
+        let account = account.ok_or(LoginFailure::UnknownUser)?;
+        if !accounts::native_login_ok(account.auth.as_ref(), &self.salt, answer) {
+            return Err(LoginFailure::WrongPassword);
+        }
+        Ok(name.to_string())
     }
 
     /// The session's state as the protocol's status flags: autocommit on, a transaction
@@ -91,14 +159,13 @@ impl Shim {
     /// and wants autocommit off may not send `SET autocommit = 0`; `BEGIN` always works.)
     fn status(&self) -> StatusFlags {
         let mut s = StatusFlags::empty();
-        s.set(
-            StatusFlags::SERVER_STATUS_AUTOCOMMIT,
-            self.session.autocommit(),
-        );
-        s.set(
-            StatusFlags::SERVER_STATUS_IN_TRANS,
-            self.session.in_transaction(),
-        );
+        if let Some(session) = &self.session {
+            s.set(StatusFlags::SERVER_STATUS_AUTOCOMMIT, session.autocommit());
+            s.set(
+                StatusFlags::SERVER_STATUS_IN_TRANS,
+                session.in_transaction(),
+            );
+        }
         s
     }
 }
@@ -113,6 +180,38 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
 
     fn connect_id(&self) -> u32 {
         self.id
+    }
+
+    fn salt(&self) -> [u8; accounts::SCRAMBLE_LEN] {
+        self.salt
+    }
+
+    async fn authenticate(
+        &self,
+        _auth_plugin: &str,
+        username: &[u8],
+        _salt: &[u8],
+        auth_data: &[u8],
+    ) -> bool {
+        match self.login(username, auth_data).await {
+            Ok(name) => {
+                self.throttle.succeeded(self.peer.ip());
+                *self.user.lock() = Some(name);
+                true
+            }
+            Err(reason) => {
+                login::count_failure(reason);
+                self.throttle.failed(self.peer.ip());
+                let user = String::from_utf8_lossy(username);
+                tracing::info!(peer = %self.peer, %user, %reason, "sql login refused");
+                *self.denial.lock() = Some(login::access_denied_message(
+                    &user,
+                    self.peer.ip(),
+                    !auth_data.is_empty(),
+                ));
+                false
+            }
+        }
     }
 
     async fn on_prepare<'a>(
@@ -159,7 +258,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             Ok(sql) => sql,
             Err(e) => return write_error(e, results).await,
         };
-        let out = self.session.execute(&sql).await;
+        let out = match self.session() {
+            Ok(session) => session.execute(&sql).await,
+            Err(e) => Err(e),
+        };
         write_output(out, self.status(), results).await
     }
 
@@ -175,12 +277,15 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         query: &'a str,
         results: QueryResultWriter<'a, W>,
     ) -> io::Result<()> {
-        let out = self.session.execute(query).await;
+        let out = match self.session() {
+            Ok(session) => session.execute(query).await,
+            Err(e) => Err(e),
+        };
         write_output(out, self.status(), results).await
     }
 
     async fn on_init<'a>(&'a mut self, db: &'a str, writer: InitWriter<'a, W>) -> io::Result<()> {
-        match self.session.use_database(db) {
+        match self.session().and_then(|s| s.use_database(db)) {
             Ok(()) => writer.ok().await,
             Err(e) => {
                 writer

@@ -30,6 +30,11 @@ pub struct MysqlLimits {
     pub connect_timeout: Duration,
     /// Silence allowed between statements once logged in (MySQL's `wait_timeout`, 8 h).
     pub wait_timeout: Duration,
+    /// Failed logins from one address before it is refused at connect (`crate::login`;
+    /// MySQL's `max_connect_errors`, counted per window here).
+    pub max_failed_logins: u32,
+    /// How long a blocked address stays blocked, counted from its first failure.
+    pub failed_login_window: Duration,
 }
 
 impl Default for MysqlLimits {
@@ -38,6 +43,8 @@ impl Default for MysqlLimits {
             max_connections: 151,
             connect_timeout: Duration::from_secs(10),
             wait_timeout: Duration::from_secs(8 * 3600),
+            max_failed_logins: 10,
+            failed_login_window: Duration::from_secs(60),
         }
     }
 }

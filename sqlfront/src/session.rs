@@ -31,6 +31,8 @@ use sqlparser::ast::Spanned;
 use sqlparser::ast::{self, ObjectType, Statement};
 
 use crate::DATABASE;
+use crate::account_sql::{self, Principal};
+use crate::accounts::Accounts;
 use crate::agg_pushdown::PushAggregates;
 use crate::error::FrontError;
 use crate::mysql_semantics::MySqlSemantics;
@@ -111,6 +113,11 @@ pub struct FrontSession {
     /// The warnings of the queries the current write statement ran for its rows (node
     /// selection's), each once: the statement's warnings.
     write_warnings: Vec<String>,
+    /// Who runs the statements: a user's are checked against its grants
+    /// (`crate::privileges`) before they run.
+    principal: Principal,
+    /// The cluster's users (the endpoint's cache; a session of its own in process).
+    accounts: Arc<Accounts>,
 }
 
 impl std::fmt::Debug for FrontSession {
@@ -120,8 +127,28 @@ impl std::fmt::Debug for FrontSession {
 }
 
 impl FrontSession {
-    /// A session over `client`, which lives as long as the process (one per endpoint).
+    /// An operator's session over `client`, which lives as long as the process: an
+    /// in-process front (`stratus sql`, `demo`, `bench`) holds the cluster's own credentials,
+    /// so its statements are not checked against SQL grants.
     pub fn new(client: &'static Client) -> FrontSession {
+        FrontSession::with_principal(client, Arc::new(Accounts::new(client)), Principal::Operator)
+    }
+
+    /// The session of `user`, logged in to the endpoint whose users `accounts` caches: every
+    /// statement is checked against the user's grants first.
+    pub fn for_user(accounts: Arc<Accounts>, user: &str) -> FrontSession {
+        FrontSession::with_principal(
+            accounts.client(),
+            accounts,
+            Principal::User(user.to_string()),
+        )
+    }
+
+    fn with_principal(
+        client: &'static Client,
+        accounts: Arc<Accounts>,
+        principal: Principal,
+    ) -> FrontSession {
         FrontSession {
             client,
             engine: Engine::new(client),
@@ -130,6 +157,8 @@ impl FrontSession {
             autocommit: true,
             read_only: false,
             write_warnings: Vec::new(),
+            principal,
+            accounts,
         }
     }
 
@@ -173,6 +202,14 @@ impl FrontSession {
     /// Runs one statement. Every statement but `SHOW WARNINGS` replaces the warning list
     /// (with its warnings, or its error), as in MySQL.
     pub async fn execute(&mut self, sql: &str) -> Result<Output, FrontError> {
+        if let Some(parsed) = account_sql::parse(sql) {
+            let out = self.account_statement(parsed).await;
+            match &out {
+                Ok(o) => self.engine.set_warnings(&o.warnings),
+                Err(e) => self.keep_error(e),
+            }
+            return out;
+        }
         let parsed = client::sql::parse(sql)
             .map_err(FrontError::from)
             .and_then(|stmt| route(&stmt).map(|route| (route, stmt)));
@@ -183,6 +220,10 @@ impl FrontSession {
                 return Err(e);
             }
         };
+        if let Err(e) = self.authorize(&stmt).await {
+            self.keep_error(&e);
+            return Err(e);
+        }
         let by_engine = match route {
             Route::Engine => true,
             Route::CreateTable => {
@@ -231,6 +272,31 @@ impl FrontSession {
             Err(e) => self.keep_error(e),
         }
         out
+    }
+
+    /// Refuses `stmt` when the session's user lacks a privilege it needs
+    /// (`crate::privileges`); an operator's statements are not checked.
+    async fn authorize(&self, stmt: &Statement) -> Result<(), FrontError> {
+        let Principal::User(user) = &self.principal else {
+            return Ok(());
+        };
+        let needs = crate::privileges::required(stmt);
+        if needs.is_empty() {
+            return Ok(());
+        }
+        let account = self.accounts.get(user).await?;
+        crate::privileges::check(user, account.as_deref(), &needs)
+    }
+
+    /// An account statement (`crate::account_sql`): like DDL in MySQL, it commits an open
+    /// transaction first.
+    async fn account_statement(
+        &mut self,
+        parsed: Result<account_sql::AccountStatement, FrontError>,
+    ) -> Result<Output, FrontError> {
+        let stmt = parsed?;
+        self.commit().await?;
+        account_sql::execute(&self.accounts, &self.principal, stmt).await
     }
 
     /// A write statement outside a transaction, as MySQL's autocommit runs it: in a

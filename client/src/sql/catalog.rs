@@ -644,7 +644,7 @@ fn txn_error(command: &'static str, kind: i32, message: &str) -> SqlError {
 /// A lock of another transaction on the key (a transaction committing with the catalog row
 /// locked, a DDL) is resolved as any reader resolves one, and the read runs again: while
 /// its transaction is alive the read waits, as long as [`LOCKED_READ_ATTEMPTS`] allow.
-async fn get_at(client: &Client, key: &[u8], start_ts: u64) -> Result<Option<Vec<u8>>> {
+pub(crate) async fn get_at(client: &Client, key: &[u8], start_ts: u64) -> Result<Option<Vec<u8>>> {
     let mut attempt = 0;
     loop {
         let resp = client.get_at(key.to_vec(), start_ts).await?;

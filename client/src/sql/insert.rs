@@ -47,7 +47,7 @@ impl InsertPlan {
     }
 }
 
-pub(crate) fn table_name(ins: &ast::Insert) -> Result<String> {
+pub fn table_name(ins: &ast::Insert) -> Result<String> {
     match &ins.table {
         TableObject::TableName(n) => simple_name(n, "table"),
         other => Err(unsupported(format!(

@@ -37,6 +37,7 @@ pub mod modify;
 pub mod set_show;
 pub mod transaction;
 pub mod txn_write;
+pub mod users;
 pub mod value;
 
 use sqlparser::ast::Statement;
@@ -187,6 +188,12 @@ pub enum SqlError {
     /// A catalog row that does not decode (written by something else, or a newer format).
     #[error("catalog entry is corrupt: table={table} reason={reason}")]
     CorruptCatalog { table: String, reason: String },
+    /// A user row that does not decode (`users`).
+    #[error("user entry is corrupt: user={user} reason={reason}")]
+    CorruptAccount { user: String, reason: String },
+    /// A user name or password `CREATE USER` / `ALTER USER` cannot take.
+    #[error("bad user: {reason}")]
+    BadUser { reason: String },
     #[error(transparent)]
     Client(#[from] crate::error::Error),
 }

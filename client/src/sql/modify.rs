@@ -88,11 +88,11 @@ fn single_table(t: &ast::TableWithJoins, statement: &str) -> Result<String> {
     }
 }
 
-pub(crate) fn update_table(u: &ast::Update) -> Result<String> {
+pub fn update_table(u: &ast::Update) -> Result<String> {
     single_table(&u.table, "UPDATE")
 }
 
-pub(crate) fn delete_table(d: &ast::Delete) -> Result<String> {
+pub fn delete_table(d: &ast::Delete) -> Result<String> {
     if !d.tables.is_empty() {
         return Err(unsupported("a multi-table DELETE"));
     }
