@@ -214,6 +214,34 @@ fn a_client_knowing_only_the_placement_driver_and_its_zone_runs_sql_and_delegate
     let alive = c.client.alive_workers();
     assert_eq!(alive.len(), 1, "{alive:?}");
     assert_eq!(alive[0].zone, types::Zone::label("a"));
+    // A delegate request naming an address the placement driver does not list is refused
+    // before the worker calls anything: a client cannot point the worker's node identity at
+    // any address it likes.
+    let refused_before = worker
+        .metrics()
+        .sum(
+            "stratus_worker_delegate_requests_total",
+            &[("result", "unknown_server")],
+        )
+        .unwrap();
+    let reply = harness::http::post_with_headers(
+        &format!("{}{}", worker.base_url(), wire::paths::DELEGATE_COPROCESSOR),
+        Vec::new(),
+        &[(wire::delegate::REGION_SERVER_HEADER, "http://127.0.0.1:9")],
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    assert_eq!(reply.status.as_u16(), 403, "{reply:?}");
+    let text = String::from_utf8_lossy(&reply.body);
+    assert!(text.contains("placement driver lists"), "{text}");
+    let refused = worker
+        .metrics()
+        .sum(
+            "stratus_worker_delegate_requests_total",
+            &[("result", "unknown_server")],
+        )
+        .unwrap();
+    assert_eq!(refused, refused_before + 1.0);
 }
 
 /// `stratus_worker_coprocessor_requests_total{result="ok"}` of `worker`.

@@ -26,7 +26,11 @@
 //!    (or the handler itself says no). `exec_details.location` is `delegate`
 //!    ([`Location::Delegate`]), `remote_addr` the owning server.
 //!
-//! HTTP answers other than 200: 400 (no or bad header, a body that is no cop request), 413
+//! The header's URL must be one of the servers the placement driver lists when the worker has
+//! one (`crate::known_servers`): else 403, and nothing is called.
+//!
+//! HTTP answers other than 200: 400 (no or bad header, a body that is no cop request), 403
+//! (a server the placement driver does not list), 413
 //! (body too large), 502 (the server could not be asked or its answer is unusable, or the
 //! object store failed), 503 (cop-limiter), 500 (a bug). Each is counted in
 //! `stratus_worker_delegate_requests_total{result}`.
@@ -95,6 +99,11 @@ async fn delegate_answer(
         Ok(url) => url,
         Err(reason) => return fail(RequestResult::BadRequest, StatusCode::BAD_REQUEST, reason),
     };
+    // Before anything is read or admitted: a URL the placement driver does not list is never
+    // called with this worker's identity.
+    if let Err(reason) = state.known_servers().check(&server).await {
+        return fail(RequestResult::UnknownServer, StatusCode::FORBIDDEN, reason);
+    }
     let limit = state.config().max_request_bytes();
     let body = match read_body(headers, body, limit, "delegate request body").await {
         Ok(body) => body,

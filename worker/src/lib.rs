@@ -21,6 +21,7 @@ pub mod cop_limiter;
 pub mod coprocessor;
 pub mod delegate;
 pub mod fuzzing;
+pub mod known_servers;
 pub mod launch;
 pub mod metrics;
 pub mod service;

@@ -29,10 +29,13 @@ pub enum RequestResult {
     /// 502 on the delegate path only: the owning server could not be asked, or its answer
     /// was unusable.
     OriginError,
+    /// 403 on the delegate path only: the header names no server the placement driver lists
+    /// (`crate::known_servers`).
+    UnknownServer,
 }
 
 impl RequestResult {
-    pub const ALL: [RequestResult; 7] = [
+    pub const ALL: [RequestResult; 8] = [
         RequestResult::Ok,
         RequestResult::BadRequest,
         RequestResult::StoreError,
@@ -40,6 +43,7 @@ impl RequestResult {
         RequestResult::Internal,
         RequestResult::Throttled,
         RequestResult::OriginError,
+        RequestResult::UnknownServer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -51,6 +55,7 @@ impl RequestResult {
             RequestResult::Internal => "internal",
             RequestResult::Throttled => "throttled",
             RequestResult::OriginError => "origin_error",
+            RequestResult::UnknownServer => "unknown_server",
         }
     }
 }

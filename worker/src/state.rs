@@ -52,6 +52,8 @@ pub struct WorkerState {
     client: OnceLock<HttpClient>,
     /// `[security]` loaded: the listener's and the clients' TLS (none: plain HTTP).
     tls: Option<Arc<::node::tls::Tls>>,
+    /// The servers the delegate path may call (made on first use, after `tls` is set).
+    known_servers: OnceLock<crate::known_servers::KnownServers>,
 }
 
 impl WorkerState {
@@ -106,6 +108,7 @@ impl WorkerState {
             in_flight: AtomicI64::new(0),
             client: OnceLock::new(),
             tls: None,
+            known_servers: OnceLock::new(),
         }
     }
 
@@ -135,6 +138,17 @@ impl WorkerState {
     }
 
     /// TLS of the listener and the clients (`[security]`); none: plain HTTP.
+    /// The servers the delegate path may call (`crate::known_servers`).
+    pub fn known_servers(&self) -> &crate::known_servers::KnownServers {
+        self.known_servers.get_or_init(|| {
+            crate::known_servers::KnownServers::new(
+                &self.config.worker.pd_endpoints,
+                self.config.meter(),
+                self.tls.as_ref(),
+            )
+        })
+    }
+
     pub fn tls(&self) -> Option<&Arc<::node::tls::Tls>> {
         self.tls.as_ref()
     }
