@@ -122,6 +122,23 @@ enum Command {
         /// port; default: not served.
         #[arg(long, value_name = "ADDR")]
         status_listen: Option<String>,
+        /// Connections served at once; the next waits in the kernel's accept queue (MySQL's
+        /// `max_connections`).
+        #[arg(long, value_name = "N", default_value_t = 151)]
+        max_connections: usize,
+        /// Silence allowed before a connection has logged in (MySQL's `connect_timeout`).
+        #[arg(long, value_name = "DURATION", default_value = "10s")]
+        connect_timeout: types::ReadableDuration,
+        /// Silence allowed between statements (MySQL's `wait_timeout`).
+        #[arg(long, value_name = "DURATION", default_value = "8h")]
+        wait_timeout: types::ReadableDuration,
+        /// Failed logins from one address within --failed-login-window before it is refused
+        /// at connect (error 1129) until the window ends.
+        #[arg(long, value_name = "N", default_value_t = 10)]
+        max_failed_logins: u32,
+        /// The window of --max-failed-logins, counted from an address's first failure.
+        #[arg(long, value_name = "DURATION", default_value = "60s")]
+        failed_login_window: types::ReadableDuration,
         /// A file whose first line is the SQL user root's password on a fresh cluster
         /// (refused when every user may read it); default: a random password, printed once.
         #[arg(long, value_name = "FILE")]
@@ -294,8 +311,23 @@ fn main() -> ExitCode {
             config,
             listen,
             status_listen,
+            max_connections,
+            connect_timeout,
+            wait_timeout,
+            max_failed_logins,
+            failed_login_window,
             root_password_file,
         } => {
+            let limits = sqlfront::mysql::MysqlLimits {
+                max_connections,
+                connect_timeout: connect_timeout.duration(),
+                wait_timeout: wait_timeout.duration(),
+                max_failed_logins,
+                failed_login_window: failed_login_window.duration(),
+            };
+            if let Err(e) = limits.validate() {
+                return fail(e);
+            }
             let cluster = match state_dir::find_cluster_file(config.as_deref()) {
                 Ok(path) => path,
                 Err(e) => return fail(e),
@@ -305,6 +337,7 @@ fn main() -> ExitCode {
                 &cluster,
                 &listen,
                 status_listen.as_deref(),
+                limits,
                 root_password_file.as_deref(),
                 &mut out,
             ))

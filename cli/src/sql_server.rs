@@ -81,6 +81,7 @@ pub fn serve(
     rt: &Runtime,
     cfg: ClientConfig,
     listener: TcpListener,
+    limits: sqlfront::mysql::MysqlLimits,
     root_password: Option<&str>,
 ) -> Result<(SocketAddr, Bootstrap), SqlServerError> {
     let bound = listener.local_addr().map_err(|e| SqlServerError::Listen {
@@ -96,11 +97,7 @@ pub fn serve(
     let bootstrap = rt
         .block_on(sqlfront::accounts::bootstrap(client, root_password))
         .map_err(SqlServerError::Bootstrap)?;
-    rt.spawn(sqlfront::mysql::serve(
-        listener,
-        client,
-        sqlfront::mysql::MysqlLimits::default(),
-    ));
+    rt.spawn(sqlfront::mysql::serve(listener, client, limits));
     Ok((bound, bootstrap))
 }
 
@@ -153,6 +150,7 @@ pub fn run(
     cluster_file: &Path,
     address: &str,
     status_address: Option<&str>,
+    limits: sqlfront::mysql::MysqlLimits,
     root_password_file: Option<&Path>,
     out: &mut dyn Write,
 ) -> Result<(), SqlServerError> {
@@ -165,7 +163,7 @@ pub fn run(
         let bound = serve_status(&rt, status)?;
         writeln!(out, "status (metrics) listening on http://{bound}")?;
     }
-    let (bound, bootstrap) = serve(&rt, cfg, listener, password.as_deref())?;
+    let (bound, bootstrap) = serve(&rt, cfg, listener, limits, password.as_deref())?;
     for line in bootstrap_lines(&bootstrap) {
         writeln!(out, "{line}")?;
     }

@@ -105,8 +105,15 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
     cluster.write_cluster_file(&cluster_file)?;
     let sql = match crate::cluster_file::load(&cluster_file)
         .map_err(crate::sql_server::SqlServerError::from)
-        .and_then(|cfg| crate::sql_server::serve(&rt, cfg, sql_listener, root_password.as_deref()))
-    {
+        .and_then(|cfg| {
+            crate::sql_server::serve(
+                &rt,
+                cfg,
+                sql_listener,
+                sqlfront::mysql::MysqlLimits::default(),
+                root_password.as_deref(),
+            )
+        }) {
         Ok((sql, bootstrap)) => {
             for line in crate::sql_server::bootstrap_lines(&bootstrap) {
                 writeln!(out, "{line}")?;

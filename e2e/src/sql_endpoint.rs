@@ -31,6 +31,11 @@ impl SqlEndpoint {
     /// Starts the endpoint over the cluster of `cluster_file`, on a free port; a fresh
     /// cluster's root gets [`ROOT_PASSWORD`] (from a file beside the cluster file).
     pub fn start(cluster_file: &Path) -> SqlEndpoint {
+        SqlEndpoint::start_with(cluster_file, &[])
+    }
+
+    /// [`SqlEndpoint::start`] with `extra` arguments (limits).
+    pub fn start_with(cluster_file: &Path, extra: &[&str]) -> SqlEndpoint {
         let password_file = cluster_file.with_file_name("root-password");
         std::fs::write(&password_file, format!("{ROOT_PASSWORD}\n")).expect("write root password");
         {
@@ -40,6 +45,7 @@ impl SqlEndpoint {
         }
         let mut child = Command::new(binaries::binary(STRATUS))
             .args(["sql-server", "--listen", "127.0.0.1:0"])
+            .args(extra)
             .args(["--status-listen", "127.0.0.1:0", "--root-password-file"])
             .arg(&password_file)
             .arg("--config")

@@ -22,11 +22,16 @@ struct Setup {
 }
 
 fn start() -> Setup {
+    start_with(&[])
+}
+
+/// An endpoint started with `extra` arguments.
+fn start_with(extra: &[&str]) -> Setup {
     let cluster = Cluster::new(StoreKind::Local);
     let server = ServerProc::start(&cluster.server_config("server"));
     let file = cluster.path("cluster.toml");
     std::fs::write(&file, format!("servers = [\"{}\"]\n", server.base_url())).unwrap();
-    let endpoint = SqlEndpoint::start(&file);
+    let endpoint = SqlEndpoint::start_with(&file, extra);
     Setup {
         endpoint,
         _server: server,
@@ -172,7 +177,7 @@ print("dropped", code("INSERT INTO t VALUES (5, 50)"))
 
 #[test]
 fn an_address_with_too_many_failed_logins_is_blocked_even_with_the_right_password() {
-    let s = start();
+    let s = start_with(&["--max-failed-logins", "4", "--failed-login-window", "3s"]);
     let failures = |reason: &str| {
         s.endpoint
             .metrics()
@@ -184,8 +189,8 @@ fn an_address_with_too_many_failed_logins_is_blocked_even_with_the_right_passwor
         0.0,
         "every series exists from the start"
     );
-    // The endpoint's default: 10 failures within a minute.
-    for _ in 0..10 {
+    let started = std::time::Instant::now();
+    for _ in 0..4 {
         let e = error_line(&s.endpoint.mysql_as("root", "guess", "SELECT 1"));
         assert!(e.starts_with("ERROR 1045"), "{e}");
     }
@@ -196,5 +201,29 @@ fn an_address_with_too_many_failed_logins_is_blocked_even_with_the_right_passwor
     assert!(
         e.contains("Host '127.0.0.1' is blocked because of many failed logins"),
         "{e}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "the test was too slow to see the block within its window"
+    );
+    assert_eq!(failures("wrong_password"), 4.0);
+    assert_eq!(failures("blocked"), 1.0);
+    // Once the window that began with the first failure ends, the address may log in again.
+    // (The first failure came a little after `started`: half a second covers it.)
+    std::thread::sleep(std::time::Duration::from_millis(3500).saturating_sub(started.elapsed()));
+    stdout_ok(&s.endpoint.mysql_as("root", ROOT_PASSWORD, "SELECT 1"));
+}
+
+#[test]
+fn the_endpoint_refuses_limits_it_cannot_run_with() {
+    let out = std::process::Command::new(e2e::binaries::binary(e2e::binaries::STRATUS))
+        .args(["sql-server", "--max-connections", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("max-connections: expected a value above 0, found 0"),
+        "{stderr}"
     );
 }

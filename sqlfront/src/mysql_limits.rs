@@ -49,6 +49,57 @@ impl Default for MysqlLimits {
     }
 }
 
+/// A bound the endpoint cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad SQL endpoint limit {name}: expected {expected}, found {found}")]
+pub struct BadLimit {
+    pub name: &'static str,
+    pub expected: &'static str,
+    pub found: String,
+}
+
+impl MysqlLimits {
+    /// Refuses bounds that would make the endpoint serve nobody or never cut anyone off.
+    pub fn validate(&self) -> Result<(), BadLimit> {
+        let positive = |name: &'static str, zero: bool, found: String| {
+            if zero {
+                Err(BadLimit {
+                    name,
+                    expected: "a value above 0",
+                    found,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        positive(
+            "max-connections",
+            self.max_connections == 0,
+            self.max_connections.to_string(),
+        )?;
+        positive(
+            "connect-timeout",
+            self.connect_timeout.is_zero(),
+            format!("{:?}", self.connect_timeout),
+        )?;
+        positive(
+            "wait-timeout",
+            self.wait_timeout.is_zero(),
+            format!("{:?}", self.wait_timeout),
+        )?;
+        positive(
+            "max-failed-logins",
+            self.max_failed_logins == 0,
+            self.max_failed_logins.to_string(),
+        )?;
+        positive(
+            "failed-login-window",
+            self.failed_login_window.is_zero(),
+            format!("{:?}", self.failed_login_window),
+        )
+    }
+}
+
 /// Where a connection is: nothing read yet, the client's handshake read, logged in; and, once
 /// logged in, whether the endpoint wrote since the last read (its answer: idle counts anew).
 const GREETED: u8 = 0;
