@@ -215,3 +215,50 @@ fn an_expired_etcd_lease_takes_its_keys_and_cannot_be_renewed() {
         );
     });
 }
+
+/// With TLS, etcd is another node of the cluster: the placement driver's store speaks https to
+/// an etcd that demands client certificates, presenting its own certificate and trusting only
+/// the cluster CA; a certificate from another CA, or none, gets nothing read or written.
+#[test]
+fn etcd_over_tls_takes_the_cluster_certificate_and_refuses_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = harness::certs::ThrowawayCa::create(&dir.path().join("ca"), "cluster-ca").unwrap();
+    let etcd_cert = ca.issue("etcd").unwrap();
+    let pd_tls = ca.issue("stratus-pd").unwrap().load().unwrap().unwrap();
+    let other_ca =
+        harness::certs::ThrowawayCa::create(&dir.path().join("other"), "other-ca").unwrap();
+    let other_tls = other_ca
+        .issue("stratus-pd")
+        .unwrap()
+        .load()
+        .unwrap()
+        .unwrap();
+    let etcd = EtcdCluster::start_with(&dir.path().join("etcd"), 1, Some(etcd_cert)).unwrap();
+    assert!(etcd.endpoints()[0].starts_with("https://"));
+    block_on(async {
+        let store = EtcdStore::with_tls(etcd.endpoints(), Duration::from_secs(5), Some(&pd_tls));
+        assert!(
+            store
+                .txn(Txn::default().then(vec![Op::put("/tls", "yes")]))
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.get(b"/tls").await.unwrap().map(|kv| kv.value),
+            Some(b"yes".to_vec())
+        );
+        let stranger =
+            EtcdStore::with_tls(etcd.endpoints(), Duration::from_secs(2), Some(&other_tls));
+        let e = stranger
+            .txn(Txn::default().then(vec![Op::put("/tls", "no")]))
+            .await
+            .unwrap_err();
+        let anonymous = EtcdStore::new(etcd.endpoints(), Duration::from_secs(2));
+        let e2 = anonymous.get(b"/tls").await.unwrap_err();
+        assert_eq!(
+            store.get(b"/tls").await.unwrap().map(|kv| kv.value),
+            Some(b"yes".to_vec()),
+            "the refused writer changed nothing ({e}; {e2})"
+        );
+    });
+}

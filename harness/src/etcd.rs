@@ -66,11 +66,26 @@ pub struct EtcdCluster {
     members: Vec<Member>,
     binary: PathBuf,
     initial_cluster: String,
+    /// Client-side TLS (`--cert-file`, `--key-file`, `--client-cert-auth`,
+    /// `--trusted-ca-file`): client URLs are https and every client needs a certificate the
+    /// CA signed. Peers speak plain http among themselves.
+    tls: Option<node::tls::SecurityConfig>,
 }
 
 impl EtcdCluster {
     /// Starts `n` members under `dir` and waits until each answers `/health`.
     pub fn start(dir: &Path, n: usize) -> Result<EtcdCluster, EtcdError> {
+        EtcdCluster::start_with(dir, n, None)
+    }
+
+    /// [`EtcdCluster::start`] with client TLS from `tls` (a certificate for `127.0.0.1` and
+    /// its CA, e.g. from [`crate::certs::ThrowawayCa`]); its `/health` is checked over https
+    /// with the same certificate ([`crate::http::use_identity`]).
+    pub fn start_with(
+        dir: &Path,
+        n: usize,
+        tls: Option<node::tls::SecurityConfig>,
+    ) -> Result<EtcdCluster, EtcdError> {
         let binary = binary()?;
         std::fs::create_dir_all(dir).map_err(|e| EtcdError::Spawn {
             member: "all".into(),
@@ -95,10 +110,17 @@ impl EtcdCluster {
             .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
             .collect::<Vec<_>>()
             .join(",");
+        if let Some(t) = &tls {
+            crate::http::use_identity(t).map_err(|e| EtcdError::Spawn {
+                member: "all".into(),
+                cause: format!("the client certificate: {e}"),
+            })?;
+        }
         let mut cluster = EtcdCluster {
             members,
             binary,
             initial_cluster,
+            tls,
         };
         for i in 0..n {
             cluster.spawn(i)?;
@@ -110,6 +132,7 @@ impl EtcdCluster {
     }
 
     fn spawn(&mut self, i: usize) -> Result<(), EtcdError> {
+        let scheme = self.scheme();
         let m = &mut self.members[i];
         let log = OpenOptions::new()
             .create(true)
@@ -123,9 +146,19 @@ impl EtcdCluster {
             member: m.name.clone(),
             cause: e.to_string(),
         })?;
-        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let client = format!("{scheme}://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
-        let child = Command::new(&self.binary)
+        let mut cmd = Command::new(&self.binary);
+        if let Some(t) = &self.tls {
+            cmd.arg("--cert-file")
+                .arg(&t.cert_path)
+                .arg("--key-file")
+                .arg(&t.key_path)
+                .arg("--trusted-ca-file")
+                .arg(&t.ca_path)
+                .arg("--client-cert-auth");
+        }
+        let child = cmd
             .arg("--name")
             .arg(&m.name)
             .arg("--data-dir")
@@ -152,7 +185,7 @@ impl EtcdCluster {
 
     fn wait_healthy(&self, i: usize, timeout: Duration) -> Result<(), EtcdError> {
         let m = &self.members[i];
-        let url = format!("http://127.0.0.1:{}/health", m.client_port);
+        let url = format!("{}://127.0.0.1:{}/health", self.scheme(), m.client_port);
         let started = Instant::now();
         while started.elapsed() < timeout {
             if let Ok(reply) = crate::http::get(&url, Duration::from_secs(1))
@@ -171,11 +204,15 @@ impl EtcdCluster {
         })
     }
 
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
+
     /// Every member's client URL.
     pub fn endpoints(&self) -> Vec<String> {
         self.members
             .iter()
-            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("{}://127.0.0.1:{}", self.scheme(), m.client_port))
             .collect()
     }
 

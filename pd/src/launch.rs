@@ -80,7 +80,11 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             let store = EmbeddedStore::open(&path).map_err(|e| e.to_string())?;
             serve(store, options, listener, shutdown, grace, &config.http, tls).await
         } else {
-            let store = EtcdStore::new(p.etcd_endpoints.clone(), p.etcd_timeout.duration());
+            let store = EtcdStore::with_tls(
+                p.etcd_endpoints.clone(),
+                p.etcd_timeout.duration(),
+                tls.as_deref(),
+            );
             serve(store, options, listener, shutdown, grace, &config.http, tls).await
         }
     });

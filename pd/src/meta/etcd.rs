@@ -8,6 +8,10 @@
 //! compare-and-write transactions, leases) as JSON: keys and values base64, 64-bit integers as
 //! decimal strings.
 //!
+//! With TLS (the placement driver's `[security]` and `https://` endpoints) etcd is another node
+//! of the cluster: the client presents the placement driver's certificate and trusts only the
+//! cluster CA ([`EtcdStore::with_tls`]).
+//!
 //! Several endpoints (a multi-member etcd): calls go to the last endpoint that answered and move
 //! to the next on a connection failure or timeout, so losing one member costs one timeout.
 
@@ -39,13 +43,29 @@ impl EtcdStore {
     /// A client of the etcd cluster at `endpoints` (`http://host:port`, the members' client
     /// URLs), each call bounded by `timeout` per endpoint.
     pub fn new(endpoints: Vec<String>, timeout: Duration) -> EtcdStore {
+        EtcdStore::with_tls(endpoints, timeout, None)
+    }
+
+    /// [`EtcdStore::new`] for a placement driver with `tls` (its `[security]`): when every
+    /// endpoint is `https://`, etcd is spoken to as another node of the cluster, presenting
+    /// the placement driver's certificate and trusting only the cluster CA (etcd's
+    /// `--client-cert-auth --trusted-ca-file`, as PD does with its own certificates). `http://`
+    /// endpoints, or no `tls`, get a plain client (https to public roots).
+    pub fn with_tls(
+        endpoints: Vec<String>,
+        timeout: Duration,
+        tls: Option<&node::tls::Tls>,
+    ) -> EtcdStore {
+        let all_https =
+            !endpoints.is_empty() && endpoints.iter().all(|e| e.starts_with("https://"));
+        let tls = tls.filter(|_| all_https);
         EtcdStore {
             endpoints: endpoints
                 .into_iter()
                 .map(|e| e.trim_end_matches('/').to_string())
                 .collect(),
             current: AtomicUsize::new(0),
-            client: HttpClient::new(MAX_RESPONSE_BYTES)
+            client: HttpClient::with_tls(MAX_RESPONSE_BYTES, tls)
                 .with_meter(node::Meter::unlabelled(wire::traffic::Role::Pd)),
             timeout,
         }
