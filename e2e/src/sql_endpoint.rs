@@ -11,6 +11,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::binaries::{self, STRATUS};
+use crate::cluster::{Cluster, StoreKind};
+use crate::server_proc::ServerProc;
 
 /// How long the endpoint may take to start (the client reads the cluster first).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -134,6 +136,31 @@ impl SqlEndpoint {
             .unwrap_or_else(|e| {
                 panic!("run {python} (scripts/test makes a virtualenv with the drivers): {e}")
             })
+    }
+}
+
+/// A server, a cluster file naming it and an endpoint over it: what the SQL endpoint's tests
+/// start. Everything stops when it is dropped.
+pub struct EndpointOverServer {
+    pub endpoint: SqlEndpoint,
+    _server: ServerProc,
+    _cluster: Cluster,
+}
+
+impl EndpointOverServer {
+    /// Starts them, the endpoint with `extra` arguments (limits).
+    pub fn start(extra: &[&str]) -> EndpointOverServer {
+        let cluster = Cluster::new(StoreKind::Local);
+        let server = ServerProc::start(&cluster.server_config("server"));
+        let file = cluster.path("cluster.toml");
+        std::fs::write(&file, format!("servers = [\"{}\"]\n", server.base_url()))
+            .expect("write the cluster file");
+        let endpoint = SqlEndpoint::start_with(&file, extra);
+        EndpointOverServer {
+            endpoint,
+            _server: server,
+            _cluster: cluster,
+        }
     }
 }
 

@@ -7,32 +7,13 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use std::path::PathBuf;
+use e2e::sql_endpoint::{EndpointOverServer, stdout_ok};
 
-use e2e::cluster::{Cluster, StoreKind};
-use e2e::server_proc::ServerProc;
-use e2e::sql_endpoint::{SqlEndpoint, stdout_ok};
-
-/// A running server, a cluster file naming it and the endpoint over it.
-struct Setup {
-    endpoint: SqlEndpoint,
-    _server: ServerProc,
-    _cluster: Cluster,
-    _file: PathBuf,
-}
+/// The server and the endpoint the tests talk to.
+type Setup = EndpointOverServer;
 
 fn start() -> Setup {
-    let cluster = Cluster::new(StoreKind::Local);
-    let server = ServerProc::start(&cluster.server_config("server"));
-    let file = cluster.path("cluster.toml");
-    std::fs::write(&file, format!("servers = [\"{}\"]\n", server.base_url())).unwrap();
-    let endpoint = SqlEndpoint::start(&file);
-    Setup {
-        endpoint,
-        _server: server,
-        _cluster: cluster,
-        _file: file,
-    }
+    EndpointOverServer::start(&[])
 }
 
 /// The error line the mysql client prints for a failing statement.

@@ -7,37 +7,15 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use std::path::PathBuf;
 use std::process::Output;
 
-use e2e::cluster::{Cluster, StoreKind};
-use e2e::server_proc::ServerProc;
-use e2e::sql_endpoint::{ROOT_PASSWORD, SqlEndpoint, stdout_ok};
+use e2e::sql_endpoint::{EndpointOverServer, ROOT_PASSWORD, stdout_ok};
 
-struct Setup {
-    endpoint: SqlEndpoint,
-    _server: ServerProc,
-    _cluster: Cluster,
-    _file: PathBuf,
-}
+/// The server and the endpoint the tests talk to.
+type Setup = EndpointOverServer;
 
 fn start() -> Setup {
-    start_with(&[])
-}
-
-/// An endpoint started with `extra` arguments.
-fn start_with(extra: &[&str]) -> Setup {
-    let cluster = Cluster::new(StoreKind::Local);
-    let server = ServerProc::start(&cluster.server_config("server"));
-    let file = cluster.path("cluster.toml");
-    std::fs::write(&file, format!("servers = [\"{}\"]\n", server.base_url())).unwrap();
-    let endpoint = SqlEndpoint::start_with(&file, extra);
-    Setup {
-        endpoint,
-        _server: server,
-        _cluster: cluster,
-        _file: file,
-    }
+    EndpointOverServer::start(&[])
 }
 
 /// The `ERROR code (state)` line of a failed run.
@@ -177,7 +155,7 @@ print("dropped", code("INSERT INTO t VALUES (5, 50)"))
 
 #[test]
 fn an_address_with_too_many_failed_logins_is_blocked_even_with_the_right_password() {
-    let s = start_with(&["--max-failed-logins", "4", "--failed-login-window", "3s"]);
+    let s = EndpointOverServer::start(&["--max-failed-logins", "4", "--failed-login-window", "3s"]);
     let failures = |reason: &str| {
         s.endpoint
             .metrics()

@@ -596,37 +596,16 @@ pub async fn execute(
             level,
             users: list,
         } => {
-            for name in list {
-                users::update(client, &name, "GRANT", |stored| match stored {
-                    None => Err(user_error("GRANT", &name, "no such user")),
-                    Some(mut a) => {
-                        a.grant(level.clone(), privileges);
-                        Ok(Some(a))
-                    }
-                })
-                .await?;
-                accounts.forget(&name);
-            }
-            Ok(Output::ok(0))
+            change_grants(accounts, "GRANT", &list, |a| {
+                a.grant(level.clone(), privileges)
+            })
+            .await
         }
         AccountStatement::Revoke {
             privileges,
             level,
             users: list,
-        } => {
-            for name in list {
-                users::update(client, &name, "REVOKE", |stored| match stored {
-                    None => Err(user_error("REVOKE", &name, "no such user")),
-                    Some(mut a) => {
-                        a.revoke(&level, privileges);
-                        Ok(Some(a))
-                    }
-                })
-                .await?;
-                accounts.forget(&name);
-            }
-            Ok(Output::ok(0))
-        }
+        } => change_grants(accounts, "REVOKE", &list, |a| a.revoke(&level, privileges)).await,
         AccountStatement::ShowGrants { user } => {
             let name = user.unwrap_or_else(|| who.name().to_string());
             let account =
@@ -640,6 +619,28 @@ pub async fn execute(
             Ok(show_grants(&account))
         }
     }
+}
+
+/// `GRANT` or `REVOKE` (`operation`) for each user of `list`: `change` applied to its stored
+/// account; a missing user is an error (the users before it keep their change, as in MySQL).
+async fn change_grants(
+    accounts: &Accounts,
+    operation: &'static str,
+    list: &[String],
+    change: impl Fn(&mut Account),
+) -> Result<Output, FrontError> {
+    for name in list {
+        users::update(accounts.client(), name, operation, |stored| match stored {
+            None => Err(user_error(operation, name, "no such user")),
+            Some(mut a) => {
+                change(&mut a);
+                Ok(Some(a))
+            }
+        })
+        .await?;
+        accounts.forget(name);
+    }
+    Ok(Output::ok(0))
 }
 
 fn user_error(operation: &'static str, user: &str, reason: &'static str) -> FrontError {
