@@ -143,7 +143,7 @@ impl SqlEndpoint {
 /// start. Everything stops when it is dropped.
 pub struct EndpointOverServer {
     pub endpoint: SqlEndpoint,
-    _server: ServerProc,
+    pub server: ServerProc,
     _cluster: Cluster,
 }
 
@@ -158,7 +158,7 @@ impl EndpointOverServer {
         let endpoint = SqlEndpoint::start_with(&file, extra);
         EndpointOverServer {
             endpoint,
-            _server: server,
+            server,
             _cluster: cluster,
         }
     }

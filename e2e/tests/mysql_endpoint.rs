@@ -532,7 +532,7 @@ fn each_region_returns_partial_aggregates_filtered_rows_and_its_top_n_only() {
     )));
     // The first table of a new cluster has id 1.
     for h in [500, 1000] {
-        assert!(s._server.split_at(wire::codec::table::record_key(1, h)));
+        assert!(s.server.split_at(wire::codec::table::record_key(1, h)));
     }
     let dag_has = |rows: &[(String, String, String)], what: &str| {
         rows.iter()
@@ -594,7 +594,7 @@ fn indexes_created_under_concurrent_writes_find_exactly_the_rows_a_scan_finds() 
     // Three regions (the first table of a new cluster has id 1): the backfill pages through
     // regions that each hold more rows than one batch.
     for h in [1200, 2100] {
-        assert!(s._server.split_at(wire::codec::table::record_key(1, h)));
+        assert!(s.server.split_at(wire::codec::table::record_key(1, h)));
     }
     let script = r#"
 import os, random, threading, time, pymysql
