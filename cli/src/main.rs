@@ -139,6 +139,17 @@ enum Command {
         /// The window of --max-failed-logins, counted from an address's first failure.
         #[arg(long, value_name = "DURATION", default_value = "60s")]
         failed_login_window: types::ReadableDuration,
+        /// The endpoint's TLS certificate chain (PEM), offered to clients that ask for TLS
+        /// (MySQL's ssl-cert); with --ssl-key.
+        #[arg(long, value_name = "FILE")]
+        ssl_cert: Option<PathBuf>,
+        /// The key of --ssl-cert (PEM; refused when every user may read it).
+        #[arg(long, value_name = "FILE")]
+        ssl_key: Option<PathBuf>,
+        /// Refuse a client that logs in without TLS (error 3159, MySQL's
+        /// require_secure_transport).
+        #[arg(long)]
+        require_secure_transport: bool,
         /// A file whose first line is the SQL user root's password on a fresh cluster
         /// (refused when every user may read it); default: a random password, printed once.
         #[arg(long, value_name = "FILE")]
@@ -316,8 +327,16 @@ fn main() -> ExitCode {
             wait_timeout,
             max_failed_logins,
             failed_login_window,
+            ssl_cert,
+            ssl_key,
+            require_secure_transport,
             root_password_file,
         } => {
+            let ssl = cli::sql_server::SslOptions {
+                cert: ssl_cert,
+                key: ssl_key,
+                require_secure_transport,
+            };
             let limits = sqlfront::mysql::MysqlLimits {
                 max_connections,
                 connect_timeout: connect_timeout.duration(),
@@ -338,6 +357,7 @@ fn main() -> ExitCode {
                 &listen,
                 status_listen.as_deref(),
                 limits,
+                &ssl,
                 root_password_file.as_deref(),
                 &mut out,
             ))

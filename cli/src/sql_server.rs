@@ -32,12 +32,42 @@ pub enum SqlServerError {
     Serve(std::io::Error),
     #[error("cannot start the runtime or wait for signals: {0}")]
     Runtime(std::io::Error),
+    #[error("bad SQL endpoint TLS: {0}")]
+    Ssl(String),
     #[error("cannot read the root password: {0}")]
     RootPassword(#[from] node::tls::TlsError),
     #[error("cannot give the cluster its root user: {0}")]
     Bootstrap(sqlfront::FrontError),
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
+}
+
+/// The SQL endpoint's TLS as `sql-server` takes it (TiDB's `ssl-cert`, `ssl-key`,
+/// `require-secure-transport`).
+#[derive(Debug, Clone, Default)]
+pub struct SslOptions {
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+    pub require_secure_transport: bool,
+}
+
+impl SslOptions {
+    /// The endpoint's TLS; `None` without a certificate. A certificate without its key (or
+    /// the other way round), or TLS required without either, is refused.
+    pub fn load(&self) -> Result<Option<sqlfront::mysql::MysqlTls>, SqlServerError> {
+        match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Ok(Some(sqlfront::mysql::MysqlTls {
+                config: node::tls::server_identity(cert, key)?,
+                require_secure_transport: self.require_secure_transport,
+            })),
+            (None, None) if !self.require_secure_transport => Ok(None),
+            _ => Err(SqlServerError::Ssl(
+                "expected --ssl-cert and --ssl-key together (and both with \
+                 --require-secure-transport), found only some of them"
+                    .into(),
+            )),
+        }
+    }
 }
 
 /// The root password of a fresh cluster: the first line of `file` (refused when every user
@@ -82,6 +112,7 @@ pub fn serve(
     cfg: ClientConfig,
     listener: TcpListener,
     limits: sqlfront::mysql::MysqlLimits,
+    tls: Option<sqlfront::mysql::MysqlTls>,
     root_password: Option<&str>,
 ) -> Result<(SocketAddr, Bootstrap), SqlServerError> {
     let bound = listener.local_addr().map_err(|e| SqlServerError::Listen {
@@ -97,7 +128,7 @@ pub fn serve(
     let bootstrap = rt
         .block_on(sqlfront::accounts::bootstrap(client, root_password))
         .map_err(SqlServerError::Bootstrap)?;
-    rt.spawn(sqlfront::mysql::serve(listener, client, limits));
+    rt.spawn(sqlfront::mysql::serve(listener, client, limits, tls));
     Ok((bound, bootstrap))
 }
 
@@ -151,11 +182,13 @@ pub fn run(
     address: &str,
     status_address: Option<&str>,
     limits: sqlfront::mysql::MysqlLimits,
+    ssl: &SslOptions,
     root_password_file: Option<&Path>,
     out: &mut dyn Write,
 ) -> Result<(), SqlServerError> {
     let cfg = crate::cluster_file::load(cluster_file)?;
     let password = root_password(root_password_file)?;
+    let tls = ssl.load()?;
     let (rt, mut interrupt, mut terminate) =
         runtime_with_stop_signals().map_err(SqlServerError::Runtime)?;
     let listener = bind(&rt, address)?;
@@ -163,9 +196,18 @@ pub fn run(
         let bound = serve_status(&rt, status)?;
         writeln!(out, "status (metrics) listening on http://{bound}")?;
     }
-    let (bound, bootstrap) = serve(&rt, cfg, listener, limits, password.as_deref())?;
+    let secure = tls.as_ref().map(|t| t.require_secure_transport);
+    let (bound, bootstrap) = serve(&rt, cfg, listener, limits, tls, password.as_deref())?;
     for line in bootstrap_lines(&bootstrap) {
         writeln!(out, "{line}")?;
+    }
+    match secure {
+        Some(true) => writeln!(
+            out,
+            "sql endpoint: TLS required (--require-secure-transport)"
+        )?,
+        Some(false) => writeln!(out, "sql endpoint: TLS offered")?,
+        None => {}
     }
     writeln!(
         out,

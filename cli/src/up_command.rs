@@ -111,6 +111,7 @@ pub fn run(opts: UpOptions, out: &mut dyn Write) -> Result<(), UpError> {
                 cfg,
                 sql_listener,
                 sqlfront::mysql::MysqlLimits::default(),
+                None,
                 root_password.as_deref(),
             )
         }) {

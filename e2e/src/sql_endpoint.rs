@@ -110,8 +110,14 @@ impl SqlEndpoint {
 
     /// `mysql --batch -e sql` as `user` with `password` (empty: none).
     pub fn mysql_as(&self, user: &str, password: &str, sql: &str) -> Output {
+        self.mysql_with(&[], user, password, sql)
+    }
+
+    /// [`SqlEndpoint::mysql_as`] with `options` first (`--ssl-ca=...`, `--skip-ssl`).
+    pub fn mysql_with(&self, options: &[&str], user: &str, password: &str, sql: &str) -> Output {
         let mut cmd = Command::new("mysql");
-        cmd.args(["-h", &self.addr.ip().to_string()])
+        cmd.args(options)
+            .args(["-h", &self.addr.ip().to_string()])
             .args(["-P", &self.addr.port().to_string()])
             .args(["-u", user]);
         if !password.is_empty() {

@@ -205,3 +205,59 @@ fn the_endpoint_refuses_limits_it_cannot_run_with() {
         "{stderr}"
     );
 }
+
+/// With `--ssl-cert`/`--ssl-key` the endpoint offers TLS; with `--require-secure-transport` a
+/// client that does not take it is refused (3159). Over TLS the login and its refusal (1045)
+/// work as over plain TCP, and a client that trusts another CA refuses the endpoint.
+#[test]
+fn the_endpoint_speaks_tls_and_can_require_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = harness::certs::ThrowawayCa::create(&dir.path().join("ca"), "sql-ca").unwrap();
+    let cert = ca.issue("stratus-sql").unwrap();
+    let other = harness::certs::ThrowawayCa::create(&dir.path().join("other"), "other").unwrap();
+    let (cert_path, key_path) = (
+        cert.cert_path.display().to_string(),
+        cert.key_path.display().to_string(),
+    );
+    let s = EndpointOverServer::start(&[
+        "--ssl-cert",
+        &cert_path,
+        "--ssl-key",
+        &key_path,
+        "--require-secure-transport",
+    ]);
+    let ca_opt = format!("--ssl-ca={}", ca.ca_path().display());
+    let verified = [ca_opt.as_str(), "--ssl-verify-server-cert"];
+    // `--ssl-verify-server-cert` makes the client insist on TLS with a certificate the CA
+    // signed for the address it dials: a query through it ran over TLS.
+    assert_eq!(
+        stdout_ok(&s.endpoint.mysql_with(
+            &verified,
+            "root",
+            ROOT_PASSWORD,
+            "CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1); SELECT COUNT(*) FROM t"
+        )),
+        "COUNT(*)\n1\n"
+    );
+    let e = error_line(
+        &s.endpoint
+            .mysql_with(&verified, "root", "wrong", "SELECT 1"),
+    );
+    assert!(e.starts_with("ERROR 1045 (28000)"), "over TLS: {e}");
+    let e = error_line(
+        &s.endpoint
+            .mysql_with(&["--skip-ssl"], "root", ROOT_PASSWORD, "SELECT 1"),
+    );
+    assert!(e.contains("3159"), "plain TCP while TLS is required: {e}");
+    let other_opt = format!("--ssl-ca={}", other.ca_path().display());
+    let out = s.endpoint.mysql_with(
+        &[other_opt.as_str(), "--ssl-verify-server-cert"],
+        "root",
+        ROOT_PASSWORD,
+        "SELECT 1",
+    );
+    assert!(
+        !out.status.success(),
+        "a client trusting another CA connected"
+    );
+}

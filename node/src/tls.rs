@@ -259,6 +259,28 @@ struct Loaded {
     verifier: Arc<rustls::client::WebPkiServerVerifier>,
 }
 
+/// A listener's TLS identity for clients that present no certificate (the SQL endpoint's
+/// MySQL clients, which log in with a password instead): the certificate chain in `cert` and
+/// its key in `key` (refused when every user may read it).
+pub fn server_identity(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    check_key_permissions(key)?;
+    let certs = parse_certs(
+        "certificate file",
+        cert,
+        &read_file("certificate file", cert)?,
+    )?;
+    let private = parse_key(key, &read_file("key file", key)?)?;
+    let config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_no_client_auth().with_single_cert(certs, private))
+        .map_err(|e| TlsError::Identity {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    Ok(Arc::new(config))
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }

@@ -1,7 +1,7 @@
 //! What the endpoint does around a login: counts failures (`stratus_sql_login_failures_total
 //! {reason}`), blocks an address after too many ([`LoginThrottle`], MySQL's
-//! `max_connect_errors` with a time window), and answers a refused login with MySQL's 1045
-//! ([`DenialWriter`]).
+//! `max_connect_errors` with a time window), and words a refusal as MySQL does (1045, through
+//! the `on_auth_failure` hook of the vendored opensrv-mysql: `vendor/opensrv-mysql`).
 //!
 //! **Throttle.** An address that failed [`MysqlLimits::max_failed_logins`] logins within
 //! [`MysqlLimits::failed_login_window`] is refused at connect, before the greeting, with
@@ -9,21 +9,12 @@
 //! clears its count (as MySQL's host cache does). At most [`MAX_TRACKED`] addresses are
 //! tracked: when full, expired entries go first, then the oldest window.
 //!
-//! **Error 1045.** opensrv-mysql answers a refused login with 1698
-//! (`ER_ACCESS_DENIED_NO_PASSWORD_ERROR`) and its own text; drivers key on 1045
-//! (`ER_ACCESS_DENIED_ERROR`, SQLSTATE 28000). [`DenialWriter`] sits under the protocol
-//! writer until the login ends: when the shim recorded a denial, the error packet going out
-//! is replaced by MySQL's, with the same sequence id.
-
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
-use std::task::{Context, Poll};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use prometheus::{IntCounterVec, Opts};
-use tokio::io::AsyncWrite;
 
 use crate::error::code;
 use crate::mysql_limits::MysqlLimits;
@@ -166,132 +157,9 @@ pub fn access_denied_message(user: &str, addr: IpAddr, with_password: bool) -> S
     )
 }
 
-/// The denial a shim records for its [`DenialWriter`] (shared by the two).
-pub type Denial = Arc<parking_lot::Mutex<Option<String>>>;
-
-/// The writer under the protocol during the login (module docs): it holds what is written
-/// until a flush, rewrites an error packet when a denial was recorded, and after the first OK
-/// or error packet passes everything through.
-pub struct DenialWriter<W> {
-    inner: W,
-    denial: Denial,
-    /// Written by the protocol, not yet looked at (login only).
-    pending: Vec<u8>,
-    /// Looked at, not yet accepted by `inner`.
-    out: Vec<u8>,
-    logged_in: bool,
-}
-
-impl<W> DenialWriter<W> {
-    pub fn new(inner: W, denial: Denial) -> DenialWriter<W> {
-        DenialWriter {
-            inner,
-            denial,
-            pending: Vec::new(),
-            out: Vec::new(),
-            logged_in: false,
-        }
-    }
-
-    /// Moves the complete packets of `pending` to `out`, replacing an error packet by the
-    /// recorded denial. The first OK or error packet ends the login.
-    fn sort_packets(&mut self) {
-        while !self.logged_in && self.pending.len() >= 4 {
-            let len = usize::from(self.pending[0])
-                | usize::from(self.pending[1]) << 8
-                | usize::from(self.pending[2]) << 16;
-            if self.pending.len() < 4 + len {
-                return;
-            }
-            let packet: Vec<u8> = self.pending.drain(..4 + len).collect();
-            let kind = packet.get(4).copied();
-            let denial = self.denial.lock().take();
-            match (kind, denial) {
-                (Some(0xFF), Some(message)) => {
-                    self.out.extend_from_slice(&error_packet(
-                        packet[3],
-                        code::ACCESS_DENIED,
-                        b"28000",
-                        &message,
-                    ));
-                }
-                (_, denial) => {
-                    *self.denial.lock() = denial;
-                    self.out.extend_from_slice(&packet);
-                }
-            }
-            if matches!(kind, Some(0x00 | 0xFF)) {
-                self.logged_in = true;
-            }
-        }
-        if self.logged_in {
-            self.out.append(&mut self.pending);
-        }
-    }
-}
-
-impl<W: AsyncWrite + Unpin> DenialWriter<W> {
-    /// Writes `out` to `inner` until it is empty.
-    fn drain(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        while !self.out.is_empty() {
-            match Pin::new(&mut self.inner).poll_write(cx, &self.out) {
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
-                }
-                Poll::Ready(Ok(n)) => {
-                    self.out.drain(..n);
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl<W: AsyncWrite + Unpin> AsyncWrite for DenialWriter<W> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let this = &mut *self;
-        if !this.logged_in {
-            this.pending.extend_from_slice(buf);
-            return Poll::Ready(Ok(buf.len()));
-        }
-        match this.drain(cx) {
-            Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_write(cx, buf),
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let this = &mut *self;
-        this.sort_packets();
-        match this.drain(cx) {
-            Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_flush(cx),
-            other => other,
-        }
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let this = &mut *self;
-        this.sort_packets();
-        // A partial packet left at shutdown goes out as written.
-        this.out.append(&mut this.pending);
-        match this.drain(cx) {
-            Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_shutdown(cx),
-            other => other,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncWriteExt;
 
     fn limits(max: u32, window: Duration) -> MysqlLimits {
         MysqlLimits {
@@ -329,65 +197,5 @@ mod tests {
             t.failed(IpAddr::from(i.to_be_bytes()));
         }
         assert!(t.failures.lock().len() <= MAX_TRACKED);
-    }
-
-    /// Writes `packets` through a writer (split at `split` bytes per write), flushing after
-    /// each, with `denial` recorded; what came out.
-    async fn through(packets: &[Vec<u8>], denial: Option<&str>, split: usize) -> Vec<u8> {
-        let d: Denial = Arc::new(parking_lot::Mutex::new(denial.map(str::to_string)));
-        let mut w = DenialWriter::new(Vec::new(), d);
-        for p in packets {
-            for chunk in p.chunks(split.max(1)) {
-                w.write_all(chunk).await.unwrap();
-            }
-            w.flush().await.unwrap();
-        }
-        w.inner
-    }
-
-    fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
-        let mut p = (payload.len() as u32).to_le_bytes()[..3].to_vec();
-        p.push(seq);
-        p.extend_from_slice(payload);
-        p
-    }
-
-    #[tokio::test]
-    async fn a_recorded_denial_replaces_the_login_error_with_1045() {
-        let greeting = packet(0, b"\x0a8.0.11\0rest");
-        let theirs = error_packet(2, 1698, b"28000", "Authenticate failed");
-        for split in [1, 3, 1000] {
-            let out = through(
-                &[greeting.clone(), theirs.clone()],
-                Some("Access denied for user 'a'@'127.0.0.1' (using password: YES)"),
-                split,
-            )
-            .await;
-            let want = [
-                greeting.clone(),
-                error_packet(
-                    2,
-                    1045,
-                    b"28000",
-                    "Access denied for user 'a'@'127.0.0.1' (using password: YES)",
-                ),
-            ]
-            .concat();
-            assert_eq!(out, want, "split {split}");
-        }
-    }
-
-    #[tokio::test]
-    async fn without_a_denial_and_after_the_login_everything_passes_unchanged() {
-        let greeting = packet(0, b"\x0a8.0.11\0rest");
-        let ok = packet(2, b"\x00\x00\x00\x02\x00");
-        let later_error = error_packet(1, 1146, b"42S02", "no table");
-        let packets = [greeting, ok, later_error];
-        let out = through(&packets, None, 2).await;
-        assert_eq!(out, packets.concat());
-        // A denial recorded after the login (never: the shim records one only when refusing)
-        // leaves later errors alone.
-        let out = through(&packets, Some("x"), 1000).await;
-        assert_eq!(out, packets.concat());
     }
 }

@@ -30,7 +30,7 @@ use tokio::sync::Semaphore;
 
 use crate::accounts::{self, Accounts};
 use crate::error::FrontError;
-use crate::login::{self, Denial, DenialWriter, LoginFailure, LoginThrottle};
+use crate::login::{self, LoginFailure, LoginThrottle};
 pub use crate::mysql_limits::MysqlLimits;
 use crate::output::{Cell, ColumnKind, Output};
 use crate::session::FrontSession;
@@ -41,10 +41,37 @@ pub const SERVER_VERSION: &str = "8.0.11-Stratus";
 /// Connection ids, as `CONNECTION_ID()` would number them.
 static NEXT_CONNECTION: AtomicU32 = AtomicU32::new(1);
 
+/// The endpoint's TLS (MySQL's `ssl-cert` / `ssl-key`): offered to every client, which
+/// switches to it after the greeting if it wants to.
+#[derive(Clone)]
+pub struct MysqlTls {
+    pub config: Arc<rustls::ServerConfig>,
+    /// Refuse a client that logs in without TLS (MySQL's `require_secure_transport`; error
+    /// 3159).
+    pub require_secure_transport: bool,
+}
+
+impl std::fmt::Debug for MysqlTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlTls")
+            .field("require_secure_transport", &self.require_secure_transport)
+            .finish_non_exhaustive()
+    }
+}
+
+/// MySQL's `ER_SECURE_TRANSPORT_REQUIRED`.
+const SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+
 /// Accepts connections on `listener` until the task is dropped, each served by its own
 /// task and session over `client` (which lives as long as the process), within `limits`
-/// ([`MysqlLimits`]: connections at once, silence while logging in and between statements).
-pub async fn serve(listener: TcpListener, client: &'static Client, limits: MysqlLimits) {
+/// ([`MysqlLimits`]: connections at once, silence while logging in and between statements),
+/// offering `tls` when set.
+pub async fn serve(
+    listener: TcpListener,
+    client: &'static Client,
+    limits: MysqlLimits,
+    tls: Option<MysqlTls>,
+) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let accounts = Arc::new(Accounts::new(client));
     let throttle = Arc::new(LoginThrottle::new(&limits));
@@ -60,6 +87,7 @@ pub async fn serve(listener: TcpListener, client: &'static Client, limits: Mysql
         let limits = limits.clone();
         let accounts = accounts.clone();
         let throttle = throttle.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             tracing::debug!(%peer, id, "sql connection opened");
             let (r, mut w) = stream.into_split();
@@ -72,13 +100,51 @@ pub async fn serve(listener: TcpListener, client: &'static Client, limits: Mysql
             }
             let (r, w) = crate::mysql_limits::bounded(r, w, &limits);
             let shim = Shim::new(accounts, throttle, peer, id);
-            let w = DenialWriter::new(w, shim.denial.clone());
-            if let Err(e) = AsyncMysqlIntermediary::run_on(shim, r, w).await {
+            if let Err(e) = serve_connection(shim, r, w, tls.as_ref()).await {
                 tracing::debug!(%peer, id, error = %e, "sql connection ended");
             }
             drop(slot);
         });
     }
+}
+
+/// One connection: the protocol over `r` and `w`, switching to TLS when the client asks for
+/// it and `tls` is set.
+async fn serve_connection<R, W>(
+    mut shim: Shim,
+    r: R,
+    mut w: W,
+    tls: Option<&MysqlTls>,
+) -> io::Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin,
+{
+    let Some(tls) = tls else {
+        return AsyncMysqlIntermediary::run_on(shim, r, w).await;
+    };
+    let offered = Some(tls.config.clone());
+    let (secure, params) =
+        AsyncMysqlIntermediary::init_before_ssl(&mut shim, r, &mut w, &offered).await?;
+    let opts = opensrv_mysql::IntermediaryOptions::default();
+    if secure {
+        return opensrv_mysql::secure_run_with_options(shim, w, opts, tls.config.clone(), params)
+            .await;
+    }
+    if tls.require_secure_transport {
+        let seq = params.1.wrapping_add(1);
+        let refusal = login::error_packet(
+            seq,
+            SECURE_TRANSPORT_REQUIRED,
+            b"HY000",
+            "Connections using insecure transport are prohibited while \
+             --require_secure_transport=ON.",
+        );
+        w.write_all(&refusal).await?;
+        w.flush().await?;
+        return Ok(());
+    }
+    opensrv_mysql::plain_run_with_options(shim, w, opts, params).await
 }
 
 /// A prepared statement: its text and how many parameters it takes.
@@ -95,8 +161,8 @@ struct Shim {
     salt: [u8; accounts::SCRAMBLE_LEN],
     /// The user who logged in (set by `authenticate`, which opensrv calls through `&self`).
     user: parking_lot::Mutex<Option<String>>,
-    /// Why the login was refused, for the [`DenialWriter`] under the protocol.
-    denial: Denial,
+    /// Why the login was refused (MySQL's words), for `on_auth_failure`.
+    denial: parking_lot::Mutex<Option<String>>,
     /// The logged-in user's session, made at its first command.
     session: Option<FrontSession>,
     id: u32,
@@ -117,7 +183,7 @@ impl Shim {
             peer,
             salt: accounts::new_salt(),
             user: parking_lot::Mutex::new(None),
-            denial: Arc::new(parking_lot::Mutex::new(None)),
+            denial: parking_lot::Mutex::new(None),
             session: None,
             id,
             prepared: HashMap::new(),
@@ -184,6 +250,13 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
 
     fn salt(&self) -> [u8; accounts::SCRAMBLE_LEN] {
         self.salt
+    }
+
+    async fn on_auth_failure(&self, username: &[u8], _auth_plugin: &str) -> (ErrorKind, String) {
+        let message = self.denial.lock().take().unwrap_or_else(|| {
+            login::access_denied_message(&String::from_utf8_lossy(username), self.peer.ip(), true)
+        });
+        (ErrorKind::ER_ACCESS_DENIED_ERROR, message)
     }
 
     async fn authenticate(

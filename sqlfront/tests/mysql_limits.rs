@@ -23,7 +23,7 @@ async fn endpoint(limits: MysqlLimits) -> std::net::SocketAddr {
     let client: &'static Client = Box::leak(Box::new(client));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(sqlfront::mysql::serve(listener, client, limits));
+    tokio::spawn(sqlfront::mysql::serve(listener, client, limits, None));
     addr
 }
 
