@@ -57,7 +57,7 @@ impl SslOptions {
     pub fn load(&self) -> Result<Option<sqlfront::mysql::MysqlTls>, SqlServerError> {
         match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => Ok(Some(sqlfront::mysql::MysqlTls {
-                config: node::tls::server_identity(cert, key)?,
+                identity: node::tls::ServerIdentity::load(cert, key)?,
                 require_secure_transport: self.require_secure_transport,
             })),
             (None, None) if !self.require_secure_transport => Ok(None),

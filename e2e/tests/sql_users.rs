@@ -225,6 +225,8 @@ fn the_endpoint_speaks_tls_and_can_require_it() {
         "--ssl-key",
         &key_path,
         "--require-secure-transport",
+        "--connect-timeout",
+        "1s",
     ]);
     let ca_opt = format!("--ssl-ca={}", ca.ca_path().display());
     let verified = [ca_opt.as_str(), "--ssl-verify-server-cert"];
@@ -259,5 +261,65 @@ fn the_endpoint_speaks_tls_and_can_require_it() {
     assert!(
         !out.status.success(),
         "a client trusting another CA connected"
+    );
+
+    // A client that sets up TLS (openssl's MySQL STARTTLS) and then says nothing is cut off
+    // at the login deadline (1 s here), not left to the idle one (8 h).
+    let mut stall = std::process::Command::new("openssl")
+        .args(["s_client", "-starttls", "mysql", "-connect"])
+        .arg(s.endpoint.addr.to_string())
+        .arg("-CAfile")
+        .arg(ca.ca_path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run openssl (Debian's openssl package)");
+    let started = std::time::Instant::now();
+    while stall.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = stall.kill();
+            panic!("a client silent after TLS was set up was still connected after 10 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = stall.wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("Verify return code: 0"),
+        "TLS was set up with the endpoint's certificate before the silence: {printed}"
+    );
+
+    // Rotation without a restart: a certificate from a new CA written over the files serves
+    // new connections within the reload interval (10 s); the old CA's clients are refused.
+    let new_ca = harness::certs::ThrowawayCa::create(&dir.path().join("new"), "new-ca").unwrap();
+    let new_cert = new_ca.issue("stratus-sql").unwrap();
+    std::fs::write(&cert.key_path, std::fs::read(&new_cert.key_path).unwrap()).unwrap();
+    std::fs::write(&cert.cert_path, std::fs::read(&new_cert.cert_path).unwrap()).unwrap();
+    let new_opt = format!("--ssl-ca={}", new_ca.ca_path().display());
+    let started = std::time::Instant::now();
+    loop {
+        let out = s.endpoint.mysql_with(
+            &[new_opt.as_str(), "--ssl-verify-server-cert"],
+            "root",
+            ROOT_PASSWORD,
+            "SELECT 1",
+        );
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the rotated certificate was not served within 20 s: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let out = s
+        .endpoint
+        .mysql_with(&verified, "root", ROOT_PASSWORD, "SELECT 1");
+    assert!(
+        !out.status.success(),
+        "the old CA still verifies the endpoint"
     );
 }

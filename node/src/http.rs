@@ -267,9 +267,9 @@ pub async fn serve_until(
 }
 
 /// Reloads `tls` from its files every `every` when they changed
-/// ([`Tls::reload_if_changed`]); a change that does not load is logged and keeps the settings
+/// ([`crate::tls::Reload`]: a node's `[security]`, the SQL endpoint's identity); a change that does not load is logged and keeps the settings
 /// in use. Counted in `stratus_tls_reloads_total{result}`.
-async fn reload_periodically(tls: Arc<Tls>, every: Duration) {
+pub async fn reload_periodically<T: crate::tls::Reload + ?Sized>(tls: Arc<T>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await; // the first tick is immediate: the files were just loaded

@@ -259,26 +259,96 @@ struct Loaded {
     verifier: Arc<rustls::client::WebPkiServerVerifier>,
 }
 
+/// What a listener re-reads from its files when they change (every [`RELOAD_INTERVAL`]:
+/// `crate::http::reload_periodically`).
+pub trait Reload: Send + Sync + 'static {
+    /// `Ok(true)` when the files changed and now serve new connections; an `Err` keeps the
+    /// settings in use.
+    fn reload_if_changed(&self) -> Result<bool, TlsError>;
+}
+
 /// A listener's TLS identity for clients that present no certificate (the SQL endpoint's
-/// MySQL clients, which log in with a password instead): the certificate chain in `cert` and
-/// its key in `key` (refused when every user may read it).
-pub fn server_identity(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    check_key_permissions(key)?;
-    let certs = parse_certs(
-        "certificate file",
-        cert,
-        &read_file("certificate file", cert)?,
-    )?;
-    let private = parse_key(key, &read_file("key file", key)?)?;
-    let config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .and_then(|b| b.with_no_client_auth().with_single_cert(certs, private))
-        .map_err(|e| TlsError::Identity {
+/// MySQL clients, which log in with a password instead): a certificate chain and its key
+/// (refused when every user may read it), re-read when the files change.
+pub struct ServerIdentity {
+    cert: PathBuf,
+    key: PathBuf,
+    /// The files' bytes (to tell a change) and the settings built from them.
+    current: parking_lot::RwLock<(Vec<u8>, Vec<u8>, Arc<rustls::ServerConfig>)>,
+}
+
+impl std::fmt::Debug for ServerIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerIdentity")
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerIdentity {
+    pub fn load(cert: &Path, key: &Path) -> Result<Arc<ServerIdentity>, TlsError> {
+        let (cert_bytes, key_bytes) = ServerIdentity::read(cert, key)?;
+        let config = ServerIdentity::build(cert, key, &cert_bytes, &key_bytes)?;
+        Ok(Arc::new(ServerIdentity {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-    Ok(Arc::new(config))
+            current: parking_lot::RwLock::new((cert_bytes, key_bytes, config)),
+        }))
+    }
+
+    /// The settings new connections use.
+    pub fn config(&self) -> Arc<rustls::ServerConfig> {
+        self.current.read().2.clone()
+    }
+
+    fn read(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+        check_key_permissions(key)?;
+        Ok((
+            read_file("certificate file", cert)?,
+            read_file("key file", key)?,
+        ))
+    }
+
+    fn build(
+        cert: &Path,
+        key: &Path,
+        cert_bytes: &[u8],
+        key_bytes: &[u8],
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let certs = parse_certs("certificate file", cert, cert_bytes)?;
+        let private = parse_key(key, key_bytes)?;
+        let config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .and_then(|b| b.with_no_client_auth().with_single_cert(certs, private))
+            .map_err(|e| TlsError::Identity {
+                cert: cert.to_path_buf(),
+                key: key.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+        Ok(Arc::new(config))
+    }
+}
+
+impl Reload for ServerIdentity {
+    fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let (cert_bytes, key_bytes) = ServerIdentity::read(&self.cert, &self.key)?;
+        {
+            let current = self.current.read();
+            if current.0 == cert_bytes && current.1 == key_bytes {
+                return Ok(false);
+            }
+        }
+        let config = ServerIdentity::build(&self.cert, &self.key, &cert_bytes, &key_bytes)?;
+        *self.current.write() = (cert_bytes, key_bytes, config);
+        Ok(true)
+    }
+}
+
+impl Reload for Tls {
+    fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        Tls::reload_if_changed(self)
+    }
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {

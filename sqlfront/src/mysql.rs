@@ -45,7 +45,9 @@ static NEXT_CONNECTION: AtomicU32 = AtomicU32::new(1);
 /// switches to it after the greeting if it wants to.
 #[derive(Clone)]
 pub struct MysqlTls {
-    pub config: Arc<rustls::ServerConfig>,
+    /// Re-read every `node::tls::RELOAD_INTERVAL` when its files change: a rotated
+    /// certificate serves new connections without a restart.
+    pub identity: Arc<node::tls::ServerIdentity>,
     /// Refuse a client that logs in without TLS (MySQL's `require_secure_transport`; error
     /// 3159).
     pub require_secure_transport: bool,
@@ -56,6 +58,15 @@ impl std::fmt::Debug for MysqlTls {
         f.debug_struct("MysqlTls")
             .field("require_secure_transport", &self.require_secure_transport)
             .finish_non_exhaustive()
+    }
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -76,6 +87,13 @@ pub async fn serve(
     let accounts = Arc::new(Accounts::new(client));
     let throttle = Arc::new(LoginThrottle::new(&limits));
     LazyLock::force(&login::LOGIN_FAILURES);
+    // Ends with the endpoint (a task dropped stops reloading).
+    let _reloader = tls.as_ref().map(|t| {
+        AbortOnDrop(tokio::spawn(node::http::reload_periodically(
+            t.identity.clone(),
+            node::tls::RELOAD_INTERVAL,
+        )))
+    });
     loop {
         // A slot first: at the limit the next connection waits in the kernel's accept queue.
         let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -98,8 +116,8 @@ pub async fn serve(
                 drop(slot);
                 return;
             }
-            let (r, w) = crate::mysql_limits::bounded(r, w, &limits);
-            let shim = Shim::new(accounts, throttle, peer, id);
+            let (r, w, login_done) = crate::mysql_limits::bounded(r, w, &limits);
+            let shim = Shim::new(accounts, throttle, peer, id, login_done);
             if let Err(e) = serve_connection(shim, r, w, tls.as_ref()).await {
                 tracing::debug!(%peer, id, error = %e, "sql connection ended");
             }
@@ -123,13 +141,13 @@ where
     let Some(tls) = tls else {
         return AsyncMysqlIntermediary::run_on(shim, r, w).await;
     };
-    let offered = Some(tls.config.clone());
+    let config = tls.identity.config();
+    let offered = Some(config.clone());
     let (secure, params) =
         AsyncMysqlIntermediary::init_before_ssl(&mut shim, r, &mut w, &offered).await?;
     let opts = opensrv_mysql::IntermediaryOptions::default();
     if secure {
-        return opensrv_mysql::secure_run_with_options(shim, w, opts, tls.config.clone(), params)
-            .await;
+        return opensrv_mysql::secure_run_with_options(shim, w, opts, config, params).await;
     }
     if tls.require_secure_transport {
         let seq = params.1.wrapping_add(1);
@@ -165,6 +183,8 @@ struct Shim {
     denial: parking_lot::Mutex<Option<String>>,
     /// The logged-in user's session, made at its first command.
     session: Option<FrontSession>,
+    /// Ends the login deadline once the user is authenticated.
+    login_done: crate::mysql_limits::LoginDone,
     id: u32,
     prepared: HashMap<u32, Prepared>,
     next_statement: u32,
@@ -176,6 +196,7 @@ impl Shim {
         throttle: Arc<LoginThrottle>,
         peer: SocketAddr,
         id: u32,
+        login_done: crate::mysql_limits::LoginDone,
     ) -> Shim {
         Shim {
             accounts,
@@ -185,6 +206,7 @@ impl Shim {
             user: parking_lot::Mutex::new(None),
             denial: parking_lot::Mutex::new(None),
             session: None,
+            login_done,
             id,
             prepared: HashMap::new(),
             next_statement: 1,
@@ -270,6 +292,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             Ok(name) => {
                 self.throttle.succeeded(self.peer.ip());
                 *self.user.lock() = Some(name);
+                self.login_done.mark();
                 true
             }
             Err(reason) => {

@@ -5,8 +5,10 @@
 //! byte at a time (slowloris), is cut off after `connect-timeout` without holding a slot for
 //! longer.
 //!
-//! The login is over once the endpoint writes after having read (its answer to the client's
-//! handshake response): from then on the idle deadline applies. The login deadline counts from
+//! The login is over when the user is authenticated ([`LoginDone::mark`], called by the
+//! endpoint): from then on the idle deadline applies. Bytes exchanged before that (a TLS
+//! handshake, an auth switch) do not end it, so a client that stalls after TLS is set up is
+//! cut off at the login deadline too. The login deadline counts from
 //! the connection's start, whatever trickles in; the idle one from the last byte exchanged
 //! either way, so a statement that runs or answers for longer never times its client out (as
 //! MySQL counts `wait_timeout` from the end of the command).
@@ -107,9 +109,30 @@ const READ_HANDSHAKE: u8 = 1;
 const LOGGED_IN: u8 = 2;
 const ANSWERED: u8 = 3;
 
-/// The two halves of a connection with the deadlines of `limits`.
-pub fn bounded<R, W>(read: R, write: W, limits: &MysqlLimits) -> (Deadlined<R>, Phased<W>) {
+/// Ends a connection's login (module docs): the handle the endpoint keeps to say its user
+/// was authenticated.
+#[derive(Debug, Clone)]
+pub struct LoginDone(Arc<AtomicU8>);
+
+impl LoginDone {
+    /// The user is authenticated: the idle deadline applies from the next read.
+    pub fn mark(&self) {
+        let phase = self.0.load(Ordering::Relaxed);
+        if phase < LOGGED_IN {
+            self.0.store(ANSWERED, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The two halves of a connection with the deadlines of `limits`, and the handle that ends
+/// its login.
+pub fn bounded<R, W>(
+    read: R,
+    write: W,
+    limits: &MysqlLimits,
+) -> (Deadlined<R>, Phased<W>, LoginDone) {
     let phase = Arc::new(AtomicU8::new(GREETED));
+    let done = LoginDone(phase.clone());
     (
         Deadlined {
             inner: read,
@@ -123,6 +146,7 @@ pub fn bounded<R, W>(read: R, write: W, limits: &MysqlLimits) -> (Deadlined<R>, 
             inner: write,
             phase,
         },
+        done,
     )
 }
 
@@ -202,8 +226,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for Deadlined<R> {
     }
 }
 
-/// The write half: its first write after the client's handshake was read ends the login, and
-/// every write marks an answer (the idle deadline restarts at the next read).
+/// The write half: once logged in, every write marks an answer (the idle deadline restarts at
+/// the next read).
 pub struct Phased<W> {
     inner: W,
     phase: Arc<AtomicU8>,
@@ -215,9 +239,8 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Phased<W> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        // After the client's handshake, or after a statement once logged in: an answer.
-        let phase = self.phase.load(Ordering::Relaxed);
-        if phase == READ_HANDSHAKE || phase == LOGGED_IN {
+        // After a statement once logged in: an answer.
+        if self.phase.load(Ordering::Relaxed) == LOGGED_IN {
             self.phase.store(ANSWERED, Ordering::Relaxed);
         }
         Pin::new(&mut self.inner).poll_write(cx, buf)
