@@ -199,6 +199,18 @@ impl Drop for SqlEndpoint {
     }
 }
 
+/// The `ERROR code (state)` line the mysql client printed for a failed run (it echoes the
+/// statement between dashes first); panics when the run succeeded.
+pub fn error_line(out: &Output) -> String {
+    assert!(!out.status.success(), "expected a failure, found success");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    stderr
+        .lines()
+        .find(|l| l.starts_with("ERROR"))
+        .unwrap_or(&stderr)
+        .to_string()
+}
+
 /// stdout of a successful run (panics with its stderr otherwise).
 pub fn stdout_ok(out: &Output) -> String {
     assert!(

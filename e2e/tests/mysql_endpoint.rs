@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use e2e::sql_endpoint::{EndpointOverServer, stdout_ok};
+use e2e::sql_endpoint::{EndpointOverServer, error_line, stdout_ok};
 
 /// The server and the endpoint the tests talk to.
 type Setup = EndpointOverServer;
@@ -18,15 +18,7 @@ fn start() -> Setup {
 
 /// The error line the mysql client prints for a failing statement.
 fn mysql_error(s: &Setup, sql: &str) -> String {
-    let out = s.endpoint.mysql(sql);
-    assert!(!out.status.success(), "{sql} should fail");
-    // The client echoes the statement between dashes, then prints `ERROR code (state)`.
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    stderr
-        .lines()
-        .find(|l| l.starts_with("ERROR"))
-        .unwrap_or(&stderr)
-        .to_string()
+    error_line(&s.endpoint.mysql(sql))
 }
 
 const LOAD: &str = "CREATE TABLE emp (id BIGINT PRIMARY KEY, dept INT, name VARCHAR(20), pay DOUBLE);\

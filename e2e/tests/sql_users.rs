@@ -7,26 +7,13 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
-use std::process::Output;
-
-use e2e::sql_endpoint::{EndpointOverServer, ROOT_PASSWORD, stdout_ok};
+use e2e::sql_endpoint::{EndpointOverServer, ROOT_PASSWORD, error_line, stdout_ok};
 
 /// The server and the endpoint the tests talk to.
 type Setup = EndpointOverServer;
 
 fn start() -> Setup {
     EndpointOverServer::start(&[])
-}
-
-/// The `ERROR code (state)` line of a failed run.
-fn error_line(out: &Output) -> String {
-    assert!(!out.status.success(), "expected a failure, found success");
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    stderr
-        .lines()
-        .find(|l| l.starts_with("ERROR"))
-        .unwrap_or(&stderr)
-        .to_string()
 }
 
 fn count(s: &Setup) -> String {
