@@ -234,6 +234,20 @@ pub struct Client {
     /// Keeps `regions` and `workers` current from the placement driver, when configured.
     watch: crate::topology_watch::TopologyWatch,
     cache: Arc<CopCache>,
+    /// Re-reads `[security]`'s files every `node::tls::RELOAD_INTERVAL` (a client made inside
+    /// a runtime with TLS): the connections it opens next present and trust the rotated files,
+    /// as a node's clients do. Stopped when the client is dropped.
+    _tls_reloader: Option<TlsReloader>,
+}
+
+/// The task reloading a client's TLS files; aborted on drop.
+#[derive(Debug)]
+struct TlsReloader(tokio::task::JoinHandle<()>);
+
+impl Drop for TlsReloader {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// One region's share of a request, and where its paging stands.
@@ -353,6 +367,14 @@ impl Client {
             cache,
             pd,
             config,
+            _tls_reloader: tls
+                .filter(|_| tokio::runtime::Handle::try_current().is_ok())
+                .map(|tls| {
+                    TlsReloader(tokio::spawn(node::http::reload_periodically(
+                        tls,
+                        node::tls::RELOAD_INTERVAL,
+                    )))
+                }),
         })
     }
 
