@@ -491,6 +491,15 @@ impl RegionCache {
         }
     }
 
+    /// Whether some cached region has every replica marked down: the cache has nowhere left to
+    /// send its requests (a cluster restarted on new ports moves every replica at once), so
+    /// the routing table has to be read again.
+    pub fn has_region_without_live_replica(&self) -> bool {
+        let map = self.by_start.read();
+        map.values()
+            .any(|r| !r.replicas.is_empty() && r.replicas.iter().all(|p| self.is_down(&p.addr)))
+    }
+
     /// Marks `addr` down for [`SERVER_DOWN_TTL`].
     pub fn mark_down(&self, addr: &str) {
         self.down.lock().insert(base_url(addr), Instant::now());
@@ -761,6 +770,19 @@ mod tests {
         assert!(!c.covers_key_space(), "[m, t) missing");
         c.insert_answer("http://s1", answer(vec![region(2, "m", "t")]));
         assert!(c.covers_key_space());
+    }
+
+    #[test]
+    fn a_region_needs_reloading_only_once_every_replica_is_down() {
+        let c = RegionCache::new(Vec::new());
+        c.insert_answer("http://s1", answer(vec![replicated(1, "", "", 1, 1, 1)]));
+        assert!(!c.has_region_without_live_replica());
+        c.on_server_error("http://s1");
+        c.on_server_error("http://s2");
+        assert!(!c.has_region_without_live_replica(), "s3 is left to try");
+        assert_eq!(c.lookup(b"k").unwrap().server(), "http://s3");
+        c.on_server_error("http://s3");
+        assert!(c.has_region_without_live_replica());
     }
 
     #[test]

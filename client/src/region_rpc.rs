@@ -166,6 +166,14 @@ impl Router<'_> {
     ) -> Result<()> {
         tracing::debug!(server, error = %err, "server unreachable; trying another replica");
         self.regions.on_server_error(server);
+        if self.regions.has_region_without_live_replica() {
+            // No replica left to try: they moved (a cluster restarted on new ports) or are
+            // all down. The routing table says where they are now; a failed read leaves the
+            // cache as it is and the backoff retries.
+            if let Err(e) = self.regions.load(self.transport).await {
+                tracing::debug!(error = %e, "cannot reload the regions after a refused connection");
+            }
+        }
         backoff.wait(RetryReason::Connection, err.to_string()).await
     }
 
