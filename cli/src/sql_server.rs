@@ -9,7 +9,6 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::LazyLock;
 
 use client::{Client, ClientConfig};
 use sqlfront::accounts::Bootstrap;
@@ -158,7 +157,6 @@ pub fn serve_status(rt: &Runtime, address: &str) -> Result<SocketAddr, SqlServer
         address: address.to_string(),
         reason: e.to_string(),
     })?;
-    LazyLock::force(&sqlfront::login::LOGIN_FAILURES);
     rt.spawn(async move {
         let served = node::http::serve_until(
             listener,

@@ -138,31 +138,19 @@ fn parse_error(message: String) -> FrontError {
 
 /// `sql` as an account statement; `None` when it is not one (it goes to the SQL parser).
 pub fn parse(sql: &str) -> Option<Result<AccountStatement, FrontError>> {
-    let head: Vec<String> = sql
-        .split_whitespace()
-        .take(2)
-        .map(str::to_ascii_uppercase)
-        .collect();
-    let is_account = match head.as_slice() {
-        [a, b] => {
-            matches!(
-                (a.as_str(), b.as_str()),
-                ("CREATE" | "DROP" | "ALTER", "USER") | ("SET", "PASSWORD") | ("SHOW", "GRANTS")
-            ) || matches!(a.as_str(), "GRANT" | "REVOKE")
-        }
-        [a] => matches!(a.as_str(), "GRANT" | "REVOKE"),
-        _ => false,
-    };
-    // `SHOW GRANTS;` and `SET PASSWORD=...` split differently: compare the words.
-    let is_account = is_account
-        || sql
-            .trim_start()
-            .to_ascii_uppercase()
-            .starts_with("SET PASSWORD")
-        || sql
-            .trim_start()
-            .to_ascii_uppercase()
-            .starts_with("SHOW GRANTS");
+    // The first two words decide, without copying the statement (every statement passes
+    // here): `SET PASSWORD=...` and `SHOW GRANTS;` split at any non-word character.
+    let mut words = sql
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty());
+    let first = words.next().unwrap_or("");
+    let second = words.next().unwrap_or("");
+    let is = |w: &str, kw: &str| w.eq_ignore_ascii_case(kw);
+    let is_account = is(first, "GRANT")
+        || is(first, "REVOKE")
+        || (is(second, "USER") && ["CREATE", "DROP", "ALTER"].iter().any(|k| is(first, k)))
+        || (is(first, "SET") && is(second, "PASSWORD"))
+        || (is(first, "SHOW") && is(second, "GRANTS"));
     if !is_account {
         return None;
     }
