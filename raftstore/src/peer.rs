@@ -23,6 +23,9 @@ struct InflightRead {
     cbs: Vec<ReadCallback>,
 }
 
+/// A proposal's answer, delivered at the end of the store round that applied its entry.
+pub(crate) type Answer = (Callback, Result<Applied, RaftStoreError>);
+
 /// A proposal waiting for its entry to apply.
 struct Pending {
     index: u64,
@@ -365,12 +368,14 @@ impl Peer {
 
     /// Answers the proposal of the entry `(index, term)` that just applied with `result`, and
     /// every other proposal at this index or below (their entries were overwritten by another
-    /// leader's) as stale.
+    /// leader's) as stale. The answers go to `answers`, which the store delivers after it
+    /// published the round's status: a writer that reads the status next sees its write.
     pub(crate) fn on_applied(
         &mut self,
         index: u64,
         term: u64,
         result: Result<Applied, RaftStoreError>,
+        answers: &mut Vec<Answer>,
     ) {
         if self.is_leader() && term == self.term() {
             self.applied_own_term = true;
@@ -390,15 +395,18 @@ impl Peer {
                 && let Some(r) = result.take()
             {
                 crate::metrics::PROPOSE_DURATION.observe(p.proposed.elapsed().as_secs_f64());
-                (p.cb)(r);
+                answers.push((p.cb, r));
                 continue;
             }
-            (p.cb)(Err(RaftStoreError::StaleCommand {
-                region_id: self.region_id,
-                index: p.index,
-                term: p.term,
-                found_term: term,
-            }));
+            answers.push((
+                p.cb,
+                Err(RaftStoreError::StaleCommand {
+                    region_id: self.region_id,
+                    index: p.index,
+                    term: p.term,
+                    found_term: term,
+                }),
+            ));
         }
     }
 

@@ -183,6 +183,7 @@ impl RaftStore {
                 rx: Some(rx.clone()),
                 router,
                 deferred: LogBatch::default(),
+                answers: Vec::new(),
                 after_ready: Vec::new(),
                 logger: crate::logger::logger(),
                 touched: BTreeSet::new(),
@@ -366,6 +367,9 @@ pub(crate) struct Store {
     /// Records made outside a ready (commit indexes from light readies, log truncations), written
     /// with the next batch.
     deferred: LogBatch,
+    /// Answers to proposals applied this round, delivered once the round published the
+    /// status of their regions (`Peer::on_applied`).
+    answers: Vec<crate::peer::Answer>,
     /// Messages of the store loop itself (`hibernation`), sent after this round's ready.
     after_ready: Vec<wire::raft::RaftMessage>,
     logger: slog::Logger,
@@ -712,14 +716,14 @@ impl Store {
             outcome: None,
         };
         let Some(cc) = cc else {
-            peer.on_applied(entry.index, entry.term, Ok(applied));
+            peer.on_applied(entry.index, entry.term, Ok(applied), &mut self.answers);
             return Ok(());
         };
         if entry.index <= peer.conf_index {
             // Replayed (after a restart, or after a snapshot whose membership is newer than
             // its data): the membership includes it already, and applying it again could undo
             // a later change, such as the removal of this server's earlier replica.
-            peer.on_applied(entry.index, entry.term, Ok(applied));
+            peer.on_applied(entry.index, entry.term, Ok(applied), &mut self.answers);
             return Ok(());
         }
         let conf = peer.raw.apply_conf_change(&cc).map_err(|e| {
@@ -761,6 +765,7 @@ impl Store {
                 index: entry.index,
                 outcome: None,
             }),
+            &mut self.answers,
         );
         crate::metrics::CONF_CHANGES.inc();
         tracing::info!(region_id, index = entry.index, change = ?cc.change_type, store = cc.node_id, voters = ?conf.voters, learners = ?conf.learners, "membership changed");
@@ -998,7 +1003,15 @@ impl Store {
             self.transport.send(std::mem::take(&mut self.after_ready));
         }
         self.publish(&readied, tick);
+        self.deliver_answers();
         Ok(())
+    }
+
+    /// Answers the proposals this round applied (after its status is published).
+    fn deliver_answers(&mut self) {
+        for (cb, result) in self.answers.drain(..) {
+            cb(result);
+        }
     }
 
     /// Handles what the mailbox holds, at most `MAX_MESSAGES_PER_ROUND` messages so ticks
@@ -1043,6 +1056,8 @@ impl Store {
         *self.router.stopped.lock() = Some(reason.clone());
         // Nothing here leads or serves any more.
         self.router.status.write().clear();
+        // What applied before the round failed is in the engine: its writers learn so.
+        self.deliver_answers();
         let err = RaftStoreError::Stopped {
             store_id: self.store_id,
             reason,
@@ -1386,7 +1401,7 @@ impl Store {
                     )
                 })?;
             if let Some(peer) = self.peers.get_mut(&region_id) {
-                peer.on_applied(entry.index, entry.term, result);
+                peer.on_applied(entry.index, entry.term, result, &mut self.answers);
             }
             match effect {
                 Effect::None => {}
