@@ -16,12 +16,16 @@
 //!
 //! Nothing here performs I/O, so every rule can be tested without an object store.
 
+pub mod compaction_job;
 pub mod error;
 pub mod fuzzing;
 pub mod memtable_data;
 pub mod messages;
 pub mod shard_files;
 
+pub use compaction_job::{
+    CfInputs, CompactionJob, CompactionResult, InputFile, JobError, OutputOptions,
+};
 pub use error::{ApplyError, ChangeSetDecodeError, MalformedReason, MemtableDataError};
 pub use memtable_data::{
     Format as MemtableDataFormat, MemRow, MemRowRef, MemtableDataWriter, RowIter,

@@ -35,6 +35,24 @@ fn memtable_data_decode_corpus_replays_without_panicking() {
 }
 
 #[test]
+fn compaction_job_corpus_replays_without_panicking() {
+    let count = replay("compaction_job", fuzzing::compaction_job_decode);
+    eprintln!("compaction_job corpus files={count}");
+}
+
+/// The committed corpus holds today's seeds (so a change to the job's layout shows here).
+#[test]
+fn compaction_job_corpus_holds_the_generated_seeds() {
+    let files = corpus_files("compaction_job");
+    for (name, seed) in fuzzing::compaction_job_seeds() {
+        assert!(
+            files.iter().any(|(_, data)| *data == seed),
+            "seed {name} is not in the compaction_job corpus: write it to fuzz/corpus/compaction_job/{name}"
+        );
+    }
+}
+
+#[test]
 fn generated_seeds_pass_the_fuzz_checks() {
     for (_, changeset) in changeset_seeds() {
         fuzzing::changeset_decode(&encode_changeset(&changeset));
@@ -76,5 +94,8 @@ proptest! {
         let blobs = memtable_data_seeds();
         let (_, blob) = &blobs[seed.index(blobs.len())];
         fuzzing::memtable_data_decode(&mutate(blob.clone(), &mutations));
+        let jobs = fuzzing::compaction_job_seeds();
+        let (_, job) = &jobs[seed.index(jobs.len())];
+        fuzzing::compaction_job_decode(&mutate(job.clone(), &mutations));
     }
 }

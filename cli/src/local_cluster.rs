@@ -1067,6 +1067,9 @@ fn server_config(
     let kvengine = KvEngineSection {
         remote_coprocessor_workers: workers,
         remote_coprocessor_min_blocks_size: ReadableSize::kib(32),
+        // Every compaction of the local cluster runs on its workers (this zone's first).
+        remote_compaction: true,
+        remote_compaction_min_input_size: ReadableSize(0),
         ..KvEngineSection::default()
     };
     let kvengine = if opts.cpu_load_file {

@@ -153,6 +153,12 @@ impl Engine {
             apply_locked(&self.inner, &shard, &meta, &stamped, OpenTables::default())?
         };
         advance(&shard, index);
+        if matches!(
+            outcome,
+            ApplyOutcome::Conflicted | ApplyOutcome::Rejected { .. }
+        ) {
+            doom_created_files(&self.inner, cs);
+        }
         Ok(outcome)
     }
 
@@ -295,4 +301,27 @@ pub(crate) fn request_freeze(inner: &Inner, shard: &Shard, force: bool) {
             .store(size.max(1), Ordering::Release);
     }
     sink.propose_freeze(shard.id);
+}
+
+/// The files a ChangeSet the log delivered but the apply refused (conflicted or stale) would
+/// have added: only that ChangeSet names them, so they go to file GC on every replica. Its
+/// proposer retires them too when it learns the outcome; one whose proposal's outcome was
+/// unknown to it (its leadership ended) never does, and they would leak.
+fn doom_created_files(inner: &crate::engine::Inner, cs: &ChangeSet) {
+    let ids: Vec<u64> = match &cs.change {
+        Some(Change::Compaction(c)) => c.table_creates.iter().map(|t| t.id).collect(),
+        Some(Change::Flush(f)) => f.l0_create.iter().map(|l| l.id).collect(),
+        _ => Vec::new(),
+    };
+    if ids.is_empty() {
+        return;
+    }
+    crate::file_gc::doom(
+        inner,
+        crate::compaction_exec::DoomedJob {
+            ids,
+            not_before: std::time::SystemTime::now(),
+            intent: None,
+        },
+    );
 }

@@ -19,13 +19,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use changeset::{Change, Compaction, TableCreate};
 use memtable::ColumnFamily;
-use sst::BuilderOptions;
 
 use crate::apply::{self, ApplyOutcome};
 use crate::compaction::{self, CompactionConfig};
+use crate::compaction_exec;
 use crate::engine::{Engine, Inner};
 use crate::error::{Error, Result};
 use crate::file_gc;
@@ -100,6 +99,9 @@ fn compaction_config(o: &EngineOptions) -> CompactionConfig {
 }
 
 /// Runs one compaction of the shard if one is due. Returns whether it compacted.
+///
+/// The plan becomes a job (`compaction_exec`); an installed offload may run it elsewhere
+/// (verified outputs come back), else it runs here through the same `merge_job`.
 fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
     let _c = shard.compacting.lock();
     let data = shard.data.load_full();
@@ -109,52 +111,19 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
     let safe_point = inner
         .gc_safe_point
         .load(std::sync::atomic::Ordering::Acquire);
-    let out_level = plan.level + 1;
-    let opts = BuilderOptions {
-        block_size: inner.opts.block_size,
-        compression: inner.opts.level_compression,
-        filter_bits_per_key: 10,
+    let job = compaction_exec::job_of(&plan, &inner.opts, safe_point, shard.id, data.ver());
+    let input_bytes = compaction_exec::input_bytes(&plan);
+    let remote = match inner.compaction_offload() {
+        Some(offload) if offload.wants(shard.id, input_bytes) => {
+            compaction_exec::try_offload(inner, offload.as_ref(), job.clone(), input_bytes)?
+        }
+        _ => None,
     };
-    let mut creates = Vec::new();
-    let mut outputs = OpenTables::default();
-    for cf in ColumnFamily::ALL {
-        let c = cf.index();
-        if plan.inputs[c].is_empty() {
-            continue;
-        }
-        let merged = compaction::merge(
-            &plan.inputs[c],
-            (&plan.start, &plan.end),
-            cf,
-            safe_point,
-            plan.bottommost[c],
-            &opts,
-            inner.opts.target_file_size,
-            |b| {
-                let id = inner.ids.next()?;
-                let size = b.data.len() as u64;
-                let (smallest, biggest) =
-                    (b.properties.smallest.clone(), b.properties.biggest.clone());
-                inner.dfs.put(id, Bytes::from(b.data))?;
-                outputs.add_table(inner.table_source().open_table(id.get())?);
-                creates.push(TableCreate {
-                    id: id.get(),
-                    level: out_level,
-                    cf: cf.as_u32(),
-                    smallest: Bytes::from(smallest),
-                    biggest: Bytes::from(biggest),
-                    size,
-                });
-                Ok(())
-            },
-        );
-        if let Err(e) = merged {
-            // Outputs already stored are referenced by nothing: they go to file GC (as the
-            // outputs of a compaction that lost to another change do).
-            file_gc::retire(inner, outputs, None, None);
-            return Err(e);
-        }
-    }
+    let ran_remote = remote.is_some();
+    let (creates, outputs) = match remote {
+        Some(done) => done,
+        None => compact_here(inner, &plan, &job)?,
+    };
     let change = Change::Compaction(Compaction {
         cf: plan.cf.map_or(0, ColumnFamily::as_u32),
         level: plan.level,
@@ -167,6 +136,9 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
     match apply::submit(inner, shard, &data, change, outputs)? {
         ApplyOutcome::Applied => {
             metrics::COMPACTIONS.inc();
+            if ran_remote {
+                metrics::REMOTE_COMPACTIONS.inc();
+            }
             Ok(true)
         }
         outcome => {
@@ -176,4 +148,58 @@ fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
             Ok(false)
         }
     }
+}
+
+/// Runs `job` (planned as `plan`) on this thread: outputs get ids from the engine's
+/// allocator as they are built, and are opened once stored. If the merge or a store fails
+/// midway, the outputs already stored go to file GC (as a conflicted compaction's do).
+fn compact_here(
+    inner: &Inner,
+    plan: &compaction::Plan,
+    job: &changeset::CompactionJob,
+) -> Result<(Vec<TableCreate>, OpenTables)> {
+    let inputs: Vec<compaction_exec::OpenedCf> = ColumnFamily::ALL
+        .iter()
+        .filter(|cf| !plan.inputs[cf.index()].is_empty())
+        .map(|cf| compaction_exec::OpenedCf {
+            cf: *cf,
+            bottommost: plan.bottommost[cf.index()],
+            tables: plan.inputs[cf.index()].clone(),
+        })
+        .collect();
+    let mut creates = Vec::new();
+    let merged = compaction_exec::merge_job(
+        inner.dfs.as_ref(),
+        job,
+        &inputs,
+        &mut || inner.ids.next(),
+        None,
+        &mut creates,
+    );
+    let mut outputs = OpenTables::default();
+    let mut opened = Ok(());
+    if merged.is_ok() {
+        for t in &creates {
+            match inner.table_source().open_table(t.id) {
+                Ok(table) => outputs.add_table(table),
+                Err(e) => {
+                    opened = Err(e);
+                    break;
+                }
+            }
+        }
+    }
+    if let Err(e) = merged.and(opened) {
+        // Outputs already stored are referenced by nothing: they go to file GC.
+        file_gc::doom(
+            inner,
+            compaction_exec::DoomedJob {
+                ids: creates.iter().map(|t| t.id).collect(),
+                not_before: std::time::SystemTime::now(),
+                intent: None,
+            },
+        );
+        return Err(e);
+    }
+    Ok((creates, outputs))
 }

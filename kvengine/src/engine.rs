@@ -41,6 +41,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::block_cache::MokaBlockCache;
 use crate::change_set_sink::ChangeSetSink;
+use crate::compaction_exec::CompactionOffload;
 use crate::dfs::Dfs;
 use crate::error::{Error, Result};
 use crate::file_gc::{FileGc, Retirement};
@@ -126,6 +127,8 @@ pub(crate) struct Inner {
     pub(crate) leaders: RwLock<HashSet<u64>>,
     /// `External` log mode: where the leader's jobs send their ChangeSets.
     sink: RwLock<Option<Arc<dyn ChangeSetSink>>>,
+    /// Where the leader's compactions may run elsewhere (`compaction_exec`).
+    offload: RwLock<Option<Arc<dyn CompactionOffload>>>,
     /// An exclusive lock on `dir/LOCK`, held while the engine is open: two engines on one
     /// directory would interleave their WAL and manifest writes.
     _dir_lock: std::fs::File,
@@ -219,6 +222,10 @@ impl Inner {
         }
     }
 
+    pub(crate) fn compaction_offload(&self) -> Option<Arc<dyn CompactionOffload>> {
+        self.offload.read().clone()
+    }
+
     pub(crate) fn set_change_set_sink(&self, sink: Arc<dyn ChangeSetSink>) {
         *self.sink.write() = Some(sink);
     }
@@ -297,13 +304,15 @@ impl Engine {
             block_cache: block_cache.as_ref(),
         };
         let recovered = recovery::recover(&opts, &manifest, source)?;
-        let file_gc = FileGc::opened(
+        crate::metrics::register_compaction();
+        let mut file_gc = FileGc::opened(
             opts.log_mode == LogMode::External,
             recovered
                 .shards
                 .iter()
                 .map(|(id, shard)| (*id, shard.data.load().meta_seq())),
         );
+        file_gc.doomed = crate::compaction_exec::recover_intents(&opts.dir);
         let inner = Arc::new(Inner {
             opts,
             dfs,
@@ -323,6 +332,7 @@ impl Engine {
             gc_safe_point: AtomicU64::new(0),
             leaders: RwLock::new(HashSet::new()),
             sink: RwLock::new(None),
+            offload: RwLock::new(None),
             _dir_lock: dir_lock,
         });
         let engine = Engine {
@@ -461,6 +471,12 @@ impl Engine {
 
     /// Raises the GC safe point: compactions may then drop versions that no read at or above
     /// `ts` can see. It never moves back.
+    /// Installs where the compactions this engine runs may go instead of running here
+    /// (`compaction_exec`; the server's workers). Replaces an earlier one.
+    pub fn set_compaction_offload(&self, offload: Arc<dyn CompactionOffload>) {
+        *self.inner.offload.write() = Some(offload);
+    }
+
     pub fn set_gc_safe_point(&self, ts: u64) {
         self.inner.gc_safe_point.fetch_max(ts, Ordering::AcqRel);
     }

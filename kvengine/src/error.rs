@@ -127,6 +127,9 @@ pub enum Error {
     /// is not one a sender following the protocol produces.
     #[error("bad remote snapshot: {detail} shard_id={shard_id}")]
     RemoteSnapshot { shard_id: u64, detail: String },
+    /// A compaction job (`compaction_exec`) that cannot run as described.
+    #[error("bad compaction job: {detail} shard_id={shard_id}")]
+    CompactionJob { shard_id: u64, detail: String },
     /// The memtable rows shipped with a remote snapshot did not decode (or, on the sending
     /// side, did not encode).
     #[error("bad remote memtable data: shard_id={shard_id}")]
@@ -170,7 +173,8 @@ impl Error {
             | Error::ShardExists { .. }
             | Error::InvalidArgument { .. }
             | Error::RaftLogBatch(_)
-            | Error::RemoteSnapshot { .. } => ErrorKind::Invalid,
+            | Error::RemoteSnapshot { .. }
+            | Error::CompactionJob { .. } => ErrorKind::Invalid,
             Error::Locked { .. } => ErrorKind::Io,
             Error::WrongLogMode { .. } | Error::LogGap { .. } => ErrorKind::Invalid,
             Error::NotLeader { .. } => ErrorKind::NotLeader,

@@ -158,6 +158,9 @@ impl PendingFile {
 #[derive(Default)]
 pub(crate) struct FileGc {
     pending: Vec<PendingFile>,
+    /// Ids of failed compaction jobs, deleted once their time came (`compaction_exec`):
+    /// nothing ever opened them here, so no handle or replica holds them.
+    pub(crate) doomed: Vec<crate::compaction_exec::DoomedJob>,
     /// `External` log mode: per region, the group index this replica knows (module docs).
     group: HashMap<u64, u64>,
     /// `External` log mode, after a restart: per region, the group index that must be reached
@@ -274,16 +277,73 @@ pub(crate) fn retire(
     metrics::FILES_PENDING_DELETE.set(gc.pending.len() as i64);
 }
 
+/// Queues the ids of a failed compaction job for deletion from `job.not_before` on
+/// (`compaction_exec`).
+pub(crate) fn doom(inner: &Inner, job: crate::compaction_exec::DoomedJob) {
+    inner.file_gc.lock().doomed.push(job);
+}
+
+/// Deletes the ids of failed compaction jobs whose time came: an id a file list names is
+/// kept (never the case for a job whose result was not proposed, but a delete is not undone).
+/// An intent file goes once every id of its job is deleted.
+fn collect_doomed(inner: &Inner, live: &BTreeSet<u64>) {
+    let now = std::time::SystemTime::now();
+    let due: Vec<crate::compaction_exec::DoomedJob> = {
+        let mut gc = inner.file_gc.lock();
+        let (due, later) = std::mem::take(&mut gc.doomed)
+            .into_iter()
+            .partition(|j| j.not_before <= now);
+        gc.doomed = later;
+        due
+    };
+    for mut job in due {
+        job.ids.retain(|id| {
+            if live.contains(id) {
+                return false;
+            }
+            match inner.dfs.delete(FileId(*id)) {
+                Ok(()) => {
+                    metrics::DOOMED_FILES_DELETED.inc();
+                    false
+                }
+                Err(e) => {
+                    tracing::warn!(file_id = id, error = %e, "delete of a failed job's output failed; will retry");
+                    true
+                }
+            }
+        });
+        if job.ids.is_empty() {
+            if let Some(path) = &job.intent {
+                crate::compaction_exec::remove_intent(path);
+            }
+        } else {
+            inner.file_gc.lock().doomed.push(job);
+        }
+    }
+}
+
 /// Deletes every retired file that no shard references, no snapshot holds and no replica
-/// needs (module docs). The object store is called without the lock.
+/// needs (module docs), and the ids of failed jobs whose time came. The object store is
+/// called without the lock.
 pub(crate) fn collect(inner: &Inner) {
     // Read before the lock: a file list never names a retired file again, so a file missing
     // here is still missing when the lock is taken.
     let live = {
-        if inner.file_gc.lock().pending.is_empty() {
+        let (pending, doomed) = {
+            let gc = inner.file_gc.lock();
+            (!gc.pending.is_empty(), !gc.doomed.is_empty())
+        };
+        if !pending && !doomed {
             return;
         }
-        inner.manifest.live_file_ids()
+        let live = inner.manifest.live_file_ids();
+        if doomed {
+            collect_doomed(inner, &live);
+        }
+        if !pending {
+            return;
+        }
+        live
     };
     let deletable = {
         let mut gc = inner.file_gc.lock();

@@ -52,6 +52,18 @@ pub static FLUSH_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
 });
 pub static COMPACTIONS: LazyLock<IntCounter> =
     LazyLock::new(|| counter("stratus_kvengine_compactions_total", "Compactions applied."));
+pub static REMOTE_COMPACTIONS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_kvengine_remote_compactions_total",
+        "Compactions applied whose outputs another process (a worker) built.",
+    )
+});
+pub static DOOMED_FILES_DELETED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_kvengine_doomed_files_deleted_total",
+        "Ids of failed compaction jobs (remote or local) file GC deleted from the object store.",
+    )
+});
 pub static FILES_DELETED: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_kvengine_files_deleted_total",
@@ -86,6 +98,15 @@ pub static DFS_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 });
 
 /// Counts one object-store request. `op` is one of put, get, get_range, delete, list.
+/// Registers the compaction and file GC counters at zero, so `/metrics` lists them before the
+/// first compaction (called when an engine opens).
+pub(crate) fn register_compaction() {
+    LazyLock::force(&COMPACTIONS);
+    LazyLock::force(&REMOTE_COMPACTIONS);
+    LazyLock::force(&DOOMED_FILES_DELETED);
+    LazyLock::force(&FILES_DELETED);
+}
+
 pub fn dfs_request(op: &'static str) {
     DFS_REQUESTS.with_label_values(&[op]).inc();
 }

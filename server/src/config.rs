@@ -228,8 +228,28 @@ pub struct KvEngineSection {
     /// order without this; set 1 to keep shipping the old format, e.g. while a rollback of
     /// workers is possible.
     pub remote_coprocessor_memtable_data_format: u8,
+    /// Run this server's compactions on the workers (`remote_compaction`): the offload's
+    /// workers (`remote-coprocessor-addr`/`-workers`, or the placement driver's
+    /// registrations), this zone's first; a failed job costs one retry on another worker,
+    /// then compacts here. Off (the default): every compaction runs here.
+    pub remote_compaction: bool,
+    /// Compactions whose inputs are smaller than this stay here (default `"1MiB"`): sending
+    /// a job costs a round trip and the worker's reads of the inputs.
+    pub remote_compaction_min_input_size: ReadableSize,
+    /// How long a compaction job may take on the workers, both attempts together (default
+    /// `"60s"`); past it the server compacts here. A worker stores no output after it, and
+    /// the outputs of a failed job are deleted once it passed twice over.
+    pub remote_compaction_timeout: ReadableDuration,
+    /// Keep compactions here while this server's CPU is idle (the offload's CPU signal,
+    /// `remote-coprocessor-load-aware-*`); off (the default): always send them.
+    pub remote_compaction_load_aware: bool,
     pub memtable_size: ReadableSize,
     pub block_size: ReadableSize,
+    /// A compaction cuts its output tables at about this size (default `"32MiB"`, at least
+    /// 4KiB). Smaller files make a compaction touch less of the next level and stream its
+    /// outputs to the object store sooner; more files mean more object-store calls and open
+    /// tables.
+    pub target_file_size: ReadableSize,
     pub block_cache_size: ReadableSize,
     pub wal_sync: WalSync,
     pub flush_threads: usize,
@@ -263,8 +283,13 @@ impl Default for KvEngineSection {
             remote_coprocessor_load_aware_cpu_source: "process".into(),
             remote_coprocessor_load_aware_sample_interval: ReadableDuration::secs(1),
             remote_coprocessor_memtable_data_format: MemtableDataFormat::NEWEST.as_u8(),
+            remote_compaction: false,
+            remote_compaction_min_input_size: ReadableSize::mib(1),
+            remote_compaction_timeout: ReadableDuration::secs(60),
+            remote_compaction_load_aware: false,
             memtable_size: ReadableSize::mib(64),
             block_size: ReadableSize::kib(64),
+            target_file_size: ReadableSize::mib(32),
             block_cache_size: ReadableSize::mib(256),
             wal_sync: WalSync::EveryBatch,
             flush_threads: 1,
@@ -375,6 +400,24 @@ impl ServerConfig {
                     "expected 1 to {}, found {format}",
                     MemtableDataFormat::NEWEST.as_u8()
                 ),
+            ));
+        }
+        let kv = &self.kvengine;
+        if kv.remote_compaction
+            && self.offload_workers().is_empty()
+            && self.server.pd_endpoints.is_empty()
+        {
+            return Err(ConfigError::invalid(
+                "kvengine.remote-compaction",
+                "expected workers to send compactions to (kvengine.remote-coprocessor-addr, \
+                 kvengine.remote-coprocessor-workers, or server.pd-endpoints to learn them), \
+                 found none",
+            ));
+        }
+        if kv.remote_compaction_timeout.duration().is_zero() {
+            return Err(ConfigError::invalid(
+                "kvengine.remote-compaction-timeout",
+                "expected a positive duration, found 0",
             ));
         }
         if self.server.pd_heartbeat_interval.duration().is_zero() {
@@ -490,6 +533,15 @@ impl ServerConfig {
             return Err(ConfigError::invalid(
                 "kvengine.block-size",
                 format!("expected at least 256B, found {}", self.kvengine.block_size),
+            ));
+        }
+        if self.kvengine.target_file_size.bytes() < 4096 {
+            return Err(ConfigError::invalid(
+                "kvengine.target-file-size",
+                format!(
+                    "expected at least 4KiB, found {}",
+                    self.kvengine.target_file_size
+                ),
             ));
         }
         if self.kvengine.flush_threads == 0 {

@@ -73,7 +73,8 @@ pub struct Dispatch {
 
 pub struct RemoteDagDispatcher {
     settings: DispatchSettings,
-    workers: WorkerPool,
+    /// Shared with remote compaction (`remote_compaction`): one view of the workers' health.
+    workers: std::sync::Arc<WorkerPool>,
     client: HttpClient,
 }
 
@@ -122,7 +123,7 @@ impl RemoteDagDispatcher {
     /// registrations).
     pub fn new(
         settings: DispatchSettings,
-        workers: WorkerPool,
+        workers: std::sync::Arc<WorkerPool>,
         client: HttpClient,
     ) -> RemoteDagDispatcher {
         RemoteDagDispatcher {
@@ -133,6 +134,11 @@ impl RemoteDagDispatcher {
     }
 
     pub fn workers(&self) -> &WorkerPool {
+        &self.workers
+    }
+
+    /// The pool itself, to share with remote compaction.
+    pub fn worker_pool(&self) -> &std::sync::Arc<WorkerPool> {
         &self.workers
     }
 

@@ -33,6 +33,7 @@ pub mod pd_heartbeat;
 pub mod pd_source;
 pub mod raw_load;
 pub mod region_error;
+pub mod remote_compaction;
 pub mod remote_snapshot;
 pub mod remote_tso;
 pub mod store_ident;

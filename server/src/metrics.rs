@@ -85,6 +85,95 @@ types::label_enum! {
     }
 }
 
+types::label_enum! {
+    /// Where a planned compaction runs and why
+    /// (`stratus_server_compaction_remote_decisions_total{reason}`; `remote_compaction`).
+    pub enum CompactionDecision: "compaction decision" {
+        /// Sent to a worker.
+        Remote = "remote",
+        /// Its inputs are below `remote-compaction-min-input-size`.
+        SmallInput = "small_input",
+        /// No worker is alive.
+        NoWorker = "no_worker",
+        /// `remote-compaction-load-aware` and this server's CPU is idle.
+        ServerIdle = "server_idle",
+    }
+}
+
+types::label_enum! {
+    /// How one attempt of a compaction job on a worker ended
+    /// (`stratus_server_compaction_remote_attempts_total{outcome}`).
+    pub enum CompactionAttempt: "compaction attempt" {
+        Ok = "ok",
+        /// 503: the worker is full or its memory high.
+        Unavailable = "unavailable",
+        Timeout = "timeout",
+        Connect = "connect",
+        /// Another error status (400, 502, 504, ...).
+        BadStatus = "bad_status",
+        /// A 200 whose body does not decode.
+        BadResponse = "bad_response",
+    }
+}
+
+types::label_enum! {
+    /// How a compaction sent to the workers ended
+    /// (`stratus_server_compaction_remote_jobs_total{result}`).
+    pub enum CompactionJobResult: "compaction job result" {
+        /// The first worker's result came back.
+        Ok = "ok",
+        /// The second worker's did, after the first failed.
+        Retried = "retried",
+        /// No worker's did: compacted here.
+        FellBack = "fell_back",
+        /// A result came back but failed the engine's check: compacted here.
+        Rejected = "rejected",
+    }
+}
+
+pub static COMPACTION_DECISIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = counter_vec(
+        "stratus_server_compaction_remote_decisions_total",
+        "Compactions this server planned, by where they ran and why (remote or the reason they stayed).",
+        &["reason"],
+    );
+    for r in CompactionDecision::ALL {
+        c.with_label_values(&[r.as_str()]);
+    }
+    c
+});
+
+pub static COMPACTION_ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = counter_vec(
+        "stratus_server_compaction_remote_attempts_total",
+        "Compaction jobs POSTed to workers, by how each attempt ended.",
+        &["outcome"],
+    );
+    for o in CompactionAttempt::ALL {
+        c.with_label_values(&[o.as_str()]);
+    }
+    c
+});
+
+pub static COMPACTION_JOBS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = counter_vec(
+        "stratus_server_compaction_remote_jobs_total",
+        "Compactions sent to workers, by how they ended.",
+        &["result"],
+    );
+    for r in CompactionJobResult::ALL {
+        c.with_label_values(&[r.as_str()]);
+    }
+    c
+});
+
+/// Creates every remote compaction series (at 0), so a rate over one that never moved is 0.
+pub fn init_compaction() {
+    LazyLock::force(&COMPACTION_DECISIONS);
+    LazyLock::force(&COMPACTION_ATTEMPTS);
+    LazyLock::force(&COMPACTION_JOBS);
+}
+
 fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
     prometheus::register(Box::new(c.clone())).expect("metric registered once");
@@ -312,6 +401,7 @@ pub fn register_all() {
     LazyLock::force(&TXN_REQUESTS);
     LazyLock::force(&ASYNC_COMMIT_PREWRITES);
     LazyLock::force(&SPLITS);
+    init_compaction();
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use crate::dispatcher::{DispatchSettings, RemoteDagDispatcher};
 use crate::members::Members;
 use crate::metrics::{self, SplitTrigger};
 use crate::pd_source::{PdSource, RegionIdSource, TsoRegionIds};
+use crate::remote_compaction::{RemoteCompaction, RemoteCompactionSettings};
 use crate::remote_tso::RemoteTso;
 use crate::tso::{TimestampSource, Tso, TsoError};
 use crate::txn::Storage;
@@ -123,6 +124,7 @@ impl Node {
         opts.log_mode = LogMode::External;
         opts.memtable_size = kv.memtable_size.bytes() as usize;
         opts.block_size = kv.block_size.bytes() as usize;
+        opts.target_file_size = kv.target_file_size.bytes();
         opts.block_cache_size = kv.block_cache_size.bytes();
         let sync = match kv.wal_sync {
             WalSync::EveryBatch => SyncPolicy::EveryBatch,
@@ -268,12 +270,12 @@ impl Node {
                     retry_backoff: kv.remote_coprocessor_retry_backoff.duration(),
                     memtable_data_format: config.memtable_data_format(),
                 },
-                WorkerPool::new(
+                Arc::new(WorkerPool::new(
                     workers,
                     config.zone().as_ref(),
                     kv.remote_coprocessor_worker_dead_ttl.duration(),
-                ),
-                client,
+                )),
+                client.clone(),
             )
         });
         // The CPU signal matters only to a server that can offload with load-aware routing.
@@ -293,6 +295,24 @@ impl Node {
         } else {
             None
         };
+        // Validated: remote compaction has workers, configured or registered.
+        if kv.remote_compaction
+            && let Some(d) = &dispatcher
+        {
+            storage
+                .engine()
+                .set_compaction_offload(Arc::new(RemoteCompaction::new(
+                    RemoteCompactionSettings {
+                        min_input_size: kv.remote_compaction_min_input_size.bytes(),
+                        timeout: kv.remote_compaction_timeout.duration(),
+                        load_aware: kv.remote_compaction_load_aware,
+                    },
+                    d.worker_pool().clone(),
+                    client,
+                    runtime.clone(),
+                    cpu.clone(),
+                )));
+        }
         let coprocessor = Arc::new(Coprocessor::new(
             storage.clone(),
             dispatcher,

@@ -163,6 +163,11 @@ impl WorkerPool {
         preference(&candidates, self.turn.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// Whether any worker is alive now (none: the pool is empty or every one failed lately).
+    pub fn any_alive(&self, now: Instant) -> bool {
+        self.workers.read().iter().any(|w| Self::alive(w, now))
+    }
+
     /// Worker `i` failed to answer: dead until `now + dead-ttl`.
     pub fn mark_dead(&self, i: usize, now: Instant) {
         *self.worker(i).dead_until.lock() = Some(now + self.dead_ttl);

@@ -60,7 +60,7 @@ impl Caller {
 pub fn required(callee: Role, path: &str) -> Access {
     let p = path.trim_end_matches('/');
     match p {
-        paths::COPROCESSOR if callee == Role::Worker => Access::Node,
+        paths::COPROCESSOR | paths::COMPACT if callee == Role::Worker => Access::Node,
         paths::RAFT_BATCH
         | paths::DELEGATE
         | paths::PD_STORE_HEARTBEAT
@@ -88,6 +88,7 @@ mod tests {
             (Role::Server, paths::RAFT_BATCH),
             (Role::Server, paths::DELEGATE),
             (Role::Worker, paths::COPROCESSOR),
+            (Role::Worker, paths::COMPACT),
             (Role::Pd, paths::PD_STORE_HEARTBEAT),
             (Role::Pd, paths::PD_WORKER_HEARTBEAT),
             (Role::Pd, paths::PD_ALLOC_ID),

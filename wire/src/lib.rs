@@ -96,6 +96,9 @@ pub mod paths {
     pub const SPLIT: &str = "/split";
     pub const RAW_LOAD: &str = "/raw/load";
     pub const COPROCESSOR: &str = "/coprocessor";
+    /// Worker: a server's `changeset::CompactionJob` in, a `CompactionResult` out (remote
+    /// compaction; the job's bytes are opaque here, the engine-free crate does not decode them).
+    pub const COMPACT: &str = "/compact";
     /// Server: a worker's `DelegateRequest` in, a `DelegateResponse` out ([`crate::delegate`]).
     pub const DELEGATE: &str = "/delegate";
     /// Worker: a client's [`crate::coprocessor::Request`] in, a `Response` out; the header

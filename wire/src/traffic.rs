@@ -101,6 +101,8 @@ impl TrafficPath {
             paths::COPROCESSOR => return None,
             paths::DELEGATE_COPROCESSOR => TrafficPath::ClientWorker,
             paths::DELEGATE => TrafficPath::Delegate,
+            // A compaction job is offloaded work, as a coprocessor request is.
+            paths::COMPACT => TrafficPath::Offload,
             paths::RAFT_BATCH => TrafficPath::Raft,
             paths::TSO => TrafficPath::Pd,
             paths::REGIONS | paths::SPLIT | paths::RAW_LOAD => TrafficPath::ClientServer,
@@ -142,6 +144,7 @@ mod tests {
         let table: &[(&str, Role, Role, TrafficPath)] = &[
             (paths::COPROCESSOR, Role::Client, Role::Server, ClientServer),
             (paths::COPROCESSOR, Role::Server, Role::Worker, Offload),
+            (paths::COMPACT, Role::Server, Role::Worker, Offload),
             (
                 paths::DELEGATE_COPROCESSOR,
                 Role::Client,

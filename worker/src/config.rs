@@ -126,6 +126,10 @@ pub struct WorkerSection {
     /// set 1 to keep a cluster on the old format, e.g. while a rollback of servers is possible.
     /// A body in a newer format than this is refused (400), as an older build refuses it.
     pub memtable_data_format: u8,
+    /// Compaction jobs (`POST /compact`) run at once (default 2); one more is answered 503 and
+    /// its server goes to another worker or compacts itself. Each holds one output table and
+    /// the input blocks it merges, and takes a core while it runs.
+    pub max_compaction_jobs: usize,
 }
 
 impl Default for WorkerSection {
@@ -143,6 +147,7 @@ impl Default for WorkerSection {
             pd_heartbeat_interval: ReadableDuration::secs(2),
             advertise_url: String::new(),
             memtable_data_format: MemtableDataFormat::NEWEST.as_u8(),
+            max_compaction_jobs: 2,
         }
     }
 }
@@ -344,6 +349,12 @@ impl WorkerConfig {
                     MemtableDataFormat::NEWEST.as_u8(),
                     w.memtable_data_format
                 ),
+            ));
+        }
+        if w.max_compaction_jobs == 0 {
+            return Err(ConfigError::invalid(
+                "worker.max-compaction-jobs",
+                "expected at least 1, found 0",
             ));
         }
         self.cop_limiter.validate()?;

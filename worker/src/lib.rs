@@ -16,6 +16,7 @@
 //! * [`metrics`]: the worker's prometheus metrics;
 //! * [`fuzzing`]: the `offload_body` fuzz target, the whole of the above but the HTTP.
 
+pub mod compaction;
 pub mod config;
 pub mod cop_limiter;
 pub mod coprocessor;

@@ -60,6 +60,74 @@ impl RequestResult {
     }
 }
 
+types::label_enum! {
+    /// How a `POST /compact` job ended: the label of
+    /// `stratus_worker_compaction_jobs_total{result}`.
+    pub enum CompactionJobResult: "compaction job result" {
+        /// 200: the outputs are stored and described.
+        Ok = "ok",
+        /// 400: not a job a server following the protocol sends, or one that cannot run as
+        /// described.
+        BadRequest = "bad_request",
+        /// 413: larger than `worker.max-request-size`.
+        TooLarge = "too_large",
+        /// 503: `max-compaction-jobs` run already, or memory is high.
+        Busy = "busy",
+        /// 502: the object store failed.
+        StoreError = "store_error",
+        /// 504: the job's deadline passed before its last output was stored.
+        DeadlinePassed = "deadline_passed",
+        /// 500: the handler panicked.
+        Internal = "internal",
+    }
+}
+
+pub static COMPACTION_JOBS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = register(
+        IntCounterVec::new(
+            Opts::new(
+                "stratus_worker_compaction_jobs_total",
+                "Compaction jobs from servers (POST /compact) by how they ended.",
+            ),
+            &["result"],
+        )
+        .expect("valid metric"),
+    );
+    for r in CompactionJobResult::ALL {
+        c.with_label_values(&[r.as_str()]);
+    }
+    c
+});
+
+pub static COMPACTION_RUNNING: LazyLock<IntGauge> = LazyLock::new(|| {
+    register(
+        IntGauge::new(
+            "stratus_worker_compaction_running",
+            "Compaction jobs running now (at most worker.max-compaction-jobs).",
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// `stratus_worker_compaction_bytes_total{direction}`: `read` (input table bytes) and
+/// `written` (output table bytes) of the jobs that succeeded.
+pub static COMPACTION_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = register(
+        IntCounterVec::new(
+            Opts::new(
+                "stratus_worker_compaction_bytes_total",
+                "Table bytes compaction jobs read and wrote.",
+            ),
+            &["direction"],
+        )
+        .expect("valid metric"),
+    );
+    for d in ["read", "written"] {
+        c.with_label_values(&[d]);
+    }
+    c
+});
+
 fn register<C: prometheus::core::Collector + Clone + 'static>(c: C) -> C {
     prometheus::default_registry()
         .register(Box::new(c.clone()))
@@ -293,6 +361,9 @@ pub fn init() {
     LazyLock::force(&COP_LIMITER_WAIT_SECONDS);
     LazyLock::force(&COP_LIMITER_MEMORY_RATIO);
     LazyLock::force(&KEYSPACE_THROUGHPUT);
+    LazyLock::force(&COMPACTION_JOBS);
+    LazyLock::force(&COMPACTION_RUNNING);
+    LazyLock::force(&COMPACTION_BYTES);
 }
 
 /// Counts one finished `/coprocessor` request.

@@ -10,6 +10,8 @@
 //! * `POST /delegate/coprocessor`: the delegate path, a client's `wire::coprocessor::Request` in, a
 //!   `wire::coprocessor::Response` out; the `x-stratus-region-server` header names the base URL of
 //!   the server owning the region (see [`crate::delegate`] for the answers).
+//! * `POST /compact`: a server's compaction job in, its outputs' metadata out
+//!   ([`crate::compaction`]).
 //! * `GET /config`: the effective config (TOML).
 //! * `GET /status`: JSON `{"role":"worker","addr","labels","uptime_secs","requests",
 //!   "in_flight","dfs","keyspace_throughput","cop_limiter"}`: `keyspace_throughput` maps each
@@ -52,6 +54,7 @@ pub fn router(state: Arc<WorkerState>) -> Router {
             paths::DELEGATE_COPROCESSOR,
             post(crate::delegate::delegate_handler),
         )
+        .route(paths::COMPACT, post(crate::compaction::compact_handler))
         .route(paths::CONFIG, get(config_handler))
         .route(paths::STATUS, get(status_handler))
         .route(paths::METRICS, get(::node::http::metrics_handler))

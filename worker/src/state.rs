@@ -52,6 +52,8 @@ pub struct WorkerState {
     client: OnceLock<HttpClient>,
     /// `[security]` loaded: the listener's and the clients' TLS (none: plain HTTP).
     tls: Option<Arc<::node::tls::Tls>>,
+    /// The bound on compaction jobs running at once (`worker.max-compaction-jobs`).
+    compaction_slots: crate::compaction::CompactionSlots,
     /// The servers the delegate path may call (made on first use, after `tls` is set).
     known_servers: OnceLock<crate::known_servers::KnownServers>,
 }
@@ -99,6 +101,9 @@ impl WorkerState {
         WorkerState {
             config_text: config.render(),
             limiter: CopLimiter::new(&config.cop_limiter, memory, started),
+            compaction_slots: crate::compaction::CompactionSlots::new(
+                config.worker.max_compaction_jobs,
+            ),
             config,
             dfs,
             block_cache,
@@ -151,6 +156,10 @@ impl WorkerState {
 
     pub fn tls(&self) -> Option<&Arc<::node::tls::Tls>> {
         self.tls.as_ref()
+    }
+
+    pub fn compaction_slots(&self) -> &crate::compaction::CompactionSlots {
+        &self.compaction_slots
     }
 
     pub fn limiter(&self) -> &CopLimiter {
