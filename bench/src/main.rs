@@ -2,9 +2,10 @@
 //! the same run, as a ratio, in Markdown ready for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|tls|all] [--entries N] [--timers default|fast]
+//! cargo run --release -p bench -- [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|tls|compaction|all] [--entries N] [--timers default|fast]
 //! ```
 
+mod compaction_bench;
 mod cop_bench;
 mod cop_cache_bench;
 mod engine_bench;
@@ -56,14 +57,13 @@ fn main() {
             }
             "sst" | "memtable" | "engine" | "vs-fjall" | "txn" | "raft-write" | "txn-snapshot"
             | "replication" | "failover" | "idle" | "cop" | "offload" | "mixed" | "cop-cache"
-            | "node-selection" | "pd" | "rebalance" | "learners" | "sql" | "tls" | "all" => {
-                suite = a
-            }
+            | "node-selection" | "pd" | "rebalance" | "learners" | "sql" | "tls" | "compaction"
+            | "all" => suite = a,
             // Hidden: one engine's half of `vs-fjall`, run in a child process.
             "__vs-fjall-child" => child = Some(args.next().unwrap_or_default()),
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|tls|all] [--entries N] [--timers default|fast]"
+                    "unknown argument {other:?}; usage: stratus-bench [sst|memtable|engine|vs-fjall|txn|raft-write|txn-snapshot|replication|failover|idle|cop|offload|mixed|cop-cache|node-selection|pd|rebalance|learners|sql|tls|compaction|all] [--entries N] [--timers default|fast]"
                 );
                 std::process::exit(2);
             }
@@ -117,6 +117,10 @@ fn main() {
     }
     if suite == "tls" || suite == "all" {
         tls_bench::run();
+    }
+    if suite == "compaction" || suite == "all" {
+        // `--entries` is the MiB written per side here (default 400).
+        compaction_bench::run(if entries_given { entries as u64 } else { 400 });
     }
     if suite == "mixed" || suite == "all" {
         mixed_bench::run();

@@ -7,6 +7,7 @@
 //!    which regions;
 //! 2. the load of table `t` (progress bar on stderr, rows/s), then a flush of every server:
 //!    the offload estimate counts SST blocks only, so data still in memtables would look small;
+//!    then a compaction of every region, each run on a worker (`remote-compaction`);
 //! 3. local or offloaded, and why: a query over a small table stays local (too small to be
 //!    worth shipping, even on a busy server); the whole-table aggregate stays local on an idle
 //!    server (`cpu_idle`) and goes to a worker on a busy one (`cpu_busy`). The CPU load is the
@@ -127,6 +128,7 @@ pub fn run_to(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> 
     let mut lab = LoadedCluster::start(out)?;
     heading(out, "2. the sample table")?;
     let table = lab.load(opts.rows, out)?;
+    lab.compact(out)?;
     let names = NodeNames::of(&lab.cluster);
     let mut client_config = lab.cluster.client_config();
     client_config.cop_cache.admission_min_process_time = types::ReadableDuration::millis(0);

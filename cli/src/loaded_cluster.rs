@@ -48,6 +48,8 @@ pub enum StepError {
     Statement { sql: String, message: String },
     #[error("flush failed: server={server} reason={reason}")]
     Flush { server: String, reason: String },
+    #[error("compaction failed: server={server} reason={reason}")]
+    Compaction { server: String, reason: String },
     #[error("cannot read the metrics: server={server} reason={reason}")]
     Metrics { server: String, reason: String },
     #[error("regions did not settle: server={server} reason={reason}")]
@@ -108,6 +110,39 @@ impl LoadedCluster {
     /// to `log`, then flushes every server so that the rows are in SST files.
     pub fn load(&self, rows: u64, log: &mut dyn Write) -> Result<TableSchema, StepError> {
         self.load_table(TABLE, rows, log)
+    }
+
+    /// Compacts every region's L0 files into the levels (`POST /admin/compact` on every
+    /// server: each compacts the regions it leads) and prints how many compactions ran and how
+    /// many of them on the workers: the local cluster sends every compaction to a worker of
+    /// the leader's zone (`remote-compaction`), so one that ran on a server is an error.
+    pub fn compact(&self, log: &mut dyn Write) -> Result<(), StepError> {
+        let t = Instant::now();
+        let before = compaction_counts(&self.cluster)?;
+        for s in self.cluster.servers() {
+            let url = format!("{}{}", s.url, wire::paths::ADMIN_COMPACT);
+            harness::http::post_ok(&url, Vec::new(), FLUSH_TIMEOUT).map_err(|e| {
+                StepError::Compaction {
+                    server: s.name.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+        }
+        let after = compaction_counts(&self.cluster)?;
+        let (all, remote) = (after.0 - before.0, after.1 - before.1);
+        writeln!(
+            log,
+            "compacted every region in {:.1} s: {all} compactions, {remote} of them on a worker \
+             (remote-compaction: the servers' cores stay for queries and writes)",
+            t.elapsed().as_secs_f64()
+        )?;
+        if remote < all {
+            return Err(StepError::Compaction {
+                server: "every server".into(),
+                reason: format!("expected every compaction on a worker, found {remote} of {all}"),
+            });
+        }
+        Ok(())
     }
 
     /// [`LoadedCluster::load`] into the sample table `name`.
@@ -265,6 +300,25 @@ fn settle_regions(servers: &[NodeInfo]) -> Result<usize, StepError> {
         last = now;
         std::thread::sleep(Duration::from_secs(1));
     }
+}
+
+/// Compactions applied on every server, and how many of them a worker built
+/// (`stratus_kvengine_compactions_total`, `stratus_kvengine_remote_compactions_total`).
+fn compaction_counts(cluster: &LocalCluster) -> Result<(f64, f64), StepError> {
+    let (mut all, mut remote) = (0.0, 0.0);
+    for (server, text) in cluster.server_metrics()? {
+        let read = |name: &str| {
+            harness::metrics::Metrics::parse(&text)
+                .and_then(|m| m.sum(name, &[]))
+                .map_err(|e| StepError::Metrics {
+                    server: server.clone(),
+                    reason: e.to_string(),
+                })
+        };
+        all += read("stratus_kvengine_compactions_total")?;
+        remote += read("stratus_kvengine_remote_compactions_total")?;
+    }
+    Ok((all, remote))
 }
 
 /// `POST /admin/flush` on every server: memtables to L0 SST files.

@@ -117,6 +117,47 @@ fn compactions_run_on_a_worker_and_give_the_same_rows() {
 }
 
 #[test]
+fn a_worker_answers_a_body_that_is_no_job_with_400_and_what_is_wrong() {
+    let cluster = Cluster::new(StoreKind::Local);
+    let worker = WorkerProc::start(&cluster.worker_config("worker"));
+    let url = worker.url(wire::paths::COMPACT);
+    let garbage = e2e::http_client::post(&url, vec![0xff, 0xff, 0xff]);
+    assert_eq!(garbage.status.as_u16(), 400, "{garbage:?}");
+    assert!(String::from_utf8_lossy(&garbage.body).contains("not valid protobuf"));
+    // A job naming an input that does not exist: the store has no such file.
+    let job = changeset::CompactionJob {
+        cfs: vec![changeset::CfInputs {
+            cf: 0,
+            bottommost: true,
+            inputs: vec![changeset::InputFile { id: 42, l0: false }],
+        }],
+        options: Some(changeset::OutputOptions {
+            block_size: 4096,
+            target_file_size: 1 << 20,
+            ..Default::default()
+        }),
+        output_ids: vec![43],
+        ..Default::default()
+    };
+    let missing = e2e::http_client::post(&url, job.encode_to_bytes());
+    assert_eq!(missing.status.as_u16(), 502, "{missing:?}");
+    assert_eq!(
+        worker.metric(
+            "stratus_worker_compaction_jobs_total",
+            &[("result", "bad_request")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        worker.metric(
+            "stratus_worker_compaction_jobs_total",
+            &[("result", "store_error")]
+        ),
+        1.0
+    );
+}
+
+#[test]
 fn a_worker_killed_mid_job_costs_one_retry_loses_nothing_and_leaves_no_orphan() {
     let cluster = Cluster::new(StoreKind::Local);
     let mut workers = vec![

@@ -11,8 +11,8 @@ mod replicas;
 
 use std::collections::BTreeSet;
 
-use kvengine::{ApplyOutcome, ColumnFamily, Dfs, Engine, WriteBatch};
-use replicas::{Cluster, Entry};
+use kvengine::{ApplyOutcome, ColumnFamily, Engine, WriteBatch};
+use replicas::{Cluster, Entry, stored};
 
 const SHARD: u64 = 1;
 const RIGHT: u64 = 2;
@@ -25,16 +25,6 @@ fn put(i: u64, version: u64) -> Entry {
     let mut b = WriteBatch::new();
     b.put(ColumnFamily::Write, &key(i), version, b"", &[i as u8; 64]);
     Entry::Write(b)
-}
-
-fn stored(c: &Cluster) -> BTreeSet<u64> {
-    c.replicas[0]
-        .dfs
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|f| f.get())
-        .collect()
 }
 
 /// Writes `keys` to `shard` twice over, flushing each round: two L0 files.

@@ -203,9 +203,14 @@ fn live_bytes(o: &Opened) -> Vec<Vec<u8>> {
     files
 }
 
+/// Every object in the engine's store.
+fn stored(o: &Opened) -> BTreeSet<u64> {
+    o.dfs.list().unwrap().into_iter().map(|f| f.0).collect()
+}
+
 /// The object store holds exactly what the file lists name: no orphan.
 fn assert_no_orphans(o: &Opened) {
-    let stored: BTreeSet<u64> = o.dfs.list().unwrap().into_iter().map(|f| f.0).collect();
+    let stored = stored(o);
     let live = o.engine.live_file_ids();
     assert_eq!(
         stored,
@@ -293,7 +298,7 @@ fn collect_after_deadline(o: &Opened, worker: &TestWorker) {
 fn a_worker_that_stored_outputs_and_died_costs_a_local_compaction_and_leaves_no_orphan() {
     let root = tempfile::tempdir().unwrap();
     let (remote, local, worker) = loaded(root.path(), Behaviour::StoreAndDie);
-    let before: BTreeSet<FileId> = remote.dfs.list().unwrap().into_iter().collect();
+    let before = stored(&remote);
     assert!(remote.engine.compact_shard(1, true).unwrap() >= 1);
     local.engine.compact_shard(1, true).unwrap();
     assert!(worker.runs.load(Ordering::SeqCst) >= 1);
@@ -305,13 +310,7 @@ fn a_worker_that_stored_outputs_and_died_costs_a_local_compaction_and_leaves_no_
         .iter()
         .flat_map(|j| j.output_ids.clone())
         .collect();
-    let stored: BTreeSet<u64> = remote
-        .dfs
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|f| f.0)
-        .collect();
+    let stored = stored(&remote);
     assert!(
         stored.iter().any(|id| job_ids.contains(id)),
         "the worker stored nothing: the test proves nothing"
@@ -385,13 +384,7 @@ fn a_server_that_dies_mid_job_leaves_orphans_that_gc_removes_after_restart() {
         .iter()
         .copied()
         .collect();
-    let stored: BTreeSet<u64> = remote
-        .dfs
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|f| f.0)
-        .collect();
+    let stored = stored(&remote);
     assert!(stored.iter().any(|id| job_ids.contains(id)));
     let intents = remote.dir.join(kvengine::INTENT_DIR);
     assert_eq!(std::fs::read_dir(&intents).unwrap().count(), 1);

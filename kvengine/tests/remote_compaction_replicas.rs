@@ -14,10 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use changeset::{Change, CompactionJob, CompactionResult};
-use kvengine::{
-    ApplyOutcome, ColumnFamily, CompactionOffload, Dfs, LocalDfs, SinkError, WriteBatch,
-};
-use replicas::{Cluster, Entry, PROPOSAL_WAIT};
+use kvengine::{ApplyOutcome, ColumnFamily, CompactionOffload, LocalDfs, SinkError, WriteBatch};
+use replicas::{Cluster, Entry, PROPOSAL_WAIT, stored};
 
 const SHARD: u64 = 1;
 
@@ -58,16 +56,6 @@ fn put(i: u64, version: u64) -> Entry {
         &[i as u8; 64],
     );
     Entry::Write(b)
-}
-
-fn stored(c: &Cluster) -> BTreeSet<u64> {
-    c.replicas[0]
-        .dfs
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|f| f.get())
-        .collect()
 }
 
 #[test]

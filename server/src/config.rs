@@ -733,6 +733,36 @@ mod tests {
     }
 
     #[test]
+    fn remote_compaction_needs_workers_and_a_timeout() {
+        let none: ServerConfig = parse("[kvengine]\nremote-compaction = true\n", "s.toml").unwrap();
+        let e = none.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("kvengine.remote-compaction") && e.contains("found none"),
+            "{e}"
+        );
+        let with_worker: ServerConfig = parse(
+            "[kvengine]\nremote-compaction = true\nremote-coprocessor-addr = \"http://127.0.0.1:1/coprocessor\"\n",
+            "s.toml",
+        )
+        .unwrap();
+        with_worker.validate().unwrap();
+        let learned: ServerConfig = parse(
+            "[server]\npd-endpoints = [\"http://127.0.0.1:2479\"]\ntso = false\n[kvengine]\nremote-compaction = true\n",
+            "s.toml",
+        )
+        .unwrap();
+        learned.validate().unwrap();
+        let zero: ServerConfig =
+            parse("[kvengine]\nremote-compaction-timeout = \"0s\"\n", "s.toml").unwrap();
+        let e = zero.validate().unwrap_err().to_string();
+        assert!(e.contains("kvengine.remote-compaction-timeout"), "{e}");
+        let tiny: ServerConfig =
+            parse("[kvengine]\ntarget-file-size = \"1KiB\"\n", "s.toml").unwrap();
+        let e = tiny.validate().unwrap_err().to_string();
+        assert!(e.contains("kvengine.target-file-size"), "{e}");
+    }
+
+    #[test]
     fn the_issue_example_block_parses() {
         let c: ServerConfig = parse(
             "[kvengine]\nremote-coprocessor-addr = \"http://127.0.0.1:19000/coprocessor\"\nremote-coprocessor-min-blocks-size = 32000000\nremote-coprocessor-topn-max-pushdown-rows = 50000\n",

@@ -516,6 +516,17 @@ memory-source = "auto"
     }
 
     #[test]
+    fn max_compaction_jobs_parses_and_zero_is_named() {
+        let c = WorkerConfig::parse("[worker]\nmax-compaction-jobs = 5\n", "w.toml").unwrap();
+        assert_eq!(c.worker.max_compaction_jobs, 5);
+        let err = WorkerConfig::parse("[worker]\nmax-compaction-jobs = 0\n", "w.toml").unwrap_err();
+        assert!(
+            err.to_string().contains("worker.max-compaction-jobs"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_top_level_topn_key_parses_before_the_sections() {
         let c = WorkerConfig::parse(
             "cop-topn-max-pushdown-rows = 50000\n\n[worker]\nblock-cache-size = 0\n\n\

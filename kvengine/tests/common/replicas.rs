@@ -506,3 +506,15 @@ pub fn dump(engine: &Engine, shard_id: u64, read_ts: &[u64]) -> Vec<Vec<Row>> {
     }
     out
 }
+
+/// Every object in the cluster's store (the replicas share it).
+pub fn stored(c: &Cluster) -> std::collections::BTreeSet<u64> {
+    use kvengine::Dfs;
+    c.replicas[0]
+        .dfs
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.get())
+        .collect()
+}
