@@ -160,7 +160,7 @@ fn a_worker_answers_a_body_that_is_no_job_with_400_and_what_is_wrong() {
 #[test]
 fn a_worker_killed_mid_job_costs_one_retry_loses_nothing_and_leaves_no_orphan() {
     let cluster = Cluster::new(StoreKind::Local);
-    let mut workers = vec![
+    let mut workers = [
         WorkerProc::start(&cluster.worker_config("w1")),
         WorkerProc::start(&cluster.worker_config("w2")),
     ];
