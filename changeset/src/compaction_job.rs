@@ -78,6 +78,12 @@ pub struct InputFile {
     pub id: u64,
     #[prost(bool, tag = "2")]
     pub l0: bool,
+    /// Its smallest and biggest user key (of the section, for an L0 file), inclusive: the
+    /// server checks a result's key span against them.
+    #[prost(bytes = "bytes", tag = "3")]
+    pub smallest: Bytes,
+    #[prost(bytes = "bytes", tag = "4")]
+    pub biggest: Bytes,
 }
 
 /// The table options of the outputs (`sst::BuilderOptions` and the target file size).
@@ -246,8 +252,8 @@ mod tests {
                 cf: ColumnFamily::Write.as_u32(),
                 bottommost: true,
                 inputs: vec![
-                    InputFile { id: 3, l0: true },
-                    InputFile { id: 1, l0: false },
+                    InputFile { id: 3, l0: true, ..Default::default() },
+                    InputFile { id: 1, l0: false, ..Default::default() },
                 ],
             }],
             options: Some(OutputOptions {
@@ -324,7 +330,7 @@ mod tests {
                 cfs: vec![CfInputs {
                     cf: 1,
                     bottommost: level > 2,
-                    inputs: inputs.into_iter().map(|(id, l0)| InputFile { id, l0 }).collect(),
+                    inputs: inputs.into_iter().map(|(id, l0)| InputFile { id, l0, ..Default::default() }).collect(),
                 }],
                 ..job()
             };

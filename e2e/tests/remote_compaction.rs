@@ -129,7 +129,10 @@ fn a_worker_answers_a_body_that_is_no_job_with_400_and_what_is_wrong() {
         cfs: vec![changeset::CfInputs {
             cf: 0,
             bottommost: true,
-            inputs: vec![changeset::InputFile { id: 42, l0: false }],
+            inputs: vec![changeset::InputFile {
+                id: 42,
+                ..Default::default()
+            }],
         }],
         options: Some(changeset::OutputOptions {
             block_size: 4096,

@@ -70,9 +70,20 @@ pub trait CompactionOffload: Send + Sync {
         job: &CompactionJob,
         retry: &mut dyn FnMut() -> Option<CompactionJob>,
     ) -> std::result::Result<CompactionResult, String>;
-    /// A result came back but failed [`verify`] (counted by the implementor; the engine
-    /// compacts here).
-    fn rejected(&self, shard_id: u64, reason: &str);
+    /// How the offloaded compaction ended, once the engine knows (the implementor counts it).
+    fn finished(&self, shard_id: u64, outcome: OffloadOutcome<'_>);
+}
+
+/// How an offloaded compaction ended ([`CompactionOffload::finished`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffloadOutcome<'a> {
+    /// A worker's outputs passed [`verify`] and are proposed; `attempts` jobs were sent.
+    Used { attempts: usize },
+    /// No worker's result came back: the engine compacts here.
+    Failed { reason: &'a str },
+    /// A result came back but failed [`verify`] (or its intent could not be removed): the
+    /// engine compacts here.
+    Rejected { reason: &'a str },
 }
 
 /// The job of `plan` for shard `shard_id` at version `shard_ver`, without output ids.
@@ -94,6 +105,8 @@ pub(crate) fn job_of(
                 .map(|t| InputFile {
                     id: t.file_id(),
                     l0: plan.level == 0 && plan.top.contains(&t.file_id()),
+                    smallest: Bytes::copy_from_slice(&t.properties().smallest),
+                    biggest: Bytes::copy_from_slice(&t.properties().biggest),
                 })
                 .collect(),
         })
@@ -317,6 +330,47 @@ pub(crate) fn verify(
     let mut opened = OpenTables::default();
     let mut seen = std::collections::BTreeSet::new();
     let mut last: Option<(u32, Bytes)> = None;
+    // The worker takes the job's ids in order: its outputs name a prefix of them, in order.
+    let used: Vec<u64> = result.outputs.iter().map(|t| t.id).collect();
+    if !job.output_ids.starts_with(&used) {
+        return Err(format!(
+            "the outputs do not take the job's ids in order: used {used:x?}"
+        ));
+    }
+    // A column family whose tombstones must stay keeps at least one version of some key: no
+    // output for it means the worker left it out.
+    if let Some(c) = job.cfs.iter().find(|c| {
+        !c.bottommost && !c.inputs.is_empty() && !result.outputs.iter().any(|t| t.cf == c.cf)
+    }) {
+        return Err(format!(
+            "no output for column family {}, whose inputs always keep a version",
+            c.cf
+        ));
+    }
+    // Where no key can vanish, the outputs span exactly the inputs' keys when the inputs lie
+    // inside the range: a missing first or last output shows. No key vanishes from a column
+    // family that keeps its tombstones (not the bottommost), except, in WRITE, a key whose
+    // records at or below the safe point are all Lock/Rollback (`compaction::gc_versions`).
+    let write = ColumnFamily::Write.as_u32();
+    for c in job.cfs.iter().filter(|c| {
+        !c.bottommost && !c.inputs.is_empty() && (c.cf != write || job.safe_point == 0)
+    }) {
+        let lo = c.inputs.iter().map(|i| &i.smallest).min();
+        let hi = c.inputs.iter().map(|i| &i.biggest).max();
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            continue;
+        };
+        let inside = *lo >= job.start && (job.end.is_empty() || *hi < job.end);
+        let mine: Vec<&TableCreate> = result.outputs.iter().filter(|t| t.cf == c.cf).collect();
+        if let (true, Some(first), Some(last)) = (inside, mine.first(), mine.last())
+            && (first.smallest != *lo || last.biggest != *hi)
+        {
+            return Err(format!(
+                "the outputs of column family {} span {:?}..{:?}, the inputs {lo:?}..{hi:?}",
+                c.cf, first.smallest, last.biggest
+            ));
+        }
+    }
     for t in &result.outputs {
         if !job.output_ids.contains(&t.id) {
             return Err(format!("output {:#x} is not an id the job gave", t.id));
@@ -554,7 +608,15 @@ pub(crate) fn try_offload(
             .map_or(0, |d| d.as_millis() as u64)
     };
     job.deadline_ms = ms(deadline);
-    let first = new_attempt(inner, &job, n_ids, ms(not_before))?;
+    let first = match new_attempt(inner, &job, n_ids, ms(not_before)) {
+        Ok(first) => first,
+        Err(e) => {
+            let reason = format!("cannot prepare the job: {e}");
+            tracing::warn!(shard_id = job.shard_id, %reason, "compacting here");
+            offload.finished(job.shard_id, OffloadOutcome::Failed { reason: &reason });
+            return Ok(None);
+        }
+    };
     let first_job = first.job.clone();
     let mut attempts = vec![first];
     let outcome = {
@@ -596,6 +658,7 @@ pub(crate) fn try_offload(
     let result = match outcome {
         Ok(result) => result,
         Err(reason) => {
+            offload.finished(job.shard_id, OffloadOutcome::Failed { reason: &reason });
             doom_all_but(None, &reason);
             return Ok(None);
         }
@@ -611,36 +674,41 @@ pub(crate) fn try_offload(
         Some(w) => verify(&inner.table_source(), &attempts[w].job, &result).map(|o| (w, o)),
         None => Err("the outputs use ids no attempt was given".to_string()),
     };
+    // The intent must be gone, durably, before the result is proposed: an intent found at the
+    // next open dooms its ids, which a committed entry would then name (module docs).
+    let checked = checked.and_then(|(w, opened)| {
+        remove_intent(&attempts[w].intent)
+            .map(|()| (w, opened))
+            .map_err(|e| format!("cannot remove the job's intent, so its result is not used: {e}"))
+    });
     match checked {
         Ok((w, opened)) => {
             doom_all_but(Some(w), "");
-            // From here the ids belong to the log's outcome (module docs, "Intents").
-            remove_intent(&attempts[w].intent);
+            offload.finished(
+                job.shard_id,
+                OffloadOutcome::Used {
+                    attempts: attempts.len(),
+                },
+            );
             Ok(Some((result.outputs, opened)))
         }
         Err(reason) => {
-            offload.rejected(job.shard_id, &reason);
+            offload.finished(job.shard_id, OffloadOutcome::Rejected { reason: &reason });
             doom_all_but(None, &reason);
             Ok(None)
         }
     }
 }
 
-/// Removes an intent file (a failure is logged: the ids are then doomed again at the next
-/// open, which deletes nothing a file list names).
-pub(crate) fn remove_intent(path: &Path) {
+/// Removes an intent file durably (the directory synced): `Err` when that cannot be known.
+pub(crate) fn remove_intent(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
-        Ok(()) => {
-            if let Some(dir) = path.parent()
-                && let Err(e) = crate::durable_file::sync_dir(dir)
-            {
-                tracing::warn!(path = %path.display(), error = %e, "cannot sync the intent directory");
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot remove a compaction job intent")
-        }
+        Ok(()) => match path.parent() {
+            Some(dir) => crate::durable_file::sync_dir(dir),
+            None => Ok(()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", path)(e)),
     }
 }
 

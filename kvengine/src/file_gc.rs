@@ -313,8 +313,12 @@ fn collect_doomed(inner: &Inner, live: &BTreeSet<u64>) {
             }
         });
         if job.ids.is_empty() {
-            if let Some(path) = &job.intent {
-                crate::compaction_exec::remove_intent(path);
+            // A failed removal leaves the intent for the next open, which dooms its ids again:
+            // they are deleted already, and no file list names them.
+            if let Some(path) = &job.intent
+                && let Err(e) = crate::compaction_exec::remove_intent(path)
+            {
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove a compaction job intent");
             }
         } else {
             inner.file_gc.lock().doomed.push(job);

@@ -66,7 +66,9 @@ pub use apply::ApplyOutcome;
 pub use block_cache::{BLOCK_OVERHEAD, BlockCacheStats, MokaBlockCache};
 pub use cachefs::{CacheFs, CacheFsStats};
 pub use change_set_sink::{ChangeSetSink, SinkError};
-pub use compaction_exec::{CompactionOffload, INTENT_DIR, Intent, run_compaction_job};
+pub use compaction_exec::{
+    CompactionOffload, INTENT_DIR, Intent, OffloadOutcome, run_compaction_job,
+};
 pub use dfs::{Dfs, LocalDfs};
 pub use dfs_config::{CacheConfig, DfsConfig};
 pub use dfs_section::{DfsSection, InvalidDfsSection};

@@ -61,7 +61,7 @@ pub static REMOTE_COMPACTIONS: LazyLock<IntCounter> = LazyLock::new(|| {
 pub static DOOMED_FILES_DELETED: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_kvengine_doomed_files_deleted_total",
-        "Ids of failed compaction jobs (remote or local) file GC deleted from the object store.",
+        "Output ids of failed or refused compactions and flushes file GC deleted from the object store (an id nothing was stored under counts too).",
     )
 });
 pub static FILES_DELETED: LazyLock<IntCounter> = LazyLock::new(|| {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use changeset::{CompactionJob, CompactionResult};
 use kvengine::{
-    ColumnFamily, CompactionOffload, Dfs, Engine, EngineOptions, FileId, LocalDfs, SyncPolicy,
+    ColumnFamily, CompactionOffload, Dfs, Engine, OffloadOutcome, EngineOptions, FileId, LocalDfs, SyncPolicy,
     WriteBatch,
 };
 use proptest::prelude::*;
@@ -30,6 +30,9 @@ enum Behaviour {
     Garbage,
     /// Runs it and then the server "dies" before it hears back (the compaction thread panics).
     ServerDies,
+    /// Answers without the last output of a column family that keeps its tombstones (the
+    /// others answer as they should).
+    DropLastOutput,
     /// The first worker stores its outputs and dies; the retry (with the job's fresh ids) on
     /// a second worker answers.
     RetryAfterStoring,
@@ -95,12 +98,22 @@ impl CompactionOffload for TestWorker {
                 result.outputs[0].size += 1;
                 Ok(result)
             }
+            Behaviour::DropLastOutput => {
+                if let Some(c) = job.cfs.iter().find(|c| !c.bottommost)
+                    && let Some(i) = result.outputs.iter().rposition(|t| t.cf == c.cf)
+                {
+                    result.outputs.remove(i);
+                }
+                Ok(result)
+            }
             Behaviour::ServerDies => panic!("the server dies while the worker answers"),
         }
     }
 
-    fn rejected(&self, _shard_id: u64, _reason: &str) {
-        self.rejected.fetch_add(1, Ordering::SeqCst);
+    fn finished(&self, _shard_id: u64, outcome: OffloadOutcome<'_>) {
+        if let OffloadOutcome::Rejected { .. } = outcome {
+            self.rejected.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -124,6 +137,18 @@ fn options(dir: &Path) -> EngineOptions {
 }
 
 fn open(root: &Path, name: &str) -> Opened {
+    open_with(root, name, options)
+}
+
+/// Small levels: L1 spills into L2 as soon as it holds a few KiB, so later compactions of L0
+/// into L1 are not the bottommost.
+fn small_levels(dir: &Path) -> EngineOptions {
+    let mut o = options(dir);
+    o.base_level_size = 4 * 1024;
+    o
+}
+
+fn open_with(root: &Path, name: &str, options: fn(&Path) -> EngineOptions) -> Opened {
     let dir = root.join(name).join("engine");
     let dfs_dir = root.join(name).join("dfs");
     let dfs = Arc::new(LocalDfs::open(&dfs_dir).unwrap());
@@ -350,6 +375,31 @@ fn a_retry_gets_fresh_ids_and_the_first_attempts_outputs_are_deleted() {
         dump(&remote.engine, u64::MAX),
         dump(&local.engine, u64::MAX)
     );
+    collect_after_deadline(&remote, &worker);
+    assert_no_orphans(&remote);
+}
+
+#[test]
+fn a_result_missing_its_last_output_is_rejected_where_no_key_can_vanish() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = open_with(root.path(), "remote", small_levels);
+    let local = open_with(root.path(), "local", small_levels);
+    let worker = TestWorker::new(&remote.dfs_dir, Behaviour::DropLastOutput);
+    remote.engine.set_compaction_offload(worker.clone());
+    let ops: Vec<Op> = (0..600u64)
+        .map(|i| ((i % 80) as u8, i + 1, Some(i as u8), i % 100 == 99))
+        .collect();
+    for o in [&remote, &local] {
+        for chunk in ops.chunks(200) {
+            apply_ops(&o.engine, chunk);
+            o.engine.compact_shard(1, true).unwrap();
+        }
+    }
+    assert!(
+        worker.rejected.load(Ordering::SeqCst) >= 1,
+        "no compaction above another level was offloaded: the test proves nothing"
+    );
+    assert_eq!(dump(&remote.engine, u64::MAX), dump(&local.engine, u64::MAX));
     collect_after_deadline(&remote, &worker);
     assert_no_orphans(&remote);
 }

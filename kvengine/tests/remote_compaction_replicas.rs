@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use changeset::{Change, CompactionJob, CompactionResult};
-use kvengine::{ApplyOutcome, ColumnFamily, CompactionOffload, LocalDfs, SinkError, WriteBatch};
+use kvengine::{ApplyOutcome, ColumnFamily, CompactionOffload, LocalDfs, OffloadOutcome, SinkError, WriteBatch};
 use replicas::{Cluster, Entry, PROPOSAL_WAIT, stored};
 
 const SHARD: u64 = 1;
@@ -41,8 +41,11 @@ impl CompactionOffload for Worker {
         self.runs.fetch_add(1, Ordering::SeqCst);
         kvengine::run_compaction_job(&self.dfs, None, job).map_err(|e| e.to_string())
     }
-    fn rejected(&self, _: u64, reason: &str) {
-        panic!("a good result was rejected: {reason}");
+    fn finished(&self, _: u64, outcome: OffloadOutcome<'_>) {
+        assert!(
+            !matches!(outcome, OffloadOutcome::Rejected { .. }),
+            "a good result was rejected: {outcome:?}"
+        );
     }
 }
 

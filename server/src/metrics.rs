@@ -109,7 +109,9 @@ types::label_enum! {
         Unavailable = "unavailable",
         Timeout = "timeout",
         Connect = "connect",
-        /// Another error status (400, 502, 504, ...).
+        /// 400: the worker found the job malformed (not retried).
+        BadRequest = "bad_request",
+        /// Another error status (502, 504, ...).
         BadStatus = "bad_status",
         /// A 200 whose body does not decode.
         BadResponse = "bad_response",

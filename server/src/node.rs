@@ -280,7 +280,9 @@ impl Node {
         });
         // The CPU signal matters only to a server that can offload with load-aware routing.
         let mut cpu_sampler = None;
-        let cpu = if dispatcher.is_some() && kv.remote_coprocessor_load_aware {
+        let cpu = if dispatcher.is_some()
+            && (kv.remote_coprocessor_load_aware || kv.remote_compaction_load_aware)
+        {
             let interval = kv.remote_coprocessor_load_aware_sample_interval.duration();
             let monitor = Arc::new(CpuMonitor::new(
                 kv.remote_coprocessor_load_aware_cpu_threshold,
@@ -318,7 +320,7 @@ impl Node {
             dispatcher,
             config.offload_policy(),
             kv.remote_coprocessor_topn_max_pushdown_rows,
-            cpu.clone(),
+            cpu.clone().filter(|_| kv.remote_coprocessor_load_aware),
             config.raft.clone(),
         ));
         Ok(Node {

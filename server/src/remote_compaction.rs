@@ -11,13 +11,16 @@
 //!
 //! **Workers** are the coprocessor offload's pool (`worker_pool`): alive workers of this
 //! server's zone first, the least busy, in turn. A job goes to the first; a connection error,
-//! a timeout, a 503 (the worker is full or its memory high), any other error status or an
-//! answer that does not decode costs **one** retry on the next worker, then the engine
-//! compacts here. A worker that failed to answer counts as dead for the pool's TTL, for
-//! offloads and compactions alike. Attempts are counted in
-//! `stratus_server_compaction_remote_attempts_total{outcome}`, whole jobs in
-//! `stratus_server_compaction_remote_jobs_total{result}` (`ok`, `retried` (ok on the second
-//! worker), `fell_back` (compacted here), `rejected` (the result failed the engine's check)).
+//! a timeout, a 503 (the worker is full or its memory high), another error status or an
+//! answer that does not decode costs **one** retry on the next worker (with fresh output
+//! ids), then the engine compacts here; a 400 (the worker found the job malformed) is not
+//! retried, as every worker would refuse it. A worker that failed to answer (connection
+//! error, timeout) counts as dead for the pool's TTL, for offloads and compactions alike; one
+//! that answered 503 does not (it still serves coprocessor requests). Attempts are counted in
+//! `stratus_server_compaction_remote_attempts_total{outcome}`, whole jobs, once the engine
+//! checked the result, in `stratus_server_compaction_remote_jobs_total{result}` (`ok`,
+//! `retried` (ok on the second worker), `fell_back` (compacted here), `rejected` (the result
+//! failed the engine's check against the object store; compacted here)).
 //!
 //! The engine allocates the output ids, checks a result against the object store, proposes
 //! it through the Raft log, and deletes the outputs of failed jobs (`kvengine`'s
@@ -27,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use changeset::{CompactionJob, CompactionResult};
-use kvengine::CompactionOffload;
+use kvengine::{CompactionOffload, OffloadOutcome};
 use node::{ClientError, HttpClient};
 
 use crate::cpu_load::{CpuMonitor, CpuState};
@@ -115,8 +118,8 @@ impl RemoteCompaction {
                 CompactionResult::decode_bytes(reply.body)
                     .map_err(|e| (CompactionAttempt::BadResponse, format!("{e}: worker={url}")))
             }
+            // Full, or short of memory for compactions: not dead (its coprocessor requests go on).
             Ok(reply) if reply.status == hyper::StatusCode::SERVICE_UNAVAILABLE => {
-                self.workers.mark_dead(w, Instant::now());
                 Err((
                     CompactionAttempt::Unavailable,
                     format!(
@@ -125,6 +128,13 @@ impl RemoteCompaction {
                     ),
                 ))
             }
+            Ok(reply) if reply.status == hyper::StatusCode::BAD_REQUEST => Err((
+                CompactionAttempt::BadRequest,
+                format!(
+                    "worker refused the job: {}: worker={url}",
+                    String::from_utf8_lossy(&reply.body).trim()
+                ),
+            )),
             Ok(reply) => Err((
                 CompactionAttempt::BadStatus,
                 format!(
@@ -190,14 +200,6 @@ impl CompactionOffload for RemoteCompaction {
                     metrics::COMPACTION_ATTEMPTS
                         .with_label_values(&[CompactionAttempt::Ok.as_str()])
                         .inc();
-                    let counted = if i == 0 {
-                        CompactionJobResult::Ok
-                    } else {
-                        CompactionJobResult::Retried
-                    };
-                    metrics::COMPACTION_JOBS
-                        .with_label_values(&[counted.as_str()])
-                        .inc();
                     tracing::debug!(
                         shard_id = job.shard_id,
                         outputs = result.outputs.len(),
@@ -212,12 +214,13 @@ impl CompactionOffload for RemoteCompaction {
                         .inc();
                     tracing::info!(shard_id = job.shard_id, %detail, "compaction attempt on a worker failed");
                     failures.push(detail);
+                    // A job the worker refused as malformed fails the same way everywhere.
+                    if outcome == CompactionAttempt::BadRequest {
+                        break;
+                    }
                 }
             }
         }
-        metrics::COMPACTION_JOBS
-            .with_label_values(&[CompactionJobResult::FellBack.as_str()])
-            .inc();
         if failures.is_empty() {
             failures.push(format!(
                 "no attempt fit in remote-compaction-timeout ({:?})",
@@ -227,14 +230,22 @@ impl CompactionOffload for RemoteCompaction {
         Err(failures.join("; "))
     }
 
-    fn rejected(&self, shard_id: u64, reason: &str) {
-        tracing::warn!(
-            shard_id,
-            reason,
-            "a worker's compaction result failed the check: compacting here"
-        );
+    fn finished(&self, shard_id: u64, outcome: OffloadOutcome<'_>) {
+        let result = match outcome {
+            OffloadOutcome::Used { attempts } if attempts <= 1 => CompactionJobResult::Ok,
+            OffloadOutcome::Used { .. } => CompactionJobResult::Retried,
+            OffloadOutcome::Failed { .. } => CompactionJobResult::FellBack,
+            OffloadOutcome::Rejected { reason } => {
+                tracing::warn!(
+                    shard_id,
+                    reason,
+                    "a worker's compaction result failed the check: compacting here"
+                );
+                CompactionJobResult::Rejected
+            }
+        };
         metrics::COMPACTION_JOBS
-            .with_label_values(&[CompactionJobResult::Rejected.as_str()])
+            .with_label_values(&[result.as_str()])
             .inc();
     }
 }
