@@ -252,8 +252,16 @@ mod tests {
                 cf: ColumnFamily::Write.as_u32(),
                 bottommost: true,
                 inputs: vec![
-                    InputFile { id: 3, l0: true, ..Default::default() },
-                    InputFile { id: 1, l0: false, ..Default::default() },
+                    InputFile {
+                        id: 3,
+                        l0: true,
+                        ..Default::default()
+                    },
+                    InputFile {
+                        id: 1,
+                        l0: false,
+                        ..Default::default()
+                    },
                 ],
             }],
             options: Some(OutputOptions {

@@ -421,14 +421,26 @@ pub fn compaction_job_seeds() -> Vec<(&'static str, Vec<u8>)> {
                 cf: ColumnFamily::Write.as_u32(),
                 bottommost: true,
                 inputs: vec![
-                    InputFile { id: 9, l0: true, ..Default::default() },
-                    InputFile { id: 4, l0: false, ..Default::default() },
+                    InputFile {
+                        id: 9,
+                        l0: true,
+                        ..Default::default()
+                    },
+                    InputFile {
+                        id: 4,
+                        l0: false,
+                        ..Default::default()
+                    },
                 ],
             },
             CfInputs {
                 cf: ColumnFamily::Lock.as_u32(),
                 bottommost: false,
-                inputs: vec![InputFile { id: 9, l0: true, ..Default::default() }],
+                inputs: vec![InputFile {
+                    id: 9,
+                    l0: true,
+                    ..Default::default()
+                }],
             },
         ],
         options: Some(OutputOptions {
@@ -463,8 +475,16 @@ pub fn compaction_job_seeds() -> Vec<(&'static str, Vec<u8>)> {
                     cf: ColumnFamily::Extra.as_u32(),
                     bottommost: true,
                     inputs: vec![
-                        InputFile { id: 5, l0: false, ..Default::default() },
-                        InputFile { id: 6, l0: false, ..Default::default() },
+                        InputFile {
+                            id: 5,
+                            l0: false,
+                            ..Default::default()
+                        },
+                        InputFile {
+                            id: 6,
+                            l0: false,
+                            ..Default::default()
+                        },
                     ],
                 }],
                 ..job.clone()

@@ -352,9 +352,11 @@ pub(crate) fn verify(
     // family that keeps its tombstones (not the bottommost), except, in WRITE, a key whose
     // records at or below the safe point are all Lock/Rollback (`compaction::gc_versions`).
     let write = ColumnFamily::Write.as_u32();
-    for c in job.cfs.iter().filter(|c| {
-        !c.bottommost && !c.inputs.is_empty() && (c.cf != write || job.safe_point == 0)
-    }) {
+    for c in job
+        .cfs
+        .iter()
+        .filter(|c| !c.bottommost && !c.inputs.is_empty() && (c.cf != write || job.safe_point == 0))
+    {
         let lo = c.inputs.iter().map(|i| &i.smallest).min();
         let hi = c.inputs.iter().map(|i| &i.biggest).max();
         let (Some(lo), Some(hi)) = (lo, hi) else {

@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use changeset::{Change, CompactionJob, CompactionResult};
-use kvengine::{ApplyOutcome, ColumnFamily, CompactionOffload, LocalDfs, OffloadOutcome, SinkError, WriteBatch};
+use kvengine::{
+    ApplyOutcome, ColumnFamily, CompactionOffload, LocalDfs, OffloadOutcome, SinkError, WriteBatch,
+};
 use replicas::{Cluster, Entry, PROPOSAL_WAIT, stored};
 
 const SHARD: u64 = 1;

@@ -119,15 +119,13 @@ impl RemoteCompaction {
                     .map_err(|e| (CompactionAttempt::BadResponse, format!("{e}: worker={url}")))
             }
             // Full, or short of memory for compactions: not dead (its coprocessor requests go on).
-            Ok(reply) if reply.status == hyper::StatusCode::SERVICE_UNAVAILABLE => {
-                Err((
-                    CompactionAttempt::Unavailable,
-                    format!(
-                        "503: {}: worker={url}",
-                        String::from_utf8_lossy(&reply.body).trim()
-                    ),
-                ))
-            }
+            Ok(reply) if reply.status == hyper::StatusCode::SERVICE_UNAVAILABLE => Err((
+                CompactionAttempt::Unavailable,
+                format!(
+                    "503: {}: worker={url}",
+                    String::from_utf8_lossy(&reply.body).trim()
+                ),
+            )),
             Ok(reply) if reply.status == hyper::StatusCode::BAD_REQUEST => Err((
                 CompactionAttempt::BadRequest,
                 format!(
