@@ -317,6 +317,17 @@ fn loaded(root: &Path, behaviour: Behaviour) -> (Opened, Opened, Arc<TestWorker>
     (remote, local, worker)
 }
 
+/// The remote engine reads what the local one does, and once the doom delay passed and file
+/// GC ran, its store holds nothing its file lists do not name.
+fn assert_like_local_and_no_orphans(remote: &Opened, local: &Opened, worker: &TestWorker) {
+    assert_eq!(
+        dump(&remote.engine, u64::MAX),
+        dump(&local.engine, u64::MAX)
+    );
+    collect_after_deadline(remote, worker);
+    assert_no_orphans(remote);
+}
+
 /// Waits out the doom delay of the worker's jobs (deadline + timeout) and runs file GC.
 fn collect_after_deadline(o: &Opened, worker: &TestWorker) {
     std::thread::sleep(worker.timeout * 3);
@@ -375,12 +386,7 @@ fn a_retry_gets_fresh_ids_and_the_first_attempts_outputs_are_deleted() {
         !live.is_disjoint(&second),
         "the retry's outputs are not live"
     );
-    assert_eq!(
-        dump(&remote.engine, u64::MAX),
-        dump(&local.engine, u64::MAX)
-    );
-    collect_after_deadline(&remote, &worker);
-    assert_no_orphans(&remote);
+    assert_like_local_and_no_orphans(&remote, &local, &worker);
 }
 
 #[test]
@@ -404,12 +410,7 @@ fn a_result_missing_its_last_output_is_rejected_where_no_key_can_vanish() {
         worker.rejected.load(Ordering::SeqCst) >= 1,
         "no compaction above another level was offloaded: the test proves nothing"
     );
-    assert_eq!(
-        dump(&remote.engine, u64::MAX),
-        dump(&local.engine, u64::MAX)
-    );
-    collect_after_deadline(&remote, &worker);
-    assert_no_orphans(&remote);
+    assert_like_local_and_no_orphans(&remote, &local, &worker);
 }
 
 #[test]
