@@ -102,6 +102,9 @@ fn compactions_run_on_a_worker_and_give_the_same_rows() {
     load_three_rounds(&server);
     server.compact();
     assert!(worker.metric("stratus_worker_compaction_jobs_total", &[("result", "ok")]) >= 1.0);
+    let status = worker.status();
+    assert_eq!(status["compaction"]["running"], 0, "{status}");
+    assert_eq!(status["compaction"]["max_jobs"], 2, "{status}");
     assert!(server.metric("stratus_kvengine_remote_compactions_total", &[]) >= 1.0);
     assert_eq!(
         server.metric(

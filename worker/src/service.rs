@@ -14,12 +14,14 @@
 //!   ([`crate::compaction`]).
 //! * `GET /config`: the effective config (TOML).
 //! * `GET /status`: JSON `{"role":"worker","addr","labels","uptime_secs","requests",
-//!   "in_flight","dfs","keyspace_throughput","cop_limiter"}`: `keyspace_throughput` maps each
-//!   keyspace id (a string) with answers in the `cop-limiter.sample-ttl` window to its bytes
-//!   per second; `cop_limiter` is the current memory reading (`memory_ratio`, `memory_used`,
+//!   "in_flight","dfs","keyspace_throughput","cop_limiter","compaction"}`:
+//!   `keyspace_throughput` maps each keyspace id (a string) with answers in the
+//!   `cop-limiter.sample-ttl` window to its bytes per second; `cop_limiter` is the current memory reading (`memory_ratio`, `memory_used`,
 //!   `memory_limit`, `limit_source`: cgroup, configured or physical; null when unreadable),
 //!   `high_mem_ratio`, the requests waiting for memory now (`waiting`), and the admitted ones
-//!   running now and at most at once since the start (`running`, `running_peak`).
+//!   running now and at most at once since the start (`running`, `running_peak`);
+//!   `compaction` holds the compaction jobs running now and `worker.max-compaction-jobs`
+//!   (`running`, `max_jobs`).
 //! * `GET /metrics`: Prometheus text.
 
 use std::future::Future;
@@ -353,6 +355,10 @@ async fn status_handler(State(state): State<Arc<WorkerState>>) -> Response {
             .map(|(k, rate)| (k.to_string(), serde_json::Value::from(rate)))
             .collect::<serde_json::Map<String, serde_json::Value>>(),
         "cop_limiter": cop_limiter_status(&state),
+        "compaction": {
+            "running": state.compaction_slots().running(),
+            "max_jobs": w.max_compaction_jobs,
+        },
     });
     (
         [(header::CONTENT_TYPE, "application/json")],
