@@ -304,9 +304,9 @@ pub(crate) fn request_freeze(inner: &Inner, shard: &Shard, force: bool) {
 }
 
 /// The files a ChangeSet the log delivered but the apply refused (conflicted or stale) would
-/// have added: only that ChangeSet names them, so they go to file GC on every replica. Its
-/// proposer retires them too when it learns the outcome; one whose proposal's outcome was
-/// unknown to it (its leadership ended) never does, and they would leak.
+/// have added: only that ChangeSet names them, so they go to file GC on every replica. This
+/// is the one place that does it: a proposer that never learns the outcome (its leadership
+/// ended) could not, and they would leak.
 fn doom_created_files(inner: &crate::engine::Inner, cs: &ChangeSet) {
     let ids: Vec<u64> = match &cs.change {
         Some(Change::Compaction(c)) => c.table_creates.iter().map(|t| t.id).collect(),

@@ -10,13 +10,15 @@
 //! The job therefore waits holding no lock the apply needs: only its own `flushing` or
 //! `compacting` lock, which no apply takes.
 //!
-//! **Outputs.** The outputs belong to no file list until the entry is applied. They are handed
-//! to file GC (which still checks that no file list names them) only when they are certainly
-//! unused: the sink says the proposal was dropped ([`SinkError::Dropped`]), or the applied entry
-//! changed no file (`Conflicted`, or `Rejected` because the shard split or the memtable was
-//! flushed meanwhile). No replica's file list ever named them, so they wait for no other
-//! replica (no retirement index). When the outcome is unknown they are kept: a later apply
-//! may still name them.
+//! **Outputs.** The outputs belong to no file list until the entry is applied. They go to file
+//! GC (which still checks that no file list names them) only when they are certainly unused:
+//! the sink says the proposal was dropped ([`SinkError::Dropped`]): handed over here; or the
+//! applied entry changed no file (`Conflicted`, or `Rejected` because the shard split or the
+//! memtable was flushed meanwhile): the apply itself dooms the files the entry would have
+//! added, on every replica (`apply_at_index`), so it does so also when the proposer never
+//! learns the outcome. No replica's file list ever named them, so they wait for no other
+//! replica (no retirement index). When the outcome is unknown here they are kept: a later
+//! apply may still name them, or refuse them and doom them.
 
 use changeset::{Change, ChangeSet};
 
@@ -70,10 +72,8 @@ pub(crate) fn propose(
         change: Some(change),
     };
     match sink.propose_change_set(&cs) {
-        Ok(outcome @ (ApplyOutcome::Conflicted | ApplyOutcome::Rejected { .. })) => {
-            file_gc::retire(inner, outputs, None, None);
-            Ok(outcome)
-        }
+        // A refused entry's outputs were doomed by its apply, here as on every replica
+        // (`apply_at_index`): nothing to hand to file GC twice.
         Ok(outcome) => Ok(outcome),
         Err(source) => {
             if let SinkError::Dropped { .. } = source {

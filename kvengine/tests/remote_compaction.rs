@@ -19,6 +19,9 @@ use kvengine::{
 };
 use proptest::prelude::*;
 
+#[path = "common/replicas.rs"]
+mod replicas;
+
 /// What the test worker does with a job.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Behaviour {
@@ -196,27 +199,11 @@ fn apply_ops(e: &Engine, ops: &[Op]) {
     e.flush_shard(1).unwrap();
 }
 
-type Row = (Vec<u8>, u64, Vec<u8>, Vec<u8>);
-
 /// Every version of every column family at `ts`.
-fn dump(e: &Engine, ts: u64) -> Vec<Vec<Row>> {
-    let snap = e.snapshot(1).unwrap();
+fn dump(e: &Engine, ts: u64) -> Vec<Vec<replicas::Row>> {
     ColumnFamily::ALL
         .iter()
-        .map(|cf| {
-            let mut it = snap.iter(*cf, b"", b"", ts, false).unwrap();
-            let mut out = Vec::new();
-            while it.valid() {
-                out.push((
-                    it.key().to_vec(),
-                    it.version(),
-                    it.user_meta().to_vec(),
-                    it.value().to_vec(),
-                ));
-                it.next().unwrap();
-            }
-            out
-        })
+        .map(|cf| replicas::scan(e, 1, *cf, ts))
         .collect()
 }
 
@@ -317,13 +304,14 @@ fn loaded(root: &Path, behaviour: Behaviour) -> (Opened, Opened, Arc<TestWorker>
     (remote, local, worker)
 }
 
-/// The remote engine reads what the local one does, and once the doom delay passed and file
-/// GC ran, its store holds nothing its file lists do not name.
+/// The remote engine reads what the local one does and holds the same files, and once the
+/// doom delay passed and file GC ran, its store holds nothing its file lists do not name.
 fn assert_like_local_and_no_orphans(remote: &Opened, local: &Opened, worker: &TestWorker) {
     assert_eq!(
         dump(&remote.engine, u64::MAX),
         dump(&local.engine, u64::MAX)
     );
+    assert_eq!(live_bytes(remote), live_bytes(local));
     collect_after_deadline(remote, worker);
     assert_no_orphans(remote);
 }
@@ -356,13 +344,7 @@ fn a_worker_that_stored_outputs_and_died_costs_a_local_compaction_and_leaves_no_
         "the worker stored nothing: the test proves nothing"
     );
     assert!(before.len() > 1);
-    assert_eq!(
-        dump(&remote.engine, u64::MAX),
-        dump(&local.engine, u64::MAX)
-    );
-    assert_eq!(live_bytes(&remote), live_bytes(&local));
-    collect_after_deadline(&remote, &worker);
-    assert_no_orphans(&remote);
+    assert_like_local_and_no_orphans(&remote, &local, &worker);
     // No file list names an id a job was given.
     assert!(remote.engine.live_file_ids().is_disjoint(&job_ids));
 }
@@ -420,13 +402,7 @@ fn a_garbage_answer_is_rejected_and_compacted_here() {
     remote.engine.compact_shard(1, true).unwrap();
     local.engine.compact_shard(1, true).unwrap();
     assert!(worker.rejected.load(Ordering::SeqCst) >= 1);
-    assert_eq!(
-        dump(&remote.engine, u64::MAX),
-        dump(&local.engine, u64::MAX)
-    );
-    assert_eq!(live_bytes(&remote), live_bytes(&local));
-    collect_after_deadline(&remote, &worker);
-    assert_no_orphans(&remote);
+    assert_like_local_and_no_orphans(&remote, &local, &worker);
 }
 
 #[test]

@@ -91,7 +91,6 @@ impl RemoteCompaction {
         runtime: tokio::runtime::Handle,
         cpu: Option<Arc<CpuMonitor>>,
     ) -> RemoteCompaction {
-        metrics::init_compaction();
         RemoteCompaction {
             settings,
             workers,

@@ -55,7 +55,7 @@ async fn compact_answer(
     let limit = state.config().max_request_bytes();
     let body = match read_body(headers, body, limit, "compaction job").await {
         Ok(body) => body,
-        Err(e) if e.error.status == StatusCode::PAYLOAD_TOO_LARGE => {
+        Err(e) if e.result == crate::metrics::RequestResult::TooLarge => {
             return (CompactionJobResult::TooLarge, e.error.into_response());
         }
         Err(e) => return (CompactionJobResult::BadRequest, e.error.into_response()),
