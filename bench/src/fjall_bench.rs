@@ -24,6 +24,9 @@
 //! * the warm read phases (point, range, missing keys, two-thread point reads) run
 //!   READ_REPEATS times over the same reads and report the median; the small-cache phase runs
 //!   once (its point is a cold start).
+//! * after the deletes, one full compaction per engine with nothing reading below them
+//!   (Stratus: GC safe point past the last version, `compact_shard_full`; fjall
+//!   `major_compact`; RocksDB `compact_range` over all keys), timed, then the size on disk.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -76,6 +79,10 @@ trait Kv: Sync {
     fn flush(&mut self);
     /// Waits until background compaction has nothing left to do (untimed).
     fn settle(&mut self);
+    /// Flushes and compacts every key into the last level, with every write so far older than
+    /// what the engine keeps for readers (no snapshot open; Stratus' GC safe point moved past
+    /// the last version): deleted keys' tombstones and values can go.
+    fn compact_all(&mut self);
     fn get(&self, key: &[u8]) -> bool;
     /// Seek to `key` and read up to `n` entries; returns how many were read.
     fn range(&self, key: &[u8], n: usize) -> usize;
@@ -139,6 +146,11 @@ impl Kv for Stratus {
     }
     fn settle(&mut self) {
         self.e().compact_shard(1, false).expect("compact");
+    }
+    fn compact_all(&mut self) {
+        self.flush();
+        self.e().set_gc_safe_point(self.version);
+        self.e().compact_shard_full(1).expect("full compaction");
     }
     fn get(&self, key: &[u8]) -> bool {
         let s = self.e().snapshot(1).expect("snapshot");
@@ -230,6 +242,10 @@ impl Kv for Fjall {
         let (db, _) = self.db.as_ref().expect("open");
         wait_until_quiet(|| db.active_compactions() > 0 || db.outstanding_flushes() > 0);
     }
+    fn compact_all(&mut self) {
+        self.flush();
+        self.ks().major_compact().expect("major compaction");
+    }
     fn get(&self, key: &[u8]) -> bool {
         self.ks().get(key).expect("get").is_some()
     }
@@ -309,6 +325,10 @@ impl Kv for Rocks {
                 || busy("rocksdb.num-running-flushes")
                 || busy("rocksdb.compaction-pending")
         });
+    }
+    fn compact_all(&mut self) {
+        self.flush();
+        self.db().compact_range::<&[u8], &[u8]>(None, None);
     }
     fn get(&self, key: &[u8]) -> bool {
         self.db().get_pinned(key).expect("get").is_some()
@@ -586,6 +606,14 @@ pub fn child(engine: &str, n: usize) {
     result("delete", deletes as f64 / t0.elapsed().as_secs_f64());
     // A deleted key reads as missing.
     assert!(!kv.get(&key(perm[0])));
+    println!("DISK after_deletes {}", dir_size(tmp.path()));
+
+    // A full compaction once nothing reads below the deletes: the space they free.
+    let t0 = Instant::now();
+    kv.compact_all();
+    result("full_compaction", n as f64 / t0.elapsed().as_secs_f64());
+    assert!(!kv.get(&key(perm[0])), "a deleted key came back");
+    assert!(kv.get(&key(perm[deletes])), "a live key was lost");
     drop(perm);
 
     eprintln!("  before close: {}", rss_split());
@@ -676,6 +704,11 @@ pub fn run(entries: usize) {
             ),
             ("deletes (1000 random keys per batch)", "delete", "keys/s"),
             ("missing-key reads (in key range)", "missing", "reads/s"),
+            (
+                "full compaction after the deletes (keys loaded / s)",
+                "full_compaction",
+                "keys/s",
+            ),
         ];
         for (name, k, unit) in rows {
             let k = format!("RESULT:{k}");
@@ -690,7 +723,11 @@ pub fn run(entries: usize) {
             o["RSS"] / 1024.0,
             o["RSS"] / s["RSS"]
         );
-        for (label, k) in [("after load + compaction", "after_load"), ("at end", "end")] {
+        for (label, k) in [
+            ("after load + compaction", "after_load"),
+            ("after the deletes", "after_deletes"),
+            ("at end (after a full compaction past the deletes)", "end"),
+        ] {
             let k = format!("DISK:{k}");
             println!(
                 "| on-disk size, {label} | {:.0} MiB | {:.0} MiB ({other}) | {:.2} ({other} / stratus) |",

@@ -92,7 +92,50 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
         }
     }
     let (_, level, cf) = best?;
-    let mut plan = Plan {
+    Some(match cf {
+        None => l0_plan(d),
+        Some(c) => {
+            let largest = d.levels[c][level as usize - 1]
+                .iter()
+                .max_by_key(|t| t.size())
+                .expect("level is not empty")
+                .clone();
+            level_plan(d, c, level, vec![largest])
+        }
+    })
+}
+
+/// The next step of a manual full compaction (`Engine::compact_shard_full`), or `None` once
+/// L0 is empty and every column family keeps its tables in one level.
+///
+/// L0 goes into L1 first; then, per column family, every table of the shallowest level with
+/// tables below it goes into the next level. Each step moves data strictly deeper, so the
+/// steps end, and the last step of a column family writes its deepest level as bottommost:
+/// tombstones at or below the GC safe point are dropped there (what a user who deleted much
+/// and moved the safe point past it compacts for, as RocksDB's `CompactRange` over all keys).
+/// A level that already is the only one is not rewritten.
+pub fn pick_manual(d: &ShardData, cfg: &CompactionConfig) -> Option<Plan> {
+    if !d.l0s.is_empty() {
+        return Some(l0_plan(d));
+    }
+    for c in 0..ColumnFamily::COUNT {
+        let levels = &d.levels[c];
+        let Some(deepest) = levels.iter().rposition(|l| !l.is_empty()) else {
+            continue;
+        };
+        let Some(shallowest) = levels.iter().position(|l| !l.is_empty()) else {
+            continue;
+        };
+        let level = shallowest as u32 + 1;
+        if shallowest < deepest && level < cfg.max_level {
+            return Some(level_plan(d, c, level, levels[shallowest].clone()));
+        }
+    }
+    None
+}
+
+fn empty_plan(d: &ShardData, level: u32, cf: Option<usize>) -> Plan {
+    Plan {
         level,
         cf: cf.map(|c| ColumnFamily::ALL[c]),
         top: Vec::new(),
@@ -101,63 +144,69 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
         bottommost: [false; ColumnFamily::COUNT],
         start: d.start().clone(),
         end: d.end().clone(),
-    };
-    match cf {
-        None => {
-            plan.top = d.l0s.iter().map(|f| f.file_id()).collect();
-            for c in 0..ColumnFamily::COUNT {
-                let sections: Vec<Table> = d
-                    .l0s
-                    .iter()
-                    .filter_map(|f| f.cf(ColumnFamily::ALL[c]).cloned())
-                    .collect();
-                let Some(smallest) = sections
-                    .iter()
-                    .map(|t| t.properties().smallest.clone())
-                    .min()
-                else {
-                    continue;
-                };
-                let biggest = sections
-                    .iter()
-                    .map(|t| t.properties().biggest.clone())
-                    .max()
-                    .unwrap_or_default();
-                let mut inputs = sections;
-                if let Some(l1) = d.levels[c].first() {
-                    for t in l1.iter().filter(|t| overlaps(t, &smallest, &biggest)) {
-                        plan.bottom.push(t.file_id());
-                        inputs.push(t.clone());
-                    }
-                }
-                plan.bottommost[c] = nothing_below(d, c, 1, &smallest, &biggest);
-                plan.inputs[c] = inputs;
+    }
+}
+
+/// Every L0 file with the L1 tables they overlap, in every column family.
+fn l0_plan(d: &ShardData) -> Plan {
+    let mut plan = empty_plan(d, 0, None);
+    plan.top = d.l0s.iter().map(|f| f.file_id()).collect();
+    for c in 0..ColumnFamily::COUNT {
+        let sections: Vec<Table> = d
+            .l0s
+            .iter()
+            .filter_map(|f| f.cf(ColumnFamily::ALL[c]).cloned())
+            .collect();
+        let Some(smallest) = sections
+            .iter()
+            .map(|t| t.properties().smallest.clone())
+            .min()
+        else {
+            continue;
+        };
+        let biggest = sections
+            .iter()
+            .map(|t| t.properties().biggest.clone())
+            .max()
+            .unwrap_or_default();
+        let mut inputs = sections;
+        if let Some(l1) = d.levels[c].first() {
+            for t in l1.iter().filter(|t| overlaps(t, &smallest, &biggest)) {
+                plan.bottom.push(t.file_id());
+                inputs.push(t.clone());
             }
         }
-        Some(c) => {
-            let lvl = &d.levels[c][level as usize - 1];
-            let top = lvl
-                .iter()
-                .max_by_key(|t| t.size())
-                .expect("level is not empty")
-                .clone();
-            let (smallest, biggest) = (
-                top.properties().smallest.clone(),
-                top.properties().biggest.clone(),
-            );
-            plan.top.push(top.file_id());
-            let mut inputs = vec![top];
-            if let Some(next) = d.levels[c].get(level as usize) {
-                for t in next.iter().filter(|t| overlaps(t, &smallest, &biggest)) {
-                    plan.bottom.push(t.file_id());
-                    inputs.push(t.clone());
-                }
-            }
-            plan.bottommost[c] = nothing_below(d, c, level + 1, &smallest, &biggest);
-            plan.inputs[c] = inputs;
+        plan.bottommost[c] = nothing_below(d, c, 1, &smallest, &biggest);
+        plan.inputs[c] = inputs;
+    }
+    plan
+}
+
+/// `top` (tables of `level` in column family `c`, not empty) with the tables of the next level
+/// they overlap.
+fn level_plan(d: &ShardData, c: usize, level: u32, top: Vec<Table>) -> Plan {
+    let mut plan = empty_plan(d, level, Some(c));
+    let smallest = top
+        .iter()
+        .map(|t| t.properties().smallest.clone())
+        .min()
+        .unwrap_or_default();
+    let biggest = top
+        .iter()
+        .map(|t| t.properties().biggest.clone())
+        .max()
+        .unwrap_or_default();
+    plan.top = top.iter().map(|t| t.file_id()).collect();
+    let mut inputs = top;
+    if let Some(next) = d.levels[c].get(level as usize) {
+        for t in next.iter().filter(|t| overlaps(t, &smallest, &biggest)) {
+            plan.bottom.push(t.file_id());
+            inputs.push(t.clone());
         }
     }
-    Some(plan)
+    plan.bottommost[c] = nothing_below(d, c, level + 1, &smallest, &biggest);
+    plan.inputs[c] = inputs;
+    plan
 }
 
 /// The versions of one key that survive GC, newest first. `versions` come newest source

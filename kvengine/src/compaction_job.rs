@@ -31,7 +31,7 @@ use crate::file_gc;
 use crate::metrics;
 use crate::options::{EngineOptions, LogMode};
 use crate::shard::Shard;
-use crate::shard_data::OpenTables;
+use crate::shard_data::{OpenTables, ShardData};
 
 impl Engine {
     /// Compacts the shard on the calling thread until no level needs it; with `force_l0`, the
@@ -41,29 +41,56 @@ impl Engine {
     /// each compaction is proposed to the log and waited for: the calling thread must not be
     /// the one that applies the log's entries.
     pub fn compact_shard(&self, shard_id: u64, force_l0: bool) -> Result<usize> {
-        self.check_open()?;
-        if self.inner.log_mode() == LogMode::External {
-            if !self.inner.is_leader(shard_id) {
-                return Err(Error::NotLeader {
-                    shard_id,
-                    op: "compact_shard",
-                });
-            }
-            self.inner.change_set_sink(shard_id)?;
-        }
+        self.check_compaction_caller(shard_id, "compact_shard")?;
         let shard = self.shard(shard_id)?;
+        let cfg = compaction_config(&self.inner.opts);
         let mut n = 0;
-        while compact_once(&self.inner, &shard, force_l0 && n == 0)? {
+        while compact_once(&self.inner, &shard, |d| {
+            compaction::pick(d, &cfg, force_l0 && n == 0)
+        })? {
             n += 1;
         }
         file_gc::collect(&self.inner);
         Ok(n)
+    }
+
+    /// A manual full compaction of the shard on the calling thread (RocksDB's `CompactRange`
+    /// over every key): L0 into L1, then each column family's levels down into its deepest,
+    /// whose last merge drops the tombstones at or below the GC safe point
+    /// (`compaction::pick_manual`). For a user who deleted much and wants the space back once
+    /// [`Engine::set_gc_safe_point`] passed the deletes; memtable rows are not included (flush
+    /// first). Returns the number of compactions; the same leader rule as
+    /// [`Engine::compact_shard`].
+    pub fn compact_shard_full(&self, shard_id: u64) -> Result<usize> {
+        self.check_compaction_caller(shard_id, "compact_shard_full")?;
+        let shard = self.shard(shard_id)?;
+        let cfg = compaction_config(&self.inner.opts);
+        let mut n = 0;
+        while compact_once(&self.inner, &shard, |d| compaction::pick_manual(d, &cfg))? {
+            n += 1;
+        }
+        file_gc::collect(&self.inner);
+        Ok(n)
+    }
+
+    /// Compaction on the caller's thread needs an open engine and, with an external log, the
+    /// shard's leadership and a way to propose.
+    fn check_compaction_caller(&self, shard_id: u64, op: &'static str) -> Result<()> {
+        self.check_open()?;
+        if self.inner.log_mode() == LogMode::External {
+            if !self.inner.is_leader(shard_id) {
+                return Err(Error::NotLeader { shard_id, op });
+            }
+            self.inner.change_set_sink(shard_id)?;
+        }
+        Ok(())
     }
 }
 
 /// A compaction thread: compacts every shard that needs it, collects garbage, and sleeps until
 /// a flush finishes (which is what usually makes a compaction due) when nothing was due.
 pub(crate) fn compaction_loop(inner: &Arc<Inner>) {
+    let cfg = compaction_config(&inner.opts);
     while !inner.is_closed() {
         let shards: Vec<Arc<Shard>> = inner.shards.read().values().cloned().collect();
         let mut worked = false;
@@ -74,7 +101,7 @@ pub(crate) fn compaction_loop(inner: &Arc<Inner>) {
             if !inner.runs_jobs(shard.id) {
                 continue;
             }
-            match compact_once(inner, &shard, false) {
+            match compact_once(inner, &shard, |d| compaction::pick(d, &cfg, false)) {
                 Ok(did) => worked |= did,
                 Err(e) => tracing::warn!(shard_id = shard.id, error = %e, "compaction failed"),
             }
@@ -98,14 +125,19 @@ fn compaction_config(o: &EngineOptions) -> CompactionConfig {
     }
 }
 
-/// Runs one compaction of the shard if one is due. Returns whether it compacted.
+/// Runs the compaction `pick` chooses for the shard's current state, if any. Returns whether
+/// it compacted.
 ///
 /// The plan becomes a job (`compaction_exec`); an installed offload may run it elsewhere
 /// (verified outputs come back), else it runs here through the same `merge_job`.
-fn compact_once(inner: &Inner, shard: &Shard, force_l0: bool) -> Result<bool> {
+fn compact_once(
+    inner: &Inner,
+    shard: &Shard,
+    pick: impl FnOnce(&ShardData) -> Option<compaction::Plan>,
+) -> Result<bool> {
     let _c = shard.compacting.lock();
     let data = shard.data.load_full();
-    let Some(plan) = compaction::pick(&data, &compaction_config(&inner.opts), force_l0) else {
+    let Some(plan) = pick(&data) else {
         return Ok(false);
     };
     let safe_point = inner

@@ -170,3 +170,91 @@ fn a_snapshot_from_before_a_compaction_still_reads_and_holds_its_files() {
         "replaced files deleted once unused"
     );
 }
+
+/// Counts the entries and tombstones of every live table.
+fn live_entries_and_tombstones(e: &Engine, dfs: &LocalDfs) -> (u64, u64) {
+    let (mut entries, mut tombstones) = (0, 0);
+    for id in e.live_file_ids() {
+        let t = sst::Table::open(id, dfs.get(FileId(id)).unwrap()).unwrap();
+        entries += t.properties().entries;
+        tombstones += t.properties().tombstones;
+    }
+    (entries, tombstones)
+}
+
+#[test]
+fn a_full_compaction_drops_the_tombstones_that_a_due_compaction_keeps_above_deeper_data() {
+    let dir = tempfile::tempdir().unwrap();
+    // Rounds 1 and 2 go down to L2: a tiny L1 target pushes L1's tables on.
+    let mut o = EngineOptions::new(dir.path().join("engine"));
+    o.wal_sync = SyncPolicy::Off;
+    o.memtable_size = 8 * 1024;
+    o.block_size = 512;
+    o.l0_compaction_files = 100;
+    o.base_level_size = 1024;
+    o.target_file_size = 1024;
+    o.compaction_threads = 0;
+    let dfs = Arc::new(LocalDfs::open(dir.path().join("dfs")).unwrap());
+    let e = Engine::open(o, dfs.clone()).unwrap();
+    e.create_shard(1, b"", b"").unwrap();
+    for round in 1..=2u64 {
+        for i in 0..300u64 {
+            let mut b = WriteBatch::new();
+            let v = format!("v{round}-{i}");
+            b.put(ColumnFamily::Write, &key(i), round * 10, b"", v.as_bytes());
+            e.write(1, &b).unwrap();
+        }
+        e.flush_shard(1).unwrap();
+    }
+    e.compact_shard(1, true).unwrap();
+    let write = ColumnFamily::Write.index();
+    assert!(
+        e.shard_info(1).unwrap().level_files[write][1] > 0,
+        "the setup puts data in L2"
+    );
+    e.close(false).unwrap();
+    drop(e);
+
+    // Round 3 (every 7th key deleted) with the usual large levels: its due compaction lands in
+    // L1, above L2's older versions, so it must keep its tombstones.
+    let (e, dfs) = open(dir.path());
+    for i in 0..300u64 {
+        let mut b = WriteBatch::new();
+        if i % 7 == 0 {
+            b.delete(ColumnFamily::Write, &key(i), 30, b"");
+        } else {
+            let v = format!("v3-{i}");
+            b.put(ColumnFamily::Write, &key(i), 30, b"", v.as_bytes());
+        }
+        e.write(1, &b).unwrap();
+    }
+    e.flush_shard(1).unwrap();
+    e.set_gc_safe_point(30);
+    e.compact_shard(1, true).unwrap();
+    let info = e.shard_info(1).unwrap();
+    assert!(info.level_files[write][0] > 0 && info.level_files[write][1] > 0);
+    let deleted = (0..300u64).filter(|i| i % 7 == 0).count() as u64;
+    let (_, tombstones) = live_entries_and_tombstones(&e, &dfs);
+    assert_eq!(tombstones, deleted, "L1 keeps tombstones above L2");
+
+    let n = e.compact_shard_full(1).unwrap();
+    assert!(n >= 1, "a full compaction ran");
+    let info = e.shard_info(1).unwrap();
+    assert_eq!(info.l0_files, 0);
+    let levels_used = info.level_files[write].iter().filter(|&&f| f > 0).count();
+    assert_eq!(levels_used, 1, "every table in one level: {info:?}");
+    assert_eq!(
+        live_entries_and_tombstones(&e, &dfs),
+        (300 - deleted, 0),
+        "only the newest live version of each key is left"
+    );
+    check_reads(&e, &[30, 35, 100]);
+    assert_eq!(
+        e.compact_shard_full(1).unwrap(),
+        0,
+        "a compacted shard has nothing more to do"
+    );
+    e.collect_garbage();
+    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().map(FileId::get).collect();
+    assert_eq!(stored, e.live_file_ids(), "the replaced files are deleted");
+}

@@ -38,6 +38,8 @@ enum Op {
     ReadSnapshot(usize, u8, u64),
     Reopen,
     Compact,
+    /// A manual full compaction of every shard (all levels down into the deepest).
+    CompactFull,
     /// Split the shard holding this key at it (if the key is strictly inside).
     Split(u8),
     /// Raise the GC safe point to this fraction (0..=100 %) of the newest version.
@@ -57,6 +59,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0usize..8, 0u8..20, 0u64..120).prop_map(|(i, k, ts)| Op::ReadSnapshot(i, k, ts)),
         1 => Just(Op::Reopen),
         2 => Just(Op::Compact),
+        1 => Just(Op::CompactFull),
         1 => (1u8..20).prop_map(Op::Split),
         1 => (0u8..=100).prop_map(Op::SafePoint),
     ]
@@ -346,6 +349,11 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
             Op::Compact => {
                 for id in map.ids() {
                     engine.compact_shard(id, true).unwrap();
+                }
+            }
+            Op::CompactFull => {
+                for id in map.ids() {
+                    engine.compact_shard_full(id).unwrap();
                 }
             }
             Op::Split(k) => {
