@@ -372,6 +372,36 @@ fn wait_until_quiet(busy: impl Fn() -> bool) {
     }
 }
 
+/// Bytes under each directory one and two levels below `p`, the files of each level-one
+/// directory summed as `dir/files` (the engine's own layout: WAL, manifest, tables), for the
+/// report's stderr.
+fn disk_split(p: &Path) -> String {
+    let mut parts = Vec::new();
+    let mib = |b: u64| b as f64 / 1048576.0;
+    for top in std::fs::read_dir(p).into_iter().flatten().flatten() {
+        let name = top.file_name().to_string_lossy().into_owned();
+        let mut files = 0;
+        for e in std::fs::read_dir(top.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => parts.push(format!(
+                    "{name}/{} {:.1} MiB",
+                    e.file_name().to_string_lossy(),
+                    mib(dir_size(&e.path()))
+                )),
+                Ok(m) => files += m.len(),
+                Err(_) => {}
+            }
+        }
+        parts.push(format!("{name}/files {:.1} MiB", mib(files)));
+    }
+    parts.sort();
+    parts.join(", ")
+}
+
 fn dir_size(p: &Path) -> u64 {
     let mut total = 0;
     if let Ok(rd) = std::fs::read_dir(p) {
@@ -620,6 +650,7 @@ pub fn child(engine: &str, n: usize) {
     kv.close();
     eprintln!("  after close: {}", rss_split());
     println!("DISK end {}", dir_size(tmp.path()));
+    eprintln!("  on disk at the end: {}", disk_split(tmp.path()));
     println!("RSS {}", vm_hwm_kb());
 }
 

@@ -142,7 +142,7 @@ pub fn run(_entries: usize) {
         )
     };
     // The first body is memtable-data v1: the server had not heard from the worker yet. Its
-    // answer advertised v2, which the next body uses: that one is the body measured.
+    // answer advertised the newest format, which the next body uses: that one is measured.
     let first = sections();
     let (_, second_resp) = query(&pair.remote);
     assert_eq!(location(&second_resp), "remote");
@@ -199,14 +199,16 @@ pub fn run(_entries: usize) {
     );
     let body = mem_section + cs_section + req_section + 16.0;
     println!(
-        "| offload body, first request (memtable data v1: the worker had not advertised v2 yet) | {:.1} KiB | in-range memtable rows {:.1} KiB + ChangeSet {:.2} KiB | {:.3} |",
+        "| offload body, first request (memtable data v1: the worker had not advertised {} yet) | {:.1} KiB | in-range memtable rows {:.1} KiB + ChangeSet {:.2} KiB | {:.3} |",
+        changeset::MemtableDataFormat::NEWEST,
         first_body / 1024.0,
         mem_bytes as f64 / 1024.0,
         first.1 / 1024.0,
         first_body / (mem_bytes as f64 + first.1)
     );
     println!(
-        "| offload body per query (memtable data v2) | {:.1} KiB (memtable {:.1} KiB + ChangeSet {:.2} KiB + request {} B + 16 B framing) | in-range memtable rows {:.1} KiB + ChangeSet {:.2} KiB | {:.3} |",
+        "| offload body per query (memtable data {}) | {:.1} KiB (memtable {:.1} KiB + ChangeSet {:.2} KiB + request {} B + 16 B framing) | in-range memtable rows {:.1} KiB + ChangeSet {:.2} KiB | {:.3} |",
+        changeset::MemtableDataFormat::NEWEST,
         body / 1024.0,
         mem_section / 1024.0,
         cs_section / 1024.0,

@@ -107,75 +107,65 @@ fn memcpy(len: usize) -> Duration {
 
 fn ship(e: &Engine, dfs: &Arc<dyn Dfs>) {
     let snap = e.snapshot(1).expect("snapshot");
-    let (v1_total, v1_encode, v1_rebuild, v1_len) = ship_as(&snap, dfs, MemtableDataFormat::V1);
-    let (v2_total, v2_encode, v2_rebuild, v2_len) = ship_as(&snap, dfs, MemtableDataFormat::V2);
-    // Rates are over the rows laid out flat (the v1 blob) for both formats, so that they
-    // compare the same work; v2 also gets a row against a copy of its own, smaller blob.
+    let shipped: Vec<_> = MemtableDataFormat::ALL
+        .into_iter()
+        .map(|f| (f, ship_as(&snap, dfs, f)))
+        .collect();
+    // Rates are over the rows laid out flat (the v1 blob) for every format, so that they
+    // compare the same work; the newer formats also get a row against a copy of their own,
+    // smaller blob.
+    let v1_len = shipped[0].1.3;
     let mb = v1_len as f64 / 1e6;
     let memcpy_v1 = rate(mb, memcpy(v1_len));
-    let memcpy_v2 = rate(mb, memcpy(v2_len));
+    let sizes: Vec<String> = shipped
+        .iter()
+        .map(|(f, s)| format!("{f} {:.1} MB", s.3 as f64 / 1e6))
+        .collect();
     table_header(&format!(
         "snapshot shipping ({ROWS} WRITE rows, {VALUE_LEN}-byte values, no SSTs, one full range; \
-         memtable data v1 {mb:.1} MB, v2 {:.1} MB; MB/s of the v1 size)",
-        v2_len as f64 / 1e6
+         memtable data {}; MB/s of the v1 size)",
+        sizes.join(", ")
     ));
     let base = "memcpy of the v1 blob into a new buffer";
-    row(
-        "v1: to_remote + from_remote",
-        "MB/s",
-        rate(mb, v1_total),
-        base,
-        memcpy_v1,
-    );
-    row(
-        "  v1: to_remote alone (walk + encode)",
-        "MB/s",
-        rate(mb, v1_encode),
-        base,
-        memcpy_v1,
-    );
-    row(
-        "  v1: from_remote alone (decode + index)",
-        "MB/s",
-        rate(mb, v1_rebuild),
-        base,
-        memcpy_v1,
-    );
-    row(
-        "v2: to_remote + from_remote",
-        "MB/s",
-        rate(mb, v2_total),
-        base,
-        memcpy_v1,
-    );
-    row(
-        "  v2: to_remote alone (walk + encode)",
-        "MB/s",
-        rate(mb, v2_encode),
-        base,
-        memcpy_v1,
-    );
-    row(
-        "  v2: from_remote alone (decode + index)",
-        "MB/s",
-        rate(mb, v2_rebuild),
-        base,
-        memcpy_v1,
-    );
-    row(
-        "v2: to_remote + from_remote, against a copy of the v2 blob",
-        "MB/s",
-        rate(mb, v2_total),
-        "memcpy of the v2 blob (rate over the v1 size)",
-        memcpy_v2,
-    );
-    row(
-        "v2 blob size against v1",
-        "MB",
-        v2_len as f64 / 1e6,
-        "v1 blob",
-        mb,
-    );
+    for (f, (total, encode, rebuild, len)) in &shipped {
+        row(
+            &format!("{f}: to_remote + from_remote"),
+            "MB/s",
+            rate(mb, *total),
+            base,
+            memcpy_v1,
+        );
+        row(
+            &format!("  {f}: to_remote alone (walk + encode)"),
+            "MB/s",
+            rate(mb, *encode),
+            base,
+            memcpy_v1,
+        );
+        row(
+            &format!("  {f}: from_remote alone (decode + index)"),
+            "MB/s",
+            rate(mb, *rebuild),
+            base,
+            memcpy_v1,
+        );
+        if *f != MemtableDataFormat::V1 {
+            row(
+                &format!("{f}: to_remote + from_remote, against a copy of the {f} blob"),
+                "MB/s",
+                rate(mb, *total),
+                &format!("memcpy of the {f} blob (rate over the v1 size)"),
+                rate(mb, memcpy(*len)),
+            );
+            row(
+                &format!("{f} blob size against v1"),
+                "MB",
+                *len as f64 / 1e6,
+                "v1 blob",
+                mb,
+            );
+        }
+    }
 }
 
 fn lock(primary: &[u8], start_ts: u64) -> Vec<u8> {

@@ -9,12 +9,14 @@
 //! which checks the whole input before returning any row.
 //!
 //! **Two formats** ([`Format`]). Version 1 stores every row whole, so a receiver can index the
-//! rows in place. Version 2 ([`Format::V2`], the newest) is what a server sends a worker that
-//! reads it: keys are prefix-compressed against the row before, versions are deltas, the
-//! 17-byte WRITE meta (`kind, start_ts, commit_ts`, with commit_ts = version) shrinks to a byte
-//! and a varint (to nothing when the row before had the same kind and `version - start_ts`: the
-//! rows of one transaction), and the checksum is xxh3-64 instead of CRC32 (~3× faster here). Both layouts
-//! are on [`MemtableDataWriter`]. Every build reads both; which one a sender writes is
+//! rows in place. Version 2 ([`Format::V2`]) is what a server sends a worker that reads it: keys
+//! are prefix-compressed against the row before, versions are deltas, the 17-byte WRITE meta
+//! (`kind, start_ts, commit_ts`, with commit_ts = version) shrinks to a byte and a varint (to
+//! nothing when the row before had the same kind and `version - start_ts`: the rows of one
+//! transaction), and the checksum is xxh3-64 instead of CRC32 (~3× faster here). Version 3
+//! ([`Format::V3`], the newest) is version 2 with two more tag bits: a key or a value as long
+//! as the row before's stores no length (rows of one table often have keys of one length, and
+//! often values too). Every layout is on [`MemtableDataWriter`]. Every build reads both; which one a sender writes is
 //! negotiated (a server writes v2 only for a worker that advertised it), so a rolling upgrade
 //! works in either order.
 //!
@@ -37,19 +39,22 @@ pub enum Format {
     V1,
     /// Keys prefix-compressed, version deltas, compact WRITE meta, xxh3-64.
     V2,
+    /// V2, and key and value lengths equal to the previous row's are flags.
+    V3,
 }
 
 impl Format {
     /// Every format this build reads, oldest first.
-    pub const ALL: [Format; 2] = [Format::V1, Format::V2];
+    pub const ALL: [Format; 3] = [Format::V1, Format::V2, Format::V3];
     /// The newest format this build writes and reads.
-    pub const NEWEST: Format = Format::V2;
+    pub const NEWEST: Format = Format::V3;
 
     /// The version byte.
     pub fn as_u8(self) -> u8 {
         match self {
             Format::V1 => 1,
             Format::V2 => 2,
+            Format::V3 => 3,
         }
     }
 
@@ -58,6 +63,7 @@ impl Format {
         match self {
             Format::V1 => "v1",
             Format::V2 => "v2",
+            Format::V3 => "v3",
         }
     }
 
@@ -66,6 +72,7 @@ impl Format {
         match version {
             1 => Some(Format::V1),
             2 => Some(Format::V2),
+            3 => Some(Format::V3),
             _ => None,
         }
     }
@@ -104,6 +111,13 @@ const TAG_TS_META: u8 = 0b0001_0000;
 /// `version - ts` (the rows of one transaction), so neither follows.
 const TAG_SAME_TS_META: u8 = 0b0010_0000;
 const TAG_KNOWN: u8 = TAG_CF | TAG_TOMBSTONE | TAG_SAME_KEY | TAG_TS_META | TAG_SAME_TS_META;
+/// v3 row tag (not with [`TAG_SAME_KEY`], not on the first row): the key is as long as the
+/// previous row's, so its suffix length (that length minus the shared prefix) is not stored.
+const TAG_SAME_KEY_LEN: u8 = 0b0100_0000;
+/// v3 row tag (not on the first row): the value is as long as the previous row's, so its
+/// length is not stored.
+const TAG_SAME_VALUE_LEN: u8 = 0b1000_0000;
+const TAG_KNOWN_V3: u8 = TAG_KNOWN | TAG_SAME_KEY_LEN | TAG_SAME_VALUE_LEN;
 
 /// Length of a user meta [`TAG_TS_META`] applies to.
 const TS_META_LEN: usize = 17;
@@ -114,8 +128,11 @@ pub const RESTART_INTERVAL: u64 = 16;
 
 /// Smallest encoded v1 row: cf, flags, three one-byte varints (empty key, meta, value), version.
 const MIN_ROW_LEN_V1: u64 = 1 + 1 + 1 + 8 + 1 + 1;
-/// Smallest encoded v2 row: tag, version delta, meta length, value length.
-const MIN_ROW_LEN_V2: u64 = 1 + 1 + 1 + 1;
+/// Smallest encoded v2 row: tag, version delta, value length (the same key, and the same WRITE
+/// meta as the row before).
+const MIN_ROW_LEN_V2: u64 = 1 + 1 + 1;
+/// Smallest encoded v3 row: tag, version delta (and the same value length as well).
+const MIN_ROW_LEN_V3: u64 = 1 + 1;
 
 const CRC_LEN: usize = 4;
 const XXH3_LEN: usize = 8;
@@ -230,6 +247,17 @@ pub struct MemRowRef<'a> {
 /// 8         xxh3-64 of the rows (u64)
 /// ```
 ///
+/// **Format version 3** is version 2 (header, checksum, rows) with the version byte 3 and two
+/// more tag bits, each of which must be used whenever it applies (never on the first row):
+///
+/// ```text
+/// tag bit 6  same key length: the key (not the same key) is as long as the previous row's;
+///            suffix_len is not stored, it is that length minus shared (on a restart row, the
+///            whole length)
+/// tag bit 7  same value length: the value is as long as the previous row's; value_len is
+///            not stored
+/// ```
+///
 /// The header is outside the v2 checksum yet every corruption of it is caught: the magic and
 /// version are checked, body_len must match the input length exactly, and the rows must end
 /// exactly at body_len after exactly row_count rows (no row is empty).
@@ -260,6 +288,8 @@ pub struct MemtableDataWriter {
     last_key: Vec<u8>,
     /// v2: kind and `version - ts` of the previous row's WRITE meta (`None`: it had none).
     last_ts_meta: Option<(u8, u64)>,
+    /// The previous row's value length.
+    last_value_len: usize,
 }
 
 /// The running checksum of a writer's rows.
@@ -310,7 +340,7 @@ impl MemtableDataWriter {
         buf.resize(HEADER_RESERVE, 0);
         let checksum = match format {
             Format::V1 => RowsChecksum::Crc32(crc32fast::Hasher::new()),
-            Format::V2 => RowsChecksum::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new())),
+            Format::V2 | Format::V3 => RowsChecksum::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new())),
         };
         Self {
             format,
@@ -321,6 +351,7 @@ impl MemtableDataWriter {
             last: None,
             last_key: Vec::new(),
             last_ts_meta: None,
+            last_value_len: 0,
         }
     }
 
@@ -346,7 +377,7 @@ impl MemtableDataWriter {
         }
         match self.format {
             Format::V1 => self.push_v1(row),
-            Format::V2 => self.push_v2(row, same_key),
+            Format::V2 | Format::V3 => self.push_v2(row, same_key),
         }
         if self.buf.len() - self.checked_end >= CHECKSUM_CHUNK {
             self.checksum.update(&self.buf[self.checked_end..]);
@@ -357,6 +388,7 @@ impl MemtableDataWriter {
             self.last_key.extend_from_slice(row.key);
         }
         self.last = Some((row.cf, row.version));
+        self.last_value_len = row.value.len();
         self.rows += 1;
         Ok(())
     }
@@ -378,9 +410,13 @@ impl MemtableDataWriter {
         self.buf.extend_from_slice(row.value);
     }
 
+    /// A v2 or v3 row (v3 adds the length flags).
     fn push_v2(&mut self, row: MemRowRef<'_>, same_key: bool) {
         let restart = self.rows.is_multiple_of(RESTART_INTERVAL);
         let same_key = same_key && !restart;
+        let lengths = self.format >= Format::V3 && self.last.is_some();
+        let same_key_len = lengths && !same_key && row.key.len() == self.last_key.len();
+        let same_value_len = lengths && row.value.len() == self.last_value_len;
         let ts_meta = ts_meta_delta(row.user_meta, row.version).map(|d| (row.user_meta[0], d));
         let same_ts_meta = ts_meta.is_some() && ts_meta == self.last_ts_meta;
         let mut tag = row.cf.as_u8() & TAG_CF;
@@ -395,6 +431,12 @@ impl MemtableDataWriter {
         }
         if same_ts_meta {
             tag |= TAG_SAME_TS_META;
+        }
+        if same_key_len {
+            tag |= TAG_SAME_KEY_LEN;
+        }
+        if same_value_len {
+            tag |= TAG_SAME_VALUE_LEN;
         }
         let shared = if same_key || restart {
             0
@@ -411,7 +453,9 @@ impl MemtableDataWriter {
         self.buf.push(tag);
         if !same_key {
             put_varint(&mut self.buf, shared as u64);
-            put_varint(&mut self.buf, suffix.len() as u64);
+            if !same_key_len {
+                put_varint(&mut self.buf, suffix.len() as u64);
+            }
             self.buf.extend_from_slice(suffix);
         }
         let previous = self.last.map_or(0, |(_, v)| v);
@@ -430,7 +474,9 @@ impl MemtableDataWriter {
                 self.buf.extend_from_slice(row.user_meta);
             }
         }
-        put_varint(&mut self.buf, row.value.len() as u64);
+        if !same_value_len {
+            put_varint(&mut self.buf, row.value.len() as u64);
+        }
         self.buf.extend_from_slice(row.value);
         self.last_ts_meta = ts_meta;
     }
@@ -466,7 +512,7 @@ impl MemtableDataWriter {
         let body_len = match format {
             // v1's body_len covers the row count too.
             Format::V1 => count_len as u64 + rows_len,
-            Format::V2 => rows_len,
+            Format::V2 | Format::V3 => rows_len,
         };
         len += put_varint_array(&mut header[len..], body_len);
         header[len..len + count_len].copy_from_slice(&count[..count_len]);
@@ -602,12 +648,12 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
     // v2's row count sits in the header, before the rows body_len counts.
     let count = match format {
         Format::V1 => None,
-        Format::V2 => Some(header.varint()?),
+        Format::V2 | Format::V3 => Some(header.varint()?),
     };
     let body_start = header.pos;
     let checksum_len = match format {
         Format::V1 => CRC_LEN,
-        Format::V2 => XXH3_LEN,
+        Format::V2 | Format::V3 => XXH3_LEN,
     };
     let needed = (body_start as u64)
         .saturating_add(body_len)
@@ -632,7 +678,7 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
                 u64::from(crc32fast::hash(&data[..body_end])),
             )
         }
-        Format::V2 => {
+        Format::V2 | Format::V3 => {
             let mut stored = [0u8; XXH3_LEN];
             stored.copy_from_slice(&data[body_end..]);
             (
@@ -651,9 +697,10 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
 
     let mut body = Cursor::new(data, body_end);
     body.pos = body_start;
-    let (count, min_row) = match count {
-        Some(count) => (count, MIN_ROW_LEN_V2),
-        None => (body.varint()?, MIN_ROW_LEN_V1),
+    let (count, min_row) = match format {
+        Format::V1 => (body.varint()?, MIN_ROW_LEN_V1),
+        Format::V2 => (count.unwrap_or_default(), MIN_ROW_LEN_V2),
+        Format::V3 => (count.unwrap_or_default(), MIN_ROW_LEN_V3),
     };
     let max = body.remaining() as u64 / min_row;
     if count > max {
@@ -669,6 +716,7 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
         key: Vec::new(),
         meta: [0; TS_META_LEN],
         prev_ts_meta: None,
+        prev_value_len: 0,
         done: false,
     })
 }
@@ -691,6 +739,8 @@ pub struct RowIter<'a> {
     meta: [u8; TS_META_LEN],
     /// v2: kind and `version - ts` of the previous row's WRITE meta (`None`: it had none).
     prev_ts_meta: Option<(u8, u64)>,
+    /// v3: the previous row's value length.
+    prev_value_len: usize,
     done: bool,
 }
 
@@ -720,7 +770,7 @@ impl<'a> RowIter<'a> {
         self.index += 1;
         let row = match self.format {
             Format::V1 => self.row_v1(index),
-            Format::V2 => self.row_v2(index).map(|row| MemRowRef {
+            Format::V2 | Format::V3 => self.row_v2(index).map(|row| MemRowRef {
                 cf: row.cf,
                 key: &self.key,
                 version: row.version,
@@ -785,15 +835,18 @@ impl<'a> RowIter<'a> {
         })
     }
 
-    /// Decodes a v2 row into the cursor's key and meta buffers; the rest slices the input.
+    /// Decodes a v2 or v3 row into the cursor's key and meta buffers; the rest slices the
+    /// input.
     fn row_v2(&mut self, index: u64) -> Result<RowV2<'a>, MemtableDataError> {
         let malformed = |expected: &'static str, found: String| MemtableDataError::MalformedRow {
             row: index,
             expected,
             found,
         };
+        let lengths = self.format >= Format::V3;
+        let known = if lengths { TAG_KNOWN_V3 } else { TAG_KNOWN };
         let [tag] = self.body.take_array()?;
-        if tag & !TAG_KNOWN != 0 {
+        if tag & !known != 0 {
             return Err(MemtableDataError::UnknownFlags {
                 flags: tag,
                 row: index,
@@ -807,7 +860,20 @@ impl<'a> RowIter<'a> {
                 row: index,
             })?;
         let restart = index.is_multiple_of(RESTART_INTERVAL);
+        let first = self.previous.is_none();
+        if first && tag & (TAG_SAME_KEY_LEN | TAG_SAME_VALUE_LEN) != 0 {
+            return Err(malformed(
+                "no length flag on the first row",
+                format!("tag={tag:#04x}"),
+            ));
+        }
         let same_key = if tag & TAG_SAME_KEY != 0 {
+            if tag & TAG_SAME_KEY_LEN != 0 {
+                return Err(malformed(
+                    "the same-key flag or the same-key-length flag",
+                    "both".into(),
+                ));
+            }
             if restart {
                 return Err(malformed(
                     "a full key on a restart row",
@@ -817,7 +883,6 @@ impl<'a> RowIter<'a> {
             true
         } else {
             let shared = self.body.varint()?;
-            let suffix = self.body.length_prefixed()?;
             let previous_len = self.key.len() as u64;
             if restart && shared != 0 {
                 return Err(malformed(
@@ -831,6 +896,18 @@ impl<'a> RowIter<'a> {
                     format!("shared={shared} previous_len={previous_len}"),
                 ));
             }
+            let suffix = if tag & TAG_SAME_KEY_LEN != 0 {
+                self.body.take(previous_len - shared)?
+            } else {
+                let suffix = self.body.length_prefixed()?;
+                if lengths && !first && shared + suffix.len() as u64 == previous_len {
+                    return Err(malformed(
+                        "the same-key-length flag for a key as long as the previous one",
+                        "the suffix length stored".into(),
+                    ));
+                }
+                suffix
+            };
             let shared = shared as usize;
             // The writer shares as much as the keys share, and flags a repeated key.
             if !restart {
@@ -904,7 +981,19 @@ impl<'a> RowIter<'a> {
             }
             Some(meta)
         };
-        let value = self.body.length_prefixed()?;
+        let value = if tag & TAG_SAME_VALUE_LEN != 0 {
+            self.body.take(self.prev_value_len as u64)?
+        } else {
+            let value = self.body.length_prefixed()?;
+            if lengths && !first && value.len() == self.prev_value_len {
+                return Err(malformed(
+                    "the same-value-length flag for a value as long as the previous one",
+                    "the value length stored".into(),
+                ));
+            }
+            value
+        };
+        self.prev_value_len = value.len();
         self.check_order(index, cf, same_key, version)?;
         Ok(RowV2 {
             cf,
@@ -1070,12 +1159,15 @@ mod tests {
     }
 
     #[test]
-    fn empty_v2_blob_has_the_documented_layout() {
-        let blob = MemtableDataWriter::new().finish();
-        // magic, version 2, body_len 0, row_count 0, xxh3 of no rows
-        assert_eq!(&blob[..7], b"SMTD\x02\x00\x00");
-        assert_eq!(&blob[7..], xxhash_rust::xxh3::xxh3_64(&[]).to_le_bytes());
-        assert_eq!(decode_slice(&blob), Ok(Vec::new()));
+    fn empty_v2_and_v3_blobs_have_the_documented_layout() {
+        for (format, version) in [(Format::V2, b'\x02'), (Format::V3, b'\x03')] {
+            let blob = MemtableDataWriter::with_format(format, 0).finish();
+            // magic, version, body_len 0, row_count 0, xxh3 of no rows
+            assert_eq!(&blob[..7], [&b"SMTD"[..], &[version, 0, 0]].concat());
+            assert_eq!(&blob[7..], xxhash_rust::xxh3::xxh3_64(&[]).to_le_bytes());
+            assert_eq!(decode_slice(&blob), Ok(Vec::new()));
+        }
+        assert_eq!(MemtableDataWriter::new().format(), Format::V3);
     }
 
     #[test]
@@ -1092,6 +1184,7 @@ mod tests {
         assert_eq!(Format::agreed(0), Format::V1);
         assert_eq!(Format::agreed(1), Format::V1);
         assert_eq!(Format::agreed(2), Format::V2);
+        assert_eq!(Format::agreed(3), Format::V3);
         assert_eq!(Format::agreed(9), Format::NEWEST);
     }
 }

@@ -180,18 +180,22 @@ fn bad_magic_is_reported_with_the_bytes_found() {
 #[test]
 fn unsupported_version_is_reported_with_the_version_found() {
     let mut blob = two_rows();
-    blob[4] = 3;
+    let newest = Format::NEWEST.as_u8();
+    blob[4] = newest + 1;
     let err = memtable_data::decode_slice(&blob).unwrap_err();
     assert_eq!(
         err,
         MemtableDataError::UnsupportedVersion {
-            found: 3,
-            supported: 2
+            found: newest + 1,
+            supported: newest
         }
     );
     assert_eq!(
         err.to_string(),
-        "unsupported memtable data format version found=3 supported=2"
+        format!(
+            "unsupported memtable data format version found={} supported={newest}",
+            newest + 1
+        )
     );
 }
 
@@ -555,5 +559,146 @@ fn v2_rows_of_one_transaction_share_their_write_meta_and_must_say_so() {
     assert_eq!(
         malformed_row(&seal_v2(2, &rows)),
         (1, "the same-WRITE-meta flag for a repeated WRITE meta")
+    );
+}
+
+/// Rows of one key, one transaction's WRITE meta shape each (`version - ts` = 1) and empty
+/// values: from the second row on, the smallest rows a format writes.
+fn tiny_rows(count: u64) -> Vec<MemRow> {
+    (0..count)
+        .map(|i| {
+            let version = 10 + i;
+            let mut meta = vec![b'P'];
+            meta.extend_from_slice(&(version - 1).to_le_bytes());
+            meta.extend_from_slice(&version.to_le_bytes());
+            MemRow {
+                cf: ColumnFamily::Write,
+                key: Bytes::from_static(b"k"),
+                version,
+                user_meta: Bytes::from(meta),
+                value: Bytes::new(),
+                tombstone: true,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn blobs_of_the_smallest_rows_each_format_writes_decode() {
+    // v2 writes such rows in 3 bytes (tag, version delta, value length) and v3 in 2: the
+    // decoder's bound on the row count must allow them.
+    let rows = tiny_rows(256);
+    for format in Format::ALL {
+        let blob = memtable_data::encode_as(format, &rows).unwrap();
+        assert_eq!(
+            memtable_data::decode_slice(&blob).unwrap(),
+            rows,
+            "{format}"
+        );
+    }
+    let v2 = memtable_data::encode_as(Format::V2, &rows).unwrap();
+    let v3 = memtable_data::encode_as(Format::V3, &rows).unwrap();
+    assert!(v3.len() < v2.len() - 200, "v2={} v3={}", v2.len(), v3.len());
+}
+
+#[test]
+fn v3_stores_no_key_or_value_length_that_repeats_the_row_before() {
+    let rows = write_rows(256);
+    let v2 = memtable_data::encode_as(Format::V2, &rows).unwrap();
+    let v3 = memtable_data::encode_as(Format::V3, &rows).unwrap();
+    // Every key is 21 bytes and every value 8: each row after the first drops its suffix
+    // length and its value length, one byte each.
+    assert_eq!(v2.len() - v3.len(), 2 * 255);
+    assert_eq!(memtable_data::decode(&Bytes::from(v3)).unwrap(), rows);
+}
+
+/// A blob of `format` (v2 or v3) with hand-written rows and a valid header and checksum.
+fn seal_as(format: Format, count: u64, rows: &[u8]) -> Vec<u8> {
+    let mut out = seal_v2(count, rows);
+    out[4] = format.as_u8();
+    out
+}
+
+/// One v3 row without a WRITE meta: tag, then shared and the suffix (its length unless
+/// `key_len` is false), the version delta, an empty meta, and a one-byte value `v` (its length
+/// unless `value_len` is false).
+fn raw_row_v3(tag: u8, shared: u64, suffix: &[u8], key_len: bool, value_len: bool) -> Vec<u8> {
+    let mut row = vec![tag];
+    varint(shared, &mut row);
+    if key_len {
+        varint(suffix.len() as u64, &mut row);
+    }
+    row.extend_from_slice(suffix);
+    varint(2, &mut row); // zigzag(+1)
+    row.push(0); // meta length
+    if value_len {
+        row.push(1);
+    }
+    row.push(b'v');
+    row
+}
+
+#[test]
+fn v3_length_flags_must_be_used_exactly_where_they_apply() {
+    const SAME_KEY_LEN: u8 = 0b0100_0000;
+    const SAME_VALUE_LEN: u8 = 0b1000_0000;
+    let first = raw_row_v3(0, 0, b"ka", true, true);
+    // What the writer writes: "kb" after "ka", both lengths repeated.
+    let good = [
+        first.clone(),
+        raw_row_v3(SAME_KEY_LEN | SAME_VALUE_LEN, 1, b"b", false, false),
+    ]
+    .concat();
+    let rows = memtable_data::decode_slice(&seal_as(Format::V3, 2, &good)).unwrap();
+    assert_eq!(&rows[1].key[..], b"kb");
+    assert_eq!(&rows[1].value[..], b"v");
+    // The same bytes are not a v2 blob: v2 has no such tag bits.
+    assert!(matches!(
+        memtable_data::decode_slice(&seal_as(Format::V2, 2, &good)),
+        Err(MemtableDataError::UnknownFlags { row: 1, .. })
+    ));
+
+    // A length flag on the first row.
+    let blob = seal_as(
+        Format::V3,
+        1,
+        &raw_row_v3(SAME_VALUE_LEN, 0, b"ka", true, false),
+    );
+    assert_eq!(malformed_row(&blob), (0, "no length flag on the first row"));
+    // A repeated key length stored.
+    let rows = [
+        first.clone(),
+        raw_row_v3(SAME_VALUE_LEN, 1, b"b", true, false),
+    ]
+    .concat();
+    assert_eq!(
+        malformed_row(&seal_as(Format::V3, 2, &rows)),
+        (
+            1,
+            "the same-key-length flag for a key as long as the previous one"
+        )
+    );
+    // A repeated value length stored.
+    let rows = [
+        first.clone(),
+        raw_row_v3(SAME_KEY_LEN, 1, b"b", false, true),
+    ]
+    .concat();
+    assert_eq!(
+        malformed_row(&seal_as(Format::V3, 2, &rows)),
+        (
+            1,
+            "the same-value-length flag for a value as long as the previous one"
+        )
+    );
+    // The same-key flag with the same-key-length flag.
+    let mut both = vec![0b1000 | SAME_KEY_LEN | SAME_VALUE_LEN];
+    varint(2, &mut both);
+    both.push(0);
+    both.push(b'v');
+    let rows = [first, both].concat();
+    assert_eq!(
+        malformed_row(&seal_as(Format::V3, 2, &rows)),
+        (1, "the same-key flag or the same-key-length flag")
     );
 }

@@ -2,14 +2,15 @@
 //! format both it and the worker read, so servers and workers can be upgraded in either order
 //! (and a worker rolled back in place) with every offload still answered by the worker.
 //!
-//! "Older build" here is a build whose newest format is v1: `worker.memtable-data-format = 1`
-//! (the worker then refuses v2 bodies with 400 and advertises 1, as a build from before v2
-//! answers a format it does not know) or `kvengine.remote-coprocessor-memtable-data-format = 1`
-//! (the server writes only v1). Real processes over HTTP; the rows stay in the memtable, so
-//! every offload ships them.
+//! "Older build" here is a build whose newest format is an older one:
+//! `worker.memtable-data-format = N` (the worker then refuses newer bodies with 400 and
+//! advertises N, as a build from before them answers a format it does not know) or
+//! `kvengine.remote-coprocessor-memtable-data-format = N` (the server writes at most vN). Real
+//! processes over HTTP; the rows stay in the memtable, so every offload ships them.
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
+use changeset::MemtableDataFormat as Format;
 use e2e::cluster::{Cluster, StoreKind};
 use e2e::coprocessor::{self, location};
 use e2e::sample_table::SampleTable;
@@ -44,9 +45,28 @@ fn offload_once(server: &ServerProc, worker: &WorkerProc) {
     );
 }
 
-/// Snapshots the worker rebuilt from memtable rows in `format` (`v1`, `v2`).
-fn received(worker: &WorkerProc, format: &str) -> f64 {
-    worker.metric("stratus_worker_memtable_data_total", &[("format", format)])
+/// Snapshots the worker rebuilt from memtable rows in `format`.
+fn received(worker: &WorkerProc, format: Format) -> f64 {
+    worker.metric(
+        "stratus_worker_memtable_data_total",
+        &[("format", format.as_str())],
+    )
+}
+
+/// The same count for every format: what the worker received in each.
+fn received_by_format(worker: &WorkerProc) -> Vec<(Format, f64)> {
+    Format::ALL
+        .into_iter()
+        .map(|f| (f, received(worker, f)))
+        .collect()
+}
+
+/// `n` offloads in `format` and none in another.
+fn only(format: Format, n: f64) -> Vec<(Format, f64)> {
+    Format::ALL
+        .into_iter()
+        .map(|f| (f, if f == format { n } else { 0.0 }))
+        .collect()
 }
 
 fn fallbacks(server: &ServerProc) -> f64 {
@@ -79,48 +99,60 @@ fn worker_with_format(cluster: &Cluster, format: u8) -> (WorkerSetup, WorkerProc
     (setup, worker)
 }
 
-/// A worker reading up to `worker_format` and a server writing up to `server_format`, one of
-/// them 1: three offloads, every one answered by the worker from v1 rows.
-fn every_offload_ships_v1(worker_format: u8, server_format: u8) {
+/// A worker reading up to `worker_format` and a server writing up to `server_format`: the
+/// first offload ships v1 (the server has not heard from the worker yet), the next three the
+/// older of the two formats, every one answered by the worker.
+fn offloads_ship_the_older_format(worker_format: Format, server_format: Format) {
     let cluster = Cluster::new(StoreKind::Local);
-    let (_, worker) = worker_with_format(&cluster, worker_format);
-    let server = server_for(&cluster, &worker, server_format);
+    let (_, worker) = worker_with_format(&cluster, worker_format.as_u8());
+    let server = server_for(&cluster, &worker, server_format.as_u8());
+    offload_once(&server, &worker);
+    assert_eq!(received_by_format(&worker), only(Format::V1, 1.0));
     for _ in 0..3 {
         offload_once(&server, &worker);
     }
-    assert_eq!(received(&worker, "v1"), 3.0);
-    assert_eq!(received(&worker, "v2"), 0.0);
+    let agreed = worker_format.min(server_format);
+    let mut want = only(agreed, 3.0);
+    want[0].1 += 1.0;
+    assert_eq!(received_by_format(&worker), want);
     assert_eq!(fallbacks(&server), 0.0);
 }
 
 #[test]
 fn an_upgraded_server_sends_v1_to_a_worker_not_yet_upgraded() {
-    every_offload_ships_v1(1, 2);
+    offloads_ship_the_older_format(Format::V1, Format::NEWEST);
 }
 
 #[test]
 fn an_upgraded_worker_reads_v1_from_a_server_not_yet_upgraded() {
-    every_offload_ships_v1(2, 1);
+    offloads_ship_the_older_format(Format::NEWEST, Format::V1);
 }
 
 #[test]
-fn upgraded_pairs_move_to_v2_after_the_first_answer_and_back_when_the_worker_is_rolled_back() {
+fn an_upgraded_server_sends_v2_to_a_v2_worker_and_an_upgraded_worker_reads_v2() {
+    offloads_ship_the_older_format(Format::V2, Format::NEWEST);
+    offloads_ship_the_older_format(Format::NEWEST, Format::V2);
+}
+
+#[test]
+fn upgraded_pairs_move_to_the_newest_format_and_back_when_the_worker_is_rolled_back() {
+    let newest = Format::NEWEST;
     let cluster = Cluster::new(StoreKind::Local);
-    let (mut setup, mut worker) = worker_with_format(&cluster, 2);
-    let server = server_for(&cluster, &worker, 2);
+    let (mut setup, mut worker) = worker_with_format(&cluster, newest.as_u8());
+    let server = server_for(&cluster, &worker, newest.as_u8());
     // The server has not heard from the worker yet: v1, which every build reads. Its answer
-    // advertises v2.
+    // advertises the newest format.
     offload_once(&server, &worker);
-    assert_eq!(received(&worker, "v1"), 1.0);
+    assert_eq!(received(&worker, Format::V1), 1.0);
     for _ in 0..3 {
         offload_once(&server, &worker);
     }
-    assert_eq!(received(&worker, "v2"), 3.0);
-    assert_eq!(received(&worker, "v1"), 1.0);
+    assert_eq!(received(&worker, newest), 3.0);
+    assert_eq!(received(&worker, Format::V1), 1.0);
 
     // The worker is rolled back in place (same address, reads only v1). The server still
-    // believes v2: the worker refuses that body with 400 and advertises 1, and the server
-    // asks it again at once in v1 instead of falling back to a local run.
+    // believes the newest: the worker refuses that body with 400 and advertises 1, and the
+    // server asks it again at once in v1 instead of falling back to a local run.
     let addr = worker.base_url().trim_start_matches("http://").to_string();
     worker.terminate();
     setup.worker.addr = addr;
@@ -129,12 +161,11 @@ fn upgraded_pairs_move_to_v2_after_the_first_answer_and_back_when_the_worker_is_
     for _ in 0..3 {
         offload_once(&server, &worker);
     }
-    assert_eq!(received(&worker, "v1"), 3.0);
-    assert_eq!(received(&worker, "v2"), 0.0);
+    assert_eq!(received_by_format(&worker), only(Format::V1, 3.0));
     assert_eq!(
         worker.requests("bad_request"),
         1.0,
-        "the v2 body sent before the server learned of the rollback"
+        "the newest-format body sent before the server learned of the rollback"
     );
     assert_eq!(fallbacks(&server), 0.0);
 }
