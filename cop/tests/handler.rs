@@ -652,3 +652,58 @@ fn cache_last_version_is_the_snapshots_data_version() {
     assert_eq!(resp.cache_last_version, snap.data_version().unwrap());
     assert!(resp.cache_last_version > 0);
 }
+
+#[test]
+fn grouping_by_one_int_column_makes_one_group_per_value_on_either_side_of_the_small_value_path() {
+    // Small non-negative values find their group by index, every other value through the
+    // hash map: over several batches each value still has exactly one group.
+    let e = TestEngine::new();
+    let keys = [
+        Some(0),
+        Some(1),
+        Some(4095),
+        Some(4096),
+        Some(-1),
+        None,
+        Some(7),
+    ];
+    let mut want: std::collections::BTreeMap<Option<i64>, (i64, i64)> = Default::default();
+    for h in 1..=3000i64 {
+        let g = keys[h as usize % keys.len()];
+        e.put_row(
+            T,
+            h,
+            10,
+            &[(1, g.map_or(Datum::Null, Datum::Int)), (2, Datum::Int(h))],
+        );
+        let w = want.entry(g).or_default();
+        w.0 += 1;
+        w.1 += h;
+    }
+    let d = dag(vec![
+        table_scan(
+            T,
+            vec![column(1, FieldType::Int64), column(2, FieldType::Int64)],
+            false,
+        ),
+        hash_agg(
+            vec![Expr::column(0)],
+            vec![
+                Expr::agg(ExprType::Count, Expr::column(1)),
+                Expr::agg(ExprType::Sum, Expr::column(1)),
+            ],
+        ),
+    ]);
+    let resp = handle(&request(&d, vec![table_range(T)], 20), &e.snap(), &opts());
+    let want: Vec<Vec<Datum>> = want
+        .into_iter()
+        .map(|(g, (count, sum))| {
+            vec![
+                Datum::Int(count),
+                Datum::Int(sum),
+                g.map_or(Datum::Null, Datum::Int),
+            ]
+        })
+        .collect();
+    assert_eq!(sorted(rows(&resp).unwrap()), sorted(want));
+}

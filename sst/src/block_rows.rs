@@ -63,6 +63,10 @@ impl BlockRows {
         self.rows.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     #[inline(always)]
     pub fn key(&self, i: usize) -> &[u8] {
         let start = if i == 0 {

@@ -35,6 +35,9 @@ pub struct HashAggExecutor<'a> {
     /// 0 = no paging.
     paging_size: u64,
     drained: bool,
+    /// The group of each value in `0..DIRECT_KEYS` of a lone Int group-by item ([`NO_GROUP`]:
+    /// none yet); empty until such a value is met. See [`DIRECT_KEYS`].
+    direct: Vec<u32>,
     // Buffers reused across batches.
     key_buf: Vec<u8>,
     group_of_row: Vec<usize>,
@@ -74,6 +77,7 @@ impl<'a> HashAggExecutor<'a> {
             batch_size: BatchSize::default(),
             paging_size,
             drained: false,
+            direct: Vec::new(),
             key_buf: Vec::new(),
             group_of_row: Vec::new(),
             identity: Vec::new(),
@@ -95,7 +99,29 @@ impl<'a> HashAggExecutor<'a> {
             .map(|e| e.view(batch, &self.identity))
             .collect();
         self.group_of_row.clear();
+        let lone_int = match views.as_slice() {
+            [(Column::Int(values), rows)] => Some((values, *rows)),
+            _ => None,
+        };
         for j in 0..n {
+            if let Some((values, rows)) = lone_int
+                && let Some(x) = values[rows[j]]
+                && (0..DIRECT_KEYS as i64).contains(&x)
+            {
+                if self.direct.is_empty() {
+                    self.direct = vec![NO_GROUP; DIRECT_KEYS];
+                }
+                let slot = &mut self.direct[x as usize];
+                if *slot == NO_GROUP {
+                    let g = self.aggs.push_group();
+                    if !self.keys[0].push_from(views[0].0, rows[j]) {
+                        return Err(key_type_error(views[0].0, &self.keys[0]));
+                    }
+                    *slot = g as u32;
+                }
+                self.group_of_row.push(*slot as usize);
+                continue;
+            }
             self.key_buf.clear();
             for (col, rows) in &views {
                 encode_group_key(&mut self.key_buf, col, rows[j]);
@@ -107,12 +133,7 @@ impl<'a> HashAggExecutor<'a> {
                     self.groups.insert(self.key_buf.clone(), g);
                     for (k, (col, rows)) in self.keys.iter_mut().zip(&views) {
                         if !k.push_from(col, rows[j]) {
-                            return Err(EvalError::type_error(format!(
-                                "group-by value of type {:?} where {:?} was declared",
-                                col.eval_type(),
-                                k.eval_type()
-                            ))
-                            .into());
+                            return Err(key_type_error(col, k));
                         }
                     }
                     g
@@ -132,6 +153,7 @@ impl<'a> HashAggExecutor<'a> {
             columns.push(std::mem::replace(k, empty));
         }
         self.groups.clear();
+        self.direct.fill(NO_GROUP);
         Ok(BatchResult {
             batch: Batch {
                 columns,
@@ -141,6 +163,25 @@ impl<'a> HashAggExecutor<'a> {
         })
     }
 }
+
+/// A group-by value whose type is not the one its item declared.
+fn key_type_error(value: &Column, declared: &Column) -> crate::Error {
+    EvalError::type_error(format!(
+        "group-by value of type {:?} where {:?} was declared",
+        value.eval_type(),
+        declared.eval_type()
+    ))
+    .into()
+}
+
+/// Values `0..DIRECT_KEYS` of a lone Int group-by item find their group by indexing
+/// [`HashAggExecutor::direct`], with no key encoding and no hash lookup: a `GROUP BY` over a
+/// small code (a status, a month, a category id) is the common case, and the lookup was most of
+/// its per-row cost. Every other value (NULL, negative, large) takes the hash map; a value
+/// always takes the same path, so no group is made twice. Groups are numbered in order of first
+/// appearance either way, so the output is the same.
+const DIRECT_KEYS: usize = 4096;
+const NO_GROUP: u32 = u32::MAX;
 
 /// The hash of encoded group keys: a multiply-and-mix over 8-byte words, seeded per map from
 /// the standard library's random keys.
