@@ -8,7 +8,7 @@
 //! that builds an index from the rows discards it on the first error), or calls [`decode`],
 //! which checks the whole input before returning any row.
 //!
-//! **Two formats** ([`Format`]). Version 1 stores every row whole, so a receiver can index the
+//! **Three formats** ([`Format`]). Version 1 stores every row whole, so a receiver can index the
 //! rows in place. Version 2 ([`Format::V2`]) is what a server sends a worker that reads it: keys
 //! are prefix-compressed against the row before, versions are deltas, the 17-byte WRITE meta
 //! (`kind, start_ts, commit_ts`, with commit_ts = version) shrinks to a byte and a varint (to
@@ -16,9 +16,9 @@
 //! transaction), and the checksum is xxh3-64 instead of CRC32 (~3× faster here). Version 3
 //! ([`Format::V3`], the newest) is version 2 with two more tag bits: a key or a value as long
 //! as the row before's stores no length (rows of one table often have keys of one length, and
-//! often values too). Every layout is on [`MemtableDataWriter`]. Every build reads both; which one a sender writes is
-//! negotiated (a server writes v2 only for a worker that advertised it), so a rolling upgrade
-//! works in either order.
+//! often values too). Every layout is on [`MemtableDataWriter`]. Every build reads all three;
+//! which one a sender writes is negotiated (a server writes the newest format the worker
+//! advertised, v1 until it heard from it), so a rolling upgrade works in either order.
 //!
 //! The decoder never panics and never allocates more than the input justifies: the row count is
 //! bounded by the body length divided by the smallest possible row, and a v2 key is written in
@@ -58,7 +58,7 @@ impl Format {
         }
     }
 
-    /// `v1`, `v2`: the name in messages and metric labels.
+    /// `v1`, `v2`, `v3`: the name in messages and metric labels.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::V1 => "v1",
@@ -583,7 +583,7 @@ pub fn transcode(data: &Bytes, format: Format) -> Result<Bytes, MemtableDataErro
     Ok(writer.finish())
 }
 
-/// Decodes a blob (either format) into rows. Rows of a v1 blob slice `data` (no copies); a v2
+/// Decodes a blob (any format) into rows. Rows of a v1 blob slice `data` (no copies); a v2 or v3
 /// blob's keys and metas are rebuilt, so they are copied, and its values slice `data`.
 pub fn decode(data: &Bytes) -> Result<Vec<MemRow>, MemtableDataError> {
     let mut iter = rows(data)?;

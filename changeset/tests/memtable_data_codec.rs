@@ -87,11 +87,15 @@ proptest! {
 
     #[test]
     fn transcoding_between_formats_keeps_the_rows(rows in rows()) {
-        let v1 = Bytes::from(memtable_data::encode_as(Format::V1, &rows).unwrap());
-        let v2 = memtable_data::transcode(&v1, Format::V2).unwrap();
-        prop_assert_eq!(&v2[..], &memtable_data::encode_as(Format::V2, &rows).unwrap()[..]);
-        let back = memtable_data::transcode(&v2, Format::V1).unwrap();
-        prop_assert_eq!(back, v1);
+        for from in Format::ALL {
+            let blob = Bytes::from(memtable_data::encode_as(from, &rows).unwrap());
+            for to in Format::ALL {
+                let there = memtable_data::transcode(&blob, to).unwrap();
+                prop_assert_eq!(&there[..], &memtable_data::encode_as(to, &rows).unwrap()[..]);
+                let back = memtable_data::transcode(&there, from).unwrap();
+                prop_assert_eq!(&back, &blob);
+            }
+        }
     }
 
     #[test]

@@ -116,6 +116,11 @@ fn offloads_ship_the_older_format(worker_format: Format, server_format: Format) 
     want[0].1 += 1.0;
     assert_eq!(received_by_format(&worker), want);
     assert_eq!(fallbacks(&server), 0.0);
+    assert_eq!(
+        worker.requests("bad_request"),
+        0.0,
+        "no body in a format the worker does not read"
+    );
 }
 
 #[test]

@@ -8,6 +8,9 @@
 //! every L0 file with the L1 tables they overlap, in every column family; Ln → Ln+1 merges the
 //! largest table of the level with the Ln+1 tables it overlaps, for one column family.
 //!
+//! A manual full compaction ([`manual_steps`], `Engine::compact_shard_full`) moves each column
+//! family's levels down into its deepest instead, one whole level at a time.
+//!
 //! GC, with `safe_point` = the GC safe point (no reader uses a timestamp below it): every
 //! version above the safe point is kept; of the versions at or below it only the newest is kept;
 //! the LOCK column family keeps only each key's newest record. A tombstone that ends up as a
@@ -105,33 +108,83 @@ pub fn pick(d: &ShardData, cfg: &CompactionConfig, force_l0: bool) -> Option<Pla
     })
 }
 
-/// The next step of a manual full compaction (`Engine::compact_shard_full`), or `None` once
-/// L0 is empty and every column family keeps its tables in one level.
+/// One step of a manual full compaction (`Engine::compact_shard_full`), planned against the
+/// shard's state when the step runs ([`plan_manual_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManualStep {
+    /// Every L0 file into L1.
+    L0,
+    /// Every table of `level` of column family `cf` into the next level.
+    Level { cf: usize, level: u32 },
+    /// Column family `cf`'s only level, one level down as bottommost, when its tables hold
+    /// versions GC may drop.
+    Sole { cf: usize },
+}
+
+/// The steps of a manual full compaction of `d`, in order: L0 into L1 if L0 holds files; then,
+/// per column family, every level from the shallowest with data down to the one above the
+/// deepest, each into the next, so the last step merges into the deepest level as bottommost
+/// and drops the tombstones (and old versions) at or below the GC safe point, as RocksDB's
+/// `CompactRange` over all keys does. A column family whose data is already in one level gets
+/// a [`ManualStep::Sole`] step instead.
 ///
-/// L0 goes into L1 first; then, per column family, every table of the shallowest level with
-/// tables below it goes into the next level. Each step moves data strictly deeper, so the
-/// steps end, and the last step of a column family writes its deepest level as bottommost:
-/// tombstones at or below the GC safe point are dropped there (what a user who deleted much
-/// and moved the safe point past it compacts for, as RocksDB's `CompactRange` over all keys).
-/// A level that already is the only one is not rewritten.
-pub fn pick_manual(d: &ShardData, cfg: &CompactionConfig) -> Option<Plan> {
+/// The steps are fixed from the state the call starts with, so the call ends even while
+/// writes go on: L0 files flushed meanwhile wait for the next call.
+pub fn manual_steps(d: &ShardData) -> Vec<ManualStep> {
+    let mut steps = Vec::new();
     if !d.l0s.is_empty() {
-        return Some(l0_plan(d));
+        steps.push(ManualStep::L0);
     }
     for c in 0..ColumnFamily::COUNT {
         let levels = &d.levels[c];
-        let Some(deepest) = levels.iter().rposition(|l| !l.is_empty()) else {
-            continue;
+        let in_l0 = d.l0s.iter().any(|f| f.cf(ColumnFamily::ALL[c]).is_some());
+        let shallowest = levels.iter().position(|l| !l.is_empty());
+        let deepest = levels.iter().rposition(|l| !l.is_empty());
+        let (first, deepest) = match (shallowest, deepest) {
+            (Some(_), Some(d)) if in_l0 => (1, d as u32 + 1),
+            (Some(s), Some(d)) => (s as u32 + 1, d as u32 + 1),
+            // Only L0 data: the L0 step puts it in L1, bottommost already.
+            _ => continue,
         };
-        let Some(shallowest) = levels.iter().position(|l| !l.is_empty()) else {
-            continue;
-        };
-        let level = shallowest as u32 + 1;
-        if shallowest < deepest && level < cfg.max_level {
-            return Some(level_plan(d, c, level, levels[shallowest].clone()));
+        if first == deepest && !in_l0 {
+            steps.push(ManualStep::Sole { cf: c });
+        }
+        steps.extend((first..deepest).map(|level| ManualStep::Level { cf: c, level }));
+    }
+    steps
+}
+
+/// The plan of `step` against the shard's state now, or `None` when it has nothing to do (the
+/// level emptied meanwhile, or a sole level holds nothing GC may drop at `safe_point`).
+pub fn plan_manual_step(
+    d: &ShardData,
+    cfg: &CompactionConfig,
+    step: ManualStep,
+    safe_point: u64,
+) -> Option<Plan> {
+    match step {
+        ManualStep::L0 => (!d.l0s.is_empty()).then(|| l0_plan(d)),
+        ManualStep::Level { cf, level } => {
+            let tables = d.levels[cf].get(level as usize - 1)?;
+            (!tables.is_empty()).then(|| level_plan(d, cf, level, tables.clone()))
+        }
+        ManualStep::Sole { cf } => {
+            let levels = &d.levels[cf];
+            let mut non_empty = levels.iter().enumerate().filter(|(_, l)| !l.is_empty());
+            let (i, tables) = non_empty.next()?;
+            let level = i as u32 + 1;
+            // Never below the configured last level.
+            if non_empty.next().is_some() || level >= cfg.max_level {
+                return None;
+            }
+            let lock = cf == ColumnFamily::Lock.index();
+            let droppable = tables.iter().any(|t| {
+                let p = t.properties();
+                (p.tombstones > 0 || p.old_entries > 0) && (lock || p.min_ts <= safe_point)
+            });
+            droppable.then(|| level_plan(d, cf, level, tables.clone()))
         }
     }
-    None
 }
 
 fn empty_plan(d: &ShardData, level: u32, cf: Option<usize>) -> Plan {

@@ -56,20 +56,30 @@ impl Engine {
 
     /// A manual full compaction of the shard on the calling thread (RocksDB's `CompactRange`
     /// over every key): L0 into L1, then each column family's levels down into its deepest,
-    /// whose last merge drops the tombstones at or below the GC safe point
-    /// (`compaction::pick_manual`). For a user who deleted much and wants the space back once
-    /// [`Engine::set_gc_safe_point`] passed the deletes; memtable rows are not included (flush
-    /// first). Returns the number of compactions; the same leader rule as
-    /// [`Engine::compact_shard`].
+    /// whose last merge drops the tombstones and old versions at or below the GC safe point;
+    /// a column family already in one level is rewritten one level down when its tables hold
+    /// such versions (`compaction::manual_steps`). For a user who deleted much and wants the
+    /// space back once [`Engine::set_gc_safe_point`] passed the deletes.
+    ///
+    /// One pass over the files there are when it starts: memtable rows (flush first) and L0
+    /// files flushed meanwhile wait for the next call, so it ends under steady writes. A step
+    /// that a concurrent compaction made stale is skipped. Replaced files are collected after
+    /// every step, so the disk holds at most one step's inputs twice. Returns the number of
+    /// compactions; the same leader rule as [`Engine::compact_shard`].
     pub fn compact_shard_full(&self, shard_id: u64) -> Result<usize> {
         self.check_compaction_caller(shard_id, "compact_shard_full")?;
         let shard = self.shard(shard_id)?;
         let cfg = compaction_config(&self.inner.opts);
+        let safe_point = self.gc_safe_point();
         let mut n = 0;
-        while compact_once(&self.inner, &shard, |d| compaction::pick_manual(d, &cfg))? {
-            n += 1;
+        for step in compaction::manual_steps(&shard.data.load()) {
+            if compact_once(&self.inner, &shard, |d| {
+                compaction::plan_manual_step(d, &cfg, step, safe_point)
+            })? {
+                n += 1;
+            }
+            file_gc::collect(&self.inner);
         }
-        file_gc::collect(&self.inner);
         Ok(n)
     }
 

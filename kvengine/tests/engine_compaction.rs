@@ -258,3 +258,69 @@ fn a_full_compaction_drops_the_tombstones_that_a_due_compaction_keeps_above_deep
     let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().map(FileId::get).collect();
     assert_eq!(stored, e.live_file_ids(), "the replaced files are deleted");
 }
+
+#[test]
+fn a_shard_already_in_one_level_gets_its_space_back_once_the_safe_point_passes_the_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, dfs) = open(dir.path());
+    load(&e);
+    // A due compaction with no safe point yet: L1 keeps every version and the tombstones.
+    e.compact_shard(1, true).unwrap();
+    let write = ColumnFamily::Write.index();
+    let levels_used = |e: &Engine| {
+        e.shard_info(1).unwrap().level_files[write]
+            .iter()
+            .filter(|&&f| f > 0)
+            .count()
+    };
+    assert_eq!(levels_used(&e), 1);
+    let deleted = (0..300u64).filter(|i| i % 7 == 0).count() as u64;
+    assert_eq!(live_entries_and_tombstones(&e, &dfs).1, deleted);
+
+    // Nothing GC may drop below the safe point yet: nothing is rewritten.
+    e.set_gc_safe_point(5);
+    assert_eq!(e.compact_shard_full(1).unwrap(), 0);
+
+    e.set_gc_safe_point(30);
+    assert_eq!(e.compact_shard_full(1).unwrap(), 1);
+    assert_eq!(levels_used(&e), 1);
+    assert_eq!(
+        live_entries_and_tombstones(&e, &dfs),
+        (300 - deleted, 0),
+        "the deleted keys and the versions under the safe point are gone"
+    );
+    check_reads(&e, &[30, 35, 100]);
+    assert_eq!(e.compact_shard_full(1).unwrap(), 0, "nothing left to drop");
+}
+
+#[test]
+fn a_full_compaction_ends_while_a_writer_keeps_flushing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, _) = open(dir.path());
+    load(&e);
+    e.set_gc_safe_point(30);
+    let e = Arc::new(e);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (e, stop) = (e.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut version = 100;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut b = WriteBatch::new();
+                for i in 300..340u64 {
+                    b.put(ColumnFamily::Write, &key(i), version, b"", b"later");
+                }
+                e.write(1, &b).unwrap();
+                e.flush_shard(1).unwrap();
+                version += 1;
+            }
+        })
+    };
+    // Each call is one pass over the files it started with, however many flushes land.
+    for _ in 0..3 {
+        e.compact_shard_full(1).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    check_reads(&e, &[30, 35]);
+}
