@@ -139,8 +139,9 @@ fn an_upgraded_server_sends_v2_to_a_v2_worker_and_an_upgraded_worker_reads_v2() 
     offloads_ship_the_older_format(Format::NEWEST, Format::V2);
 }
 
-#[test]
-fn upgraded_pairs_move_to_the_newest_format_and_back_when_the_worker_is_rolled_back() {
+/// An upgraded pair moves to the newest format after the first answer; then the worker is
+/// rolled back in place to a build whose newest format is `rolled_back`.
+fn upgraded_pair_then_worker_rolled_back_to(rolled_back: Format) {
     let newest = Format::NEWEST;
     let cluster = Cluster::new(StoreKind::Local);
     let (mut setup, mut worker) = worker_with_format(&cluster, newest.as_u8());
@@ -155,22 +156,33 @@ fn upgraded_pairs_move_to_the_newest_format_and_back_when_the_worker_is_rolled_b
     assert_eq!(received(&worker, newest), 3.0);
     assert_eq!(received(&worker, Format::V1), 1.0);
 
-    // The worker is rolled back in place (same address, reads only v1). The server still
-    // believes the newest: the worker refuses that body with 400 and advertises 1, and the
-    // server asks it again at once in v1 instead of falling back to a local run.
+    // The worker is rolled back in place (same address, reads up to `rolled_back`). The server
+    // still believes the newest: the worker refuses that body with 400 and advertises its own,
+    // and the server asks it again at once in that format instead of falling back to a local
+    // run.
     let addr = worker.base_url().trim_start_matches("http://").to_string();
     worker.terminate();
     setup.worker.addr = addr;
-    setup.worker.memtable_data_format = 1;
+    setup.worker.memtable_data_format = rolled_back.as_u8();
     let worker = WorkerProc::start(&setup);
     for _ in 0..3 {
         offload_once(&server, &worker);
     }
-    assert_eq!(received_by_format(&worker), only(Format::V1, 3.0));
+    assert_eq!(received_by_format(&worker), only(rolled_back, 3.0));
     assert_eq!(
         worker.requests("bad_request"),
         1.0,
         "the newest-format body sent before the server learned of the rollback"
     );
     assert_eq!(fallbacks(&server), 0.0);
+}
+
+#[test]
+fn upgraded_pairs_move_to_the_newest_format_and_to_v1_when_the_worker_is_rolled_back() {
+    upgraded_pair_then_worker_rolled_back_to(Format::V1);
+}
+
+#[test]
+fn upgraded_pairs_move_to_the_newest_format_and_to_v2_when_the_worker_is_rolled_back() {
+    upgraded_pair_then_worker_rolled_back_to(Format::V2);
 }
