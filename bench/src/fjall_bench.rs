@@ -153,8 +153,8 @@ impl Kv for Stratus {
         self.e().compact_shard_full(1).expect("full compaction");
     }
     fn get(&self, key: &[u8]) -> bool {
-        let s = self.e().snapshot(1).expect("snapshot");
-        s.get(ColumnFamily::Write, key, u64::MAX)
+        self.e()
+            .get(1, ColumnFamily::Write, key, u64::MAX)
             .expect("get")
             .is_some()
     }

@@ -99,87 +99,13 @@ impl SnapAccess {
     /// The version of `key` visible at `ts`, or `None` if absent or deleted. A key outside the
     /// shard's range is an error.
     pub fn get(&self, cf: ColumnFamily, key: &[u8], ts: u64) -> Result<Option<Item>> {
-        Ok(self.get_raw(cf, key, ts)?.and_then(|v| {
-            (!v.tombstone).then_some(Item {
-                version: v.version,
-                user_meta: v.user_meta,
-                value: v.value,
-            })
-        }))
+        get_in(&self.data, self.shard_id, cf, key, ts)
     }
 
     /// The version of `key` a read at `ts` lands on, tombstone or not. A key outside the
     /// shard's range is an error.
     pub fn get_raw(&self, cf: ColumnFamily, key: &[u8], ts: u64) -> Result<Option<RawVersion>> {
-        let d = &*self.data;
-        // Files shared with a split sibling hold keys of its range too.
-        if !d.contains_key(key) {
-            return Err(crate::error::Error::KeyNotInShard {
-                shard_id: self.shard_id,
-                key: key.to_vec(),
-            });
-        }
-        // (version, tombstone, meta, value) of the best candidate so far.
-        let mut best: Option<(u64, bool, Bytes, Bytes)> = None;
-        for mem in d.memtables() {
-            if let Some(v) = mem.cf(cf).get(key, ts)
-                && best.as_ref().is_none_or(|b| v.version() > b.0)
-            {
-                best = Some((
-                    v.version(),
-                    v.is_tombstone(),
-                    v.user_meta_bytes(),
-                    v.value_bytes(),
-                ));
-            }
-        }
-        if cf == ColumnFamily::Write
-            && let Some(remote) = &d.remote
-            && let Some(v) = remote.get(key, ts)
-            && best.as_ref().is_none_or(|b| v.version() > b.0)
-        {
-            best = Some((
-                v.version(),
-                v.is_tombstone(),
-                v.user_meta_bytes(),
-                v.value_bytes(),
-            ));
-        }
-        let consider =
-            |t: &sst::Table, best: &mut Option<(u64, bool, Bytes, Bytes)>| -> Result<()> {
-                let p = t.properties();
-                if key < p.smallest.as_slice() || key > p.biggest.as_slice() {
-                    return Ok(());
-                }
-                if best.as_ref().is_some_and(|b| p.max_ts <= b.0) {
-                    return Ok(());
-                }
-                if let Some(v) = t.get(key, ts)?
-                    && best.as_ref().is_none_or(|b| v.version > b.0)
-                {
-                    *best = Some((v.version, v.tombstone, v.user_meta, v.value));
-                }
-                Ok(())
-            };
-        for l0 in &d.l0s {
-            if let Some(t) = l0.cf(cf) {
-                consider(t, &mut best)?;
-            }
-        }
-        for level in &d.levels[cf.index()] {
-            let i = level.partition_point(|t| t.properties().biggest.as_slice() < key);
-            if let Some(t) = level.get(i) {
-                consider(t, &mut best)?;
-            }
-        }
-        Ok(
-            best.map(|(version, tombstone, user_meta, value)| RawVersion {
-                version,
-                tombstone,
-                user_meta,
-                value,
-            }),
-        )
+        get_raw_in(&self.data, self.shard_id, cf, key, ts)
     }
 
     /// The lock on `key` in this snapshot (LOCK CF, read at the snapshot's SnapVersion).
@@ -486,4 +412,99 @@ impl SnapIter<'_> {
         self.advance_past_key()?;
         self.settle()
     }
+}
+
+/// [`SnapAccess::get`] over a shard state `d` (what `Engine::get` reads without taking a
+/// snapshot).
+pub(crate) fn get_in(
+    d: &ShardData,
+    shard_id: u64,
+    cf: ColumnFamily,
+    key: &[u8],
+    ts: u64,
+) -> Result<Option<Item>> {
+    Ok(get_raw_in(d, shard_id, cf, key, ts)?.and_then(|v| {
+        (!v.tombstone).then_some(Item {
+            version: v.version,
+            user_meta: v.user_meta,
+            value: v.value,
+        })
+    }))
+}
+
+/// [`SnapAccess::get_raw`] over a shard state `d`.
+fn get_raw_in(
+    d: &ShardData,
+    shard_id: u64,
+    cf: ColumnFamily,
+    key: &[u8],
+    ts: u64,
+) -> Result<Option<RawVersion>> {
+    // Files shared with a split sibling hold keys of its range too.
+    if !d.contains_key(key) {
+        return Err(crate::error::Error::KeyNotInShard {
+            shard_id,
+            key: key.to_vec(),
+        });
+    }
+    // (version, tombstone, meta, value) of the best candidate so far.
+    let mut best: Option<(u64, bool, Bytes, Bytes)> = None;
+    for mem in d.memtables() {
+        if let Some(v) = mem.cf(cf).get(key, ts)
+            && best.as_ref().is_none_or(|b| v.version() > b.0)
+        {
+            best = Some((
+                v.version(),
+                v.is_tombstone(),
+                v.user_meta_bytes(),
+                v.value_bytes(),
+            ));
+        }
+    }
+    if cf == ColumnFamily::Write
+        && let Some(remote) = &d.remote
+        && let Some(v) = remote.get(key, ts)
+        && best.as_ref().is_none_or(|b| v.version() > b.0)
+    {
+        best = Some((
+            v.version(),
+            v.is_tombstone(),
+            v.user_meta_bytes(),
+            v.value_bytes(),
+        ));
+    }
+    let consider = |t: &sst::Table, best: &mut Option<(u64, bool, Bytes, Bytes)>| -> Result<()> {
+        let p = t.properties();
+        if key < p.smallest.as_slice() || key > p.biggest.as_slice() {
+            return Ok(());
+        }
+        if best.as_ref().is_some_and(|b| p.max_ts <= b.0) {
+            return Ok(());
+        }
+        if let Some(v) = t.get(key, ts)?
+            && best.as_ref().is_none_or(|b| v.version > b.0)
+        {
+            *best = Some((v.version, v.tombstone, v.user_meta, v.value));
+        }
+        Ok(())
+    };
+    for l0 in &d.l0s {
+        if let Some(t) = l0.cf(cf) {
+            consider(t, &mut best)?;
+        }
+    }
+    for level in &d.levels[cf.index()] {
+        let i = level.partition_point(|t| t.properties().biggest.as_slice() < key);
+        if let Some(t) = level.get(i) {
+            consider(t, &mut best)?;
+        }
+    }
+    Ok(
+        best.map(|(version, tombstone, user_meta, value)| RawVersion {
+            version,
+            tombstone,
+            user_meta,
+            value,
+        }),
+    )
 }

@@ -294,7 +294,13 @@ fn run(ops: Vec<Op>, dfs: Option<&DfsFactory>) -> Result<(), TestCaseError> {
                     .get(ColumnFamily::Write, &key(k), ts)
                     .unwrap()
                     .map(|i| i.value.to_vec());
-                prop_assert_eq!(got, oracle.get(&key(k), ts), "get key={} ts={}", k, ts);
+                prop_assert_eq!(&got, &oracle.get(&key(k), ts), "get key={} ts={}", k, ts);
+                // The engine's point read without a snapshot reads the same state.
+                let direct = engine
+                    .get(map.route(&key(k)), ColumnFamily::Write, &key(k), ts)
+                    .unwrap()
+                    .map(|i| i.value.to_vec());
+                prop_assert_eq!(direct, got, "Engine::get key={} ts={}", k, ts);
                 let lock = snap.get_lock(&key(k)).unwrap().map(|i| i.value.to_vec());
                 prop_assert_eq!(lock, oracle.locks.get(&key(k)).cloned(), "lock key={}", k);
             }
