@@ -449,29 +449,27 @@ fn get_raw_in(
     }
     // (version, tombstone, meta, value) of the best candidate so far.
     let mut best: Option<(u64, bool, Bytes, Bytes)> = None;
+    // A memtable or remote row replaces the candidate when newer; its bytes are taken only then.
+    let mut offer = |version: u64, row: &dyn Fn() -> (bool, Bytes, Bytes)| {
+        if best.as_ref().is_none_or(|b| version > b.0) {
+            let (tombstone, meta, value) = row();
+            best = Some((version, tombstone, meta, value));
+        }
+    };
     for mem in d.memtables() {
-        if let Some(v) = mem.cf(cf).get(key, ts)
-            && best.as_ref().is_none_or(|b| v.version() > b.0)
-        {
-            best = Some((
-                v.version(),
-                v.is_tombstone(),
-                v.user_meta_bytes(),
-                v.value_bytes(),
-            ));
+        if let Some(v) = mem.cf(cf).get(key, ts) {
+            offer(v.version(), &|| {
+                (v.is_tombstone(), v.user_meta_bytes(), v.value_bytes())
+            });
         }
     }
     if cf == ColumnFamily::Write
         && let Some(remote) = &d.remote
         && let Some(v) = remote.get(key, ts)
-        && best.as_ref().is_none_or(|b| v.version() > b.0)
     {
-        best = Some((
-            v.version(),
-            v.is_tombstone(),
-            v.user_meta_bytes(),
-            v.value_bytes(),
-        ));
+        offer(v.version(), &|| {
+            (v.is_tombstone(), v.user_meta_bytes(), v.value_bytes())
+        });
     }
     let consider = |t: &sst::Table, best: &mut Option<(u64, bool, Bytes, Bytes)>| -> Result<()> {
         let p = t.properties();
