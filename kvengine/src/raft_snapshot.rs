@@ -11,11 +11,14 @@
 //! Raft log holds them). Rows shipped inside the snapshot would exist on the receiver only in
 //! memory until its next flush, and a crash would lose them with the log already past them.
 //!
-//! **Install.** The receiver's files become the snapshot's (the one apply path, sequence =
-//! index), its memtables are dropped (every row in them is at or below its applied index,
-//! which is below the snapshot's, so the files hold them), and `write_sequence` becomes the
-//! index. The range and version must be the receiver's own: a replica that missed a split
-//! cannot catch up this way (an error; the owner stops rather than diverge).
+//! **Install.** The receiver's files become the snapshot's (the one apply path), its memtables
+//! are dropped (every row in them is at or below its applied index, which is below the
+//! snapshot's, so the files hold them), and `write_sequence` becomes the index. Its `meta_seq`
+//! becomes the sender's (the ChangeSet's `sequence`): the sender's files may already hold the
+//! effect of Flush and compaction entries above the index, and the receiver replays those
+//! entries as a restart does, skipping every ChangeSet at or below `meta_seq`. The range and
+//! version must be the receiver's own: a replica that missed a split cannot catch up this way
+//! (an error; the owner stops rather than diverge).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -116,8 +119,14 @@ impl Engine {
                 cs.shard_ver
             )));
         }
+        // The state's `meta_seq` is the sender's (`cs.sequence`): the last ChangeSet entry
+        // whose effect its files hold, at or above `index`. The entries above `index` come
+        // from the log next; a Flush or compaction among them at or below it is then skipped
+        // as a restart skips it, where a receiver at `meta_seq = index` would refuse it (no
+        // frozen memtable, inputs gone) and doom the files it created, which the snapshot
+        // names, off the shared object store.
         let mut stamped = cs.clone();
-        stamped.sequence = index;
+        stamped.sequence = index.max(cs.sequence);
         let outcome = apply_locked(&self.inner, &shard, &meta, &stamped, OpenTables::default())?;
         let _w = shard.write.lock();
         let now = shard.data.load_full();

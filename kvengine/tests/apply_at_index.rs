@@ -727,3 +727,75 @@ fn a_raft_snapshot_at_a_later_index_becomes_the_state_at_that_index() {
     replicas::apply(&e, SHARD, 8, &put(8, 8)).unwrap();
     assert_eq!(e.shard_info(SHARD).unwrap().write_sequence, 8);
 }
+
+/// A replica that starts from a leader's snapshot replays the entries above the snapshot's
+/// index, and a Flush and a compaction among them are already in the snapshot's files: they
+/// are skipped, as after a restart, not refused. A refused one would doom the files it
+/// created, which the snapshot names: once the replica leaves the region (or the files are
+/// compacted away on it), its file GC would delete them from the shared object store under
+/// the other replicas.
+#[test]
+fn entries_a_raft_snapshot_already_holds_are_skipped_and_their_files_stay() {
+    let mut c = Cluster::new(SHARD);
+    for round in 0..2u64 {
+        for i in 0..4 {
+            c.append(SHARD, put(i * 3 + round, round * 10 + i + 1));
+        }
+        c.append(SHARD, Entry::Freeze);
+        c.flush_all_frozen();
+    }
+    c.run_on_leader(|e| e.compact_shard(SHARD, true)).unwrap();
+    let leader_files = c.leader().live_file_ids();
+    let snap = c.leader().raft_snapshot(SHARD).unwrap();
+    let Some(changeset::Change::Snapshot(s)) = &snap.change else {
+        panic!("expected a snapshot, got {snap:?}");
+    };
+    let index = s.data_sequence;
+    let above: Vec<(u64, Entry)> = c.logs[&SHARD]
+        .iter()
+        .filter(|(i, _, _)| *i > index)
+        .map(|(i, e, _)| (*i, e.clone()))
+        .collect();
+    assert!(
+        above
+            .iter()
+            .any(|(_, e)| matches!(e, Entry::ChangeSet(cs) if matches!(cs.change, Some(changeset::Change::Compaction(_))))),
+        "the compaction's entry lies above the snapshot's index {index}"
+    );
+
+    // A fourth replica on the same object store joins from the snapshot.
+    let dfs = Arc::new(LocalDfs::open(c.root.path().join("dfs")).unwrap());
+    let joiner = Engine::open(options(&c.root.path().join("joiner"), 4), dfs).unwrap();
+    joiner.create_shard_for_raft_snapshot(&snap).unwrap();
+    assert_eq!(
+        joiner.install_raft_snapshot(index, &snap).unwrap(),
+        ApplyOutcome::Applied
+    );
+    for (i, entry) in &above {
+        let outcome = replicas::apply(&joiner, SHARD, *i, entry).unwrap();
+        if let Entry::ChangeSet(_) = entry {
+            assert_eq!(
+                outcome,
+                ApplyOutcome::Skipped,
+                "entry {i} is in the snapshot's files: {entry:?}"
+            );
+        }
+    }
+    assert_eq!(
+        replicas::dump(&joiner, SHARD, &[u64::MAX]),
+        replicas::dump(c.leader(), SHARD, &[u64::MAX]),
+        "the joiner reads what the leader reads"
+    );
+
+    // The joiner leaves the region; nothing it collects is a file the others name.
+    joiner.destroy_shard(SHARD).unwrap();
+    joiner.collect_garbage();
+    let stored = replicas::stored(&c);
+    for id in &leader_files {
+        assert!(
+            stored.contains(id),
+            "file {id} the leader names was deleted"
+        );
+    }
+    c.check_agreement(&[u64::MAX]);
+}
