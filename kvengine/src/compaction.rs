@@ -328,13 +328,12 @@ pub fn merge(
     target_file_size: u64,
     mut emit: impl FnMut(BuiltTable) -> Result<()>,
 ) -> Result<()> {
-    let mut iters = Vec::with_capacity(inputs.len());
     let (start, end) = range;
-    for t in inputs {
-        let mut it = t.iter(u64::MAX);
-        it.seek(start)?;
-        iters.push(it);
-    }
+    // One cursor per sorted run (a level's tables are one), in the inputs' order.
+    let mut iters = crate::sorted_runs::group(inputs)
+        .into_iter()
+        .map(|run| crate::sorted_runs::RunIter::new(run, start))
+        .collect::<Result<Vec<_>>>()?;
     let mut builder: Option<TableBuilder> = None;
     let mut key = Vec::new();
     while let Some(min) = iters.iter().filter(|i| i.valid()).map(|i| i.key()).min() {
@@ -374,6 +373,10 @@ pub fn merge(
         && !b.is_empty()
     {
         emit(b.finish())?;
+    }
+    // A range's end stops the merge inside a table: what was read of it goes too.
+    for t in inputs {
+        t.release_pages();
     }
     Ok(())
 }

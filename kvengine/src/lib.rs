@@ -56,6 +56,7 @@ mod s3_dfs;
 mod shard;
 mod shard_data;
 mod snap_access;
+mod sorted_runs;
 mod source_iter;
 mod split;
 pub mod wal;

@@ -20,6 +20,7 @@ pub mod block_frame;
 pub mod block_rows;
 pub mod builder;
 pub mod error;
+pub mod file_map;
 pub mod filter;
 pub mod footer;
 pub mod fuzzing;

@@ -173,6 +173,18 @@ impl Table {
         }
     }
 
+    /// Drops the table's pages from this process' resident set when it is read in place
+    /// from a file map ([`crate::file_map`]): what a sequential reader done with the table
+    /// (a compaction's merge) calls, so that its inputs do not stay resident until they are
+    /// retired. Reads stay correct (a page comes back from the page cache); a positioned or
+    /// downloaded table is left alone. Returns the bytes released.
+    pub fn release_pages(&self) -> usize {
+        match &self.inner.data {
+            Data::Mapped(b) => crate::file_map::release(b),
+            Data::File { .. } => 0,
+        }
+    }
+
     /// Whether blocks are read with positioned reads (see [`Table::open_local`]) rather than
     /// in place.
     pub fn reads_positioned(&self) -> bool {
@@ -616,20 +628,12 @@ fn check_handles(index: &Index, lo: u64, hi: u64) -> Result<(), Corrupt> {
 }
 
 /// Maps a local file read-only and wraps it as `Bytes` without copying.
-// The other `unsafe` of this crate (besides `prefetch`): mapping a file, sound for the reason
-// given at the call.
-#[allow(unsafe_code)]
 pub fn map_file(file_id: u64, path: &std::path::Path) -> Result<Bytes> {
     let file = std::fs::File::open(path).map_err(|source| Error::Io { file_id, source })?;
     map_open_file(file_id, &file)
 }
 
-/// Maps an open table file read-only (see [`map_file`]).
-#[allow(unsafe_code)]
+/// Maps an open table file read-only (see [`map_file`] and [`crate::file_map`]).
 pub fn map_open_file(file_id: u64, file: &std::fs::File) -> Result<Bytes> {
-    // SAFETY: table files are write-once (written to a temp name, fsynced, renamed); nothing
-    // writes to or truncates a file after it is published, which is what memmap2 requires.
-    let map =
-        unsafe { memmap2::Mmap::map(file) }.map_err(|source| Error::Io { file_id, source })?;
-    Ok(Bytes::from_owner(map))
+    crate::file_map::map_open_file(file_id, file)
 }
