@@ -210,27 +210,7 @@ fn l0_plan(d: &ShardData) -> Plan {
             .iter()
             .filter_map(|f| f.cf(ColumnFamily::ALL[c]).cloned())
             .collect();
-        let Some(smallest) = sections
-            .iter()
-            .map(|t| t.properties().smallest.clone())
-            .min()
-        else {
-            continue;
-        };
-        let biggest = sections
-            .iter()
-            .map(|t| t.properties().biggest.clone())
-            .max()
-            .unwrap_or_default();
-        let mut inputs = sections;
-        if let Some(l1) = d.levels[c].first() {
-            for t in l1.iter().filter(|t| overlaps(t, &smallest, &biggest)) {
-                plan.bottom.push(t.file_id());
-                inputs.push(t.clone());
-            }
-        }
-        plan.bottommost[c] = nothing_below(d, c, 1, &smallest, &biggest);
-        plan.inputs[c] = inputs;
+        add_inputs(d, &mut plan, c, 0, sections);
     }
     plan
 }
@@ -239,18 +219,24 @@ fn l0_plan(d: &ShardData) -> Plan {
 /// they overlap.
 fn level_plan(d: &ShardData, c: usize, level: u32, top: Vec<Table>) -> Plan {
     let mut plan = empty_plan(d, level, Some(c));
-    let smallest = top
-        .iter()
-        .map(|t| t.properties().smallest.clone())
-        .min()
-        .unwrap_or_default();
-    let biggest = top
-        .iter()
-        .map(|t| t.properties().biggest.clone())
-        .max()
-        .unwrap_or_default();
     plan.top = top.iter().map(|t| t.file_id()).collect();
+    add_inputs(d, &mut plan, c, level, top);
+    plan
+}
+
+/// Makes `top` (tables of `level` in column family `c`; L0 sections for level 0) and the
+/// tables of the level below that overlap their key span the plan's inputs in `c`, and
+/// decides whether the merge is bottommost there. Nothing for an empty `top`.
+fn add_inputs(d: &ShardData, plan: &mut Plan, c: usize, level: u32, top: Vec<Table>) {
+    let props = || top.iter().map(Table::properties);
+    let (Some(smallest), Some(biggest)) = (
+        props().map(|p| p.smallest.clone()).min(),
+        props().map(|p| p.biggest.clone()).max(),
+    ) else {
+        return;
+    };
     let mut inputs = top;
+    // `levels[c][i]` is level i + 1: the level below `level` is at index `level`.
     if let Some(next) = d.levels[c].get(level as usize) {
         for t in next.iter().filter(|t| overlaps(t, &smallest, &biggest)) {
             plan.bottom.push(t.file_id());
@@ -259,7 +245,6 @@ fn level_plan(d: &ShardData, c: usize, level: u32, top: Vec<Table>) -> Plan {
     }
     plan.bottommost[c] = nothing_below(d, c, level + 1, &smallest, &biggest);
     plan.inputs[c] = inputs;
-    plan
 }
 
 /// The versions of one key that survive GC, newest first. `versions` come newest source
