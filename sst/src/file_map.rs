@@ -155,6 +155,45 @@ mod tests {
         assert_eq!(&b[..], &before[..]);
     }
 
+    /// The resident KiB of this process' mapping that starts at `addr` (`/proc/self/smaps`):
+    /// per mapping, so other tests' memory does not blur it.
+    fn resident_kib(addr: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut lines = smaps.lines();
+        while let Some(line) = lines.next() {
+            let Some((range, _)) = line.split_once(' ') else {
+                continue;
+            };
+            let Some((start, _)) = range.split_once('-') else {
+                continue;
+            };
+            if usize::from_str_radix(start, 16) != Ok(addr) {
+                continue;
+            }
+            for field in lines.by_ref() {
+                if let Some(kib) = field.strip_prefix("Rss:") {
+                    return kib.trim().trim_end_matches("kB").trim().parse().unwrap();
+                }
+            }
+        }
+        panic!("no mapping at {addr:#x} in /proc/self/smaps");
+    }
+
+    #[test]
+    fn a_released_map_leaves_the_resident_set() {
+        let (_dir, b) = mapped(1024 * 1024);
+        let sum: u64 = b.iter().map(|x| u64::from(*x)).sum();
+        assert!(sum > 0);
+        let addr = b.as_ptr() as usize;
+        let read = resident_kib(addr);
+        assert!(read >= 1000, "reading the map made {read} KiB resident");
+        release(&b[..]);
+        let after = resident_kib(addr);
+        assert!(after < 16, "{after} KiB still resident after the release");
+        // Reading again brings the same bytes back.
+        assert_eq!(b.iter().map(|x| u64::from(*x)).sum::<u64>(), sum);
+    }
+
     #[test]
     fn heap_bytes_and_unmapped_maps_are_never_advised() {
         let heap = vec![7u8; 256 * 1024];
