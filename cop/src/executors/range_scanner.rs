@@ -88,14 +88,15 @@ impl<'a> RangeScanner<'a> {
                 if rows == max_rows {
                     break;
                 }
-                let last_key = &mut self.last_key;
-                let n = s.fill(max_rows - rows, |key, value| -> Result<()> {
-                    row(key, value)?;
-                    last_key.clear();
-                    last_key.extend_from_slice(key);
-                    Ok(())
-                })?;
-                self.has_last_key |= n > 0;
+                let n = s.fill(max_rows - rows, &mut row)?;
+                // The scanner keeps the last row's key: one copy per call, not per row.
+                if n > 0
+                    && let Some(key) = s.last_emitted()
+                {
+                    self.last_key.clear();
+                    self.last_key.extend_from_slice(key);
+                    self.has_last_key = true;
+                }
                 rows += n;
                 continue;
             }

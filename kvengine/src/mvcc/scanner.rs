@@ -34,6 +34,11 @@ pub struct MvccScanner<'a> {
     /// scan allocates nothing per key.
     last_key: Vec<u8>,
     has_last_key: bool,
+    /// The key of the last row [`MvccScanner::fill`] handed out (valid when `has_emitted`):
+    /// a caller that resumes after it (the coprocessor's paging) reads it once per call
+    /// instead of copying every row's key itself.
+    emitted: Vec<u8>,
+    has_emitted: bool,
     scanned_keys: u64,
 }
 
@@ -63,6 +68,8 @@ impl SnapAccess {
             saw_lock,
             last_key: Vec::new(),
             has_last_key: false,
+            emitted: Vec::new(),
+            has_emitted: false,
             scanned_keys: 0,
         };
         s.settle()?;
@@ -239,7 +246,7 @@ impl MvccScanner<'_> {
         while n < max && self.iter.valid() {
             if self.resolved.is_none() {
                 let mut failed: Option<E> = None;
-                let last_key = &mut self.last_key;
+                let emitted = &mut self.emitted;
                 let run = self.iter.next_run(max - n, |r| {
                     if !WriteMeta::peek_kind(r.user_meta).is_ok_and(|k| !k.is_skipped_by_reads()) {
                         return false;
@@ -248,8 +255,8 @@ impl MvccScanner<'_> {
                         failed = Some(e);
                         return false;
                     }
-                    last_key.clear();
-                    last_key.extend_from_slice(r.key);
+                    emitted.clear();
+                    emitted.extend_from_slice(r.key);
                     true
                 })?;
                 if let Some(e) = failed {
@@ -257,6 +264,11 @@ impl MvccScanner<'_> {
                 }
                 if run > 0 {
                     n += run;
+                    self.has_emitted = true;
+                    // Every row of the run was visited; `settle` below records the row the run
+                    // stopped on, if any, and otherwise the run's last row is the last visited.
+                    self.last_key.clear();
+                    self.last_key.extend_from_slice(&self.emitted);
                     // The run's first row was the current one, counted when the scanner
                     // settled on it; `settle` counts the row the run stopped on.
                     self.scanned_keys += run as u64 - 1;
@@ -265,10 +277,18 @@ impl MvccScanner<'_> {
                 }
             }
             row(self.key(), self.value())?;
+            self.emitted.clear();
+            self.emitted.extend_from_slice(self.iter.key());
+            self.has_emitted = true;
             n += 1;
             self.next()?;
         }
         Ok(n)
+    }
+
+    /// The key of the last row [`MvccScanner::fill`] handed to its callback, if any.
+    pub fn last_emitted(&self) -> Option<&[u8]> {
+        self.has_emitted.then_some(self.emitted.as_slice())
     }
 
     /// Keys the scan has visited (including skipped ones).
