@@ -439,6 +439,8 @@ proptest! {
                 .unwrap();
             prop_assert!(n <= *page);
             prop_assert_eq!(got.len(), want.len().min(got.len()));
+            // The last row handed out is what a caller resumes after.
+            prop_assert_eq!(s.last_emitted(), got.last().map(|(k, _)| k.as_slice()));
             // The scanner sits on the row after the page, as the cursor would.
             match want.get(got.len()) {
                 Some((k, v)) => {
