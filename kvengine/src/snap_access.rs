@@ -41,6 +41,39 @@ pub struct RawVersion {
     pub value: Bytes,
 }
 
+impl From<memtable::VersionRef> for RawVersion {
+    fn from(v: memtable::VersionRef) -> RawVersion {
+        RawVersion {
+            version: v.version(),
+            tombstone: v.is_tombstone(),
+            user_meta: v.user_meta_bytes(),
+            value: v.value_bytes(),
+        }
+    }
+}
+
+impl From<crate::remote_rows::RemoteVersion<'_>> for RawVersion {
+    fn from(v: crate::remote_rows::RemoteVersion<'_>) -> RawVersion {
+        RawVersion {
+            version: v.version(),
+            tombstone: v.is_tombstone(),
+            user_meta: v.user_meta_bytes(),
+            value: v.value_bytes(),
+        }
+    }
+}
+
+impl From<sst::Version> for RawVersion {
+    fn from(v: sst::Version) -> RawVersion {
+        RawVersion {
+            version: v.version,
+            tombstone: v.tombstone,
+            user_meta: v.user_meta,
+            value: v.value,
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct SnapAccess {
     pub(crate) shard_id: u64,
@@ -447,62 +480,43 @@ fn get_raw_in(
             key: key.to_vec(),
         });
     }
-    // (version, tombstone, meta, value) of the best candidate so far.
-    let mut best: Option<(u64, bool, Bytes, Bytes)> = None;
-    // A memtable or remote row replaces the candidate when newer; its bytes are taken only then.
-    let mut offer = |version: u64, row: &dyn Fn() -> (bool, Bytes, Bytes)| {
-        if best.as_ref().is_none_or(|b| version > b.0) {
-            let (tombstone, meta, value) = row();
-            best = Some((version, tombstone, meta, value));
-        }
-    };
+    // The newest candidate so far: a source's row replaces it only when newer, and its bytes
+    // are taken only then.
+    let mut best: Option<RawVersion> = None;
+    let newer =
+        |best: &Option<RawVersion>, version: u64| best.as_ref().is_none_or(|b| version > b.version);
     for mem in d.memtables() {
-        if let Some(v) = mem.cf(cf).get(key, ts) {
-            offer(v.version(), &|| {
-                (v.is_tombstone(), v.user_meta_bytes(), v.value_bytes())
-            });
+        if let Some(v) = mem.cf(cf).get(key, ts)
+            && newer(&best, v.version())
+        {
+            best = Some(v.into());
         }
     }
     if cf == ColumnFamily::Write
         && let Some(remote) = &d.remote
         && let Some(v) = remote.get(key, ts)
+        && newer(&best, v.version())
     {
-        offer(v.version(), &|| {
-            (v.is_tombstone(), v.user_meta_bytes(), v.value_bytes())
-        });
+        best = Some(v.into());
     }
-    let consider = |t: &sst::Table, best: &mut Option<(u64, bool, Bytes, Bytes)>| -> Result<()> {
+    // A table is read only when its key range holds the key and it may hold a newer version.
+    let tables =
+        d.l0s
+            .iter()
+            .filter_map(|l0| l0.cf(cf))
+            .chain(d.levels[cf.index()].iter().filter_map(|level| {
+                level.get(level.partition_point(|t| t.properties().biggest.as_slice() < key))
+            }));
+    for t in tables {
         let p = t.properties();
-        if key < p.smallest.as_slice() || key > p.biggest.as_slice() {
-            return Ok(());
-        }
-        if best.as_ref().is_some_and(|b| p.max_ts <= b.0) {
-            return Ok(());
+        if key < p.smallest.as_slice() || key > p.biggest.as_slice() || !newer(&best, p.max_ts) {
+            continue;
         }
         if let Some(v) = t.get(key, ts)?
-            && best.as_ref().is_none_or(|b| v.version > b.0)
+            && newer(&best, v.version)
         {
-            *best = Some((v.version, v.tombstone, v.user_meta, v.value));
-        }
-        Ok(())
-    };
-    for l0 in &d.l0s {
-        if let Some(t) = l0.cf(cf) {
-            consider(t, &mut best)?;
+            best = Some(v.into());
         }
     }
-    for level in &d.levels[cf.index()] {
-        let i = level.partition_point(|t| t.properties().biggest.as_slice() < key);
-        if let Some(t) = level.get(i) {
-            consider(t, &mut best)?;
-        }
-    }
-    Ok(
-        best.map(|(version, tombstone, user_meta, value)| RawVersion {
-            version,
-            tombstone,
-            user_meta,
-            value,
-        }),
-    )
+    Ok(best)
 }
