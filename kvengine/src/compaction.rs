@@ -359,10 +359,6 @@ pub fn merge(
     {
         emit(b.finish())?;
     }
-    // A range's end stops the merge inside a table: what was read of it goes too.
-    for t in inputs {
-        t.release_pages();
-    }
     Ok(())
 }
 

@@ -10,7 +10,8 @@
 //! tables become one run, each L0 section its own. Runs keep the inputs' order, so the versions
 //! of a key are gathered from the newer inputs first, as from the tables one by one.
 //! [`RunIter`] walks one run, moving to the next table when one is exhausted, and drops the
-//! finished table's pages from the process' resident set behind it (`Table::release_pages`:
+//! finished table's pages from the process' resident set behind it, and the pages of the table
+//! it is on when dropped (`Table::release_pages`:
 //! the merge reads each input once, and a mapped input would otherwise stay resident until
 //! the inputs are retired).
 
@@ -112,6 +113,16 @@ impl RunIter {
             self.open_from_here()?;
         }
         Ok(())
+    }
+}
+
+/// A run left before its end (the merge's range ended inside a table, or the merge failed)
+/// drops the pages it read of the table it was on, as it does for each table it finishes.
+impl Drop for RunIter {
+    fn drop(&mut self) {
+        if let Some(t) = self.tables.get(self.at) {
+            t.release_pages();
+        }
     }
 }
 

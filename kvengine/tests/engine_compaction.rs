@@ -241,8 +241,7 @@ fn a_full_compaction_drops_the_tombstones_that_a_due_compaction_keeps_above_deep
     assert!(n >= 1, "a full compaction ran");
     let info = e.shard_info(1).unwrap();
     assert_eq!(info.l0_files, 0);
-    let levels_used = info.level_files[write].iter().filter(|&&f| f > 0).count();
-    assert_eq!(levels_used, 1, "every table in one level: {info:?}");
+    assert_eq!(levels_used(&e), 1, "every table in one level: {info:?}");
     assert_eq!(
         live_entries_and_tombstones(&e, &dfs),
         (300 - deleted, 0),
@@ -259,6 +258,14 @@ fn a_full_compaction_drops_the_tombstones_that_a_due_compaction_keeps_above_deep
     assert_eq!(stored, e.live_file_ids(), "the replaced files are deleted");
 }
 
+/// The levels of the WRITE column family that hold tables.
+fn levels_used(e: &Engine) -> usize {
+    e.shard_info(1).unwrap().level_files[ColumnFamily::Write.index()]
+        .iter()
+        .filter(|&&f| f > 0)
+        .count()
+}
+
 #[test]
 fn a_shard_already_in_one_level_gets_its_space_back_once_the_safe_point_passes_the_deletes() {
     let dir = tempfile::tempdir().unwrap();
@@ -266,13 +273,6 @@ fn a_shard_already_in_one_level_gets_its_space_back_once_the_safe_point_passes_t
     load(&e);
     // A due compaction with no safe point yet: L1 keeps every version and the tombstones.
     e.compact_shard(1, true).unwrap();
-    let write = ColumnFamily::Write.index();
-    let levels_used = |e: &Engine| {
-        e.shard_info(1).unwrap().level_files[write]
-            .iter()
-            .filter(|&&f| f > 0)
-            .count()
-    };
     assert_eq!(levels_used(&e), 1);
     let deleted = (0..300u64).filter(|i| i % 7 == 0).count() as u64;
     assert_eq!(live_entries_and_tombstones(&e, &dfs).1, deleted);

@@ -69,11 +69,6 @@ pub fn map_open_file(file_id: u64, file: &std::fs::File) -> Result<Bytes> {
     Ok(Bytes::from_owner(FileMap::new(map)))
 }
 
-/// Whether `data` lies inside a live map made by [`map_open_file`].
-pub fn is_mapped(data: &[u8]) -> bool {
-    mapped_range(data).is_some()
-}
-
 /// The page-aligned part of `data` inside a registered map, as (start, length).
 fn mapped_range(data: &[u8]) -> Option<(usize, usize)> {
     if data.is_empty() {
@@ -197,12 +192,15 @@ mod tests {
     #[test]
     fn heap_bytes_and_unmapped_maps_are_never_advised() {
         let heap = vec![7u8; 256 * 1024];
-        assert!(!is_mapped(&heap));
+        assert!(mapped_range(&heap).is_none());
         assert_eq!(release(&heap), 0);
         assert!(heap.iter().all(|b| *b == 7));
         let (_dir, b) = mapped(16 * 1024);
-        assert!(is_mapped(&b));
+        assert!(mapped_range(&b).is_some());
         let copy: Vec<u8> = b.iter().copied().collect();
-        assert!(!is_mapped(&copy), "a copy of a map is heap memory");
+        assert!(
+            mapped_range(&copy).is_none(),
+            "a copy of a map is heap memory"
+        );
     }
 }
