@@ -16,6 +16,7 @@ use changeset::{
     Split, TableCreate,
 };
 use kvengine::manifest::{MANIFEST_FILE_NAME, Manifest, ManifestOptions};
+use kvengine::WriteBatch;
 use kvengine::wal::{SyncPolicy, Wal, WalOptions};
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -73,7 +74,33 @@ fn wal_seeds() -> AnyResult<Vec<(&'static str, Vec<u8>)>> {
     let mut corrupt = first.clone();
     corrupt[16 + 60] ^= 0x04;
     seeds.push(("corrupt_middle_record.wal", corrupt));
+    seeds.push(("write_batches.wal", write_batch_segment()?));
     Ok(seeds)
+}
+
+/// A segment whose records are real write batches (what the engine appends): puts and deletes
+/// of the WRITE CF with WRITE metas, a lock and its removal, and an empty batch.
+fn write_batch_segment() -> AnyResult<Vec<u8>> {
+    let dir = tempfile::tempdir()?;
+    let opts = WalOptions {
+        dir: dir.path().to_path_buf(),
+        segment_size: 1 << 20,
+        sync: SyncPolicy::Off,
+    };
+    let wal = Wal::open(opts, |_| Ok(()))?;
+    let mut b = WriteBatch::new();
+    b.put(ColumnFamily::Write, b"t_1_r0001", 11, &[1; 17], b"row one");
+    b.put(ColumnFamily::Write, b"t_1_r0002", 11, &[1; 17], b"row two");
+    b.delete(ColumnFamily::Write, b"t_1_r0003", 11, &[2; 17]);
+    wal.append(1, 1, b.as_bytes())?;
+    let mut locks = WriteBatch::new();
+    locks.put_lock(b"t_1_r0004", b"lock record");
+    locks.delete_lock(b"t_1_r0005");
+    wal.append(1, 2, locks.as_bytes())?;
+    wal.append(1, 3, WriteBatch::new().as_bytes())?;
+    drop(wal);
+    let files = segments(dir.path())?;
+    Ok(fs::read(&files[0])?)
 }
 
 fn key(s: &str) -> Bytes {

@@ -72,10 +72,10 @@ impl Engine {
                 return Ok(());
             }
             let data = shard.data.load_full();
-            if let Some(op) = batch.ops().iter().find(|op| !data.contains_key(&op.key)) {
+            if let Some(op) = batch.ops().find(|op| !data.contains_key(op.key)) {
                 return Err(Error::KeyNotInShard {
                     shard_id,
-                    key: op.key.clone(),
+                    key: op.key.to_vec(),
                 });
             }
             apply_batch(&data.mem, batch, data.base_version() + index);

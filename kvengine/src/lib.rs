@@ -84,4 +84,4 @@ pub use s3_dfs::{S3Credentials, S3Dfs, S3Options};
 pub use snap_access::{Item, RawVersion, SnapAccess, SnapIter};
 pub use types::{ColumnFamily, FileId};
 pub use wal::{Durability, SyncPolicy};
-pub use write_batch::WriteBatch;
+pub use write_batch::{Op as WriteOp, Ops as WriteOps, WriteBatch};

@@ -45,15 +45,15 @@ impl Engine {
         let shard = self.shard(shard_id)?;
         {
             let data = shard.data.load();
-            if let Some(op) = batch.ops().iter().find(|op| !data.contains_key(&op.key)) {
+            if let Some(op) = batch.ops().find(|op| !data.contains_key(op.key)) {
                 return Err(Error::KeyNotInShard {
                     shard_id,
-                    key: op.key.clone(),
+                    key: op.key.to_vec(),
                 });
             }
         }
         self.wait_for_flush_room(&shard)?;
-        let payload = batch.encode();
+        let payload = batch.as_bytes();
         let _w = shard.write.lock();
         if shard.splitting.load(Ordering::Acquire) {
             return Err(Error::ShardBusy {
@@ -62,7 +62,7 @@ impl Engine {
             });
         }
         let seq = shard.write_sequence.load(Ordering::Relaxed) + 1;
-        if let Err(e) = wal.append_with(shard_id, seq, &payload, durability) {
+        if let Err(e) = wal.append_with(shard_id, seq, payload, durability) {
             // The WAL's state is unknown: refuse every later write rather than risk a gap.
             *self.inner.failure.lock() = Some(format!("wal append failed: {e}"));
             return Err(e);
@@ -145,11 +145,11 @@ pub(crate) fn frozen_state(cur: &ShardData, seq: u64) -> ShardData {
 /// Applies a batch to a memtable. LOCK-CF ops get `snap_version`; if a batch writes one lock
 /// key twice, the last op wins.
 pub(crate) fn apply_batch(mem: &Memtable, batch: &WriteBatch, snap_version: u64) {
-    let ops = batch.ops();
-    for (i, op) in ops.iter().enumerate() {
+    let mut ops = batch.ops();
+    while let Some(op) = ops.next() {
         let version = if op.cf == ColumnFamily::Lock {
-            if ops[i + 1..]
-                .iter()
+            if ops
+                .clone()
                 .any(|o| o.cf == ColumnFamily::Lock && o.key == op.key)
             {
                 continue;
@@ -158,9 +158,9 @@ pub(crate) fn apply_batch(mem: &Memtable, batch: &WriteBatch, snap_version: u64)
         } else {
             op.version
         };
-        match &op.value {
-            Some(v) => mem.put(op.cf, &op.key, version, &op.user_meta, v),
-            None => mem.delete(op.cf, &op.key, version, &op.user_meta),
+        match op.value {
+            Some(v) => mem.put(op.cf, op.key, version, op.user_meta, v),
+            None => mem.delete(op.cf, op.key, version, op.user_meta),
         };
     }
 }

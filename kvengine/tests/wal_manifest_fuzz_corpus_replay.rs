@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
+use kvengine::WriteBatch;
 use kvengine::manifest::{MANIFEST_FILE_NAME, Manifest, ManifestOptions};
 use kvengine::wal::frame::FramesEnd;
 use kvengine::wal::{self, decode_segment};
@@ -45,6 +46,18 @@ fn committed_v1_wal_seeds_still_decode() {
         decode_segment(&torn).unwrap().end,
         FramesEnd::Torn { .. }
     ));
+    let batch_segment = seed("wal_record", "write_batches.wal");
+    let batches = decode_segment(&batch_segment).unwrap();
+    assert_eq!(batches.end, FramesEnd::Clean);
+    let ops: Vec<usize> = batches
+        .records
+        .iter()
+        .map(|r| WriteBatch::decode(r.payload).unwrap().len())
+        .collect();
+    assert_eq!(ops, [3, 2, 0]);
+    let first = WriteBatch::decode(batches.records[0].payload).unwrap();
+    let deleted = first.ops().nth(2).unwrap();
+    assert_eq!((deleted.key, deleted.value), (&b"t_1_r0003"[..], None));
     let corrupt = seed("wal_record", "corrupt_middle_record.wal");
     assert!(matches!(
         decode_segment(&corrupt).unwrap().end,

@@ -105,7 +105,7 @@ pub(crate) fn apply_entry(
     }
     match cmd {
         Cmd::Write(bytes) => {
-            let batch = match WriteBatch::decode(&bytes) {
+            let batch = match WriteBatch::from_vec(bytes) {
                 Ok(b) => b,
                 Err(e) => {
                     noop(engine, region_id, index)?;

@@ -12,7 +12,9 @@ use crate::wal::segment_codec::{
 ///   encoding per content, so replay after truncation sees the same bytes);
 /// * the valid prefix alone decodes cleanly to the same records (truncating a torn tail loses
 ///   nothing else);
-/// * corruption names a later offset where a valid record really starts.
+/// * corruption names a later offset where a valid record really starts;
+/// * a record's payload that decodes as a write batch (what replay does with it) holds the ops
+///   that, appended to a new batch, give back the payload byte for byte.
 pub fn fuzz_check(data: &[u8]) {
     let Ok(segment) = decode_segment(data) else {
         return;
@@ -45,6 +47,9 @@ pub fn fuzz_check(data: &[u8]) {
         "the valid prefix decodes to other records"
     );
     check_resync_point(data, &segment.end, RECORD_LIMITS);
+    for record in &segment.records {
+        crate::write_batch::fuzz_check(record.payload);
+    }
 }
 
 /// For a segment whose frames end in corruption: the valid frame that proves it (rather than

@@ -150,7 +150,7 @@ impl Batches {
             proposals.push(raftstore::Proposal {
                 region_id: shard,
                 region_ver: Some(ver),
-                cmd: wire::raft_cmd::Cmd::Write(batch.encode()),
+                cmd: wire::raft_cmd::Cmd::Write(batch.into_bytes()),
                 cb: Box::new(move |r| {
                     let _ = tx.send(r);
                 }),
