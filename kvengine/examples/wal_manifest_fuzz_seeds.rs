@@ -15,8 +15,8 @@ use changeset::{
     Change, ChangeSet, ColumnFamily, Compaction, Flush, L0Create, ShardFiles, ShardSplitInfo,
     Split, TableCreate,
 };
-use kvengine::manifest::{MANIFEST_FILE_NAME, Manifest, ManifestOptions};
 use kvengine::WriteBatch;
+use kvengine::manifest::{MANIFEST_FILE_NAME, Manifest, ManifestOptions};
 use kvengine::wal::{SyncPolicy, Wal, WalOptions};
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;

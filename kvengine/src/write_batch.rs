@@ -123,7 +123,11 @@ impl WriteBatch {
         user_meta: &[u8],
         value: Option<&[u8]>,
     ) -> &mut Self {
-        let kind = if value.is_some() { KIND_PUT } else { KIND_DELETE };
+        let kind = if value.is_some() {
+            KIND_PUT
+        } else {
+            KIND_DELETE
+        };
         let len = OP_FIXED_LEN + 8 + key.len() + user_meta.len() + value.map_or(0, |v| 4 + v.len());
         self.data.reserve(len);
         self.data.push(cf.index() as u8);
@@ -134,7 +138,10 @@ impl WriteBatch {
         if let Some(v) = value {
             put_bytes(&mut self.data, v);
         }
-        self.count = self.count.checked_add(1).expect("a write batch holds under 2^32 ops");
+        self.count = self
+            .count
+            .checked_add(1)
+            .expect("a write batch holds under 2^32 ops");
         self.data[1..HEADER_LEN].copy_from_slice(&self.count.to_le_bytes());
         self
     }
@@ -306,7 +313,11 @@ pub(crate) fn fuzz_check(payload: &[u8]) {
     for op in batch.ops() {
         again.push(op.cf, op.key, op.version, op.user_meta, op.value);
     }
-    assert_eq!(again.len(), batch.len(), "the ops walked differ from the count");
+    assert_eq!(
+        again.len(),
+        batch.len(),
+        "the ops walked differ from the count"
+    );
     assert!(
         again.as_bytes() == payload,
         "re-encoding a decoded batch changed the bytes"

@@ -213,6 +213,13 @@ struct Writer {
     records: Region,
     /// xorshift64 state for node heights.
     rng: u64,
+    /// Where the last new node went (as RocksDB's `Splice`): at each level, the last node (or
+    /// the head) before it, the node itself below its height. It is always a valid descent
+    /// path: `splice[l]` has more than `l` levels, `splice[l + 1]` is not after `splice[l]`,
+    /// and the link of `splice[l + 1]` at `l + 1` points past `splice[l]`. So a key after
+    /// `splice[0]` and before the node `splice[0]` links to at level 0 lies between the two
+    /// at every level, and an insert there (a sorted load) needs no descent from the head.
+    splice: [NonNull<NodeHeader>; MAX_HEIGHT],
 }
 
 impl Writer {
@@ -362,6 +369,7 @@ impl SkipList {
             nodes: std::array::from_fn(|_| Region::new()),
             records: Region::new(),
             rng: 0x9E37_79B9_7F4A_7C15,
+            splice: [NonNull::dangling(); MAX_HEIGHT],
         };
         let ptr = writer.nodes[NODE_REGIONS - 1]
             .alloc(&arena, NODE_HEADER_SIZE + MAX_HEIGHT * TOWER_SLOT_SIZE);
@@ -380,6 +388,7 @@ impl SkipList {
             }
             ptr.cast::<NodeHeader>()
         };
+        writer.splice = [head; MAX_HEIGHT];
         SkipList {
             arena,
             head,
@@ -437,6 +446,33 @@ impl SkipList {
         }
     }
 
+    /// Where `key` goes if it lies right after the last new node's level-0 predecessor in
+    /// `splice` (see [`Writer::splice`]): then every level's predecessor is the splice's, and
+    /// the answer costs two key comparisons instead of a descent. `None` when it lies
+    /// elsewhere. Writer only (the caller holds the lock).
+    fn after_splice(
+        &self,
+        splice: &[NonNull<NodeHeader>; MAX_HEIGHT],
+        key: &[u8],
+    ) -> Option<Descent> {
+        let prev = splice[0];
+        // SAFETY: splice nodes are the head or published nodes of this list with a level 0;
+        // only the writer, whose lock the caller holds, stores links.
+        unsafe {
+            if prev != self.head && key_cmp(node_key(prev), key) != CmpOrdering::Less {
+                return None;
+            }
+            let Some(next) = NonNull::new(link(prev, 0).load(Ordering::Relaxed)) else {
+                return Some(Descent::Between(prev, None));
+            };
+            match key_cmp(node_key(next), key) {
+                CmpOrdering::Greater => Some(Descent::Between(prev, Some(next))),
+                CmpOrdering::Equal => Some(Descent::Found(next)),
+                CmpOrdering::Less => None,
+            }
+        }
+    }
+
     fn node(&self, ptr: NonNull<NodeHeader>) -> Option<NodeRef<'_>> {
         (ptr != self.head).then_some(NodeRef {
             list: self,
@@ -463,8 +499,15 @@ impl SkipList {
         // All checks that can panic are above: a panic while holding the lock would leave the
         // list consistent anyway (links are published last), so poisoning is ignored.
         let mut writer = self.writer.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut preds = [self.head; MAX_HEIGHT];
-        if let Descent::Found(node) = self.descend(|k| key_cmp(k, key), &mut preds) {
+        let mut preds = writer.splice;
+        let descent = match self.after_splice(&preds, key) {
+            Some(d) => d,
+            None => {
+                preds = [self.head; MAX_HEIGHT];
+                self.descend(|k| key_cmp(k, key), &mut preds)
+            }
+        };
+        if let Descent::Found(node) = descent {
             // SAFETY: `node` is a published node of this list.
             let newest = unsafe { node_newest(node) };
             // Only writers store `newest`, and they hold the lock we hold.
@@ -497,6 +540,9 @@ impl SkipList {
             // a reader that finds it at a higher level also finds it below.
             pred_link.store(node.as_ptr(), Ordering::Release);
         }
+        // The new node's splice: itself below its height, its predecessors above.
+        writer.splice = preds;
+        writer.splice[..height].fill(node);
         Pushed::First
     }
 
@@ -980,6 +1026,51 @@ mod tests {
         Ok(())
     }
 
+    /// Every level, walked through its links from the head: keys strictly ascending, every
+    /// node tall enough for the level, and the level's keys among the level below's.
+    fn check_levels(list: &SkipList) -> Result<(), TestCaseError> {
+        let mut below: Option<Vec<Vec<u8>>> = None;
+        for level in 0..MAX_HEIGHT {
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            // SAFETY: the head and every node linked at `level` have a slot there; the list is
+            // not written while the test walks it.
+            let mut next = unsafe { link(list.head, level) }.load(Ordering::Acquire);
+            while let Some(n) = NonNull::new(next) {
+                let (key, height) = unsafe { (node_key(n).to_vec(), (*n.as_ptr()).height) };
+                prop_assert!(
+                    height as usize > level,
+                    "a node of height {} on level {}",
+                    height,
+                    level
+                );
+                if let Some(last) = keys.last() {
+                    prop_assert!(
+                        last < &key,
+                        "level {} not ascending: {:?} then {:?}",
+                        level,
+                        last,
+                        key
+                    );
+                }
+                keys.push(key);
+                next = unsafe { link(n, level) }.load(Ordering::Acquire);
+            }
+            if let Some(below) = &below {
+                let mut rest = below.iter();
+                for k in &keys {
+                    prop_assert!(
+                        rest.any(|b| b == k),
+                        "{:?} on level {} but not below it",
+                        k,
+                        level
+                    );
+                }
+            }
+            below = Some(keys);
+        }
+        Ok(())
+    }
+
     fn cases(n: u32) -> ProptestConfig {
         // Miri runs everything a few thousand times slower.
         let cases = if cfg!(miri) { 4 } else { n };
@@ -1001,6 +1092,39 @@ mod tests {
                 check(&list, &mut model, op)?;
             }
             check_walks(&list, &model)?;
+            check_levels(&list)?;
+        }
+
+        /// Sorted runs take the splice path (no descent from the head) insert after insert;
+        /// the single inserts between them land elsewhere, before or inside the last run, or
+        /// on a key already there, so the splice must be left behind or found stale.
+        #[test]
+        fn sorted_runs_between_scattered_inserts_keep_every_level_sorted(
+            runs in prop::collection::vec(
+                (prop::collection::vec(key(), 0..40), key(), 0..8u64),
+                1..8,
+            ),
+        ) {
+            let list = SkipList::new();
+            let mut model = Model::new();
+            let insert = |key: &[u8], version| Op::Insert {
+                key: key.to_vec(),
+                version,
+                meta: Vec::new(),
+                value: vec![version as u8],
+                tombstone: false,
+            };
+            for (mut run, scattered, version) in runs {
+                run.sort();
+                for key in &run {
+                    check(&list, &mut model, &insert(key, version))?;
+                }
+                check(&list, &mut model, &insert(&scattered, version))?;
+                check(&list, &mut model, &Op::SeekGe(scattered.clone()))?;
+                check(&list, &mut model, &Op::SeekLt(scattered))?;
+            }
+            check_walks(&list, &model)?;
+            check_levels(&list)?;
         }
 
         #[test]
