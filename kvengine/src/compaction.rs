@@ -125,8 +125,11 @@ pub enum ManualStep {
 /// per column family, every level from the shallowest with data down to the one above the
 /// deepest, each into the next, so the last step merges into the deepest level as bottommost
 /// and drops the tombstones (and old versions) at or below the GC safe point, as RocksDB's
-/// `CompactRange` over all keys does. A column family whose data is already in one level gets
-/// a [`ManualStep::Sole`] step instead.
+/// `CompactRange` over all keys does. Each column family ends with a [`ManualStep::Sole`]
+/// step, planned once the others ran: it rewrites the one level the data is in by then if its
+/// tables still hold what GC may drop. That covers data already in one level, and the tables
+/// a merge into the deepest level did not touch (an L0 step rewrites only the L1 tables its
+/// files overlap; a level step only the deepest tables the level above overlaps).
 ///
 /// The steps are fixed from the state the call starts with, so the call ends even while
 /// writes go on: L0 files flushed meanwhile wait for the next call.
@@ -146,10 +149,8 @@ pub fn manual_steps(d: &ShardData) -> Vec<ManualStep> {
             // Only L0 data: the L0 step puts it in L1, bottommost already.
             _ => continue,
         };
-        if first == deepest && !in_l0 {
-            steps.push(ManualStep::Sole { cf: c });
-        }
         steps.extend((first..deepest).map(|level| ManualStep::Level { cf: c, level }));
+        steps.push(ManualStep::Sole { cf: c });
     }
     steps
 }

@@ -62,18 +62,22 @@ impl Engine {
     /// space back once [`Engine::set_gc_safe_point`] passed the deletes.
     ///
     /// One pass over the files there are when it starts: memtable rows (flush first) and L0
-    /// files flushed meanwhile wait for the next call, so it ends under steady writes. A step
-    /// that a concurrent compaction made stale is skipped. Replaced files are collected after
-    /// every step, so the disk holds at most one step's inputs twice. Returns the number of
-    /// compactions; the same leader rule as [`Engine::compact_shard`].
+    /// files flushed meanwhile wait for the next call, so it ends under steady writes. It holds
+    /// the shard's compaction lock from planning the steps to the last one (as RocksDB's
+    /// exclusive manual compaction): a background compaction that ran between two steps could
+    /// otherwise open a level below the deepest one planned, and the last step would then not
+    /// be bottommost (nothing dropped, the data twice on disk). Replaced files are collected
+    /// after every step, so the disk holds at most one step's inputs twice. Returns the number
+    /// of compactions; the same leader rule as [`Engine::compact_shard`].
     pub fn compact_shard_full(&self, shard_id: u64) -> Result<usize> {
         self.check_compaction_caller(shard_id, "compact_shard_full")?;
         let shard = self.shard(shard_id)?;
         let cfg = compaction_config(&self.inner.opts);
         let safe_point = self.gc_safe_point();
         let mut n = 0;
+        let _c = shard.compacting.lock();
         for step in compaction::manual_steps(&shard.data.load()) {
-            if compact_once(&self.inner, &shard, |d| {
+            if compact_locked(&self.inner, &shard, |d| {
                 compaction::plan_manual_step(d, &cfg, step, safe_point)
             })? {
                 n += 1;
@@ -146,6 +150,15 @@ fn compact_once(
     pick: impl FnOnce(&ShardData) -> Option<compaction::Plan>,
 ) -> Result<bool> {
     let _c = shard.compacting.lock();
+    compact_locked(inner, shard, pick)
+}
+
+/// [`compact_once`] for a caller that holds the shard's compaction lock.
+fn compact_locked(
+    inner: &Inner,
+    shard: &Shard,
+    pick: impl FnOnce(&ShardData) -> Option<compaction::Plan>,
+) -> Result<bool> {
     let data = shard.data.load_full();
     let Some(plan) = pick(&data) else {
         return Ok(false);

@@ -11,6 +11,14 @@ use kvengine::{
 };
 
 fn open(dir: &std::path::Path) -> (Engine, Arc<LocalDfs>) {
+    open_with(dir, |_| {})
+}
+
+/// [`open`] with `tune` applied to the options last.
+fn open_with(
+    dir: &std::path::Path,
+    tune: impl FnOnce(&mut EngineOptions),
+) -> (Engine, Arc<LocalDfs>) {
     let mut o = EngineOptions::new(dir.join("engine"));
     o.wal_sync = SyncPolicy::Off;
     o.memtable_size = 8 * 1024;
@@ -19,6 +27,7 @@ fn open(dir: &std::path::Path) -> (Engine, Arc<LocalDfs>) {
     o.base_level_size = 1 << 30;
     o.target_file_size = 4 * 1024;
     o.compaction_threads = 0;
+    tune(&mut o);
     let dfs = Arc::new(LocalDfs::open(dir.join("dfs")).unwrap());
     let e = Engine::open(o, dfs.clone()).unwrap();
     if e.shard_ids().is_empty() {
@@ -323,4 +332,28 @@ fn a_full_compaction_ends_while_a_writer_keeps_flushing() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
     check_reads(&e, &[30, 35]);
+}
+
+#[test]
+fn a_full_compaction_reaches_the_bottom_while_background_compactions_are_due() {
+    for round in 0..4 {
+        let dir = tempfile::tempdir().unwrap();
+        // Small levels and a background thread: compactions keep coming due while the load
+        // flushes, and are still running when the full compaction starts.
+        let (e, dfs) = open_with(dir.path(), |o| {
+            o.compaction_threads = 1;
+            o.l0_compaction_files = 2;
+            o.base_level_size = 8 * 1024;
+        });
+        load(&e);
+        e.set_gc_safe_point(30);
+        e.compact_shard_full(1).unwrap();
+        let deleted = (0..300u64).filter(|i| i % 7 == 0).count() as u64;
+        assert_eq!(
+            live_entries_and_tombstones(&e, &dfs),
+            (300 - deleted, 0),
+            "round {round}: the last step was not bottommost"
+        );
+        check_reads(&e, &[30, 35]);
+    }
 }
