@@ -20,6 +20,10 @@ use prost::Message;
 use crate::messages::TableCreate;
 use types::ColumnFamily;
 
+/// The newest SST format version a job may ask for (`sst::FormatVersion::NEWEST`; this crate
+/// does not depend on `sst`, and the engine checks the two agree).
+pub const MAX_TABLE_FORMAT_VERSION: u32 = 2;
+
 /// One compaction to run: inputs, where the outputs go, how to build them.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct CompactionJob {
@@ -101,6 +105,10 @@ pub struct OutputOptions {
     /// An output is cut once it reaches this many bytes.
     #[prost(uint64, tag = "5")]
     pub target_file_size: u64,
+    /// The SST format version of the outputs (`sst::FormatVersion`): 0 (a server from before
+    /// the field) means 1, the only one there was.
+    #[prost(uint32, tag = "6")]
+    pub table_format_version: u32,
 }
 
 /// What a worker answers: the outputs it stored, in key order per column family.
@@ -137,12 +145,14 @@ pub enum JobError {
     L0BelowTop { id: u64, level: u32 },
     #[error(
         "compaction job's table options are out of range: block_size={block_size} \
-         compression={compression} target_file_size={target_file_size}"
+         compression={compression} target_file_size={target_file_size} \
+         table_format_version={table_format_version} (at most {MAX_TABLE_FORMAT_VERSION})"
     )]
     BadOptions {
         block_size: u32,
         compression: u32,
         target_file_size: u64,
+        table_format_version: u32,
     },
     #[error("compaction job's range is empty start={start:?} end={end:?}")]
     EmptyRange { start: Bytes, end: Bytes },
@@ -175,11 +185,13 @@ impl CompactionJob {
             || opts.block_size > MAX_BLOCK_SIZE
             || opts.compression > 1
             || opts.target_file_size == 0
+            || opts.table_format_version > MAX_TABLE_FORMAT_VERSION
         {
             return Err(JobError::BadOptions {
                 block_size: opts.block_size,
                 compression: opts.compression,
                 target_file_size: opts.target_file_size,
+                table_format_version: opts.table_format_version,
             });
         }
         if self.level >= crate::MAX_LEVEL {
@@ -270,6 +282,7 @@ mod tests {
                 zstd_level: 3,
                 filter_bits_per_key: 10,
                 target_file_size: 8 << 20,
+                table_format_version: 2,
             }),
             output_ids: vec![10, 11],
             deadline_ms: 0,
@@ -313,6 +326,20 @@ mod tests {
         let mut j = job();
         j.options.as_mut().unwrap().target_file_size = 0;
         assert!(matches!(j.check(), Err(JobError::BadOptions { .. })));
+        let mut j = job();
+        j.options.as_mut().unwrap().table_format_version = MAX_TABLE_FORMAT_VERSION + 1;
+        let err = j.check().unwrap_err();
+        assert!(matches!(
+            err,
+            JobError::BadOptions {
+                table_format_version: 3,
+                ..
+            }
+        ));
+        assert!(
+            err.to_string()
+                .contains("table_format_version=3 (at most 2)")
+        );
         assert!(matches!(
             CompactionJob::decode_checked(Bytes::from_static(&[0xff, 0xff])),
             Err(JobError::Protobuf { len: 2, .. })

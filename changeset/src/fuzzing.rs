@@ -449,6 +449,8 @@ pub fn compaction_job_seeds() -> Vec<(&'static str, Vec<u8>)> {
             zstd_level: 3,
             filter_bits_per_key: 10,
             target_file_size: 8 << 20,
+            // Absent on the wire, as from a server before the field: format version 1.
+            table_format_version: 0,
         }),
         output_ids: vec![1 << 48 | 20, 1 << 48 | 21, 1 << 48 | 22],
         deadline_ms: 1_790_000_000_000,

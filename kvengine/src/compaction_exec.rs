@@ -42,7 +42,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use changeset::{CfInputs, CompactionJob, CompactionResult, InputFile, OutputOptions, TableCreate};
 use memtable::ColumnFamily;
-use sst::{BuilderOptions, Compression, L0Table, Table};
+use sst::{BuilderOptions, Compression, FormatVersion, L0Table, Table};
 use types::FileId;
 
 use crate::compaction::{self, Plan};
@@ -130,6 +130,7 @@ pub(crate) fn job_of(
             zstd_level,
             filter_bits_per_key: FILTER_BITS_PER_KEY,
             target_file_size: opts.target_file_size,
+            table_format_version: u32::from(opts.table_format_version.as_u16()),
         }),
         output_ids: Vec::new(),
         deadline_ms: 0,
@@ -174,11 +175,25 @@ fn builder_options(job: &CompactionJob) -> Result<(BuilderOptions, u64)> {
             });
         }
     };
+    // 0: a server from before the field, which only knew version 1.
+    let format_version = match o.table_format_version {
+        0 => Some(FormatVersion::V1),
+        v => u16::try_from(v).ok().and_then(FormatVersion::from_u16),
+    }
+    .ok_or_else(|| Error::CompactionJob {
+        shard_id: job.shard_id,
+        detail: format!(
+            "unknown table format version {}: expected at most {}",
+            o.table_format_version,
+            FormatVersion::NEWEST.as_u16()
+        ),
+    })?;
     Ok((
         BuilderOptions {
             block_size: o.block_size as usize,
             compression,
             filter_bits_per_key: o.filter_bits_per_key,
+            format_version,
         },
         o.target_file_size,
     ))
@@ -752,3 +767,8 @@ mod tests {
         assert_eq!(output_id_budget(&job, u64::MAX), MAX_OUTPUT_IDS);
     }
 }
+
+const _: () = assert!(
+    changeset::compaction_job::MAX_TABLE_FORMAT_VERSION == FormatVersion::NEWEST.as_u16() as u32,
+    "a job's table format bound must be the newest version sst writes"
+);

@@ -179,6 +179,7 @@ fn flush_one(inner: &Inner, shard_id: u64) -> Result<()> {
         block_size: inner.opts.block_size,
         compression: inner.opts.l0_compression,
         filter_bits_per_key: 10,
+        format_version: inner.opts.table_format_version,
     };
     let mut outputs = OpenTables::default();
     let empty = ColumnFamily::ALL

@@ -82,6 +82,7 @@ pub use options::{EngineOptions, LogMode};
 pub use remote::RemoteSnapshot;
 pub use s3_dfs::{S3Credentials, S3Dfs, S3Options};
 pub use snap_access::{Item, RawVersion, SnapAccess, SnapIter};
+pub use sst::FormatVersion as TableFormatVersion;
 pub use types::{ColumnFamily, FileId};
 pub use wal::{Durability, SyncPolicy};
 pub use write_batch::{Op as WriteOp, Ops as WriteOps, WriteBatch};

@@ -63,6 +63,10 @@ pub struct EngineOptions {
     pub block_size: usize,
     /// Compression of L0 files: short-lived, so cheap or none.
     pub l0_compression: Compression,
+    /// The SST format version flushes and compactions write (the newest by default). Every
+    /// build reads the versions it knows; during a rolling upgrade from a build that does not
+    /// read the newest, pin the older one until every server and worker is upgraded.
+    pub table_format_version: sst::FormatVersion,
     /// Bytes of decompressed blocks kept in memory (compressed tables only; 0 disables). Reads
     /// of uncompressed tables go straight to the memory-mapped file and need no cache.
     pub block_cache_size: u64,
@@ -106,6 +110,7 @@ impl EngineOptions {
             flush_threads: 1,
             block_size: sst::DEFAULT_BLOCK_SIZE,
             l0_compression: Compression::None,
+            table_format_version: sst::FormatVersion::NEWEST,
             level_compression: Compression::Zstd(1),
             block_cache_size: 256 * 1024 * 1024,
             compaction_threads: 1,

@@ -32,7 +32,7 @@ fn block(value_len: usize) -> Block {
     d.extend(std::iter::repeat_n(b'v', value_len));
     d.extend_from_slice(&0u32.to_le_bytes()); // offset of entry 0
     d.extend_from_slice(&1u32.to_le_bytes()); // entry count
-    Block::decode(Bytes::from(d)).expect("hand-made block decodes")
+    Block::decode(Bytes::from(d), sst::FormatVersion::V1).expect("hand-made v1 block decodes")
 }
 
 #[test]

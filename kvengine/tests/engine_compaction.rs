@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kvengine::{
-    ColumnFamily, Dfs, Engine, EngineOptions, FileId, LocalDfs, SyncPolicy, WriteBatch,
+    ColumnFamily, Dfs, Engine, EngineOptions, FileId, LocalDfs, SyncPolicy, TableFormatVersion,
+    WriteBatch,
 };
 
 fn open(dir: &std::path::Path) -> (Engine, Arc<LocalDfs>) {
@@ -331,6 +332,48 @@ fn a_full_compaction_ends_while_a_writer_keeps_flushing() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
+    check_reads(&e, &[30, 35]);
+}
+
+fn live_formats(e: &Engine, dfs: &LocalDfs) -> BTreeSet<TableFormatVersion> {
+    e.live_file_ids()
+        .into_iter()
+        .map(|id| {
+            let data = dfs.get(FileId(id)).unwrap();
+            // L0 files hold one table section per column family; level files are one table.
+            match sst::L0Table::open(id, data.clone()) {
+                Ok(l0) => l0.cf(ColumnFamily::Write).unwrap().format_version(),
+                Err(_) => sst::Table::open(id, data).unwrap().format_version(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn tables_of_a_pinned_older_format_stay_readable_and_are_rewritten_in_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        // A node pinned to version 1 during a rolling upgrade.
+        let (e, dfs) = open_with(dir.path(), |o| {
+            o.table_format_version = TableFormatVersion::V1
+        });
+        load(&e);
+        e.compact_shard(1, true).unwrap();
+        assert_eq!(
+            live_formats(&e, &dfs),
+            BTreeSet::from([TableFormatVersion::V1])
+        );
+        check_reads(&e, &[10, 20, 30, 35]);
+    }
+    // The upgrade done: the same files open under the default, and what it writes is new.
+    let (e, dfs) = open(dir.path());
+    check_reads(&e, &[10, 20, 30, 35]);
+    e.set_gc_safe_point(30);
+    assert!(e.compact_shard_full(1).unwrap() > 0);
+    assert_eq!(
+        live_formats(&e, &dfs),
+        BTreeSet::from([TableFormatVersion::NEWEST])
+    );
     check_reads(&e, &[30, 35]);
 }
 

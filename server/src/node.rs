@@ -126,6 +126,9 @@ impl Node {
         opts.block_size = kv.block_size.bytes() as usize;
         opts.target_file_size = kv.target_file_size.bytes();
         opts.block_cache_size = kv.block_cache_size.bytes();
+        // Checked by `ServerConfig::validate`.
+        opts.table_format_version = kvengine::TableFormatVersion::from_u16(kv.sst_format_version)
+            .unwrap_or(kvengine::TableFormatVersion::NEWEST);
         let sync = match kv.wal_sync {
             WalSync::EveryBatch => SyncPolicy::EveryBatch,
             WalSync::GroupCommit => SyncPolicy::GroupCommit,

@@ -3,13 +3,20 @@
 
 use std::path::PathBuf;
 
-use sst::{BuilderOptions, Compression, TableBuilder};
+use sst::{BuilderOptions, Compression, FormatVersion, TableBuilder};
 
-fn table(keys: u32, versions: u64, block_size: usize, compression: Compression) -> sst::BuiltTable {
+fn table(
+    keys: u32,
+    versions: u64,
+    block_size: usize,
+    compression: Compression,
+    format_version: FormatVersion,
+) -> sst::BuiltTable {
     let mut b = TableBuilder::new(BuilderOptions {
         block_size,
         compression,
         filter_bits_per_key: 10,
+        format_version,
     })
     .expect("valid options");
     for i in 0..keys {
@@ -31,7 +38,7 @@ fn table(keys: u32, versions: u64, block_size: usize, compression: Compression) 
 /// Footers that each stop at a different check of `Footer::decode` (with a valid checksum where
 /// the check comes after it), so the fuzzer starts past the magic and the CRC.
 fn footer_variants() -> Vec<(&'static str, Vec<u8>)> {
-    use sst::footer::{CHECKSUM_CRC32, FOOTER_LEN, FORMAT_VERSION, Footer};
+    use sst::footer::{CHECKSUM_CRC32, FOOTER_LEN, Footer};
     use sst::index::BlockHandle;
     let handle = |offset, len| BlockHandle { offset, len };
     let good = Footer {
@@ -42,7 +49,7 @@ fn footer_variants() -> Vec<(&'static str, Vec<u8>)> {
         properties: handle(4304, 200),
         compression: 0,
         checksum: CHECKSUM_CRC32,
-        format_version: FORMAT_VERSION,
+        format_version: FormatVersion::V1,
     };
     // Re-seals the CRC after an edit of the bytes it covers.
     let seal = |mut f: [u8; FOOTER_LEN]| {
@@ -56,6 +63,9 @@ fn footer_variants() -> Vec<(&'static str, Vec<u8>)> {
     bad_crc[3] ^= 1;
     let mut reserved = good.encode();
     reserved[60] = 1;
+    // A format version this build does not know (the u16 after compression and checksum).
+    let mut version_unknown = good.encode();
+    version_unknown[58..60].copy_from_slice(&99u16.to_le_bytes());
     let mut prefixed = vec![0xab; 37];
     prefixed.extend_from_slice(&good.encode());
     vec![
@@ -75,12 +85,13 @@ fn footer_variants() -> Vec<(&'static str, Vec<u8>)> {
         (
             "crafted_version_2",
             Footer {
-                format_version: 2,
+                format_version: FormatVersion::V2,
                 ..good
             }
             .encode()
             .to_vec(),
         ),
+        ("crafted_version_unknown", seal(version_unknown)),
         (
             "crafted_unknown_checksum",
             Footer {
@@ -112,12 +123,25 @@ fn main() -> std::io::Result<()> {
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join(name), data)
     };
-    let tables = [
-        ("small", table(3, 1, 4096, Compression::None)),
-        ("multi_block", table(40, 3, 256, Compression::None)),
-        ("zstd", table(40, 2, 256, Compression::Zstd(3))),
-        ("one_key", table(1, 4, 64, Compression::None)),
-    ];
+    // Format version 1 under the names these seeds always had, version 2 with a prefix.
+    let tables_in = |format| {
+        [
+            ("small", table(3, 1, 4096, Compression::None, format)),
+            ("multi_block", table(40, 3, 256, Compression::None, format)),
+            ("zstd", table(40, 2, 256, Compression::Zstd(3), format)),
+            ("one_key", table(1, 4, 64, Compression::None, format)),
+        ]
+    };
+    for (name, t) in tables_in(FormatVersion::V2) {
+        let name = format!("v2_{name}");
+        write("sst_table", &format!("{name}.sst"), &t.data)?;
+        let opened = sst::Table::open(1, bytes::Bytes::from(t.data.clone())).expect("fresh table");
+        let first_len = opened.block_sizes()[0] as usize;
+        let frame = bytes::Bytes::copy_from_slice(&t.data[..first_len]);
+        let raw = sst::block_frame::decode(&frame).expect("fresh frame");
+        write("sst_block", &format!("{name}.block"), &raw)?;
+    }
+    let tables = tables_in(FormatVersion::V1);
     for (name, t) in &tables {
         write("sst_table", &format!("{name}.sst"), &t.data)?;
         write(

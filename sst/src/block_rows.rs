@@ -140,36 +140,49 @@ mod tests {
 
     use super::*;
     use crate::block::BlockBuilder;
+    use crate::footer::FormatVersion;
 
     #[test]
     fn decoded_rows_equal_the_entries_read_one_at_a_time() {
-        let mut b = BlockBuilder::default();
         let keys: Vec<Vec<u8>> = (0..50u32)
             .map(|i| format!("t1_r{:06}", i * 7).into_bytes())
             .chain([b"t2".to_vec(), b"u".to_vec()])
             .collect();
-        for (i, k) in keys.iter().enumerate() {
-            let value = vec![i as u8; i % 5];
-            b.add(k, 100 + i as u64, i % 3 == 0, None, b"meta", &value);
-        }
-        let mut out = Vec::new();
-        b.finish_into(&mut out);
-        let block = Block::decode(Bytes::from(out)).unwrap();
-        let mut rows = BlockRows::default();
-        // Decoding twice reuses the arrays and gives the same rows.
-        rows.decode(&block).unwrap();
-        rows.decode(&block).unwrap();
-        assert_eq!(rows.len(), keys.len());
-        let mut buf = Vec::new();
-        for (i, want_key) in keys.iter().enumerate() {
-            let e = block.entry(i).unwrap();
-            block.key_into(&e, &mut buf);
-            assert_eq!(rows.key(i), want_key.as_slice());
-            assert_eq!(rows.key(i), buf.as_slice());
-            assert_eq!(rows.version(i), e.version);
-            assert_eq!(rows.is_tombstone(i), e.tombstone());
-            assert_eq!(rows.user_meta(block.data(), i), b"meta");
-            assert_eq!(rows.value(block.data(), i), vec![i as u8; i % 5].as_slice());
+        // Versions above and below the first (negative and wrapping deltas in version 2),
+        // empty and non-empty metas (a flag in version 2).
+        let version = |i: usize| match i % 4 {
+            0 => 100 + i as u64,
+            1 => u64::MAX - i as u64,
+            2 => 3,
+            _ => 100 - i as u64,
+        };
+        let meta = |i: usize| -> &'static [u8] { if i % 2 == 0 { b"meta" } else { b"" } };
+        for format in FormatVersion::ALL {
+            let mut b = BlockBuilder::new(format);
+            for (i, k) in keys.iter().enumerate() {
+                let value = vec![i as u8; i % 5];
+                b.add(k, version(i), i % 3 == 0, None, meta(i), &value);
+            }
+            let mut out = Vec::new();
+            b.finish_into(&mut out);
+            let block = Block::decode(Bytes::from(out), format).unwrap();
+            let mut rows = BlockRows::default();
+            // Decoding twice reuses the arrays and gives the same rows.
+            rows.decode(&block).unwrap();
+            rows.decode(&block).unwrap();
+            assert_eq!(rows.len(), keys.len());
+            let mut buf = Vec::new();
+            for (i, want_key) in keys.iter().enumerate() {
+                let e = block.entry(i).unwrap();
+                block.key_into(&e, &mut buf);
+                assert_eq!(rows.key(i), want_key.as_slice());
+                assert_eq!(rows.key(i), buf.as_slice());
+                assert_eq!(rows.version(i), version(i), "{format:?} entry {i}");
+                assert_eq!(e.version, version(i));
+                assert_eq!(rows.is_tombstone(i), i % 3 == 0);
+                assert_eq!(rows.user_meta(block.data(), i), meta(i));
+                assert_eq!(rows.value(block.data(), i), vec![i as u8; i % 5].as_slice());
+            }
         }
     }
 

@@ -15,7 +15,7 @@ use crate::block::BlockBuilder;
 use crate::block_frame::FrameWriter;
 use crate::error::{Error, OutOfOrder, Result};
 use crate::filter;
-use crate::footer::{CHECKSUM_CRC32, FORMAT_VERSION, Footer};
+use crate::footer::{CHECKSUM_CRC32, Footer};
 use crate::index::{self, BlockHandle};
 use crate::options::{BuilderOptions, Compression, MAX_ENTRY_LEN};
 use crate::properties::Properties;
@@ -84,13 +84,14 @@ impl TableBuilder {
             Compression::None => (0, 0),
             Compression::Zstd(l) => (1, l),
         };
+        let format = opts.format_version;
         Ok(TableBuilder {
             opts,
             frames,
             out: Vec::new(),
             old_out: Vec::new(),
-            block: BlockBuilder::default(),
-            old_block: BlockBuilder::default(),
+            block: BlockBuilder::new(format),
+            old_block: BlockBuilder::new(format),
             index: Vec::new(),
             old_index: Vec::new(),
             hashes: Vec::new(),
@@ -303,7 +304,7 @@ impl TableBuilder {
             properties,
             compression: self.props.compression,
             checksum: CHECKSUM_CRC32,
-            format_version: FORMAT_VERSION,
+            format_version: self.opts.format_version,
         };
         self.out.extend_from_slice(&footer.encode());
         BuiltTable {

@@ -20,7 +20,7 @@ pub enum Error {
     },
     /// The file was written by a format version this reader does not know.
     #[error(
-        "unsupported table format version: expected={expected} found={found} file_id={file_id}"
+        "unsupported table format version: expected at most {expected} found={found} file_id={file_id}"
     )]
     UnsupportedVersion {
         file_id: u64,

@@ -1,6 +1,6 @@
 //! The fixed-size footer at the end of every table section: where everything else is.
 //!
-//! Format version 1, 80 bytes:
+//! 80 bytes, the same in every format version:
 //!
 //! ```text
 //! footer := old_blocks_offset:u64le
@@ -21,7 +21,44 @@ use crate::index::BlockHandle;
 use crate::varint;
 
 pub const MAGIC: u64 = 0x5354_5241_5455_5353; // "SSUTARTS" little-endian: "STRATUSS"
-pub const FORMAT_VERSION: u16 = 1;
+/// The newest format version this build writes (and every older one it reads).
+pub const FORMAT_VERSION: u16 = FormatVersion::NEWEST.as_u16();
+
+/// A table format version: the layout of its data blocks (see [`crate::block`]); the footer,
+/// index, filter and properties are the same in every version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FormatVersion {
+    /// Fixed 8-byte versions, a length byte for every user meta, u32 entry offsets.
+    V1,
+    /// Versions as varint differences from the block's first, empty metas as a flag, u16
+    /// entry offsets in blocks under 64 KiB: ~8 bytes less per entry.
+    V2,
+}
+
+impl FormatVersion {
+    /// Every version this build reads, oldest first.
+    pub const ALL: [FormatVersion; 2] = [FormatVersion::V1, FormatVersion::V2];
+    /// What a builder writes unless told otherwise. A cluster whose readers (servers and
+    /// workers) are not all on a build that reads it must be told otherwise until they are.
+    pub const NEWEST: FormatVersion = FormatVersion::V2;
+
+    /// The number in the footer.
+    pub const fn as_u16(self) -> u16 {
+        match self {
+            FormatVersion::V1 => 1,
+            FormatVersion::V2 => 2,
+        }
+    }
+
+    /// The version a footer's number names, if this build reads it.
+    pub fn from_u16(v: u16) -> Option<FormatVersion> {
+        match v {
+            1 => Some(FormatVersion::V1),
+            2 => Some(FormatVersion::V2),
+            _ => None,
+        }
+    }
+}
 pub const CHECKSUM_CRC32: u8 = 1;
 pub const FOOTER_LEN: usize = 80;
 
@@ -34,7 +71,7 @@ pub struct Footer {
     pub properties: BlockHandle,
     pub compression: u8,
     pub checksum: u8,
-    pub format_version: u16,
+    pub format_version: FormatVersion,
 }
 
 impl Footer {
@@ -47,7 +84,7 @@ impl Footer {
         }
         out.push(self.compression);
         out.push(self.checksum);
-        out.extend_from_slice(&self.format_version.to_le_bytes());
+        out.extend_from_slice(&self.format_version.as_u16().to_le_bytes());
         out.extend_from_slice(&0u64.to_le_bytes());
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -91,9 +128,8 @@ impl Footer {
         if varint::get_fixed_u64(f, &mut rpos) != Some(0) {
             return Err(Corrupt("footer reserved bytes are not zero").into());
         }
-        if format_version != FORMAT_VERSION {
-            return Err(FooterError::Version(format_version));
-        }
+        let format_version =
+            FormatVersion::from_u16(format_version).ok_or(FooterError::Version(format_version))?;
         if checksum != CHECKSUM_CRC32 {
             return Err(Corrupt("unknown checksum kind").into());
         }
@@ -151,7 +187,7 @@ mod tests {
             },
             compression: 1,
             checksum: CHECKSUM_CRC32,
-            format_version: FORMAT_VERSION,
+            format_version: FormatVersion::NEWEST,
         };
         let bytes = f.encode();
         assert_eq!(Footer::decode(&bytes), Ok(f));

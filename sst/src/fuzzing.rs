@@ -5,25 +5,31 @@
 use bytes::Bytes;
 
 use crate::block::Block;
-use crate::footer::Footer;
+use crate::footer::{Footer, FormatVersion};
 use crate::table::Table;
 use crate::{L0Table, block_frame};
 
-/// A logical block and a framed block.
+/// A logical block and a framed block, in the layout of every format version.
 pub fn block(data: &[u8]) {
     let bytes = Bytes::copy_from_slice(data);
-    if let Ok(b) = Block::decode(bytes.clone()) {
-        let mut key = Vec::new();
-        for i in 0..b.len() {
-            if let Ok(e) = b.entry(i) {
-                b.key_into(&e, &mut key);
-                let _ = b.version_of(&e);
-                let _ = b.lower_bound(&key);
+    for format in FormatVersion::ALL {
+        if let Ok(b) = Block::decode(bytes.clone(), format) {
+            let mut key = Vec::new();
+            for i in 0..b.len() {
+                if let Ok(e) = b.entry(i) {
+                    b.key_into(&e, &mut key);
+                    let _ = b.version_of(&e);
+                    let _ = b.lower_bound(&key);
+                }
             }
+            let mut rows = crate::block_rows::BlockRows::default();
+            let _ = rows.decode(&b);
         }
     }
     if let Ok(raw) = block_frame::decode(&bytes) {
-        let _ = Block::decode(raw);
+        for format in FormatVersion::ALL {
+            let _ = Block::decode(raw.clone(), format);
+        }
     }
 }
 

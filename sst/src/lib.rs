@@ -37,6 +37,7 @@ pub use block_cache::BlockCache;
 pub use block_rows::{RunBound, RunRow};
 pub use builder::{BuiltTable, TableBuilder};
 pub use error::{Error, Result};
+pub use footer::FormatVersion;
 pub use l0::{L0Table, build_l0, l0_footer};
 pub use options::{BuilderOptions, Compression, DEFAULT_BLOCK_SIZE};
 pub use properties::Properties;

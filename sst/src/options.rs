@@ -2,6 +2,7 @@
 //! block, so a reader never needs the options that wrote it.
 
 use crate::error::{Error, Result};
+use crate::footer::FormatVersion;
 
 /// The largest key + user meta + value one entry may hold. With blocks of at most 64 MiB this
 /// keeps every block under the reader's `block_frame::MAX_RAW_LEN`, and every length in a u32.
@@ -40,6 +41,9 @@ pub struct BuilderOptions {
     pub compression: Compression,
     /// Bits of filter per distinct key: 10 gives about 1% false positives.
     pub filter_bits_per_key: u32,
+    /// The layout to write ([`FormatVersion::NEWEST`] by default); an older one while readers
+    /// that do not know the newest may still open the table (a rolling upgrade).
+    pub format_version: FormatVersion,
 }
 
 impl Default for BuilderOptions {
@@ -48,6 +52,7 @@ impl Default for BuilderOptions {
             block_size: DEFAULT_BLOCK_SIZE,
             compression: Compression::None,
             filter_bits_per_key: 10,
+            format_version: FormatVersion::NEWEST,
         }
     }
 }

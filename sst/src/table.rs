@@ -11,7 +11,7 @@ use crate::block_cache::BlockCache;
 use crate::block_frame::{self, COMPRESSION_NONE, TRAILER_LEN};
 use crate::error::{Corrupt, Error, Result};
 use crate::filter::Filter;
-use crate::footer::{FOOTER_LEN, FORMAT_VERSION, Footer, FooterError};
+use crate::footer::{FOOTER_LEN, FORMAT_VERSION, Footer, FooterError, FormatVersion};
 use crate::index::{BlockHandle, Index};
 use crate::properties::Properties;
 
@@ -107,6 +107,8 @@ fn read_at(file: &std::fs::File, file_id: u64, offset: u64, len: u64) -> Result<
 
 struct TableInner {
     file_id: u64,
+    /// The layout of its data blocks (from the footer).
+    format: FormatVersion,
     /// Offset of this section inside its file (non-zero for the CF sections of an L0 file).
     base: u64,
     data: Data,
@@ -274,6 +276,7 @@ impl Table {
                 old_index,
                 filter,
                 props,
+                format: footer.format_version,
                 old_index_at: footer.old_index.offset,
                 verified,
                 cache,
@@ -287,6 +290,11 @@ impl Table {
 
     pub fn properties(&self) -> &Properties {
         &self.inner.props
+    }
+
+    /// The format version the table was written in.
+    pub fn format_version(&self) -> FormatVersion {
+        self.inner.format
     }
 
     /// How many handles (clones of this table, including its iterators) are alive. The engine
@@ -346,7 +354,7 @@ impl Table {
         let compressed = frame[frame.len() - TRAILER_LEN] != COMPRESSION_NONE;
         if !compressed && !positioned && t.verified[slot].load(Ordering::Relaxed) {
             let raw = frame.slice(..frame.len() - TRAILER_LEN);
-            return Block::decode(raw).map_err(|c| c.at(t.file_id, abs));
+            return Block::decode(raw, t.format).map_err(|c| c.at(t.file_id, abs));
         }
         if compressed
             && !positioned
@@ -356,7 +364,7 @@ impl Table {
             return Ok(b);
         }
         let raw = block_frame::decode(&frame).map_err(|c| c.at(t.file_id, abs))?;
-        let block = Block::decode(raw).map_err(|c| c.at(t.file_id, abs))?;
+        let block = Block::decode(raw, t.format).map_err(|c| c.at(t.file_id, abs))?;
         // Each frame's checksum covers only its own bytes: a block written in the wrong place
         // (equal-length blocks swapped) would pass it. The index pins each block's first key.
         if block.first_key() != self.index(kind).first_key(i) {

@@ -46,6 +46,48 @@ fn get_u32_multi(buf: &[u8], pos: &mut usize) -> Option<u32> {
     }
 }
 
+/// Appends `v` as a LEB128 varint (1..=10 bytes).
+pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Decodes a u64 varint at `*pos`, advancing `*pos` past it.
+#[inline(always)]
+pub fn get_u64(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    match buf.get(*pos) {
+        Some(&b) if b < 0x80 => {
+            *pos += 1;
+            Some(u64::from(b))
+        }
+        _ => get_u64_multi(buf, pos),
+    }
+}
+
+#[inline(never)]
+fn get_u64_multi(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut result: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && b > 0x01 {
+            return None; // more than 64 bits
+        }
+        result |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(result);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
 /// Reads a little-endian u64 at `*pos`.
 #[inline]
 pub fn get_fixed_u64(buf: &[u8], pos: &mut usize) -> Option<u64> {
@@ -102,12 +144,34 @@ mod tests {
         }
 
         #[test]
+        fn u64_round_trips(v: u64) {
+            let mut out = Vec::new();
+            put_u64(&mut out, v);
+            let mut pos = 0;
+            prop_assert_eq!(get_u64(&out, &mut pos), Some(v));
+            prop_assert_eq!(pos, out.len());
+            prop_assert_eq!(get_u64(&out[..out.len() - 1], &mut 0), None);
+        }
+
+        #[test]
         fn truncated_u32_is_none(v in 128u32..) {
             let mut out = Vec::new();
             put_u32(&mut out, v);
             let mut pos = 0;
             prop_assert_eq!(get_u32(&out[..out.len() - 1], &mut pos), None);
         }
+    }
+
+    #[test]
+    fn over_long_u64_is_rejected() {
+        let mut max = vec![0xff; 9];
+        max.push(0x01);
+        assert_eq!(get_u64(&max, &mut 0), Some(u64::MAX));
+        max[9] = 0x02;
+        assert_eq!(get_u64(&max, &mut 0), None);
+        let mut eleven = vec![0x80; 10];
+        eleven.push(0x01);
+        assert_eq!(get_u64(&eleven, &mut 0), None);
     }
 
     #[test]

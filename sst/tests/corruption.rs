@@ -72,6 +72,7 @@ fn small_table(compression: Compression) -> (Oracle, Vec<u8>) {
             block_size: 256,
             compression,
             filter_bits_per_key: 10,
+            ..Default::default()
         },
     );
     let t = Table::open(1, Bytes::from(built.data.clone())).unwrap();

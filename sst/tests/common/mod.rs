@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use sst::{BuilderOptions, Compression, Table, TableBuilder, Version};
+use sst::{BuilderOptions, Compression, FormatVersion, Table, TableBuilder, Version};
 
 /// (meta, value, tombstone) of one version.
 pub type Cell = (Vec<u8>, Vec<u8>, bool);
@@ -36,11 +36,17 @@ pub fn oracle_strategy(max_keys: usize) -> impl Strategy<Value = Oracle> {
 }
 
 pub fn options_strategy() -> impl Strategy<Value = BuilderOptions> {
-    (64usize..2048, prop::option::of(1i32..6)).prop_map(|(block_size, z)| BuilderOptions {
-        block_size,
-        compression: z.map_or(Compression::None, Compression::Zstd),
-        filter_bits_per_key: 10,
-    })
+    (
+        64usize..2048,
+        prop::option::of(1i32..6),
+        prop::sample::select(FormatVersion::ALL.to_vec()),
+    )
+        .prop_map(|(block_size, z, format_version)| BuilderOptions {
+            block_size,
+            compression: z.map_or(Compression::None, Compression::Zstd),
+            filter_bits_per_key: 10,
+            format_version,
+        })
 }
 
 pub fn build(oracle: &Oracle, opts: BuilderOptions) -> sst::BuiltTable {
