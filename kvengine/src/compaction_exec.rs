@@ -137,6 +137,12 @@ pub(crate) fn job_of(
     }
 }
 
+// A job's table format bound (changeset does not depend on sst) is the newest sst writes.
+const _: () = assert!(
+    changeset::compaction_job::MAX_TABLE_FORMAT_VERSION == FormatVersion::NEWEST.as_u16() as u32,
+    "a job's table format bound must be the newest version sst writes"
+);
+
 /// Bits of filter per key of compaction outputs.
 pub(crate) const FILTER_BITS_PER_KEY: u32 = 10;
 
@@ -767,8 +773,3 @@ mod tests {
         assert_eq!(output_id_budget(&job, u64::MAX), MAX_OUTPUT_IDS);
     }
 }
-
-const _: () = assert!(
-    changeset::compaction_job::MAX_TABLE_FORMAT_VERSION == FormatVersion::NEWEST.as_u16() as u32,
-    "a job's table format bound must be the newest version sst writes"
-);

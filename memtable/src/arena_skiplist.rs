@@ -1036,6 +1036,7 @@ mod tests {
             // not written while the test walks it.
             let mut next = unsafe { link(list.head, level) }.load(Ordering::Acquire);
             while let Some(n) = NonNull::new(next) {
+                // SAFETY: `n` was published at `level` by a Release store this walk read.
                 let (key, height) = unsafe { (node_key(n).to_vec(), (*n.as_ptr()).height) };
                 prop_assert!(
                     height as usize > level,
@@ -1053,6 +1054,7 @@ mod tests {
                     );
                 }
                 keys.push(key);
+                // SAFETY: `n` is linked at `level`, so it has a slot there.
                 next = unsafe { link(n, level) }.load(Ordering::Acquire);
             }
             if let Some(below) = &below {

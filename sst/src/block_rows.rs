@@ -156,7 +156,7 @@ mod tests {
             2 => 3,
             _ => 100 - i as u64,
         };
-        let meta = |i: usize| -> &'static [u8] { if i % 2 == 0 { b"meta" } else { b"" } };
+        let meta = |i: usize| -> &'static [u8] { if i.is_multiple_of(2) { b"meta" } else { b"" } };
         for format in FormatVersion::ALL {
             let mut b = BlockBuilder::new(format);
             for (i, k) in keys.iter().enumerate() {
