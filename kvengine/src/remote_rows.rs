@@ -630,21 +630,30 @@ mod tests {
     }
 
     #[test]
-    fn keys_out_of_order_are_refused() {
-        let mut w = MemtableDataWriter::new();
-        for key in [&b"b"[..], b"a"] {
-            w.push(MemRowRef {
-                cf: ColumnFamily::Write,
-                key,
-                version: 1,
-                user_meta: b"",
-                value: b"v",
-                tombstone: false,
-            })
-            .unwrap();
+    fn keys_out_of_order_are_refused_in_every_format() {
+        // A later key that sorts first, one that is a prefix of the key before it, and one
+        // that differs after a shared prefix (v2 and v3 ship only the suffix).
+        for pair in [[&b"b"[..], b"a"], [b"ab", b"a"], [b"ab", b"aa"]] {
+            for format in MemtableDataFormat::ALL {
+                let mut w = MemtableDataWriter::with_format(format, 0);
+                for key in pair {
+                    w.push(MemRowRef {
+                        cf: ColumnFamily::Write,
+                        key,
+                        version: 1,
+                        user_meta: b"",
+                        value: b"v",
+                        tombstone: false,
+                    })
+                    .unwrap();
+                }
+                let err = RemoteRows::decode(1, b"", b"", &w.finish()).unwrap_err();
+                assert!(
+                    err.to_string().contains("ascending"),
+                    "{format} {pair:?}: {err}"
+                );
+            }
         }
-        let err = RemoteRows::decode(1, b"", b"", &w.finish()).unwrap_err();
-        assert!(err.to_string().contains("ascending"), "{err}");
     }
 
     #[test]
