@@ -33,14 +33,19 @@ fn segments(dir: &Path) -> AnyResult<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn wal_seeds() -> AnyResult<Vec<(&'static str, Vec<u8>)>> {
-    let dir = tempfile::tempdir()?;
+/// A WAL in `dir` with 1 MiB segments that never fsyncs.
+fn open_wal(dir: &Path) -> AnyResult<Wal> {
     let opts = WalOptions {
-        dir: dir.path().to_path_buf(),
+        dir: dir.to_path_buf(),
         segment_size: 1 << 20,
         sync: SyncPolicy::Off,
     };
-    let wal = Wal::open(opts, |_| Ok(()))?;
+    Ok(Wal::open(opts, |_| Ok(()))?)
+}
+
+fn wal_seeds() -> AnyResult<Vec<(&'static str, Vec<u8>)>> {
+    let dir = tempfile::tempdir()?;
+    let wal = open_wal(dir.path())?;
     // Payloads shaped like encoded write batches: a few puts with keys and values.
     for sequence in 1..=4u64 {
         for shard in [1u64, 2] {
@@ -82,12 +87,7 @@ fn wal_seeds() -> AnyResult<Vec<(&'static str, Vec<u8>)>> {
 /// of the WRITE CF with WRITE metas, a lock and its removal, and an empty batch.
 fn write_batch_segment() -> AnyResult<Vec<u8>> {
     let dir = tempfile::tempdir()?;
-    let opts = WalOptions {
-        dir: dir.path().to_path_buf(),
-        segment_size: 1 << 20,
-        sync: SyncPolicy::Off,
-    };
-    let wal = Wal::open(opts, |_| Ok(()))?;
+    let wal = open_wal(dir.path())?;
     let mut b = WriteBatch::new();
     b.put(ColumnFamily::Write, b"t_1_r0001", 11, &[1; 17], b"row one");
     b.put(ColumnFamily::Write, b"t_1_r0002", 11, &[1; 17], b"row two");
