@@ -76,7 +76,10 @@ impl Engine {
         let safe_point = self.gc_safe_point();
         let mut n = 0;
         let _c = shard.compacting.lock();
-        for step in compaction::manual_steps(&shard.data.load()) {
+        // A statement of its own: a guard of the state in the `for` expression would live
+        // through every step and keep each step's replaced files from being collected.
+        let steps = compaction::manual_steps(&shard.data.load());
+        for step in steps {
             if compact_locked(&self.inner, &shard, |d| {
                 compaction::plan_manual_step(d, &cfg, step, safe_point)
             })? {

@@ -249,6 +249,14 @@ fn a_full_compaction_drops_the_tombstones_that_a_due_compaction_keeps_above_deep
 
     let n = e.compact_shard_full(1).unwrap();
     assert!(n >= 1, "a full compaction ran");
+    // Each step collects what it replaced: nothing else is left to delete the files later
+    // (no background threads here).
+    let stored: BTreeSet<u64> = dfs.list().unwrap().into_iter().map(FileId::get).collect();
+    assert_eq!(
+        stored,
+        e.live_file_ids(),
+        "the full compaction left replaced files"
+    );
     let info = e.shard_info(1).unwrap();
     assert_eq!(info.l0_files, 0);
     assert_eq!(levels_used(&e), 1, "every table in one level: {info:?}");
