@@ -67,8 +67,10 @@ impl Engine {
     /// exclusive manual compaction): a background compaction that ran between two steps could
     /// otherwise open a level below the deepest one planned, and the last step would then not
     /// be bottommost (nothing dropped, the data twice on disk). Replaced files are collected
-    /// after every step, so the disk holds at most one step's inputs twice. Returns the number
-    /// of compactions; the same leader rule as [`Engine::compact_shard`].
+    /// after every step, so the disk holds at most one step's inputs twice. Data already in
+    /// the configured last level is not rewritten in place: tables there that no step touched
+    /// keep what GC could drop. Returns the number of compactions; the same leader rule as
+    /// [`Engine::compact_shard`].
     pub fn compact_shard_full(&self, shard_id: u64) -> Result<usize> {
         self.check_compaction_caller(shard_id, "compact_shard_full")?;
         let shard = self.shard(shard_id)?;
