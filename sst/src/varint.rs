@@ -3,13 +3,9 @@
 //! Decoders take untrusted bytes: they return `None` on a truncated or over-long encoding instead
 //! of panicking, and callers turn that into a corruption error with a position.
 
-/// Appends `v` as a LEB128 varint (1..=5 bytes).
-pub fn put_u32(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+/// Appends `v` as a LEB128 varint (1..=5 bytes): the same bytes as [`put_u64`] of it.
+pub fn put_u32(out: &mut Vec<u8>, v: u32) {
+    put_u64(out, u64::from(v));
 }
 
 /// Decodes a u32 varint at `*pos`, advancing `*pos` past it.
