@@ -66,7 +66,8 @@ impl Engine {
     /// the shard's compaction lock from planning the steps to the last one (as RocksDB's
     /// exclusive manual compaction): a background compaction that ran between two steps could
     /// otherwise open a level below the deepest one planned, and the last step would then not
-    /// be bottommost (nothing dropped, the data twice on disk). Replaced files are collected
+    /// be bottommost (nothing dropped, the data twice on disk). Background compaction threads
+    /// skip the shard meanwhile and keep compacting the others. Replaced files are collected
     /// after every step, so the disk holds at most one step's inputs twice. Data already in
     /// the configured last level is not rewritten in place: tables there that no step touched
     /// keep what GC could drop. Returns the number of compactions; the same leader rule as
@@ -120,7 +121,13 @@ pub(crate) fn compaction_loop(inner: &Arc<Inner>) {
             if !inner.runs_jobs(shard.id) {
                 continue;
             }
-            match compact_once(inner, &shard, |d| compaction::pick(d, &cfg, false)) {
+            // A shard whose compaction lock is held (a manual full compaction holds it for its
+            // whole call, a split while it runs, another thread while it compacts) is skipped
+            // this round instead of waited for: this thread serves every other shard too.
+            let Some(_c) = shard.compacting.try_lock() else {
+                continue;
+            };
+            match compact_locked(inner, &shard, |d| compaction::pick(d, &cfg, false)) {
                 Ok(did) => worked |= did,
                 Err(e) => tracing::warn!(shard_id = shard.id, error = %e, "compaction failed"),
             }

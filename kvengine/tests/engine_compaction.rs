@@ -408,3 +408,114 @@ fn a_full_compaction_reaches_the_bottom_while_background_compactions_are_due() {
         check_reads(&e, &[30, 35]);
     }
 }
+
+/// A compaction offload for shard 1 only that holds the job until the test lets it go, then
+/// declines it (the engine compacts here): a manual compaction of shard 1 parked mid-call.
+struct ParkedOffload {
+    started: std::sync::mpsc::SyncSender<()>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl kvengine::CompactionOffload for ParkedOffload {
+    fn wants(&self, shard_id: u64, _input_bytes: u64) -> bool {
+        shard_id == 1
+    }
+
+    fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(60)
+    }
+
+    fn run(
+        &self,
+        _job: &changeset::CompactionJob,
+        _retry: &mut dyn FnMut() -> Option<changeset::CompactionJob>,
+    ) -> Result<changeset::CompactionResult, String> {
+        self.started.send(()).unwrap();
+        // A closed channel means the test failed and is unwinding: let the call end.
+        let _ = self.release.lock().unwrap().recv();
+        Err("released by the test".to_owned())
+    }
+
+    fn finished(&self, _shard_id: u64, _outcome: kvengine::OffloadOutcome<'_>) {}
+}
+
+#[test]
+fn background_compaction_serves_other_shards_while_a_full_compaction_holds_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = EngineOptions::new(dir.path().join("engine"));
+    o.wal_sync = SyncPolicy::Off;
+    o.block_size = 512;
+    o.l0_compaction_files = 2;
+    o.base_level_size = 1 << 30;
+    o.target_file_size = 4 * 1024;
+    // One thread for every shard: if it waits for shard 1, nothing else compacts.
+    o.compaction_threads = 1;
+    let dfs = Arc::new(LocalDfs::open(dir.path().join("dfs")).unwrap());
+    let e = Arc::new(Engine::open(o, dfs).unwrap());
+    e.create_shard(1, b"", b"m").unwrap();
+    e.create_shard(2, b"m", b"").unwrap();
+    let (started_tx, started) = std::sync::mpsc::sync_channel(1);
+    let (release, release_rx) = std::sync::mpsc::channel();
+    e.set_compaction_offload(Arc::new(ParkedOffload {
+        started: started_tx,
+        release: std::sync::Mutex::new(release_rx),
+    }));
+    let flush_rows = |shard: u64, prefix: &str, ts: u64| {
+        let mut b = WriteBatch::new();
+        for i in 0..50u64 {
+            b.put(
+                ColumnFamily::Write,
+                format!("{prefix}{i:04}").as_bytes(),
+                ts,
+                b"",
+                b"value",
+            );
+        }
+        e.write(shard, &b).unwrap();
+        e.flush_shard(shard).unwrap();
+    };
+    // One L0 file: not due, so only the full compaction below compacts shard 1.
+    flush_rows(1, "a", 10);
+    let full = {
+        let e = e.clone();
+        std::thread::spawn(move || e.compact_shard_full(1))
+    };
+    started
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    // The background thread wakes at least every 200 ms: by now it has met shard 1 held.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    for ts in [10, 20, 30] {
+        flush_rows(2, "n", ts);
+    }
+    let level_tables = |shard: u64| -> usize {
+        e.shard_info(shard)
+            .unwrap()
+            .level_files
+            .iter()
+            .flatten()
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while level_tables(2) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "shard 2's due compaction did not run while shard 1's full compaction was held: {} L0 files",
+            e.shard_info(2).unwrap().l0_files
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        (e.shard_info(1).unwrap().l0_files, level_tables(1)),
+        (1, 0),
+        "shard 1 is still held mid-call"
+    );
+    release.send(()).unwrap();
+    assert!(full.join().unwrap().unwrap() >= 1);
+    assert_eq!(
+        (e.shard_info(1).unwrap().l0_files, level_tables(1)),
+        (0, 1),
+        "the full compaction moved shard 1's L0 file into a level"
+    );
+    e.close(false).unwrap();
+}
