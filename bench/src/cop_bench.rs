@@ -1,7 +1,8 @@
 //! Coprocessor scan + aggregate throughput: `SELECT SUM(c1) WHERE c2 > k` and
 //! `SELECT SUM(c1), COUNT(*) GROUP BY c3` over one shard flushed and compacted into levels,
 //! through the handler exactly as a server runs it (DAG decode, MVCC scan, row decode,
-//! selection, aggregation, response encode), with a cold and a warm block cache.
+//! selection, aggregation, response encode), with a cold and a warm block cache. Both are the
+//! best of three runs; a cold run opens the engine anew, so its block cache starts empty.
 //!
 //! Baseline, in the same run: the same encoded row values held in a `Vec`, decoded with the
 //! same row codec and summed in a tight loop (GROUP BY into an array indexed by the group
@@ -33,7 +34,7 @@ const TABLE: i64 = 1;
 const K: i64 = 50;
 /// Distinct values of the GROUP BY column.
 const GROUPS: i64 = 64;
-/// Timed repetitions of a warm run; the best counts.
+/// Timed repetitions of a run (warm, or cold on a reopened engine); the best counts.
 const REPEATS: usize = 3;
 
 /// Column ids: c1 (summed), c2 (filtered), c3 (grouped), c4 (a 24-byte string nobody reads,
@@ -194,6 +195,16 @@ fn run_once(e: &Engine, req: &Request) -> (Duration, Vec<Datum>) {
     (d, datums)
 }
 
+/// Runs the request once on a freshly opened engine: an empty block cache, every block read
+/// from its file (the files themselves sit in the page cache, as a server's recent tables do)
+/// and decompressed. Each call is its own engine, so a cold run can be repeated like a warm one.
+fn cold_once(dir: &std::path::Path, req: &Request) -> (Duration, Vec<Datum>) {
+    let e = open(dir, 1 << 30);
+    let out = run_once(&e, req);
+    drop(e);
+    out
+}
+
 /// Walks the table with the MVCC scanner the table scan uses, touching every key and value.
 fn raw_scan(e: &Engine) -> (Duration, usize) {
     let snap = e.snapshot(1).expect("snapshot");
@@ -272,9 +283,10 @@ pub fn run(entries: usize) {
     // SUM(c1) WHERE c2 > K.
     let (base_d, base_sum) = best(|| baseline_filtered(&values));
     let req = request(&filtered_sum());
-    let e = open(dir.path(), 1 << 30);
-    let (cold, got) = run_once(&e, &req);
+    let (cold, got) = best(|| cold_once(dir.path(), &req));
     assert_eq!(got, vec![Datum::Int(base_sum)], "cop and baseline disagree");
+    let e = open(dir.path(), 1 << 30);
+    run_once(&e, &req);
     let (warm, got) = best(|| run_once(&e, &req));
     assert_eq!(got, vec![Datum::Int(base_sum)]);
     drop(e);
@@ -330,9 +342,10 @@ pub fn run(entries: usize) {
         assert_eq!(rows, want, "cop and baseline disagree");
     };
     let req = request(&grouped_sum());
-    let e = open(dir.path(), 1 << 30);
-    let (cold, got) = run_once(&e, &req);
+    let (cold, got) = best(|| cold_once(dir.path(), &req));
     check(got);
+    let e = open(dir.path(), 1 << 30);
+    run_once(&e, &req);
     let (warm, got) = best(|| run_once(&e, &req));
     check(got);
     let base = rate(n, base_d);
