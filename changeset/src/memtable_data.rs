@@ -545,7 +545,10 @@ const HUGE_PAGE: usize = 2 << 20;
 /// pages, each page's first write is a fault (exception, memory-cgroup charge, zeroing), a
 /// third of `to_remote` in `stratus-bench txn-snapshot`. A 2 MiB page is one fault for 512 of
 /// them. Only whole huge pages inside the capacity are advised; the hint changes no byte, and
-/// a refusal (no THP, another kernel) leaves the buffer as it was.
+/// a refusal (no THP, another kernel) leaves the buffer as it was. A buffer of 32 MiB or more
+/// is its own mapping in glibc and the hint goes with it; a smaller one may sit in the heap,
+/// where the advised range stays eligible after the buffer is freed: at most that range (under
+/// 32 MiB) may then be backed by huge pages for later allocations.
 fn advise_huge_pages(buf: &mut Vec<u8>) {
     let cap = buf.capacity();
     if cap < HUGE_PAGE_HINT {

@@ -206,21 +206,22 @@ impl RemoteRows {
         } else {
             (Bytes::from(key_arena), Bytes::from(meta_arena))
         };
-        let key_of = |e: &KeyEntry| &key_bytes[key_range(e)];
-        if !end.is_empty() && keys.last().is_some_and(|last| key_of(last) >= end) {
-            // The first key at or past the end is the row to report.
-            let k = keys.partition_point(|e| key_of(e) < end);
-            let e = &keys[k];
-            return Err(outside(key_of(e), u64::from(e.first_row)));
-        }
-        Ok(RemoteRows {
+        let indexed = RemoteRows {
             data: data.clone(),
             key_bytes,
             meta_bytes,
             keys,
             rows,
             max_version,
-        })
+        };
+        let n = indexed.keys.len();
+        if !end.is_empty() && n > 0 && indexed.key_at(n - 1) >= end {
+            // The first key at or past the end is the row to report.
+            let k = indexed.keys.partition_point(|e| indexed.key_of(e) < end);
+            let row = u64::from(indexed.keys[k].first_row);
+            return Err(outside(indexed.key_at(k), row));
+        }
+        Ok(indexed)
     }
 
     /// Whether there are no rows.
