@@ -11,6 +11,7 @@
 //! * [`messages`]: the protobuf messages (prost derive, no protoc) and their encode/decode helpers.
 //! * [`shard_files`]: a shard's file list and the pure, idempotent [`ShardFiles::apply`].
 //! * [`memtable_data`]: the versioned, CRC-checked codec that ships memtable rows to a worker.
+//! * [`ship_buffers`]: the bounded pool of buffers that codec writes into.
 //! * [`error`]: the error types of all of the above.
 //! * [`fuzzing`]: entry points shared by the cargo-fuzz targets and the corpus replay test.
 //!
@@ -22,6 +23,7 @@ pub mod fuzzing;
 pub mod memtable_data;
 pub mod messages;
 pub mod shard_files;
+pub mod ship_buffers;
 
 pub use compaction_job::{
     CfInputs, CompactionJob, CompactionResult, InputFile, JobError, OutputOptions,

@@ -24,9 +24,12 @@
 //! bounded by the body length divided by the smallest possible row, and a v2 key is written in
 //! full every [`RESTART_INTERVAL`] rows, so decoded keys are at most that many times the input.
 
+use std::cmp::Ordering;
+
 use bytes::Bytes;
 
 use crate::error::MemtableDataError;
+use crate::ship_buffers::{SHIP_BUFFERS, ShipBuffers};
 use types::ColumnFamily;
 
 /// First four bytes of every memtable-data blob: `SMTD` (Stratus MemTable Data).
@@ -278,6 +281,8 @@ pub struct MemtableDataWriter {
     format: Format,
     /// `HEADER_RESERVE` spare bytes, then the encoded rows.
     buf: Vec<u8>,
+    /// Where `buf` came from, and where the finished blob hands it back.
+    pool: &'static ShipBuffers,
     checksum: RowsChecksum,
     /// End of the rows `checksum` covers; the rest is fed in [`CHECKSUM_CHUNK`] pieces.
     checked_end: usize,
@@ -336,8 +341,13 @@ impl MemtableDataWriter {
 
     /// An empty writer of `format` whose buffer starts with room for `bytes` bytes of rows.
     pub fn with_format(format: Format, bytes: usize) -> Self {
-        let mut buf = Vec::with_capacity(HEADER_RESERVE.saturating_add(bytes));
-        advise_huge_pages(&mut buf);
+        Self::with_format_in(format, bytes, &SHIP_BUFFERS)
+    }
+
+    /// [`MemtableDataWriter::with_format`] with its buffer taken from `pool`, and handed back
+    /// to it when the finished blob is dropped (see `ship_buffers`).
+    pub fn with_format_in(format: Format, bytes: usize, pool: &'static ShipBuffers) -> Self {
+        let mut buf = pool.take(HEADER_RESERVE.saturating_add(bytes));
         buf.resize(HEADER_RESERVE, 0);
         let checksum = match format {
             Format::V1 => RowsChecksum::Crc32(crc32fast::Hasher::new()),
@@ -346,6 +356,7 @@ impl MemtableDataWriter {
         Self {
             format,
             buf,
+            pool,
             checksum,
             checked_end: HEADER_RESERVE,
             rows: 0,
@@ -364,11 +375,20 @@ impl MemtableDataWriter {
     /// Appends a row. Fails, appending nothing, when the row has the same column family and
     /// key as the previous row but a version that is not newer.
     pub fn push(&mut self, row: MemRowRef<'_>) -> Result<(), MemtableDataError> {
-        let same_key = self.last.is_some() && self.last_key == row.key;
+        // v2 and v3 need the shared prefix anyway, and it tells a repeated key; v1 compares
+        // the keys only when the order check needs it (a version not above the last one).
+        let shared = match self.format {
+            Format::V1 => None,
+            Format::V2 | Format::V3 => Some(common_prefix(&self.last_key, row.key)),
+        };
+        let is_last_key = |last_key: &[u8]| match shared {
+            Some(n) => n == last_key.len() && n == row.key.len(),
+            None => last_key == row.key,
+        };
         if let Some((cf, version)) = self.last
             && row.version <= version
             && cf == row.cf
-            && same_key
+            && is_last_key(&self.last_key)
         {
             return Err(MemtableDataError::VersionOrder {
                 row: self.rows,
@@ -376,17 +396,26 @@ impl MemtableDataWriter {
                 version: row.version,
             });
         }
-        match self.format {
-            Format::V1 => self.push_v1(row),
-            Format::V2 | Format::V3 => self.push_v2(row, same_key),
-        }
+        let same_key = match shared {
+            None => {
+                self.push_v1(row);
+                false
+            }
+            Some(shared) => {
+                let same_key = self.last.is_some() && is_last_key(&self.last_key);
+                self.push_v2(row, same_key, shared);
+                same_key
+            }
+        };
         if self.buf.len() - self.checked_end >= CHECKSUM_CHUNK {
             self.checksum.update(&self.buf[self.checked_end..]);
             self.checked_end = self.buf.len();
         }
         if !same_key {
-            self.last_key.clear();
-            self.last_key.extend_from_slice(row.key);
+            // v1 keeps no shared prefix: it copies the whole key.
+            let keep = shared.unwrap_or(0);
+            self.last_key.truncate(keep);
+            self.last_key.extend_from_slice(&row.key[keep..]);
         }
         self.last = Some((row.cf, row.version));
         self.last_value_len = row.value.len();
@@ -411,8 +440,9 @@ impl MemtableDataWriter {
         self.buf.extend_from_slice(row.value);
     }
 
-    /// A v2 or v3 row (v3 adds the length flags).
-    fn push_v2(&mut self, row: MemRowRef<'_>, same_key: bool) {
+    /// A v2 or v3 row (v3 adds the length flags); `lcp` is the length of the prefix its key
+    /// shares with the previous row's.
+    fn push_v2(&mut self, row: MemRowRef<'_>, same_key: bool, lcp: usize) {
         let restart = self.rows.is_multiple_of(RESTART_INTERVAL);
         let same_key = same_key && !restart;
         let lengths = self.format >= Format::V3 && self.last.is_some();
@@ -439,11 +469,7 @@ impl MemtableDataWriter {
         if same_value_len {
             tag |= TAG_SAME_VALUE_LEN;
         }
-        let shared = if same_key || restart {
-            0
-        } else {
-            common_prefix(&self.last_key, row.key)
-        };
+        let shared = if same_key || restart { 0 } else { lcp };
         let suffix = if same_key {
             &[][..]
         } else {
@@ -497,6 +523,7 @@ impl MemtableDataWriter {
         let Self {
             format,
             mut buf,
+            pool,
             mut checksum,
             checked_end,
             rows,
@@ -529,45 +556,7 @@ impl MemtableDataWriter {
             }
             RowsChecksum::Xxh3(h) => buf.extend_from_slice(&h.digest().to_le_bytes()),
         }
-        Bytes::from(buf).slice(start..)
-    }
-}
-
-/// A writer's buffer at least this large asks for transparent huge pages.
-const HUGE_PAGE_HINT: usize = 8 << 20;
-/// The huge page size the hint aligns to (x86_64 and aarch64 with 4 KiB pages).
-const HUGE_PAGE: usize = 2 << 20;
-
-/// Asks the kernel to back `buf`'s capacity with transparent huge pages where it allows them
-/// (`madvise(MADV_HUGEPAGE)`; the default "madvise" mode of most distributions).
-///
-/// A full-range transfer writes tens of MB into a buffer that is new on every call: with 4 KiB
-/// pages, each page's first write is a fault (exception, memory-cgroup charge, zeroing), a
-/// third of `to_remote` in `stratus-bench txn-snapshot`. A 2 MiB page is one fault for 512 of
-/// them. Only whole huge pages inside the capacity are advised; the hint changes no byte, and
-/// a refusal (no THP, another kernel) leaves the buffer as it was. A buffer of 32 MiB or more
-/// is its own mapping in glibc and the hint goes with it; a smaller one may sit in the heap,
-/// where the advised range stays eligible after the buffer is freed: at most that range (under
-/// 32 MiB) may then be backed by huge pages for later allocations.
-fn advise_huge_pages(buf: &mut Vec<u8>) {
-    let cap = buf.capacity();
-    if cap < HUGE_PAGE_HINT {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let start = buf.as_mut_ptr() as usize;
-        let first = start.next_multiple_of(HUGE_PAGE);
-        let end = (start + cap) / HUGE_PAGE * HUGE_PAGE;
-        if end > first {
-            // SAFETY: `[first, end)` lies inside `buf`'s allocation, which this writer owns;
-            // MADV_HUGEPAGE only marks the range as eligible for huge pages and never changes
-            // or frees its contents, so no reference into the buffer can observe it.
-            #[allow(unsafe_code)]
-            let _ = unsafe {
-                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE)
-            };
-        }
+        pool.into_bytes(buf, start)
     }
 }
 
@@ -582,8 +571,25 @@ fn ts_meta_delta(meta: &[u8], version: u64) -> Option<u64> {
     version.checked_sub(u64::from_le_bytes(ts))
 }
 
+/// Length of the longest common prefix of `a` and `b`, eight bytes at a time (a byte loop was
+/// a seventh of `to_remote`, with a key comparison of its own beside it).
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+    let n = a.len().min(b.len());
+    let (words_a, _) = a[..n].as_chunks::<8>();
+    let (words_b, _) = b[..n].as_chunks::<8>();
+    for (i, (x, y)) in words_a.iter().zip(words_b).enumerate() {
+        let diff = u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
+        if diff != 0 {
+            // Little-endian: the lowest set bit is in the first differing byte.
+            return i * 8 + (diff.trailing_zeros() / 8) as usize;
+        }
+    }
+    let done = words_a.len() * 8;
+    done + a[done..n]
+        .iter()
+        .zip(&b[done..n])
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 fn zigzag(value: i64) -> u64 {
@@ -756,6 +762,7 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
         meta: [0; TS_META_LEN],
         prev_ts_meta: None,
         prev_value_len: 0,
+        order: Ordering::Greater,
         done: false,
     })
 }
@@ -780,6 +787,8 @@ pub struct RowIter<'a> {
     prev_ts_meta: Option<(u8, u64)>,
     /// v3: the previous row's value length.
     prev_value_len: usize,
+    /// The current row's key against the previous row's (`Greater` for the first row).
+    order: Ordering,
     done: bool,
 }
 
@@ -797,6 +806,16 @@ impl<'a> RowIter<'a> {
     /// The next row, an error (after which the cursor ends), or `None` after the last row.
     #[allow(clippy::should_implement_trait)] // lending: a row borrows the cursor
     pub fn next_row(&mut self) -> Option<Result<MemRowRef<'_>, MemtableDataError>> {
+        self.next_row_ordered().map(|row| row.map(|(row, _)| row))
+    }
+
+    /// [`RowIter::next_row`], with the row's key compared to the previous row's (`Greater` for
+    /// the first row). A receiver that needs keys in order reads it here for free on a v2 or
+    /// v3 blob: the decoder knows the exact shared prefix, so one byte decides, where comparing
+    /// the rebuilt keys again was a seventh of indexing the rows.
+    pub fn next_row_ordered(
+        &mut self,
+    ) -> Option<Result<(MemRowRef<'_>, Ordering), MemtableDataError>> {
         if self.done {
             return None;
         }
@@ -821,7 +840,7 @@ impl<'a> RowIter<'a> {
         if row.is_err() {
             self.done = true;
         }
-        Some(row)
+        Some(row.map(|row| (row, self.order)))
     }
 
     fn check_order(
@@ -860,9 +879,11 @@ impl<'a> RowIter<'a> {
         let version = u64::from_le_bytes(body.take_array()?);
         let user_meta = body.length_prefixed()?;
         let value = body.length_prefixed()?;
-        // Version first: it rules out most rows without comparing keys.
-        let same_key = self.previous.is_some_and(|(_, v)| version <= v) && self.key_v1 == key;
-        self.check_order(index, cf, same_key, version)?;
+        self.order = match self.previous {
+            None => Ordering::Greater,
+            Some(_) => key.cmp(self.key_v1),
+        };
+        self.check_order(index, cf, self.order.is_eq(), version)?;
         self.key_v1 = key;
         Ok(MemRowRef {
             cf,
@@ -906,7 +927,7 @@ impl<'a> RowIter<'a> {
                 format!("tag={tag:#04x}"),
             ));
         }
-        let same_key = if tag & TAG_SAME_KEY != 0 {
+        self.order = if tag & TAG_SAME_KEY != 0 {
             if tag & TAG_SAME_KEY_LEN != 0 {
                 return Err(malformed(
                     "the same-key flag or the same-key-length flag",
@@ -919,7 +940,7 @@ impl<'a> RowIter<'a> {
                     "the same-key flag".into(),
                 ));
             }
-            true
+            Ordering::Equal
         } else {
             let shared = self.body.varint()?;
             let previous_len = self.key.len() as u64;
@@ -966,10 +987,23 @@ impl<'a> RowIter<'a> {
                     ));
                 }
             }
-            let same = restart && self.previous.is_some() && self.key == suffix;
+            let order = if first {
+                Ordering::Greater
+            } else if restart {
+                suffix.cmp(&self.key)
+            } else {
+                // The keys share exactly `shared` bytes (checked above): the next byte of
+                // each, or which one ends there, orders them.
+                match (suffix.first(), self.key.get(shared)) {
+                    (Some(new), Some(old)) => new.cmp(old),
+                    (Some(_), None) => Ordering::Greater,
+                    (None, Some(_)) => Ordering::Less,
+                    (None, None) => Ordering::Equal,
+                }
+            };
             self.key.truncate(shared);
             self.key.extend_from_slice(suffix);
-            same
+            order
         };
         let delta = unzigzag(self.body.varint()?);
         let version = self
@@ -1033,7 +1067,7 @@ impl<'a> RowIter<'a> {
             value
         };
         self.prev_value_len = value.len();
-        self.check_order(index, cf, same_key, version)?;
+        self.check_order(index, cf, self.order.is_eq(), version)?;
         Ok(RowV2 {
             cf,
             version,
@@ -1143,6 +1177,7 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ship_buffers::HUGE_PAGE_HINT;
 
     fn varint_bytes(value: u64) -> Vec<u8> {
         let mut out = Vec::new();
@@ -1209,6 +1244,20 @@ mod tests {
         assert_eq!(MemtableDataWriter::new().format(), Format::V3);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn common_prefix_is_the_byte_by_byte_one(
+            a in proptest::collection::vec(0u8..3, 0..40),
+            b in proptest::collection::vec(0u8..3, 0..40),
+        ) {
+            let naive = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            proptest::prop_assert_eq!(common_prefix(&a, &b), naive);
+            let long_shared: Vec<u8> = [&[7u8; 19][..], &b].concat();
+            let other: Vec<u8> = [&[7u8; 19][..], &a].concat();
+            proptest::prop_assert_eq!(common_prefix(&long_shared, &other), 19 + naive);
+        }
+    }
+
     #[test]
     fn zigzag_round_trips_at_the_extremes() {
         for value in [0i64, 1, -1, 63, -64, i64::MAX, i64::MIN] {
@@ -1245,6 +1294,44 @@ mod tests {
                 blob.len()
             );
             assert_eq!(decode(&blob).unwrap(), rows, "{format}");
+        }
+    }
+
+    #[test]
+    fn a_blob_written_into_a_reused_buffer_holds_only_its_own_rows() {
+        static POOL: ShipBuffers = ShipBuffers::new(1, 64 << 20);
+        let rows = |n: u64, fill: u8| -> Vec<MemRow> {
+            (0..n)
+                .map(|i| MemRow {
+                    cf: ColumnFamily::Write,
+                    key: Bytes::from(format!("key{i:08}")),
+                    version: i + 1,
+                    user_meta: Bytes::new(),
+                    value: Bytes::from(vec![fill; 1000]),
+                    tombstone: false,
+                })
+                .collect()
+        };
+        for format in Format::ALL {
+            // A long blob leaves its bytes in the buffer; a shorter one written over them
+            // must decode to its own rows (a stale header or tail would show).
+            let (long, short) = (rows(3000, 0xaa), rows(1000, 0x55));
+            let mut w = MemtableDataWriter::with_format_in(format, 4 << 20, &POOL);
+            long.iter().for_each(|r| w.push(r.as_ref()).unwrap());
+            let first = w.finish();
+            let base = first.as_ptr() as usize;
+            assert_eq!(decode(&first).unwrap(), long, "{format}");
+            drop(first);
+            let mut w = MemtableDataWriter::with_format_in(format, 4 << 20, &POOL);
+            short.iter().for_each(|r| w.push(r.as_ref()).unwrap());
+            let second = w.finish();
+            // Each header ends at the same reserve's end, so the blobs start within it.
+            let distance = (second.as_ptr() as usize).abs_diff(base);
+            assert!(
+                distance < HEADER_RESERVE,
+                "{format}: the buffer is not reused"
+            );
+            assert_eq!(decode(&second).unwrap(), short, "{format}");
         }
     }
 

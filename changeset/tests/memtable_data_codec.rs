@@ -85,6 +85,42 @@ proptest! {
         prop_assert_eq!(walked, rows);
     }
 
+    /// Keys in any order (versions ascend throughout, so the writer takes them): the order the
+    /// cursor reports for each row is its key compared to the row before's, restart rows and
+    /// prefix-sharing keys included.
+    #[test]
+    fn the_cursor_orders_each_key_against_the_one_before(
+        format in format(),
+        keys in prop::collection::vec(key(), 0..3 * RESTART_INTERVAL as usize),
+    ) {
+        let rows: Vec<MemRow> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| MemRow {
+                cf: ColumnFamily::Write,
+                key: Bytes::from(k.clone()),
+                version: i as u64 + 1,
+                user_meta: Bytes::new(),
+                value: Bytes::new(),
+                tombstone: false,
+            })
+            .collect();
+        let blob = Bytes::from(memtable_data::encode_as(format, &rows).unwrap());
+        let mut cursor = memtable_data::rows(&blob).unwrap();
+        let mut i = 0;
+        while let Some(row) = cursor.next_row_ordered() {
+            let (row, order) = row.unwrap();
+            prop_assert_eq!(row.key, &keys[i][..]);
+            let expected = match i {
+                0 => std::cmp::Ordering::Greater,
+                _ => keys[i].cmp(&keys[i - 1]),
+            };
+            prop_assert_eq!(order, expected, "row {}", i);
+            i += 1;
+        }
+        prop_assert_eq!(i, keys.len());
+    }
+
     #[test]
     fn transcoding_between_formats_keeps_the_rows(rows in rows()) {
         for from in Format::ALL {

@@ -20,6 +20,7 @@
 //! smaller).
 
 use bytes::Bytes;
+use changeset::ship_buffers::SHIP_BUFFERS;
 use changeset::{ColumnFamily, MemtableDataFormat};
 
 use crate::error::{Error, Result};
@@ -121,18 +122,23 @@ impl RemoteRows {
         let row_count = iter.row_count() as usize;
         let mut rows: Vec<RowEntry> = Vec::with_capacity(row_count);
         let mut keys: Vec<KeyEntry> = Vec::with_capacity(row_count);
+        // The arenas come from the pool of shipping buffers, and go back to it with the
+        // snapshot: a worker rebuilds snapshots again and again, and a fresh arena faulted in
+        // every page it wrote.
         let mut key_arena = Vec::new();
         let mut meta_arena = if in_place {
             Vec::new()
         } else {
-            Vec::with_capacity(row_count.saturating_mul(WRITE_META_LEN).min(data.len()))
+            SHIP_BUFFERS.take(row_count.saturating_mul(WRITE_META_LEN).min(data.len()))
         };
         let mut max_version = 0;
         let base: &[u8] = data;
         let key_range = |e: &KeyEntry| e.off as usize..e.off as usize + e.len as usize;
         let mut i = 0u64;
-        while let Some(row) = iter.next_row() {
-            let row = row.map_err(corrupt)?;
+        while let Some(row) = iter.next_row_ordered() {
+            // The cursor orders each key against the one before (for v2 and v3 from the
+            // shared prefix it decoded, with no second comparison of the keys).
+            let (row, order) = row.map_err(corrupt)?;
             if row.cf != ColumnFamily::Write {
                 return Err(bad(format!(
                     "expected only write rows, found cf={} row={i}",
@@ -140,13 +146,6 @@ impl RemoteRows {
                 )));
             }
             // The decoder already refused a repeated key whose version does not ascend.
-            let order = match keys.last() {
-                None => std::cmp::Ordering::Greater,
-                Some(last) => {
-                    let source: &[u8] = if in_place { base } else { &key_arena };
-                    row.key.cmp(&source[key_range(last)])
-                }
-            };
             if order.is_lt() {
                 let source: &[u8] = if in_place { base } else { &key_arena };
                 let last = keys.last().map_or(&[][..], |e| &source[key_range(e)]);
@@ -168,7 +167,7 @@ impl RemoteRows {
                         // Keys of one range tend to share a length: a guess at the arena's
                         // size, bounded by the input.
                         let guess = row_count.saturating_mul(row.key.len()).min(data.len());
-                        key_arena.reserve(guess);
+                        key_arena = SHIP_BUFFERS.take(guess);
                     }
                     arena_push(&mut key_arena, row.key).ok_or_else(|| {
                         bad("expected the keys to fit in 4 GiB, found more".to_owned())
@@ -204,7 +203,10 @@ impl RemoteRows {
         let (key_bytes, meta_bytes) = if in_place {
             (data.clone(), data.clone())
         } else {
-            (Bytes::from(key_arena), Bytes::from(meta_arena))
+            (
+                SHIP_BUFFERS.into_bytes(key_arena, 0),
+                SHIP_BUFFERS.into_bytes(meta_arena, 0),
+            )
         };
         let indexed = RemoteRows {
             data: data.clone(),
