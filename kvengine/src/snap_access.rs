@@ -207,6 +207,7 @@ impl SnapAccess {
             key: Vec::new(),
             current: None,
             run_bound: Vec::new(),
+            run_source: 0,
         };
         it.start()?;
         Ok(it)
@@ -262,6 +263,8 @@ pub struct SnapIter<'a> {
     current: Option<usize>,
     /// The bound of the last run (see [`Self::next_run`]), a buffer reused across runs.
     run_bound: Vec<u8>,
+    /// The source of the latest run that consumed rows.
+    run_source: usize,
 }
 
 impl SnapIter<'_> {
@@ -431,9 +434,17 @@ impl SnapIter<'_> {
         });
         let n = self.sources[p].run(bound, reverse, max, &mut visit)?;
         if n > 0 {
+            self.run_source = p;
             self.settle()?;
         }
         Ok(n)
+    }
+
+    /// The key of the last row the latest [`Self::next_run`] consumed, when it consumed any.
+    pub fn last_run_key(&self) -> &[u8] {
+        self.sources
+            .get(self.run_source)
+            .map_or(&[], |s| s.last_run_key())
     }
 
     /// Moves to the next visible key in the iteration direction.

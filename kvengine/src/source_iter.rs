@@ -91,6 +91,16 @@ impl Source<'_> {
         })
     }
 
+    /// The key of the last row the latest [`Source::run`] consumed (see
+    /// [`sst::TableIter::last_run_key`]); empty for a source with no block form.
+    pub fn last_run_key(&self) -> &[u8] {
+        match self {
+            Source::Mem(_) | Source::Remote(_) => &[],
+            Source::Table(it) => it.last_run_key(),
+            Source::Level(it) => &it.run_key,
+        }
+    }
+
     pub fn valid(&self) -> bool {
         match self {
             Source::Mem(it) => it.valid(),
@@ -153,6 +163,9 @@ pub(crate) struct LevelIter {
     ts: u64,
     idx: usize,
     iter: TableIter,
+    /// The key of the last row the latest [`LevelIter::run`] consumed: a run may end in a
+    /// later table than the one that consumed its last row.
+    run_key: Vec<u8>,
 }
 
 impl LevelIter {
@@ -163,6 +176,7 @@ impl LevelIter {
             ts,
             idx: 0,
             iter: first,
+            run_key: Vec::new(),
         })
     }
 
@@ -238,7 +252,12 @@ impl LevelIter {
     ) -> Result<usize> {
         let mut n = 0;
         loop {
-            n += self.iter.next_run(bound, reverse, max - n, &mut *visit)?;
+            let taken = self.iter.next_run(bound, reverse, max - n, &mut *visit)?;
+            if taken > 0 {
+                self.run_key.clear();
+                self.run_key.extend_from_slice(self.iter.last_run_key());
+            }
+            n += taken;
             // A valid table iterator stopped the run itself (bound, visitor, a row it leaves
             // to the row path, or `max`).
             if self.iter.valid() || n == max {

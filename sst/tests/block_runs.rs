@@ -92,6 +92,13 @@ fn mixed_scan(t: &sst::Table, ts: u64, reverse: bool, moves: &[Move]) -> Vec<Row
                     .unwrap();
                 assert_eq!(n, seen.len(), "the count is what the visitor consumed");
                 assert!(n <= max);
+                if let Some((last, _)) = seen.last() {
+                    assert_eq!(
+                        it.last_run_key(),
+                        &last[..],
+                        "last_run_key is the last row consumed"
+                    );
+                }
                 got.extend(seen);
             }
         }

@@ -246,7 +246,6 @@ impl MvccScanner<'_> {
         while n < max && self.iter.valid() {
             if self.resolved.is_none() {
                 let mut failed: Option<E> = None;
-                let emitted = &mut self.emitted;
                 let run = self.iter.next_run(max - n, |r| {
                     if !WriteMeta::peek_kind(r.user_meta).is_ok_and(|k| !k.is_skipped_by_reads()) {
                         return false;
@@ -255,16 +254,19 @@ impl MvccScanner<'_> {
                         failed = Some(e);
                         return false;
                     }
-                    emitted.clear();
-                    emitted.extend_from_slice(r.key);
                     true
                 })?;
+                if run > 0 {
+                    // The run's last row, copied once (not per row inside the run).
+                    self.emitted.clear();
+                    self.emitted.extend_from_slice(self.iter.last_run_key());
+                    self.has_emitted = true;
+                }
                 if let Some(e) = failed {
                     return Err(e);
                 }
                 if run > 0 {
                     n += run;
-                    self.has_emitted = true;
                     // Every row of the run was visited; `settle` below records the row the run
                     // stopped on, if any, and otherwise the run's last row is the last visited.
                     self.last_key.clear();
