@@ -29,7 +29,7 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 
 use crate::error::MemtableDataError;
-use crate::ship_buffers::{SHIP_BUFFERS, ShipBuffers};
+use crate::ship_buffers::{PoolBuf, SHIP_BUFFERS, ShipBuffers};
 use types::ColumnFamily;
 
 /// First four bytes of every memtable-data blob: `SMTD` (Stratus MemTable Data).
@@ -279,10 +279,9 @@ pub struct MemRowRef<'a> {
 #[derive(Debug)]
 pub struct MemtableDataWriter {
     format: Format,
-    /// `HEADER_RESERVE` spare bytes, then the encoded rows.
-    buf: Vec<u8>,
-    /// Where `buf` came from, and where the finished blob hands it back.
-    pool: &'static ShipBuffers,
+    /// `HEADER_RESERVE` spare bytes, then the encoded rows; from a pool of shipping
+    /// buffers, to which the finished blob (or a writer dropped unfinished) hands it back.
+    buf: PoolBuf,
     checksum: RowsChecksum,
     /// End of the rows `checksum` covers; the rest is fed in [`CHECKSUM_CHUNK`] pieces.
     checked_end: usize,
@@ -356,7 +355,6 @@ impl MemtableDataWriter {
         Self {
             format,
             buf,
-            pool,
             checksum,
             checked_end: HEADER_RESERVE,
             rows: 0,
@@ -523,7 +521,6 @@ impl MemtableDataWriter {
         let Self {
             format,
             mut buf,
-            pool,
             mut checksum,
             checked_end,
             rows,
@@ -556,7 +553,7 @@ impl MemtableDataWriter {
             }
             RowsChecksum::Xxh3(h) => buf.extend_from_slice(&h.digest().to_le_bytes()),
         }
-        pool.into_bytes(buf, start)
+        buf.into_bytes(start)
     }
 }
 

@@ -12,18 +12,22 @@
 //!
 //! **Bounds.** Only a buffer of at least [`MIN_POOLED`] bytes of capacity is pooled (smaller
 //! ones come from the allocator's heap, whose pages are reused anyway). The pool keeps at most
-//! `max_buffers` idle buffers holding at most `max_bytes` of capacity in total; a buffer handed
-//! back past either bound is freed. So what the pool adds to a process's memory is at most
-//! `max_bytes` (see [`SHIP_BUFFERS`] for the process's bounds), held while idle: that is the
-//! price of not zeroing it again (`stratus-bench txn-snapshot` ends with 76 MiB more resident).
-//! Capacity is counted, not the pages touched, so the bound holds whatever part of a buffer
-//! was written.
+//! `max_buffers` idle buffers, and **owns** at most `max_bytes` of capacity: its idle buffers
+//! and the ones it lent out, which stay counted until they come back (a small transfer may
+//! hold a large, fully resident buffer meanwhile: without this count, the pool could refill
+//! behind it and hold twice its bound). A buffer handed back past either bound is freed, on
+//! every path ([`PoolBuf`] hands itself back when dropped). So what the pool adds to a
+//! process's memory is at most `max_bytes` (see [`SHIP_BUFFERS`] for the process's bounds),
+//! held while idle: that is the price of not zeroing it again (`stratus-bench txn-snapshot`
+//! ends with 76 MiB more resident). Capacity is counted, not the pages touched, so the bound
+//! holds whatever part of a buffer was written.
 //!
 //! A taken buffer is the smallest idle one with the capacity asked for (a small transfer does
 //! not hold the largest buffer while a large one allocates anew), or a new allocation.
 //!
 //! [`MemtableDataWriter`]: crate::MemtableDataWriter
 
+use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -31,24 +35,82 @@ use bytes::Bytes;
 /// A buffer below this capacity is never pooled.
 pub const MIN_POOLED: usize = 1 << 20;
 
-/// The process's pool of memtable-data buffers: at most 4 idle buffers and 128 MiB of idle
-/// capacity (two full transfers of a default 64 MiB memtable).
+/// The process's pool of memtable-data buffers: at most 4 idle buffers, and 128 MiB of buffers
+/// the pool owns (idle or lent out): one full transfer of a default 64 MiB memtable and the
+/// receiver's arenas, or several smaller transfers.
 pub static SHIP_BUFFERS: ShipBuffers = ShipBuffers::new(4, 128 << 20);
 
 /// A bounded pool of byte buffers (see the module docs).
 #[derive(Debug)]
 pub struct ShipBuffers {
-    idle: Mutex<Vec<Vec<u8>>>,
+    state: Mutex<PoolState>,
     max_buffers: usize,
     max_bytes: usize,
 }
 
+#[derive(Debug)]
+struct PoolState {
+    idle: Vec<Vec<u8>>,
+    /// Capacity of every buffer the pool owns: the idle ones and those lent out, each counted
+    /// with its capacity when the pool took it in.
+    owned: usize,
+}
+
+/// A buffer from a [`ShipBuffers`]: a `Vec<u8>` (through `Deref`) that goes back to its pool
+/// when dropped, on every path (a finished blob, or a writer abandoned on an error).
+#[derive(Debug)]
+pub struct PoolBuf {
+    buf: Vec<u8>,
+    /// The capacity the pool counts for this buffer, when the pool owns it (it came from the
+    /// idle list); `None` for a new allocation.
+    owned: Option<usize>,
+    pool: &'static ShipBuffers,
+}
+
+impl Deref for PoolBuf {
+    type Target = Vec<u8>;
+
+    fn deref(&self) -> &Vec<u8> {
+        &self.buf
+    }
+}
+
+impl DerefMut for PoolBuf {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+}
+
+impl AsRef<[u8]> for PoolBuf {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for PoolBuf {
+    fn drop(&mut self) {
+        self.pool
+            .give(std::mem::take(&mut self.buf), self.owned.take());
+    }
+}
+
+impl PoolBuf {
+    /// `self[start..]` as `Bytes` that hand the buffer back to its pool when the last
+    /// reference is dropped.
+    pub fn into_bytes(self, start: usize) -> Bytes {
+        Bytes::from_owner(self).slice(start..)
+    }
+}
+
 impl ShipBuffers {
-    /// An empty pool that keeps at most `max_buffers` idle buffers of at most `max_bytes` of
-    /// capacity in total.
+    /// An empty pool that keeps at most `max_buffers` idle buffers and owns at most
+    /// `max_bytes` of buffers, idle or lent out.
     pub const fn new(max_buffers: usize, max_bytes: usize) -> ShipBuffers {
         ShipBuffers {
-            idle: Mutex::new(Vec::new()),
+            state: Mutex::new(PoolState {
+                idle: Vec::new(),
+                owned: 0,
+            }),
             max_buffers,
             max_bytes,
         }
@@ -56,83 +118,96 @@ impl ShipBuffers {
 
     /// An empty buffer with room for at least `capacity` bytes: the smallest idle buffer that
     /// has it, or a new one.
-    pub fn take(&self, capacity: usize) -> Vec<u8> {
+    pub fn take(&'static self, capacity: usize) -> PoolBuf {
         if capacity >= MIN_POOLED {
-            let mut idle = self.lock();
-            let fit = idle
+            let mut state = self.lock();
+            let fit = state
+                .idle
                 .iter()
                 .enumerate()
                 .filter(|(_, b)| b.capacity() >= capacity)
                 .min_by_key(|(_, b)| b.capacity())
                 .map(|(i, _)| i);
             if let Some(i) = fit {
-                return idle.swap_remove(i);
+                let buf = state.idle.swap_remove(i);
+                let owned = Some(buf.capacity());
+                return PoolBuf {
+                    buf,
+                    owned,
+                    pool: self,
+                };
             }
         }
         let mut buf = Vec::with_capacity(capacity);
         advise_huge_pages(&mut buf);
-        buf
+        PoolBuf {
+            buf,
+            owned: None,
+            pool: self,
+        }
     }
 
-    /// Hands `buf` back: kept (emptied) when it is large enough to pool and both bounds allow,
-    /// else freed.
-    pub fn give(&self, mut buf: Vec<u8>) {
+    /// Takes `buf` back (`owned`: what the pool counted for it, if it lent it out): kept,
+    /// emptied, when it is large enough to pool and both bounds allow (a full idle list gives
+    /// up its smallest buffer for a larger one); else freed.
+    fn give(&self, mut buf: Vec<u8>, owned: Option<usize>) {
         let capacity = buf.capacity();
+        if owned.is_none() && capacity < MIN_POOLED {
+            // Neither the pool's nor poolable: no lock to take.
+            return;
+        }
+        let mut state = self.lock();
+        if let Some(counted) = owned {
+            state.owned = state.owned.saturating_sub(counted);
+        }
         if capacity < MIN_POOLED {
             return;
         }
-        let mut idle = self.lock();
-        let held: usize = idle.iter().map(Vec::capacity).sum();
-        if idle.len() < self.max_buffers && held.saturating_add(capacity) <= self.max_bytes {
-            buf.clear();
-            idle.push(buf);
+        // With the idle list full, only a buffer larger than its smallest gets in, in its
+        // place: small buffers must not keep out the large transfers the pool is for.
+        let evict = if state.idle.len() >= self.max_buffers {
+            let smallest = state
+                .idle
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, b)| (i, b.capacity()));
+            match smallest {
+                Some((i, smaller)) if smaller < capacity => Some((i, smaller)),
+                _ => return,
+            }
+        } else {
+            None
+        };
+        let freed = evict.map_or(0, |(_, c)| c);
+        if state.owned - freed + capacity > self.max_bytes {
+            return;
         }
+        if let Some((i, c)) = evict {
+            state.idle.swap_remove(i);
+            state.owned -= c;
+        }
+        buf.clear();
+        state.owned += capacity;
+        state.idle.push(buf);
     }
 
     /// Capacity of every idle buffer, in no particular order.
     pub fn idle_capacities(&self) -> Vec<usize> {
-        self.lock().iter().map(Vec::capacity).collect()
+        self.lock().idle.iter().map(Vec::capacity).collect()
     }
 
-    /// `buf[start..]` as `Bytes` that hand `buf` back to this pool when the last reference is
-    /// dropped (a buffer too small to pool is simply freed then).
-    pub fn into_bytes(&'static self, buf: Vec<u8>, start: usize) -> Bytes {
-        if buf.capacity() < MIN_POOLED {
-            return Bytes::from(buf).slice(start..);
-        }
-        Bytes::from_owner(Pooled {
-            buf: Some(buf),
-            pool: self,
-        })
-        .slice(start..)
+    /// Capacity the pool owns: its idle buffers and those it lent out.
+    pub fn owned_bytes(&self) -> usize {
+        self.lock().owned
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
-        // A panic while holding the lock leaves only a list of buffers, each whole: keep it.
-        self.idle
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        // A panic while holding the lock leaves only a list of buffers, each whole, and a
+        // count: keep them.
+        self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// The owner of a finished blob's buffer: hands it back to its pool on drop.
-struct Pooled {
-    /// Always `Some` until dropped.
-    buf: Option<Vec<u8>>,
-    pool: &'static ShipBuffers,
-}
-
-impl AsRef<[u8]> for Pooled {
-    fn as_ref(&self) -> &[u8] {
-        self.buf.as_deref().unwrap_or_default()
-    }
-}
-
-impl Drop for Pooled {
-    fn drop(&mut self) {
-        if let Some(buf) = self.buf.take() {
-            self.pool.give(buf);
-        }
     }
 }
 
@@ -185,7 +260,7 @@ mod tests {
         let mut buf = POOL.take(2 * MIN_POOLED);
         buf.extend_from_slice(b"headerrows");
         let base = buf.as_ptr();
-        let blob = POOL.into_bytes(buf, 6);
+        let blob = buf.into_bytes(6);
         assert_eq!(&blob[..], b"rows");
         let slice = blob.slice(1..3);
         drop(blob);
@@ -198,20 +273,44 @@ mod tests {
         assert_eq!(again.as_ptr(), base, "the pooled buffer is reused");
         assert!(again.is_empty(), "a reused buffer starts empty");
         assert!(POOL.idle_capacities().is_empty());
+        // Lent out, it is still the pool's.
+        assert_eq!(POOL.owned_bytes(), again.capacity());
+        // Dropped without becoming a blob (a writer abandoned on an error), it comes back too.
+        drop(again);
+        assert_eq!(POOL.idle_capacities().len(), 1);
     }
 
     #[test]
     fn small_buffers_are_neither_pooled_nor_taken_from_the_pool() {
         static POOL: ShipBuffers = ShipBuffers::new(2, 64 << 20);
-        POOL.give(Vec::with_capacity(MIN_POOLED - 1));
+        drop(POOL.take(MIN_POOLED - 1));
         assert!(POOL.idle_capacities().is_empty());
-        POOL.give(Vec::with_capacity(MIN_POOLED));
+        drop(POOL.take(MIN_POOLED));
         // A small request allocates rather than holding a pooled buffer.
         assert!(POOL.take(100).capacity() < MIN_POOLED);
         assert_eq!(POOL.idle_capacities().len(), 1);
-        let blob = POOL.into_bytes(b"tiny".to_vec(), 1);
+        let mut tiny = POOL.take(8);
+        tiny.extend_from_slice(b"tiny");
+        let blob = tiny.into_bytes(1);
         assert_eq!(&blob[..], b"iny");
         drop(blob);
+        assert_eq!(POOL.idle_capacities().len(), 1);
+    }
+
+    #[test]
+    fn a_small_transfer_holding_a_large_buffer_keeps_it_counted() {
+        static POOL: ShipBuffers = ShipBuffers::new(4, 8 << 20);
+        drop(POOL.take(6 << 20));
+        // A small transfer that asks for a lot (a writer sized for the whole memtable) takes
+        // the resident 6 MiB buffer...
+        let held = POOL.take(MIN_POOLED);
+        assert!(held.capacity() >= 6 << 20);
+        // ...and while it holds it, a large transfer's new buffer is not kept: the pool would
+        // own 12 MiB of its 8.
+        drop(POOL.take(6 << 20));
+        assert!(POOL.idle_capacities().is_empty());
+        assert!(POOL.owned_bytes() <= 8 << 20);
+        drop(held);
         assert_eq!(POOL.idle_capacities().len(), 1);
     }
 
@@ -219,70 +318,89 @@ mod tests {
     enum Op {
         /// Take a buffer of this many MiB (a quarter MiB more, so sizes vary).
         Take(usize),
-        /// Give back the held buffer at this index (modulo the number held).
-        Give(usize),
+        /// Drop the held buffer at this index (modulo the number held).
+        Drop(usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             (0usize..6).prop_map(Op::Take),
-            any::<usize>().prop_map(Op::Give)
+            any::<usize>().prop_map(Op::Drop)
         ]
     }
 
     proptest! {
         /// Against a model that only counts: every take gets the capacity it asked for, empty;
-        /// it reuses an idle buffer exactly when one fits (the smallest such); the idle buffers
-        /// never exceed either bound; and a buffer handed back is kept exactly when it is
-        /// poolable and fits both bounds.
+        /// it reuses an idle buffer exactly when one fits (the smallest such); a dropped buffer
+        /// is kept exactly when it is poolable and fits both bounds (a full idle list giving up
+        /// a smaller buffer for it); and what the pool owns, idle or lent out, never exceeds
+        /// its bound.
         #[test]
         fn the_pool_stays_bounded_and_reuses_the_smallest_fitting_buffer(
             max_buffers in 0usize..4,
             max_mib in 0usize..12,
             ops in proptest::collection::vec(op(), 0..40),
         ) {
+            let max_bytes = max_mib << 20;
             let pool: &'static ShipBuffers =
-                Box::leak(Box::new(ShipBuffers::new(max_buffers, max_mib << 20)));
-            let mut held: Vec<Vec<u8>> = Vec::new();
-            // The model: idle capacities.
-            let mut model: Vec<usize> = Vec::new();
+                Box::leak(Box::new(ShipBuffers::new(max_buffers, max_bytes)));
+            // Held buffers, each with what the model counts for it (if lent by the pool).
+            let mut held: Vec<(PoolBuf, Option<usize>)> = Vec::new();
+            let mut idle: Vec<usize> = Vec::new();
+            let mut lent: usize = 0;
             for op in ops {
                 match op {
                     Op::Take(mib) => {
                         let want = (mib << 20) + (256 << 10);
                         let fit = (want >= MIN_POOLED)
-                            .then(|| model.iter().copied().filter(|&c| c >= want).min())
+                            .then(|| idle.iter().copied().filter(|&c| c >= want).min())
                             .flatten();
                         let buf = pool.take(want);
                         prop_assert!(buf.capacity() >= want);
                         prop_assert!(buf.is_empty());
                         if let Some(c) = fit {
                             prop_assert_eq!(buf.capacity(), c);
-                            let i = model.iter().position(|&m| m == c).unwrap();
-                            model.swap_remove(i);
+                            let i = idle.iter().position(|&m| m == c).unwrap();
+                            idle.swap_remove(i);
+                            lent += c;
                         }
-                        held.push(buf);
+                        held.push((buf, fit));
                     }
-                    Op::Give(i) if !held.is_empty() => {
-                        let buf = held.swap_remove(i % held.len());
+                    Op::Drop(i) if !held.is_empty() => {
+                        let (buf, counted) = held.swap_remove(i % held.len());
                         let c = buf.capacity();
-                        let keep = c >= MIN_POOLED
-                            && model.len() < max_buffers
-                            && model.iter().sum::<usize>() + c <= max_mib << 20;
-                        if keep {
-                            model.push(c);
+                        lent -= counted.unwrap_or(0);
+                        if c >= MIN_POOLED {
+                            let smallest = idle.iter().copied().min();
+                            let evict = match (idle.len() >= max_buffers, smallest) {
+                                (false, _) => Some(None),
+                                (true, Some(s)) if s < c => Some(Some(s)),
+                                (true, _) => None,
+                            };
+                            if let Some(evict) = evict {
+                                let after: usize =
+                                    idle.iter().sum::<usize>() + lent - evict.unwrap_or(0) + c;
+                                if after <= max_bytes {
+                                    if let Some(s) = evict {
+                                        let j = idle.iter().position(|&m| m == s).unwrap();
+                                        idle.swap_remove(j);
+                                    }
+                                    idle.push(c);
+                                }
+                            }
                         }
-                        pool.give(buf);
+                        drop(buf);
                     }
-                    Op::Give(_) => {}
+                    Op::Drop(_) => {}
                 }
-                let mut idle = pool.idle_capacities();
-                idle.sort_unstable();
-                let mut expected = model.clone();
+                let mut got = pool.idle_capacities();
+                got.sort_unstable();
+                let mut expected = idle.clone();
                 expected.sort_unstable();
-                prop_assert_eq!(&idle, &expected);
-                prop_assert!(idle.len() <= max_buffers);
-                prop_assert!(idle.iter().sum::<usize>() <= max_mib << 20);
+                prop_assert_eq!(&got, &expected);
+                prop_assert!(got.len() <= max_buffers);
+                prop_assert_eq!(pool.owned_bytes(), idle.iter().sum::<usize>() + lent);
+                prop_assert!(pool.owned_bytes() <= max_bytes);
             }
         }
     }

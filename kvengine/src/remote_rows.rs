@@ -125,9 +125,9 @@ impl RemoteRows {
         // The arenas come from the pool of shipping buffers, and go back to it with the
         // snapshot: a worker rebuilds snapshots again and again, and a fresh arena faulted in
         // every page it wrote.
-        let mut key_arena = Vec::new();
+        let mut key_arena = SHIP_BUFFERS.take(0);
         let mut meta_arena = if in_place {
-            Vec::new()
+            SHIP_BUFFERS.take(0)
         } else {
             SHIP_BUFFERS.take(row_count.saturating_mul(WRITE_META_LEN).min(data.len()))
         };
@@ -203,10 +203,7 @@ impl RemoteRows {
         let (key_bytes, meta_bytes) = if in_place {
             (data.clone(), data.clone())
         } else {
-            (
-                SHIP_BUFFERS.into_bytes(key_arena, 0),
-                SHIP_BUFFERS.into_bytes(meta_arena, 0),
-            )
+            (key_arena.into_bytes(0), meta_arena.into_bytes(0))
         };
         let indexed = RemoteRows {
             data: data.clone(),

@@ -256,6 +256,8 @@ impl MvccScanner<'_> {
                     }
                     true
                 })?;
+                // (An error from the run itself returns above with `emitted` not updated: a
+                // failed fill is not resumed, so nothing reads it then.)
                 if run > 0 {
                     // The run's last row, copied once (not per row inside the run).
                     self.emitted.clear();
