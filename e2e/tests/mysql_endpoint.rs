@@ -190,6 +190,39 @@ fn errors_carry_mysql_codes_and_sqlstates() {
     );
 }
 
+/// A client may send a command behind one that has no answer (mysql-connector-python sends
+/// COM_STMT_CLOSE and the next COM_STMT_PREPARE back to back): both arrive in one read, and the
+/// second must get its own answer. The endpoint's protocol library read the second packet's
+/// neighbour from a buffer it had just freed, answered a stray OK, and the client took that OK
+/// for its prepare (`python_drivers_run_prepared_statements...` failed so, now and then, when
+/// the two packets happened to arrive together). Here they always do: one write each round.
+#[test]
+fn a_command_pipelined_behind_one_without_an_answer_gets_its_own_answer() {
+    let s = start();
+    stdout_ok(&s.endpoint.mysql(LOAD));
+    let script = r#"
+import os, pymysql
+port = int(os.environ["PORT"])
+def packet(payload):
+    return len(payload).to_bytes(3, "little") + b"\x00" + payload
+query = b"SELECT id FROM emp WHERE dept = ? AND id > ?"
+seen = set()
+for _ in range(20):
+    c = pymysql.connect(host="127.0.0.1", port=port, user="root", password=os.environ["PASSWORD"], database="test", autocommit=True)
+    close = packet(b"\x19" + (7).to_bytes(4, "little"))
+    prepare = packet(b"\x16" + query)
+    c._sock.sendall(close + prepare)
+    c._next_seq_id = 1
+    ok = c._read_packet().get_all_data()
+    # COM_STMT_PREPARE_OK: 0x00, statement id (4), columns (2), parameters (2).
+    seen.add((ok[0], len(ok) >= 12, int.from_bytes(ok[7:9], "little")))
+    c.close()
+print(sorted(seen))
+"#;
+    let out = stdout_ok(&s.endpoint.python(script));
+    assert_eq!(out.trim(), "[(0, True, 2)]", "{out}");
+}
+
 #[test]
 fn python_drivers_run_prepared_statements_and_keep_each_connections_session() {
     let s = start();

@@ -105,10 +105,13 @@ impl<R: AsyncRead + Unpin> AsyncRead for PacketReader<R> {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<io::Result<()>> {
         if self.remaining != 0 {
-            buf.put_slice(&self.bytes[self.start..]);
-            self.bytes.clear();
-            self.start = 0;
-            self.remaining = 0;
+            // Stratus patch: the unread bytes are `bytes[start..start + remaining]` (see
+            // `next_async`), handed out as far as `buf` has room.
+            let n = self.remaining.min(buf.remaining());
+            let start = self.start;
+            buf.put_slice(&self.bytes[start..start + n]);
+            self.start += n;
+            self.remaining -= n;
             std::task::Poll::Ready(Ok(()))
         } else {
             std::pin::Pin::new(&mut self.r).poll_read(cx, buf)
@@ -117,32 +120,35 @@ impl<R: AsyncRead + Unpin> AsyncRead for PacketReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> PacketReader<R> {
+    /// The next packet.
+    ///
+    /// Stratus patch (PATCHES.md): the unread bytes are `bytes[start..start + remaining]`, and
+    /// returning a packet only moves those offsets. Upstream replaced `bytes` with a copy of
+    /// the bytes after the packet whenever a read had brought more than one packet (a client
+    /// that pipelines, as mysql-connector-python sends COM_STMT_CLOSE and the next
+    /// COM_STMT_PREPARE back to back), freeing the buffer the returned packet still pointed
+    /// into: the command was then read from freed memory, failed to parse, and was answered
+    /// with a stray OK that the client took for the answer to its next command.
     pub async fn next_async(&mut self) -> io::Result<Option<(u8, Packet<'_>)>> {
-        self.start = self.bytes.len() - self.remaining;
-
         let mut buffer_size = PACKET_BUFFER_SIZE;
         loop {
             if self.remaining != 0 {
                 let bytes = {
-                    // NOTE: this is all sorts of unfortunate. what we really want to do is to give
-                    // &self.bytes[self.start..] to `packet()`, and the lifetimes should all work
-                    // out. however, without NLL, borrowck doesn't realize that self.bytes is no
-                    // longer borrowed after the match, and so can be mutated.
-                    let bytes = &self.bytes[self.start..];
-                    unsafe { ::std::slice::from_raw_parts(bytes.as_ptr(), self.remaining) }
+                    let bytes = &self.bytes[self.start..self.start + self.remaining];
+                    // SAFETY: the slice lies inside `self.bytes`, which is neither written nor
+                    // reallocated until the next call (which needs `&mut self`, so the packet
+                    // returned here is gone by then); the raw slice only hides that borrow
+                    // from a borrow checker that cannot see it end on the paths that read more.
+                    unsafe { ::std::slice::from_raw_parts(bytes.as_ptr(), bytes.len()) }
                 };
                 match packet(bytes) {
                     Ok((rest, p)) => {
+                        self.start += self.remaining - rest.len();
                         self.remaining = rest.len();
-                        if self.remaining > 0 {
-                            self.bytes = rest.to_vec();
-                            self.start = 0;
-                        }
                         return Ok(Some(p));
                     }
                     Err(nom::Err::Incomplete(_)) | Err(nom::Err::Error(_)) => {}
                     Err(nom::Err::Failure(ctx)) => {
-                        self.bytes.truncate(self.remaining);
                         return Err(io::Error::new(
                             io::ErrorKind::InvalidData,
                             format!("{:?}", ctx),
@@ -151,33 +157,28 @@ impl<R: AsyncRead + Unpin> PacketReader<R> {
                 }
             }
 
-            // we need to read some more
-            self.bytes.drain(0..self.start);
+            // Read more, after the unread bytes moved to the front.
+            self.bytes
+                .copy_within(self.start..self.start + self.remaining, 0);
             self.start = 0;
             let end = self.remaining;
-
             if self.bytes.len() - end < buffer_size {
                 let new_len = std::cmp::max(buffer_size, end * 2);
                 self.bytes.resize(new_len, 0);
             }
-            let read = {
-                let buf = &mut self.bytes[end..];
-                self.r.read(buf).await?
-            };
+            let read = self.r.read(&mut self.bytes[end..]).await?;
             self.remaining = end + read;
             // use a larger buffer size to reduce bytes resize times.
             buffer_size = PACKET_LARGE_BUFFER_SIZE;
 
             if read == 0 {
-                self.bytes.truncate(self.remaining);
-                if self.bytes.is_empty() {
+                if self.remaining == 0 {
                     return Ok(None);
-                } else {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!("{} unhandled bytes", self.bytes.len()),
-                    ));
                 }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} unhandled bytes", self.remaining),
+                ));
             }
         }
     }
