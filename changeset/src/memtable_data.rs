@@ -373,20 +373,15 @@ impl MemtableDataWriter {
     /// Appends a row. Fails, appending nothing, when the row has the same column family and
     /// key as the previous row but a version that is not newer.
     pub fn push(&mut self, row: MemRowRef<'_>) -> Result<(), MemtableDataError> {
-        // v2 and v3 need the shared prefix anyway, and it tells a repeated key; v1 compares
-        // the keys only when the order check needs it (a version not above the last one).
-        let shared = match self.format {
-            Format::V1 => None,
-            Format::V2 | Format::V3 => Some(common_prefix(&self.last_key, row.key)),
-        };
-        let is_last_key = |last_key: &[u8]| match shared {
-            Some(n) => n == last_key.len() && n == row.key.len(),
-            None => last_key == row.key,
-        };
+        // One scan gives both the prefix v2 and v3 share with the previous key and whether the
+        // key repeats (the order check below, and what `last_key` must copy).
+        let shared = common_prefix(&self.last_key, row.key);
+        let same_key =
+            self.last.is_some() && shared == self.last_key.len() && shared == row.key.len();
         if let Some((cf, version)) = self.last
             && row.version <= version
             && cf == row.cf
-            && is_last_key(&self.last_key)
+            && same_key
         {
             return Err(MemtableDataError::VersionOrder {
                 row: self.rows,
@@ -394,26 +389,17 @@ impl MemtableDataWriter {
                 version: row.version,
             });
         }
-        let same_key = match shared {
-            None => {
-                self.push_v1(row);
-                false
-            }
-            Some(shared) => {
-                let same_key = self.last.is_some() && is_last_key(&self.last_key);
-                self.push_v2(row, same_key, shared);
-                same_key
-            }
-        };
+        match self.format {
+            Format::V1 => self.push_v1(row),
+            Format::V2 | Format::V3 => self.push_v2(row, same_key, shared),
+        }
         if self.buf.len() - self.checked_end >= CHECKSUM_CHUNK {
             self.checksum.update(&self.buf[self.checked_end..]);
             self.checked_end = self.buf.len();
         }
         if !same_key {
-            // v1 keeps no shared prefix: it copies the whole key.
-            let keep = shared.unwrap_or(0);
-            self.last_key.truncate(keep);
-            self.last_key.extend_from_slice(&row.key[keep..]);
+            self.last_key.truncate(shared);
+            self.last_key.extend_from_slice(&row.key[shared..]);
         }
         self.last = Some((row.cf, row.version));
         self.last_value_len = row.value.len();
