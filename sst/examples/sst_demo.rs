@@ -1,7 +1,7 @@
 //! The main job until the cluster exists: build a table into a local directory, reopen it
 //! through a memory map, and check every read against the data that went in.
 //!
-//! `cargo run --release -p sst --example demo [-- --rows N --dir PATH]`
+//! `cargo run --release -p sst --example sst_demo [-- --rows N --dir PATH]`
 
 use std::collections::BTreeMap;
 use std::time::Instant;

@@ -1,5 +1,5 @@
 //! Writes seed inputs for the sst fuzz targets: real encoded blocks, framed blocks, tables, L0
-//! files and footers. Run from the workspace root: `cargo run -p sst --example fuzz_seeds`.
+//! files and footers. Run from the workspace root: `cargo run -p sst --example sst_fuzz_seeds`.
 
 use std::path::PathBuf;
 

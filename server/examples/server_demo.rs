@@ -6,7 +6,7 @@
 //! (`to_remote` → bytes → `from_remote`), and from the cache-version fast path. Every result
 //! is checked against a plain computation over the rows it loaded; a mismatch exits non-zero.
 //!
-//! `cargo run --release -p server --example demo -- [ROWS]` (default 200000).
+//! `cargo run --release -p server --example server_demo -- [ROWS]` (default 200000).
 
 use std::sync::Arc;
 use std::time::Instant;

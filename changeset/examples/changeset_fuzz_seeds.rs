@@ -2,7 +2,7 @@
 //! `fuzz/corpus/changeset_decode/` (one encoded ChangeSet of each kind) and
 //! `fuzz/corpus/memtable_data_decode/` (memtable-data blobs).
 //!
-//! Run with `cargo run -p changeset --example fuzz_seeds`. Existing files of the same name are
+//! Run with `cargo run -p changeset --example changeset_fuzz_seeds`. Existing files of the same name are
 //! overwritten; other corpus files are left alone.
 
 use std::path::Path;
