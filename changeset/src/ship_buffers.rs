@@ -17,7 +17,8 @@
 //! hold a large, fully resident buffer meanwhile: without this count, the pool could refill
 //! behind it and hold twice its bound). A buffer handed back past either bound is freed, on
 //! every path ([`PoolBuf`] hands itself back when dropped). So what the pool adds to a
-//! process's memory is at most `max_bytes` (see [`SHIP_BUFFERS`] for the process's bounds),
+//! process's memory is at most `max_bytes` (see [`SHIP_BUFFERS`] for the process's bounds;
+//! a server and a worker set the byte bound from their `ship-buffer-pool-size`),
 //! held while idle: that is the price of not zeroing it again (`stratus-bench txn-snapshot`
 //! ends with 76 MiB more resident). Capacity is counted, not the pages touched, so the bound
 //! holds whatever part of a buffer was written.
@@ -29,23 +30,30 @@
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
 /// A buffer below this capacity is never pooled.
 pub const MIN_POOLED: usize = 1 << 20;
 
-/// The process's pool of memtable-data buffers: at most 4 idle buffers, and 128 MiB of buffers
-/// the pool owns (idle or lent out): one full transfer of a default 64 MiB memtable and the
+/// The pool's byte bound by default: one full transfer of a default 64 MiB memtable and the
 /// receiver's arenas, or several smaller transfers.
-pub static SHIP_BUFFERS: ShipBuffers = ShipBuffers::new(4, 128 << 20);
+pub const DEFAULT_MAX_BYTES: usize = 128 << 20;
+
+/// The process's pool of memtable-data buffers: at most 4 idle buffers, and
+/// [`DEFAULT_MAX_BYTES`] of buffers the pool owns (idle or lent out) unless the process sets
+/// another bound ([`ShipBuffers::set_max_bytes`]: a server's and a worker's
+/// `ship-buffer-pool-size`).
+pub static SHIP_BUFFERS: ShipBuffers = ShipBuffers::new(4, DEFAULT_MAX_BYTES);
 
 /// A bounded pool of byte buffers (see the module docs).
 #[derive(Debug)]
 pub struct ShipBuffers {
     state: Mutex<PoolState>,
     max_buffers: usize,
-    max_bytes: usize,
+    /// Changed at run time by [`ShipBuffers::set_max_bytes`]; read under the state's lock.
+    max_bytes: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -112,8 +120,33 @@ impl ShipBuffers {
                 owned: 0,
             }),
             max_buffers,
-            max_bytes,
+            max_bytes: AtomicUsize::new(max_bytes),
         }
+    }
+
+    /// Sets the bound on the bytes the pool owns (idle or lent out). Idle buffers are freed,
+    /// largest first, until the pool is within it; buffers lent out stay counted and are freed
+    /// on their return while the pool is over it. `0` pools nothing: every transfer allocates
+    /// its buffers anew (and the kernel zeroes their pages again).
+    pub fn set_max_bytes(&self, max_bytes: usize) {
+        let mut state = self.lock();
+        self.max_bytes.store(max_bytes, Ordering::Relaxed);
+        while state.owned > max_bytes {
+            let largest = state
+                .idle
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            let Some(i) = largest else { break };
+            let freed = state.idle.swap_remove(i);
+            state.owned -= freed.capacity();
+        }
+    }
+
+    /// The bound on the bytes the pool owns.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes.load(Ordering::Relaxed)
     }
 
     /// An empty buffer with room for at least `capacity` bytes: the smallest idle buffer that
@@ -180,7 +213,7 @@ impl ShipBuffers {
             None
         };
         let freed = evict.map_or(0, |(_, c)| c);
-        if state.owned - freed + capacity > self.max_bytes {
+        if state.owned - freed + capacity > self.max_bytes() {
             return;
         }
         if let Some((i, c)) = evict {
@@ -314,18 +347,56 @@ mod tests {
         assert_eq!(POOL.idle_capacities().len(), 1);
     }
 
+    #[test]
+    fn lowering_the_bound_frees_idle_buffers_and_keeps_lent_ones_counted() {
+        static POOL: ShipBuffers = ShipBuffers::new(4, 16 << 20);
+        let (a, b, c) = (POOL.take(2 << 20), POOL.take(4 << 20), POOL.take(6 << 20));
+        drop((a, b));
+        // Lent out: `c` came from the allocator, so the pool does not count it yet.
+        assert_eq!(POOL.owned_bytes(), (2 << 20) + (4 << 20));
+        let c_cap = c.capacity();
+        drop(c);
+        assert_eq!(POOL.owned_bytes(), (12 << 20) + c_cap - (6 << 20));
+        let lent = POOL.take(5 << 20);
+        assert!(
+            lent.capacity() >= 6 << 20,
+            "the 6 MiB buffer is the smallest that fits"
+        );
+        // 3 MiB: the 4 MiB idle buffer goes first (largest), then the 2 MiB one; the lent
+        // buffer stays counted.
+        POOL.set_max_bytes(3 << 20);
+        assert!(POOL.idle_capacities().is_empty());
+        assert_eq!(POOL.owned_bytes(), lent.capacity());
+        assert_eq!(POOL.max_bytes(), 3 << 20);
+        // Returned over the bound, it is freed.
+        drop(lent);
+        assert!(POOL.idle_capacities().is_empty());
+        assert_eq!(POOL.owned_bytes(), 0);
+        // 0 pools nothing.
+        POOL.set_max_bytes(0);
+        drop(POOL.take(2 << 20));
+        assert!(POOL.idle_capacities().is_empty());
+        // Raised again, the pool keeps buffers again.
+        POOL.set_max_bytes(16 << 20);
+        drop(POOL.take(2 << 20));
+        assert_eq!(POOL.idle_capacities().len(), 1);
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         /// Take a buffer of this many MiB (a quarter MiB more, so sizes vary).
         Take(usize),
         /// Drop the held buffer at this index (modulo the number held).
         Drop(usize),
+        /// Set the byte bound to this many MiB.
+        SetMax(usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            (0usize..6).prop_map(Op::Take),
-            any::<usize>().prop_map(Op::Drop)
+            4 => (0usize..6).prop_map(Op::Take),
+            4 => any::<usize>().prop_map(Op::Drop),
+            1 => (0usize..12).prop_map(Op::SetMax),
         ]
     }
 
@@ -333,15 +404,16 @@ mod tests {
         /// Against a model that only counts: every take gets the capacity it asked for, empty;
         /// it reuses an idle buffer exactly when one fits (the smallest such); a dropped buffer
         /// is kept exactly when it is poolable and fits both bounds (a full idle list giving up
-        /// a smaller buffer for it); and what the pool owns, idle or lent out, never exceeds
-        /// its bound.
+        /// a smaller buffer for it); a lowered bound frees idle buffers, largest first, until
+        /// the pool fits it; and what the pool owns, idle or lent out, never exceeds its bound
+        /// except by buffers lent out before the bound was lowered.
         #[test]
         fn the_pool_stays_bounded_and_reuses_the_smallest_fitting_buffer(
             max_buffers in 0usize..4,
             max_mib in 0usize..12,
             ops in proptest::collection::vec(op(), 0..40),
         ) {
-            let max_bytes = max_mib << 20;
+            let mut max_bytes = max_mib << 20;
             let pool: &'static ShipBuffers =
                 Box::leak(Box::new(ShipBuffers::new(max_buffers, max_bytes)));
             // Held buffers, each with what the model counts for it (if lent by the pool).
@@ -392,6 +464,15 @@ mod tests {
                         drop(buf);
                     }
                     Op::Drop(_) => {}
+                    Op::SetMax(mib) => {
+                        max_bytes = mib << 20;
+                        pool.set_max_bytes(max_bytes);
+                        while idle.iter().sum::<usize>() + lent > max_bytes && !idle.is_empty() {
+                            let largest = idle.iter().copied().max().unwrap();
+                            let j = idle.iter().position(|&m| m == largest).unwrap();
+                            idle.swap_remove(j);
+                        }
+                    }
                 }
                 let mut got = pool.idle_capacities();
                 got.sort_unstable();
@@ -400,7 +481,7 @@ mod tests {
                 prop_assert_eq!(&got, &expected);
                 prop_assert!(got.len() <= max_buffers);
                 prop_assert_eq!(pool.owned_bytes(), idle.iter().sum::<usize>() + lent);
-                prop_assert!(pool.owned_bytes() <= max_bytes);
+                prop_assert!(pool.owned_bytes() <= max_bytes.max(lent));
             }
         }
     }

@@ -38,6 +38,7 @@
 //! memtable-size = "64MiB"
 //! block-size = "64KiB"
 //! block-cache-size = "256MiB"
+//! ship-buffer-pool-size = "128MiB"     # memtable-data buffers kept for the next offload (0 = none)
 //! sst-format-version = 2               # 1 while nodes of a build before version 2 may still read the tables
 //! wal-sync = "every-batch"             # "group-commit" (shared fsyncs) or "off" (a machine crash loses acknowledged writes)
 //! flush-threads = 1
@@ -252,6 +253,10 @@ pub struct KvEngineSection {
     /// tables.
     pub target_file_size: ReadableSize,
     pub block_cache_size: ReadableSize,
+    /// Bytes of buffers kept for writing the next offload's memtable rows (default `"128MiB"`,
+    /// 0 = none), idle or in use (`changeset::ship_buffers`, process-wide): what it keeps stays
+    /// resident, and what it saves is the kernel zeroing fresh pages for each offload.
+    pub ship_buffer_pool_size: ReadableSize,
     /// The SST format version this server's flushes and compactions write, local or on a
     /// worker (default: the newest this build has, 2: ~8 bytes less per entry than 1). Tables
     /// are not negotiated: every server and worker that may open them (replicas share the
@@ -298,6 +303,7 @@ impl Default for KvEngineSection {
             block_size: ReadableSize::kib(64),
             target_file_size: ReadableSize::mib(32),
             block_cache_size: ReadableSize::mib(256),
+            ship_buffer_pool_size: ReadableSize(changeset::ship_buffers::DEFAULT_MAX_BYTES as u64),
             sst_format_version: kvengine::TableFormatVersion::NEWEST.as_u16(),
             wal_sync: WalSync::EveryBatch,
             flush_threads: 1,
@@ -667,6 +673,22 @@ mod tests {
         c.validate().unwrap();
         let again: ServerConfig = parse(&render(&c), "rendered").unwrap();
         assert_eq!(again, c);
+    }
+
+    #[test]
+    fn the_ship_buffer_pool_size_is_a_size_and_defaults_to_the_pools_bound() {
+        let c = ServerConfig::default();
+        assert_eq!(
+            c.kvengine.ship_buffer_pool_size.bytes(),
+            changeset::ship_buffers::DEFAULT_MAX_BYTES as u64
+        );
+        let c: ServerConfig =
+            parse("[kvengine]\nship-buffer-pool-size = \"16MiB\"\n", "s.toml").unwrap();
+        assert_eq!(c.kvengine.ship_buffer_pool_size.bytes(), 16 << 20);
+        let e = parse::<ServerConfig>("[kvengine]\nship-buffer-pool-size = \"lots\"\n", "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ship-buffer-pool-size"), "{e}");
     }
 
     #[test]

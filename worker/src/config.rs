@@ -12,6 +12,7 @@
 //! labels = { zone = "" }
 //! max-request-size = "1GiB"
 //! block-cache-size = "256MiB"
+//! ship-buffer-pool-size = "128MiB"  # received memtable rows' arenas kept for the next rebuild
 //! cache-dir = "./stratus-data/worker-cache"
 //! cache-capacity = "10GiB"
 //! shutdown-grace = "10s"
@@ -94,6 +95,11 @@ pub struct WorkerSection {
     /// `"256MiB"`; 0 = no cache). Requests over the same region reuse each other's blocks; a
     /// bigger cache trades memory for fewer decompressions and local-file reads.
     pub block_cache_size: ReadableSize,
+    /// Bytes of buffers kept for rebuilding the next snapshot's memtable rows (default
+    /// `"128MiB"`, 0 = none), idle or in use (`changeset::ship_buffers`, process-wide): what
+    /// it keeps stays resident, and what it saves is the kernel zeroing fresh pages for each
+    /// rebuild.
+    pub ship_buffer_pool_size: ReadableSize,
     /// A local directory of whole SST files in front of S3 (default
     /// `"./stratus-data/worker-cache"`). Used only when `[dfs]` is S3 and `dfs.cache-dir` is
     /// empty; empty = read S3 directly on every open (every rebuild then downloads its files).
@@ -139,6 +145,7 @@ impl Default for WorkerSection {
             labels: BTreeMap::from([("zone".to_string(), String::new())]),
             max_request_size: ReadableSize::gib(1),
             block_cache_size: ReadableSize::mib(256),
+            ship_buffer_pool_size: ReadableSize(changeset::ship_buffers::DEFAULT_MAX_BYTES as u64),
             cache_dir: PathBuf::from("./stratus-data/worker-cache"),
             cache_capacity: ReadableSize::gib(10),
             shutdown_grace: ReadableDuration::secs(10),
@@ -601,12 +608,18 @@ memory-source = "auto"
     #[test]
     fn a_partial_file_keeps_the_other_defaults() {
         let c = WorkerConfig::parse(
-            "[worker]\nlabels = { zone = \"b\" }\nblock-cache-size = 0\n",
+            "[worker]\nlabels = { zone = \"b\" }\nblock-cache-size = 0\n\
+             ship-buffer-pool-size = \"8MiB\"\n",
             "w.toml",
         )
         .unwrap();
         assert_eq!(c.worker.labels["zone"], "b");
         assert_eq!(c.worker.block_cache_size.bytes(), 0);
+        assert_eq!(c.worker.ship_buffer_pool_size.bytes(), 8 << 20);
+        assert_eq!(
+            WorkerSection::default().ship_buffer_pool_size.bytes(),
+            changeset::ship_buffers::DEFAULT_MAX_BYTES as u64
+        );
         assert_eq!(c.worker.addr, WorkerSection::default().addr);
         assert_eq!(c.dfs, DfsSection::default());
     }
