@@ -1110,6 +1110,7 @@ impl<'a> Cursor<'a> {
         self.end - self.pos
     }
 
+    #[inline(always)]
     fn take(&mut self, len: u64) -> Result<&'a [u8], MemtableDataError> {
         if len > self.remaining() as u64 {
             return Err(MemtableDataError::Truncated {
@@ -1122,6 +1123,7 @@ impl<'a> Cursor<'a> {
         Ok(bytes)
     }
 
+    #[inline(always)]
     fn take_array<const N: usize>(&mut self) -> Result<[u8; N], MemtableDataError> {
         let bytes = self.take(N as u64)?;
         let mut out = [0u8; N];
@@ -1129,13 +1131,29 @@ impl<'a> Cursor<'a> {
         Ok(out)
     }
 
+    #[inline(always)]
     fn length_prefixed(&mut self) -> Result<&'a [u8], MemtableDataError> {
         let len = self.varint()?;
         self.take(len)
     }
 
     /// A shortest-form LEB128 varint of at most ten bytes.
+    #[inline(always)]
     fn varint(&mut self) -> Result<u64, MemtableDataError> {
+        // Nearly every varint of a row (lengths, shared prefixes, version deltas) is one byte:
+        // read in line, with the general loop out of line.
+        if let Some(&byte) = self.data[..self.end].get(self.pos)
+            && byte < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(byte));
+        }
+        self.varint_multi_byte()
+    }
+
+    /// [`Cursor::varint`] past its one-byte case.
+    #[inline(never)]
+    fn varint_multi_byte(&mut self) -> Result<u64, MemtableDataError> {
         let offset = self.pos as u64;
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
