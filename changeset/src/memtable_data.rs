@@ -1075,7 +1075,14 @@ struct RowV2<'a> {
 const MAX_VARINT_LEN: usize = 10;
 
 /// Appends `value` as a shortest-form unsigned LEB128 varint.
+#[inline(always)]
 fn put_varint(out: &mut Vec<u8>, value: u64) {
+    // Nearly every varint of a row is one byte: a push, where a slice of varying length was a
+    // call to `memcpy`.
+    if value < 0x80 {
+        out.push(value as u8);
+        return;
+    }
     let mut bytes = [0u8; MAX_VARINT_LEN];
     let len = put_varint_array(&mut bytes, value);
     out.extend_from_slice(&bytes[..len]);
