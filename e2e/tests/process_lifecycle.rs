@@ -111,10 +111,22 @@ fn both_binaries_print_and_serve_their_effective_config() {
     let cluster = Cluster::new(StoreKind::Local);
     let mut wcfg = cluster.worker_config("worker");
     wcfg.worker.max_request_size = ReadableSize::mib(123);
+    wcfg.worker.ship_buffer_pool_size = ReadableSize::mib(5);
     let worker = WorkerProc::start(&wcfg);
     let mut cfg = server_config(&cluster);
     cfg.kvengine.remote_coprocessor_max_retries = 7;
+    cfg.kvengine.ship_buffer_pool_size = ReadableSize::mib(3);
     let server = ServerProc::start(&cfg);
+    // A setting that acts on the process (not only shown): each binary's shipping-buffer
+    // pool has the bound it was configured with.
+    assert_eq!(
+        server.metric("stratus_ship_buffer_pool_limit_bytes", &[]),
+        f64::from(3u32 << 20)
+    );
+    assert_eq!(
+        worker.metric("stratus_ship_buffer_pool_limit_bytes", &[]),
+        f64::from(5u32 << 20)
+    );
 
     let served = server.config_text();
     assert!(

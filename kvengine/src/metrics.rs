@@ -110,3 +110,72 @@ pub(crate) fn register_compaction() {
 pub fn dfs_request(op: &'static str) {
     DFS_REQUESTS.with_label_values(&[op]).inc();
 }
+
+/// The process's pool of shipping buffers (`changeset::ship_buffers::SHIP_BUFFERS`), read at
+/// each scrape: the pool itself is pure and keeps no metrics, and its counts change on every
+/// transfer, so reading them when asked costs nothing between scrapes.
+///
+/// * `stratus_ship_buffer_pool_bytes{state="idle"}`: capacity of the buffers waiting for the
+///   next transfer (resident memory the pool keeps);
+/// * `stratus_ship_buffer_pool_bytes{state="lent"}`: capacity of the pool's buffers in use by
+///   a transfer now;
+/// * `stratus_ship_buffer_pool_limit_bytes`: the bound on both together
+///   (`ship-buffer-pool-size`).
+struct ShipBufferPoolCollector {
+    bytes: prometheus::IntGaugeVec,
+    limit: IntGauge,
+}
+
+impl prometheus::core::Collector for ShipBufferPoolCollector {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        let mut d = self.bytes.desc();
+        d.extend(self.limit.desc());
+        d
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let pool = &changeset::ship_buffers::SHIP_BUFFERS;
+        let idle: usize = pool.idle_capacities().iter().sum();
+        let owned = pool.owned_bytes();
+        let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.bytes.with_label_values(&["idle"]).set(as_i64(idle));
+        self.bytes
+            .with_label_values(&["lent"])
+            .set(as_i64(owned.saturating_sub(idle)));
+        self.limit.set(as_i64(pool.max_bytes()));
+        let mut families = self.bytes.collect();
+        families.extend(self.limit.collect());
+        families
+    }
+}
+
+static SHIP_BUFFER_POOL: LazyLock<()> = LazyLock::new(|| {
+    let collector = ShipBufferPoolCollector {
+        bytes: prometheus::IntGaugeVec::new(
+            Opts::new(
+                "stratus_ship_buffer_pool_bytes",
+                "Capacity of the memtable-data shipping buffers the pool owns, by state: idle \
+                 (kept resident for the next transfer) or lent (in use by a transfer).",
+            ),
+            &["state"],
+        )
+        .expect("valid metric"),
+        limit: IntGauge::new(
+            "stratus_ship_buffer_pool_limit_bytes",
+            "Bound on the shipping-buffer pool's idle and lent bytes (ship-buffer-pool-size).",
+        )
+        .expect("valid metric"),
+    };
+    prometheus::default_registry()
+        .register(Box::new(collector))
+        .expect("metric registered once");
+});
+
+/// Sets the process's shipping-buffer pool bound (a server's `kvengine.ship-buffer-pool-size`,
+/// a worker's `worker.ship-buffer-pool-size`) and registers its metrics. The pool is
+/// process-wide, so the last caller's bound holds.
+pub fn set_ship_buffer_pool_size(bytes: u64) {
+    LazyLock::force(&SHIP_BUFFER_POOL);
+    changeset::ship_buffers::SHIP_BUFFERS
+        .set_max_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
+}

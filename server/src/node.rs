@@ -126,8 +126,7 @@ impl Node {
         opts.block_size = kv.block_size.bytes() as usize;
         opts.target_file_size = kv.target_file_size.bytes();
         opts.block_cache_size = kv.block_cache_size.bytes();
-        changeset::ship_buffers::SHIP_BUFFERS
-            .set_max_bytes(usize::try_from(kv.ship_buffer_pool_size.bytes()).unwrap_or(usize::MAX));
+        kvengine::metrics::set_ship_buffer_pool_size(kv.ship_buffer_pool_size.bytes());
         // Checked by `ServerConfig::validate`.
         opts.table_format_version = kvengine::TableFormatVersion::from_u16(kv.sst_format_version)
             .unwrap_or(kvengine::TableFormatVersion::NEWEST);

@@ -94,9 +94,7 @@ impl WorkerState {
         memory: Box<dyn MemorySource>,
     ) -> WorkerState {
         metrics::init();
-        changeset::ship_buffers::SHIP_BUFFERS.set_max_bytes(
-            usize::try_from(config.worker.ship_buffer_pool_size.bytes()).unwrap_or(usize::MAX),
-        );
+        kvengine::metrics::set_ship_buffer_pool_size(config.worker.ship_buffer_pool_size.bytes());
         let cache_bytes = config.worker.block_cache_size.bytes();
         let block_cache = (cache_bytes > 0)
             .then(|| Arc::new(MokaBlockCache::new(cache_bytes)) as Arc<dyn sst::BlockCache>);
