@@ -64,6 +64,17 @@ struct PoolState {
     owned: usize,
 }
 
+/// A snapshot of what a [`ShipBuffers`] holds ([`ShipBuffers::usage`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolUsage {
+    /// Capacity of the idle buffers, kept for the next transfer.
+    pub idle_bytes: usize,
+    /// Capacity of the pool's buffers in use by a transfer.
+    pub lent_bytes: usize,
+    /// The bound on both together.
+    pub max_bytes: usize,
+}
+
 /// A buffer from a [`ShipBuffers`]: a `Vec<u8>` (through `Deref`) that goes back to its pool
 /// when dropped, on every path (a finished blob, or a writer abandoned on an error).
 #[derive(Debug)]
@@ -223,6 +234,18 @@ impl ShipBuffers {
         buf.clear();
         state.owned += capacity;
         state.idle.push(buf);
+    }
+
+    /// What the pool holds now, read under one lock (so that idle and lent add up to what it
+    /// owns even while transfers take and return buffers).
+    pub fn usage(&self) -> PoolUsage {
+        let state = self.lock();
+        let idle: usize = state.idle.iter().map(Vec::capacity).sum();
+        PoolUsage {
+            idle_bytes: idle,
+            lent_bytes: state.owned - idle,
+            max_bytes: self.max_bytes(),
+        }
     }
 
     /// Capacity of every idle buffer, in no particular order.
@@ -481,6 +504,14 @@ mod tests {
                 prop_assert_eq!(&got, &expected);
                 prop_assert!(got.len() <= max_buffers);
                 prop_assert_eq!(pool.owned_bytes(), idle.iter().sum::<usize>() + lent);
+                prop_assert_eq!(
+                    pool.usage(),
+                    PoolUsage {
+                        idle_bytes: idle.iter().sum::<usize>(),
+                        lent_bytes: lent,
+                        max_bytes,
+                    }
+                );
                 prop_assert!(pool.owned_bytes() <= max_bytes.max(lent));
             }
         }

@@ -134,15 +134,15 @@ impl prometheus::core::Collector for ShipBufferPoolCollector {
     }
 
     fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
-        let pool = &changeset::ship_buffers::SHIP_BUFFERS;
-        let idle: usize = pool.idle_capacities().iter().sum();
-        let owned = pool.owned_bytes();
+        let usage = changeset::ship_buffers::SHIP_BUFFERS.usage();
         let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        self.bytes.with_label_values(&["idle"]).set(as_i64(idle));
+        self.bytes
+            .with_label_values(&["idle"])
+            .set(as_i64(usage.idle_bytes));
         self.bytes
             .with_label_values(&["lent"])
-            .set(as_i64(owned.saturating_sub(idle)));
-        self.limit.set(as_i64(pool.max_bytes()));
+            .set(as_i64(usage.lent_bytes));
+        self.limit.set(as_i64(usage.max_bytes));
         let mut families = self.bytes.collect();
         families.extend(self.limit.collect());
         families

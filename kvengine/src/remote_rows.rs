@@ -81,8 +81,8 @@ fn arena_push(arena: &mut Vec<u8>, part: &[u8]) -> Option<u32> {
     let off = u32::try_from(arena.len()).ok()?;
     u32::try_from(arena.len() + part.len()).ok()?;
     match <&[u8; WRITE_META_LEN]>::try_from(part) {
-        // Nearly every meta is a WRITE meta: a copy of known length is a few moves in line,
-        // where a length-varying one is a call to `memcpy`.
+        // A WRITE meta's length (nearly every meta is one): a copy of known length is a few
+        // moves in line, where a length-varying one is a call to `memcpy`.
         Ok(meta) => arena.extend_from_slice(meta),
         Err(_) => arena.extend_from_slice(part),
     }
