@@ -30,7 +30,6 @@
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
@@ -52,8 +51,6 @@ pub static SHIP_BUFFERS: ShipBuffers = ShipBuffers::new(4, DEFAULT_MAX_BYTES);
 pub struct ShipBuffers {
     state: Mutex<PoolState>,
     max_buffers: usize,
-    /// Changed at run time by [`ShipBuffers::set_max_bytes`]; read under the state's lock.
-    max_bytes: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -62,6 +59,8 @@ struct PoolState {
     /// Capacity of every buffer the pool owns: the idle ones and those lent out, each counted
     /// with its capacity when the pool took it in.
     owned: usize,
+    /// The bound on `owned` ([`ShipBuffers::set_max_bytes`] changes it).
+    max_bytes: usize,
 }
 
 /// A snapshot of what a [`ShipBuffers`] holds ([`ShipBuffers::usage`]).
@@ -73,6 +72,13 @@ pub struct PoolUsage {
     pub lent_bytes: usize,
     /// The bound on both together.
     pub max_bytes: usize,
+}
+
+impl PoolUsage {
+    /// Capacity the pool owns: its idle buffers and those it lent out.
+    pub fn owned_bytes(&self) -> usize {
+        self.idle_bytes + self.lent_bytes
+    }
 }
 
 /// A buffer from a [`ShipBuffers`]: a `Vec<u8>` (through `Deref`) that goes back to its pool
@@ -129,9 +135,9 @@ impl ShipBuffers {
             state: Mutex::new(PoolState {
                 idle: Vec::new(),
                 owned: 0,
+                max_bytes,
             }),
             max_buffers,
-            max_bytes: AtomicUsize::new(max_bytes),
         }
     }
 
@@ -141,7 +147,7 @@ impl ShipBuffers {
     /// its buffers anew (and the kernel zeroes their pages again).
     pub fn set_max_bytes(&self, max_bytes: usize) {
         let mut state = self.lock();
-        self.max_bytes.store(max_bytes, Ordering::Relaxed);
+        state.max_bytes = max_bytes;
         while state.owned > max_bytes {
             let largest = state
                 .idle
@@ -153,11 +159,6 @@ impl ShipBuffers {
             let freed = state.idle.swap_remove(i);
             state.owned -= freed.capacity();
         }
-    }
-
-    /// The bound on the bytes the pool owns.
-    pub fn max_bytes(&self) -> usize {
-        self.max_bytes.load(Ordering::Relaxed)
     }
 
     /// An empty buffer with room for at least `capacity` bytes: the smallest idle buffer that
@@ -224,7 +225,7 @@ impl ShipBuffers {
             None
         };
         let freed = evict.map_or(0, |(_, c)| c);
-        if state.owned - freed + capacity > self.max_bytes() {
+        if state.owned - freed + capacity > state.max_bytes {
             return;
         }
         if let Some((i, c)) = evict {
@@ -244,18 +245,13 @@ impl ShipBuffers {
         PoolUsage {
             idle_bytes: idle,
             lent_bytes: state.owned - idle,
-            max_bytes: self.max_bytes(),
+            max_bytes: state.max_bytes,
         }
     }
 
     /// Capacity of every idle buffer, in no particular order.
     pub fn idle_capacities(&self) -> Vec<usize> {
         self.lock().idle.iter().map(Vec::capacity).collect()
-    }
-
-    /// Capacity the pool owns: its idle buffers and those it lent out.
-    pub fn owned_bytes(&self) -> usize {
-        self.lock().owned
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
@@ -330,7 +326,7 @@ mod tests {
         assert!(again.is_empty(), "a reused buffer starts empty");
         assert!(POOL.idle_capacities().is_empty());
         // Lent out, it is still the pool's.
-        assert_eq!(POOL.owned_bytes(), again.capacity());
+        assert_eq!(POOL.usage().owned_bytes(), again.capacity());
         // Dropped without becoming a blob (a writer abandoned on an error), it comes back too.
         drop(again);
         assert_eq!(POOL.idle_capacities().len(), 1);
@@ -365,7 +361,7 @@ mod tests {
         // own 12 MiB of its 8.
         drop(POOL.take(6 << 20));
         assert!(POOL.idle_capacities().is_empty());
-        assert!(POOL.owned_bytes() <= 8 << 20);
+        assert!(POOL.usage().owned_bytes() <= 8 << 20);
         drop(held);
         assert_eq!(POOL.idle_capacities().len(), 1);
     }
@@ -376,10 +372,10 @@ mod tests {
         let (a, b, c) = (POOL.take(2 << 20), POOL.take(4 << 20), POOL.take(6 << 20));
         drop((a, b));
         // Lent out: `c` came from the allocator, so the pool does not count it yet.
-        assert_eq!(POOL.owned_bytes(), (2 << 20) + (4 << 20));
+        assert_eq!(POOL.usage().owned_bytes(), (2 << 20) + (4 << 20));
         let c_cap = c.capacity();
         drop(c);
-        assert_eq!(POOL.owned_bytes(), (12 << 20) + c_cap - (6 << 20));
+        assert_eq!(POOL.usage().owned_bytes(), (12 << 20) + c_cap - (6 << 20));
         let lent = POOL.take(5 << 20);
         assert!(
             lent.capacity() >= 6 << 20,
@@ -389,12 +385,12 @@ mod tests {
         // buffer stays counted.
         POOL.set_max_bytes(3 << 20);
         assert!(POOL.idle_capacities().is_empty());
-        assert_eq!(POOL.owned_bytes(), lent.capacity());
-        assert_eq!(POOL.max_bytes(), 3 << 20);
+        assert_eq!(POOL.usage().owned_bytes(), lent.capacity());
+        assert_eq!(POOL.usage().max_bytes, 3 << 20);
         // Returned over the bound, it is freed.
         drop(lent);
         assert!(POOL.idle_capacities().is_empty());
-        assert_eq!(POOL.owned_bytes(), 0);
+        assert_eq!(POOL.usage().owned_bytes(), 0);
         // 0 pools nothing.
         POOL.set_max_bytes(0);
         drop(POOL.take(2 << 20));
@@ -503,7 +499,7 @@ mod tests {
                 expected.sort_unstable();
                 prop_assert_eq!(&got, &expected);
                 prop_assert!(got.len() <= max_buffers);
-                prop_assert_eq!(pool.owned_bytes(), idle.iter().sum::<usize>() + lent);
+                prop_assert_eq!(pool.usage().owned_bytes(), idle.iter().sum::<usize>() + lent);
                 prop_assert_eq!(
                     pool.usage(),
                     PoolUsage {
@@ -512,7 +508,7 @@ mod tests {
                         max_bytes,
                     }
                 );
-                prop_assert!(pool.owned_bytes() <= max_bytes.max(lent));
+                prop_assert!(pool.usage().owned_bytes() <= max_bytes.max(lent));
             }
         }
     }
