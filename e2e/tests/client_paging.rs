@@ -116,12 +116,21 @@ fn regions_split_between_pages_lose_and_duplicate_no_rows() {
     });
     let mut pages_seen = 0;
     let mut splits = 0;
+    // Set on the chosen pages; the split happens on the first of them, or after them, that has
+    // rows: a page may come back empty (its region's rest past the resume point held none, as
+    // when an earlier split landed right at a page's end), and there is no key to split ahead
+    // of then.
+    let mut split_due = false;
     let mut on_page = |p: &client::PageRows| {
         pages_seen += 1;
-        if ![2, 5, 9, 14, 20, 30].contains(&pages_seen) {
+        split_due |= [2, 5, 9, 14, 20, 30].contains(&pages_seen);
+        if !split_due {
             return;
         }
-        let last = *handles(&p.rows).last().expect("a page with rows");
+        let Some(&last) = handles(&p.rows).last() else {
+            return;
+        };
+        split_due = false;
         // Split the region being read just ahead of the next page, and one further on.
         for ahead in [10, 600] {
             if last + ahead < ROWS {
