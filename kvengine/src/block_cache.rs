@@ -7,6 +7,11 @@
 //! [`MokaBlockCache::run_pending_tasks`]), so the weighted size can overshoot the capacity by
 //! the inserts since the last pass. When full, moka's TinyLFU admission may refuse a new block
 //! that is less popular than the one it would evict.
+//!
+//! A cache may own **loader threads** ([`ReadAhead`]): scans hand them the blocks ahead of the
+//! one they read (see [`sst::block_cache`]), which the loaders read, decompress and insert
+//! while the scan works. The loaders' queue is bounded; what they load is charged to the cache
+//! like any block, so read-ahead adds no memory beyond the cache's capacity and the queue.
 
 use std::sync::Arc;
 use std::sync::LazyLock;
@@ -47,6 +52,112 @@ static BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
     )
 });
 
+static READ_AHEAD_QUEUED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_kvengine_block_read_ahead_queued_total",
+        "Batches of blocks scans handed to the block cache's loader threads.",
+    )
+});
+static READ_AHEAD_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "stratus_kvengine_block_read_ahead_refused_total",
+        "Batches of blocks the loader threads' full queue refused (the scan loads them itself).",
+    )
+});
+
+/// How a cache loads blocks ahead of scans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadAhead {
+    /// Blocks a sequential scan keeps queued ahead of the one it reads (0: no read-ahead).
+    pub blocks: usize,
+    /// Loader threads (0: no read-ahead).
+    pub threads: usize,
+}
+
+impl ReadAhead {
+    /// No loader threads: every scan loads its own blocks.
+    pub const OFF: ReadAhead = ReadAhead {
+        blocks: 0,
+        threads: 0,
+    };
+
+    /// One loader, eight blocks ahead (32 KiB of 4 KiB blocks): a loader decompresses a block
+    /// in about a third of the time a scan takes to read it, so one keeps up with a scan, and
+    /// eight hide a loader's late start behind the scan's first blocks.
+    pub const DEFAULT: ReadAhead = ReadAhead {
+        blocks: 8,
+        threads: 1,
+    };
+    /// The largest depth accepted: more only holds cache space for blocks a scan may never
+    /// reach.
+    pub const MAX_BLOCKS: usize = 256;
+    /// The most loader threads accepted.
+    pub const MAX_THREADS: usize = 64;
+
+    /// Why these settings are refused, if they are.
+    pub fn check(self) -> Result<(), String> {
+        if self.blocks > Self::MAX_BLOCKS {
+            return Err(format!(
+                "read-ahead blocks must be at most {}, found={}",
+                Self::MAX_BLOCKS,
+                self.blocks
+            ));
+        }
+        if self.threads > Self::MAX_THREADS {
+            return Err(format!(
+                "read-ahead threads must be at most {}, found={}",
+                Self::MAX_THREADS,
+                self.threads
+            ));
+        }
+        Ok(())
+    }
+
+    fn enabled(self) -> bool {
+        self.blocks > 0 && self.threads > 0
+    }
+}
+
+/// Batches of blocks that may wait for a loader, per loader thread. A batch is at most half a
+/// scan's depth, so this is a few concurrent scans' worth; more would only queue loads that
+/// their scans reach first.
+const QUEUE_PER_THREAD: usize = 8;
+
+/// The loader threads of a cache: they exit once the cache (the queue's sender) is dropped
+/// and the queue is drained.
+struct Loaders {
+    queue: std::sync::mpsc::SyncSender<sst::block_cache::ReadAheadJob>,
+    blocks: usize,
+}
+
+impl Loaders {
+    fn start(read_ahead: ReadAhead) -> std::io::Result<Loaders> {
+        let (queue, jobs) = std::sync::mpsc::sync_channel::<sst::block_cache::ReadAheadJob>(
+            read_ahead.threads * QUEUE_PER_THREAD,
+        );
+        let jobs = Arc::new(parking_lot::Mutex::new(jobs));
+        for n in 0..read_ahead.threads {
+            let jobs = jobs.clone();
+            std::thread::Builder::new()
+                .name(format!("stratus-read-ahead-{n}"))
+                .spawn(move || {
+                    loop {
+                        // The lock is held while waiting, not while loading.
+                        let job = jobs.lock().recv();
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return,
+                        }
+                    }
+                })?;
+        }
+        Ok(Loaders {
+            queue,
+            blocks: read_ahead.blocks,
+        })
+    }
+}
+
 /// Counters of one [`MokaBlockCache`] (the prometheus metrics add up every instance).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BlockCacheStats {
@@ -56,6 +167,9 @@ pub struct BlockCacheStats {
     /// moka's weighted size (bytes + overhead) as of its last maintenance pass.
     pub weighted_size: u64,
     pub entry_count: u64,
+    /// Batches of blocks handed to the loader threads, and refused by their full queue.
+    pub read_ahead_queued: u64,
+    pub read_ahead_refused: u64,
 }
 
 #[derive(Default)]
@@ -63,6 +177,8 @@ struct Counters {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    read_ahead_queued: AtomicU64,
+    read_ahead_refused: AtomicU64,
     /// The weighted size last added to the process-wide gauge.
     reported_size: AtomicI64,
 }
@@ -73,6 +189,7 @@ pub struct MokaBlockCache {
     cache: moka::sync::Cache<(u64, u64), Block>,
     capacity: u64,
     counters: Arc<Counters>,
+    loaders: Option<Loaders>,
 }
 
 fn weight(block: &Block) -> u32 {
@@ -85,6 +202,27 @@ impl MokaBlockCache {
     /// A cache holding about `capacity_bytes` of blocks (data bytes plus [`BLOCK_OVERHEAD`]
     /// each).
     pub fn new(capacity_bytes: u64) -> MokaBlockCache {
+        Self::build(capacity_bytes, None)
+    }
+
+    /// A cache of `capacity_bytes` whose loader threads read blocks ahead of scans; with
+    /// [`ReadAhead::OFF`] (or either field 0) it is [`Self::new`]. Fails when the settings are
+    /// out of bounds ([`ReadAhead::check`]) or a thread cannot be started.
+    pub fn with_read_ahead(
+        capacity_bytes: u64,
+        read_ahead: ReadAhead,
+    ) -> std::io::Result<MokaBlockCache> {
+        if let Err(what) = read_ahead.check() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
+        }
+        let loaders = match read_ahead.enabled() {
+            true => Some(Loaders::start(read_ahead)?),
+            false => None,
+        };
+        Ok(Self::build(capacity_bytes, loaders))
+    }
+
+    fn build(capacity_bytes: u64, loaders: Option<Loaders>) -> MokaBlockCache {
         let counters = Arc::new(Counters::default());
         let listener_counters = counters.clone();
         let cache = moka::sync::Cache::builder()
@@ -102,6 +240,7 @@ impl MokaBlockCache {
             cache,
             capacity: capacity_bytes,
             counters,
+            loaders,
         }
     }
 
@@ -123,6 +262,8 @@ impl MokaBlockCache {
             evictions: self.counters.evictions.load(Ordering::Relaxed),
             weighted_size: self.cache.weighted_size(),
             entry_count: self.cache.entry_count(),
+            read_ahead_queued: self.counters.read_ahead_queued.load(Ordering::Relaxed),
+            read_ahead_refused: self.counters.read_ahead_refused.load(Ordering::Relaxed),
         }
     }
 
@@ -151,6 +292,28 @@ impl sst::BlockCache for MokaBlockCache {
     fn insert(&self, file_id: u64, offset: u64, block: Block) {
         self.cache.insert((file_id, offset), block);
         self.report_size();
+    }
+
+    fn contains(&self, file_id: u64, offset: u64) -> bool {
+        self.cache.contains_key(&(file_id, offset))
+    }
+
+    fn read_ahead_blocks(&self) -> usize {
+        self.loaders.as_ref().map_or(0, |l| l.blocks)
+    }
+
+    fn read_ahead(&self, job: sst::block_cache::ReadAheadJob) -> bool {
+        let Some(loaders) = &self.loaders else {
+            return false;
+        };
+        let queued = loaders.queue.try_send(job).is_ok();
+        let (counter, metric) = match queued {
+            true => (&self.counters.read_ahead_queued, &READ_AHEAD_QUEUED),
+            false => (&self.counters.read_ahead_refused, &READ_AHEAD_REFUSED),
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        metric.inc();
+        queued
     }
 }
 

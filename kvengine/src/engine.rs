@@ -295,10 +295,13 @@ impl Engine {
             rewrite_after: opts.manifest_rewrite_after,
         })?;
         let ids = IdAllocator::open(&opts.dir.join("manifest"), opts.node_id)?;
-        let block_cache: Option<Arc<dyn sst::BlockCache>> =
-            (opts.block_cache_size > 0).then(|| {
-                Arc::new(MokaBlockCache::new(opts.block_cache_size)) as Arc<dyn sst::BlockCache>
-            });
+        let block_cache: Option<Arc<dyn sst::BlockCache>> = match opts.block_cache_size {
+            0 => None,
+            size => Some(Arc::new(
+                MokaBlockCache::with_read_ahead(size, opts.read_ahead)
+                    .map_err(Error::io("start read-ahead threads", &opts.dir))?,
+            )),
+        };
         let source = TableSource {
             dfs: dfs.as_ref(),
             block_cache: block_cache.as_ref(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sst::Compression;
 
+use crate::ReadAhead;
 use crate::error::{Error, Result};
 use crate::wal::SyncPolicy;
 
@@ -70,6 +71,11 @@ pub struct EngineOptions {
     /// Bytes of decompressed blocks kept in memory (compressed tables only; 0 disables). Reads
     /// of uncompressed tables go straight to the memory-mapped file and need no cache.
     pub block_cache_size: u64,
+    /// How the block cache loads blocks ahead of sequential scans on threads of its own
+    /// (see [`crate::MokaBlockCache`]); needs a block cache. A scan of a compressed table
+    /// then finds most of its blocks decompressed when it reaches them: the decompression
+    /// runs on another core. [`ReadAhead::OFF`] keeps every load on the scan's thread.
+    pub read_ahead: ReadAhead,
     /// Compression of level 1 and below, where most bytes live for long.
     pub level_compression: Compression,
     /// Background compaction threads shared by all shards (0 disables background compaction;
@@ -113,6 +119,7 @@ impl EngineOptions {
             table_format_version: sst::FormatVersion::NEWEST,
             level_compression: Compression::Zstd(1),
             block_cache_size: 256 * 1024 * 1024,
+            read_ahead: ReadAhead::DEFAULT,
             compaction_threads: 1,
             l0_compaction_files: 4,
             l0_compaction_bytes: 256 * 1024 * 1024,
@@ -155,6 +162,9 @@ impl EngineOptions {
                 "l0_compaction_files must be >= 1 and target_file_size, base_level_size >= 1024; found={}, {}, {}",
                 self.l0_compaction_files, self.target_file_size, self.base_level_size
             ));
+        }
+        if let Err(what) = self.read_ahead.check() {
+            return bad(what);
         }
         if self.wal_segment_size < 4096 {
             return bad(format!(

@@ -186,7 +186,9 @@ impl SnapAccess {
             if let Some(t) = l0.cf(cf)
                 && overlaps(t.properties())
             {
-                sources.push(Source::Table(t.iter(ts)));
+                let mut it = t.iter(ts);
+                it.bound_read_ahead(lower, upper);
+                sources.push(Source::Table(it));
             }
         }
         for level in &d.levels[cf.index()] {
@@ -195,7 +197,7 @@ impl SnapAccess {
                 .filter(|t| overlaps(t.properties()))
                 .cloned()
                 .collect();
-            if let Some(it) = LevelIter::new(tables, ts) {
+            if let Some(it) = LevelIter::new(tables, ts, (lower, upper)) {
                 sources.push(Source::Level(it));
             }
         }

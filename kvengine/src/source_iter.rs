@@ -166,23 +166,32 @@ pub(crate) struct LevelIter {
     /// The key of the last row the latest [`LevelIter::run`] consumed: a run may end in a
     /// later table than the one that consumed its last row.
     run_key: Vec<u8>,
+    /// The scan's range `[lower, upper)`: each table's iterator reads ahead inside it
+    /// ([`TableIter::bound_read_ahead`]).
+    lower: Vec<u8>,
+    upper: Vec<u8>,
 }
 
 impl LevelIter {
-    pub fn new(tables: Vec<Table>, ts: u64) -> Option<LevelIter> {
-        let first = tables.first()?.iter(ts);
+    /// Iterates `tables` (one level, in key order) at `ts` for a scan of `range`.
+    pub fn new(tables: Vec<Table>, ts: u64, range: (&[u8], &[u8])) -> Option<LevelIter> {
+        let mut first = tables.first()?.iter(ts);
+        first.bound_read_ahead(range.0, range.1);
         Some(LevelIter {
             tables,
             ts,
             idx: 0,
             iter: first,
             run_key: Vec::new(),
+            lower: range.0.to_vec(),
+            upper: range.1.to_vec(),
         })
     }
 
     fn open(&mut self, idx: usize) {
         self.idx = idx;
         self.iter = self.tables[idx].iter(self.ts);
+        self.iter.bound_read_ahead(&self.lower, &self.upper);
     }
 
     fn skip_forward(&mut self) -> Result<()> {

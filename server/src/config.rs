@@ -39,6 +39,8 @@
 //! block-size = "64KiB"
 //! block-cache-size = "256MiB"
 //! ship-buffer-pool-size = "128MiB"     # memtable-data buffers kept for the next offload (0 = none)
+//! read-ahead-blocks = 8                # blocks a scan has loaded ahead of it (0 = none)
+//! read-ahead-threads = 1               # the block cache's loader threads (0 = none)
 //! sst-format-version = 2               # 1 while nodes of a build before version 2 may still read the tables
 //! wal-sync = "every-batch"             # "group-commit" (shared fsyncs) or "off" (a machine crash loses acknowledged writes)
 //! flush-threads = 1
@@ -257,6 +259,14 @@ pub struct KvEngineSection {
     /// 0 = none), idle or in use (`changeset::ship_buffers`, process-wide): what it keeps stays
     /// resident, and what it saves is the kernel zeroing fresh pages for each offload.
     pub ship_buffer_pool_size: ReadableSize,
+    /// Blocks of a compressed table a sequential scan keeps queued ahead of the one it reads
+    /// (default 8, at most 256; 0 = none), for the block cache's loader threads to read and
+    /// decompress on another core while the scan works (`kvengine::MokaBlockCache`). Held in
+    /// the block cache like any block.
+    pub read_ahead_blocks: usize,
+    /// The block cache's loader threads (default 1, at most 64; 0 = no read-ahead). One keeps
+    /// up with a scan; a server running several cold scans at once may use more.
+    pub read_ahead_threads: usize,
     /// The SST format version this server's flushes and compactions write, local or on a
     /// worker (default: the newest this build has, 2: ~8 bytes less per entry than 1). Tables
     /// are not negotiated: every server and worker that may open them (replicas share the
@@ -266,6 +276,16 @@ pub struct KvEngineSection {
     pub wal_sync: WalSync,
     pub flush_threads: usize,
     pub compaction_threads: usize,
+}
+
+impl KvEngineSection {
+    /// The block cache's read-ahead, from `read-ahead-blocks` and `read-ahead-threads`.
+    pub fn read_ahead(&self) -> kvengine::ReadAhead {
+        kvengine::ReadAhead {
+            blocks: self.read_ahead_blocks,
+            threads: self.read_ahead_threads,
+        }
+    }
 }
 
 impl Default for KvEngineSection {
@@ -304,6 +324,8 @@ impl Default for KvEngineSection {
             target_file_size: ReadableSize::mib(32),
             block_cache_size: ReadableSize::mib(256),
             ship_buffer_pool_size: ReadableSize(changeset::ship_buffers::DEFAULT_MAX_BYTES as u64),
+            read_ahead_blocks: kvengine::ReadAhead::DEFAULT.blocks,
+            read_ahead_threads: kvengine::ReadAhead::DEFAULT.threads,
             sst_format_version: kvengine::TableFormatVersion::NEWEST.as_u16(),
             wal_sync: WalSync::EveryBatch,
             flush_threads: 1,
@@ -568,6 +590,9 @@ impl ServerConfig {
                 ),
             ));
         }
+        if let Err(what) = self.kvengine.read_ahead().check() {
+            return Err(ConfigError::invalid("kvengine.read-ahead-blocks", what));
+        }
         if self.kvengine.flush_threads == 0 {
             return Err(ConfigError::invalid(
                 "kvengine.flush-threads",
@@ -673,6 +698,36 @@ mod tests {
         c.validate().unwrap();
         let again: ServerConfig = parse(&render(&c), "rendered").unwrap();
         assert_eq!(again, c);
+    }
+
+    #[test]
+    fn read_ahead_settings_reach_the_engine_and_out_of_bounds_ones_are_named() {
+        assert_eq!(
+            ServerConfig::default().kvengine.read_ahead(),
+            kvengine::ReadAhead::DEFAULT
+        );
+        let c: ServerConfig = parse(
+            "[kvengine]\nread-ahead-blocks = 0\nread-ahead-threads = 2\n",
+            "s.toml",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.kvengine.read_ahead(),
+            kvengine::ReadAhead {
+                blocks: 0,
+                threads: 2
+            }
+        );
+        let c: ServerConfig = parse("[kvengine]\nread-ahead-blocks = 300\n", "s.toml").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("kvengine.read-ahead-blocks") && e.contains("found=300"),
+            "{e}"
+        );
+        let c: ServerConfig = parse("[kvengine]\nread-ahead-threads = 65\n", "s.toml").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("threads") && e.contains("found=65"), "{e}");
     }
 
     #[test]

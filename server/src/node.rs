@@ -126,6 +126,7 @@ impl Node {
         opts.block_size = kv.block_size.bytes() as usize;
         opts.target_file_size = kv.target_file_size.bytes();
         opts.block_cache_size = kv.block_cache_size.bytes();
+        opts.read_ahead = kv.read_ahead();
         kvengine::metrics::set_ship_buffer_pool_size(kv.ship_buffer_pool_size.bytes());
         // Checked by `ServerConfig::validate`.
         opts.table_format_version = kvengine::TableFormatVersion::from_u16(kv.sst_format_version)

@@ -350,6 +350,21 @@ impl Table {
         {
             return Ok(b);
         }
+        self.load_block(kind, i, slot, abs, positioned)
+    }
+
+    /// The miss path of [`Self::block`]: reads the block's frame, verifies and decodes it,
+    /// and shares it through the cache.
+    fn load_block(
+        &self,
+        kind: BlockKind,
+        i: usize,
+        slot: usize,
+        abs: u64,
+        positioned: bool,
+    ) -> Result<Block> {
+        let t = &*self.inner;
+        let h = self.index(kind).handle(i);
         let frame = t.data.read(t.file_id, h.offset, u64::from(h.len))?;
         let compressed = frame[frame.len() - TRAILER_LEN] != COMPRESSION_NONE;
         if !compressed && !positioned && t.verified[slot].load(Ordering::Relaxed) {
@@ -378,6 +393,61 @@ impl Table {
             t.verified[slot].store(true, Ordering::Relaxed);
         }
         Ok(block)
+    }
+
+    /// How many main blocks a sequential scan of this table keeps loading ahead of it: the
+    /// cache's depth for a positioned table (its blocks are loaded into the cache), 0 for one
+    /// read in place (nothing to load) or with no cache.
+    pub(crate) fn read_ahead_depth(&self) -> usize {
+        match (&self.inner.data, &self.inner.cache) {
+            (Data::File { .. }, Some(cache)) => cache.read_ahead_blocks(),
+            _ => 0,
+        }
+    }
+
+    /// Hands main blocks `blocks` to the cache's loader threads, which load the ones not yet
+    /// cached, in the scan's order (descending for a `reverse` one). True when the blocks are
+    /// taken care of: queued, or already cached (the batch's farthest block is, so a loader
+    /// or an earlier scan has been there); false when the cache refused the job (no loaders,
+    /// queue full). A load that fails is left for the scan to meet: its own read of the block
+    /// reports the error where it is needed.
+    pub(crate) fn read_ahead(&self, blocks: std::ops::Range<usize>, reverse: bool) -> bool {
+        let Some(cache) = &self.inner.cache else {
+            return false;
+        };
+        // A scan over cached blocks (a warm one) hands over nothing: the batch's last block
+        // cached means a loader or an earlier scan has been there, and waking a loader costs
+        // the scan more than the lookup.
+        let last = if reverse {
+            blocks.start
+        } else {
+            blocks.end - 1
+        };
+        if blocks.is_empty()
+            || cache.contains(
+                self.inner.file_id,
+                self.inner.base + self.inner.index.handle(last).offset,
+            )
+        {
+            return true;
+        }
+        let table = self.clone();
+        cache.read_ahead(Box::new(move || {
+            let t = &*table.inner;
+            let Some(cache) = &t.cache else { return };
+            // In the scan's order: the block it needs first is loaded first.
+            let order: Box<dyn Iterator<Item = usize>> = match reverse {
+                true => Box::new(blocks.rev()),
+                false => Box::new(blocks),
+            };
+            for i in order {
+                let abs = t.base + t.index.handle(i).offset;
+                if !cache.contains(t.file_id, abs) {
+                    // The error, if any, is the scan's to report (above).
+                    let _ = table.load_block(BlockKind::Main, i, i, abs, true);
+                }
+            }
+        }))
     }
 
     pub(crate) fn corrupt(&self, kind: BlockKind, i: usize, c: Corrupt) -> Error {

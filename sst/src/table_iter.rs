@@ -5,6 +5,8 @@
 //! old-version blocks. Keys with no visible version are skipped in both directions. Tombstones
 //! are returned (flagged): a merging reader needs them to hide older versions in lower levels.
 
+use std::ops::Range;
+
 use crate::block::{Block, EntryPos, Version};
 use crate::block_rows::{BlockRows, RunBound, RunRow};
 use crate::error::Result;
@@ -30,6 +32,12 @@ pub struct TableIter {
     rows_of: Option<usize>,
     /// The key of the last row the latest [`Self::next_run`] consumed.
     run_key: Vec<u8>,
+    /// Main blocks a read-ahead may load (those a scan of the range given to
+    /// [`Self::bound_read_ahead`] can reach); `None`: no read-ahead.
+    ahead_blocks: Option<Range<usize>>,
+    /// How far the loaders were asked to go: the direction (true: reverse) and the frontier,
+    /// forward the first block not queued, reverse the last block queued.
+    ahead: Option<(bool, usize)>,
 }
 
 /// The version the iterator is positioned on. A main-block entry is kept as positions into the
@@ -57,6 +65,8 @@ impl Table {
             rows: BlockRows::default(),
             rows_of: None,
             run_key: Vec::new(),
+            ahead_blocks: None,
+            ahead: None,
         }
     }
 }
@@ -144,10 +154,76 @@ impl TableIter {
     }
 
     fn load(&mut self, bi: usize) -> Result<()> {
+        let step = match self.block {
+            Some(_) if bi == self.block_idx + 1 => Some(false),
+            Some(_) if bi + 1 == self.block_idx => Some(true),
+            _ => None,
+        };
         self.block_idx = bi;
         self.key_known = 0;
+        match step {
+            // A scan that moved from one block to the next reads ahead, as RocksDB's automatic
+            // read-ahead does after two sequential reads; so a seek followed by a few rows in
+            // one block loads nothing it will not read. Queued before this block's own load,
+            // so a loader starts on the next ones while the scan reads this one.
+            Some(reverse) => self.read_ahead(bi, reverse),
+            None => self.ahead = None,
+        }
         self.block = Some(self.table.block(BlockKind::Main, bi)?);
         Ok(())
+    }
+
+    /// Lets a scan of `[lower, upper)` (an empty `upper`: to the end) have the blocks ahead of
+    /// it loaded on the block cache's loader threads (see [`crate::block_cache`]): once the
+    /// scan has moved from one block to the next, it keeps the cache's depth of blocks queued
+    /// ahead in its direction, never past the range. Without this call (point reads,
+    /// compaction's merges, which read mapped tables) nothing is read ahead.
+    pub fn bound_read_ahead(&mut self, lower: &[u8], upper: &[u8]) {
+        let index = self.table.index(BlockKind::Main);
+        let first = index.find(lower).unwrap_or(0);
+        let end = if upper.is_empty() {
+            index.len()
+        } else {
+            index.count_before(upper)
+        };
+        self.ahead_blocks =
+            (self.table.read_ahead_depth() > 0 && first < end).then_some(first..end);
+        self.ahead = None;
+    }
+
+    /// Queues the next blocks after `bi` (before it, in `reverse`) that the scan will read,
+    /// in batches of half the depth so that a scan hands work over once every few blocks.
+    /// A refused batch (the loaders' queue is full) is asked for again at the next block.
+    fn read_ahead(&mut self, bi: usize, reverse: bool) {
+        let Some(range) = self.ahead_blocks.clone() else {
+            return;
+        };
+        let depth = self.table.read_ahead_depth();
+        let batch = (depth / 2).max(1);
+        let (blocks, frontier) = if reverse {
+            let to = match self.ahead {
+                Some((true, f)) if f < bi => f,
+                _ => bi.min(range.end),
+            };
+            let from = range.start.max(bi.saturating_sub(depth));
+            if from >= to || (to - from < batch && from != range.start) {
+                return;
+            }
+            (from..to, from)
+        } else {
+            let from = match self.ahead {
+                Some((false, f)) if f > bi => f,
+                _ => (bi + 1).max(range.start),
+            };
+            let to = range.end.min(bi + 1 + depth);
+            if from >= to || (to - from < batch && to != range.end) {
+                return;
+            }
+            (from..to, to)
+        };
+        if self.table.read_ahead(blocks, reverse) {
+            self.ahead = Some((reverse, frontier));
+        }
     }
 
     /// Resolves the entry at the current position; positions on it if visible at ts.

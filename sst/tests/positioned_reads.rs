@@ -23,6 +23,9 @@ impl BlockCache for MapCache {
     fn insert(&self, file_id: u64, offset: u64, block: Block) {
         self.0.lock().unwrap().insert((file_id, offset), block);
     }
+    fn contains(&self, file_id: u64, offset: u64) -> bool {
+        self.0.lock().unwrap().contains_key(&(file_id, offset))
+    }
 }
 
 fn write_file(dir: &std::path::Path, data: &[u8]) -> std::fs::File {

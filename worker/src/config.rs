@@ -13,6 +13,8 @@
 //! max-request-size = "1GiB"
 //! block-cache-size = "256MiB"
 //! ship-buffer-pool-size = "128MiB"  # received memtable rows' arenas kept for the next rebuild
+//! read-ahead-blocks = 8             # blocks a scan has loaded ahead of it (0 = none)
+//! read-ahead-threads = 1            # the block cache's loader threads (0 = none)
 //! cache-dir = "./stratus-data/worker-cache"
 //! cache-capacity = "10GiB"
 //! shutdown-grace = "10s"
@@ -100,6 +102,14 @@ pub struct WorkerSection {
     /// it keeps stays resident, and what it saves is the kernel zeroing fresh pages for each
     /// rebuild.
     pub ship_buffer_pool_size: ReadableSize,
+    /// Blocks of a compressed table a sequential scan keeps queued ahead of the one it reads
+    /// (default 8, at most 256; 0 = none), for the block cache's loader threads to read and
+    /// decompress on another core while the scan works (`kvengine::MokaBlockCache`). Held in
+    /// the block cache like any block; no effect without one.
+    pub read_ahead_blocks: usize,
+    /// The block cache's loader threads (default 1, at most 64; 0 = no read-ahead). One keeps
+    /// up with a scan; a worker running several cold requests at once may use more.
+    pub read_ahead_threads: usize,
     /// A local directory of whole SST files in front of S3 (default
     /// `"./stratus-data/worker-cache"`). Used only when `[dfs]` is S3 and `dfs.cache-dir` is
     /// empty; empty = read S3 directly on every open (every rebuild then downloads its files).
@@ -138,6 +148,16 @@ pub struct WorkerSection {
     pub max_compaction_jobs: usize,
 }
 
+impl WorkerSection {
+    /// The block cache's read-ahead, from `read-ahead-blocks` and `read-ahead-threads`.
+    pub fn read_ahead(&self) -> kvengine::ReadAhead {
+        kvengine::ReadAhead {
+            blocks: self.read_ahead_blocks,
+            threads: self.read_ahead_threads,
+        }
+    }
+}
+
 impl Default for WorkerSection {
     fn default() -> Self {
         WorkerSection {
@@ -146,6 +166,8 @@ impl Default for WorkerSection {
             max_request_size: ReadableSize::gib(1),
             block_cache_size: ReadableSize::mib(256),
             ship_buffer_pool_size: ReadableSize(changeset::ship_buffers::DEFAULT_MAX_BYTES as u64),
+            read_ahead_blocks: kvengine::ReadAhead::DEFAULT.blocks,
+            read_ahead_threads: kvengine::ReadAhead::DEFAULT.threads,
             cache_dir: PathBuf::from("./stratus-data/worker-cache"),
             cache_capacity: ReadableSize::gib(10),
             shutdown_grace: ReadableDuration::secs(10),
@@ -357,6 +379,9 @@ impl WorkerConfig {
                     w.memtable_data_format
                 ),
             ));
+        }
+        if let Err(what) = w.read_ahead().check() {
+            return Err(ConfigError::invalid("worker.read-ahead-blocks", what));
         }
         if w.max_compaction_jobs == 0 {
             return Err(ConfigError::invalid(
@@ -603,6 +628,33 @@ memory-source = "auto"
         assert!(msg.contains("memory-limit"), "{msg}");
         let msg = bad("memory-source = \"cgroup\"");
         assert!(msg.contains("memory-source"), "{msg}");
+    }
+
+    #[test]
+    fn read_ahead_settings_parse_and_out_of_bounds_ones_are_named() {
+        assert_eq!(
+            WorkerSection::default().read_ahead(),
+            kvengine::ReadAhead::DEFAULT
+        );
+        let c = WorkerConfig::parse(
+            "[worker]\nread-ahead-blocks = 32\nread-ahead-threads = 0\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.worker.read_ahead(),
+            kvengine::ReadAhead {
+                blocks: 32,
+                threads: 0
+            }
+        );
+        let e = WorkerConfig::parse("[worker]\nread-ahead-blocks = 1000\n", "w.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("worker.read-ahead-blocks") && e.contains("found=1000"),
+            "{e}"
+        );
     }
 
     #[test]

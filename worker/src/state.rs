@@ -96,8 +96,17 @@ impl WorkerState {
         metrics::init();
         kvengine::metrics::set_ship_buffer_pool_size(config.worker.ship_buffer_pool_size.bytes());
         let cache_bytes = config.worker.block_cache_size.bytes();
-        let block_cache = (cache_bytes > 0)
-            .then(|| Arc::new(MokaBlockCache::new(cache_bytes)) as Arc<dyn sst::BlockCache>);
+        let block_cache = (cache_bytes > 0).then(|| {
+            let read_ahead = config.worker.read_ahead();
+            let cache = MokaBlockCache::with_read_ahead(cache_bytes, read_ahead)
+                .unwrap_or_else(|e| {
+                    // The settings were validated: only a thread that could not start ends
+                    // here, and scans still work without loaders.
+                    tracing::warn!(error = %e, "block cache read-ahead not started; scans load their own blocks");
+                    MokaBlockCache::new(cache_bytes)
+                });
+            Arc::new(cache) as Arc<dyn sst::BlockCache>
+        });
         let started = Instant::now();
         WorkerState {
             config_text: config.render(),

@@ -1,0 +1,180 @@
+//! The block cache's loader threads (`MokaBlockCache::with_read_ahead`): a bounded queue that
+//! refuses batches when full and runs every batch it accepted, a real scan that hands them
+//! batches and reads exactly what a scan without them reads, and settings out of bounds
+//! refused by the cache and by the engine.
+
+#![allow(clippy::unwrap_used)] // a test reports a failure by panicking
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kvengine::{Engine, EngineOptions, Error, LocalDfs, MokaBlockCache, ReadAhead};
+use sst::{BlockCache, BuilderOptions, Compression, Table, TableBuilder};
+
+const ONE_LOADER: ReadAhead = ReadAhead {
+    blocks: 4,
+    threads: 1,
+};
+
+#[test]
+fn a_busy_loader_queue_refuses_batches_and_runs_every_batch_it_accepted() {
+    let cache = MokaBlockCache::with_read_ahead(1 << 20, ONE_LOADER).unwrap();
+    assert_eq!(cache.read_ahead_blocks(), 4);
+    // Hold the only loader inside a batch, so that what follows can only queue.
+    let (started_tx, started) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    assert!(cache.read_ahead(Box::new(move || {
+        started_tx.send(()).unwrap();
+        released.recv().unwrap();
+    })));
+    started.recv_timeout(Duration::from_secs(10)).unwrap();
+
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut accepted = 0;
+    let mut refused = 0;
+    for _ in 0..1000 {
+        let ran = ran.clone();
+        match cache.read_ahead(Box::new(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })) {
+            true if refused == 0 => accepted += 1,
+            true => panic!("a batch was accepted after one was refused, with the loader busy"),
+            false => refused += 1,
+        }
+    }
+    assert!(accepted > 0, "an idle queue accepts a batch");
+    assert!(
+        refused > 0,
+        "the queue is bounded: {accepted} batches accepted"
+    );
+    let stats = cache.stats();
+    assert_eq!(stats.read_ahead_queued, accepted + 1);
+    assert_eq!(stats.read_ahead_refused, refused);
+
+    release.send(()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ran.load(Ordering::SeqCst) < accepted as usize {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of {accepted} batches ran",
+            ran.load(Ordering::SeqCst)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_cache_without_loaders_refuses_every_batch() {
+    for cache in [
+        MokaBlockCache::new(1 << 20),
+        MokaBlockCache::with_read_ahead(1 << 20, ReadAhead::OFF).unwrap(),
+        MokaBlockCache::with_read_ahead(
+            1 << 20,
+            ReadAhead {
+                blocks: 8,
+                threads: 0,
+            },
+        )
+        .unwrap(),
+    ] {
+        assert_eq!(cache.read_ahead_blocks(), 0);
+        assert!(!cache.read_ahead(Box::new(|| panic!("no loader may run this"))));
+    }
+}
+
+#[test]
+fn read_ahead_settings_out_of_bounds_are_refused() {
+    let too_deep = ReadAhead {
+        blocks: ReadAhead::MAX_BLOCKS + 1,
+        threads: 1,
+    };
+    let err = MokaBlockCache::with_read_ahead(1 << 20, too_deep)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("found=257"), "{err}");
+    let too_many = ReadAhead {
+        blocks: 8,
+        threads: ReadAhead::MAX_THREADS + 1,
+    };
+    assert!(MokaBlockCache::with_read_ahead(1 << 20, too_many).is_err());
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = EngineOptions::new(dir.path().join("engine"));
+    o.read_ahead = too_deep;
+    let dfs = Arc::new(LocalDfs::open(dir.path().join("dfs")).unwrap());
+    match Engine::open(o, dfs) {
+        Err(Error::Config { what }) => assert!(what.contains("read-ahead blocks"), "{what}"),
+        Err(other) => panic!("expected a config error, found {other}"),
+        Ok(_) => panic!("an engine opened with {too_deep:?}"),
+    }
+}
+
+#[test]
+fn a_scan_through_real_loaders_reads_what_a_scan_without_them_reads() {
+    let mut builder = TableBuilder::new(BuilderOptions {
+        block_size: 1024,
+        compression: Compression::Zstd(1),
+        ..Default::default()
+    })
+    .unwrap();
+    let keys: Vec<Vec<u8>> = (0..5000)
+        .map(|i| format!("key{i:06}").into_bytes())
+        .collect();
+    for (i, k) in keys.iter().enumerate() {
+        let value = format!("value-{i}-{}", "x".repeat(40));
+        builder.add(k, 10, b"", value.as_bytes(), false).unwrap();
+    }
+    let built = builder.finish();
+    let reference = Table::open(42, Bytes::from(built.data.clone())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("42.sst");
+    std::fs::write(&path, &built.data).unwrap();
+    let cache = Arc::new(MokaBlockCache::with_read_ahead(64 << 20, ONE_LOADER).unwrap());
+    let table =
+        Table::open_local(42, std::fs::File::open(&path).unwrap(), Some(cache.clone())).unwrap();
+    assert!(table.reads_positioned());
+    let blocks = table.block_sizes().len() as u64;
+    assert!(blocks > 20, "the test needs many blocks, found {blocks}");
+
+    let scan = |t: &Table, lo: &[u8], hi: &[u8], reverse: bool| {
+        let mut it = t.iter(u64::MAX);
+        it.bound_read_ahead(lo, hi);
+        let mut out = Vec::new();
+        if reverse {
+            it.seek_for_prev(hi).unwrap();
+        } else {
+            it.seek(lo).unwrap();
+        }
+        while it.valid() && it.key() >= lo && it.key() < hi {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            if reverse {
+                it.prev().unwrap();
+            } else {
+                it.next().unwrap();
+            }
+        }
+        out
+    };
+    for (lo, hi, reverse) in [
+        (&b"key001000"[..], &b"key004000"[..], false),
+        (b"key000000", b"key999999", true),
+        (b"key000000", b"key999999", false),
+    ] {
+        assert_eq!(
+            scan(&table, lo, hi, reverse),
+            scan(&reference, lo, hi, reverse)
+        );
+    }
+    let stats = cache.stats();
+    // The first batch meets an empty queue, so at least one was handed over.
+    assert!(stats.read_ahead_queued > 0, "{stats:?}");
+    cache.run_pending_tasks();
+    assert_eq!(
+        cache.stats().entry_count,
+        blocks,
+        "every block read is cached"
+    );
+}
