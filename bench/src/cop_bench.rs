@@ -239,6 +239,35 @@ fn process_cpu() -> Duration {
     Duration::from_nanos(ns)
 }
 
+/// Two cold queries at once on a freshly opened engine, each over one half of the table, on
+/// two threads (both cores busy scanning): the whole table's rows over the wall-clock time of
+/// the pair. With read-ahead, the loader competes with the two scans for the cores.
+fn cold_halves(
+    dir: &std::path::Path,
+    req: &Request,
+    entries: usize,
+    read_ahead: ReadAhead,
+) -> (Duration, ()) {
+    let e = open_with(dir, 1 << 30, read_ahead);
+    let (start, end) = record_range(TABLE);
+    let mid = record_key(TABLE, (entries / 2) as i64);
+    let halves = [KeyRange::new(start, mid.clone()), KeyRange::new(mid, end)];
+    let barrier = std::sync::Barrier::new(2);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for range in halves {
+            let (e, barrier) = (&e, &barrier);
+            let mut req = req.clone();
+            req.ranges = vec![range];
+            s.spawn(move || {
+                barrier.wait();
+                run_once(e, &req)
+            });
+        }
+    });
+    (t0.elapsed(), ())
+}
+
 /// The cold rows of one query: with the engine's default read-ahead (wall-clock rows/s, the
 /// figure the target is about), without it, and the CPU cost of each (rows per CPU-second of
 /// all threads: read-ahead moves work to another core, it does not remove it).
@@ -273,6 +302,15 @@ fn cold_rows(
         rate(n, on_cpu),
         "off",
         rate(n, off_cpu),
+    );
+    let (on, _) = best(|| cold_halves(dir, req, n as usize, ReadAhead::DEFAULT));
+    let (off, _) = best(|| cold_halves(dir, req, n as usize, ReadAhead::OFF));
+    row(
+        &format!("{what}, cold, two halves at once on two threads: read-ahead on / off"),
+        "rows/s",
+        rate(n, on),
+        "off",
+        rate(n, off),
     );
 }
 

@@ -109,6 +109,9 @@ impl Stratus {
         opts.block_cache_size = cache as u64;
         opts.block_size = BLOCK_SIZE;
         opts.level_compression = sst::Compression::None;
+        // One thread reads, as in fjall and RocksDB (uncompressed tables are read in place
+        // and never read ahead anyway).
+        opts.read_ahead = kvengine::ReadAhead::OFF;
         let e = Engine::open(
             opts,
             Arc::new(LocalDfs::open(dir.join("dfs")).expect("dfs")),
