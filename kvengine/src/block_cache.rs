@@ -144,9 +144,14 @@ impl Loaders {
                     loop {
                         // The lock is held while waiting, not while loading.
                         let job = jobs.lock().recv();
-                        match job {
-                            Ok(job) => job(),
-                            Err(_) => return,
+                        let Ok(job) = job else { return };
+                        // A batch that panics (a bug: loads report errors, they do not
+                        // panic) must not take the loader with it, or every later batch
+                        // would wait in a queue no one drains until it refuses them all.
+                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+                            tracing::error!(
+                                "a block read-ahead batch panicked; the loader goes on"
+                            );
                         }
                     }
                 })?;

@@ -112,8 +112,9 @@ fn read_ahead_settings_out_of_bounds_are_refused() {
     }
 }
 
-#[test]
-fn a_scan_through_real_loaders_reads_what_a_scan_without_them_reads() {
+/// A positioned table of 5,000 rows in many compressed blocks, read through `cache`, and
+/// the bytes of the same table for an in-memory reference.
+fn table_in(dir: &std::path::Path, cache: Arc<MokaBlockCache>) -> (Table, Vec<u8>) {
     let mut builder = TableBuilder::new(BuilderOptions {
         block_size: 1024,
         compression: Compression::Zstd(1),
@@ -128,14 +129,19 @@ fn a_scan_through_real_loaders_reads_what_a_scan_without_them_reads() {
         builder.add(k, 10, b"", value.as_bytes(), false).unwrap();
     }
     let built = builder.finish();
-    let reference = Table::open(42, Bytes::from(built.data.clone())).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("42.sst");
+    let path = dir.join("42.sst");
     std::fs::write(&path, &built.data).unwrap();
-    let cache = Arc::new(MokaBlockCache::with_read_ahead(64 << 20, ONE_LOADER).unwrap());
-    let table =
-        Table::open_local(42, std::fs::File::open(&path).unwrap(), Some(cache.clone())).unwrap();
+    let table = Table::open_local(42, std::fs::File::open(&path).unwrap(), Some(cache)).unwrap();
     assert!(table.reads_positioned());
+    (table, built.data)
+}
+
+#[test]
+fn a_scan_through_real_loaders_reads_what_a_scan_without_them_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Arc::new(MokaBlockCache::with_read_ahead(64 << 20, ONE_LOADER).unwrap());
+    let (table, data) = table_in(dir.path(), cache.clone());
+    let reference = Table::open(42, Bytes::from(data)).unwrap();
     let blocks = table.block_sizes().len() as u64;
     assert!(blocks > 20, "the test needs many blocks, found {blocks}");
 
@@ -177,4 +183,57 @@ fn a_scan_through_real_loaders_reads_what_a_scan_without_them_reads() {
         blocks,
         "every block read is cached"
     );
+}
+
+#[test]
+fn a_queued_batch_holds_no_handle_of_its_table_and_loads_nothing_once_it_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Arc::new(MokaBlockCache::with_read_ahead(64 << 20, ONE_LOADER).unwrap());
+    let (table, _) = table_in(dir.path(), cache.clone());
+    // Hold the only loader, so the scan's batch stays queued.
+    let (started_tx, started) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    assert!(cache.read_ahead(Box::new(move || {
+        started_tx.send(()).unwrap();
+        released.recv().unwrap();
+    })));
+    started.recv_timeout(Duration::from_secs(10)).unwrap();
+
+    // Read into the second block: the scan queues the blocks after it.
+    let second = table.block_first_keys()[1].clone();
+    {
+        let mut it = table.iter(u64::MAX);
+        it.bound_read_ahead(b"", b"");
+        it.seek_to_first().unwrap();
+        while it.key() <= second.as_slice() {
+            it.next().unwrap();
+        }
+    }
+    assert_eq!(cache.stats().read_ahead_queued, 2, "{:?}", cache.stats());
+    // File GC deletes a retired table once its handle is the last: the queued batch must not
+    // count.
+    assert_eq!(table.handle_count(), 1);
+    drop(table);
+
+    // Release the loader and wait for the queue to drain (a batch queued last runs last).
+    let (done_tx, done) = mpsc::channel();
+    assert!(cache.read_ahead(Box::new(move || done_tx.send(()).unwrap())));
+    release.send(()).unwrap();
+    done.recv_timeout(Duration::from_secs(10)).unwrap();
+    cache.run_pending_tasks();
+    assert_eq!(
+        cache.stats().entry_count,
+        2,
+        "only the scan's own two blocks: the batch of a dropped table loads nothing"
+    );
+}
+
+#[test]
+fn a_batch_that_panics_does_not_stop_its_loader() {
+    let cache = MokaBlockCache::with_read_ahead(1 << 20, ONE_LOADER).unwrap();
+    assert!(cache.read_ahead(Box::new(|| panic!("a bug in a batch"))));
+    let (done_tx, done) = mpsc::channel();
+    assert!(cache.read_ahead(Box::new(move || done_tx.send(()).unwrap())));
+    done.recv_timeout(Duration::from_secs(10))
+        .expect("the loader runs the batch after the one that panicked");
 }

@@ -418,30 +418,34 @@ impl Table {
         // A scan over cached blocks (a warm one) hands over nothing: the batch's last block
         // cached means a loader or an earlier scan has been there, and waking a loader costs
         // the scan more than the lookup.
-        let last = if reverse {
+        if blocks.is_empty() {
+            return true;
+        }
+        let farthest = if reverse {
             blocks.start
         } else {
             blocks.end - 1
         };
-        if blocks.is_empty()
-            || cache.contains(
-                self.inner.file_id,
-                self.inner.base + self.inner.index.handle(last).offset,
-            )
-        {
+        let at = |t: &TableInner, i: usize| t.base + t.index.handle(i).offset;
+        if cache.contains(self.inner.file_id, at(&self.inner, farthest)) {
             return true;
         }
-        let table = self.clone();
+        // A queued batch holds the table weakly: it keeps no retired file from its deletion
+        // (file GC waits for a table's last handle), and loads nothing once no one reads it.
+        let weak = Arc::downgrade(&self.inner);
         cache.read_ahead(Box::new(move || {
+            let Some(inner) = weak.upgrade() else { return };
+            let table = Table { inner };
             let t = &*table.inner;
             let Some(cache) = &t.cache else { return };
             // In the scan's order: the block it needs first is loaded first.
-            let order: Box<dyn Iterator<Item = usize>> = match reverse {
-                true => Box::new(blocks.rev()),
-                false => Box::new(blocks),
-            };
-            for i in order {
-                let abs = t.base + t.index.handle(i).offset;
+            for k in 0..blocks.len() {
+                let i = if reverse {
+                    blocks.end - 1 - k
+                } else {
+                    blocks.start + k
+                };
+                let abs = at(t, i);
                 if !cache.contains(t.file_id, abs) {
                     // The error, if any, is the scan's to report (above).
                     let _ = table.load_block(BlockKind::Main, i, i, abs, true);
