@@ -61,7 +61,7 @@ static READ_AHEAD_QUEUED: LazyLock<IntCounter> = LazyLock::new(|| {
 static READ_AHEAD_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "stratus_kvengine_block_read_ahead_refused_total",
-        "Batches of blocks the loader threads' full queue refused (the scan loads them itself).",
+        "Batches of blocks the loader threads' full queue refused: the scan loads those blocks itself.",
     )
 });
 
@@ -81,9 +81,9 @@ impl ReadAhead {
         threads: 0,
     };
 
-    /// One loader, eight blocks ahead (32 KiB of 4 KiB blocks): a loader decompresses a block
-    /// in about a third of the time a scan takes to read it, so one keeps up with a scan, and
-    /// eight hide a loader's late start behind the scan's first blocks.
+    /// One loader, eight blocks ahead (512 KiB of the default 64 KiB blocks): a loader
+    /// decompresses a block in about a third of the time a scan takes to read it, so one keeps
+    /// up with a scan, and eight hide a loader's late start behind the scan's first blocks.
     pub const DEFAULT: ReadAhead = ReadAhead {
         blocks: 8,
         threads: 1,
@@ -94,20 +94,31 @@ impl ReadAhead {
     /// The most loader threads accepted.
     pub const MAX_THREADS: usize = 64;
 
-    /// Why these settings are refused, if they are.
-    pub fn check(self) -> Result<(), String> {
+    /// Batches of blocks that may wait for a loader, per loader thread: a few concurrent
+    /// scans' worth (a batch is half a scan's depth, its first one the whole depth); more
+    /// would only queue loads that their scans reach first.
+    pub const QUEUE_PER_THREAD: usize = 8;
+
+    /// Which setting is refused and why, if one is.
+    pub fn check(self) -> Result<(), (ReadAheadSetting, String)> {
         if self.blocks > Self::MAX_BLOCKS {
-            return Err(format!(
-                "read-ahead blocks must be at most {}, found={}",
-                Self::MAX_BLOCKS,
-                self.blocks
+            return Err((
+                ReadAheadSetting::Blocks,
+                format!(
+                    "read-ahead blocks must be at most {}, found={}",
+                    Self::MAX_BLOCKS,
+                    self.blocks
+                ),
             ));
         }
         if self.threads > Self::MAX_THREADS {
-            return Err(format!(
-                "read-ahead threads must be at most {}, found={}",
-                Self::MAX_THREADS,
-                self.threads
+            return Err((
+                ReadAheadSetting::Threads,
+                format!(
+                    "read-ahead threads must be at most {}, found={}",
+                    Self::MAX_THREADS,
+                    self.threads
+                ),
             ));
         }
         Ok(())
@@ -118,10 +129,22 @@ impl ReadAhead {
     }
 }
 
-/// Batches of blocks that may wait for a loader, per loader thread. A batch is at most half a
-/// scan's depth, so this is a few concurrent scans' worth; more would only queue loads that
-/// their scans reach first.
-const QUEUE_PER_THREAD: usize = 8;
+/// The two fields of [`ReadAhead`], as a config file names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAheadSetting {
+    Blocks,
+    Threads,
+}
+
+impl ReadAheadSetting {
+    /// The key of the setting in a server's `[kvengine]` and a worker's `[worker]` section.
+    pub fn key(self) -> &'static str {
+        match self {
+            ReadAheadSetting::Blocks => "read-ahead-blocks",
+            ReadAheadSetting::Threads => "read-ahead-threads",
+        }
+    }
+}
 
 /// The loader threads of a cache: they exit once the cache (the queue's sender) is dropped
 /// and the queue is drained.
@@ -133,7 +156,7 @@ struct Loaders {
 impl Loaders {
     fn start(read_ahead: ReadAhead) -> std::io::Result<Loaders> {
         let (queue, jobs) = std::sync::mpsc::sync_channel::<sst::block_cache::ReadAheadJob>(
-            read_ahead.threads * QUEUE_PER_THREAD,
+            read_ahead.threads * ReadAhead::QUEUE_PER_THREAD,
         );
         let jobs = Arc::new(parking_lot::Mutex::new(jobs));
         for n in 0..read_ahead.threads {
@@ -217,7 +240,7 @@ impl MokaBlockCache {
         capacity_bytes: u64,
         read_ahead: ReadAhead,
     ) -> std::io::Result<MokaBlockCache> {
-        if let Err(what) = read_ahead.check() {
+        if let Err((_, what)) = read_ahead.check() {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
         }
         let loaders = match read_ahead.enabled() {

@@ -64,7 +64,9 @@ mod write_batch;
 mod write_path;
 
 pub use apply::ApplyOutcome;
-pub use block_cache::{BLOCK_OVERHEAD, BlockCacheStats, MokaBlockCache, ReadAhead};
+pub use block_cache::{
+    BLOCK_OVERHEAD, BlockCacheStats, MokaBlockCache, ReadAhead, ReadAheadSetting,
+};
 pub use cachefs::{CacheFs, CacheFsStats};
 pub use change_set_sink::{ChangeSetSink, SinkError};
 pub use compaction_exec::{

@@ -163,7 +163,7 @@ impl EngineOptions {
                 self.l0_compaction_files, self.target_file_size, self.base_level_size
             ));
         }
-        if let Err(what) = self.read_ahead.check() {
+        if let Err((_, what)) = self.read_ahead.check() {
             return bad(what);
         }
         if self.wal_segment_size < 4096 {

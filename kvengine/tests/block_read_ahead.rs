@@ -33,8 +33,8 @@ fn a_busy_loader_queue_refuses_batches_and_runs_every_batch_it_accepted() {
     started.recv_timeout(Duration::from_secs(10)).unwrap();
 
     let ran = Arc::new(AtomicUsize::new(0));
-    let mut accepted = 0;
-    let mut refused = 0;
+    let mut accepted = 0u64;
+    let mut refused = 0u64;
     for _ in 0..1000 {
         let ran = ran.clone();
         match cache.read_ahead(Box::new(move || {
@@ -45,18 +45,19 @@ fn a_busy_loader_queue_refuses_batches_and_runs_every_batch_it_accepted() {
             false => refused += 1,
         }
     }
-    assert!(accepted > 0, "an idle queue accepts a batch");
-    assert!(
-        refused > 0,
-        "the queue is bounded: {accepted} batches accepted"
+    assert_eq!(
+        accepted,
+        ReadAhead::QUEUE_PER_THREAD as u64,
+        "the queue holds its bound's worth of batches, then refuses"
     );
+    assert_eq!(refused, 1000 - accepted);
     let stats = cache.stats();
     assert_eq!(stats.read_ahead_queued, accepted + 1);
     assert_eq!(stats.read_ahead_refused, refused);
 
     release.send(()).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while ran.load(Ordering::SeqCst) < accepted as usize {
+    while (ran.load(Ordering::SeqCst) as u64) < accepted {
         assert!(
             std::time::Instant::now() < deadline,
             "only {} of {accepted} batches ran",
@@ -185,41 +186,79 @@ fn a_scan_through_real_loaders_reads_what_a_scan_without_them_reads() {
     );
 }
 
+/// Holds the only loader of `cache` until the returned sender sends (or drops).
+fn hold_loader(cache: &MokaBlockCache) -> mpsc::Sender<()> {
+    let (started_tx, started) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    assert!(cache.read_ahead(Box::new(move || {
+        started_tx.send(()).unwrap();
+        let _ = released.recv();
+    })));
+    started.recv_timeout(Duration::from_secs(10)).unwrap();
+    release
+}
+
+/// Waits until every batch queued so far ran (a batch queued last runs last on one loader).
+fn drain(cache: &MokaBlockCache) {
+    let (done_tx, done) = mpsc::channel();
+    assert!(cache.read_ahead(Box::new(move || done_tx.send(()).unwrap())));
+    done.recv_timeout(Duration::from_secs(10)).unwrap();
+}
+
+/// Scans `table` from its first row into its second block, and no further.
+fn scan_into_the_second_block(table: &Table) {
+    let second = table.block_first_keys()[1].clone();
+    let mut it = table.iter(u64::MAX);
+    it.bound_read_ahead(b"", b"");
+    it.seek_to_first().unwrap();
+    while it.key() <= second.as_slice() {
+        it.next().unwrap();
+    }
+}
+
+#[test]
+fn the_loader_loads_the_batch_a_scan_queued_when_it_moved_into_its_second_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Arc::new(MokaBlockCache::with_read_ahead(64 << 20, ONE_LOADER).unwrap());
+    let (table, _) = table_in(dir.path(), cache.clone());
+    let release = hold_loader(&cache);
+    scan_into_the_second_block(&table);
+    cache.run_pending_tasks();
+    assert_eq!(cache.stats().entry_count, 2, "the scan's own two blocks");
+    release.send(()).unwrap();
+    drain(&cache);
+    cache.run_pending_tasks();
+    // The first batch is the whole depth: blocks 2..6.
+    assert_eq!(cache.stats().entry_count, 2 + ONE_LOADER.blocks as u64);
+    let misses = cache.stats().misses;
+    let mut it = table.iter(u64::MAX);
+    it.seek(&table.block_first_keys()[2 + ONE_LOADER.blocks - 1])
+        .unwrap();
+    assert!(it.valid());
+    assert_eq!(
+        cache.stats().misses,
+        misses,
+        "the loaded blocks are read from the cache"
+    );
+}
+
 #[test]
 fn a_queued_batch_holds_no_handle_of_its_table_and_loads_nothing_once_it_is_gone() {
     let dir = tempfile::tempdir().unwrap();
     let cache = Arc::new(MokaBlockCache::with_read_ahead(64 << 20, ONE_LOADER).unwrap());
     let (table, _) = table_in(dir.path(), cache.clone());
     // Hold the only loader, so the scan's batch stays queued.
-    let (started_tx, started) = mpsc::channel();
-    let (release, released) = mpsc::channel::<()>();
-    assert!(cache.read_ahead(Box::new(move || {
-        started_tx.send(()).unwrap();
-        released.recv().unwrap();
-    })));
-    started.recv_timeout(Duration::from_secs(10)).unwrap();
-
+    let release = hold_loader(&cache);
     // Read into the second block: the scan queues the blocks after it.
-    let second = table.block_first_keys()[1].clone();
-    {
-        let mut it = table.iter(u64::MAX);
-        it.bound_read_ahead(b"", b"");
-        it.seek_to_first().unwrap();
-        while it.key() <= second.as_slice() {
-            it.next().unwrap();
-        }
-    }
+    scan_into_the_second_block(&table);
     assert_eq!(cache.stats().read_ahead_queued, 2, "{:?}", cache.stats());
     // File GC deletes a retired table once its handle is the last: the queued batch must not
     // count.
     assert_eq!(table.handle_count(), 1);
     drop(table);
 
-    // Release the loader and wait for the queue to drain (a batch queued last runs last).
-    let (done_tx, done) = mpsc::channel();
-    assert!(cache.read_ahead(Box::new(move || done_tx.send(()).unwrap())));
     release.send(()).unwrap();
-    done.recv_timeout(Duration::from_secs(10)).unwrap();
+    drain(&cache);
     cache.run_pending_tasks();
     assert_eq!(
         cache.stats().entry_count,

@@ -590,8 +590,11 @@ impl ServerConfig {
                 ),
             ));
         }
-        if let Err(what) = self.kvengine.read_ahead().check() {
-            return Err(ConfigError::invalid("kvengine.read-ahead-blocks", what));
+        if let Err((setting, what)) = self.kvengine.read_ahead().check() {
+            return Err(ConfigError::invalid(
+                &format!("kvengine.{}", setting.key()),
+                what,
+            ));
         }
         if self.kvengine.flush_threads == 0 {
             return Err(ConfigError::invalid(
@@ -727,7 +730,10 @@ mod tests {
         );
         let c: ServerConfig = parse("[kvengine]\nread-ahead-threads = 65\n", "s.toml").unwrap();
         let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("threads") && e.contains("found=65"), "{e}");
+        assert!(
+            e.contains("kvengine.read-ahead-threads") && e.contains("found=65"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -406,20 +406,20 @@ impl Table {
     }
 
     /// Hands main blocks `blocks` to the cache's loader threads, which load the ones not yet
-    /// cached, in the scan's order (descending for a `reverse` one). True when the blocks are
-    /// taken care of: queued, or already cached (the batch's farthest block is, so a loader
-    /// or an earlier scan has been there); false when the cache refused the job (no loaders,
-    /// queue full). A load that fails is left for the scan to meet: its own read of the block
-    /// reports the error where it is needed.
-    pub(crate) fn read_ahead(&self, blocks: std::ops::Range<usize>, reverse: bool) -> bool {
+    /// cached, in the scan's order (descending for a `reverse` one). Nothing is handed over
+    /// when the batch's farthest block is already cached (a loader or an earlier scan has
+    /// been there); a cache with no loaders or a full queue refuses the batch, and the scan
+    /// loads those blocks itself. A load that fails is left for the scan to meet: its own read
+    /// of the block reports the error where it is needed.
+    pub(crate) fn read_ahead(&self, blocks: std::ops::Range<usize>, reverse: bool) {
         let Some(cache) = &self.inner.cache else {
-            return false;
+            return;
         };
         // A scan over cached blocks (a warm one) hands over nothing: the batch's last block
         // cached means a loader or an earlier scan has been there, and waking a loader costs
         // the scan more than the lookup.
         if blocks.is_empty() {
-            return true;
+            return;
         }
         let farthest = if reverse {
             blocks.start
@@ -428,10 +428,11 @@ impl Table {
         };
         let at = |t: &TableInner, i: usize| t.base + t.index.handle(i).offset;
         if cache.contains(self.inner.file_id, at(&self.inner, farthest)) {
-            return true;
+            return;
         }
         // A queued batch holds the table weakly: it keeps no retired file from its deletion
-        // (file GC waits for a table's last handle), and loads nothing once no one reads it.
+        // (file GC waits for a table's last handle), and loads nothing for a table whose
+        // handles are all gone (retired and dropped). While it runs it holds a handle.
         let weak = Arc::downgrade(&self.inner);
         cache.read_ahead(Box::new(move || {
             let Some(inner) = weak.upgrade() else { return };
@@ -451,7 +452,7 @@ impl Table {
                     let _ = table.load_block(BlockKind::Main, i, i, abs, true);
                 }
             }
-        }))
+        }));
     }
 
     pub(crate) fn corrupt(&self, kind: BlockKind, i: usize, c: Corrupt) -> Error {

@@ -179,6 +179,13 @@ impl TableIter {
     /// ahead in its direction, never past the range. Without this call (point reads,
     /// compaction's merges, which read mapped tables) nothing is read ahead.
     pub fn bound_read_ahead(&mut self, lower: &[u8], upper: &[u8]) {
+        self.ahead = None;
+        // Most tables of a scan never read ahead (L0 files and uncompressed tables are read
+        // in place): no search of their index.
+        if self.table.read_ahead_depth() == 0 {
+            self.ahead_blocks = None;
+            return;
+        }
         let index = self.table.index(BlockKind::Main);
         let first = index.find(lower).unwrap_or(0);
         let end = if upper.is_empty() {
@@ -186,14 +193,14 @@ impl TableIter {
         } else {
             index.count_before(upper)
         };
-        self.ahead_blocks =
-            (self.table.read_ahead_depth() > 0 && first < end).then_some(first..end);
-        self.ahead = None;
+        self.ahead_blocks = (first < end).then_some(first..end);
     }
 
-    /// Queues the next blocks after `bi` (before it, in `reverse`) that the scan will read,
-    /// in batches of half the depth so that a scan hands work over once every few blocks.
-    /// A refused batch (the loaders' queue is full) is asked for again at the next block.
+    /// Queues the next blocks after `bi` (before it, in `reverse`) that the scan will read:
+    /// the whole depth at first, then batches of half the depth, so that a scan hands work
+    /// over once every few blocks. A batch the loaders' full queue refused is given up (the
+    /// scan loads those blocks itself): asking again at every block would add a hand-over
+    /// attempt per block exactly when the machine is busiest.
     fn read_ahead(&mut self, bi: usize, reverse: bool) {
         let Some(range) = self.ahead_blocks.clone() else {
             return;
@@ -221,9 +228,8 @@ impl TableIter {
             }
             (from..to, to)
         };
-        if self.table.read_ahead(blocks, reverse) {
-            self.ahead = Some((reverse, frontier));
-        }
+        self.table.read_ahead(blocks, reverse);
+        self.ahead = Some((reverse, frontier));
     }
 
     /// Resolves the entry at the current position; positions on it if visible at ts.

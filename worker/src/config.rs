@@ -380,8 +380,11 @@ impl WorkerConfig {
                 ),
             ));
         }
-        if let Err(what) = w.read_ahead().check() {
-            return Err(ConfigError::invalid("worker.read-ahead-blocks", what));
+        if let Err((setting, what)) = w.read_ahead().check() {
+            return Err(ConfigError::invalid(
+                &format!("worker.{}", setting.key()),
+                what,
+            ));
         }
         if w.max_compaction_jobs == 0 {
             return Err(ConfigError::invalid(
