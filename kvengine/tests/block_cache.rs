@@ -3,12 +3,15 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
+#[path = "common/compressed_table.rs"]
+mod compressed_table;
+
 use std::sync::Arc;
 
 use bytes::Bytes;
 use kvengine::BLOCK_OVERHEAD;
 use kvengine::MokaBlockCache;
-use sst::{Block, BlockCache, BuilderOptions, Compression, Table, TableBuilder};
+use sst::{Block, BlockCache, Table};
 
 fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
@@ -85,22 +88,9 @@ fn get_after_insert_hits_and_unknown_blocks_miss() {
 
 #[test]
 fn compressed_table_decompresses_each_block_once_with_the_cache() {
-    let mut builder = TableBuilder::new(BuilderOptions {
-        block_size: 1024,
-        compression: Compression::Zstd(3),
-        ..BuilderOptions::default()
-    })
-    .unwrap();
-    let keys: Vec<Vec<u8>> = (0..2000u32)
-        .map(|i| format!("key{i:06}").into_bytes())
-        .collect();
-    for (i, k) in keys.iter().enumerate() {
-        let value = format!("value-{i}-{}", "x".repeat(40));
-        builder.add(k, 10, b"", value.as_bytes(), false).unwrap();
-    }
-    let built = builder.finish();
+    let (keys, data) = compressed_table::build(2000, 3);
     let cache = Arc::new(MokaBlockCache::new(64 << 20));
-    let table = Table::open_with_cache(42, Bytes::from(built.data), cache.clone()).unwrap();
+    let table = Table::open_with_cache(42, Bytes::from(data), cache.clone()).unwrap();
     let blocks = table.block_sizes().len() as u64;
     assert!(blocks > 10, "the test needs many blocks, found {blocks}");
 

@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used)] // a test reports a failure by panicking
 
+#[path = "common/compressed_table.rs"]
+mod compressed_table;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -12,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kvengine::{Engine, EngineOptions, Error, LocalDfs, MokaBlockCache, ReadAhead};
-use sst::{BlockCache, BuilderOptions, Compression, Table, TableBuilder};
+use sst::{BlockCache, Table};
 
 const ONE_LOADER: ReadAhead = ReadAhead {
     blocks: 4,
@@ -116,25 +119,12 @@ fn read_ahead_settings_out_of_bounds_are_refused() {
 /// A positioned table of 5,000 rows in many compressed blocks, read through `cache`, and
 /// the bytes of the same table for an in-memory reference.
 fn table_in(dir: &std::path::Path, cache: Arc<MokaBlockCache>) -> (Table, Vec<u8>) {
-    let mut builder = TableBuilder::new(BuilderOptions {
-        block_size: 1024,
-        compression: Compression::Zstd(1),
-        ..Default::default()
-    })
-    .unwrap();
-    let keys: Vec<Vec<u8>> = (0..5000)
-        .map(|i| format!("key{i:06}").into_bytes())
-        .collect();
-    for (i, k) in keys.iter().enumerate() {
-        let value = format!("value-{i}-{}", "x".repeat(40));
-        builder.add(k, 10, b"", value.as_bytes(), false).unwrap();
-    }
-    let built = builder.finish();
+    let (_, data) = compressed_table::build(5000, 1);
     let path = dir.join("42.sst");
-    std::fs::write(&path, &built.data).unwrap();
+    std::fs::write(&path, &data).unwrap();
     let table = Table::open_local(42, std::fs::File::open(&path).unwrap(), Some(cache)).unwrap();
     assert!(table.reads_positioned());
-    (table, built.data)
+    (table, data)
 }
 
 #[test]

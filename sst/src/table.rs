@@ -336,35 +336,32 @@ impl Table {
     /// Loads block `i` of `kind`: verified, decompressed, ready to search.
     pub(crate) fn block(&self, kind: BlockKind, i: usize) -> Result<Block> {
         let t = &*self.inner;
-        let h = self.index(kind).handle(i);
-        let abs = t.base + h.offset;
-        let slot = match kind {
-            BlockKind::Main => i,
-            BlockKind::Old => t.index.len() + i,
-        };
-        let positioned = matches!(t.data, Data::File { .. });
         // Every block of a positioned table goes through the cache: a hit reads nothing.
-        if positioned
+        if self.reads_positioned()
             && let Some(cache) = &t.cache
-            && let Some(b) = cache.get(t.file_id, abs)
+            && let Some(b) = cache.get(t.file_id, self.block_offset(kind, i))
         {
             return Ok(b);
         }
-        self.load_block(kind, i, slot, abs, positioned)
+        self.load_block(kind, i)
+    }
+
+    /// Where block `i` of `kind` starts in its file: the block cache's key.
+    fn block_offset(&self, kind: BlockKind, i: usize) -> u64 {
+        self.inner.base + self.index(kind).handle(i).offset
     }
 
     /// The miss path of [`Self::block`]: reads the block's frame, verifies and decodes it,
     /// and shares it through the cache.
-    fn load_block(
-        &self,
-        kind: BlockKind,
-        i: usize,
-        slot: usize,
-        abs: u64,
-        positioned: bool,
-    ) -> Result<Block> {
+    fn load_block(&self, kind: BlockKind, i: usize) -> Result<Block> {
         let t = &*self.inner;
         let h = self.index(kind).handle(i);
+        let abs = self.block_offset(kind, i);
+        let slot = match kind {
+            BlockKind::Main => i,
+            BlockKind::Old => t.index.len() + i,
+        };
+        let positioned = self.reads_positioned();
         let frame = t.data.read(t.file_id, h.offset, u64::from(h.len))?;
         let compressed = frame[frame.len() - TRAILER_LEN] != COMPRESSION_NONE;
         if !compressed && !positioned && t.verified[slot].load(Ordering::Relaxed) {
@@ -415,19 +412,21 @@ impl Table {
         let Some(cache) = &self.inner.cache else {
             return;
         };
-        // A scan over cached blocks (a warm one) hands over nothing: the batch's last block
-        // cached means a loader or an earlier scan has been there, and waking a loader costs
-        // the scan more than the lookup.
         if blocks.is_empty() {
             return;
         }
+        // A scan over cached blocks (a warm one) hands over nothing: the batch's farthest
+        // block cached means a loader or an earlier scan has been there, and waking a loader
+        // costs the scan more than the lookup.
         let farthest = if reverse {
             blocks.start
         } else {
             blocks.end - 1
         };
-        let at = |t: &TableInner, i: usize| t.base + t.index.handle(i).offset;
-        if cache.contains(self.inner.file_id, at(&self.inner, farthest)) {
+        if cache.contains(
+            self.inner.file_id,
+            self.block_offset(BlockKind::Main, farthest),
+        ) {
             return;
         }
         // A queued batch holds the table weakly: it keeps no retired file from its deletion
@@ -446,20 +445,16 @@ impl Table {
                 } else {
                     blocks.start + k
                 };
-                let abs = at(t, i);
-                if !cache.contains(t.file_id, abs) {
+                if !cache.contains(t.file_id, table.block_offset(BlockKind::Main, i)) {
                     // The error, if any, is the scan's to report (above).
-                    let _ = table.load_block(BlockKind::Main, i, i, abs, true);
+                    let _ = table.load_block(BlockKind::Main, i);
                 }
             }
         }));
     }
 
     pub(crate) fn corrupt(&self, kind: BlockKind, i: usize, c: Corrupt) -> Error {
-        c.at(
-            self.inner.file_id,
-            self.inner.base + self.index(kind).handle(i).offset,
-        )
+        c.at(self.inner.file_id, self.block_offset(kind, i))
     }
 
     /// True if the filter says `key` may be present.
