@@ -154,14 +154,19 @@ struct Loaders {
 }
 
 impl Loaders {
-    fn start(read_ahead: ReadAhead) -> std::io::Result<Loaders> {
+    /// Starts the loaders; `None` when not one thread could start. Loaders are optional
+    /// (scans load their own blocks without them), so a thread that cannot start is logged
+    /// and left out rather than failing the cache: the one decision every owner of a cache
+    /// (an engine, a worker) takes the same way.
+    fn start(read_ahead: ReadAhead) -> Option<Loaders> {
         let (queue, jobs) = std::sync::mpsc::sync_channel::<sst::block_cache::ReadAheadJob>(
             read_ahead.threads * ReadAhead::QUEUE_PER_THREAD,
         );
         let jobs = Arc::new(parking_lot::Mutex::new(jobs));
+        let mut started = 0;
         for n in 0..read_ahead.threads {
             let jobs = jobs.clone();
-            std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(format!("stratus-read-ahead-{n}"))
                 .spawn(move || {
                     loop {
@@ -177,9 +182,18 @@ impl Loaders {
                             );
                         }
                     }
-                })?;
+                });
+            match spawned {
+                Ok(_) => started += 1,
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    started,
+                    wanted = read_ahead.threads,
+                    "a block read-ahead loader thread did not start"
+                ),
+            }
         }
-        Ok(Loaders {
+        (started > 0).then_some(Loaders {
             queue,
             blocks: read_ahead.blocks,
         })
@@ -234,8 +248,9 @@ impl MokaBlockCache {
     }
 
     /// A cache of `capacity_bytes` whose loader threads read blocks ahead of scans; with
-    /// [`ReadAhead::OFF`] (or either field 0) it is [`Self::new`]. Fails when the settings are
-    /// out of bounds ([`ReadAhead::check`]) or a thread cannot be started.
+    /// [`ReadAhead::OFF`] (or either field 0) it is [`Self::new`]. Fails (`InvalidInput`) when
+    /// the settings are out of bounds ([`ReadAhead::check`]); loader threads that cannot start
+    /// are logged and left out.
     pub fn with_read_ahead(
         capacity_bytes: u64,
         read_ahead: ReadAhead,
@@ -243,10 +258,10 @@ impl MokaBlockCache {
         if let Err((_, what)) = read_ahead.check() {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
         }
-        let loaders = match read_ahead.enabled() {
-            true => Some(Loaders::start(read_ahead)?),
-            false => None,
-        };
+        let loaders = read_ahead
+            .enabled()
+            .then(|| Loaders::start(read_ahead))
+            .flatten();
         Ok(Self::build(capacity_bytes, loaders))
     }
 

@@ -298,8 +298,11 @@ impl Engine {
         let block_cache: Option<Arc<dyn sst::BlockCache>> = match opts.block_cache_size {
             0 => None,
             size => Some(Arc::new(
-                MokaBlockCache::with_read_ahead(size, opts.read_ahead)
-                    .map_err(Error::io("start read-ahead threads", &opts.dir))?,
+                MokaBlockCache::with_read_ahead(size, opts.read_ahead).map_err(|e| {
+                    Error::Config {
+                        what: e.to_string(),
+                    }
+                })?,
             )),
         };
         let source = TableSource {

@@ -33,8 +33,8 @@ pub struct TableIter {
     /// The key of the last row the latest [`Self::next_run`] consumed.
     run_key: Vec<u8>,
     /// Main blocks a read-ahead may load (those a scan of the range given to
-    /// [`Self::bound_read_ahead`] can reach); `None`: no read-ahead.
-    ahead_blocks: Option<Range<usize>>,
+    /// [`Self::bound_read_ahead`] can reach), and the cache's depth; `None`: no read-ahead.
+    ahead_blocks: Option<(Range<usize>, usize)>,
     /// How far the loaders were asked to go: the direction (true: reverse) and the frontier,
     /// forward the first block not queued, reverse the last block queued.
     ahead: Option<(bool, usize)>,
@@ -180,10 +180,11 @@ impl TableIter {
     /// compaction's merges, which read mapped tables) nothing is read ahead.
     pub fn bound_read_ahead(&mut self, lower: &[u8], upper: &[u8]) {
         self.ahead = None;
+        self.ahead_blocks = None;
         // Most tables of a scan never read ahead (L0 files and uncompressed tables are read
         // in place): no search of their index.
-        if self.table.read_ahead_depth() == 0 {
-            self.ahead_blocks = None;
+        let depth = self.table.read_ahead_depth();
+        if depth == 0 {
             return;
         }
         let index = self.table.index(BlockKind::Main);
@@ -193,7 +194,7 @@ impl TableIter {
         } else {
             index.count_before(upper)
         };
-        self.ahead_blocks = (first < end).then_some(first..end);
+        self.ahead_blocks = (first < end).then_some((first..end, depth));
     }
 
     /// Queues the next blocks after `bi` (before it, in `reverse`) that the scan will read:
@@ -202,10 +203,9 @@ impl TableIter {
     /// scan loads those blocks itself): asking again at every block would add a hand-over
     /// attempt per block exactly when the machine is busiest.
     fn read_ahead(&mut self, bi: usize, reverse: bool) {
-        let Some(range) = self.ahead_blocks.clone() else {
+        let Some((range, depth)) = self.ahead_blocks.clone() else {
             return;
         };
-        let depth = self.table.read_ahead_depth();
         let batch = (depth / 2).max(1);
         let (blocks, frontier) = if reverse {
             let to = match self.ahead {

