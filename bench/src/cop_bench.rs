@@ -30,7 +30,7 @@ use wire::coprocessor::{
 };
 use wire::datum::{Datum, FieldType};
 
-use crate::report::{rate, row, table_header};
+use crate::report::{dir_size, rate, row, table_header};
 use crate::workload::rng;
 
 const TABLE: i64 = 1;
@@ -38,22 +38,6 @@ const TABLE: i64 = 1;
 const K: i64 = 50;
 /// Distinct values of the GROUP BY column.
 const GROUPS: i64 = 64;
-/// Bytes of the files under `dir`, recursively.
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| {
-            let e = e.expect("dir entry");
-            let meta = e.metadata().expect("metadata");
-            if meta.is_dir() {
-                dir_bytes(&e.path())
-            } else {
-                meta.len()
-            }
-        })
-        .sum()
-}
-
 /// The block cache of the cold runs that measure a cache smaller than the table.
 const SMALL_CACHE: u64 = 16 << 20;
 
@@ -418,7 +402,7 @@ pub fn run(entries: usize) {
         values
     };
     let n = entries as f64;
-    let tables_mib = dir_bytes(&dir.path().join("dfs")) as f64 / (1 << 20) as f64;
+    let tables_mib = dir_size(&dir.path().join("dfs")) as f64 / (1 << 20) as f64;
     table_header(&format!(
         "coprocessor scan + aggregate ({entries} rows of 4 columns, one shard in levels, {tables_mib:.0} MiB of zstd tables; wall-clock rows/s)"
     ));

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use kvengine::{ColumnFamily, Durability, Engine, EngineOptions, LocalDfs, SyncPolicy, WriteBatch};
 
-use crate::report::{row, table_header};
+use crate::report::{dir_size, row, table_header};
 use crate::workload::{key, rng, value};
 
 const WARM_CACHE: usize = 256 * 1024 * 1024;
@@ -404,21 +404,6 @@ fn disk_split(p: &Path) -> String {
     }
     parts.sort();
     parts.join(", ")
-}
-
-fn dir_size(p: &Path) -> u64 {
-    let mut total = 0;
-    if let Ok(rd) = std::fs::read_dir(p) {
-        for e in rd.flatten() {
-            let Ok(m) = e.metadata() else { continue };
-            if m.is_dir() {
-                total += dir_size(&e.path());
-            } else {
-                total += m.len();
-            }
-        }
-    }
-    total
 }
 
 fn vm_hwm_kb() -> u64 {

@@ -84,6 +84,22 @@ pub fn duration_row(name: &str, ours: Duration, base_name: &str, base: Duration)
     );
 }
 
+/// Bytes of the files under `p`, recursively (what cannot be read counts 0).
+pub fn dir_size(p: &std::path::Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                total += dir_size(&e.path());
+            } else {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
 /// A field of `/proc/self/status` in kB (`VmHWM`, `RssAnon`, `RssFile`, ...), 0 if absent.
 pub fn proc_status_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
