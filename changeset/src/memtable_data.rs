@@ -4,9 +4,9 @@
 //! SSTs). The server emits them with [`MemtableDataWriter`], **oldest first per key**, so that a
 //! receiver reading a key's rows in order sees its versions ascending (the engine's receiver
 //! indexes them, see `kvengine/src/remote_rows.rs`). The receiver walks the rows with [`rows`],
-//! which checks the checksum up front and each row's structure as it is reached (a receiver
-//! that builds an index from the rows discards it on the first error), or calls [`decode`],
-//! which checks the whole input before returning any row.
+//! which checks each row's structure as it is reached and the checksum as it goes, reporting a
+//! mismatch at the end (a receiver that builds an index from the rows discards it on the first
+//! error), or calls [`decode`], which checks the whole input before returning any row.
 //!
 //! **Three formats** ([`Format`]). Version 1 stores every row whole, so a receiver can index the
 //! rows in place. Version 2 ([`Format::V2`]) is what a server sends a worker that reads it: keys
@@ -318,6 +318,100 @@ impl RowsChecksum {
             RowsChecksum::Xxh3(h) => h.update(bytes),
         }
     }
+
+    /// The checksum of the bytes fed so far, as stored (a CRC widened to u64).
+    fn value(&self) -> u64 {
+        match self {
+            RowsChecksum::Crc32(h) => u64::from(h.clone().finalize()),
+            RowsChecksum::Xxh3(h) => h.digest(),
+        }
+    }
+}
+
+/// The cursor reads this far at most past what it fed the checksum before feeding it the next
+/// chunk (rows are short; a longer one is still checked, only not from the cache).
+const VERIFY_SLACK: usize = 1024;
+
+/// The checksum a [`RowIter`] verifies as it walks the rows.
+///
+/// **Why not up front.** Checking the whole blob before decoding it read every byte from memory
+/// twice, once for the checksum and once for the rows: the checksum was a quarter of rebuilding
+/// a snapshot from a blob too large for the cache. The cursor instead feeds the checksum a
+/// chunk ([`CHECKSUM_CHUNK`]) ahead of the row it decodes, so each chunk comes from memory once
+/// and is decoded from the cache.
+///
+/// **What that changes for a caller: nothing it could act on.** The rows of a corrupt blob may
+/// be yielded before the corruption is known, so the cursor's last step (after the last row)
+/// is where a mismatch is reported, and a malformed row of a blob whose checksum does not
+/// match is reported as the mismatch: every blob gets the same error as when the checksum came
+/// first. Every caller builds from the rows something it discards on an error (an index, a
+/// vector of rows, a transcoded blob), and the decoder is bounds-checked, so unverified bytes
+/// can make it fail but never misbehave.
+struct Verify {
+    format: Format,
+    checksum: RowsChecksum,
+    /// The checksum stored after the rows.
+    expected: u64,
+    /// End of the bytes fed so far.
+    fed: usize,
+    /// End of the rows (where the stored checksum starts).
+    end: usize,
+}
+
+impl Verify {
+    fn new(
+        format: Format,
+        checksum: RowsChecksum,
+        expected: u64,
+        start: usize,
+        end: usize,
+    ) -> Self {
+        Self {
+            format,
+            checksum,
+            expected,
+            fed: start,
+            end,
+        }
+    }
+
+    /// Feeds the checksum the next chunk once `pos`, where the cursor reads next, nears the end
+    /// of what it was fed.
+    #[inline(always)]
+    fn ahead_of(&mut self, data: &[u8], pos: usize) {
+        if pos.saturating_add(VERIFY_SLACK) >= self.fed && self.fed < self.end {
+            self.feed_to(data, pos.saturating_add(CHECKSUM_CHUNK));
+        }
+    }
+
+    #[inline(never)]
+    fn feed_to(&mut self, data: &[u8], to: usize) {
+        let to = to.min(self.end);
+        if to > self.fed {
+            self.checksum.update(&data[self.fed..to]);
+            self.fed = to;
+        }
+    }
+
+    /// Feeds the rest of the rows and compares.
+    fn finish(&mut self, data: &[u8]) -> Result<(), MemtableDataError> {
+        self.feed_to(data, self.end);
+        let found = self.checksum.value();
+        if found != self.expected {
+            return Err(MemtableDataError::ChecksumMismatch {
+                format: self.format.as_u8(),
+                expected: self.expected,
+                found,
+            });
+        }
+        Ok(())
+    }
+
+    /// `err`, or the checksum mismatch that explains it.
+    #[cold]
+    fn blame(&mut self, data: &[u8], err: MemtableDataError) -> MemtableDataError {
+        self.finish(data).err().unwrap_or(err)
+    }
 }
 
 impl Default for MemtableDataWriter {
@@ -602,6 +696,7 @@ pub fn encode_as(format: Format, rows: &[MemRow]) -> Result<Vec<u8>, MemtableDat
 pub fn transcode(data: &Bytes, format: Format) -> Result<Bytes, MemtableDataError> {
     let mut iter = rows(data)?;
     if iter.format() == format {
+        iter.verify_checksum()?;
         return Ok(data.clone());
     }
     let mut writer = MemtableDataWriter::with_format(format, data.len());
@@ -664,10 +759,11 @@ pub fn peek_format(data: &[u8]) -> Result<Format, MemtableDataError> {
     })
 }
 
-/// Checks a blob's header, length and checksum, and returns a cursor over its rows that checks
-/// each row as it is reached (structure, column family, tag bits, canonical form, version
-/// order against the row before) and, after the last row, that no bytes follow. Once it yields
-/// an error it ends.
+/// Checks a blob's header and length, and returns a cursor over its rows that checks each row
+/// as it is reached (structure, column family, tag bits, canonical form, version order against
+/// the row before) and, after the last row, the checksum and that no bytes follow. Once it
+/// yields an error it ends. A caller must discard what it built from the rows when the cursor
+/// ends in an error: the rows of a corrupt blob may come before the mismatch (see `Verify`).
 pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
     let format = peek_format(data)?;
     let mut header = Cursor::new(data, data.len());
@@ -697,45 +793,49 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
     }
     // `needed == data.len()`, so these fit in usize.
     let body_end = data.len() - checksum_len;
-    let (expected, found) = match format {
+    let mut stored = [0u8; XXH3_LEN];
+    stored[..checksum_len].copy_from_slice(&data[body_end..]);
+    let expected = u64::from_le_bytes(stored);
+    // The checksum is not read up front: the cursor feeds it the rows a chunk ahead of the
+    // row it decodes (see `Verify`), so the rows are read from memory once, not twice.
+    let mut verify = match format {
         Format::V1 => {
-            let mut stored = [0u8; CRC_LEN];
-            stored.copy_from_slice(&data[body_end..]);
-            (
-                u64::from(u32::from_le_bytes(stored)),
-                u64::from(crc32fast::hash(&data[..body_end])),
+            // v1's CRC covers the header too.
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&data[..body_start]);
+            Verify::new(
+                format,
+                RowsChecksum::Crc32(crc),
+                expected,
+                body_start,
+                body_end,
             )
         }
-        Format::V2 | Format::V3 => {
-            let mut stored = [0u8; XXH3_LEN];
-            stored.copy_from_slice(&data[body_end..]);
-            (
-                u64::from_le_bytes(stored),
-                xxhash_rust::xxh3::xxh3_64(&data[body_start..body_end]),
-            )
-        }
-    };
-    if expected != found {
-        return Err(MemtableDataError::ChecksumMismatch {
-            format: format.as_u8(),
+        Format::V2 | Format::V3 => Verify::new(
+            format,
+            RowsChecksum::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new())),
             expected,
-            found,
-        });
-    }
+            body_start,
+            body_end,
+        ),
+    };
 
     let mut body = Cursor::new(data, body_end);
     body.pos = body_start;
-    let (count, min_row) = match format {
-        Format::V1 => (body.varint()?, MIN_ROW_LEN_V1),
-        Format::V2 => (count.unwrap_or_default(), MIN_ROW_LEN_V2),
-        Format::V3 => (count.unwrap_or_default(), MIN_ROW_LEN_V3),
+    let counted = match format {
+        Format::V1 => body.varint().map(|count| (count, MIN_ROW_LEN_V1)),
+        Format::V2 => Ok((count.unwrap_or_default(), MIN_ROW_LEN_V2)),
+        Format::V3 => Ok((count.unwrap_or_default(), MIN_ROW_LEN_V3)),
     };
+    let (count, min_row) = counted.map_err(|e| verify.blame(data, e))?;
     let max = body.remaining() as u64 / min_row;
     if count > max {
-        return Err(MemtableDataError::RowCountTooLarge { count, max });
+        let e = MemtableDataError::RowCountTooLarge { count, max };
+        return Err(verify.blame(data, e));
     }
     Ok(RowIter {
         format,
+        verify,
         body,
         count,
         index: 0,
@@ -755,6 +855,8 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
 /// so a row borrows the cursor until the next call.
 pub struct RowIter<'a> {
     format: Format,
+    /// The checksum, fed as the rows are reached and compared after the last one.
+    verify: Verify,
     body: Cursor<'a>,
     count: u64,
     index: u64,
@@ -786,6 +888,12 @@ impl<'a> RowIter<'a> {
         self.count
     }
 
+    /// Checks the blob's checksum now rather than after the last row, for a caller that passes
+    /// the blob on without walking it.
+    pub fn verify_checksum(&mut self) -> Result<(), MemtableDataError> {
+        self.verify.finish(self.body.data)
+    }
+
     /// The next row, an error (after which the cursor ends), or `None` after the last row.
     #[allow(clippy::should_implement_trait)] // lending: a row borrows the cursor
     pub fn next_row(&mut self) -> Option<Result<MemRowRef<'_>, MemtableDataError>> {
@@ -802,28 +910,38 @@ impl<'a> RowIter<'a> {
         if self.done {
             return None;
         }
+        let data = self.body.data;
         if self.index == self.count {
             self.done = true;
+            if let Err(mismatch) = self.verify.finish(data) {
+                return Some(Err(mismatch));
+            }
             let count = self.body.remaining() as u64;
             return (count != 0).then_some(Err(MemtableDataError::TrailingBytes { count }));
         }
+        self.verify.ahead_of(data, self.body.pos);
         let index = self.index;
         self.index += 1;
-        let row = match self.format {
-            Format::V1 => self.row_v1(index),
-            Format::V2 | Format::V3 => self.row_v2(index).map(|row| MemRowRef {
+        let decoded = match self.format {
+            Format::V1 => self.row_v1(index).map(Decoded::Whole),
+            Format::V2 | Format::V3 => self.row_v2(index).map(Decoded::Rebuilt),
+        };
+        let row = match decoded {
+            Ok(Decoded::Whole(row)) => row,
+            Ok(Decoded::Rebuilt(row)) => MemRowRef {
                 cf: row.cf,
                 key: &self.key,
                 version: row.version,
                 user_meta: row.stored_meta.unwrap_or(&self.meta),
                 value: row.value,
                 tombstone: row.tombstone,
-            }),
+            },
+            Err(e) => {
+                self.done = true;
+                return Some(Err(self.verify.blame(data, e)));
+            }
         };
-        if row.is_err() {
-            self.done = true;
-        }
-        Some(row.map(|row| (row, self.order)))
+        Some(Ok((row, self.order)))
     }
 
     fn check_order(
@@ -1059,6 +1177,14 @@ impl<'a> RowIter<'a> {
             tombstone: tag & TAG_TOMBSTONE != 0,
         })
     }
+}
+
+/// A row as its format decodes it.
+enum Decoded<'a> {
+    /// A v1 row, slicing the input.
+    Whole(MemRowRef<'a>),
+    /// A v2 or v3 row, whose key and WRITE meta sit in the cursor.
+    Rebuilt(RowV2<'a>),
 }
 
 /// A decoded v2 row but its key and (WRITE) meta, which sit in the [`RowIter`]'s buffers.

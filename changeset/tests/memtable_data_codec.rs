@@ -150,8 +150,35 @@ proptest! {
         let mut corrupt = blob.clone();
         let index = position.index(corrupt.len());
         corrupt[index] ^= mask;
-        prop_assert!(memtable_data::decode_slice(&corrupt).is_err(), "index={} mask={:#x}", index, mask);
+        let decoded = memtable_data::decode_slice(&corrupt);
+        prop_assert!(decoded.is_err(), "index={} mask={:#x}", index, mask);
+        // The checksum is compared after the rows, yet a flip anywhere it covers is reported
+        // as the mismatch, never as whatever malformed row the flip made.
+        if checksummed_rows(&blob).contains(&index) {
+            let is_mismatch = matches!(decoded, Err(MemtableDataError::ChecksumMismatch { .. }));
+            prop_assert!(is_mismatch, "index={} mask={:#x}: {:?}", index, mask, decoded);
+        }
     }
+}
+
+/// Where the rows of a blob sit: past the header's length fields (whose corruption is caught
+/// as a length error first), up to the stored checksum. v1's row count is among the rows.
+fn checksummed_rows(blob: &[u8]) -> std::ops::Range<usize> {
+    let mut pos = 5;
+    let skip_varint = |pos: &mut usize| {
+        while blob[*pos] & 0x80 != 0 {
+            *pos += 1;
+        }
+        *pos += 1;
+    };
+    skip_varint(&mut pos);
+    let checksum_len = if blob[4] == 1 {
+        4
+    } else {
+        skip_varint(&mut pos);
+        8
+    };
+    pos..blob.len() - checksum_len
 }
 
 fn varint(mut value: u64, out: &mut Vec<u8>) {
@@ -401,6 +428,89 @@ fn write_rows(count: u64) -> Vec<MemRow> {
             }
         })
         .collect()
+}
+
+/// Rows of several checksum chunks (the cursor feeds the checksum 64 KiB at a time).
+fn long_rows() -> Vec<MemRow> {
+    write_rows(3000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut row)| {
+            row.value = Bytes::from(vec![i as u8; 100]);
+            row
+        })
+        .collect()
+}
+
+#[test]
+fn a_corrupt_value_is_reported_after_the_rows_as_a_checksum_mismatch() {
+    let rows = long_rows();
+    for format in Format::ALL {
+        let blob = memtable_data::encode_as(format, &rows).unwrap();
+        assert!(blob.len() > 4 * 64 * 1024, "{format}: {} bytes", blob.len());
+        let region = checksummed_rows(&blob);
+        // A value byte in the first chunk, one in the middle, the last byte of the rows.
+        for index in [
+            region.start + 200,
+            region.start + region.len() / 2,
+            region.end - 1,
+        ] {
+            let mut corrupt = blob.clone();
+            corrupt[index] ^= 0x40;
+            let mut cursor = memtable_data::rows(&corrupt).unwrap();
+            let mut yielded = 0;
+            let end = loop {
+                match cursor.next_row() {
+                    Some(Ok(_)) => yielded += 1,
+                    Some(Err(e)) => break e,
+                    None => panic!("{format} index={index}: the cursor ended without an error"),
+                }
+            };
+            assert!(
+                matches!(end, MemtableDataError::ChecksumMismatch { format: f, .. } if f == format.as_u8()),
+                "{format} index={index}: {end:?}"
+            );
+            assert_eq!(
+                yielded,
+                rows.len(),
+                "{format} index={index}: a value flip decodes"
+            );
+            assert!(
+                cursor.next_row().is_none(),
+                "the cursor ends after its error"
+            );
+            assert!(matches!(
+                memtable_data::decode_slice(&corrupt),
+                Err(MemtableDataError::ChecksumMismatch { .. })
+            ));
+            // Passing a blob on in its own format checks the checksum without walking it.
+            assert!(matches!(
+                memtable_data::transcode(&Bytes::from(corrupt), format),
+                Err(MemtableDataError::ChecksumMismatch { .. })
+            ));
+        }
+        let intact = Bytes::from(blob);
+        assert_eq!(memtable_data::transcode(&intact, format).unwrap(), intact);
+        assert_eq!(memtable_data::decode(&intact).unwrap(), rows);
+    }
+}
+
+#[test]
+fn a_malformed_row_of_a_corrupt_blob_is_reported_as_the_checksum_mismatch() {
+    let rows = long_rows();
+    for format in [Format::V2, Format::V3] {
+        let blob = memtable_data::encode_as(format, &rows).unwrap();
+        // The first row's tag, set to bits no format knows: malformed, and caught as such
+        // only when the checksum agrees.
+        let first_tag = checksummed_rows(&blob).start;
+        let mut corrupt = blob.clone();
+        corrupt[first_tag] = 0xff;
+        let err = memtable_data::decode_slice(&corrupt).unwrap_err();
+        assert!(
+            matches!(err, MemtableDataError::ChecksumMismatch { .. }),
+            "{format}: {err:?}"
+        );
+    }
 }
 
 #[test]
