@@ -312,6 +312,14 @@ impl std::fmt::Debug for RowsChecksum {
 }
 
 impl RowsChecksum {
+    /// An empty checksum of the kind `format` stores.
+    fn of(format: Format) -> RowsChecksum {
+        match format {
+            Format::V1 => RowsChecksum::Crc32(crc32fast::Hasher::new()),
+            Format::V2 | Format::V3 => RowsChecksum::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new())),
+        }
+    }
+
     fn update(&mut self, bytes: &[u8]) {
         match self {
             RowsChecksum::Crc32(h) => h.update(bytes),
@@ -359,22 +367,6 @@ struct Verify {
 }
 
 impl Verify {
-    fn new(
-        format: Format,
-        checksum: RowsChecksum,
-        expected: u64,
-        start: usize,
-        end: usize,
-    ) -> Self {
-        Self {
-            format,
-            checksum,
-            expected,
-            fed: start,
-            end,
-        }
-    }
-
     /// Feeds the checksum the next chunk once `pos`, where the cursor reads next, nears the end
     /// of what it was fed.
     #[inline(always)]
@@ -442,14 +434,10 @@ impl MemtableDataWriter {
     pub fn with_format_in(format: Format, bytes: usize, pool: &'static ShipBuffers) -> Self {
         let mut buf = pool.take(HEADER_RESERVE.saturating_add(bytes));
         buf.resize(HEADER_RESERVE, 0);
-        let checksum = match format {
-            Format::V1 => RowsChecksum::Crc32(crc32fast::Hasher::new()),
-            Format::V2 | Format::V3 => RowsChecksum::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new())),
-        };
         Self {
             format,
             buf,
-            checksum,
+            checksum: RowsChecksum::of(format),
             checked_end: HEADER_RESERVE,
             rows: 0,
             last: None,
@@ -798,26 +786,17 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
     let expected = u64::from_le_bytes(stored);
     // The checksum is not read up front: the cursor feeds it the rows a chunk ahead of the
     // row it decodes (see `Verify`), so the rows are read from memory once, not twice.
-    let mut verify = match format {
-        Format::V1 => {
-            // v1's CRC covers the header too.
-            let mut crc = crc32fast::Hasher::new();
-            crc.update(&data[..body_start]);
-            Verify::new(
-                format,
-                RowsChecksum::Crc32(crc),
-                expected,
-                body_start,
-                body_end,
-            )
-        }
-        Format::V2 | Format::V3 => Verify::new(
-            format,
-            RowsChecksum::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new())),
-            expected,
-            body_start,
-            body_end,
-        ),
+    let mut checksum = RowsChecksum::of(format);
+    // v2's checksum covers the rows only, v1's the header too.
+    if format == Format::V1 {
+        checksum.update(&data[..body_start]);
+    }
+    let mut verify = Verify {
+        format,
+        checksum,
+        expected,
+        fed: body_start,
+        end: body_end,
     };
 
     let mut body = Cursor::new(data, body_end);
