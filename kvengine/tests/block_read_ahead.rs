@@ -206,13 +206,22 @@ fn scan_into_the_second_block(table: &Table) {
     }
 }
 
+/// A table in `dir` behind a cache with one loader, which is held (the returned sender releases
+/// it), and a scan that read into the table's second block: its first batch waits in the queue.
+fn a_batch_queued_behind_a_held_loader(
+    dir: &std::path::Path,
+) -> (Arc<MokaBlockCache>, Table, mpsc::Sender<()>) {
+    let cache = Arc::new(MokaBlockCache::with_read_ahead(64 << 20, ONE_LOADER).unwrap());
+    let (table, _) = table_in(dir, cache.clone());
+    let release = hold_loader(&cache);
+    scan_into_the_second_block(&table);
+    (cache, table, release)
+}
+
 #[test]
 fn the_loader_loads_the_batch_a_scan_queued_when_it_moved_into_its_second_block() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = Arc::new(MokaBlockCache::with_read_ahead(64 << 20, ONE_LOADER).unwrap());
-    let (table, _) = table_in(dir.path(), cache.clone());
-    let release = hold_loader(&cache);
-    scan_into_the_second_block(&table);
+    let (cache, table, release) = a_batch_queued_behind_a_held_loader(dir.path());
     cache.run_pending_tasks();
     assert_eq!(cache.stats().entry_count, 2, "the scan's own two blocks");
     release.send(()).unwrap();
@@ -235,12 +244,7 @@ fn the_loader_loads_the_batch_a_scan_queued_when_it_moved_into_its_second_block(
 #[test]
 fn a_queued_batch_holds_no_handle_of_its_table_and_loads_nothing_once_it_is_gone() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = Arc::new(MokaBlockCache::with_read_ahead(64 << 20, ONE_LOADER).unwrap());
-    let (table, _) = table_in(dir.path(), cache.clone());
-    // Hold the only loader, so the scan's batch stays queued.
-    let release = hold_loader(&cache);
-    // Read into the second block: the scan queues the blocks after it.
-    scan_into_the_second_block(&table);
+    let (cache, table, release) = a_batch_queued_behind_a_held_loader(dir.path());
     assert_eq!(cache.stats().read_ahead_queued, 2, "{:?}", cache.stats());
     // File GC deletes a retired table once its handle is the last: the queued batch must not
     // count.
