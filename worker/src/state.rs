@@ -99,9 +99,13 @@ impl WorkerState {
         let block_cache = (cache_bytes > 0).then(|| {
             let read_ahead = config.worker.read_ahead();
             // `config` is validated (`WorkerConfig::validate` checks the read-ahead settings),
-            // so the cache refuses nothing here; were it to, scans work without loaders.
+            // so the cache refuses nothing here; were it to (a caller skipped validation),
+            // say so, and scans load their own blocks.
             let cache = MokaBlockCache::with_read_ahead(cache_bytes, read_ahead)
-                .unwrap_or_else(|_| MokaBlockCache::new(cache_bytes));
+                .unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "block read-ahead settings refused; scans load their own blocks");
+                    MokaBlockCache::new(cache_bytes)
+                });
             Arc::new(cache) as Arc<dyn sst::BlockCache>
         });
         let started = Instant::now();
