@@ -12,9 +12,11 @@
 //!   in the newest format the receiver reads: [`SnapAccess::to_remote_as`]): the WRITE rows of
 //!   every memtable inside the ranges that a read at start_ts may land on, oldest first per key.
 //!
-//! [`SnapAccess::from_remote`] opens the files from the object store, indexes the rows (no
-//! skiplist is built: see `remote_rows`; either format is accepted) and returns a read-only [`SnapAccess`] on which
-//! every MVCC read at the start_ts it was shipped for returns exactly what the origin returns.
+//! [`SnapAccess::from_remote`] opens the files from the object store (a worker passes its
+//! cache of open tables instead: [`SnapAccess::from_remote_cached`], `table_cache`), indexes
+//! the rows (no skiplist is built: see `remote_rows`; every format is accepted) and returns a
+//! read-only [`SnapAccess`] on which every MVCC read at the start_ts it was shipped for returns
+//! exactly what the origin returns.
 //!
 //! **Which memtable versions travel.** Per key, a read at `start_ts` lands on the first
 //! version `<= start_ts` across all sources; a Put or a tombstone ends it, a Lock or Rollback
@@ -49,6 +51,7 @@ use crate::mvcc::reader::write_kind;
 use crate::remote_rows::RemoteRows;
 use crate::shard_data::{OpenTables, ShardData, TableSource};
 use crate::snap_access::SnapAccess;
+use crate::table_cache::TableCache;
 
 /// What [`SnapAccess::to_remote`] produces: everything a worker needs besides the object
 /// store to rebuild the snapshot for one read.
@@ -147,6 +150,34 @@ impl SnapAccess {
         dfs: Arc<dyn Dfs>,
         block_cache: Option<Arc<dyn sst::BlockCache>>,
     ) -> Result<SnapAccess> {
+        let source = TableSource {
+            dfs: dfs.as_ref(),
+            block_cache: block_cache.as_ref(),
+        };
+        Self::rebuild(changeset, memtable_data, |files| {
+            ShardData::derive(files, &OpenTables::default(), source)
+        })
+    }
+
+    /// [`SnapAccess::from_remote`] taking the tables from `tables`, which keeps what it opens
+    /// for the next rebuild (a worker's: see `table_cache`), and opening only what it lacks
+    /// from its object store and block cache. The same result and errors.
+    pub fn from_remote_cached(
+        changeset: &ChangeSet,
+        memtable_data: &Bytes,
+        tables: &TableCache,
+    ) -> Result<SnapAccess> {
+        Self::rebuild(changeset, memtable_data, |files| {
+            ShardData::derive_with(files, |id| tables.l0(id), |id| tables.table(id))
+        })
+    }
+
+    /// The checks and the row index of a rebuild, with the file list's tables from `derive`.
+    fn rebuild(
+        changeset: &ChangeSet,
+        memtable_data: &Bytes,
+        derive: impl FnOnce(ShardFiles) -> Result<ShardData>,
+    ) -> Result<SnapAccess> {
         let shard_id = changeset.shard_id;
         if !matches!(changeset.change, Some(Change::Snapshot(_))) {
             return Err(Error::RemoteSnapshot {
@@ -160,11 +191,7 @@ impl SnapAccess {
         let files = ShardFiles::from_changeset(changeset)?;
         // The rows first: a corrupt transfer fails before any object store read.
         let rows = RemoteRows::decode(shard_id, files.start(), files.end(), memtable_data)?;
-        let source = TableSource {
-            dfs: dfs.as_ref(),
-            block_cache: block_cache.as_ref(),
-        };
-        let mut data = ShardData::derive(files, &OpenTables::default(), source)?;
+        let mut data = derive(files)?;
         data.remote = Some(Arc::new(rows));
         Ok(SnapAccess {
             shard_id,

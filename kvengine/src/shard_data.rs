@@ -168,10 +168,20 @@ impl ShardData {
         open: &OpenTables,
         source: TableSource<'_>,
     ) -> Result<ShardData> {
+        Self::derive_with(files, |id| open.l0(id, source), |id| open.table(id, source))
+    }
+
+    /// [`ShardData::derive`] taking each table from `l0` and `table` (by file id): a worker's
+    /// cache of open tables (`crate::table_cache`) instead of a map and the object store.
+    pub(crate) fn derive_with(
+        files: ShardFiles,
+        l0: impl Fn(u64) -> Result<L0Table>,
+        table: impl Fn(u64) -> Result<Table>,
+    ) -> Result<ShardData> {
         let l0s = files
             .l0s()
             .iter()
-            .map(|f| open.l0(f.id, source))
+            .map(|f| l0(f.id))
             .collect::<Result<Vec<_>>>()?;
         let mut levels: [Vec<Vec<Table>>; ColumnFamily::COUNT] = Default::default();
         for cf in ColumnFamily::ALL {
@@ -182,7 +192,7 @@ impl ShardData {
                 }
                 let tables = metas
                     .iter()
-                    .map(|f| open.table(f.id, source))
+                    .map(|f| table(f.id))
                     .collect::<Result<Vec<_>>>()?;
                 let per_cf = &mut levels[cf.index()];
                 per_cf.resize_with(level as usize, Vec::new);

@@ -69,6 +69,19 @@ pub fn map_open_file(file_id: u64, file: &std::fs::File) -> Result<Bytes> {
     Ok(Bytes::from_owner(FileMap::new(map)))
 }
 
+/// Whether `data` lies wholly inside a live map made by [`map_open_file`]: bytes the kernel
+/// can drop and read back from the file, as opposed to a download on the heap.
+pub fn is_mapped(data: &[u8]) -> bool {
+    if data.is_empty() {
+        return false;
+    }
+    let lo = data.as_ptr() as usize;
+    let maps = maps();
+    maps.range(..=lo)
+        .next_back()
+        .is_some_and(|(&start, &len)| lo + data.len() <= start + len)
+}
+
 /// The page-aligned part of `data` inside a registered map, as (start, length).
 fn mapped_range(data: &[u8]) -> Option<(usize, usize)> {
     if data.is_empty() {
@@ -202,5 +215,19 @@ mod tests {
             mapped_range(&copy).is_none(),
             "a copy of a map is heap memory"
         );
+    }
+
+    #[test]
+    fn only_bytes_inside_a_live_map_count_as_mapped() {
+        let heap = vec![7u8; 4096];
+        assert!(!is_mapped(&heap));
+        assert!(!is_mapped(&[]));
+        let (_dir, b) = mapped(16 * 1024);
+        assert!(is_mapped(&b));
+        assert!(is_mapped(&b[100..200]), "a slice of a map");
+        let addr = b.as_ptr() as usize;
+        drop(b);
+        // The map is gone: the registry no longer vouches for its range.
+        assert!(!maps().contains_key(&addr));
     }
 }

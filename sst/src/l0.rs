@@ -167,6 +167,12 @@ impl L0Table {
         self.size
     }
 
+    /// The memory the open file holds of its own: its sections' ([`Table::memory_size`];
+    /// each counts its own slice of a downloaded file, so together they count it once).
+    pub fn memory_size(&self) -> u64 {
+        self.sections.iter().flatten().map(Table::memory_size).sum()
+    }
+
     /// Handles alive on this file (the most of any section; see [`Table::handle_count`]).
     pub fn handle_count(&self) -> usize {
         self.sections

@@ -122,6 +122,8 @@ struct TableInner {
     /// checksum has been verified, so repeated reads of an uncompressed block skip the CRC.
     verified: Box<[AtomicBool]>,
     cache: Option<Arc<dyn BlockCache>>,
+    /// Bytes of the metadata regions (indexes, filter, properties) as stored.
+    meta_len: u64,
 }
 
 impl std::fmt::Debug for Table {
@@ -280,6 +282,7 @@ impl Table {
                 old_index_at: footer.old_index.offset,
                 verified,
                 cache,
+                meta_len: meta_end - regions[0].offset,
             }),
         })
     }
@@ -301,6 +304,23 @@ impl Table {
     /// deletes a replaced file only once its own handle is the last one.
     pub fn handle_count(&self) -> usize {
         Arc::strong_count(&self.inner)
+    }
+
+    /// The memory this open table holds of its own, in bytes: its decoded indexes, filter and
+    /// properties (read into memory, or kept resident in a map, by every lookup), and the
+    /// whole section when it was downloaded onto the heap rather than mapped or read with
+    /// positioned reads. Blocks in the block cache are the cache's, not counted here. What a
+    /// cache of open tables weighs them by.
+    pub fn memory_size(&self) -> u64 {
+        let inner = &*self.inner;
+        let blocks = (inner.index.len() + inner.old_index.len()) as u64;
+        // Per block: an index entry (a key slice, a handle, a running size) and a flag.
+        let per_block = (std::mem::size_of::<Bytes>() + 16 + 8 + 1) as u64;
+        let downloaded = match &inner.data {
+            Data::Mapped(b) if !crate::file_map::is_mapped(b) => b.len() as u64,
+            Data::Mapped(_) | Data::File { .. } => 0,
+        };
+        inner.meta_len + blocks * per_block + downloaded
     }
 
     /// Size of the section in bytes.

@@ -118,3 +118,34 @@ fn a_corrupt_block_read_positioned_is_reported_as_corruption() {
         "expected corruption of file 1, found {err:?}"
     );
 }
+
+/// A cache of open tables weighs each by `memory_size`: a download counts whole, a map or a
+/// positioned file only its metadata, and the metadata is never free.
+#[test]
+fn a_downloaded_table_weighs_its_bytes_and_a_local_one_its_metadata() {
+    let oracle = multi_block_oracle(300);
+    for compression in [Compression::None, Compression::Zstd(1)] {
+        let opts = BuilderOptions {
+            block_size: 512,
+            compression,
+            ..Default::default()
+        };
+        let data = build(&oracle, opts).data;
+        let dir = tempfile::tempdir().unwrap();
+        let cache: Arc<dyn BlockCache> = Arc::new(MapCache::default());
+        let local = Table::open_local(1, write_file(dir.path(), &data), Some(cache)).unwrap();
+        let downloaded = Table::open(1, bytes::Bytes::from(data.clone())).unwrap();
+        let size = data.len() as u64;
+        let meta = local.memory_size();
+        assert!(meta > 0, "{compression:?}: metadata weighs something");
+        assert!(
+            meta < size / 2,
+            "{compression:?}: a local table holds its metadata, not its {size} bytes: {meta}"
+        );
+        assert_eq!(
+            downloaded.memory_size(),
+            meta + size,
+            "{compression:?}: a download holds its metadata and every byte"
+        );
+    }
+}

@@ -12,6 +12,7 @@
 //! labels = { zone = "" }
 //! max-request-size = "1GiB"
 //! block-cache-size = "256MiB"
+//! table-cache-size = "64MiB"        # open SST tables kept between rebuilds (0 = none)
 //! ship-buffer-pool-size = "128MiB"  # received memtable rows' arenas kept for the next rebuild
 //! read-ahead-blocks = 8             # blocks a scan has loaded ahead of it (0 = none)
 //! read-ahead-threads = 1            # the block cache's loader threads (0 = none)
@@ -97,6 +98,14 @@ pub struct WorkerSection {
     /// `"256MiB"`; 0 = no cache). Requests over the same region reuse each other's blocks; a
     /// bigger cache trades memory for fewer decompressions and local-file reads.
     pub block_cache_size: ReadableSize,
+    /// Bytes of open SST tables kept between snapshot rebuilds (default `"64MiB"`; 0 = none):
+    /// their decoded indexes, filters and properties, and whole files only when they were
+    /// downloaded rather than read from local disk (`kvengine::TableCache`). Requests over the
+    /// same region name the same files, so a kept table spares every later rebuild its open.
+    /// Each table counts at least 64 KiB, which bounds the files kept open to this / 64 KiB
+    /// (1,024 by default); a kept table whose file the store deleted holds its disk space
+    /// until it is evicted.
+    pub table_cache_size: ReadableSize,
     /// Bytes of buffers kept for rebuilding the next snapshot's memtable rows (default
     /// `"128MiB"`, 0 = none), idle or in use (`changeset::ship_buffers`, process-wide): what
     /// it keeps stays resident, and what it saves is the kernel zeroing fresh pages for each
@@ -137,7 +146,7 @@ pub struct WorkerSection {
     /// driver; empty = `http://` + the bound address (right unless it binds 0.0.0.0).
     pub advertise_url: String,
     /// The newest memtable-data format (`changeset::memtable_data::Format`) this worker reads
-    /// and advertises to servers (default: the newest this build has, 2). Servers ship memtable
+    /// and advertises to servers (default: the newest this build has, 3). Servers ship memtable
     /// rows in the newest format both sides read, so upgrades work in either order without it;
     /// set 1 to keep a cluster on the old format, e.g. while a rollback of servers is possible.
     /// A body in a newer format than this is refused (400), as an older build refuses it.
@@ -165,6 +174,7 @@ impl Default for WorkerSection {
             labels: BTreeMap::from([("zone".to_string(), String::new())]),
             max_request_size: ReadableSize::gib(1),
             block_cache_size: ReadableSize::mib(256),
+            table_cache_size: ReadableSize::mib(64),
             ship_buffer_pool_size: ReadableSize(changeset::ship_buffers::DEFAULT_MAX_BYTES as u64),
             read_ahead_blocks: kvengine::ReadAhead::DEFAULT.blocks,
             read_ahead_threads: kvengine::ReadAhead::DEFAULT.threads,

@@ -1,7 +1,8 @@
 //! One offloaded coprocessor request, from body bytes to a cop response: split the offload
 //! body into its sections (`wire::offload`), decode the cop request and the snapshot
-//! ChangeSet, rebuild the read-only snapshot ([`SnapAccess::from_remote`]) and run the handler
-//! on it with the worker's options (never a cache hit).
+//! ChangeSet, rebuild the read-only snapshot ([`SnapAccess::from_remote_cached`], over the
+//! worker's open tables) and run the handler on it with the worker's options (never a cache
+//! hit).
 //!
 //! Failures split by whose fault they are, because the server reacts differently:
 //! * [`OffloadError::is_bad_request`]: the body is not one a server following the protocol
@@ -17,13 +18,12 @@
 //! decoded request, and runs the CPU- and I/O-bound [`Offload::execute`] on a blocking thread.
 //! Nothing allocates more than the body justifies: the memtable rows are indexed in place.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use changeset::{ChangeSet, ChangeSetDecodeError, MemtableDataFormat};
 use cop::handler::HandlerOptions;
-use kvengine::{Dfs, SnapAccess};
+use kvengine::{SnapAccess, TableCache};
 use prost::Message;
 use wire::coprocessor::{Request, Response};
 use wire::offload::OffloadDecodeError;
@@ -126,20 +126,11 @@ impl Offload {
         }
     }
 
-    /// Rebuilds the snapshot the origin described, reading files from `dfs` through
-    /// `block_cache`.
-    pub fn rebuild(
-        &self,
-        dfs: &Arc<dyn Dfs>,
-        block_cache: Option<&Arc<dyn sst::BlockCache>>,
-    ) -> Result<SnapAccess, OffloadError> {
-        SnapAccess::from_remote(
-            &self.changeset,
-            &self.memtable_data,
-            Arc::clone(dfs),
-            block_cache.cloned(),
-        )
-        .map_err(OffloadError::from_rebuild)
+    /// Rebuilds the snapshot the origin described, taking its tables from `tables` (the
+    /// worker's open tables; what is not there is opened from its object store and kept).
+    pub fn rebuild(&self, tables: &TableCache) -> Result<SnapAccess, OffloadError> {
+        SnapAccess::from_remote_cached(&self.changeset, &self.memtable_data, tables)
+            .map_err(OffloadError::from_rebuild)
     }
 }
 
@@ -155,12 +146,8 @@ pub struct Executed {
 
 /// Decodes `body`, rebuilds its snapshot and runs its request: the whole of `POST
 /// /coprocessor` but the HTTP, the TopN paging and the limiter. Blocking.
-pub fn execute(
-    body: &Bytes,
-    dfs: &Arc<dyn Dfs>,
-    block_cache: Option<&Arc<dyn sst::BlockCache>>,
-) -> Result<Executed, OffloadError> {
-    Offload::decode(body)?.execute(dfs, block_cache)
+pub fn execute(body: &Bytes, tables: &TableCache) -> Result<Executed, OffloadError> {
+    Offload::decode(body)?.execute(tables)
 }
 
 impl Offload {
@@ -169,13 +156,9 @@ impl Offload {
     /// The response's `cache_last_version` is 0: a rebuilt snapshot has no data version of its
     /// own, so the worker never vouches for one (the server fills in the version it shipped).
     /// Everything else, exec details included, is the handler's.
-    pub fn execute(
-        &self,
-        dfs: &Arc<dyn Dfs>,
-        block_cache: Option<&Arc<dyn sst::BlockCache>>,
-    ) -> Result<Executed, OffloadError> {
+    pub fn execute(&self, tables: &TableCache) -> Result<Executed, OffloadError> {
         let t0 = Instant::now();
-        let snap = self.rebuild(dfs, block_cache);
+        let snap = self.rebuild(tables);
         let rebuild = t0.elapsed();
         // Failed rebuilds count too: a slow failing store is what this histogram must show.
         crate::metrics::SNAPSHOT_REBUILD_SECONDS.observe(rebuild.as_secs_f64());

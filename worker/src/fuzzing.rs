@@ -23,7 +23,7 @@ use bytes::Bytes;
 use changeset::encode_changeset;
 use kvengine::mvcc::{WriteKind, WriteMeta};
 use kvengine::{
-    ColumnFamily, Dfs, Engine, EngineOptions, FileId, LocalDfs, SyncPolicy, WriteBatch,
+    ColumnFamily, Dfs, Engine, EngineOptions, FileId, LocalDfs, SyncPolicy, TableCache, WriteBatch,
 };
 use prost::Message;
 use wire::codec::row::encode_row;
@@ -54,7 +54,7 @@ pub fn offload_body(data: &[u8]) {
     };
     crate::topn_paging::apply(&mut offload.request, TOPN_MAX_PUSHDOWN_ROWS);
     let fixture = Fixture::get();
-    let Ok(executed) = offload.execute(&fixture.dfs, None) else {
+    let Ok(executed) = offload.execute(&fixture.tables) else {
         return;
     };
     let response = executed.response;
@@ -74,11 +74,15 @@ pub fn offload_body_seeds() -> Vec<(String, Vec<u8>)> {
     Fixture::get().seeds.clone()
 }
 
+/// What the fixture's cache of open tables may keep: all of its few files.
+const FIXTURE_TABLE_CACHE_BYTES: u64 = 16 << 20;
+
 /// The object store the fuzzed worker reads, and the bodies shipped from it (see the module
 /// docs).
 pub struct Fixture {
-    /// The SST files, in memory.
-    pub dfs: Arc<dyn Dfs>,
+    /// The SST files, in memory, behind a worker's cache of open tables (no block cache: the
+    /// files are uncompressed and read in place).
+    pub tables: TableCache,
     seeds: Vec<(String, Vec<u8>)>,
 }
 
@@ -192,7 +196,7 @@ impl Fixture {
         }
         engine.close(false)?;
         Ok(Fixture {
-            dfs: Arc::new(files),
+            tables: TableCache::new(Arc::new(files), None, FIXTURE_TABLE_CACHE_BYTES),
             seeds,
         })
     }

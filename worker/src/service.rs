@@ -234,9 +234,7 @@ pub(crate) async fn execute(
             .inc();
     }
     let worker = Arc::clone(state);
-    match tokio::task::spawn_blocking(move || offload.execute(worker.dfs(), worker.block_cache()))
-        .await
-    {
+    match tokio::task::spawn_blocking(move || offload.execute(worker.tables())).await {
         Ok(done) => Ok(done.map(|d| d.response)),
         Err(join) => {
             tracing::error!("coprocessor handler failed: {join}");

@@ -1,13 +1,13 @@
 //! What a worker process shares between requests: its config, the object store (opened once,
-//! so S3 connections and the cachefs index are reused), the block cache, the cop-limiter, and
-//! the counters `GET /status` reports.
+//! so S3 connections and the cachefs index are reused), the block cache, the tables rebuilds
+//! opened (`kvengine::TableCache`), the cop-limiter, and the counters `GET /status` reports.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use kvengine::{Dfs, MokaBlockCache};
+use kvengine::{Dfs, MokaBlockCache, TableCache};
 use node::{ConfigError, HttpClient};
 
 use crate::config::WorkerConfig;
@@ -39,6 +39,9 @@ pub struct WorkerState {
     config_text: String,
     dfs: Arc<dyn Dfs>,
     block_cache: Option<Arc<dyn sst::BlockCache>>,
+    /// The tables rebuilds opened, kept for the next ones (`worker.table-cache-size`): over
+    /// `dfs` and `block_cache`.
+    tables: TableCache,
     limiter: CopLimiter,
     started: Instant,
     /// The address actually listened on (set once serving starts; `worker.addr` may say port 0).
@@ -108,8 +111,14 @@ impl WorkerState {
                 });
             Arc::new(cache) as Arc<dyn sst::BlockCache>
         });
+        let tables = TableCache::new(
+            Arc::clone(&dfs),
+            block_cache.clone(),
+            config.worker.table_cache_size.bytes(),
+        );
         let started = Instant::now();
         WorkerState {
+            tables,
             config_text: config.render(),
             limiter: CopLimiter::new(&config.cop_limiter, memory, started),
             compaction_slots: crate::compaction::CompactionSlots::new(
@@ -143,6 +152,11 @@ impl WorkerState {
 
     pub fn block_cache(&self) -> Option<&Arc<dyn sst::BlockCache>> {
         self.block_cache.as_ref()
+    }
+
+    /// The open tables snapshot rebuilds take their files from.
+    pub fn tables(&self) -> &TableCache {
+        &self.tables
     }
 
     /// The HTTP client the delegate path asks servers with.

@@ -163,7 +163,11 @@ impl RunningWorker {
     }
 
     async fn serve(state: WorkerState) -> RunningWorker {
-        let state = Arc::new(state);
+        RunningWorker::serve_shared(Arc::new(state)).await
+    }
+
+    /// Serves `state`, which the caller may keep to look into.
+    async fn serve_shared(state: Arc<WorkerState>) -> RunningWorker {
         let (listener, addr) = node::http::bind("stratus-worker", "127.0.0.1:0", None)
             .await
             .unwrap();
@@ -358,6 +362,25 @@ async fn full_table_aggregation_matches_the_origin() {
         remote.exec_details.is_some(),
         "exec details come from the handler"
     );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_request_over_the_same_files_opens_none_of_them() {
+    let origin = Origin::with_table();
+    let state = Arc::new(WorkerState::open(config_for(&origin)).unwrap());
+    let worker = RunningWorker::serve_shared(Arc::clone(&state)).await;
+    let req = count_and_sum();
+    let body = origin.body(&req);
+    assert_same_result(&worker.run(body.clone()).await, &local(&origin, &req));
+    let opened = state.tables().stats().misses;
+    assert!(opened > 0, "the first rebuild opened the region's files");
+    assert_eq!(state.tables().stats().hits, 0);
+
+    assert_same_result(&worker.run(body).await, &local(&origin, &req));
+    let stats = state.tables().stats();
+    assert_eq!(stats.misses, opened, "nothing opened again: {stats:?}");
+    assert_eq!(stats.hits, opened, "every file found open: {stats:?}");
     worker.stop().await;
 }
 
@@ -603,6 +626,7 @@ async fn status_config_and_metrics_describe_the_worker() {
         "stratus_worker_response_bytes_total",
         "stratus_worker_snapshot_rebuild_seconds_count",
         "stratus_worker_in_flight_requests",
+        "stratus_kvengine_table_cache_misses_total",
     ] {
         assert!(metrics.contains(needle), "{needle} missing from\n{metrics}");
     }

@@ -41,7 +41,7 @@ fn every_seed_rebuilds_its_snapshot_and_answers() {
     for (name, body) in offload_body_seeds() {
         let offload = Offload::decode(&Bytes::from(body)).expect(&name);
         let executed = offload
-            .execute(&fixture.dfs, None)
+            .execute(&fixture.tables)
             .unwrap_or_else(|e| panic!("{name}: {}", e.reason()));
         let r = &executed.response;
         assert!(
