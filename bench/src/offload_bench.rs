@@ -166,7 +166,20 @@ pub fn run(_entries: usize) {
         (median(lat), (cpu_secs(pid) - cpu0) / RUNS as f64)
     };
     let (local_lat, local_cpu) = timed(&pair.local);
+    let worker_metric = |name: &str| pair.worker.metric(name, &[]);
+    let worker_counts = || {
+        (
+            worker_metric("stratus_worker_snapshot_rebuild_seconds_sum"),
+            worker_metric("stratus_worker_snapshot_rebuild_seconds_count"),
+            worker_metric("stratus_kvengine_table_cache_misses_total"),
+        )
+    };
+    let before_warm = worker_counts();
     let (warm_lat, remote_cpu) = timed(&pair.remote);
+    let after_warm = worker_counts();
+    let rebuilds = after_warm.1 - before_warm.1;
+    let rebuild_ms = (after_warm.0 - before_warm.0) / rebuilds.max(1.0) * 1e3;
+    let opened = (after_warm.2 - before_warm.2) / rebuilds.max(1.0);
 
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!("\n### offload (server → worker, real processes, local-directory store)\n");
@@ -190,6 +203,11 @@ pub fn run(_entries: usize) {
         ms(warm_lat),
         ms(local_lat),
         ms(warm_lat) / ms(local_lat)
+    );
+    println!(
+        "| worker: snapshot rebuild per warm query (tables opened per rebuild: {opened:.1}) | {rebuild_ms:.2} ms | {:.1} ms (the local query) | {:.3} |",
+        ms(local_lat),
+        rebuild_ms / ms(local_lat)
     );
     println!(
         "| server CPU per query | {:.2} ms | {:.2} ms | {:.3} |",

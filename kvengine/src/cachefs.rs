@@ -279,12 +279,7 @@ impl CacheFs {
                     return None;
                 }
             };
-            let st = &mut *st;
-            let entry = st.files.get_mut(&file_id).expect("checked above");
-            st.lru.remove(&entry.tick);
-            entry.tick = st.next_tick;
-            st.lru.insert(st.next_tick, file_id);
-            st.next_tick += 1;
+            Self::mark_used(&mut st, file_id);
             data
         };
         // Persist the recency for the next open (best effort: a failure, or an eviction in
@@ -293,6 +288,17 @@ impl CacheFs {
             let _ = f.set_modified(SystemTime::now());
         }
         Some(data)
+    }
+
+    /// Makes a cached file the most recently used; nothing when it is not cached.
+    fn mark_used(st: &mut State, file_id: FileId) {
+        let Some(entry) = st.files.get_mut(&file_id) else {
+            return;
+        };
+        st.lru.remove(&entry.tick);
+        entry.tick = st.next_tick;
+        st.lru.insert(st.next_tick, file_id);
+        st.next_tick += 1;
     }
 
     /// Records a complete file under its final name as most recently used.
@@ -421,6 +427,12 @@ impl Dfs for CacheFs {
         // Serve the page-cache-backed map rather than the downloaded buffer, which is freed
         // here. The file was just indexed as most recently used and we still hold the turn.
         Ok(self.read_cached(file_id).unwrap_or(data))
+    }
+
+    /// Only in memory: the order on disk (each file's mtime, for the next start) is refreshed
+    /// by the next open, which a use noted here never costs.
+    fn note_use(&self, file_id: FileId) {
+        Self::mark_used(&mut self.state.lock(), file_id);
     }
 
     fn open_local(&self, file_id: FileId) -> Result<Option<std::fs::File>> {

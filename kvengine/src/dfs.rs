@@ -42,6 +42,13 @@ pub trait Dfs: Send + Sync + 'static {
         let _ = file_id;
         Ok(None)
     }
+    /// Says that a file kept open elsewhere (a worker's `TableCache`) was just used, without
+    /// a read here: a store with its own order of use (the S3 disk cache, which evicts the
+    /// least recently used file) must not take the most used files for the least. Others
+    /// ignore it.
+    fn note_use(&self, file_id: FileId) {
+        let _ = file_id;
+    }
     /// Deletes a file; deleting a missing file is not an error.
     fn delete(&self, file_id: FileId) -> Result<()>;
     /// Every file id stored.

@@ -93,6 +93,10 @@ impl Dfs for MeteredDfs {
         Ok(file)
     }
 
+    fn note_use(&self, file_id: FileId) {
+        self.inner.note_use(file_id);
+    }
+
     fn delete(&self, file_id: FileId) -> Result<()> {
         self.inner.delete(file_id)
     }

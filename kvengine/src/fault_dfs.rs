@@ -175,6 +175,10 @@ impl<D: Dfs> Dfs for FaultDfs<D> {
         })
     }
 
+    fn note_use(&self, file_id: FileId) {
+        self.inner.note_use(file_id);
+    }
+
     fn delete(&self, file_id: FileId) -> Result<()> {
         self.call(DfsOp::Delete, file_id, |d| d.delete(file_id))
     }

@@ -86,7 +86,7 @@ pub use remote::RemoteSnapshot;
 pub use s3_dfs::{S3Credentials, S3Dfs, S3Options};
 pub use snap_access::{Item, RawVersion, SnapAccess, SnapIter};
 pub use sst::FormatVersion as TableFormatVersion;
-pub use table_cache::{MIN_TABLE_WEIGHT, TableCache, TableCacheStats};
+pub use table_cache::{IDLE_EXPIRY, MIN_TABLE_WEIGHT, TableCache, TableCacheStats};
 pub use types::{ColumnFamily, FileId};
 pub use wal::{Durability, SyncPolicy};
 pub use write_batch::{Op as WriteOp, Ops as WriteOps, WriteBatch};

@@ -55,9 +55,9 @@ pub struct ShardData {
     /// `levels[cf][level - 1]`: the tables of `files.level(cf, level)`, sorted by smallest key,
     /// not overlapping. Trailing empty levels are left out.
     pub levels: [Vec<Vec<Table>>; ColumnFamily::COUNT],
-    /// Only on a snapshot rebuilt by `SnapAccess::from_remote`: the shipped WRITE rows, read in
-    /// place. They take the place of the origin's memtables (the rebuilt snapshot's memtable
-    /// stays empty) and are the newest source of its WRITE CF.
+    /// Only on a snapshot rebuilt by `SnapAccess::from_remote` (or `from_remote_cached`): the
+    /// shipped WRITE rows, read in place. They take the place of the origin's memtables (the
+    /// rebuilt snapshot's memtable stays empty) and are the newest source of its WRITE CF.
     pub(crate) remote: Option<Arc<RemoteRows>>,
 }
 

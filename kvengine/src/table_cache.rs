@@ -8,24 +8,37 @@
 //! stays right for as long as it is kept, with nothing to invalidate: RocksDB's table cache
 //! rests on the same fact.
 //!
-//! **Bounds.** The cache is weighted by each table's [`sst::Table::memory_size`] (its decoded
-//! metadata, and the whole file when it was downloaded onto the heap), and every table weighs
-//! at least [`MIN_TABLE_WEIGHT`]: a table read with positioned reads holds a file descriptor,
-//! and the floor bounds how many the cache keeps open (capacity / 64 KiB). Like the block
-//! cache, moka applies the capacity on its maintenance pass, so the size can overshoot it by
-//! the opens since the last pass.
+//! **Bounds.** The cache is weighted by each table's [`sst::Table::memory_size`] (its index
+//! entries and metadata, and the whole file when it was downloaded onto the heap), and every
+//! table weighs at least [`MIN_TABLE_WEIGHT`]: a table read with positioned reads holds a file
+//! descriptor, and the floor bounds how many the cache keeps open (capacity / 256 KiB: 256 at
+//! the default 64 MiB). Like the block cache, moka applies the capacity on its maintenance
+//! pass, so the size can overshoot it by the opens since the last pass. A table unused for
+//! [`IDLE_EXPIRY`] goes on the cache's next activity.
 //!
-//! **What a kept table pins.** A table kept open keeps its file readable after the store
-//! deletes it (an unlinked local file, or one the S3 disk cache evicted, still holds its disk
-//! space until closed); the bound above also bounds that. A failed open is not cached: the
-//! next request tries again.
+//! **What a kept table pins.**
+//! * A mapped table (an L0 file, an uncompressed level table) keeps its map: the pages a read
+//!   touched stay in the process's RSS until dropped. Its weight leaves them out, so the
+//!   worker drops them when a request is done with its snapshot
+//!   ([`crate::SnapAccess::release_pages`]), as unmapping did when every request reopened its
+//!   files.
+//! * A kept table keeps its file readable after the store deleted it (an unlinked local
+//!   file, or one the S3 disk cache evicted, holds its disk space until closed): bounded by
+//!   the count above and the idle expiry. So that the disk cache does not take the most used
+//!   files for the least, every hit tells the store ([`Dfs::note_use`]).
+//!
+//! A failed open is not cached: the next request tries again. Concurrent misses of one file
+//! each open it (the first insert wins); a worker's requests over one region mostly follow one
+//! another.
 
 use std::sync::Arc;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use prometheus::IntCounter;
 use sst::{L0Table, Table};
+use types::FileId;
 
 use crate::dfs::Dfs;
 use crate::error::Result;
@@ -33,7 +46,10 @@ use crate::metrics::counter;
 use crate::shard_data::TableSource;
 
 /// The least weight of a kept table, in bytes (see the module docs: it bounds the open files).
-pub const MIN_TABLE_WEIGHT: u64 = 64 * 1024;
+pub const MIN_TABLE_WEIGHT: u64 = 256 * 1024;
+
+/// How long a table stays kept without being used.
+pub const IDLE_EXPIRY: Duration = Duration::from_secs(600);
 
 static HITS: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
@@ -72,8 +88,10 @@ pub struct TableCacheStats {
     pub hits: u64,
     /// Lookups that opened it.
     pub misses: u64,
-    /// Tables kept, and their weight, as of moka's last maintenance pass.
+    /// Tables kept, as of moka's last maintenance pass.
     pub entry_count: u64,
+    /// Their weight in bytes ([`sst::Table::memory_size`], [`MIN_TABLE_WEIGHT`] at least
+    /// each), as of the same pass.
     pub weighted_size: u64,
 }
 
@@ -105,10 +123,14 @@ impl TableCache {
         block_cache: Option<Arc<dyn sst::BlockCache>>,
         capacity_bytes: u64,
     ) -> TableCache {
+        // Exported at zero from the start, so a `rate()` sees the first rebuild.
+        LazyLock::force(&HITS);
+        LazyLock::force(&MISSES);
         let tables = moka::sync::Cache::builder()
             .name("stratus-table-cache")
             .max_capacity(capacity_bytes)
             .weigher(|_id: &u64, t: &OpenTable| t.weight())
+            .time_to_idle(IDLE_EXPIRY)
             .build();
         TableCache {
             dfs,
@@ -120,17 +142,7 @@ impl TableCache {
         }
     }
 
-    /// The object store tables are opened from.
-    pub fn dfs(&self) -> &Arc<dyn Dfs> {
-        &self.dfs
-    }
-
-    /// The block cache the tables share.
-    pub fn block_cache(&self) -> Option<&Arc<dyn sst::BlockCache>> {
-        self.block_cache.as_ref()
-    }
-
-    pub(crate) fn source(&self) -> TableSource<'_> {
+    fn source(&self) -> TableSource<'_> {
         TableSource {
             dfs: self.dfs.as_ref(),
             block_cache: self.block_cache.as_ref(),
@@ -139,40 +151,52 @@ impl TableCache {
 
     /// The L0 file `id`, open.
     pub(crate) fn l0(&self, id: u64) -> Result<L0Table> {
-        if let Some(OpenTable::L0(t)) = self.tables.get(&id) {
-            self.hit();
-            return Ok(t);
-        }
-        self.miss();
-        let t = self.source().open_l0(id)?;
-        if self.keeps {
-            self.tables.insert(id, OpenTable::L0(t.clone()));
-        }
-        Ok(t)
+        self.get_or_open(
+            id,
+            |t| match t {
+                OpenTable::L0(t) => Some(t),
+                OpenTable::Level(_) => None,
+            },
+            |source| source.open_l0(id),
+            OpenTable::L0,
+        )
     }
 
     /// The level table `id`, open.
     pub(crate) fn table(&self, id: u64) -> Result<Table> {
-        if let Some(OpenTable::Level(t)) = self.tables.get(&id) {
-            self.hit();
+        self.get_or_open(
+            id,
+            |t| match t {
+                OpenTable::Level(t) => Some(t),
+                OpenTable::L0(_) => None,
+            },
+            |source| source.open_table(id),
+            OpenTable::Level,
+        )
+    }
+
+    /// File `id` as kept (`kept` picks the kind asked for: an id kept as the other kind is a
+    /// miss, which then fails to open), else opened by `open` and kept.
+    fn get_or_open<T: Clone>(
+        &self,
+        id: u64,
+        kept: impl FnOnce(OpenTable) -> Option<T>,
+        open: impl FnOnce(TableSource<'_>) -> Result<T>,
+        wrap: impl FnOnce(T) -> OpenTable,
+    ) -> Result<T> {
+        if let Some(t) = self.tables.get(&id).and_then(kept) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            HITS.inc();
+            self.dfs.note_use(FileId(id));
             return Ok(t);
         }
-        self.miss();
-        let t = self.source().open_table(id)?;
-        if self.keeps {
-            self.tables.insert(id, OpenTable::Level(t.clone()));
-        }
-        Ok(t)
-    }
-
-    fn hit(&self) {
-        self.hits.fetch_add(1, Ordering::Relaxed);
-        HITS.inc();
-    }
-
-    fn miss(&self) {
         self.misses.fetch_add(1, Ordering::Relaxed);
         MISSES.inc();
+        let t = open(self.source())?;
+        if self.keeps {
+            self.tables.insert(id, wrap(t.clone()));
+        }
+        Ok(t)
     }
 
     /// Runs moka's pending maintenance (evictions) now; tests use it to see a settled cache.

@@ -179,6 +179,23 @@ fn touching_a_file_keeps_it_over_less_recently_used_ones() {
     assert_eq!(s.remote.gets(), 5, "file 2 was evicted");
 }
 
+/// A file a worker keeps open is used without a read of the cache: the use it notes must
+/// count as one, or the hottest file would be evicted first.
+#[test]
+fn a_noted_use_keeps_a_file_over_less_recently_used_ones() {
+    let s = setup(&[(1, 1000), (2, 1000), (3, 1000), (4, 1000)]);
+    let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 3000).unwrap();
+    for id in [1, 2, 3] {
+        cache.get(FileId(id)).unwrap();
+    }
+    cache.note_use(FileId(1));
+    cache.note_use(FileId(9)); // not cached: nothing to do
+    cache.get(FileId(4)).unwrap(); // evicts 2, now the least recently used
+    assert!(cache.contains(FileId(1)) && cache.contains(FileId(3)) && cache.contains(FileId(4)));
+    assert!(!cache.contains(FileId(2)));
+    assert_eq!(s.remote.gets(), 4, "a noted use reads nothing");
+}
+
 #[test]
 fn second_get_is_a_hit_and_does_not_reach_the_object_store() {
     let s = setup(&[(9, 5000)]);

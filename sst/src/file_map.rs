@@ -72,28 +72,24 @@ pub fn map_open_file(file_id: u64, file: &std::fs::File) -> Result<Bytes> {
 /// Whether `data` lies wholly inside a live map made by [`map_open_file`]: bytes the kernel
 /// can drop and read back from the file, as opposed to a download on the heap.
 pub fn is_mapped(data: &[u8]) -> bool {
+    containing_map(data).is_some()
+}
+
+/// The registered map `data` lies wholly inside, as (start, length).
+fn containing_map(data: &[u8]) -> Option<(usize, usize)> {
     if data.is_empty() {
-        return false;
+        return None;
     }
     let lo = data.as_ptr() as usize;
-    let maps = maps();
-    maps.range(..=lo)
-        .next_back()
-        .is_some_and(|(&start, &len)| lo + data.len() <= start + len)
+    let (&start, &len) = maps().range(..=lo).next_back()?;
+    (lo + data.len() <= start + len).then_some((start, len))
 }
 
 /// The page-aligned part of `data` inside a registered map, as (start, length).
 fn mapped_range(data: &[u8]) -> Option<(usize, usize)> {
-    if data.is_empty() {
-        return None;
-    }
+    let (start, len) = containing_map(data)?;
     let lo = data.as_ptr() as usize;
     let hi = lo + data.len();
-    let maps = maps();
-    let (&start, &len) = maps.range(..=lo).next_back()?;
-    if hi > start + len {
-        return None;
-    }
     let page = page_size();
     // Whole pages only: a partial page at either end may hold bytes someone still reads, and
     // madvise wants an aligned start. A map starts on a page boundary, so its own first and

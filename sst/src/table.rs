@@ -306,21 +306,25 @@ impl Table {
         Arc::strong_count(&self.inner)
     }
 
-    /// The memory this open table holds of its own, in bytes: its decoded indexes, filter and
-    /// properties (read into memory, or kept resident in a map, by every lookup), and the
-    /// whole section when it was downloaded onto the heap rather than mapped or read with
-    /// positioned reads. Blocks in the block cache are the cache's, not counted here. What a
-    /// cache of open tables weighs them by.
+    /// The memory this open table holds of its own, in bytes, beyond what the kernel can take
+    /// back: its index entries and per-block flags, and the bytes its metadata (indexes,
+    /// filter, properties) is read from — read into memory for a positioned table, part of the
+    /// section for a download on the heap, which counts whole. A mapped table's pages are the
+    /// page cache's (the process can drop them: [`Table::release_pages`]), and blocks in the
+    /// block cache are the cache's, so neither is counted. What a cache of open tables weighs
+    /// them by.
     pub fn memory_size(&self) -> u64 {
         let inner = &*self.inner;
         let blocks = (inner.index.len() + inner.old_index.len()) as u64;
         // Per block: an index entry (a key slice, a handle, a running size) and a flag.
         let per_block = (std::mem::size_of::<Bytes>() + 16 + 8 + 1) as u64;
-        let downloaded = match &inner.data {
+        let bytes = match &inner.data {
+            // The metadata is a slice of the download.
             Data::Mapped(b) if !crate::file_map::is_mapped(b) => b.len() as u64,
-            Data::Mapped(_) | Data::File { .. } => 0,
+            // The metadata sits in the map, where every lookup keeps it resident.
+            Data::Mapped(_) | Data::File { .. } => inner.meta_len,
         };
-        inner.meta_len + blocks * per_block + downloaded
+        bytes + blocks * per_block
     }
 
     /// Size of the section in bytes.

@@ -119,8 +119,8 @@ fn a_corrupt_block_read_positioned_is_reported_as_corruption() {
     );
 }
 
-/// A cache of open tables weighs each by `memory_size`: a download counts whole, a map or a
-/// positioned file only its metadata, and the metadata is never free.
+/// A cache of open tables weighs each by `memory_size`: a download counts whole (its metadata
+/// once, as a part of it), a map or a positioned file only its metadata, never nothing.
 #[test]
 fn a_downloaded_table_weighs_its_bytes_and_a_local_one_its_metadata() {
     let oracle = multi_block_oracle(300);
@@ -142,10 +142,11 @@ fn a_downloaded_table_weighs_its_bytes_and_a_local_one_its_metadata() {
             meta < size / 2,
             "{compression:?}: a local table holds its metadata, not its {size} bytes: {meta}"
         );
-        assert_eq!(
-            downloaded.memory_size(),
-            meta + size,
-            "{compression:?}: a download holds its metadata and every byte"
+        let whole = downloaded.memory_size();
+        assert!(
+            whole >= size && whole < size + meta,
+            "{compression:?}: a download holds every byte, its metadata among them: {whole} \
+             for {size} bytes and {meta} of metadata"
         );
     }
 }

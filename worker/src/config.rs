@@ -102,9 +102,9 @@ pub struct WorkerSection {
     /// their decoded indexes, filters and properties, and whole files only when they were
     /// downloaded rather than read from local disk (`kvengine::TableCache`). Requests over the
     /// same region name the same files, so a kept table spares every later rebuild its open.
-    /// Each table counts at least 64 KiB, which bounds the files kept open to this / 64 KiB
-    /// (1,024 by default); a kept table whose file the store deleted holds its disk space
-    /// until it is evicted.
+    /// Each table counts at least 256 KiB, which bounds the files kept open to this / 256
+    /// KiB (256 by default); a table unused for 10 minutes is closed. A kept table whose file
+    /// the store deleted holds its disk space until it is closed.
     pub table_cache_size: ReadableSize,
     /// Bytes of buffers kept for rebuilding the next snapshot's memtable rows (default
     /// `"128MiB"`, 0 = none), idle or in use (`changeset::ship_buffers`, process-wide): what

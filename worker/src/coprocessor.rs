@@ -71,7 +71,7 @@ impl OffloadError {
         crate::error_chain(self)
     }
 
-    /// Sorts an error of [`SnapAccess::from_remote`]: errors about what was shipped are the
+    /// Sorts an error of [`SnapAccess::from_remote_cached`]: errors about what was shipped are the
     /// body's fault; everything else happened while the object store was read.
     fn from_rebuild(e: kvengine::Error) -> OffloadError {
         use kvengine::Error as E;
@@ -164,6 +164,9 @@ impl Offload {
         crate::metrics::SNAPSHOT_REBUILD_SECONDS.observe(rebuild.as_secs_f64());
         let snap = snap?;
         let mut response = cop::handler::handle(&self.request, &snap, &HandlerOptions::worker());
+        // The tables stay open in the worker's cache; the pages this request made resident
+        // need not (`kvengine::TableCache`).
+        snap.release_pages();
         response.cache_last_version = 0;
         Ok(Executed { response, rebuild })
     }

@@ -4,7 +4,7 @@
 //!
 //! [`offload_body`] takes the bytes the way `POST /coprocessor` does once it has read them: the
 //! framing, the cop request and the ChangeSet decode ([`Offload::decode`]), the worker's TopN
-//! paging policy applies, the snapshot is rebuilt ([`kvengine::SnapAccess::from_remote`]) and
+//! paging policy applies, the snapshot is rebuilt ([`kvengine::SnapAccess::from_remote_cached`]) and
 //! the handler runs the request on it ([`Offload::execute`]). A fuzzer that only reached the
 //! framing would never test what a worker does with a hostile ChangeSet or memtable section.
 //!
@@ -74,14 +74,11 @@ pub fn offload_body_seeds() -> Vec<(String, Vec<u8>)> {
     Fixture::get().seeds.clone()
 }
 
-/// What the fixture's cache of open tables may keep: all of its few files.
-const FIXTURE_TABLE_CACHE_BYTES: u64 = 16 << 20;
-
 /// The object store the fuzzed worker reads, and the bodies shipped from it (see the module
 /// docs).
 pub struct Fixture {
-    /// The SST files, in memory, behind a worker's cache of open tables (no block cache: the
-    /// files are uncompressed and read in place).
+    /// The SST files, in memory, behind a cache of open tables that keeps none (no block
+    /// cache either): each input rebuilds from the files alone, whatever came before it.
     pub tables: TableCache,
     seeds: Vec<(String, Vec<u8>)>,
 }
@@ -196,7 +193,7 @@ impl Fixture {
         }
         engine.close(false)?;
         Ok(Fixture {
-            tables: TableCache::new(Arc::new(files), None, FIXTURE_TABLE_CACHE_BYTES),
+            tables: TableCache::new(Arc::new(files), None, 0),
             seeds,
         })
     }
