@@ -160,19 +160,29 @@ fn eviction_keeps_cached_bytes_within_budget_after_every_get() {
     assert_eq!(stats.misses, s.remote.gets());
 }
 
-#[test]
-fn touching_a_file_keeps_it_over_less_recently_used_ones() {
+/// Files 1, 2 and 3 of 1,000 bytes each cached in a cache of 3,000 bytes, then `use_1` makes
+/// file 1 the most recently used and file 4 is read: file 2, the least recently used, must be
+/// evicted and the others kept.
+fn file_1_used_before_file_4_is_read(use_1: impl Fn(&CacheFs)) -> (Setup, CacheFs) {
     let s = setup(&[(1, 1000), (2, 1000), (3, 1000), (4, 1000)]);
     let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 3000).unwrap();
     for id in [1, 2, 3] {
         cache.get(FileId(id)).unwrap();
     }
-    cache.get(FileId(1)).unwrap(); // 1 becomes the most recently used
-    cache.get(FileId(4)).unwrap(); // evicts 2, the least recently used
+    use_1(&cache);
+    cache.get(FileId(4)).unwrap();
     assert!(cache.contains(FileId(1)) && cache.contains(FileId(3)) && cache.contains(FileId(4)));
     assert!(!cache.contains(FileId(2)));
     assert!(!s.cache_dir.join(format!("{:016x}.sst", 2)).exists());
     assert_eq!(s.remote.gets(), 4);
+    (s, cache)
+}
+
+#[test]
+fn touching_a_file_keeps_it_over_less_recently_used_ones() {
+    let (s, cache) = file_1_used_before_file_4_is_read(|cache| {
+        cache.get(FileId(1)).unwrap();
+    });
     cache.get(FileId(1)).unwrap();
     assert_eq!(s.remote.gets(), 4, "file 1 was kept");
     cache.get(FileId(2)).unwrap();
@@ -183,17 +193,12 @@ fn touching_a_file_keeps_it_over_less_recently_used_ones() {
 /// count as one, or the hottest file would be evicted first.
 #[test]
 fn a_noted_use_keeps_a_file_over_less_recently_used_ones() {
-    let s = setup(&[(1, 1000), (2, 1000), (3, 1000), (4, 1000)]);
-    let cache = CacheFs::open(s.remote.clone(), &s.cache_dir, 3000).unwrap();
-    for id in [1, 2, 3] {
-        cache.get(FileId(id)).unwrap();
-    }
-    cache.note_use(FileId(1));
-    cache.note_use(FileId(9)); // not cached: nothing to do
-    cache.get(FileId(4)).unwrap(); // evicts 2, now the least recently used
-    assert!(cache.contains(FileId(1)) && cache.contains(FileId(3)) && cache.contains(FileId(4)));
-    assert!(!cache.contains(FileId(2)));
-    assert_eq!(s.remote.gets(), 4, "a noted use reads nothing");
+    let (s, cache) = file_1_used_before_file_4_is_read(|cache| {
+        cache.note_use(FileId(1));
+        cache.note_use(FileId(9)); // not cached: nothing to do
+    });
+    assert_eq!(cache.stats().hits, 0, "a noted use is not a read");
+    assert_eq!(s.remote.gets(), 4);
 }
 
 #[test]
