@@ -33,6 +33,7 @@ pub mod fuzzing;
 pub mod http;
 pub mod http_limits;
 pub mod logging;
+pub mod open_files;
 pub mod pd_client;
 pub mod remote_answer;
 pub mod tls;

@@ -104,7 +104,8 @@ pub struct WorkerSection {
     /// same region name the same files, so a kept table spares every later rebuild its open.
     /// Each table counts at least 256 KiB, which bounds the files kept open to this / 256
     /// KiB (256 by default); a table unused for 10 minutes is closed. A kept table whose file
-    /// the store deleted holds its disk space until it is closed.
+    /// the store deleted holds its disk space until it is closed. The worker warns at start
+    /// when these files and `[http] max-connections` exceed the process's open-file limit.
     pub table_cache_size: ReadableSize,
     /// Bytes of buffers kept for rebuilding the next snapshot's memtable rows (default
     /// `"128MiB"`, 0 = none), idle or in use (`changeset::ship_buffers`, process-wide): what
@@ -155,6 +156,16 @@ pub struct WorkerSection {
     /// its server goes to another worker or compacts itself. Each holds one output table and
     /// the input blocks it merges, and takes a core while it runs.
     pub max_compaction_jobs: usize,
+}
+
+impl WorkerConfig {
+    /// The descriptors this config lets the worker hold open at once: a connection each
+    /// (`[http] max-connections`) and a file for each table the table cache may keep
+    /// (`worker.table-cache-size` over the least a table weighs).
+    pub fn max_open_files(&self) -> u64 {
+        let tables = self.worker.table_cache_size.bytes() / kvengine::MIN_TABLE_WEIGHT;
+        (self.http.max_connections as u64).saturating_add(tables)
+    }
 }
 
 impl WorkerSection {
@@ -531,6 +542,19 @@ memory-source = "auto"
         );
         assert_eq!(c.cop_limiter.sample_ttl.duration(), Duration::from_secs(60));
         assert_eq!(c.cop_limiter.memory_limit.bytes(), 0);
+    }
+
+    #[test]
+    fn the_open_files_count_connections_and_the_tables_the_cache_may_keep() {
+        let c = WorkerConfig::default();
+        // 1,024 connections and 64 MiB of tables at 256 KiB at least each.
+        assert_eq!(c.max_open_files(), 1024 + 256);
+        let c = WorkerConfig::parse(
+            "[worker]\ntable-cache-size = 0\n[http]\nmax-connections = 10\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(c.max_open_files(), 10);
     }
 
     #[test]

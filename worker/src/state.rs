@@ -72,6 +72,13 @@ impl WorkerState {
             .dfs_config()?
             .open_metered(Some(kvengine::DfsTraffic::new(read, written)))
             .map_err(StartError::Dfs)?;
+        if let Some(warning) = ::node::open_files::warning(
+            ::node::open_files::soft_limit(),
+            config.max_open_files(),
+            "[http] max-connections and worker.table-cache-size",
+        ) {
+            tracing::warn!("{warning}");
+        }
         Ok(WorkerState {
             tls,
             ..WorkerState::with_dfs(config, dfs)

@@ -128,3 +128,44 @@ fn the_process_prints_its_config_serves_and_exits_0_on_sigterm() {
     };
     assert_eq!(code, Some(0));
 }
+
+/// Started with fewer open files allowed than its connections and kept tables may take, the
+/// worker says so before it serves (here it then fails to bind an address already taken, so
+/// that the test needs no shutdown).
+#[test]
+fn a_worker_whose_open_file_limit_is_below_its_config_warns_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("worker.toml");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "[worker]\naddr = \"{addr}\"\n\n[dfs]\nlocal-dir = {:?}\n",
+            dir.path().join("dfs").display().to_string()
+        ),
+    )
+    .unwrap();
+    let run = |limit: u32| {
+        // The shell's `ulimit` lowers the limit for the worker it then becomes.
+        let script = format!("ulimit -n {limit} && exec \"$0\" --config \"$1\"");
+        Command::new("sh")
+            .args(["-c", &script, BIN])
+            .arg(&path)
+            .env("STRATUS_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let low = run(400);
+    assert_eq!(low.status.code(), Some(1), "the bind fails: {low:?}");
+    let stderr = String::from_utf8_lossy(&low.stderr);
+    // The defaults: 1,024 connections and 256 kept tables, plus the process's own 64.
+    assert!(
+        stderr.contains("the open-file limit is 400, below the 1344 descriptors"),
+        "{stderr}"
+    );
+    let high = run(4096);
+    assert_eq!(high.status.code(), Some(1), "the bind fails: {high:?}");
+    let stderr = String::from_utf8_lossy(&high.stderr);
+    assert!(!stderr.contains("open-file limit"), "{stderr}");
+}
