@@ -137,10 +137,7 @@ pub(crate) struct Inner {
 impl Inner {
     /// Where tables that are not open yet are read from.
     pub(crate) fn table_source(&self) -> TableSource<'_> {
-        TableSource {
-            dfs: self.dfs.as_ref(),
-            block_cache: self.block_cache.as_ref(),
-        }
+        TableSource::new(&self.dfs, self.block_cache.as_ref())
     }
 
     pub(crate) fn shard(&self, id: u64) -> Result<Arc<Shard>> {

@@ -150,10 +150,7 @@ impl SnapAccess {
         dfs: Arc<dyn Dfs>,
         block_cache: Option<Arc<dyn sst::BlockCache>>,
     ) -> Result<SnapAccess> {
-        let source = TableSource {
-            dfs: dfs.as_ref(),
-            block_cache: block_cache.as_ref(),
-        };
+        let source = TableSource::new(&dfs, block_cache.as_ref());
         Self::rebuild(changeset, memtable_data, |files| {
             ShardData::derive(files, &OpenTables::default(), source)
         })
@@ -178,13 +175,8 @@ impl SnapAccess {
     /// open in its cache: reads stay correct, a page read again comes back from the page
     /// cache.
     pub fn release_pages(&self) -> usize {
-        let d = &*self.data;
-        let l0_sections = d
-            .l0s
-            .iter()
-            .flat_map(|l0| ColumnFamily::ALL.into_iter().filter_map(|cf| l0.cf(cf)));
-        l0_sections
-            .chain(d.levels.iter().flatten().flatten())
+        self.data
+            .table_sections()
             .map(sst::Table::release_pages)
             .sum()
     }
@@ -292,7 +284,7 @@ fn write_files(d: &ShardData, ranges: &[(&[u8], &[u8])]) -> (Vec<L0Create>, Vec<
         if !overlaps_any(ranges, &p.smallest, &p.biggest) {
             continue;
         }
-        let sections = ColumnFamily::ALL.into_iter().filter_map(|cf| l0.cf(cf));
+        let sections = l0.sections();
         let (mut smallest, mut biggest) = (p.smallest.as_slice(), p.biggest.as_slice());
         for s in sections {
             smallest = smallest.min(s.properties().smallest.as_slice());

@@ -69,7 +69,17 @@ pub(crate) struct TableSource<'a> {
     pub(crate) block_cache: Option<&'a Arc<dyn sst::BlockCache>>,
 }
 
-impl TableSource<'_> {
+impl<'a> TableSource<'a> {
+    pub(crate) fn new(
+        dfs: &'a Arc<dyn Dfs>,
+        block_cache: Option<&'a Arc<dyn sst::BlockCache>>,
+    ) -> TableSource<'a> {
+        TableSource {
+            dfs: dfs.as_ref(),
+            block_cache,
+        }
+    }
+
     pub(crate) fn open_l0(&self, id: u64) -> Result<L0Table> {
         Ok(L0Table::open_with(
             id,
@@ -222,6 +232,12 @@ impl ShardData {
         self.mem = mem;
         self.frozen = frozen;
         self
+    }
+
+    /// Every table of the state: the sections of its L0 files, then its level tables.
+    pub(crate) fn table_sections(&self) -> impl Iterator<Item = &Table> {
+        let l0_sections = self.l0s.iter().flat_map(L0Table::sections);
+        l0_sections.chain(self.levels.iter().flatten().flatten())
     }
 
     /// The file list this state was derived from.

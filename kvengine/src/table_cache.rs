@@ -142,11 +142,18 @@ impl TableCache {
         }
     }
 
+    /// The object store tables are opened from.
+    pub fn dfs(&self) -> &Arc<dyn Dfs> {
+        &self.dfs
+    }
+
+    /// The block cache every table opened here shares.
+    pub fn block_cache(&self) -> Option<&Arc<dyn sst::BlockCache>> {
+        self.block_cache.as_ref()
+    }
+
     fn source(&self) -> TableSource<'_> {
-        TableSource {
-            dfs: self.dfs.as_ref(),
-            block_cache: self.block_cache.as_ref(),
-        }
+        TableSource::new(&self.dfs, self.block_cache.as_ref())
     }
 
     /// The L0 file `id`, open.

@@ -170,7 +170,12 @@ impl L0Table {
     /// The memory the open file holds of its own: its sections' ([`Table::memory_size`];
     /// each counts its own slice of a downloaded file, so together they count it once).
     pub fn memory_size(&self) -> u64 {
-        self.sections.iter().flatten().map(Table::memory_size).sum()
+        self.sections().map(Table::memory_size).sum()
+    }
+
+    /// The column families' sections the file has, in column family order.
+    pub fn sections(&self) -> impl Iterator<Item = &Table> {
+        self.sections.iter().flatten()
     }
 
     /// Handles alive on this file (the most of any section; see [`Table::handle_count`]).

@@ -37,10 +37,8 @@ pub struct WorkerState {
     config: WorkerConfig,
     /// The effective config as TOML, rendered once.
     config_text: String,
-    dfs: Arc<dyn Dfs>,
-    block_cache: Option<Arc<dyn sst::BlockCache>>,
-    /// The tables rebuilds opened, kept for the next ones (`worker.table-cache-size`): over
-    /// `dfs` and `block_cache`.
+    /// The object store and the block cache, and the tables rebuilds opened through them,
+    /// kept for the next ones (`worker.table-cache-size`).
     tables: TableCache,
     limiter: CopLimiter,
     started: Instant,
@@ -118,11 +116,7 @@ impl WorkerState {
                 });
             Arc::new(cache) as Arc<dyn sst::BlockCache>
         });
-        let tables = TableCache::new(
-            Arc::clone(&dfs),
-            block_cache.clone(),
-            config.worker.table_cache_size.bytes(),
-        );
+        let tables = TableCache::new(dfs, block_cache, config.worker.table_cache_size.bytes());
         let started = Instant::now();
         WorkerState {
             tables,
@@ -132,8 +126,6 @@ impl WorkerState {
                 config.worker.max_compaction_jobs,
             ),
             config,
-            dfs,
-            block_cache,
             started,
             bound: OnceLock::new(),
             requests: AtomicU64::new(0),
@@ -154,11 +146,11 @@ impl WorkerState {
     }
 
     pub fn dfs(&self) -> &Arc<dyn Dfs> {
-        &self.dfs
+        self.tables.dfs()
     }
 
     pub fn block_cache(&self) -> Option<&Arc<dyn sst::BlockCache>> {
-        self.block_cache.as_ref()
+        self.tables.block_cache()
     }
 
     /// The open tables snapshot rebuilds take their files from.
