@@ -291,4 +291,20 @@ pub enum MemtableDataError {
         /// Its version.
         version: u64,
     },
+    /// A v4 blob's block index does not describe its blocks (see `memtable_data::blocks`).
+    #[error("memtable data block {block} is malformed: expected {expected}, found {found}")]
+    BadBlock {
+        /// Block index.
+        block: u64,
+        /// What the writer would have written.
+        expected: &'static str,
+        /// What the index or the block holds.
+        found: String,
+    },
+    /// A blob of a format without a block index was read as blocks (only v4 has them).
+    #[error("memtable data format v{format} has no block index (expected v4)")]
+    NotBlocked {
+        /// The blob's format version.
+        format: u8,
+    },
 }

@@ -8,15 +8,19 @@
 //! mismatch at the end (a receiver that builds an index from the rows discards it on the first
 //! error), or calls [`decode`], which checks the whole input before returning any row.
 //!
-//! **Three formats** ([`Format`]). Version 1 stores every row whole, so a receiver can index the
-//! rows in place. Version 2 ([`Format::V2`]) is what a server sends a worker that reads it: keys
-//! are prefix-compressed against the row before, versions are deltas, the 17-byte WRITE meta
-//! (`kind, start_ts, commit_ts`, with commit_ts = version) shrinks to a byte and a varint (to
-//! nothing when the row before had the same kind and `version - start_ts`: the rows of one
-//! transaction), and the checksum is xxh3-64 instead of CRC32 (~3× faster here). Version 3
-//! ([`Format::V3`], the newest) is version 2 with two more tag bits: a key or a value as long
-//! as the row before's stores no length (rows of one table often have keys of one length, and
-//! often values too). Every layout is on [`MemtableDataWriter`]. Every build reads all three;
+//! **Four formats** ([`Format`]). Version 1 stores every row whole, so a receiver can index the
+//! rows in place. Version 2 ([`Format::V2`]): keys are prefix-compressed against the row
+//! before, versions are deltas, the 17-byte WRITE meta (`kind, start_ts, commit_ts`, with
+//! commit_ts = version) shrinks to a byte and a varint (to nothing when the row before had the
+//! same kind and `version - start_ts`: the rows of one transaction), and the checksum is
+//! xxh3-64 instead of CRC32 (~3× faster here). Version 3 ([`Format::V3`]) is version 2 with two
+//! more tag bits: a key or a value as long as the row before's stores no length (rows of one
+//! table often have keys of one length, and often values too). Version 4 ([`Format::V4`], the
+//! newest) cuts version 3's rows into blocks of about [`BLOCK_TARGET`] bytes, each with its own
+//! checksum, behind an index of where each block is and its first key: a receiver checks the
+//! index ([`blocks`]) and decodes a block only when a read reaches it
+//! ([`BlockIndex::rows`]), as an SST's blocks are read, instead of decoding every row before
+//! its first read. Every layout is on [`MemtableDataWriter`]. Every build reads all four;
 //! which one a sender writes is negotiated (a server writes the newest format the worker
 //! advertised, v1 until it heard from it), so a rolling upgrade works in either order.
 //!
@@ -44,13 +48,16 @@ pub enum Format {
     V2,
     /// V2, and key and value lengths equal to the previous row's are flags.
     V3,
+    /// V3's rows cut into blocks, each with its own checksum, behind a checked index: a
+    /// receiver reads a block when a read reaches it, instead of decoding every row up front.
+    V4,
 }
 
 impl Format {
     /// Every format this build reads, oldest first.
-    pub const ALL: [Format; 3] = [Format::V1, Format::V2, Format::V3];
+    pub const ALL: [Format; 4] = [Format::V1, Format::V2, Format::V3, Format::V4];
     /// The newest format this build writes and reads.
-    pub const NEWEST: Format = Format::V3;
+    pub const NEWEST: Format = Format::V4;
 
     /// The version byte.
     pub fn as_u8(self) -> u8 {
@@ -58,6 +65,7 @@ impl Format {
             Format::V1 => 1,
             Format::V2 => 2,
             Format::V3 => 3,
+            Format::V4 => 4,
         }
     }
 
@@ -67,6 +75,7 @@ impl Format {
             Format::V1 => "v1",
             Format::V2 => "v2",
             Format::V3 => "v3",
+            Format::V4 => "v4",
         }
     }
 
@@ -76,6 +85,7 @@ impl Format {
             1 => Some(Format::V1),
             2 => Some(Format::V2),
             3 => Some(Format::V3),
+            4 => Some(Format::V4),
             _ => None,
         }
     }
@@ -140,9 +150,18 @@ const MIN_ROW_LEN_V3: u64 = 1 + 1;
 const CRC_LEN: usize = 4;
 const XXH3_LEN: usize = 8;
 
-/// Room the writer keeps in front of the rows for the header and the row count: magic (4),
-/// format version (1), body_len and row_count (varints of at most 10 bytes each).
-const HEADER_RESERVE: usize = 4 + 1 + 10 + 10;
+/// Room the writer keeps in front of the rows for the header: magic (4), format version (1),
+/// body_len, row_count and (v4) block_count (varints of at most 10 bytes each), and (v4) the
+/// highest version (8).
+const HEADER_RESERVE: usize = 4 + 1 + 10 + 10 + 10 + 8;
+
+/// v4: a block ends before the first row of a new key once its rows reach this many bytes. A
+/// block is what a receiver decodes at once: small enough to stay in the L1 and L2 caches
+/// while a scan reads it, large enough that its checksum and index entry are noise.
+pub const BLOCK_TARGET: usize = 16 * 1024;
+
+/// v4: bytes of one block index entry (`u32` end of the block in the body, `u32` rows).
+const BLOCK_ENTRY_LEN: usize = 8;
 
 /// The writer feeds its checksum this many bytes of rows at a time: big enough for the
 /// checksum's wide loop, small enough to still sit in the L2 cache just after being written.
@@ -261,6 +280,36 @@ pub struct MemRowRef<'a> {
 ///            not stored
 /// ```
 ///
+/// **Format version 4** cuts version 3's rows into blocks that a receiver checks and decodes
+/// one at a time, when a read reaches them, behind an index it checks up front:
+///
+/// ```text
+/// size      field
+/// 4         magic, bytes "SMTD"
+/// 1         format version = 4
+/// varint    body_len: length of the blocks in bytes
+/// varint    row_count: rows of every block
+/// varint    block_count (0 exactly when row_count is 0)
+/// 8         max_version (u64): the highest version of any row (0 when there are none)
+/// body_len  block_count blocks, block i:
+///             rows in the version 3 row layout, each block on its own: the block's first row
+///             is a first row (no length flags, no same-meta flag, version delta from 0), its
+///             rows count from 0 for RESTART_INTERVAL (so its first key is stored whole), and
+///             a block ends only before a row of a new key, after its rows reach BLOCK_TARGET
+///             bytes
+///             8       xxh3-64 of the block's rows
+/// 8 each    block_count index entries, entry i:
+///             4       end of block i (after its checksum), from the start of the body (u32)
+///             4       rows in block i (u32, at least 1)
+/// 8         xxh3-64 of the blocks' first keys (each whole, in block order), then the index
+///           entries, then the header (magic to max_version)
+/// ```
+///
+/// The last checksum covers everything a receiver reads before it decodes a block: where
+/// blocks are, how many rows each holds, and each block's first key, which a read searches
+/// to find the block a key is in. A block's rows are checked (its checksum, structure, and
+/// versions at most max_version) when it is decoded. A body must be under 4 GiB.
+///
 /// The header is outside the v2 checksum yet every corruption of it is caught: the magic and
 /// version are checked, body_len must match the input length exactly, and the rows must end
 /// exactly at body_len after exactly row_count rows (no row is empty).
@@ -294,6 +343,18 @@ pub struct MemtableDataWriter {
     last_ts_meta: Option<(u8, u64)>,
     /// The previous row's value length.
     last_value_len: usize,
+    /// Rows of the current block (v1-v3 have one block: every row).
+    block_rows: u64,
+    /// v4: where the current block's rows start in `buf`.
+    block_start: usize,
+    /// v4: the block index entries so far.
+    index: Vec<u8>,
+    /// v4: the checksum of the index, fed each block's first key as the block starts.
+    index_checksum: RowsChecksum,
+    /// v4: the highest version pushed so far.
+    max_version: u64,
+    /// v4: a block ends before a new key once its rows reach this many bytes.
+    block_target: usize,
 }
 
 /// The running checksum of a writer's rows.
@@ -316,7 +377,9 @@ impl RowsChecksum {
     fn of(format: Format) -> RowsChecksum {
         match format {
             Format::V1 => RowsChecksum::Crc32(crc32fast::Hasher::new()),
-            Format::V2 | Format::V3 => RowsChecksum::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new())),
+            Format::V2 | Format::V3 | Format::V4 => {
+                RowsChecksum::Xxh3(Box::new(xxhash_rust::xxh3::Xxh3::new()))
+            }
         }
     }
 
@@ -444,7 +507,20 @@ impl MemtableDataWriter {
             last_key: Vec::new(),
             last_ts_meta: None,
             last_value_len: 0,
+            block_rows: 0,
+            block_start: HEADER_RESERVE,
+            index: Vec::new(),
+            index_checksum: RowsChecksum::of(Format::V4),
+            max_version: 0,
+            block_target: BLOCK_TARGET,
         }
+    }
+
+    /// v4: blocks of `bytes` instead of [`BLOCK_TARGET`] (at least one row each). Readers take
+    /// any size; tests cut small blocks to put block boundaries between few rows.
+    pub fn with_block_target(mut self, bytes: usize) -> Self {
+        self.block_target = bytes;
+        self
     }
 
     /// The format this writer writes.
@@ -453,7 +529,8 @@ impl MemtableDataWriter {
     }
 
     /// Appends a row. Fails, appending nothing, when the row has the same column family and
-    /// key as the previous row but a version that is not newer.
+    /// key as the previous row but a version that is not newer, or (v4) when the rows would
+    /// reach 4 GiB.
     pub fn push(&mut self, row: MemRowRef<'_>) -> Result<(), MemtableDataError> {
         // One scan gives both the prefix v2 and v3 share with the previous key and whether the
         // key repeats (the order check below, and what `last_key` must copy).
@@ -471,9 +548,31 @@ impl MemtableDataWriter {
                 version: row.version,
             });
         }
+        if self.format == Format::V4 {
+            // Every offset of a v4 index is a u32 from the start of the body.
+            let bound = (self.buf.len() - HEADER_RESERVE)
+                .saturating_add(1 + 5 * MAX_VARINT_LEN + XXH3_LEN)
+                .saturating_add(row.key.len() + row.user_meta.len() + row.value.len());
+            if bound > u32::MAX as usize {
+                return Err(MemtableDataError::BadBlock {
+                    block: self.index.len() as u64 / BLOCK_ENTRY_LEN as u64,
+                    expected: "blocks of under 4 GiB in all",
+                    found: format!("{bound} bytes with row {}", self.rows),
+                });
+            }
+            if self.block_rows > 0
+                && !same_key
+                && self.buf.len() - self.block_start >= self.block_target
+            {
+                self.end_block();
+            }
+            if self.block_rows == 0 {
+                self.index_checksum.update(row.key);
+            }
+        }
         match self.format {
             Format::V1 => self.push_v1(row),
-            Format::V2 | Format::V3 => self.push_v2(row, same_key, shared),
+            Format::V2 | Format::V3 | Format::V4 => self.push_v2(row, same_key, shared),
         }
         if self.buf.len() - self.checked_end >= CHECKSUM_CHUNK {
             self.checksum.update(&self.buf[self.checked_end..]);
@@ -486,7 +585,27 @@ impl MemtableDataWriter {
         self.last = Some((row.cf, row.version));
         self.last_value_len = row.value.len();
         self.rows += 1;
+        self.block_rows += 1;
+        self.max_version = self.max_version.max(row.version);
         Ok(())
+    }
+
+    /// v4: closes the current block: its checksum, its index entry, and a fresh start for the
+    /// next one (the row state a block's first row must not lean on).
+    fn end_block(&mut self) {
+        self.checksum.update(&self.buf[self.checked_end..]);
+        let digest = self.checksum.value();
+        self.buf.extend_from_slice(&digest.to_le_bytes());
+        self.checksum = RowsChecksum::of(self.format);
+        self.checked_end = self.buf.len();
+        // `push` keeps the body under 4 GiB, and a block has fewer rows than bytes.
+        let end = (self.buf.len() - HEADER_RESERVE) as u32;
+        self.index.extend_from_slice(&end.to_le_bytes());
+        self.index
+            .extend_from_slice(&(self.block_rows as u32).to_le_bytes());
+        self.block_start = self.buf.len();
+        self.block_rows = 0;
+        self.last_ts_meta = None;
     }
 
     fn push_v1(&mut self, row: MemRowRef<'_>) {
@@ -509,9 +628,9 @@ impl MemtableDataWriter {
     /// A v2 or v3 row (v3 adds the length flags); `lcp` is the length of the prefix its key
     /// shares with the previous row's.
     fn push_v2(&mut self, row: MemRowRef<'_>, same_key: bool, lcp: usize) {
-        let restart = self.rows.is_multiple_of(RESTART_INTERVAL);
+        let restart = self.block_rows.is_multiple_of(RESTART_INTERVAL);
         let same_key = same_key && !restart;
-        let lengths = self.format >= Format::V3 && self.last.is_some();
+        let lengths = self.format >= Format::V3 && self.block_rows > 0;
         let same_key_len = lengths && !same_key && row.key.len() == self.last_key.len();
         let same_value_len = lengths && row.value.len() == self.last_value_len;
         let ts_meta = ts_meta_delta(row.user_meta, row.version).map(|d| (row.user_meta[0], d));
@@ -551,7 +670,10 @@ impl MemtableDataWriter {
             }
             self.buf.extend_from_slice(suffix);
         }
-        let previous = self.last.map_or(0, |(_, v)| v);
+        let previous = match self.last {
+            Some((_, v)) if self.block_rows > 0 => v,
+            _ => 0,
+        };
         put_varint(
             &mut self.buf,
             zigzag(row.version.wrapping_sub(previous) as i64),
@@ -585,13 +707,19 @@ impl MemtableDataWriter {
     }
 
     /// The encoded blob (layouts on [`MemtableDataWriter`]), without copying the rows.
-    pub fn finish(self) -> Bytes {
+    pub fn finish(mut self) -> Bytes {
+        if self.format == Format::V4 && self.block_rows > 0 {
+            self.end_block();
+        }
         let Self {
             format,
             mut buf,
             mut checksum,
             checked_end,
             rows,
+            index,
+            mut index_checksum,
+            max_version,
             ..
         } = self;
         checksum.update(&buf[checked_end..]);
@@ -605,13 +733,28 @@ impl MemtableDataWriter {
         let body_len = match format {
             // v1's body_len covers the row count too.
             Format::V1 => count_len as u64 + rows_len,
-            Format::V2 | Format::V3 => rows_len,
+            Format::V2 | Format::V3 | Format::V4 => rows_len,
         };
         len += put_varint_array(&mut header[len..], body_len);
         header[len..len + count_len].copy_from_slice(&count[..count_len]);
         len += count_len;
+        if format == Format::V4 {
+            let blocks = (index.len() / BLOCK_ENTRY_LEN) as u64;
+            len += put_varint_array(&mut header[len..], blocks);
+            header[len..len + 8].copy_from_slice(&max_version.to_le_bytes());
+            len += 8;
+        }
         let start = HEADER_RESERVE - len;
         buf[start..HEADER_RESERVE].copy_from_slice(&header[..len]);
+        if format == Format::V4 {
+            // The rows' checksums are the blocks' own (`end_block`); what follows them is the
+            // index and its checksum, which the first keys already fed.
+            buf.extend_from_slice(&index);
+            index_checksum.update(&index);
+            index_checksum.update(&header[..len]);
+            buf.extend_from_slice(&index_checksum.value().to_le_bytes());
+            return buf.into_bytes(start);
+        }
         match checksum {
             RowsChecksum::Crc32(rows_crc) => {
                 let mut crc = crc32fast::Hasher::new();
@@ -754,18 +897,22 @@ pub fn peek_format(data: &[u8]) -> Result<Format, MemtableDataError> {
 /// ends in an error: the rows of a corrupt blob may come before the mismatch (see `Verify`).
 pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
     let format = peek_format(data)?;
+    if format == Format::V4 {
+        let index = blocks(data)?;
+        return Ok(RowIter::over_blocks(data, index));
+    }
     let mut header = Cursor::new(data, data.len());
     header.pos = 5;
     let body_len = header.varint()?;
     // v2's row count sits in the header, before the rows body_len counts.
     let count = match format {
         Format::V1 => None,
-        Format::V2 | Format::V3 => Some(header.varint()?),
+        Format::V2 | Format::V3 | Format::V4 => Some(header.varint()?),
     };
     let body_start = header.pos;
     let checksum_len = match format {
         Format::V1 => CRC_LEN,
-        Format::V2 | Format::V3 => XXH3_LEN,
+        Format::V2 | Format::V3 | Format::V4 => XXH3_LEN,
     };
     let needed = (body_start as u64)
         .saturating_add(body_len)
@@ -804,7 +951,7 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
     let counted = match format {
         Format::V1 => body.varint().map(|count| (count, MIN_ROW_LEN_V1)),
         Format::V2 => Ok((count.unwrap_or_default(), MIN_ROW_LEN_V2)),
-        Format::V3 => Ok((count.unwrap_or_default(), MIN_ROW_LEN_V3)),
+        Format::V3 | Format::V4 => Ok((count.unwrap_or_default(), MIN_ROW_LEN_V3)),
     };
     let (count, min_row) = counted.map_err(|e| verify.blame(data, e))?;
     let max = body.remaining() as u64 / min_row;
@@ -817,7 +964,11 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
         verify,
         body,
         count,
+        total: count,
         index: 0,
+        row_base: 0,
+        walk: None,
+        max_version: u64::MAX,
         previous: None,
         key_v1: &[],
         key: Vec::new(),
@@ -834,11 +985,23 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
 /// so a row borrows the cursor until the next call.
 pub struct RowIter<'a> {
     format: Format,
-    /// The checksum, fed as the rows are reached and compared after the last one.
+    /// The checksum of the current segment (the blob's rows, or one v4 block), fed as its rows
+    /// are reached and compared after its last one.
     verify: Verify,
+    /// The current segment's rows.
     body: Cursor<'a>,
+    /// Rows of the current segment.
     count: u64,
+    /// Rows of every segment.
+    total: u64,
+    /// Index of the next row in the current segment.
     index: u64,
+    /// Rows before the current segment (error messages count rows from the blob's first).
+    row_base: u64,
+    /// v4, walking a whole blob: its blocks and the next one to read.
+    walk: Option<BlockWalk>,
+    /// The highest version a row may have (v4's header states it).
+    max_version: u64,
     /// Column family and version of the row before, for the order check and version deltas.
     previous: Option<(ColumnFamily, u64)>,
     /// v1: the previous row's key (it slices the input).
@@ -864,13 +1027,105 @@ impl<'a> RowIter<'a> {
 
     /// The row count the header announces (at most the body length over the smallest row).
     pub fn row_count(&self) -> u64 {
-        self.count
+        self.total
     }
 
-    /// Checks the blob's checksum now rather than after the last row, for a caller that passes
-    /// the blob on without walking it.
+    /// Checks the blob's checksum (v4: every block's not yet read) now rather than after the
+    /// last row, for a caller that passes the blob on without walking it.
     pub fn verify_checksum(&mut self) -> Result<(), MemtableDataError> {
-        self.verify.finish(self.body.data)
+        let data = self.body.data;
+        self.verify.finish(data)?;
+        if let Some(walk) = &self.walk {
+            for block in &walk.index.blocks[walk.next..] {
+                block.verify(data).finish(data)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A cursor over every row of a v4 blob whose index [`blocks`] checked, block after block.
+    fn over_blocks(data: &'a [u8], index: BlockIndex) -> RowIter<'a> {
+        let mut iter = RowIter {
+            format: Format::V4,
+            // No rows yet: an empty segment, whose checksum is that of nothing.
+            verify: Verify {
+                format: Format::V4,
+                checksum: RowsChecksum::of(Format::V4),
+                expected: xxhash_rust::xxh3::Xxh3::new().digest(),
+                fed: 0,
+                end: 0,
+            },
+            body: Cursor::new(data, 0),
+            count: 0,
+            total: index.row_count,
+            index: 0,
+            row_base: 0,
+            max_version: index.max_version,
+            walk: Some(BlockWalk { index, next: 0 }),
+            previous: None,
+            key_v1: &[],
+            key: Vec::new(),
+            meta: [0; TS_META_LEN],
+            prev_ts_meta: None,
+            prev_value_len: 0,
+            order: Ordering::Greater,
+            done: false,
+        };
+        iter.next_block();
+        iter
+    }
+
+    /// The rows of one v4 block, on their own (the order of its first key against the block
+    /// before is not checked: the index's keys are the caller's to order).
+    fn over_block(data: &'a [u8], block: &BlockRef, max_version: u64) -> RowIter<'a> {
+        RowIter {
+            format: Format::V4,
+            verify: block.verify(data),
+            body: Cursor {
+                data,
+                pos: block.start,
+                end: block.rows_end,
+            },
+            count: block.rows,
+            total: block.rows,
+            index: 0,
+            row_base: block.row_base,
+            walk: None,
+            max_version,
+            previous: None,
+            key_v1: &[],
+            key: Vec::new(),
+            meta: [0; TS_META_LEN],
+            prev_ts_meta: None,
+            prev_value_len: 0,
+            order: Ordering::Greater,
+            done: false,
+        }
+    }
+
+    /// Moves a walk onto its next block; false when there is none. The key and the previous
+    /// row stay: the block's first key is ordered against the last block's last.
+    fn next_block(&mut self) -> bool {
+        let Some(walk) = &mut self.walk else {
+            return false;
+        };
+        let Some(block) = walk.index.blocks.get(walk.next) else {
+            return false;
+        };
+        walk.next += 1;
+        let data = self.body.data;
+        self.verify = block.verify(data);
+        self.body = Cursor {
+            data,
+            pos: block.start,
+            end: block.rows_end,
+        };
+        self.count = block.rows;
+        self.index = 0;
+        self.row_base = block.row_base;
+        self.prev_ts_meta = None;
+        self.prev_value_len = 0;
+        true
     }
 
     /// The next row, an error (after which the cursor ends), or `None` after the last row.
@@ -889,21 +1144,29 @@ impl<'a> RowIter<'a> {
         if self.done {
             return None;
         }
-        let data = self.body.data;
-        if self.index == self.count {
-            self.done = true;
+        while self.index == self.count {
+            let data = self.body.data;
             if let Err(mismatch) = self.verify.finish(data) {
+                self.done = true;
                 return Some(Err(mismatch));
             }
             let count = self.body.remaining() as u64;
-            return (count != 0).then_some(Err(MemtableDataError::TrailingBytes { count }));
+            if count != 0 {
+                self.done = true;
+                return Some(Err(MemtableDataError::TrailingBytes { count }));
+            }
+            if !self.next_block() {
+                self.done = true;
+                return None;
+            }
         }
+        let data = self.body.data;
         self.verify.ahead_of(data, self.body.pos);
         let index = self.index;
         self.index += 1;
         let decoded = match self.format {
             Format::V1 => self.row_v1(index).map(Decoded::Whole),
-            Format::V2 | Format::V3 => self.row_v2(index).map(Decoded::Rebuilt),
+            Format::V2 | Format::V3 | Format::V4 => self.row_v2(index).map(Decoded::Rebuilt),
         };
         let row = match decoded {
             Ok(Decoded::Whole(row)) => row,
@@ -975,11 +1238,12 @@ impl<'a> RowIter<'a> {
         })
     }
 
-    /// Decodes a v2 or v3 row into the cursor's key and meta buffers; the rest slices the
-    /// input.
+    /// Decodes a v2, v3 or v4 row (`index` counts from its segment's first) into the cursor's
+    /// key and meta buffers; the rest slices the input.
     fn row_v2(&mut self, index: u64) -> Result<RowV2<'a>, MemtableDataError> {
+        let row = self.row_base + index;
         let malformed = |expected: &'static str, found: String| MemtableDataError::MalformedRow {
-            row: index,
+            row,
             expected,
             found,
         };
@@ -987,20 +1251,18 @@ impl<'a> RowIter<'a> {
         let known = if lengths { TAG_KNOWN_V3 } else { TAG_KNOWN };
         let [tag] = self.body.take_array()?;
         if tag & !known != 0 {
-            return Err(MemtableDataError::UnknownFlags {
-                flags: tag,
-                row: index,
-            });
+            return Err(MemtableDataError::UnknownFlags { flags: tag, row });
         }
         let cf = ColumnFamily::ALL
             .get(usize::from(tag & TAG_CF))
             .copied()
             .ok_or(MemtableDataError::UnknownColumnFamily {
                 cf: tag & TAG_CF,
-                row: index,
+                row,
             })?;
         let restart = index.is_multiple_of(RESTART_INTERVAL);
-        let first = self.previous.is_none();
+        // The first row of its segment (of a v4 block); the blob's first has no row before.
+        let first = index == 0;
         if first && tag & (TAG_SAME_KEY_LEN | TAG_SAME_VALUE_LEN) != 0 {
             return Err(malformed(
                 "no length flag on the first row",
@@ -1067,7 +1329,7 @@ impl<'a> RowIter<'a> {
                     ));
                 }
             }
-            let order = if first {
+            let order = if self.previous.is_none() {
                 Ordering::Greater
             } else if restart {
                 suffix.cmp(&self.key)
@@ -1081,15 +1343,29 @@ impl<'a> RowIter<'a> {
                     (None, None) => Ordering::Equal,
                 }
             };
+            if first && order.is_eq() {
+                // Only a v4 walk has a row before a segment's first: its block's last.
+                return Err(malformed(
+                    "a block starting with a new key",
+                    "the previous block's last key".into(),
+                ));
+            }
             self.key.truncate(shared);
             self.key.extend_from_slice(suffix);
             order
         };
         let delta = unzigzag(self.body.varint()?);
-        let version = self
-            .previous
-            .map_or(0, |(_, v)| v)
-            .wrapping_add(delta as u64);
+        let base = match self.previous {
+            Some((_, v)) if !first => v,
+            _ => 0,
+        };
+        let version = base.wrapping_add(delta as u64);
+        if version > self.max_version {
+            return Err(malformed(
+                "versions at most the header's max_version",
+                format!("version={version} max_version={}", self.max_version),
+            ));
+        }
         let ts_meta = tag & TAG_TS_META != 0;
         if tag & TAG_SAME_TS_META != 0 && (!ts_meta || self.prev_ts_meta.is_none()) {
             return Err(malformed(
@@ -1147,7 +1423,7 @@ impl<'a> RowIter<'a> {
             value
         };
         self.prev_value_len = value.len();
-        self.check_order(index, cf, self.order.is_eq(), version)?;
+        self.check_order(row, cf, self.order.is_eq(), version)?;
         Ok(RowV2 {
             cf,
             version,
@@ -1156,6 +1432,240 @@ impl<'a> RowIter<'a> {
             tombstone: tag & TAG_TOMBSTONE != 0,
         })
     }
+}
+
+/// Where one v4 block sits in its blob (offsets from the blob's start).
+#[derive(Clone, Copy, Debug)]
+struct BlockRef {
+    /// Its first row.
+    start: usize,
+    /// The end of its rows, where its checksum starts.
+    rows_end: usize,
+    rows: u64,
+    /// Rows of the blocks before it.
+    row_base: u64,
+    /// Its first key, stored whole in its first row.
+    first_key: (usize, usize),
+}
+
+impl BlockRef {
+    /// The block's checksum, fed from nothing.
+    fn verify(&self, data: &[u8]) -> Verify {
+        let mut stored = [0u8; XXH3_LEN];
+        stored.copy_from_slice(&data[self.rows_end..self.rows_end + XXH3_LEN]);
+        Verify {
+            format: Format::V4,
+            checksum: RowsChecksum::of(Format::V4),
+            expected: u64::from_le_bytes(stored),
+            fed: self.start,
+            end: self.rows_end,
+        }
+    }
+}
+
+/// A [`RowIter`]'s walk through a v4 blob's blocks.
+struct BlockWalk {
+    index: BlockIndex,
+    next: usize,
+}
+
+/// The checked block index of a v4 blob ([`blocks`]): where each block is, its rows and its
+/// first key. A receiver searches the first keys for the block a key is in and decodes only
+/// that block ([`BlockIndex::rows`]).
+#[derive(Clone, Debug)]
+pub struct BlockIndex {
+    blocks: Vec<BlockRef>,
+    row_count: u64,
+    max_version: u64,
+    /// Length of the blob it was read from.
+    len: usize,
+}
+
+impl BlockIndex {
+    /// Number of blocks.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Whether there are no blocks (and so no rows).
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// Rows of every block.
+    pub fn row_count(&self) -> u64 {
+        self.row_count
+    }
+
+    /// The highest version of any row, as the header states it (every decoded row is checked
+    /// against it).
+    pub fn max_version(&self) -> u64 {
+        self.max_version
+    }
+
+    /// The first key of `block` (< [`BlockIndex::len`]) in `data`, the blob the index was read
+    /// from.
+    pub fn first_key<'d>(&self, data: &'d [u8], block: usize) -> &'d [u8] {
+        let (start, end) = self.blocks[block].first_key;
+        &data[start..end]
+    }
+
+    /// Rows of the blocks before `block`.
+    pub fn row_base(&self, block: usize) -> u64 {
+        self.blocks[block].row_base
+    }
+
+    /// Where `block`'s first row sits in the blob.
+    pub fn block_start(&self, block: usize) -> usize {
+        self.blocks[block].start
+    }
+
+    /// A cursor over the rows of `block` (< [`BlockIndex::len`]) in `data`, the blob the
+    /// index was read from, that checks them as [`rows`] does and the block's checksum after
+    /// its last row. Its first row reads as the first (`Ordering::Greater`).
+    pub fn rows<'d>(&self, data: &'d [u8], block: usize) -> Result<RowIter<'d>, MemtableDataError> {
+        if data.len() != self.len {
+            return Err(MemtableDataError::BadBlock {
+                block: block as u64,
+                expected: "the blob its index was read from",
+                found: format!("a blob of {} bytes, not {}", data.len(), self.len),
+            });
+        }
+        Ok(RowIter::over_block(
+            data,
+            &self.blocks[block],
+            self.max_version,
+        ))
+    }
+}
+
+/// Checks a v4 blob's header, its block index and the checksum over them and the blocks'
+/// first keys, without reading any block past its first key. The blocks' rows are checked
+/// when read ([`BlockIndex::rows`]).
+pub fn blocks(data: &[u8]) -> Result<BlockIndex, MemtableDataError> {
+    let format = peek_format(data)?;
+    if format != Format::V4 {
+        return Err(MemtableDataError::NotBlocked {
+            format: format.as_u8(),
+        });
+    }
+    let mut header = Cursor::new(data, data.len());
+    header.pos = 5;
+    let body_len = header.varint()?;
+    let row_count = header.varint()?;
+    let block_count = header.varint()?;
+    let max_version = u64::from_le_bytes(header.take_array()?);
+    let body_start = header.pos;
+    let index_len = block_count.saturating_mul(BLOCK_ENTRY_LEN as u64);
+    let needed = (body_start as u64)
+        .saturating_add(body_len)
+        .saturating_add(index_len)
+        .saturating_add(XXH3_LEN as u64);
+    let available = data.len() as u64;
+    if available < needed {
+        return Err(MemtableDataError::Truncated { needed, available });
+    }
+    if available > needed {
+        return Err(MemtableDataError::TrailingBytes {
+            count: available - needed,
+        });
+    }
+    // `needed == data.len()`, so these fit in usize.
+    let body_end = body_start + body_len as usize;
+    let index_end = body_end + index_len as usize;
+    let bad = |block: usize, expected: &'static str, found: String| MemtableDataError::BadBlock {
+        block: block as u64,
+        expected,
+        found,
+    };
+    let mut checksum = xxhash_rust::xxh3::Xxh3::new();
+    // At most one entry per 8 bytes of the input, so the input justifies the allocation.
+    let mut blocks = Vec::with_capacity(block_count as usize);
+    let (mut start, mut row_base) = (0u64, 0u64);
+    let (entries, _) = data[body_end..index_end].as_chunks::<BLOCK_ENTRY_LEN>();
+    for (i, entry) in entries.iter().enumerate() {
+        let [e0, e1, e2, e3, r0, r1, r2, r3] = *entry;
+        let end = u64::from(u32::from_le_bytes([e0, e1, e2, e3]));
+        let rows = u64::from(u32::from_le_bytes([r0, r1, r2, r3]));
+        let least = start + rows * MIN_ROW_LEN_V3 + XXH3_LEN as u64;
+        if rows == 0 || end < least || end > body_len {
+            return Err(bad(
+                i,
+                "at least one row, then a checksum, ending within the body",
+                format!("rows={rows} start={start} end={end} body_len={body_len}"),
+            ));
+        }
+        let block = BlockRef {
+            start: body_start + start as usize,
+            rows_end: body_start + end as usize - XXH3_LEN,
+            rows,
+            row_base,
+            first_key: (0, 0),
+        };
+        // A first row that does not parse is blamed on the block's checksum when that does
+        // not match, as a malformed row is (see `Verify`).
+        let first_key = block_first_key(data, &block).map_err(|found| {
+            let malformed = bad(i, "a first row storing its key whole", found);
+            block.verify(data).blame(data, malformed)
+        })?;
+        checksum.update(&data[first_key.0..first_key.1]);
+        blocks.push(BlockRef { first_key, ..block });
+        (start, row_base) = (end, row_base + rows);
+    }
+    checksum.update(&data[body_end..index_end]);
+    checksum.update(&data[..body_start]);
+    let mut stored = [0u8; XXH3_LEN];
+    stored.copy_from_slice(&data[index_end..]);
+    let (expected, found) = (u64::from_le_bytes(stored), checksum.digest());
+    if expected != found {
+        return Err(MemtableDataError::ChecksumMismatch {
+            format: 4,
+            expected,
+            found,
+        });
+    }
+    let last = blocks.len().saturating_sub(1);
+    if start != body_len {
+        return Err(bad(
+            last,
+            "blocks that fill the body",
+            format!("the last ending at {start} of {body_len}"),
+        ));
+    }
+    if row_base != row_count {
+        return Err(bad(
+            last,
+            "as many rows in the blocks as the header counts",
+            format!("{row_base} rows in the blocks, row_count={row_count}"),
+        ));
+    }
+    Ok(BlockIndex {
+        blocks,
+        row_count,
+        max_version,
+        len: data.len(),
+    })
+}
+
+/// Where the first key of `block` sits: its first row stores it whole (no same-key flags,
+/// shared prefix 0). Only the key is read; the rest of the row is checked with the block.
+fn block_first_key(data: &[u8], block: &BlockRef) -> Result<(usize, usize), String> {
+    let mut row = Cursor {
+        data,
+        pos: block.start,
+        end: block.rows_end,
+    };
+    let [tag] = row.take_array().map_err(|e| e.to_string())?;
+    if tag & (TAG_SAME_KEY | TAG_SAME_KEY_LEN) != 0 {
+        return Err(format!("tag={tag:#04x}"));
+    }
+    let shared = row.varint().map_err(|e| e.to_string())?;
+    if shared != 0 {
+        return Err(format!("shared={shared}"));
+    }
+    let key = row.length_prefixed().map_err(|e| e.to_string())?;
+    let start = key.as_ptr() as usize - data.as_ptr() as usize;
+    Ok((start, start + key.len()))
 }
 
 /// A row as its format decodes it.
@@ -1354,7 +1864,22 @@ mod tests {
             assert_eq!(&blob[7..], xxhash_rust::xxh3::xxh3_64(&[]).to_le_bytes());
             assert_eq!(decode_slice(&blob), Ok(Vec::new()));
         }
-        assert_eq!(MemtableDataWriter::new().format(), Format::V3);
+    }
+
+    #[test]
+    fn empty_v4_blob_has_the_documented_layout() {
+        let blob = MemtableDataWriter::new().finish();
+        assert_eq!(MemtableDataWriter::new().format(), Format::V4);
+        // magic, version 4, body_len 0, row_count 0, block_count 0, max_version 0, no index,
+        // then the xxh3 of no first keys, no entries, and the header.
+        let header = [&b"SMTD"[..], &[4, 0, 0, 0], &[0; 8]].concat();
+        assert_eq!(&blob[..16], header);
+        assert_eq!(
+            &blob[16..],
+            xxhash_rust::xxh3::xxh3_64(&header).to_le_bytes()
+        );
+        assert_eq!(decode_slice(&blob), Ok(Vec::new()));
+        assert!(blocks(&blob).unwrap().is_empty());
     }
 
     proptest::proptest! {

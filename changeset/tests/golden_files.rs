@@ -278,16 +278,6 @@ fn memtable_data_v1_golden_file_decodes_to_known_rows_and_re_encodes_identically
 /// repeated (same-key flag), shared prefixes, a tombstone, every column family, and more than
 /// one restart interval (row 16 restarts its key).
 fn memtable_rows_v2() -> Vec<MemRow> {
-    let write_meta = |kind: u8, start_ts: u64, commit_ts: u64| {
-        Bytes::from(
-            [
-                &[kind][..],
-                &start_ts.to_le_bytes(),
-                &commit_ts.to_le_bytes(),
-            ]
-            .concat(),
-        )
-    };
     let mut rows = vec![
         MemRow {
             cf: ColumnFamily::Write,
@@ -373,4 +363,47 @@ fn memtable_data_v3_golden_file_decodes_to_known_rows_and_re_encodes_identically
         stored.len(),
         v2.len()
     );
+}
+
+/// A WRITE meta: kind, start_ts, commit_ts.
+fn write_meta(kind: u8, start_ts: u64, commit_ts: u64) -> Bytes {
+    Bytes::from(
+        [
+            &[kind][..],
+            &start_ts.to_le_bytes(),
+            &commit_ts.to_le_bytes(),
+        ]
+        .concat(),
+    )
+}
+
+/// The v2 rows, then rows of 3,000-byte values: three blocks in v4.
+fn memtable_rows_v4() -> Vec<MemRow> {
+    let mut rows = memtable_rows_v2();
+    for i in 0..16u64 {
+        rows.push(MemRow {
+            cf: ColumnFamily::Write,
+            key: Bytes::from(format!("t_100_s{i:02}")),
+            version: 300 + i,
+            user_meta: write_meta(b'P', 290 + i, 300 + i),
+            value: Bytes::from(vec![b'a' + i as u8; 3_000]),
+            tombstone: false,
+        });
+    }
+    rows
+}
+
+#[test]
+fn memtable_data_v4_golden_file_decodes_to_known_rows_and_re_encodes_identically() {
+    let stored = golden("memtable_data_v4.bin", || {
+        memtable_data::encode_as(Format::V4, &memtable_rows_v4()).unwrap()
+    });
+    assert_eq!(&stored[..5], b"SMTD\x04");
+    let rows = memtable_data::decode(&Bytes::from(stored.clone())).unwrap();
+    assert_eq!(rows, memtable_rows_v4());
+    assert_eq!(memtable_data::encode_as(Format::V4, &rows).unwrap(), stored);
+    let index = memtable_data::blocks(&stored).unwrap();
+    assert_eq!(index.len(), 3);
+    assert_eq!(index.max_version(), 315);
+    assert_eq!(index.first_key(&stored, 1), b"t_100_s06");
 }

@@ -162,23 +162,35 @@ proptest! {
 }
 
 /// Where the rows of a blob sit: past the header's length fields (whose corruption is caught
-/// as a length error first), up to the stored checksum. v1's row count is among the rows.
+/// as a length error first), up to the stored checksum. v1's row count is among the rows; v4's
+/// rows are its blocks (each ending in its checksum), before the block index.
 fn checksummed_rows(blob: &[u8]) -> std::ops::Range<usize> {
     let mut pos = 5;
-    let skip_varint = |pos: &mut usize| {
+    let varint = |pos: &mut usize| {
+        let (mut value, mut shift) = (0u64, 0);
         while blob[*pos] & 0x80 != 0 {
+            value |= u64::from(blob[*pos] & 0x7f) << shift;
+            shift += 7;
             *pos += 1;
         }
+        value |= u64::from(blob[*pos]) << shift;
         *pos += 1;
+        value
     };
-    skip_varint(&mut pos);
-    let checksum_len = if blob[4] == 1 {
-        4
-    } else {
-        skip_varint(&mut pos);
-        8
-    };
-    pos..blob.len() - checksum_len
+    varint(&mut pos);
+    match blob[4] {
+        1 => pos..blob.len() - 4,
+        4 => {
+            varint(&mut pos);
+            let blocks = varint(&mut pos) as usize;
+            pos += 8;
+            pos..blob.len() - 8 - 8 * blocks
+        }
+        _ => {
+            varint(&mut pos);
+            pos..blob.len() - 8
+        }
+    }
 }
 
 fn varint(mut value: u64, out: &mut Vec<u8>) {
@@ -470,9 +482,23 @@ fn a_corrupt_value_is_reported_after_the_rows_as_a_checksum_mismatch() {
                 matches!(end, MemtableDataError::ChecksumMismatch { format: f, .. } if f == format.as_u8()),
                 "{format} index={index}: {end:?}"
             );
+            // A v4 block's checksum is compared after the block's last row: the rows up to
+            // there are yielded.
+            let through = match format {
+                Format::V4 => {
+                    let blocks = memtable_data::blocks(&blob).unwrap();
+                    let first_after = (0..blocks.len())
+                        .find(|&b| blocks.block_start(b) > index)
+                        .unwrap_or(blocks.len());
+                    match first_after {
+                        b if b == blocks.len() => rows.len(),
+                        b => blocks.row_base(b) as usize,
+                    }
+                }
+                _ => rows.len(),
+            };
             assert_eq!(
-                yielded,
-                rows.len(),
+                yielded, through,
                 "{format} index={index}: a value flip decodes"
             );
             assert!(

@@ -435,10 +435,10 @@ impl<'a> MemRows<'a> {
         lower: &[u8],
         upper: &[u8],
     ) -> Result<()> {
-        for k in remote.keys_from(lower) {
+        remote.visit_keys_from(lower, |k| {
             let key = k.key();
             if !upper.is_empty() && key >= upper {
-                break;
+                return Ok(false);
             }
             // Newest first, the versions newer than start_ts are a prefix, and the versions to
             // ship the run right after it: count both, then push the run oldest first.
@@ -457,8 +457,8 @@ impl<'a> MemRows<'a> {
             for v in k.versions_newest_first().skip(newer).take(ship).rev() {
                 self.push_row(key, v.version(), v.is_tombstone(), v.user_meta(), v.value())?;
             }
-        }
-        Ok(())
+            Ok(true)
+        })
     }
 
     /// Emits the rows of every key in `[lower, upper)` (empty `upper` = unbounded).

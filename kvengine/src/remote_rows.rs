@@ -7,8 +7,18 @@
 //! that index is one pass over the rows with no copy of any value, where inserting every row
 //! into a fresh skiplist cost several times the transfer itself.
 //!
+//! **When the index is built.** Rows of a v1-v3 blob are indexed when the snapshot is rebuilt,
+//! all of them. A v4 blob comes in blocks of about 16 KiB behind a checked index of their
+//! first keys: rebuilding checks only that index, and a read indexes the block it reaches
+//! ([`RowIndex`] over one block), as an SST's blocks are read. A scan then decodes each block
+//! just before it reads it, while the block is in the CPU's caches, instead of decoding every
+//! row into index vectors and arenas far larger than the caches and reading them back later;
+//! and a read of part of the range decodes only the blocks it touches. A block's rows are
+//! checked (checksum, structure, order, range) when it is decoded, so a corrupt block is an
+//! error of the read that reaches it.
+//!
 //! Values are always read in place from the received buffer. Keys and user metas are read in
-//! place from a v1 buffer; a v2 buffer stores keys as shared prefixes and WRITE metas
+//! place from a v1 buffer; a v2-v4 buffer stores keys as shared prefixes and WRITE metas
 //! compactly, so the index copies each distinct key and each meta into an arena of its own
 //! (about 30 bytes a row, a fraction of the value bytes it does not copy).
 //!
@@ -20,16 +30,18 @@
 //! smaller).
 
 use bytes::Bytes;
+use changeset::memtable_data::{self, BlockIndex, RowIter};
 use changeset::ship_buffers::SHIP_BUFFERS;
 use changeset::{ColumnFamily, MemtableDataFormat};
 
 use crate::error::{Error, Result};
 use crate::mvcc::records::WRITE_META_LEN;
+use crate::snap_access::RawVersion;
 
 /// `RowEntry::value_len` of a tombstone (whose value reads as empty whatever was shipped).
 const TOMBSTONE: u32 = u32::MAX;
 
-/// Where one key sits in the buffer, and its first row in [`RemoteRows::rows`].
+/// Where one key sits in the buffer, and its first row in [`RowIndex::rows`].
 #[derive(Clone, Copy, Debug)]
 struct KeyEntry {
     off: u32,
@@ -48,13 +60,43 @@ struct RowEntry {
     value_len: u32,
 }
 
-/// The WRITE rows of a rebuilt snapshot, indexed over the received buffer (and the key and meta
-/// arenas of a v2 buffer).
+/// The WRITE rows of a rebuilt snapshot: every row indexed, or (v4) blocks indexed when read.
 pub struct RemoteRows {
+    shard_id: u64,
+    kind: Kind,
+}
+
+enum Kind {
+    /// v1-v3: every row, indexed when the snapshot was rebuilt.
+    Indexed(RowIndex),
+    /// v4: blocks, each indexed when a read reaches it.
+    Blocks(RowBlocks),
+}
+
+impl std::fmt::Debug for RemoteRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("RemoteRows");
+        match &self.kind {
+            Kind::Indexed(rows) => d
+                .field("keys", &rows.keys.len())
+                .field("rows", &rows.rows.len()),
+            Kind::Blocks(blocks) => d
+                .field("blocks", &blocks.index.len())
+                .field("rows", &blocks.index.row_count()),
+        };
+        d.field("bytes", &self.encoded_len())
+            .field("max_version", &self.max_version())
+            .finish()
+    }
+}
+
+/// The rows of one or more keys, indexed over the received buffer (and the key and meta arenas
+/// of a v2-v4 buffer): all the rows of a v1-v3 blob, or one block of a v4 blob.
+struct RowIndex {
     data: Bytes,
-    /// Where [`KeyEntry::off`] points: `data` for v1, the key arena for v2.
+    /// Where [`KeyEntry::off`] points: `data` for v1, the key arena otherwise.
     key_bytes: Bytes,
-    /// Where [`RowEntry::meta_off`] points: `data` for v1, the meta arena for v2.
+    /// Where [`RowEntry::meta_off`] points: `data` for v1, the meta arena otherwise.
     meta_bytes: Bytes,
     /// Ascending by key, no duplicates.
     keys: Vec<KeyEntry>,
@@ -65,15 +107,12 @@ pub struct RemoteRows {
     max_version: u64,
 }
 
-impl std::fmt::Debug for RemoteRows {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteRows")
-            .field("keys", &self.keys.len())
-            .field("rows", &self.rows.len())
-            .field("bytes", &self.data.len())
-            .field("max_version", &self.max_version)
-            .finish()
-    }
+/// A v4 blob: its checked block index; blocks are indexed when read ([`RowBlocks::block`]).
+struct RowBlocks {
+    data: Bytes,
+    index: BlockIndex,
+    /// The shard's end (empty: unbounded): the last block's keys must fall below it.
+    end: Vec<u8>,
 }
 
 /// Appends `part` to `arena`; its offset, or `None` once the arena would reach 4 GiB.
@@ -92,18 +131,198 @@ fn arena_push(arena: &mut Vec<u8>, part: &[u8]) -> Option<u32> {
 /// Byte offset of `part` (a subslice of `base`) in `base`.
 fn offset_in(base: &[u8], part: &[u8]) -> u32 {
     // Both pointers lie in the same allocation and `base` is shorter than 4 GiB (checked by
-    // `RemoteRows::decode`), so the difference fits.
+    // `RowIndex::build`), so the difference fits.
     (part.as_ptr() as usize - base.as_ptr() as usize) as u32
 }
 
 impl RemoteRows {
-    /// Decodes and indexes `data` (memtable data as `SnapAccess::to_remote` produces it) for a
-    /// shard covering `[start, end)` (empty `end` = unbounded).
+    /// Reads `data` (memtable data as `SnapAccess::to_remote` produces it) for a shard covering
+    /// `[start, end)` (empty `end` = unbounded): v1-v3 rows are decoded and indexed now, a v4
+    /// blob's block index is checked now and its blocks when read.
     ///
     /// Errors: undecodable data is [`Error::RemoteMemtableData`]; rows a sender following the
     /// protocol never produces (another column family, a key outside the shard, keys not
-    /// ascending, a buffer of 4 GiB or more) are [`Error::RemoteSnapshot`].
+    /// ascending, a buffer of 4 GiB or more) are [`Error::RemoteSnapshot`]. On a v4 blob, those
+    /// of a block come from the read that reaches it.
     pub(crate) fn decode(shard_id: u64, start: &[u8], end: &[u8], data: &Bytes) -> Result<Self> {
+        let corrupt = |source| Error::RemoteMemtableData { shard_id, source };
+        let format = memtable_data::peek_format(data).map_err(corrupt)?;
+        let kind = if format == MemtableDataFormat::V4 {
+            let index = memtable_data::blocks(data).map_err(corrupt)?;
+            let blocks = RowBlocks {
+                data: data.clone(),
+                index,
+                end: end.to_vec(),
+            };
+            blocks.check_first_keys(shard_id, start)?;
+            Kind::Blocks(blocks)
+        } else {
+            let rows = memtable_data::rows(data).map_err(corrupt)?;
+            Kind::Indexed(RowIndex::build(
+                shard_id,
+                (start, end, "the shard range"),
+                0,
+                data,
+                rows,
+            )?)
+        };
+        Ok(RemoteRows { shard_id, kind })
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        match &self.kind {
+            Kind::Indexed(rows) => rows.rows.is_empty(),
+            Kind::Blocks(blocks) => blocks.index.is_empty(),
+        }
+    }
+
+    /// Bytes of the received memtable data the rows are read from.
+    pub fn encoded_len(&self) -> usize {
+        match &self.kind {
+            Kind::Indexed(rows) => rows.data.len(),
+            Kind::Blocks(blocks) => blocks.data.len(),
+        }
+    }
+
+    /// Highest version of any row (0 when empty): lets "is anything newer than ts here?" skip
+    /// the rows without walking them.
+    pub fn max_version(&self) -> u64 {
+        match &self.kind {
+            Kind::Indexed(rows) => rows.max_version,
+            Kind::Blocks(blocks) => blocks.index.max_version(),
+        }
+    }
+
+    /// The version of `key` a read at `ts` lands on (it may be a tombstone).
+    pub fn get(&self, key: &[u8], ts: u64) -> Result<Option<RawVersion>> {
+        match &self.kind {
+            Kind::Indexed(rows) => Ok(rows.get(key, ts).map(RawVersion::from)),
+            Kind::Blocks(blocks) => match blocks.block_of(key) {
+                None => Ok(None),
+                Some(b) => {
+                    let rows = blocks.block(self.shard_id, b)?;
+                    Ok(rows.get(key, ts).map(RawVersion::from))
+                }
+            },
+        }
+    }
+
+    /// A cursor over the keys visible at `ts`; it starts unpositioned (seek first).
+    pub fn iter(&self, ts: u64) -> RemoteRowsIter<'_> {
+        RemoteRowsIter {
+            rows: self,
+            ts,
+            block: 0,
+            decoded: None,
+            pos: None,
+        }
+    }
+
+    /// Calls `visit` with every key `>= lower` in ascending order, with all its versions, until
+    /// it returns `false` or an error.
+    pub fn visit_keys_from(
+        &self,
+        lower: &[u8],
+        mut visit: impl FnMut(RemoteKey<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        let mut visit_index = |rows: &RowIndex| -> Result<bool> {
+            for k in rows.lower_bound(lower)..rows.keys.len() {
+                if !visit(RemoteKey { rows, k })? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        match &self.kind {
+            Kind::Indexed(rows) => {
+                visit_index(rows)?;
+            }
+            Kind::Blocks(blocks) => {
+                for b in blocks.block_of(lower).unwrap_or(0)..blocks.index.len() {
+                    if !visit_index(&blocks.block(self.shard_id, b)?)? {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RowBlocks {
+    /// Checks what a read relies on before it decodes a block: the blocks' first keys ascend
+    /// and fall in the shard's range (a block's other keys are checked against them when it is
+    /// decoded).
+    fn check_first_keys(&self, shard_id: u64, start: &[u8]) -> Result<()> {
+        let bad = |detail: String| Error::RemoteSnapshot { shard_id, detail };
+        let mut previous: Option<&[u8]> = None;
+        for b in 0..self.index.len() {
+            let key = self.index.first_key(&self.data, b);
+            let row = self.index.row_base(b);
+            if let Some(previous) = previous
+                && key <= previous
+            {
+                return Err(bad(format!(
+                    "expected keys in ascending order, found key={key:?} after key={previous:?} row={row}"
+                )));
+            }
+            let outside = key < start || (!self.end.is_empty() && key >= self.end.as_slice());
+            if outside {
+                return Err(bad(format!(
+                    "expected keys inside the shard range, found key={key:?} row={row}"
+                )));
+            }
+            previous = Some(key);
+        }
+        Ok(())
+    }
+
+    /// The block a read of `key` starts in: the last whose first key is `<= key` (`None`: the
+    /// key is below every row).
+    fn block_of(&self, key: &[u8]) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.index.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.index.first_key(&self.data, mid) <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.checked_sub(1)
+    }
+
+    /// Decodes and indexes block `b`: its keys must lie from its first key to below the next
+    /// block's (the shard's end after the last block).
+    fn block(&self, shard_id: u64, b: usize) -> Result<RowIndex> {
+        let corrupt = |source| Error::RemoteMemtableData { shard_id, source };
+        let rows = self.index.rows(&self.data, b).map_err(corrupt)?;
+        let first = self.index.first_key(&self.data, b);
+        let range = match b + 1 < self.index.len() {
+            true => (
+                first,
+                self.index.first_key(&self.data, b + 1),
+                "the block's range (below the next block's first key)",
+            ),
+            false => (first, self.end.as_slice(), "the shard range"),
+        };
+        RowIndex::build(shard_id, range, self.index.row_base(b), &self.data, rows)
+    }
+}
+
+impl RowIndex {
+    /// Indexes the rows `iter` walks over `data` (all of a v1-v3 blob, or one v4 block, after
+    /// `row_base` rows of the blob); their keys must lie in `range` = `(start, end, what the
+    /// range is)` (empty end = unbounded).
+    fn build(
+        shard_id: u64,
+        range: (&[u8], &[u8], &'static str),
+        row_base: u64,
+        data: &Bytes,
+        mut iter: RowIter<'_>,
+    ) -> Result<Self> {
+        let (start, end, range_name) = range;
         let bad = |detail: String| Error::RemoteSnapshot { shard_id, detail };
         if data.len() >= u32::MAX as usize {
             return Err(bad(format!(
@@ -113,11 +332,10 @@ impl RemoteRows {
         }
         let outside = |key: &[u8], row: u64| {
             bad(format!(
-                "expected keys inside the shard range, found key={key:?} row={row}"
+                "expected keys inside {range_name}, found key={key:?} row={row}"
             ))
         };
         let corrupt = |source| Error::RemoteMemtableData { shard_id, source };
-        let mut iter = changeset::memtable_data::rows(data).map_err(corrupt)?;
         let in_place = iter.format() == MemtableDataFormat::V1;
         // The count is bounded by the body length, so the input justifies the allocations.
         // Every vector is sized up front: growing one by doubling copied it into fresh pages
@@ -139,7 +357,7 @@ impl RemoteRows {
         let mut max_version = 0;
         let base: &[u8] = data;
         let key_range = |e: &KeyEntry| e.off as usize..e.off as usize + e.len as usize;
-        let mut i = 0u64;
+        let mut i = row_base;
         while let Some(row) = iter.next_row_ordered() {
             // The cursor orders each key against the one before (for v2 and v3 from the
             // shared prefix it decoded, with no second comparison of the keys).
@@ -210,7 +428,7 @@ impl RemoteRows {
         } else {
             (key_arena.into_bytes(0), meta_arena.into_bytes(0))
         };
-        let indexed = RemoteRows {
+        let indexed = RowIndex {
             data: data.clone(),
             key_bytes,
             meta_bytes,
@@ -222,26 +440,10 @@ impl RemoteRows {
         if !end.is_empty() && n > 0 && indexed.key_at(n - 1) >= end {
             // The first key at or past the end is the row to report.
             let k = indexed.keys.partition_point(|e| indexed.key_of(e) < end);
-            let row = u64::from(indexed.keys[k].first_row);
+            let row = row_base + u64::from(indexed.keys[k].first_row);
             return Err(outside(indexed.key_at(k), row));
         }
         Ok(indexed)
-    }
-
-    /// Whether there are no rows.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
-    /// Bytes of the received memtable data the rows are read from.
-    pub fn encoded_len(&self) -> usize {
-        self.data.len()
-    }
-
-    /// Highest version of any row (0 when empty): lets "is anything newer than ts here?" skip
-    /// the rows without walking them.
-    pub fn max_version(&self) -> u64 {
-        self.max_version
     }
 
     fn key_of(&self, e: &KeyEntry) -> &[u8] {
@@ -274,38 +476,41 @@ impl RemoteRows {
         self.keys.partition_point(|e| self.key_of(e) < key)
     }
 
+    /// Index of the first key `> key`.
+    fn upper_bound(&self, key: &[u8]) -> usize {
+        self.keys.partition_point(|e| self.key_of(e) <= key)
+    }
+
+    /// (key, row) of the first key at index `>= k` with a version visible at `ts`.
+    fn first_visible_from(&self, k: usize, ts: u64) -> Option<(usize, usize)> {
+        (k..self.keys.len()).find_map(|k| self.visible_row(k, ts).map(|row| (k, row)))
+    }
+
+    /// (key, row) of the last key at index `< end` with a version visible at `ts`.
+    fn last_visible_before(&self, end: usize, ts: u64) -> Option<(usize, usize)> {
+        (0..end)
+            .rev()
+            .find_map(|k| self.visible_row(k, ts).map(|row| (k, row)))
+    }
+
     fn version_at(&self, row: usize) -> RemoteVersion<'_> {
         RemoteVersion { rows: self, row }
     }
 
     /// The version of `key` a read at `ts` lands on (it may be a tombstone).
-    pub fn get(&self, key: &[u8], ts: u64) -> Option<RemoteVersion<'_>> {
+    fn get(&self, key: &[u8], ts: u64) -> Option<RemoteVersion<'_>> {
         let k = self.lower_bound(key);
         if k == self.keys.len() || self.key_at(k) != key {
             return None;
         }
         self.visible_row(k, ts).map(|row| self.version_at(row))
     }
-
-    /// A cursor over the keys visible at `ts`; it starts unpositioned (seek first).
-    pub fn iter(&self, ts: u64) -> RemoteRowsIter<'_> {
-        RemoteRowsIter {
-            rows: self,
-            ts,
-            pos: None,
-        }
-    }
-
-    /// Every key `>= lower` in ascending order with all its versions.
-    pub fn keys_from(&self, lower: &[u8]) -> impl Iterator<Item = RemoteKey<'_>> {
-        (self.lower_bound(lower)..self.keys.len()).map(move |k| RemoteKey { rows: self, k })
-    }
 }
 
 /// One key of [`RemoteRows`] and its versions.
 #[derive(Clone, Copy)]
 pub struct RemoteKey<'a> {
-    rows: &'a RemoteRows,
+    rows: &'a RowIndex,
     k: usize,
 }
 
@@ -329,7 +534,7 @@ impl<'a> RemoteKey<'a> {
 /// One version in [`RemoteRows`].
 #[derive(Clone, Copy)]
 pub struct RemoteVersion<'a> {
-    rows: &'a RemoteRows,
+    rows: &'a RowIndex,
     row: usize,
 }
 
@@ -377,69 +582,139 @@ impl<'a> RemoteVersion<'a> {
 /// A cursor over the keys of [`RemoteRows`] visible at a read ts, each positioned on its newest
 /// version `<= ts`; keys with no such version are skipped in both directions. Tombstones are
 /// yielded (flagged): the merge with SSTs needs them. Moving an unpositioned cursor leaves it
-/// unpositioned.
+/// unpositioned. Over a v4 blob it holds the block it is in, indexed, and moves to the next or
+/// previous block past its ends; a block that fails to decode is the error of that move.
 pub struct RemoteRowsIter<'a> {
     rows: &'a RemoteRows,
     ts: u64,
-    /// (key index, row index) of the current position.
+    /// v4: the block the cursor is in, and its rows (`None` before the first seek).
+    block: usize,
+    decoded: Option<RowIndex>,
+    /// (key index, row index) of the current position, in the rows of `current`.
     pos: Option<(usize, usize)>,
 }
 
 impl<'a> RemoteRowsIter<'a> {
-    /// The first visible key at index `>= k`.
-    fn settle_forward(&mut self, mut k: usize) {
-        self.pos = None;
-        while k < self.rows.keys.len() {
-            if let Some(row) = self.rows.visible_row(k, self.ts) {
-                self.pos = Some((k, row));
-                return;
-            }
-            k += 1;
+    /// The rows the position indexes: all of them, or the current block's.
+    fn current(&self) -> Option<&RowIndex> {
+        match &self.rows.kind {
+            Kind::Indexed(rows) => Some(rows),
+            Kind::Blocks(_) => self.decoded.as_ref(),
         }
     }
 
-    /// The last visible key at index `< end`.
-    fn settle_backward(&mut self, mut end: usize) {
+    /// v4: makes block `b` the current one, decoding it unless it already is.
+    fn load(&mut self, blocks: &RowBlocks, b: usize) -> Result<&RowIndex> {
+        let rows = match self.decoded.take() {
+            Some(rows) if self.block == b => rows,
+            _ => blocks.block(self.rows.shard_id, b)?,
+        };
+        self.block = b;
+        Ok(self.decoded.insert(rows))
+    }
+
+    /// Positions on the first visible key at index `>= k` of block `b` (of the rows, for an
+    /// indexed source), or of a later block.
+    fn settle_forward(&mut self, mut b: usize, mut k: usize) -> Result<()> {
         self.pos = None;
-        while end > 0 {
-            end -= 1;
-            if let Some(row) = self.rows.visible_row(end, self.ts) {
-                self.pos = Some((end, row));
-                return;
+        let (ts, source) = (self.ts, self.rows);
+        match &source.kind {
+            Kind::Indexed(rows) => self.pos = rows.first_visible_from(k, ts),
+            Kind::Blocks(blocks) => {
+                while b < blocks.index.len() {
+                    if let Some(pos) = self.load(blocks, b)?.first_visible_from(k, ts) {
+                        self.pos = Some(pos);
+                        break;
+                    }
+                    (b, k) = (b + 1, 0);
+                }
             }
         }
+        Ok(())
+    }
+
+    /// Positions on the last visible key at index `< end` of block `b` (`None`: all of its
+    /// keys), or of an earlier block.
+    fn settle_backward(&mut self, mut b: usize, mut end: Option<usize>) -> Result<()> {
+        self.pos = None;
+        let (ts, source) = (self.ts, self.rows);
+        match &source.kind {
+            Kind::Indexed(rows) => {
+                self.pos = rows.last_visible_before(end.unwrap_or(rows.keys.len()), ts);
+            }
+            Kind::Blocks(blocks) => loop {
+                let rows = self.load(blocks, b)?;
+                let pos = rows.last_visible_before(end.unwrap_or(rows.keys.len()), ts);
+                if pos.is_some() || b == 0 {
+                    self.pos = pos;
+                    break;
+                }
+                (b, end) = (b - 1, None);
+            },
+        }
+        Ok(())
     }
 
     /// Positions on the first visible key `>= key`.
-    pub fn seek(&mut self, key: &[u8]) {
-        let k = self.rows.lower_bound(key);
-        self.settle_forward(k);
-    }
-
-    /// Positions on the last visible key `<= key`.
-    pub fn seek_for_prev(&mut self, key: &[u8]) {
-        let k = self
-            .rows
-            .keys
-            .partition_point(|e| self.rows.key_of(e) <= key);
-        self.settle_backward(k);
-    }
-
-    /// Positions on the last visible key.
-    pub fn seek_to_last(&mut self) {
-        self.settle_backward(self.rows.keys.len());
-    }
-
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) {
-        if let Some((k, _)) = self.pos {
-            self.settle_forward(k + 1);
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        let source = self.rows;
+        match &source.kind {
+            Kind::Indexed(rows) => self.settle_forward(0, rows.lower_bound(key)),
+            Kind::Blocks(blocks) if blocks.index.is_empty() => {
+                self.pos = None;
+                Ok(())
+            }
+            Kind::Blocks(blocks) => {
+                let b = blocks.block_of(key).unwrap_or(0);
+                let k = self.load(blocks, b)?.lower_bound(key);
+                self.settle_forward(b, k)
+            }
         }
     }
 
-    pub fn prev(&mut self) {
-        if let Some((k, _)) = self.pos {
-            self.settle_backward(k);
+    /// Positions on the last visible key `<= key`.
+    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        let source = self.rows;
+        match &source.kind {
+            Kind::Indexed(rows) => self.settle_backward(0, Some(rows.upper_bound(key))),
+            Kind::Blocks(blocks) => match blocks.block_of(key) {
+                None => {
+                    self.pos = None;
+                    Ok(())
+                }
+                Some(b) => {
+                    let end = self.load(blocks, b)?.upper_bound(key);
+                    self.settle_backward(b, Some(end))
+                }
+            },
+        }
+    }
+
+    /// Positions on the last visible key.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        let source = self.rows;
+        match &source.kind {
+            Kind::Blocks(blocks) if blocks.index.is_empty() => {
+                self.pos = None;
+                Ok(())
+            }
+            Kind::Blocks(blocks) => self.settle_backward(blocks.index.len() - 1, None),
+            Kind::Indexed(_) => self.settle_backward(0, None),
+        }
+    }
+
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<()> {
+        match self.pos {
+            Some((k, _)) => self.settle_forward(self.block, k + 1),
+            None => Ok(()),
+        }
+    }
+
+    pub fn prev(&mut self) -> Result<()> {
+        match self.pos {
+            Some((k, _)) => self.settle_backward(self.block, Some(k)),
+            None => Ok(()),
         }
     }
 
@@ -447,30 +722,36 @@ impl<'a> RemoteRowsIter<'a> {
         self.pos.is_some()
     }
 
-    fn current(&self) -> RemoteVersion<'a> {
-        let (_, row) = self.pos.expect("iterator is not valid");
-        self.rows.version_at(row)
+    /// The position and the rows it indexes; panics when the cursor is not valid.
+    fn at(&self) -> (&RowIndex, usize, usize) {
+        let (k, row) = self.pos.expect("iterator is not valid");
+        let rows = self.current().expect("a valid cursor has rows");
+        (rows, k, row)
     }
 
-    pub fn key(&self) -> &'a [u8] {
-        let (k, _) = self.pos.expect("iterator is not valid");
-        self.rows.key_at(k)
+    pub fn key(&self) -> &[u8] {
+        let (rows, k, _) = self.at();
+        rows.key_at(k)
     }
 
     pub fn version(&self) -> u64 {
-        self.current().version()
+        let (rows, _, row) = self.at();
+        rows.version_at(row).version()
     }
 
     pub fn is_tombstone(&self) -> bool {
-        self.current().is_tombstone()
+        let (rows, _, row) = self.at();
+        rows.version_at(row).is_tombstone()
     }
 
-    pub fn user_meta(&self) -> &'a [u8] {
-        self.current().user_meta()
+    pub fn user_meta(&self) -> &[u8] {
+        let (rows, _, row) = self.at();
+        rows.version_at(row).user_meta()
     }
 
-    pub fn value(&self) -> &'a [u8] {
-        self.current().value()
+    pub fn value(&self) -> &[u8] {
+        let (rows, _, row) = self.at();
+        rows.version_at(row).value()
     }
 }
 
@@ -488,8 +769,11 @@ mod tests {
     /// What a read sees: (key, version, tombstone, meta, value).
     type Seen = (Vec<u8>, u64, bool, Vec<u8>, Vec<u8>);
 
-    fn encode(model: &Model, format: MemtableDataFormat) -> Bytes {
-        let mut w = MemtableDataWriter::with_format(format, 0);
+    /// A format and (v4) the block size its writer cuts at.
+    type Shipping = (MemtableDataFormat, usize);
+
+    fn encode(model: &Model, (format, block_target): Shipping) -> Bytes {
+        let mut w = MemtableDataWriter::with_format(format, 0).with_block_target(block_target);
         for (key, versions) in model {
             for (&version, (tombstone, meta, value)) in versions {
                 w.push(MemRowRef {
@@ -567,8 +851,30 @@ mod tests {
         })
     }
 
-    fn format() -> impl Strategy<Value = MemtableDataFormat> {
-        prop::sample::select(MemtableDataFormat::ALL.to_vec())
+    fn format() -> impl Strategy<Value = Shipping> {
+        prop::sample::select(every_format())
+    }
+
+    /// Every format; v4 with blocks of one key, of a few, and of the default size.
+    fn every_format() -> Vec<Shipping> {
+        let mut all: Vec<Shipping> = MemtableDataFormat::ALL
+            .into_iter()
+            .map(|f| (f, memtable_data::BLOCK_TARGET))
+            .collect();
+        all.extend([1, 40].map(|target| (MemtableDataFormat::V4, target)));
+        all
+    }
+
+    /// Rebuilds the rows and reads every block: the rows read, or the first error (a v4
+    /// blob's blocks are checked only when read).
+    fn read_all(start: &[u8], end: &[u8], data: &Bytes) -> Result<usize> {
+        let rows = RemoteRows::decode(1, start, end, data)?;
+        let mut count = 0;
+        rows.visit_keys_from(b"", |k| {
+            count += k.versions_newest_first().len();
+            Ok(true)
+        })?;
+        Ok(count)
     }
 
     fn probe_key() -> impl Strategy<Value = Vec<u8>> {
@@ -586,14 +892,10 @@ mod tests {
         ) {
             let rows = RemoteRows::decode(1, b"", b"", &encode(&model, format)).unwrap();
             for (key, ts) in probes {
-                let got = rows.get(&key, ts).map(|v| {
-                    (key.clone(), v.version(), v.is_tombstone(), v.user_meta().to_vec(), v.value().to_vec())
+                let got = rows.get(&key, ts).unwrap().map(|v| {
+                    (key.clone(), v.version, v.tombstone, v.user_meta.to_vec(), v.value.to_vec())
                 });
                 prop_assert_eq!(&got, &model_at(&model, &key, ts), "key={:?} ts={}", key, ts);
-                if let Some(v) = rows.get(&key, ts) {
-                    prop_assert_eq!(&v.value_bytes()[..], v.value());
-                    prop_assert_eq!(&v.user_meta_bytes()[..], v.user_meta());
-                }
             }
         }
 
@@ -606,18 +908,18 @@ mod tests {
             let rows = RemoteRows::decode(1, b"", b"", &encode(&model, format)).unwrap();
             let expected = model_scan(&model, ts);
             let mut it = rows.iter(ts);
-            it.seek(b"");
+            it.seek(b"").unwrap();
             let mut forward = Vec::new();
             while it.valid() {
                 forward.push(seen(&it));
-                it.next();
+                it.next().unwrap();
             }
             prop_assert_eq!(&forward, &expected);
-            it.seek_to_last();
+            it.seek_to_last().unwrap();
             let mut backward = Vec::new();
             while it.valid() {
                 backward.push(seen(&it));
-                it.prev();
+                it.prev().unwrap();
             }
             backward.reverse();
             prop_assert_eq!(&backward, &expected);
@@ -640,7 +942,7 @@ mod tests {
                 } else {
                     expected.iter().position(|s| s.0 >= key)
                 };
-                if for_prev { it.seek_for_prev(&key) } else { it.seek(&key) }
+                if for_prev { it.seek_for_prev(&key).unwrap() } else { it.seek(&key).unwrap() }
                 for step in 0..=steps {
                     prop_assert_eq!(
                         it.valid().then(|| seen(&it)),
@@ -651,10 +953,10 @@ mod tests {
                         break;
                     }
                     if forward {
-                        it.next();
+                        it.next().unwrap();
                         at = at.and_then(|i| (i + 1 < expected.len()).then_some(i + 1));
                     } else {
-                        it.prev();
+                        it.prev().unwrap();
                         at = at.and_then(|i| i.checked_sub(1));
                     }
                 }
@@ -667,8 +969,8 @@ mod tests {
         // A later key that sorts first, one that is a prefix of the key before it, and one
         // that differs after a shared prefix (v2 and v3 ship only the suffix).
         for pair in [[&b"b"[..], b"a"], [b"ab", b"a"], [b"ab", b"aa"]] {
-            for format in MemtableDataFormat::ALL {
-                let mut w = MemtableDataWriter::with_format(format, 0);
+            for (format, target) in every_format() {
+                let mut w = MemtableDataWriter::with_format(format, 0).with_block_target(target);
                 for key in pair {
                     w.push(MemRowRef {
                         cf: ColumnFamily::Write,
@@ -680,10 +982,10 @@ mod tests {
                     })
                     .unwrap();
                 }
-                let err = RemoteRows::decode(1, b"", b"", &w.finish()).unwrap_err();
+                let err = read_all(b"", b"", &w.finish()).unwrap_err();
                 assert!(
                     err.to_string().contains("ascending"),
-                    "{format} {pair:?}: {err}"
+                    "{format} {target} {pair:?}: {err}"
                 );
             }
         }
@@ -708,9 +1010,9 @@ mod tests {
             (&[b"a", b"zz"], b"a", b"", None),
             (&[b"a", b"zz"], b"b", b"", Some((0, b"a"))),
         ];
-        for format in MemtableDataFormat::ALL {
+        for (format, target) in every_format() {
             for (keys, start, end, want) in cases {
-                let mut w = MemtableDataWriter::with_format(format, 0);
+                let mut w = MemtableDataWriter::with_format(format, 0).with_block_target(target);
                 for (n, key) in keys.iter().enumerate() {
                     w.push(MemRowRef {
                         cf: ColumnFamily::Write,
@@ -722,16 +1024,119 @@ mod tests {
                     })
                     .unwrap();
                 }
-                let got = RemoteRows::decode(1, start, end, &w.finish());
+                let got = read_all(start, end, &w.finish());
                 match (want, got) {
-                    (None, Ok(rows)) => assert_eq!(rows.rows.len(), keys.len()),
+                    (None, Ok(rows)) => assert_eq!(rows, keys.len()),
                     (Some((row, key)), Err(err @ Error::RemoteSnapshot { .. })) => {
                         let want = format!("found key={key:?} row={row}");
-                        assert!(err.to_string().contains(&want), "{format} {keys:?}: {err}");
+                        let case = format!("{format} {target} {keys:?}");
+                        assert!(err.to_string().contains(&want), "{case}: {err}");
                     }
-                    (want, got) => panic!("{format} {keys:?}: expected {want:?}, found {got:?}"),
+                    (want, got) => {
+                        panic!("{format} {target} {keys:?}: expected {want:?}, found {got:?}")
+                    }
                 }
             }
+        }
+    }
+
+    /// 50 keys of one version and a 100-byte value each, v4 with blocks of about 1 KiB.
+    fn blob_of_several_blocks() -> Bytes {
+        let mut w =
+            MemtableDataWriter::with_format(MemtableDataFormat::V4, 0).with_block_target(1024);
+        for i in 0..50u64 {
+            w.push(MemRowRef {
+                cf: ColumnFamily::Write,
+                key: format!("k{i:03}").as_bytes(),
+                version: 10 + i,
+                user_meta: b"",
+                value: &[i as u8; 100],
+                tombstone: false,
+            })
+            .unwrap();
+        }
+        w.finish()
+    }
+
+    #[test]
+    fn a_corrupt_v4_block_is_the_error_of_the_read_that_reaches_it() {
+        let blob = blob_of_several_blocks();
+        let index = memtable_data::blocks(&blob).unwrap();
+        assert!(index.len() >= 4, "{} blocks", index.len());
+        // A value byte of the third block: the rebuild checks only the index.
+        let mut corrupt = blob.to_vec();
+        corrupt[index.block_start(2) + 20] ^= 1;
+        let corrupt = Bytes::from(corrupt);
+        let rows = RemoteRows::decode(1, b"", b"", &corrupt).unwrap();
+        // Reads of the first two blocks answer.
+        let first_of_third = index.first_key(&blob, 2).to_vec();
+        assert!(rows.get(b"k000", 100).unwrap().is_some());
+        let mut it = rows.iter(100);
+        it.seek(b"k000").unwrap();
+        let mut read = 0;
+        let err = loop {
+            assert!(it.valid());
+            assert!(it.key() < first_of_third.as_slice());
+            read += 1;
+            if let Err(err) = it.next() {
+                break err;
+            }
+        };
+        assert_eq!(read as u64, index.row_base(2));
+        assert!(
+            matches!(
+                &err,
+                Error::RemoteMemtableData {
+                    source: changeset::MemtableDataError::ChecksumMismatch { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // A point read and a reverse scan into it fail the same way.
+        assert!(rows.get(&first_of_third, 100).is_err());
+        let mut it = rows.iter(100);
+        it.seek_to_last().unwrap();
+        let reverse = loop {
+            assert!(
+                it.valid(),
+                "the reverse scan ended without reaching the corrupt block"
+            );
+            assert!(it.key() > first_of_third.as_slice());
+            if let Err(err) = it.prev() {
+                break err;
+            }
+        };
+        assert!(
+            matches!(reverse, Error::RemoteMemtableData { .. }),
+            "{reverse}"
+        );
+    }
+
+    #[test]
+    fn a_v4_scan_crosses_blocks_in_both_directions_from_any_seek() {
+        let blob = blob_of_several_blocks();
+        let rows = RemoteRows::decode(1, b"", b"", &blob).unwrap();
+        let keys: Vec<Vec<u8>> = (0..50u64)
+            .map(|i| format!("k{i:03}").into_bytes())
+            .collect();
+        for (i, key) in keys.iter().enumerate() {
+            let mut it = rows.iter(100);
+            it.seek(key).unwrap();
+            let mut forward = Vec::new();
+            while it.valid() {
+                forward.push(it.key().to_vec());
+                it.next().unwrap();
+            }
+            assert_eq!(forward, keys[i..]);
+            it.seek_for_prev(key).unwrap();
+            let mut backward = Vec::new();
+            while it.valid() {
+                backward.push(it.key().to_vec());
+                it.prev().unwrap();
+            }
+            backward.reverse();
+            assert_eq!(backward, keys[..=i]);
         }
     }
 
@@ -748,9 +1153,8 @@ mod tests {
         })
         .unwrap();
         let rows = RemoteRows::decode(1, b"", b"", &w.finish()).unwrap();
-        let v = rows.get(b"k", 5).unwrap();
-        assert!(v.is_tombstone());
-        assert_eq!((v.user_meta(), v.value()), (&b"m"[..], &b""[..]));
-        assert!(v.value_bytes().is_empty());
+        let v = rows.get(b"k", 5).unwrap().unwrap();
+        assert!(v.tombstone);
+        assert_eq!((&v.user_meta[..], &v.value[..]), (&b"m"[..], &b""[..]));
     }
 }

@@ -507,10 +507,10 @@ fn get_raw_in(
     }
     if cf == ColumnFamily::Write
         && let Some(remote) = &d.remote
-        && let Some(v) = remote.get(key, ts)
-        && newer(&best, v.version())
+        && let Some(v) = remote.get(key, ts)?
+        && newer(&best, v.version)
     {
-        best = Some(v.into());
+        best = Some(v);
     }
     // A table is read only when its key range holds the key and it may hold a newer version.
     let tables =

@@ -21,7 +21,7 @@ impl Source<'_> {
     pub fn seek(&mut self, key: &[u8]) -> Result<()> {
         match self {
             Source::Mem(it) => it.seek(key),
-            Source::Remote(it) => it.seek(key),
+            Source::Remote(it) => it.seek(key)?,
             Source::Table(it) => it.seek(key)?,
             Source::Level(it) => it.seek(key)?,
         }
@@ -31,7 +31,7 @@ impl Source<'_> {
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
         match self {
             Source::Mem(it) => it.seek_for_prev(key),
-            Source::Remote(it) => it.seek_for_prev(key),
+            Source::Remote(it) => it.seek_for_prev(key)?,
             Source::Table(it) => it.seek_for_prev(key)?,
             Source::Level(it) => it.seek_for_prev(key)?,
         }
@@ -41,7 +41,7 @@ impl Source<'_> {
     pub fn seek_to_last(&mut self) -> Result<()> {
         match self {
             Source::Mem(it) => it.seek_to_last(),
-            Source::Remote(it) => it.seek_to_last(),
+            Source::Remote(it) => it.seek_to_last()?,
             Source::Table(it) => it.seek_to_last()?,
             Source::Level(it) => it.seek_to_last()?,
         }
@@ -51,7 +51,7 @@ impl Source<'_> {
     pub fn next(&mut self) -> Result<()> {
         match self {
             Source::Mem(it) => it.next(),
-            Source::Remote(it) => it.next(),
+            Source::Remote(it) => it.next()?,
             Source::Table(it) => it.next()?,
             Source::Level(it) => it.next()?,
         }
@@ -61,7 +61,7 @@ impl Source<'_> {
     pub fn prev(&mut self) -> Result<()> {
         match self {
             Source::Mem(it) => it.prev(),
-            Source::Remote(it) => it.prev(),
+            Source::Remote(it) => it.prev()?,
             Source::Table(it) => it.prev()?,
             Source::Level(it) => it.prev()?,
         }

@@ -353,10 +353,23 @@ fn put_kind(f: &Fixture, k: &[u8], version: u64, kind: WriteKind) {
     f.engine.write(SHARD, &b).unwrap();
 }
 
-/// The error a rebuild fails with (a snapshot has no `Debug`, so no `unwrap_err`).
+/// The error a rebuild, or the first full scan of what it rebuilt, fails with (a v4 blob's
+/// blocks are checked when a read reaches them).
 fn rebuild_err(cs: &ChangeSet, rows: &Bytes, dfs: Arc<dyn Dfs>) -> Error {
-    match SnapAccess::from_remote(cs, rows, dfs, None) {
-        Ok(_) => panic!("rebuild succeeded on bad input"),
+    let snap = match SnapAccess::from_remote(cs, rows, dfs, None) {
+        Ok(snap) => snap,
+        Err(e) => return e,
+    };
+    let scanned = snap
+        .mvcc_scan(b"", b"", u64::MAX, false, &[])
+        .and_then(|mut it| {
+            while it.valid() {
+                it.next()?;
+            }
+            Ok(())
+        });
+    match scanned {
+        Ok(()) => panic!("rebuild and scan succeeded on bad input"),
         Err(e) => e,
     }
 }

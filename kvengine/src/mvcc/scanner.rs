@@ -114,16 +114,16 @@ impl SnapAccess {
         if let Some(remote) = &d.remote
             && remote.max_version() > start_ts
         {
-            for k in remote.keys_from(&lower) {
-                if !below_upper(k.key()) {
-                    break;
-                }
-                if k.versions_newest_first()
-                    .next()
-                    .is_some_and(|v| v.version() > start_ts)
-                {
-                    return Ok(true);
-                }
+            let mut newer = false;
+            remote.visit_keys_from(&lower, |k| {
+                newer = below_upper(k.key())
+                    && k.versions_newest_first()
+                        .next()
+                        .is_some_and(|v| v.version() > start_ts);
+                Ok(below_upper(k.key()) && !newer)
+            })?;
+            if newer {
+                return Ok(true);
             }
         }
         let write = ColumnFamily::Write.index();
