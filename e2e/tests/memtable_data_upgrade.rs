@@ -186,3 +186,14 @@ fn upgraded_pairs_move_to_the_newest_format_and_to_v1_when_the_worker_is_rolled_
 fn upgraded_pairs_move_to_the_newest_format_and_to_v2_when_the_worker_is_rolled_back() {
     upgraded_pair_then_worker_rolled_back_to(Format::V2);
 }
+
+#[test]
+fn an_upgraded_server_sends_v3_to_a_v3_worker_and_an_upgraded_worker_reads_v3() {
+    offloads_ship_the_older_format(Format::V3, Format::NEWEST);
+    offloads_ship_the_older_format(Format::NEWEST, Format::V3);
+}
+
+#[test]
+fn upgraded_pairs_move_to_the_newest_format_and_to_v3_when_the_worker_is_rolled_back() {
+    upgraded_pair_then_worker_rolled_back_to(Format::V3);
+}

@@ -227,7 +227,7 @@ pub struct KvEngineSection {
     /// How often the CPU is sampled; a sample older than three periods is no signal.
     pub remote_coprocessor_load_aware_sample_interval: ReadableDuration,
     /// The newest memtable-data format (`changeset::memtable_data::Format`) this server writes
-    /// (default: the newest this build has, 2). Each worker is sent the newest format both it
+    /// (default: the newest this build has, 4). Each worker is sent the newest format both it
     /// and this server read (it advertises its own on every answer), so upgrades work in either
     /// order without this; set 1 to keep shipping the old format, e.g. while a rollback of
     /// workers is possible.

@@ -147,7 +147,7 @@ pub struct WorkerSection {
     /// driver; empty = `http://` + the bound address (right unless it binds 0.0.0.0).
     pub advertise_url: String,
     /// The newest memtable-data format (`changeset::memtable_data::Format`) this worker reads
-    /// and advertises to servers (default: the newest this build has, 3). Servers ship memtable
+    /// and advertises to servers (default: the newest this build has, 4). Servers ship memtable
     /// rows in the newest format both sides read, so upgrades work in either order without it;
     /// set 1 to keep a cluster on the old format, e.g. while a rollback of servers is possible.
     /// A body in a newer format than this is refused (400), as an older build refuses it.

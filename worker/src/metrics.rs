@@ -195,7 +195,7 @@ pub static DELEGATE_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
 });
 
 /// `stratus_worker_memtable_data_total{format}`: snapshots rebuilt (offload and delegate paths)
-/// by the format their memtable rows came in (`v1`, `v2`, `v3`): shows when a rolling upgrade has
+/// by the format their memtable rows came in (`v1` to `v4`): shows when a rolling upgrade has
 /// moved every server to the newest format.
 pub static MEMTABLE_DATA_FORMATS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     let c = register(
