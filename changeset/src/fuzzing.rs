@@ -82,6 +82,10 @@ pub fn memtable_data_decode(data: &[u8]) {
         .expect("a decoded blob has a valid header")
         .format();
     let mut writer = MemtableDataWriter::with_format(format, 0);
+    if let Ok(index) = memtable_data::blocks(data) {
+        writer =
+            writer.with_block_target(usize::try_from(index.block_target()).unwrap_or(usize::MAX));
+    }
     for row in &rows {
         writer
             .push(row.as_ref())
@@ -122,14 +126,7 @@ fn memtable_data_by_block(data: &[u8]) -> Option<Result<Vec<MemRow>, MemtableDat
                 "a block's first row is not its index key"
             );
             first = false;
-            rows.push(MemRow {
-                cf: row.cf,
-                key: Bytes::copy_from_slice(row.key),
-                version: row.version,
-                user_meta: Bytes::copy_from_slice(row.user_meta),
-                value: Bytes::copy_from_slice(row.value),
-                tombstone: row.tombstone,
-            });
+            rows.push(row.to_row());
         }
         Ok(())
     });

@@ -69,7 +69,7 @@ impl Format {
         }
     }
 
-    /// `v1`, `v2`, `v3`: the name in messages and metric labels.
+    /// `v1` to `v4`: the name in messages and metric labels.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::V1 => "v1",
@@ -151,9 +151,9 @@ const CRC_LEN: usize = 4;
 const XXH3_LEN: usize = 8;
 
 /// Room the writer keeps in front of the rows for the header: magic (4), format version (1),
-/// body_len, row_count and (v4) block_count (varints of at most 10 bytes each), and (v4) the
-/// highest version (8).
-const HEADER_RESERVE: usize = 4 + 1 + 10 + 10 + 10 + 8;
+/// body_len, row_count and (v4) block_count and block_target (varints of at most 10 bytes
+/// each), and (v4) the highest version (8).
+const HEADER_RESERVE: usize = 4 + 1 + 10 + 10 + 10 + 10 + 8;
 
 /// v4: a block ends before the first row of a new key once its rows reach this many bytes. A
 /// block is what a receiver decodes at once: small enough to stay in the L1 and L2 caches
@@ -213,6 +213,20 @@ pub struct MemRowRef<'a> {
     pub value: &'a [u8],
     /// Whether the row hides older versions of its key.
     pub tombstone: bool,
+}
+
+impl MemRowRef<'_> {
+    /// The row with copies of its bytes.
+    pub fn to_row(&self) -> MemRow {
+        MemRow {
+            cf: self.cf,
+            key: Bytes::copy_from_slice(self.key),
+            version: self.version,
+            user_meta: Bytes::copy_from_slice(self.user_meta),
+            value: Bytes::copy_from_slice(self.value),
+            tombstone: self.tombstone,
+        }
+    }
 }
 
 /// Encodes memtable rows in one [`Format`].
@@ -290,25 +304,28 @@ pub struct MemRowRef<'a> {
 /// varint    body_len: length of the blocks in bytes
 /// varint    row_count: rows of every block
 /// varint    block_count (0 exactly when row_count is 0)
+/// varint    block_target (at least 1)
 /// 8         max_version (u64): the highest version of any row (0 when there are none)
 /// body_len  block_count blocks, block i:
 ///             rows in the version 3 row layout, each block on its own: the block's first row
 ///             is a first row (no length flags, no same-meta flag, version delta from 0), its
 ///             rows count from 0 for RESTART_INTERVAL (so its first key is stored whole), and
-///             a block ends only before a row of a new key, after its rows reach BLOCK_TARGET
-///             bytes
+///             it ends before the first row of a new key that starts at or past block_target
+///             bytes of its rows (the writer's default is BLOCK_TARGET), or with the rows
 ///             8       xxh3-64 of the block's rows
 /// 8 each    block_count index entries, entry i:
 ///             4       end of block i (after its checksum), from the start of the body (u32)
 ///             4       rows in block i (u32, at least 1)
-/// 8         xxh3-64 of the blocks' first keys (each whole, in block order), then the index
-///           entries, then the header (magic to max_version)
+/// 8         xxh3-64 of the blocks' first keys (each as its length, u32, then its bytes, in
+///           block order), then the index entries, then the header (magic to max_version)
 /// ```
 ///
 /// The last checksum covers everything a receiver reads before it decodes a block: where
 /// blocks are, how many rows each holds, and each block's first key, which a read searches
 /// to find the block a key is in. A block's rows are checked (its checksum, structure, and
-/// versions at most max_version) when it is decoded. A body must be under 4 GiB.
+/// versions at most max_version) when it is decoded; a walk of every block also checks that
+/// max_version is the rows' highest, so an accepted v4 blob, too, has one encoding for its rows
+/// and block_target. A body must be under 4 GiB.
 ///
 /// The header is outside the v2 checksum yet every corruption of it is caught: the magic and
 /// version are checked, body_len must match the input length exactly, and the rows must end
@@ -324,7 +341,10 @@ pub struct MemRowRef<'a> {
 /// [`MemtableDataWriter::finish`] writes the header into the tail of the spare bytes, appends
 /// the checksum (for v1 combining the header's CRC with the rows', `crc32fast::Hasher::
 /// combine`, with no re-read of the rows), and returns the buffer as [`Bytes`] starting at the
-/// header. The rows are written once and never copied.
+/// header. The rows are written once and never copied. A v4 writer appends each block's
+/// checksum when it cuts the block (its rows are fed the same way, block by block), keeps the
+/// index entries aside and feeds each block's first key to the index checksum as the block
+/// starts, so `finish` appends the index and that checksum without reading any row again.
 #[derive(Debug)]
 pub struct MemtableDataWriter {
     format: Format,
@@ -516,10 +536,11 @@ impl MemtableDataWriter {
         }
     }
 
-    /// v4: blocks of `bytes` instead of [`BLOCK_TARGET`] (at least one row each). Readers take
-    /// any size; tests cut small blocks to put block boundaries between few rows.
+    /// v4: blocks of `bytes` (at least 1) instead of [`BLOCK_TARGET`] (the header records it,
+    /// so a reader takes any size); tests cut small blocks to put block boundaries between few
+    /// rows.
     pub fn with_block_target(mut self, bytes: usize) -> Self {
-        self.block_target = bytes;
+        self.block_target = bytes.max(1);
         self
     }
 
@@ -551,7 +572,8 @@ impl MemtableDataWriter {
         if self.format == Format::V4 {
             // Every offset of a v4 index is a u32 from the start of the body.
             let bound = (self.buf.len() - HEADER_RESERVE)
-                .saturating_add(1 + 5 * MAX_VARINT_LEN + XXH3_LEN)
+                // A cut before this row adds the block's checksum, and the last block's follows.
+                .saturating_add(1 + 5 * MAX_VARINT_LEN + 2 * XXH3_LEN)
                 .saturating_add(row.key.len() + row.user_meta.len() + row.value.len());
             if bound > u32::MAX as usize {
                 return Err(MemtableDataError::BadBlock {
@@ -567,6 +589,9 @@ impl MemtableDataWriter {
                 self.end_block();
             }
             if self.block_rows == 0 {
+                // Each key's length first, so the keys' bounds are covered too.
+                self.index_checksum
+                    .update(&(row.key.len() as u32).to_le_bytes());
                 self.index_checksum.update(row.key);
             }
         }
@@ -625,7 +650,7 @@ impl MemtableDataWriter {
         self.buf.extend_from_slice(row.value);
     }
 
-    /// A v2 or v3 row (v3 adds the length flags); `lcp` is the length of the prefix its key
+    /// A v2, v3 or v4 row (v3 and v4 add the length flags); `lcp` is the length of the prefix its key
     /// shares with the previous row's.
     fn push_v2(&mut self, row: MemRowRef<'_>, same_key: bool, lcp: usize) {
         let restart = self.block_rows.is_multiple_of(RESTART_INTERVAL);
@@ -720,6 +745,7 @@ impl MemtableDataWriter {
             index,
             mut index_checksum,
             max_version,
+            block_target,
             ..
         } = self;
         checksum.update(&buf[checked_end..]);
@@ -741,6 +767,7 @@ impl MemtableDataWriter {
         if format == Format::V4 {
             let blocks = (index.len() / BLOCK_ENTRY_LEN) as u64;
             len += put_varint_array(&mut header[len..], blocks);
+            len += put_varint_array(&mut header[len..], block_target as u64);
             header[len..len + 8].copy_from_slice(&max_version.to_le_bytes());
             len += 8;
         }
@@ -837,7 +864,7 @@ pub fn transcode(data: &Bytes, format: Format) -> Result<Bytes, MemtableDataErro
     Ok(writer.finish())
 }
 
-/// Decodes a blob (any format) into rows. Rows of a v1 blob slice `data` (no copies); a v2 or v3
+/// Decodes a blob (any format) into rows. Rows of a v1 blob slice `data` (no copies); a v2-v4
 /// blob's keys and metas are rebuilt, so they are copied, and its values slice `data`.
 pub fn decode(data: &Bytes) -> Result<Vec<MemRow>, MemtableDataError> {
     let mut iter = rows(data)?;
@@ -890,6 +917,20 @@ pub fn peek_format(data: &[u8]) -> Result<Format, MemtableDataError> {
     })
 }
 
+/// The blob must be exactly the `needed` bytes its header announces.
+fn exact_len(data: &[u8], needed: u64) -> Result<(), MemtableDataError> {
+    let available = data.len() as u64;
+    if available < needed {
+        return Err(MemtableDataError::Truncated { needed, available });
+    }
+    if available > needed {
+        return Err(MemtableDataError::TrailingBytes {
+            count: available - needed,
+        });
+    }
+    Ok(())
+}
+
 /// Checks a blob's header and length, and returns a cursor over its rows that checks each row
 /// as it is reached (structure, column family, tag bits, canonical form, version order against
 /// the row before) and, after the last row, the checksum and that no bytes follow. Once it
@@ -914,18 +955,12 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
         Format::V1 => CRC_LEN,
         Format::V2 | Format::V3 | Format::V4 => XXH3_LEN,
     };
-    let needed = (body_start as u64)
-        .saturating_add(body_len)
-        .saturating_add(checksum_len as u64);
-    let available = data.len() as u64;
-    if available < needed {
-        return Err(MemtableDataError::Truncated { needed, available });
-    }
-    if available > needed {
-        return Err(MemtableDataError::TrailingBytes {
-            count: available - needed,
-        });
-    }
+    exact_len(
+        data,
+        (body_start as u64)
+            .saturating_add(body_len)
+            .saturating_add(checksum_len as u64),
+    )?;
     // `needed == data.len()`, so these fit in usize.
     let body_end = data.len() - checksum_len;
     let mut stored = [0u8; XXH3_LEN];
@@ -960,23 +995,11 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
         return Err(verify.blame(data, e));
     }
     Ok(RowIter {
-        format,
         verify,
         body,
         count,
         total: count,
-        index: 0,
-        row_base: 0,
-        walk: None,
-        max_version: u64::MAX,
-        previous: None,
-        key_v1: &[],
-        key: Vec::new(),
-        meta: [0; TS_META_LEN],
-        prev_ts_meta: None,
-        prev_value_len: 0,
-        order: Ordering::Greater,
-        done: false,
+        ..RowIter::unstarted(format, data)
     })
 }
 
@@ -1002,6 +1025,12 @@ pub struct RowIter<'a> {
     walk: Option<BlockWalk>,
     /// The highest version a row may have (v4's header states it).
     max_version: u64,
+    /// v4: a block ends before the first new key at or past this many bytes of its rows.
+    block_target: u64,
+    /// Where the current segment's rows start.
+    segment_start: usize,
+    /// The highest version of the rows so far (a v4 walk checks the header's against it).
+    seen_max_version: u64,
     /// Column family and version of the row before, for the order check and version deltas.
     previous: Option<(ColumnFamily, u64)>,
     /// v1: the previous row's key (it slices the input).
@@ -1044,24 +1073,28 @@ impl<'a> RowIter<'a> {
     }
 
     /// A cursor over every row of a v4 blob whose index [`blocks`] checked, block after block.
-    fn over_blocks(data: &'a [u8], index: BlockIndex) -> RowIter<'a> {
-        let mut iter = RowIter {
-            format: Format::V4,
-            // No rows yet: an empty segment, whose checksum is that of nothing.
+    /// A cursor over no rows of `data` yet (an empty segment, whose checksum is that of
+    /// nothing), with no v4 rules: what every constructor starts from.
+    fn unstarted(format: Format, data: &'a [u8]) -> RowIter<'a> {
+        RowIter {
+            format,
             verify: Verify {
-                format: Format::V4,
-                checksum: RowsChecksum::of(Format::V4),
-                expected: xxhash_rust::xxh3::Xxh3::new().digest(),
+                format,
+                checksum: RowsChecksum::of(format),
+                expected: RowsChecksum::of(format).value(),
                 fed: 0,
                 end: 0,
             },
             body: Cursor::new(data, 0),
             count: 0,
-            total: index.row_count,
+            total: 0,
             index: 0,
             row_base: 0,
-            max_version: index.max_version,
-            walk: Some(BlockWalk { index, next: 0 }),
+            walk: None,
+            max_version: u64::MAX,
+            block_target: u64::MAX,
+            segment_start: 0,
+            seen_max_version: 0,
             previous: None,
             key_v1: &[],
             key: Vec::new(),
@@ -1070,6 +1103,16 @@ impl<'a> RowIter<'a> {
             prev_value_len: 0,
             order: Ordering::Greater,
             done: false,
+        }
+    }
+
+    fn over_blocks(data: &'a [u8], index: BlockIndex) -> RowIter<'a> {
+        let mut iter = RowIter {
+            total: index.row_count,
+            max_version: index.max_version,
+            block_target: index.block_target,
+            walk: Some(BlockWalk { index, next: 0 }),
+            ..RowIter::unstarted(Format::V4, data)
         };
         iter.next_block();
         iter
@@ -1077,9 +1120,8 @@ impl<'a> RowIter<'a> {
 
     /// The rows of one v4 block, on their own (the order of its first key against the block
     /// before is not checked: the index's keys are the caller's to order).
-    fn over_block(data: &'a [u8], block: &BlockRef, max_version: u64) -> RowIter<'a> {
+    fn over_block(data: &'a [u8], block: &BlockRef, index: &BlockIndex) -> RowIter<'a> {
         RowIter {
-            format: Format::V4,
             verify: block.verify(data),
             body: Cursor {
                 data,
@@ -1088,18 +1130,29 @@ impl<'a> RowIter<'a> {
             },
             count: block.rows,
             total: block.rows,
-            index: 0,
             row_base: block.row_base,
-            walk: None,
-            max_version,
-            previous: None,
-            key_v1: &[],
-            key: Vec::new(),
-            meta: [0; TS_META_LEN],
-            prev_ts_meta: None,
-            prev_value_len: 0,
-            order: Ordering::Greater,
-            done: false,
+            max_version: index.max_version,
+            block_target: index.block_target,
+            segment_start: block.start,
+            ..RowIter::unstarted(Format::V4, data)
+        }
+    }
+
+    /// After a v4 walk's last row: the header's max_version must be the rows' highest (a
+    /// reader of one block can check only that none is above it).
+    fn check_max_version(&self) -> Result<(), MemtableDataError> {
+        match &self.walk {
+            Some(walk) if self.seen_max_version != self.max_version => {
+                Err(MemtableDataError::BadBlock {
+                    block: walk.index.len().saturating_sub(1) as u64,
+                    expected: "a max_version that is the rows' highest version",
+                    found: format!(
+                        "max_version={} highest={}",
+                        self.max_version, self.seen_max_version
+                    ),
+                })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -1123,6 +1176,7 @@ impl<'a> RowIter<'a> {
         self.count = block.rows;
         self.index = 0;
         self.row_base = block.row_base;
+        self.segment_start = block.start;
         self.prev_ts_meta = None;
         self.prev_value_len = 0;
         true
@@ -1157,7 +1211,7 @@ impl<'a> RowIter<'a> {
             }
             if !self.next_block() {
                 self.done = true;
-                return None;
+                return self.check_max_version().err().map(Err);
             }
         }
         let data = self.body.data;
@@ -1249,6 +1303,7 @@ impl<'a> RowIter<'a> {
         };
         let lengths = self.format >= Format::V3;
         let known = if lengths { TAG_KNOWN_V3 } else { TAG_KNOWN };
+        let row_start = self.body.pos;
         let [tag] = self.body.take_array()?;
         if tag & !known != 0 {
             return Err(MemtableDataError::UnknownFlags { flags: tag, row });
@@ -1354,6 +1409,17 @@ impl<'a> RowIter<'a> {
             self.key.extend_from_slice(suffix);
             order
         };
+        // v4: the writer cuts a block before the first new key at or past its target.
+        let into_block = (row_start - self.segment_start) as u64;
+        if !first && !self.order.is_eq() && into_block >= self.block_target {
+            return Err(malformed(
+                "a block ending before the first new key past the block target",
+                format!(
+                    "a new key {into_block} bytes into the block, block_target={}",
+                    self.block_target
+                ),
+            ));
+        }
         let delta = unzigzag(self.body.varint()?);
         let base = match self.previous {
             Some((_, v)) if !first => v,
@@ -1366,6 +1432,7 @@ impl<'a> RowIter<'a> {
                 format!("version={version} max_version={}", self.max_version),
             ));
         }
+        self.seen_max_version = self.seen_max_version.max(version);
         let ts_meta = tag & TAG_TS_META != 0;
         if tag & TAG_SAME_TS_META != 0 && (!ts_meta || self.prev_ts_meta.is_none()) {
             return Err(malformed(
@@ -1477,6 +1544,7 @@ pub struct BlockIndex {
     blocks: Vec<BlockRef>,
     row_count: u64,
     max_version: u64,
+    block_target: u64,
     /// Length of the blob it was read from.
     len: usize,
 }
@@ -1510,6 +1578,11 @@ impl BlockIndex {
         &data[start..end]
     }
 
+    /// The size the writer cut blocks at (see [`MemtableDataWriter::with_block_target`]).
+    pub fn block_target(&self) -> u64 {
+        self.block_target
+    }
+
     /// Rows of the blocks before `block`.
     pub fn row_base(&self, block: usize) -> u64 {
         self.blocks[block].row_base
@@ -1531,11 +1604,7 @@ impl BlockIndex {
                 found: format!("a blob of {} bytes, not {}", data.len(), self.len),
             });
         }
-        Ok(RowIter::over_block(
-            data,
-            &self.blocks[block],
-            self.max_version,
-        ))
+        Ok(RowIter::over_block(data, &self.blocks[block], self))
     }
 }
 
@@ -1554,22 +1623,17 @@ pub fn blocks(data: &[u8]) -> Result<BlockIndex, MemtableDataError> {
     let body_len = header.varint()?;
     let row_count = header.varint()?;
     let block_count = header.varint()?;
+    let block_target = header.varint()?;
     let max_version = u64::from_le_bytes(header.take_array()?);
     let body_start = header.pos;
     let index_len = block_count.saturating_mul(BLOCK_ENTRY_LEN as u64);
-    let needed = (body_start as u64)
-        .saturating_add(body_len)
-        .saturating_add(index_len)
-        .saturating_add(XXH3_LEN as u64);
-    let available = data.len() as u64;
-    if available < needed {
-        return Err(MemtableDataError::Truncated { needed, available });
-    }
-    if available > needed {
-        return Err(MemtableDataError::TrailingBytes {
-            count: available - needed,
-        });
-    }
+    exact_len(
+        data,
+        (body_start as u64)
+            .saturating_add(body_len)
+            .saturating_add(index_len)
+            .saturating_add(XXH3_LEN as u64),
+    )?;
     // `needed == data.len()`, so these fit in usize.
     let body_end = body_start + body_len as usize;
     let index_end = body_end + index_len as usize;
@@ -1608,6 +1672,8 @@ pub fn blocks(data: &[u8]) -> Result<BlockIndex, MemtableDataError> {
             let malformed = bad(i, "a first row storing its key whole", found);
             block.verify(data).blame(data, malformed)
         })?;
+        // The key's length fits: it was read from a varint and lies within the input.
+        checksum.update(&((first_key.1 - first_key.0) as u32).to_le_bytes());
         checksum.update(&data[first_key.0..first_key.1]);
         blocks.push(BlockRef { first_key, ..block });
         (start, row_base) = (end, row_base + rows);
@@ -1639,10 +1705,30 @@ pub fn blocks(data: &[u8]) -> Result<BlockIndex, MemtableDataError> {
             format!("{row_base} rows in the blocks, row_count={row_count}"),
         ));
     }
+    if block_target == 0 {
+        return Err(bad(last, "a block target of at least 1", "0".into()));
+    }
+    // Every block but the last was cut: its rows reached the target (where within the block
+    // the cut fell is checked as its rows are read).
+    if let Some(b) = blocks[..last.min(blocks.len())]
+        .iter()
+        .position(|b| ((b.rows_end - b.start) as u64) < block_target)
+    {
+        let short = &blocks[b];
+        return Err(bad(
+            b,
+            "a block that is not the last to reach the block target",
+            format!(
+                "{} bytes of rows, block_target={block_target}",
+                short.rows_end - short.start
+            ),
+        ));
+    }
     Ok(BlockIndex {
         blocks,
         row_count,
         max_version,
+        block_target,
         len: data.len(),
     })
 }
@@ -1672,7 +1758,7 @@ fn block_first_key(data: &[u8], block: &BlockRef) -> Result<(usize, usize), Stri
 enum Decoded<'a> {
     /// A v1 row, slicing the input.
     Whole(MemRowRef<'a>),
-    /// A v2 or v3 row, whose key and WRITE meta sit in the cursor.
+    /// A v2-v4 row, whose key and WRITE meta sit in the cursor.
     Rebuilt(RowV2<'a>),
 }
 
@@ -1870,12 +1956,13 @@ mod tests {
     fn empty_v4_blob_has_the_documented_layout() {
         let blob = MemtableDataWriter::new().finish();
         assert_eq!(MemtableDataWriter::new().format(), Format::V4);
-        // magic, version 4, body_len 0, row_count 0, block_count 0, max_version 0, no index,
-        // then the xxh3 of no first keys, no entries, and the header.
-        let header = [&b"SMTD"[..], &[4, 0, 0, 0], &[0; 8]].concat();
-        assert_eq!(&blob[..16], header);
+        // magic, version 4, body_len 0, row_count 0, block_count 0, block_target 16384 (a
+        // three-byte varint), max_version 0, no index, then the xxh3 of no first keys, no
+        // entries, and the header.
+        let header = [&b"SMTD"[..], &[4, 0, 0, 0], &[0x80, 0x80, 0x01], &[0; 8]].concat();
+        assert_eq!(&blob[..19], header);
         assert_eq!(
-            &blob[16..],
+            &blob[19..],
             xxhash_rust::xxh3::xxh3_64(&header).to_le_bytes()
         );
         assert_eq!(decode_slice(&blob), Ok(Vec::new()));

@@ -72,15 +72,7 @@ proptest! {
         prop_assert_eq!(cursor.format(), format);
         let mut walked = Vec::new();
         while let Some(row) = cursor.next_row() {
-            let row = row.unwrap();
-            walked.push(MemRow {
-                cf: row.cf,
-                key: Bytes::copy_from_slice(row.key),
-                version: row.version,
-                user_meta: Bytes::copy_from_slice(row.user_meta),
-                value: Bytes::copy_from_slice(row.value),
-                tombstone: row.tombstone,
-            });
+            walked.push(row.unwrap().to_row());
         }
         prop_assert_eq!(walked, rows);
     }
@@ -183,6 +175,7 @@ fn checksummed_rows(blob: &[u8]) -> std::ops::Range<usize> {
         4 => {
             varint(&mut pos);
             let blocks = varint(&mut pos) as usize;
+            varint(&mut pos);
             pos += 8;
             pos..blob.len() - 8 - 8 * blocks
         }

@@ -42,15 +42,7 @@ fn rows_by_block(blob: &Bytes) -> Vec<Vec<MemRow>> {
             let mut cursor = index.rows(blob, b).unwrap();
             let mut rows = Vec::new();
             while let Some(row) = cursor.next_row() {
-                let row = row.unwrap();
-                rows.push(MemRow {
-                    cf: row.cf,
-                    key: Bytes::copy_from_slice(row.key),
-                    version: row.version,
-                    user_meta: Bytes::copy_from_slice(row.user_meta),
-                    value: Bytes::copy_from_slice(row.value),
-                    tombstone: row.tombstone,
-                });
+                rows.push(row.unwrap().to_row());
             }
             rows
         })
@@ -207,14 +199,21 @@ fn varint(mut value: u64, out: &mut Vec<u8>) {
     out.push(value as u8);
 }
 
-/// A v4 blob of hand-written blocks `(rows, row count, first key)` with every checksum valid.
+/// A v4 blob of hand-written blocks `(rows, row count, first key)` with every checksum valid,
+/// cut at block target 1.
 fn seal_v4(blocks: &[(Vec<u8>, u32, &[u8])], max_version: u64) -> Vec<u8> {
+    seal_v4_at(blocks, max_version, 1)
+}
+
+/// [`seal_v4`] with the header's block target `target`.
+fn seal_v4_at(blocks: &[(Vec<u8>, u32, &[u8])], max_version: u64, target: u64) -> Vec<u8> {
     let mut header = MAGIC.to_le_bytes().to_vec();
     header.push(4);
     let body_len: usize = blocks.iter().map(|(rows, ..)| rows.len() + 8).sum();
     varint(body_len as u64, &mut header);
     varint(blocks.iter().map(|b| u64::from(b.1)).sum(), &mut header);
     varint(blocks.len() as u64, &mut header);
+    varint(target, &mut header);
     header.extend_from_slice(&max_version.to_le_bytes());
     let (mut body, mut index, mut keys) = (Vec::new(), Vec::new(), Vec::new());
     for (rows, count, first_key) in blocks {
@@ -222,6 +221,7 @@ fn seal_v4(blocks: &[(Vec<u8>, u32, &[u8])], max_version: u64) -> Vec<u8> {
         body.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(rows).to_le_bytes());
         index.extend_from_slice(&(body.len() as u32).to_le_bytes());
         index.extend_from_slice(&count.to_le_bytes());
+        keys.extend_from_slice(&(first_key.len() as u32).to_le_bytes());
         keys.extend_from_slice(first_key);
     }
     let trailer = xxhash_rust::xxh3::xxh3_64(&[&keys[..], &index, &header].concat());
@@ -248,6 +248,8 @@ fn a_hand_sealed_blob_decodes() {
     );
     let rows = memtable_data::decode_slice(&blob).unwrap();
     assert_eq!(rows.iter().map(|r| r.version).collect::<Vec<_>>(), [5, 6]);
+    // The same bytes as the writer's, at the blob's block target.
+    changeset::fuzzing::memtable_data_decode(&blob);
 }
 
 #[test]
@@ -347,11 +349,91 @@ fn the_index_checksum_covers_the_first_keys_and_the_header() {
         memtable_data::blocks(&corrupt),
         Err(MemtableDataError::ChecksumMismatch { format: 4, .. })
     ));
-    // max_version, in the header.
+    // max_version, in the header (after magic, version and four one-byte varints).
     let mut corrupt = blob.clone();
-    corrupt[8] ^= 1;
+    corrupt[9] ^= 1;
     assert!(matches!(
         memtable_data::blocks(&corrupt),
         Err(MemtableDataError::ChecksumMismatch { format: 4, .. })
     ));
+}
+
+#[test]
+fn a_max_version_above_the_rows_highest_is_refused_by_a_walk() {
+    // Each block read alone takes it (no row is above it); the whole walk does not.
+    let blob = seal_v4(
+        &[(first_row(b"a", 5), 1, b"a"), (first_row(b"b", 6), 1, b"b")],
+        7,
+    );
+    let index = memtable_data::blocks(&blob).unwrap();
+    assert!(index.rows(&blob, 1).unwrap().next_row().unwrap().is_ok());
+    match memtable_data::decode_slice(&blob) {
+        Err(MemtableDataError::BadBlock {
+            expected, found, ..
+        }) => {
+            assert_eq!(expected, "a max_version that is the rows' highest version");
+            assert_eq!(found, "max_version=7 highest=6");
+        }
+        other => panic!("expected a bad block, found {other:?}"),
+    }
+}
+
+#[test]
+fn blocks_cut_elsewhere_than_the_writer_would_are_refused() {
+    let rows = rows(100, 1, 100);
+    let blob = memtable_data::encode_as(Format::V4, &rows).unwrap();
+    // The same rows re-encoded at a larger target are another blob; each is canonical at its own.
+    let bigger = {
+        let mut w = changeset::MemtableDataWriter::with_format(Format::V4, 0)
+            .with_block_target(2 * BLOCK_TARGET);
+        for row in &rows {
+            w.push(row.as_ref()).unwrap();
+        }
+        w.finish()
+    };
+    assert_ne!(&bigger[..], &blob[..]);
+    changeset::fuzzing::memtable_data_decode(&bigger);
+    // A block short of the target that is not the last.
+    let short = seal_v4_at(
+        &[(first_row(b"a", 5), 1, b"a"), (first_row(b"b", 6), 1, b"b")],
+        6,
+        8,
+    );
+    match memtable_data::blocks(&short) {
+        Err(MemtableDataError::BadBlock {
+            block: 0, expected, ..
+        }) => {
+            assert_eq!(
+                expected,
+                "a block that is not the last to reach the block target"
+            );
+        }
+        other => panic!("expected a bad block 0, found {other:?}"),
+    }
+    // A block that runs past a new key it should have been cut before.
+    let two_keys = [first_row(b"a", 5), row_of_new_key(b"b", 1)].concat();
+    let long = seal_v4_at(&[(two_keys, 2, b"a")], 6, 7);
+    match memtable_data::decode_slice(&long) {
+        Err(MemtableDataError::MalformedRow {
+            row: 1, expected, ..
+        }) => {
+            assert_eq!(
+                expected,
+                "a block ending before the first new key past the block target"
+            );
+        }
+        other => panic!("expected a malformed row 1, found {other:?}"),
+    }
+}
+
+/// A v3 row after a `first_row` of a key as long as `key` sharing no byte with it: empty meta
+/// and value, whose lengths (the key's and the value's) repeat the row before's, so the tag
+/// flags them instead of storing them.
+fn row_of_new_key(key: &[u8], version_delta: u64) -> Vec<u8> {
+    let mut row = vec![0b1100_0000];
+    varint(0, &mut row);
+    row.extend_from_slice(key);
+    varint(version_delta * 2, &mut row);
+    row.push(0);
+    row
 }

@@ -95,10 +95,35 @@ pub fn handle_bytes(req: &[u8], snap: &SnapAccess, opts: &HandlerOptions) -> Vec
 /// response fields, see the module docs).
 pub fn handle(req: &Request, snap: &SnapAccess, opts: &HandlerOptions) -> Response {
     let t0 = Instant::now();
-    let mut resp = match run(req, snap, opts) {
+    let resp = match run(req, snap, opts) {
         Ok(resp) => resp,
         Err(e) => error_response(e, snap),
     };
+    with_processed_time(resp, t0)
+}
+
+/// [`handle`] on a snapshot rebuilt from shipped rows (a worker's): an error in those rows
+/// (`kvengine::Error::RemoteMemtableData` or `RemoteSnapshot`) is returned rather than
+/// answered. A v4 blob's blocks are checked when a read reaches them, so such an error can come
+/// from the execution as well as from the rebuild, and either way the body is at fault.
+pub fn handle_shipped(
+    req: &Request,
+    snap: &SnapAccess,
+    opts: &HandlerOptions,
+) -> std::result::Result<Response, kvengine::Error> {
+    use kvengine::Error as E;
+    let t0 = Instant::now();
+    let resp = match run(req, snap, opts) {
+        Ok(resp) => resp,
+        Err(Error::Storage(e @ (E::RemoteMemtableData { .. } | E::RemoteSnapshot { .. }))) => {
+            return Err(e);
+        }
+        Err(e) => error_response(e, snap),
+    };
+    Ok(with_processed_time(resp, t0))
+}
+
+fn with_processed_time(mut resp: Response, t0: Instant) -> Response {
     let details = resp.exec_details.get_or_insert_with(ExecDetails::default);
     details.processed_ns = t0.elapsed().as_nanos() as u64;
     resp

@@ -14,7 +14,8 @@
 //!
 //! [`SnapAccess::from_remote`] opens the files from the object store (a worker passes its
 //! cache of open tables instead: [`SnapAccess::from_remote_cached`], `table_cache`), indexes
-//! the rows (no skiplist is built: see `remote_rows`; every format is accepted) and returns a
+//! the rows (no skiplist is built: see `remote_rows`; every format is accepted; a v4 blob's
+//! blocks are indexed when a read reaches them) and returns a
 //! read-only [`SnapAccess`] on which every MVCC read at the start_ts it was shipped for returns
 //! exactly what the origin returns.
 //!
@@ -143,7 +144,9 @@ impl SnapAccess {
     /// protocol never produces (another column family, a key outside the shard, keys not
     /// ascending, 4 GiB of rows or more), are [`Error::RemoteSnapshot`]; an inconsistent file list is
     /// [`Error::ChangeSet`]; undecodable memtable data is [`Error::RemoteMemtableData`]; a
-    /// missing or corrupt file is the object store's or the table's error.
+    /// missing or corrupt file is the object store's or the table's error. The rows of a v4
+    /// blob are checked a block at a time when a read reaches them, so for one the row errors
+    /// above (but those of its block index) are errors of the reads.
     pub fn from_remote(
         changeset: &ChangeSet,
         memtable_data: &Bytes,
@@ -198,7 +201,8 @@ impl SnapAccess {
             });
         }
         let files = ShardFiles::from_changeset(changeset)?;
-        // The rows first: a corrupt transfer fails before any object store read.
+        // The rows first: a corrupt transfer (or a v4 blob's corrupt block index) fails before
+        // any object store read.
         let rows = RemoteRows::decode(shard_id, files.start(), files.end(), memtable_data)?;
         let mut data = derive(files)?;
         data.remote = Some(Arc::new(rows));

@@ -26,8 +26,17 @@
 //! where its user meta and value sit. A key's rows are adjacent and ascending by version, so a
 //! read at `ts` lands on the last row of the key whose version is `<= ts`.
 //!
-//! Offsets are 32-bit: a buffer or an arena of 4 GiB or more is refused (a memtable is far
-//! smaller).
+//! Offsets are 32-bit: a buffer or an arena of 4 GiB or more is refused when its rows are
+//! indexed (a memtable is far smaller; a v4 writer refuses such a blob).
+//!
+//! A v4 blob's `max_version` is the header's: a reader of one block checks that none of its
+//! rows is above it, and only a walk of every block that it is the highest, so a sender that
+//! understated it (with every checksum valid) would make `newer_ts_in_range` skip rows. The
+//! server's writer computes it from the rows it writes.
+//!
+//! A point read on a v4 blob indexes the whole block its key is in (~16 KiB, some
+//! microseconds); a worker's reads are scans, and the MVCC scanner's point reads are rare (below
+//! a Lock or Rollback record).
 
 use bytes::Bytes;
 use changeset::memtable_data::{self, BlockIndex, RowIter};
@@ -587,10 +596,11 @@ impl<'a> RemoteVersion<'a> {
 pub struct RemoteRowsIter<'a> {
     rows: &'a RemoteRows,
     ts: u64,
-    /// v4: the block the cursor is in, and its rows (`None` before the first seek).
+    /// v4: the block the cursor is in (0 before the first seek).
     block: usize,
+    /// v4: that block's rows (`None` before the first seek, or after a block failed).
     decoded: Option<RowIndex>,
-    /// (key index, row index) of the current position, in the rows of `current`.
+    /// (key index, row index) of the current position, in the rows [`Self::current`] returns.
     pos: Option<(usize, usize)>,
 }
 
@@ -657,6 +667,8 @@ impl<'a> RemoteRowsIter<'a> {
 
     /// Positions on the first visible key `>= key`.
     pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        // Unpositioned until it lands: a block that fails to decode leaves no stale position.
+        self.pos = None;
         let source = self.rows;
         match &source.kind {
             Kind::Indexed(rows) => self.settle_forward(0, rows.lower_bound(key)),
@@ -674,6 +686,7 @@ impl<'a> RemoteRowsIter<'a> {
 
     /// Positions on the last visible key `<= key`.
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        self.pos = None;
         let source = self.rows;
         match &source.kind {
             Kind::Indexed(rows) => self.settle_backward(0, Some(rows.upper_bound(key))),

@@ -7,7 +7,9 @@
 //! Failures split by whose fault they are, because the server reacts differently:
 //! * [`OffloadError::is_bad_request`]: the body is not one a server following the protocol
 //!   sends (framing, protobuf, shipped rows or snapshot description). Retrying the same body
-//!   fails the same way; the server should run the request locally and look for a bug.
+//!   fails the same way; the server should run the request locally and look for a bug. The
+//!   shipped rows of a v4 blob are checked a block at a time as the execution reads them, so
+//!   this can also come after the rebuild ([`cop::handler::handle_shipped`]).
 //! * otherwise the object store failed while the files were opened (missing file, I/O, S3
 //!   unreachable, a stored table failing its checks): the body may be fine, another worker or
 //!   a later retry may succeed.
@@ -16,7 +18,8 @@
 //! the ChangeSet decodes into slices of it), so the HTTP layer calls it directly, then applies
 //! TopN paging ([`crate::topn_paging`]) and the cop-limiter ([`crate::cop_limiter`]) to the
 //! decoded request, and runs the CPU- and I/O-bound [`Offload::execute`] on a blocking thread.
-//! Nothing allocates more than the body justifies: the memtable rows are indexed in place.
+//! Nothing allocates more than the body justifies: the memtable rows are indexed in place (a
+//! v4 blob's a block at a time, as reads reach them).
 
 use std::time::{Duration, Instant};
 
@@ -163,10 +166,12 @@ impl Offload {
         // Failed rebuilds count too: a slow failing store is what this histogram must show.
         crate::metrics::SNAPSHOT_REBUILD_SECONDS.observe(rebuild.as_secs_f64());
         let snap = snap?;
-        let mut response = cop::handler::handle(&self.request, &snap, &HandlerOptions::worker());
+        let handled = cop::handler::handle_shipped(&self.request, &snap, &HandlerOptions::worker());
         // The tables stay open in the worker's cache; the pages this request made resident
         // need not (`kvengine::TableCache`).
         snap.release_pages();
+        // A v4 block found corrupt by the execution is the body's fault, as at the rebuild.
+        let mut response = handled.map_err(OffloadError::Snapshot)?;
         response.cache_last_version = 0;
         Ok(Executed { response, rebuild })
     }

@@ -239,8 +239,9 @@ pub static SNAPSHOT_REBUILD_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
         Histogram::with_opts(
             HistogramOpts::new(
                 "stratus_worker_snapshot_rebuild_seconds",
-                "Time to rebuild a shipped snapshot: index the shipped memtable rows and open \
-                 the listed files (downloads included); failed rebuilds too.",
+                "Time to rebuild a shipped snapshot: index the shipped memtable rows (a v4 \
+                 blob's block index only: its blocks are decoded as the request reads them) \
+                 and open the listed files (downloads included); failed rebuilds too.",
             )
             // 0.25 ms (rows only, files cached) up to ~16 s (large downloads from S3).
             .buckets(prometheus::exponential_buckets(0.000_25, 2.0, 17).expect("valid buckets")),

@@ -116,11 +116,14 @@ impl SnapAccess {
         {
             let mut newer = false;
             remote.visit_keys_from(&lower, |k| {
-                newer = below_upper(k.key())
-                    && k.versions_newest_first()
-                        .next()
-                        .is_some_and(|v| v.version() > start_ts);
-                Ok(below_upper(k.key()) && !newer)
+                if !below_upper(k.key()) {
+                    return Ok(false);
+                }
+                newer = k
+                    .versions_newest_first()
+                    .next()
+                    .is_some_and(|v| v.version() > start_ts);
+                Ok(!newer)
             })?;
             if newer {
                 return Ok(true);
