@@ -76,6 +76,8 @@ struct Shipped {
     /// to_remote + from_remote + one full scan of the rebuilt snapshot.
     with_scan: Duration,
     len: usize,
+    /// Heap bytes the rebuilt snapshot holds beside the blob to read it.
+    index_memory: usize,
 }
 
 /// Reads every row of `snap` at `ts` (touching each value), as a worker's full-range scan does.
@@ -100,6 +102,7 @@ fn ship_as(snap: &SnapAccess, dfs: &Arc<dyn Dfs>, format: MemtableDataFormat) ->
     assert_eq!(probe.rows, ROWS as u64);
     let mut encode = Duration::MAX;
     let mut rebuild = Duration::MAX;
+    let mut index_memory = 0;
     let total = best(|| {
         let t0 = Instant::now();
         let remote = snap.to_remote_as(all, ts, format).expect("to_remote");
@@ -108,7 +111,7 @@ fn ship_as(snap: &SnapAccess, dfs: &Arc<dyn Dfs>, format: MemtableDataFormat) ->
         let rebuilt = SnapAccess::from_remote(&remote.changeset, &data, dfs.clone(), None)
             .expect("from_remote");
         let t2 = Instant::now();
-        black_box(&rebuilt);
+        index_memory = black_box(&rebuilt).remote_index_memory();
         encode = encode.min(t1 - t0);
         rebuild = rebuild.min(t2 - t1);
         t2 - t0
@@ -128,6 +131,7 @@ fn ship_as(snap: &SnapAccess, dfs: &Arc<dyn Dfs>, format: MemtableDataFormat) ->
         rebuild,
         with_scan,
         len: probe.memtable_data.len(),
+        index_memory,
     }
 }
 
@@ -165,10 +169,10 @@ fn ship(e: &Engine, dfs: &Arc<dyn Dfs>) {
         sizes.join(", ")
     ));
     let base = "memcpy of the v1 blob into a new buffer";
-    let v3_with_scan = shipped
+    let v3 = shipped
         .iter()
         .find(|(f, _)| *f == MemtableDataFormat::V3)
-        .map(|(_, s)| s.with_scan);
+        .map(|(_, s)| (s.with_scan, s.index_memory));
     for (f, s) in &shipped {
         let Shipped {
             total,
@@ -176,6 +180,7 @@ fn ship(e: &Engine, dfs: &Arc<dyn Dfs>) {
             rebuild,
             with_scan,
             len,
+            index_memory,
         } = s;
         row(
             &format!("{f}: to_remote + from_remote"),
@@ -186,13 +191,20 @@ fn ship(e: &Engine, dfs: &Arc<dyn Dfs>) {
         );
         // What a worker pays before its answer is ready: a v4 rebuild defers each block's
         // decode to the scan, so the shipping rows alone would flatter it.
-        if let Some(v3) = v3_with_scan {
+        if let Some((v3_with_scan, v3_memory)) = v3 {
             row(
                 &format!("  {f}: to_remote + from_remote + a full scan of the rebuilt snapshot"),
                 "MB/s",
                 rate(mb, *with_scan),
                 "v3: the same",
-                rate(mb, v3),
+                rate(mb, v3_with_scan),
+            );
+            row(
+                &format!("  {f}: memory the rebuilt snapshot holds beside the blob"),
+                "MiB",
+                *index_memory as f64 / (1 << 20) as f64,
+                "v3: the same",
+                v3_memory as f64 / (1 << 20) as f64,
             );
         }
         row(

@@ -1578,6 +1578,11 @@ impl BlockIndex {
         &data[start..end]
     }
 
+    /// Heap bytes the index holds.
+    pub fn memory_size(&self) -> usize {
+        self.blocks.capacity() * std::mem::size_of::<BlockRef>()
+    }
+
     /// The size the writer cut blocks at (see [`MemtableDataWriter::with_block_target`]).
     pub fn block_target(&self) -> u64 {
         self.block_target

@@ -116,6 +116,14 @@ struct RowIndex {
     max_version: u64,
 }
 
+/// The index vectors of a block no longer read, lent to the next block's index (emptied):
+/// a scan indexes one block after another without allocating them again.
+#[derive(Default)]
+struct Spare {
+    keys: Vec<KeyEntry>,
+    rows: Vec<RowEntry>,
+}
+
 /// A v4 blob: its checked block index; blocks are indexed when read ([`RowBlocks::block`]).
 struct RowBlocks {
     data: Bytes,
@@ -173,6 +181,7 @@ impl RemoteRows {
                 0,
                 data,
                 rows,
+                Spare::default(),
             )?)
         };
         Ok(RemoteRows { shard_id, kind })
@@ -194,6 +203,15 @@ impl RemoteRows {
         }
     }
 
+    /// Heap bytes held beside the received blob for reading it: the index and arenas of every
+    /// row (v1-v3), or the block index (v4; each cursor holds one block's index on top).
+    pub fn index_memory(&self) -> usize {
+        match &self.kind {
+            Kind::Indexed(rows) => rows.memory_size(),
+            Kind::Blocks(blocks) => blocks.index.memory_size(),
+        }
+    }
+
     /// Highest version of any row (0 when empty): lets "is anything newer than ts here?" skip
     /// the rows without walking them.
     pub fn max_version(&self) -> u64 {
@@ -210,7 +228,7 @@ impl RemoteRows {
             Kind::Blocks(blocks) => match blocks.block_of(key) {
                 None => Ok(None),
                 Some(b) => {
-                    let rows = blocks.block(self.shard_id, b)?;
+                    let rows = blocks.block(self.shard_id, b, Spare::default())?;
                     Ok(rows.get(key, ts).map(RawVersion::from))
                 }
             },
@@ -248,10 +266,13 @@ impl RemoteRows {
                 visit_index(rows)?;
             }
             Kind::Blocks(blocks) => {
+                let mut spare = Spare::default();
                 for b in blocks.block_of(lower).unwrap_or(0)..blocks.index.len() {
-                    if !visit_index(&blocks.block(self.shard_id, b)?)? {
+                    let rows = blocks.block(self.shard_id, b, spare)?;
+                    if !visit_index(&rows)? {
                         break;
                     }
+                    spare = rows.into_spare();
                 }
             }
         }
@@ -304,7 +325,7 @@ impl RowBlocks {
 
     /// Decodes and indexes block `b`: its keys must lie from its first key to below the next
     /// block's (the shard's end after the last block).
-    fn block(&self, shard_id: u64, b: usize) -> Result<RowIndex> {
+    fn block(&self, shard_id: u64, b: usize, spare: Spare) -> Result<RowIndex> {
         let corrupt = |source| Error::RemoteMemtableData { shard_id, source };
         let rows = self.index.rows(&self.data, b).map_err(corrupt)?;
         let first = self.index.first_key(&self.data, b);
@@ -316,7 +337,8 @@ impl RowBlocks {
             ),
             false => (first, self.end.as_slice(), "the shard range"),
         };
-        RowIndex::build(shard_id, range, self.index.row_base(b), &self.data, rows)
+        let row_base = self.index.row_base(b);
+        RowIndex::build(shard_id, range, row_base, &self.data, rows, spare)
     }
 }
 
@@ -330,6 +352,7 @@ impl RowIndex {
         row_base: u64,
         data: &Bytes,
         mut iter: RowIter<'_>,
+        spare: Spare,
     ) -> Result<Self> {
         let (start, end, range_name) = range;
         let bad = |detail: String| Error::RemoteSnapshot { shard_id, detail };
@@ -352,8 +375,9 @@ impl RowIndex {
         // most as many keys as rows, and a v2 row's WRITE meta is 17 bytes (others are rare);
         // capacity never written costs no memory.
         let row_count = iter.row_count() as usize;
-        let mut rows: Vec<RowEntry> = Vec::with_capacity(row_count);
-        let mut keys: Vec<KeyEntry> = Vec::with_capacity(row_count);
+        let Spare { mut keys, mut rows } = spare;
+        (keys.clear(), rows.clear());
+        (keys.reserve(row_count), rows.reserve(row_count));
         // The arenas come from the pool of shipping buffers, and go back to it with the
         // snapshot: a worker rebuilds snapshots again and again, and a fresh arena faulted in
         // every page it wrote.
@@ -453,6 +477,26 @@ impl RowIndex {
             return Err(outside(indexed.key_at(k), row));
         }
         Ok(indexed)
+    }
+
+    /// Heap bytes of its index vectors and arenas (not the received buffer's).
+    fn memory_size(&self) -> usize {
+        let arena = |bytes: &Bytes| match bytes.as_ptr() == self.data.as_ptr() {
+            true => 0,
+            false => bytes.len(),
+        };
+        self.keys.capacity() * std::mem::size_of::<KeyEntry>()
+            + self.rows.capacity() * std::mem::size_of::<RowEntry>()
+            + arena(&self.key_bytes)
+            + arena(&self.meta_bytes)
+    }
+
+    /// Its index vectors, for the next block's.
+    fn into_spare(self) -> Spare {
+        Spare {
+            keys: self.keys,
+            rows: self.rows,
+        }
     }
 
     fn key_of(&self, e: &KeyEntry) -> &[u8] {
@@ -599,7 +643,7 @@ pub struct RemoteRowsIter<'a> {
     /// v4: the block the cursor is in (0 before the first seek).
     block: usize,
     /// v4: that block's rows (`None` before the first seek, or after a block failed).
-    decoded: Option<RowIndex>,
+    decoded: Option<Box<RowIndex>>,
     /// (key index, row index) of the current position, in the rows [`Self::current`] returns.
     pos: Option<(usize, usize)>,
 }
@@ -609,15 +653,22 @@ impl<'a> RemoteRowsIter<'a> {
     fn current(&self) -> Option<&RowIndex> {
         match &self.rows.kind {
             Kind::Indexed(rows) => Some(rows),
-            Kind::Blocks(_) => self.decoded.as_ref(),
+            Kind::Blocks(_) => self.decoded.as_deref(),
         }
     }
 
     /// v4: makes block `b` the current one, decoding it unless it already is.
     fn load(&mut self, blocks: &RowBlocks, b: usize) -> Result<&RowIndex> {
+        // The block it replaces lends its index vectors to the next.
+        let mut spare = Spare::default();
+        if self.block != b
+            && let Some(stale) = self.decoded.take()
+        {
+            spare = stale.into_spare();
+        }
         let rows = match self.decoded.take() {
-            Some(rows) if self.block == b => rows,
-            _ => blocks.block(self.rows.shard_id, b)?,
+            Some(rows) => rows,
+            None => Box::new(blocks.block(self.rows.shard_id, b, spare)?),
         };
         self.block = b;
         Ok(self.decoded.insert(rows))
