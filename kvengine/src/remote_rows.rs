@@ -376,8 +376,10 @@ impl RowIndex {
         // capacity never written costs no memory.
         let row_count = iter.row_count() as usize;
         let Spare { mut keys, mut rows } = spare;
-        (keys.clear(), rows.clear());
-        (keys.reserve(row_count), rows.reserve(row_count));
+        keys.clear();
+        rows.clear();
+        keys.reserve(row_count);
+        rows.reserve(row_count);
         // The arenas come from the pool of shipping buffers, and go back to it with the
         // snapshot: a worker rebuilds snapshots again and again, and a fresh arena faulted in
         // every page it wrote.
