@@ -328,13 +328,7 @@ fn memtable_rows_v2() -> Vec<MemRow> {
 
 #[test]
 fn memtable_data_v2_golden_file_decodes_to_known_rows_and_re_encodes_identically() {
-    let stored = golden("memtable_data_v2.bin", || {
-        memtable_data::encode_as(Format::V2, &memtable_rows_v2()).unwrap()
-    });
-    assert_eq!(&stored[..5], b"SMTD\x02");
-    let rows = memtable_data::decode(&Bytes::from(stored.clone())).unwrap();
-    assert_eq!(rows, memtable_rows_v2());
-    assert_eq!(memtable_data::encode_as(Format::V2, &rows).unwrap(), stored);
+    let (stored, rows) = memtable_golden(Format::V2, &memtable_rows_v2());
     // The same rows in v1 are much longer: the savings are what v2 is for.
     let v1 = memtable_data::encode_as(Format::V1, &rows).unwrap();
     assert!(
@@ -347,13 +341,7 @@ fn memtable_data_v2_golden_file_decodes_to_known_rows_and_re_encodes_identically
 
 #[test]
 fn memtable_data_v3_golden_file_decodes_to_known_rows_and_re_encodes_identically() {
-    let stored = golden("memtable_data_v3.bin", || {
-        memtable_data::encode_as(Format::V3, &memtable_rows_v2()).unwrap()
-    });
-    assert_eq!(&stored[..5], b"SMTD\x03");
-    let rows = memtable_data::decode(&Bytes::from(stored.clone())).unwrap();
-    assert_eq!(rows, memtable_rows_v2());
-    assert_eq!(memtable_data::encode_as(Format::V3, &rows).unwrap(), stored);
+    let (stored, rows) = memtable_golden(Format::V3, &memtable_rows_v2());
     // Most of these rows repeat the key length (t_100_rNN) and many the value length: each
     // such row stores one length byte less than in v2.
     let v2 = memtable_data::encode_as(Format::V2, &rows).unwrap();
@@ -363,6 +351,18 @@ fn memtable_data_v3_golden_file_decodes_to_known_rows_and_re_encodes_identically
         stored.len(),
         v2.len()
     );
+}
+
+/// The golden blob of `rows` in `format` (`memtable_data_v<N>.bin`), checked to start with
+/// the magic and version, to decode to `rows` and to re-encode to the same bytes; and the rows.
+fn memtable_golden(format: Format, rows: &[MemRow]) -> (Vec<u8>, Vec<MemRow>) {
+    let name = format!("memtable_data_{format}.bin");
+    let stored = golden(&name, || memtable_data::encode_as(format, rows).unwrap());
+    assert_eq!(&stored[..5], [&b"SMTD"[..], &[format.as_u8()]].concat());
+    let decoded = memtable_data::decode(&Bytes::from(stored.clone())).unwrap();
+    assert_eq!(decoded, rows);
+    assert_eq!(memtable_data::encode_as(format, &decoded).unwrap(), stored);
+    (stored, decoded)
 }
 
 /// A WRITE meta: kind, start_ts, commit_ts.
@@ -395,13 +395,7 @@ fn memtable_rows_v4() -> Vec<MemRow> {
 
 #[test]
 fn memtable_data_v4_golden_file_decodes_to_known_rows_and_re_encodes_identically() {
-    let stored = golden("memtable_data_v4.bin", || {
-        memtable_data::encode_as(Format::V4, &memtable_rows_v4()).unwrap()
-    });
-    assert_eq!(&stored[..5], b"SMTD\x04");
-    let rows = memtable_data::decode(&Bytes::from(stored.clone())).unwrap();
-    assert_eq!(rows, memtable_rows_v4());
-    assert_eq!(memtable_data::encode_as(Format::V4, &rows).unwrap(), stored);
+    let (stored, rows) = memtable_golden(Format::V4, &memtable_rows_v4());
     let index = memtable_data::blocks(&stored).unwrap();
     assert_eq!(index.len(), 3);
     assert_eq!(index.max_version(), 315);

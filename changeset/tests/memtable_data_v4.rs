@@ -239,6 +239,34 @@ fn first_row(key: &[u8], version_delta: u64) -> Vec<u8> {
     row
 }
 
+/// The row, what was expected and what was found of a malformed row.
+fn malformed_row<T: std::fmt::Debug>(
+    result: Result<T, MemtableDataError>,
+) -> (u64, &'static str, String) {
+    match result {
+        Err(MemtableDataError::MalformedRow {
+            row,
+            expected,
+            found,
+        }) => (row, expected, found),
+        other => panic!("expected a malformed row, found {other:?}"),
+    }
+}
+
+/// The block, what was expected and what was found of a refused block.
+fn bad_block<T: std::fmt::Debug>(
+    result: Result<T, MemtableDataError>,
+) -> (u64, &'static str, String) {
+    match result {
+        Err(MemtableDataError::BadBlock {
+            block,
+            expected,
+            found,
+        }) => (block, expected, found),
+        other => panic!("expected a bad block, found {other:?}"),
+    }
+}
+
 #[test]
 fn a_hand_sealed_blob_decodes() {
     // The helper below is what the refusals are built with: it must make a valid blob.
@@ -258,14 +286,8 @@ fn a_block_starting_with_the_previous_blocks_key_is_refused() {
         &[(first_row(b"a", 5), 1, b"a"), (first_row(b"a", 6), 1, b"a")],
         6,
     );
-    match memtable_data::decode_slice(&blob) {
-        Err(MemtableDataError::MalformedRow {
-            row: 1, expected, ..
-        }) => {
-            assert_eq!(expected, "a block starting with a new key");
-        }
-        other => panic!("expected a malformed row 1, found {other:?}"),
-    }
+    let (row, expected, _) = malformed_row(memtable_data::decode_slice(&blob));
+    assert_eq!((row, expected), (1, "a block starting with a new key"));
 }
 
 #[test]
@@ -274,29 +296,17 @@ fn a_row_above_the_headers_max_version_is_refused() {
         &[(first_row(b"a", 5), 1, b"a"), (first_row(b"b", 9), 1, b"b")],
         6,
     );
-    match memtable_data::decode_slice(&blob) {
-        Err(MemtableDataError::MalformedRow {
-            row: 1,
-            expected,
-            found,
-        }) => {
-            assert_eq!(expected, "versions at most the header's max_version");
-            assert!(found.contains("version=9 max_version=6"), "{found}");
-        }
-        other => panic!("expected a malformed row 1, found {other:?}"),
-    }
+    let (row, expected, found) = malformed_row(memtable_data::decode_slice(&blob));
+    assert_eq!(
+        (row, expected),
+        (1, "versions at most the header's max_version")
+    );
+    assert!(found.contains("version=9 max_version=6"), "{found}");
 }
 
 #[test]
 fn index_entries_the_writer_never_writes_are_refused() {
-    let bad_block = |blob: &[u8]| match memtable_data::blocks(blob) {
-        Err(MemtableDataError::BadBlock {
-            block,
-            expected,
-            found,
-        }) => (block, expected, found),
-        other => panic!("expected a bad block, found {other:?}"),
-    };
+    let bad_block = |blob: &[u8]| bad_block(memtable_data::blocks(blob));
     // A block of no rows.
     let blob = seal_v4(
         &[(first_row(b"a", 5), 1, b"a"), (first_row(b"b", 6), 0, b"b")],
@@ -367,15 +377,9 @@ fn a_max_version_above_the_rows_highest_is_refused_by_a_walk() {
     );
     let index = memtable_data::blocks(&blob).unwrap();
     assert!(index.rows(&blob, 1).unwrap().next_row().unwrap().is_ok());
-    match memtable_data::decode_slice(&blob) {
-        Err(MemtableDataError::BadBlock {
-            expected, found, ..
-        }) => {
-            assert_eq!(expected, "a max_version that is the rows' highest version");
-            assert_eq!(found, "max_version=7 highest=6");
-        }
-        other => panic!("expected a bad block, found {other:?}"),
-    }
+    let (_, expected, found) = bad_block(memtable_data::decode_slice(&blob));
+    assert_eq!(expected, "a max_version that is the rows' highest version");
+    assert_eq!(found, "max_version=7 highest=6");
 }
 
 #[test]
@@ -399,31 +403,22 @@ fn blocks_cut_elsewhere_than_the_writer_would_are_refused() {
         6,
         8,
     );
-    match memtable_data::blocks(&short) {
-        Err(MemtableDataError::BadBlock {
-            block: 0, expected, ..
-        }) => {
-            assert_eq!(
-                expected,
-                "a block that is not the last to reach the block target"
-            );
-        }
-        other => panic!("expected a bad block 0, found {other:?}"),
-    }
+    let (block, expected, _) = bad_block(memtable_data::blocks(&short));
+    assert_eq!(
+        (block, expected),
+        (0, "a block that is not the last to reach the block target")
+    );
     // A block that runs past a new key it should have been cut before.
     let two_keys = [first_row(b"a", 5), row_of_new_key(b"b", 1)].concat();
     let long = seal_v4_at(&[(two_keys, 2, b"a")], 6, 7);
-    match memtable_data::decode_slice(&long) {
-        Err(MemtableDataError::MalformedRow {
-            row: 1, expected, ..
-        }) => {
-            assert_eq!(
-                expected,
-                "a block ending before the first new key past the block target"
-            );
-        }
-        other => panic!("expected a malformed row 1, found {other:?}"),
-    }
+    let (row, expected, _) = malformed_row(memtable_data::decode_slice(&long));
+    assert_eq!(
+        (row, expected),
+        (
+            1,
+            "a block ending before the first new key past the block target"
+        )
+    );
 }
 
 /// A v3 row after a `first_row` of a key as long as `key` sharing no byte with it: empty meta
