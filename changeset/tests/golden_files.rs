@@ -395,7 +395,7 @@ fn memtable_rows_v4() -> Vec<MemRow> {
 
 #[test]
 fn memtable_data_v4_golden_file_decodes_to_known_rows_and_re_encodes_identically() {
-    let (stored, rows) = memtable_golden(Format::V4, &memtable_rows_v4());
+    let (stored, _) = memtable_golden(Format::V4, &memtable_rows_v4());
     let index = memtable_data::blocks(&stored).unwrap();
     assert_eq!(index.len(), 3);
     assert_eq!(index.max_version(), 315);
