@@ -994,13 +994,7 @@ pub fn rows(data: &[u8]) -> Result<RowIter<'_>, MemtableDataError> {
         let e = MemtableDataError::RowCountTooLarge { count, max };
         return Err(verify.blame(data, e));
     }
-    Ok(RowIter {
-        verify,
-        body,
-        count,
-        total: count,
-        ..RowIter::unstarted(format, data)
-    })
+    Ok(RowIter::segment(format, verify, body, count))
 }
 
 /// The rows of a blob whose header and checksum [`rows`] checked, in order. A lending cursor
@@ -1072,28 +1066,22 @@ impl<'a> RowIter<'a> {
         Ok(())
     }
 
-    /// A cursor over every row of a v4 blob whose index [`blocks`] checked, block after block.
-    /// A cursor over no rows of `data` yet (an empty segment, whose checksum is that of
-    /// nothing), with no v4 rules: what every constructor starts from.
-    fn unstarted(format: Format, data: &'a [u8]) -> RowIter<'a> {
+    /// A cursor over one segment of rows (`count` rows in `body`, checked by `verify`) with no
+    /// v4 rules yet: what every constructor starts from.
+    fn segment(format: Format, verify: Verify, body: Cursor<'a>, count: u64) -> RowIter<'a> {
+        let segment_start = body.pos;
         RowIter {
             format,
-            verify: Verify {
-                format,
-                checksum: RowsChecksum::of(format),
-                expected: RowsChecksum::of(format).value(),
-                fed: 0,
-                end: 0,
-            },
-            body: Cursor::new(data, 0),
-            count: 0,
-            total: 0,
+            verify,
+            body,
+            count,
+            total: count,
             index: 0,
             row_base: 0,
             walk: None,
             max_version: u64::MAX,
             block_target: u64::MAX,
-            segment_start: 0,
+            segment_start,
             seen_max_version: 0,
             previous: None,
             key_v1: &[],
@@ -1106,13 +1094,23 @@ impl<'a> RowIter<'a> {
         }
     }
 
+    /// A cursor over every row of a v4 blob whose index [`blocks`] checked, block after block.
     fn over_blocks(data: &'a [u8], index: BlockIndex) -> RowIter<'a> {
+        // No rows yet: an empty segment, whose checksum is that of nothing.
+        let checksum = RowsChecksum::of(Format::V4);
+        let nothing = Verify {
+            format: Format::V4,
+            expected: checksum.value(),
+            checksum,
+            fed: 0,
+            end: 0,
+        };
         let mut iter = RowIter {
             total: index.row_count,
             max_version: index.max_version,
             block_target: index.block_target,
             walk: Some(BlockWalk { index, next: 0 }),
-            ..RowIter::unstarted(Format::V4, data)
+            ..RowIter::segment(Format::V4, nothing, Cursor::new(data, 0), 0)
         };
         iter.next_block();
         iter
@@ -1122,19 +1120,10 @@ impl<'a> RowIter<'a> {
     /// before is not checked: the index's keys are the caller's to order).
     fn over_block(data: &'a [u8], block: &BlockRef, index: &BlockIndex) -> RowIter<'a> {
         RowIter {
-            verify: block.verify(data),
-            body: Cursor {
-                data,
-                pos: block.start,
-                end: block.rows_end,
-            },
-            count: block.rows,
-            total: block.rows,
             row_base: block.row_base,
             max_version: index.max_version,
             block_target: index.block_target,
-            segment_start: block.start,
-            ..RowIter::unstarted(Format::V4, data)
+            ..RowIter::segment(Format::V4, block.verify(data), block.body(data), block.rows)
         }
     }
 
@@ -1168,11 +1157,7 @@ impl<'a> RowIter<'a> {
         walk.next += 1;
         let data = self.body.data;
         self.verify = block.verify(data);
-        self.body = Cursor {
-            data,
-            pos: block.start,
-            end: block.rows_end,
-        };
+        self.body = block.body(data);
         self.count = block.rows;
         self.index = 0;
         self.row_base = block.row_base;
@@ -1516,6 +1501,15 @@ struct BlockRef {
 }
 
 impl BlockRef {
+    /// A cursor over the block's rows.
+    fn body<'d>(&self, data: &'d [u8]) -> Cursor<'d> {
+        Cursor {
+            data,
+            pos: self.start,
+            end: self.rows_end,
+        }
+    }
+
     /// The block's checksum, fed from nothing.
     fn verify(&self, data: &[u8]) -> Verify {
         let mut stored = [0u8; XXH3_LEN];
@@ -1741,11 +1735,7 @@ pub fn blocks(data: &[u8]) -> Result<BlockIndex, MemtableDataError> {
 /// Where the first key of `block` sits: its first row stores it whole (no same-key flags,
 /// shared prefix 0). Only the key is read; the rest of the row is checked with the block.
 fn block_first_key(data: &[u8], block: &BlockRef) -> Result<(usize, usize), String> {
-    let mut row = Cursor {
-        data,
-        pos: block.start,
-        end: block.rows_end,
-    };
+    let mut row = block.body(data);
     let [tag] = row.take_array().map_err(|e| e.to_string())?;
     if tag & (TAG_SAME_KEY | TAG_SAME_KEY_LEN) != 0 {
         return Err(format!("tag={tag:#04x}"));

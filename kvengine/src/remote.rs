@@ -172,8 +172,6 @@ impl SnapAccess {
         })
     }
 
-    /// Drops from this process's RSS the pages its mapped tables' reads made resident (L0
-    /// files and uncompressed level tables: `sst::Table::release_pages`); the bytes released.
     /// Heap bytes a rebuilt snapshot holds beside its received memtable rows to read them (see
     /// `RemoteRows::index_memory`); 0 for a snapshot that was not rebuilt.
     pub fn remote_index_memory(&self) -> usize {
@@ -183,6 +181,8 @@ impl SnapAccess {
             .map_or(0, |rows| rows.index_memory())
     }
 
+    /// Drops from this process's RSS the pages its mapped tables' reads made resident (L0
+    /// files and uncompressed level tables: `sst::Table::release_pages`); the bytes released.
     /// What a worker calls when a request is done with a rebuilt snapshot whose tables stay
     /// open in its cache: reads stay correct, a page read again comes back from the page
     /// cache.

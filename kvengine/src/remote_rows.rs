@@ -145,6 +145,24 @@ fn arena_push(arena: &mut Vec<u8>, part: &[u8]) -> Option<u32> {
     Some(off)
 }
 
+/// Shipped keys that do not ascend: `key` at blob row `row` after `previous`.
+fn keys_out_of_order(shard_id: u64, key: &[u8], previous: &[u8], row: u64) -> Error {
+    Error::RemoteSnapshot {
+        shard_id,
+        detail: format!(
+            "expected keys in ascending order, found key={key:?} after key={previous:?} row={row}"
+        ),
+    }
+}
+
+/// A shipped key outside `range` (what the range is: the shard's, or a v4 block's).
+fn key_outside(shard_id: u64, range: &str, key: &[u8], row: u64) -> Error {
+    Error::RemoteSnapshot {
+        shard_id,
+        detail: format!("expected keys inside {range}, found key={key:?} row={row}"),
+    }
+}
+
 /// Byte offset of `part` (a subslice of `base`) in `base`.
 fn offset_in(base: &[u8], part: &[u8]) -> u32 {
     // Both pointers lie in the same allocation and `base` is shorter than 4 GiB (checked by
@@ -285,7 +303,6 @@ impl RowBlocks {
     /// and fall in the shard's range (a block's other keys are checked against them when it is
     /// decoded).
     fn check_first_keys(&self, shard_id: u64, start: &[u8]) -> Result<()> {
-        let bad = |detail: String| Error::RemoteSnapshot { shard_id, detail };
         let mut previous: Option<&[u8]> = None;
         for b in 0..self.index.len() {
             let key = self.index.first_key(&self.data, b);
@@ -293,15 +310,11 @@ impl RowBlocks {
             if let Some(previous) = previous
                 && key <= previous
             {
-                return Err(bad(format!(
-                    "expected keys in ascending order, found key={key:?} after key={previous:?} row={row}"
-                )));
+                return Err(keys_out_of_order(shard_id, key, previous, row));
             }
             let outside = key < start || (!self.end.is_empty() && key >= self.end.as_slice());
             if outside {
-                return Err(bad(format!(
-                    "expected keys inside the shard range, found key={key:?} row={row}"
-                )));
+                return Err(key_outside(shard_id, "the shard range", key, row));
             }
             previous = Some(key);
         }
@@ -362,11 +375,7 @@ impl RowIndex {
                 data.len()
             )));
         }
-        let outside = |key: &[u8], row: u64| {
-            bad(format!(
-                "expected keys inside {range_name}, found key={key:?} row={row}"
-            ))
-        };
+        let outside = |key: &[u8], row: u64| key_outside(shard_id, range_name, key, row);
         let corrupt = |source| Error::RemoteMemtableData { shard_id, source };
         let in_place = iter.format() == MemtableDataFormat::V1;
         // The count is bounded by the body length, so the input justifies the allocations.
@@ -407,10 +416,7 @@ impl RowIndex {
             if order.is_lt() {
                 let source: &[u8] = if in_place { base } else { &key_arena };
                 let last = keys.last().map_or(&[][..], |e| &source[key_range(e)]);
-                return Err(bad(format!(
-                    "expected keys in ascending order, found key={:?} after key={:?} row={i}",
-                    row.key, last
-                )));
+                return Err(keys_out_of_order(shard_id, row.key, last, i));
             }
             if order.is_gt() {
                 // Keys ascend, so only the first can fall below the range; the end is checked
@@ -661,16 +667,13 @@ impl<'a> RemoteRowsIter<'a> {
 
     /// v4: makes block `b` the current one, decoding it unless it already is.
     fn load(&mut self, blocks: &RowBlocks, b: usize) -> Result<&RowIndex> {
-        // The block it replaces lends its index vectors to the next.
-        let mut spare = Spare::default();
-        if self.block != b
-            && let Some(stale) = self.decoded.take()
-        {
-            spare = stale.into_spare();
-        }
         let rows = match self.decoded.take() {
-            Some(rows) => rows,
-            None => Box::new(blocks.block(self.rows.shard_id, b, spare)?),
+            Some(rows) if self.block == b => rows,
+            // The block it replaces lends its index vectors to the next.
+            stale => {
+                let spare = stale.map(|rows| rows.into_spare()).unwrap_or_default();
+                Box::new(blocks.block(self.rows.shard_id, b, spare)?)
+            }
         };
         self.block = b;
         Ok(self.decoded.insert(rows))
@@ -725,10 +728,7 @@ impl<'a> RemoteRowsIter<'a> {
         let source = self.rows;
         match &source.kind {
             Kind::Indexed(rows) => self.settle_forward(0, rows.lower_bound(key)),
-            Kind::Blocks(blocks) if blocks.index.is_empty() => {
-                self.pos = None;
-                Ok(())
-            }
+            Kind::Blocks(blocks) if blocks.index.is_empty() => Ok(()),
             Kind::Blocks(blocks) => {
                 let b = blocks.block_of(key).unwrap_or(0);
                 let k = self.load(blocks, b)?.lower_bound(key);
@@ -744,10 +744,7 @@ impl<'a> RemoteRowsIter<'a> {
         match &source.kind {
             Kind::Indexed(rows) => self.settle_backward(0, Some(rows.upper_bound(key))),
             Kind::Blocks(blocks) => match blocks.block_of(key) {
-                None => {
-                    self.pos = None;
-                    Ok(())
-                }
+                None => Ok(()),
                 Some(b) => {
                     let end = self.load(blocks, b)?.upper_bound(key);
                     self.settle_backward(b, Some(end))
@@ -758,13 +755,13 @@ impl<'a> RemoteRowsIter<'a> {
 
     /// Positions on the last visible key.
     pub fn seek_to_last(&mut self) -> Result<()> {
+        self.pos = None;
         let source = self.rows;
         match &source.kind {
-            Kind::Blocks(blocks) if blocks.index.is_empty() => {
-                self.pos = None;
-                Ok(())
-            }
-            Kind::Blocks(blocks) => self.settle_backward(blocks.index.len() - 1, None),
+            Kind::Blocks(blocks) => match blocks.index.len().checked_sub(1) {
+                None => Ok(()),
+                Some(last) => self.settle_backward(last, None),
+            },
             Kind::Indexed(_) => self.settle_backward(0, None),
         }
     }
